@@ -1,0 +1,19 @@
+//! The pure core of skald: the neutral message model, transcript codecs, token accounting and
+//! transcript repair. No I/O, no async: every function here is a computation on values.
+//!
+//! ```
+//! use skald_core::codec;
+//!
+//! let request = r#"{"model":"gpt-4o","messages":[
+//!     {"role":"system","content":"You are terse."},
+//!     {"role":"user","content":"List the files."}]}"#;
+//! let decoded = codec::decode(request).unwrap();
+//! assert_eq!(decoded.format, codec::Format::OpenAiRequest);
+//! assert_eq!(decoded.conversation.messages.len(), 2);
+//! ```
+
+pub mod codec;
+pub mod message;
+pub mod repair;
+pub mod time;
+pub mod tokens;

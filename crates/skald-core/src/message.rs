@@ -1,0 +1,403 @@
+//! The neutral message model: one representation of an agent conversation that every supported
+//! wire and transcript format maps into without loss.
+//!
+//! Design rules this module owns:
+//! - **Typed where skald decides, opaque where it does not.** Roles, blocks, tool calls and results,
+//!   usage and stop reasons are typed, because pipeline stages act on them. Everything else a format
+//!   carries lives in an `extra` map (`Extra`) on the message or block and is written back unchanged.
+//! - **Form hints make round trips exact.** Where a format allows two spellings of the same thing
+//!   (content as a string or as a list of parts, a system prompt at top level or as a message,
+//!   arguments as a JSON string or an object), the decoder records which one it saw in a hint field
+//!   so the encoder writes the same spelling back.
+//! - **Tool results are blocks.** A [`Role::ToolResult`] message carries one or more
+//!   [`Block::ToolResult`] blocks (OpenAI and OpenClaw: one per message; Anthropic and Claude Code:
+//!   all results of a turn in one user message, possibly followed by text). Stages that look for
+//!   tool output therefore only ever walk blocks.
+//! - **`details` never reaches a model.** [`ToolResult::details`] is host-only data; token counting,
+//!   summarising and provider encoders skip it.
+
+use serde_json::{Map, Value};
+
+/// Fields a format carries that skald does not interpret; kept verbatim and written back.
+pub type Extra = Map<String, Value>;
+
+/// Who speaks in a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// Instructions to the model (OpenAI `system`/`developer`, Anthropic top-level `system`).
+    System,
+    /// The human, or the harness speaking for them.
+    User,
+    /// The model.
+    Assistant,
+    /// Results of tool calls, as [`Block::ToolResult`] blocks.
+    ToolResult,
+    /// Host entries outside the model's four roles (OpenClaw `custom`, `bashExecution`,
+    /// `compactionSummary`, Claude Code compact boundaries…). The string is the host's own type name.
+    Custom(String),
+}
+
+impl Role {
+    /// A short, stable name for reports and tables.
+    pub fn name(&self) -> &str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::ToolResult => "tool_result",
+            Role::Custom(name) => name,
+        }
+    }
+}
+
+/// Why the model stopped producing a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// Natural end of the turn (`stop`, `end_turn`, `stop_sequence`).
+    EndTurn,
+    /// The output limit was hit (`length`, `max_tokens`).
+    MaxTokens,
+    /// The model asked for tools (`tool_calls`, `tool_use`, `toolUse`).
+    ToolUse,
+    /// The provider call failed; the message may be empty.
+    Error,
+    /// The caller aborted the call.
+    Aborted,
+    /// A reason this model has no name for, kept as written.
+    Other(String),
+}
+
+impl StopReason {
+    /// Maps the spellings used by OpenAI, Anthropic and pi/OpenClaw to a reason.
+    pub fn parse(raw: &str) -> StopReason {
+        match raw {
+            "stop" | "end_turn" | "stop_sequence" => StopReason::EndTurn,
+            "length" | "max_tokens" => StopReason::MaxTokens,
+            "tool_calls" | "tool_use" | "toolUse" | "function_call" => StopReason::ToolUse,
+            "error" => StopReason::Error,
+            "aborted" => StopReason::Aborted,
+            other => StopReason::Other(other.to_owned()),
+        }
+    }
+
+    /// True for calls that did not complete: their tool calls are not expected to have results.
+    pub fn is_incomplete(&self) -> bool {
+        match self {
+            StopReason::Error | StopReason::Aborted => true,
+            StopReason::EndTurn
+            | StopReason::MaxTokens
+            | StopReason::ToolUse
+            | StopReason::Other(_) => false,
+        }
+    }
+}
+
+/// Token usage a provider reported for the call that produced a message.
+///
+/// `input` counts only uncached input, as Anthropic reports it; OpenAI's `prompt_tokens` includes
+/// cached tokens, so its decoder subtracts `cache_read` to keep one meaning across providers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+impl Usage {
+    /// Everything the provider read for the request: uncached, cache reads and cache writes.
+    pub fn total_input(&self) -> u64 {
+        self.input + self.cache_read + self.cache_write
+    }
+}
+
+/// A point in time as a format wrote it: epoch milliseconds or an RFC 3339 string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Timestamp {
+    Millis(i64),
+    Rfc3339(String),
+}
+
+impl Timestamp {
+    /// Milliseconds since the Unix epoch, if the text parses.
+    pub fn millis(&self) -> Option<i64> {
+        match self {
+            Timestamp::Millis(ms) => Some(*ms),
+            Timestamp::Rfc3339(text) => crate::time::parse_rfc3339_millis(text),
+        }
+    }
+}
+
+/// How a format spelled a piece of content, so the encoder can spell it the same way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ContentForm {
+    /// A list of typed parts or blocks.
+    #[default]
+    Blocks,
+    /// A bare string (exactly one text block in the model).
+    Text,
+    /// JSON `null` (OpenAI assistant messages that only call tools).
+    Null,
+    /// The key was absent.
+    Absent,
+}
+
+/// Where an image comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ImageSource {
+    /// Inline bytes, base64-encoded.
+    Base64 { media_type: String, data: String },
+    /// A URL (including `data:` URLs, kept as written).
+    Url { url: String },
+}
+
+/// Text the model reads or wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextBlock {
+    pub text: String,
+    pub extra: Extra,
+}
+
+/// An image input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageBlock {
+    pub source: ImageSource,
+    pub extra: Extra,
+}
+
+/// Model reasoning, with the provider's signature when there is one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThinkingBlock {
+    pub thinking: String,
+    pub signature: Option<String>,
+    pub extra: Extra,
+}
+
+/// A request from the model to run a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments, parsed. A string that is not valid JSON is kept as `Value::String`.
+    pub arguments: Value,
+    /// The arguments exactly as a string-encoding format (OpenAI) sent them. Encoders write this
+    /// text back when present; whoever changes `arguments` must clear it.
+    pub arguments_text: Option<String>,
+    pub extra: Extra,
+}
+
+/// The outcome of a tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub call_id: String,
+    /// The tool's name where the format records it (OpenClaw does; Anthropic and OpenAI do not).
+    pub tool_name: Option<String>,
+    /// What the tool returned, as text and image blocks.
+    pub content: Vec<Block>,
+    pub content_form: ContentForm,
+    /// `None` when the format left the flag out.
+    pub is_error: Option<bool>,
+    /// Host-only data (OpenClaw `details`). Never shown to a model or a summarizer, never counted.
+    pub details: Option<Value>,
+    pub extra: Extra,
+}
+
+impl ToolResult {
+    /// True when the tool reported failure.
+    pub fn failed(&self) -> bool {
+        self.is_error == Some(true)
+    }
+
+    /// Total characters of the result's text blocks.
+    pub fn text_chars(&self) -> usize {
+        self.content
+            .iter()
+            .map(|block| match block {
+                Block::Text(text) => text.text.chars().count(),
+                Block::Image(_)
+                | Block::Thinking(_)
+                | Block::ToolCall(_)
+                | Block::ToolResult(_)
+                | Block::Opaque(_) => 0,
+            })
+            .sum()
+    }
+}
+
+/// One piece of a message's content.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    Text(TextBlock),
+    Image(ImageBlock),
+    Thinking(ThinkingBlock),
+    ToolCall(ToolCall),
+    ToolResult(ToolResult),
+    /// A block of a type skald does not model (Anthropic `redacted_thinking`, `document`, server
+    /// tool blocks…), kept verbatim.
+    Opaque(Value),
+}
+
+impl Block {
+    /// A plain text block with no extra fields.
+    pub fn text(text: impl Into<String>) -> Block {
+        Block::Text(TextBlock {
+            text: text.into(),
+            extra: Extra::new(),
+        })
+    }
+}
+
+/// Per-message facts that are not content.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MessageMeta {
+    /// The format's own id for the message or entry (OpenClaw entry id, Claude Code uuid,
+    /// provider response id).
+    pub id: Option<String>,
+    pub stop_reason: Option<StopReason>,
+    pub usage: Option<Usage>,
+    pub timestamp: Option<Timestamp>,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<Block>,
+    pub meta: MessageMeta,
+    /// How the format spelled `content`.
+    pub content_form: ContentForm,
+    /// Fields of the message (and, for envelope formats, of the envelope) skald does not interpret.
+    pub extra: Extra,
+}
+
+impl Message {
+    /// A message with the given role and blocks and nothing else.
+    pub fn new(role: Role, content: Vec<Block>) -> Message {
+        Message {
+            role,
+            content,
+            meta: MessageMeta::default(),
+            content_form: ContentForm::Blocks,
+            extra: Extra::new(),
+        }
+    }
+
+    /// A message whose content is one text block, spelled as a bare string.
+    pub fn text(role: Role, text: impl Into<String>) -> Message {
+        Message {
+            content_form: ContentForm::Text,
+            ..Message::new(role, vec![Block::text(text)])
+        }
+    }
+
+    /// The tool calls in this message, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.content.iter().filter_map(|block| match block {
+            Block::ToolCall(call) => Some(call),
+            Block::Text(_)
+            | Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => None,
+        })
+    }
+
+    /// The tool results in this message, in order.
+    pub fn tool_results(&self) -> impl Iterator<Item = &ToolResult> {
+        self.content.iter().filter_map(|block| match block {
+            Block::ToolResult(result) => Some(result),
+            Block::Text(_)
+            | Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::Opaque(_) => None,
+        })
+    }
+
+    /// The concatenated text blocks of the message (not of nested tool results).
+    pub fn plain_text(&self) -> String {
+        let mut out = String::new();
+        for block in &self.content {
+            match block {
+                Block::Text(text) => {
+                    if !out.is_empty() {
+                        out.push('\n');
+                    }
+                    out.push_str(&text.text);
+                }
+                Block::Image(_)
+                | Block::Thinking(_)
+                | Block::ToolCall(_)
+                | Block::ToolResult(_)
+                | Block::Opaque(_) => {}
+            }
+        }
+        out
+    }
+
+    /// True when the message is part of what a model sees (custom host entries are not).
+    pub fn is_model_visible(&self) -> bool {
+        match self.role {
+            Role::System | Role::User | Role::Assistant | Role::ToolResult => true,
+            Role::Custom(_) => false,
+        }
+    }
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: Option<String>,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+    /// Fields of the definition skald does not interpret (`cache_control`, `strict`, `type`…).
+    pub extra: Extra,
+}
+
+/// A conversation as a model request sees it: messages plus the tools on offer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Conversation {
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    /// The model the request or transcript names, if any.
+    pub model: Option<String>,
+    /// Top-level fields of the request or transcript skald does not interpret.
+    pub extra: Extra,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_reason_spellings_map_to_one_meaning() {
+        assert_eq!(StopReason::parse("end_turn"), StopReason::EndTurn);
+        assert_eq!(StopReason::parse("stop"), StopReason::EndTurn);
+        assert_eq!(StopReason::parse("tool_calls"), StopReason::ToolUse);
+        assert_eq!(StopReason::parse("toolUse"), StopReason::ToolUse);
+        assert_eq!(StopReason::parse("length"), StopReason::MaxTokens);
+        assert!(StopReason::parse("aborted").is_incomplete());
+        assert!(!StopReason::parse("refusal").is_incomplete());
+    }
+
+    #[test]
+    fn usage_total_input_counts_cache() {
+        let usage = Usage {
+            input: 3,
+            output: 10,
+            cache_read: 100,
+            cache_write: 20,
+        };
+        assert_eq!(usage.total_input(), 123);
+    }
+
+    #[test]
+    fn custom_messages_are_not_model_visible() {
+        let custom = Message::text(Role::Custom("note".into()), "host only");
+        assert!(!custom.is_model_visible());
+        assert!(Message::text(Role::User, "hi").is_model_visible());
+    }
+}

@@ -1,0 +1,1 @@
+//! Transcript repair. STUB.
