@@ -15,5 +15,6 @@
 pub mod codec;
 pub mod message;
 pub mod repair;
+pub mod stats;
 pub mod time;
 pub mod tokens;
