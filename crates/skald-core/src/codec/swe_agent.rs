@@ -1,12 +1,351 @@
-//! swe_agent import. STUB.
-use crate::message::Conversation;
+//! SWE-agent `.traj` import (read only).
+//!
+//! A trajectory is `{environment, trajectory, history, info, replay_config?}`. `history` is what
+//! the model saw, in order: system/user/assistant/tool messages whose content is a string or a
+//! list of `{type: "text", text}` parts, with SWE-agent's own fields (`agent`, `message_type`,
+//! `thought`, `action`, `is_demo`…) kept in [`Message::extra`]. Demonstration messages
+//! (`is_demo`) were part of the prompt and are kept like any other.
+//!
+//! Two tool styles exist:
+//! - **Function calling**: assistant messages carry OpenAI `tool_calls` (arguments a JSON string,
+//!   kept verbatim in `arguments_text`) and `tool` messages name their call in `tool_call_ids`.
+//!   A `tool` message becomes a [`Role::ToolResult`] when the id it names belongs to a call seen
+//!   before it; otherwise it stays a user message with `role: "tool"` kept in its extra.
+//! - **Classic** (no function calling): the command is a fenced block in the assistant text,
+//!   also recorded in `action`, and the next user message is its observation. When the action's
+//!   fence is found in the text and the next message is a user observation of the same kind (demo
+//!   or not), the fence becomes a [`ToolCall`] named after the command's first word (`edit`,
+//!   `open`, `python`…) with arguments `{"command": action}` and id `call_<history index>`, and
+//!   the observation its result (`is_error` unknown). Otherwise both stay plain text.
 
-#[derive(Debug, thiserror::Error)]
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::detect::{json_error_message, value_kind};
+use super::mini_swe::{
+    FencedCommand, ShapeError, command_arguments, expect_object, openai_tool_calls, push_text,
+    shape, text_content, without_keys,
+};
+use crate::message::{
+    Block, ContentForm, Conversation, Extra, Message, MessageMeta, Role, ToolCall, ToolResult,
+};
+
+/// Why a SWE-agent trajectory could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SweAgentError {
-    #[error("{0}")]
-    Invalid(String),
+    /// The input is not one JSON document.
+    #[error("not valid JSON at line {line}, column {column}: {message}")]
+    Json {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// A field has the wrong type or is missing.
+    #[error("{path}: expected {expected}, found {found}")]
+    Shape {
+        path: String,
+        expected: &'static str,
+        found: &'static str,
+    },
 }
 
-pub fn decode(_input: &str) -> Result<Conversation, SweAgentError> {
-    Err(SweAgentError::Invalid("not implemented".into()))
+impl From<ShapeError> for SweAgentError {
+    fn from(error: ShapeError) -> Self {
+        SweAgentError::Shape {
+            path: error.path,
+            expected: error.expected,
+            found: error.found,
+        }
+    }
+}
+
+/// Decodes a SWE-agent trajectory from its JSON text.
+pub fn decode(input: &str) -> Result<Conversation, SweAgentError> {
+    let value: Value = serde_json::from_str(input).map_err(|error| SweAgentError::Json {
+        line: error.line(),
+        column: error.column(),
+        message: json_error_message(&error),
+    })?;
+    decode_value(&value)
+}
+
+/// Decodes a parsed SWE-agent trajectory.
+pub fn decode_value(value: &Value) -> Result<Conversation, SweAgentError> {
+    let root = expect_object(value, "$", "a trajectory object with \"history\"")?;
+    let history = match root.get("history") {
+        Some(Value::Array(history)) => history,
+        Some(other) => {
+            return Err(shape("history", "an array of messages", value_kind(other)).into());
+        }
+        None => return Err(shape("history", "an array of messages", "nothing").into()),
+    };
+
+    let mut messages = Vec::with_capacity(history.len());
+    for (index, raw) in history.iter().enumerate() {
+        messages.push(decode_message(raw, &format!("history[{index}]"))?);
+    }
+    link_tool_messages(history, &mut messages);
+    lift_actions(history, &mut messages);
+
+    Ok(Conversation {
+        messages,
+        tools: Vec::new(),
+        model: configured_model(root.get("replay_config")),
+        extra: without_keys(root, &["history"]),
+    })
+}
+
+fn decode_message(raw: &Value, path: &str) -> Result<Message, ShapeError> {
+    let object = expect_object(raw, path, "an object with \"role\"")?;
+    let role_name = match object.get("role") {
+        Some(Value::String(role)) => role.as_str(),
+        Some(other) => return Err(shape(format!("{path}.role"), "a string", value_kind(other))),
+        None => return Err(shape(format!("{path}.role"), "a string", "nothing")),
+    };
+    let (mut content, content_form) =
+        text_content(object.get("content"), &format!("{path}.content"))?;
+    // Only the model calls tools; `tool_calls` elsewhere is kept as an unknown field.
+    let calls = object
+        .get("tool_calls")
+        .filter(|_| role_name == "assistant");
+    if let Some(calls) = calls {
+        content.extend(
+            openai_tool_calls(calls, &format!("{path}.tool_calls"))?
+                .into_iter()
+                .map(Block::ToolCall),
+        );
+    }
+    let role = match role_name {
+        "system" => Role::System,
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        // Becomes a result in `link_tool_messages` once its call is known.
+        "tool" => Role::User,
+        other => Role::Custom(other.to_owned()),
+    };
+    let mut extra = if calls.is_some() {
+        without_keys(object, &["content", "tool_calls"])
+    } else {
+        without_keys(object, &["content"])
+    };
+    if role_name != "tool" {
+        extra.remove("role");
+    }
+    Ok(Message {
+        role,
+        content,
+        meta: MessageMeta::default(),
+        content_form,
+        extra,
+    })
+}
+
+/// The ids a `tool` message answers: `tool_call_ids` (SWE-agent) or `tool_call_id` (OpenAI).
+fn answered_ids(raw: &Value) -> Vec<&str> {
+    match (raw.get("tool_call_ids"), raw.get("tool_call_id")) {
+        (Some(Value::Array(ids)), _) => ids.iter().filter_map(Value::as_str).collect(),
+        (_, Some(Value::String(id))) => vec![id.as_str()],
+        _ => Vec::new(),
+    }
+}
+
+fn link_tool_messages(history: &[Value], messages: &mut [Message]) {
+    let mut call_names: HashMap<String, String> = HashMap::new();
+    for (raw, message) in history.iter().zip(messages.iter_mut()) {
+        if raw.get("role").and_then(Value::as_str) != Some("tool") {
+            for call in message.tool_calls() {
+                call_names.insert(call.id.clone(), call.name.clone());
+            }
+            continue;
+        }
+        // SWE-agent answers one call per message; with several ids the first known one is used and
+        // the full list stays in extra.
+        let Some((call_id, name)) = answered_ids(raw)
+            .into_iter()
+            .find_map(|id| call_names.get(id).map(|name| (id.to_owned(), name.clone())))
+        else {
+            continue;
+        };
+        message.extra.remove("role");
+        let content = std::mem::take(&mut message.content);
+        message.role = Role::ToolResult;
+        message.content = vec![Block::ToolResult(ToolResult {
+            call_id,
+            tool_name: Some(name),
+            content,
+            content_form: message.content_form,
+            is_error: None,
+            details: None,
+            extra: Extra::new(),
+        })];
+    }
+}
+
+/// Classic mode: each assistant `action` fenced in its text, answered by the next user message,
+/// becomes a tool call and its result.
+fn lift_actions(history: &[Value], messages: &mut [Message]) {
+    for index in 0..messages.len() {
+        let (Some(raw), Some(next_raw)) = (history.get(index), history.get(index + 1)) else {
+            continue;
+        };
+        if raw.get("role").and_then(Value::as_str) != Some("assistant")
+            || next_raw.get("role").and_then(Value::as_str) != Some("user")
+            || !is_observation(next_raw)
+            || is_demo(raw) != is_demo(next_raw)
+        {
+            continue;
+        }
+        let Some(action) = raw.get("action").and_then(Value::as_str) else {
+            continue;
+        };
+        let Some(name) = action.split_whitespace().next().map(str::to_owned) else {
+            continue;
+        };
+        let Some(assistant) = messages.get(index) else {
+            continue;
+        };
+        if assistant.tool_calls().next().is_some() {
+            continue;
+        }
+        let Some(text) = single_text(assistant) else {
+            continue;
+        };
+        let Some(fenced) = fenced_action(text, action) else {
+            continue;
+        };
+        let call_id = format!("call_{index}");
+        let mut content = Vec::with_capacity(3);
+        push_text(&mut content, fenced.before);
+        content.push(Block::ToolCall(ToolCall {
+            id: call_id.clone(),
+            name: name.clone(),
+            arguments: command_arguments(action),
+            arguments_text: None,
+            extra: Extra::new(),
+        }));
+        push_text(&mut content, fenced.after);
+
+        if let Some(assistant) = messages.get_mut(index) {
+            assistant.content = content;
+            assistant.content_form = ContentForm::Blocks;
+        }
+        if let Some(observation) = messages.get_mut(index + 1) {
+            let result_content = std::mem::take(&mut observation.content);
+            observation.role = Role::ToolResult;
+            observation.content = vec![Block::ToolResult(ToolResult {
+                call_id,
+                tool_name: Some(name),
+                content: result_content,
+                content_form: observation.content_form,
+                is_error: None,
+                details: None,
+                extra: Extra::new(),
+            })];
+        }
+    }
+}
+
+fn is_demo(raw: &Value) -> bool {
+    raw.get("is_demo").and_then(Value::as_bool).unwrap_or(false)
+}
+
+fn is_observation(raw: &Value) -> bool {
+    match raw.get("message_type") {
+        None | Some(Value::Null) => true,
+        Some(kind) => kind.as_str() == Some("observation"),
+    }
+}
+
+/// The text of a message whose content is exactly one text block.
+fn single_text(message: &Message) -> Option<&str> {
+    match message.content.as_slice() {
+        [Block::Text(text)] => Some(text.text.as_str()),
+        _ => None,
+    }
+}
+
+/// Finds the fenced block holding `action` in `text`: an opening fence (optionally with a
+/// language tag) and a line break before the action, only whitespace and a closing fence after.
+fn fenced_action<'a>(text: &'a str, action: &str) -> Option<FencedCommand<'a>> {
+    let body = action.trim();
+    if body.is_empty() {
+        return None;
+    }
+    let position = text.rfind(body)?;
+    let before = text.get(..position)?;
+    let after = text.get(position + body.len()..)?;
+
+    let opening = before.rfind("```")?;
+    let between = before.get(opening + 3..)?;
+    let tag_length = between.find(char::is_whitespace).unwrap_or(between.len());
+    let (tag, gap) = between.split_at_checked(tag_length)?;
+    if tag.contains('`') || !gap.chars().all(char::is_whitespace) || !gap.contains('\n') {
+        return None;
+    }
+
+    let rest = after.trim_start();
+    if !rest.starts_with("```") {
+        return None;
+    }
+    let closing_end = position + body.len() + (after.len() - rest.len()) + 3;
+    Some(FencedCommand {
+        before: text.get(..opening)?,
+        command: text.get(position..position + body.len())?,
+        after: text.get(closing_end..)?,
+    })
+}
+
+/// `replay_config.agent.model.name`; newer SWE-agent writes `replay_config` as a JSON string.
+fn configured_model(replay_config: Option<&Value>) -> Option<String> {
+    let replay_config = replay_config?;
+    let parsed;
+    let config = if let Value::String(text) = replay_config {
+        parsed = serde_json::from_str::<Value>(text).ok()?;
+        &parsed
+    } else {
+        replay_config
+    };
+    config
+        .get("agent")?
+        .get("model")?
+        .get("name")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn fenced_action_splits_thought_and_fence() {
+        let text = "I will list.\n\n```\nls -a\n```";
+        let found = fenced_action(text, "ls -a\n").unwrap();
+        assert_eq!(found.before, "I will list.\n\n");
+        assert_eq!(found.command, "ls -a");
+        assert_eq!(found.after, "");
+    }
+
+    #[test]
+    fn fenced_action_accepts_a_language_tag_and_trailing_text() {
+        let text = "ok\n```bash\nedit 1:2\nx\nend_of_edit\n```\nthen more";
+        let found = fenced_action(text, "edit 1:2\nx\nend_of_edit").unwrap();
+        assert_eq!(found.before, "ok\n");
+        assert_eq!(found.after, "\nthen more");
+    }
+
+    #[test]
+    fn unfenced_action_is_not_lifted() {
+        assert!(fenced_action("just run ls -a now", "ls -a").is_none());
+        assert!(fenced_action("```ls -a```", "ls -a").is_none());
+        assert!(fenced_action("anything", "   ").is_none());
+    }
+
+    #[test]
+    fn replay_config_may_be_a_json_string() {
+        let config = Value::String(r#"{"agent":{"model":{"name":"gpt-4o"}}}"#.into());
+        assert_eq!(configured_model(Some(&config)).as_deref(), Some("gpt-4o"));
+    }
 }
