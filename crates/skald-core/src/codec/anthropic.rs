@@ -1,35 +1,1082 @@
-//! Anthropic Messages: requests (system, messages, tools) and responses. STUB.
-use crate::message::{Conversation, Message};
+//! Anthropic Messages wire format: request bodies (`model`, `system`, `messages`, `tools`,
+//! `max_tokens`) and non-streaming responses (`type: "message"`), decoded into and encoded from the
+//! neutral [`crate::message`] model.
+//!
+//! # Mapping
+//! - The top-level `system` becomes a leading [`Role::System`] message whose `content_form` records
+//!   whether it was a string ([`ContentForm::Text`]) or a list of blocks.
+//! - A `user` message holding any `tool_result` block becomes a [`Role::ToolResult`] message with
+//!   all its blocks, text included, in order; the encoder writes it back as `user`.
+//! - `tool_use.input` is the call's `arguments` (`arguments_text` stays `None`); `tool_result`
+//!   keeps the form of its `content` (string, blocks or absent) and `is_error` (`None` if absent).
+//! - `redacted_thinking`, `document`, server-tool blocks and any type added later are
+//!   [`Block::Opaque`]; so is an image whose source is neither `base64` nor `url`.
+//!
+//! # Round trips and provenance
+//! `encode_request(&decode_request(v)?)` equals `v` as a [`serde_json::Value`] (key order inside
+//! rebuilt objects is canonical), and likewise for responses. As in [`super::openai`], the decoder
+//! marks what it produces with `extra[ORIGIN_KEY] = "anthropic"` and the encoder writes extra
+//! fields (`cache_control`, `citations`…) and opaque blocks only for marked messages (and top-level
+//! fields and tool definitions only for a marked conversation). Everything else is written as a
+//! valid Anthropic request from its typed parts: leading system messages become `system` (later
+//! ones become `user` text, so the cached prefix stays put), consecutive tool-result messages are
+//! merged into one `user` message with the results first, thinking without a signature and empty
+//! text are dropped, `data:` image URLs become base64 sources, an OpenAI conversation's sampling
+//! parameters are translated and `max_tokens` defaults to [`DEFAULT_MAX_TOKENS`].
+//! [`ToolResult::details`] is never written.
+
 use serde_json::{Map, Value};
 
+pub use super::openai::{HINT_PREFIX, ORIGIN_KEY};
+use crate::message::{
+    Block, ContentForm, Conversation, Extra, ImageBlock, ImageSource, Message, MessageMeta, Role,
+    StopReason, TextBlock, ThinkingBlock, ToolCall, ToolResult, ToolSpec, Usage,
+};
+
+/// The [`ORIGIN_KEY`] value this codec writes.
+pub const ORIGIN: &str = "anthropic";
+/// `max_tokens` for a request built from a conversation that did not say (Anthropic requires it;
+/// every Claude model can produce this many).
+pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// Unknown fields of an image block's `source` object (the block's own are the image's extra).
+const SOURCE_HINT: &str = "skald:anthropic.source";
+
+/// Why a value is not a valid Messages request or response. Every variant but `Json` names the
+/// field by its JSON path (`messages[1].content[0].source`, or `top level`).
 #[derive(Debug, thiserror::Error)]
 pub enum AnthropicError {
-    #[error("{0}")]
-    Invalid(String),
+    /// The input is not JSON at all (the message carries line and column).
+    #[error("not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A required field is absent.
+    #[error("{path}: missing, expected {expected}")]
+    Missing {
+        path: String,
+        expected: &'static str,
+    },
+    /// A field has the wrong JSON type.
+    #[error("{path}: expected {expected}, found {found}")]
+    WrongType {
+        path: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+    /// A field has the right type but a value the format does not define.
+    #[error("{path}: expected {expected}, found {found:?}")]
+    UnknownValue {
+        path: String,
+        expected: &'static str,
+        found: String,
+    },
 }
 
-/// A decoded response: its one message plus the envelope fields needed to write it back.
+impl AnthropicError {
+    /// The JSON path of the offending field, when the error is about one.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            AnthropicError::Json(_) => None,
+            AnthropicError::Missing { path, .. }
+            | AnthropicError::WrongType { path, .. }
+            | AnthropicError::UnknownValue { path, .. } => Some(path),
+        }
+    }
+}
+
+/// A decoded response: its one message plus the envelope needed to write it back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AnthropicResponse {
+    /// The assistant message: `content`, with `meta` filled from `id`, `model`, `stop_reason`
+    /// and `usage`.
     pub message: Message,
+    /// The response object as received, with `content` set to `null`. The encoder puts the
+    /// content back and overwrites the fields `meta` describes only where `meta` says something
+    /// else.
     pub envelope: Map<String, Value>,
 }
 
-pub fn decode_request(_value: &Value) -> Result<Conversation, AnthropicError> {
-    Err(AnthropicError::Invalid("not implemented".into()))
+// ---------------------------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------------------------
+
+/// Decodes a Messages request body.
+pub fn decode_request(value: &Value) -> Result<Conversation, AnthropicError> {
+    let root = Path::Root;
+    let obj = as_object(value, root, "an object with \"messages\"")?;
+    let mut conversation = Conversation::default();
+    let mut consumed = vec!["messages"];
+
+    let system_path = root.key("system");
+    let system = match obj.get("system") {
+        Some(Value::String(text)) => Some(Message::text(Role::System, text.clone())),
+        Some(Value::Array(blocks)) => Some(Message::new(
+            Role::System,
+            decode_blocks(blocks, system_path, false)?,
+        )),
+        // A null `system` stays in `extra` and is written back as is.
+        Some(Value::Null) | None => None,
+        Some(other @ (Value::Bool(_) | Value::Number(_) | Value::Object(_))) => {
+            return Err(wrong(
+                system_path,
+                "a string or an array of text blocks",
+                other,
+            ));
+        }
+    };
+    if let Some(mut system) = system {
+        consumed.push("system");
+        mark(&mut system.extra);
+        conversation.messages.push(system);
+    }
+
+    let messages_path = root.key("messages");
+    let messages_value = required(obj, "messages", root, "an array of messages")?;
+    let messages = messages_value
+        .as_array()
+        .ok_or_else(|| wrong(messages_path, "an array of messages", messages_value))?;
+    for (index, message) in messages.iter().enumerate() {
+        conversation
+            .messages
+            .push(decode_message(message, messages_path.index(index))?);
+    }
+
+    match obj.get("model") {
+        Some(Value::String(model)) => {
+            conversation.model = Some(model.clone());
+            consumed.push("model");
+        }
+        Some(Value::Null) | None => {}
+        Some(other) => return Err(wrong(root.key("model"), "a string", other)),
+    }
+    let tools_path = root.key("tools");
+    match obj.get("tools") {
+        Some(Value::Array(tools)) if !tools.is_empty() => {
+            consumed.push("tools");
+            for (index, tool) in tools.iter().enumerate() {
+                conversation
+                    .tools
+                    .push(decode_tool(tool, tools_path.index(index))?);
+            }
+        }
+        Some(Value::Array(_) | Value::Null) | None => {}
+        Some(other) => return Err(wrong(tools_path, "an array of tools", other)),
+    }
+
+    conversation.extra = rest(obj, &consumed);
+    mark(&mut conversation.extra);
+    Ok(conversation)
 }
+
+/// Parses and decodes a Messages request body.
 pub fn decode_request_str(input: &str) -> Result<Conversation, AnthropicError> {
-    decode_request(&serde_json::from_str(input).map_err(|e| AnthropicError::Invalid(e.to_string()))?)
+    decode_request(&serde_json::from_str(input)?)
 }
-pub fn encode_request(_conversation: &Conversation) -> Value {
-    Value::Null
+
+/// Decodes a non-streaming Messages response.
+pub fn decode_response(value: &Value) -> Result<AnthropicResponse, AnthropicError> {
+    let root = Path::Root;
+    let obj = as_object(value, root, "an object with \"content\"")?;
+    let content_path = root.key("content");
+    let expected = "an array of content blocks";
+    let content_value = required(obj, "content", root, expected)?;
+    let blocks = content_value
+        .as_array()
+        .ok_or_else(|| wrong(content_path, expected, content_value))?;
+    let mut message = Message::new(Role::Assistant, decode_blocks(blocks, content_path, false)?);
+    message.meta = read_meta(obj)?;
+    mark(&mut message.extra);
+    let mut envelope = obj.clone();
+    envelope.insert("content".to_owned(), Value::Null);
+    Ok(AnthropicResponse { message, envelope })
 }
-pub fn decode_response(_value: &Value) -> Result<AnthropicResponse, AnthropicError> {
-    Err(AnthropicError::Invalid("not implemented".into()))
-}
+
+/// Parses and decodes a non-streaming Messages response.
 pub fn decode_response_str(input: &str) -> Result<AnthropicResponse, AnthropicError> {
-    decode_response(&serde_json::from_str(input).map_err(|e| AnthropicError::Invalid(e.to_string()))?)
+    decode_response(&serde_json::from_str(input)?)
 }
-pub fn encode_response(_response: &AnthropicResponse) -> Value {
-    Value::Null
+
+fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, AnthropicError> {
+    let obj = as_object(value, path, "an object with \"role\" and \"content\"")?;
+    let role = match required_str(obj, "role", path)? {
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        other => {
+            return Err(AnthropicError::UnknownValue {
+                path: path.key("role").render(),
+                expected: "\"user\" or \"assistant\"",
+                found: other.to_owned(),
+            });
+        }
+    };
+    let (content, content_form) = decode_content(obj.get("content"), path.key("content"), false)?;
+    let role = match role {
+        Role::User
+            if content
+                .iter()
+                .any(|block| matches!(block, Block::ToolResult(_))) =>
+        {
+            Role::ToolResult
+        }
+        Role::System | Role::User | Role::Assistant | Role::ToolResult | Role::Custom(_) => role,
+    };
+    let mut message = Message {
+        content_form,
+        ..Message::new(role, content)
+    };
+    message.extra = rest(obj, &["role", "content"]);
+    mark(&mut message.extra);
+    Ok(message)
+}
+
+/// `content` of a message or of a `tool_result`.
+fn decode_content(
+    value: Option<&Value>,
+    path: Path<'_>,
+    nested: bool,
+) -> Result<(Vec<Block>, ContentForm), AnthropicError> {
+    match value {
+        None => Ok((Vec::new(), ContentForm::Absent)),
+        Some(Value::Null) => Ok((Vec::new(), ContentForm::Null)),
+        Some(Value::String(text)) => Ok((vec![Block::text(text.clone())], ContentForm::Text)),
+        Some(Value::Array(blocks)) => {
+            Ok((decode_blocks(blocks, path, nested)?, ContentForm::Blocks))
+        }
+        Some(other @ (Value::Bool(_) | Value::Number(_) | Value::Object(_))) => {
+            Err(wrong(path, "a string or an array of content blocks", other))
+        }
+    }
+}
+
+fn decode_blocks(
+    blocks: &[Value],
+    path: Path<'_>,
+    nested: bool,
+) -> Result<Vec<Block>, AnthropicError> {
+    blocks
+        .iter()
+        .enumerate()
+        .map(|(index, block)| decode_block(block, path.index(index), nested))
+        .collect()
+}
+
+/// One content block. Inside a `tool_result` (`nested`) a further `tool_result` is kept opaque:
+/// results do not nest in the model, and it bounds the recursion.
+fn decode_block(value: &Value, path: Path<'_>, nested: bool) -> Result<Block, AnthropicError> {
+    let obj = as_object(value, path, "an object with \"type\"")?;
+    match required_str(obj, "type", path)? {
+        "text" => Ok(Block::Text(TextBlock {
+            text: required_str(obj, "text", path)?.to_owned(),
+            extra: rest(obj, &["type", "text"]),
+        })),
+        "image" => decode_image(value, obj, path),
+        "thinking" => {
+            let thinking = required_str(obj, "thinking", path)?.to_owned();
+            let mut consumed = vec!["type", "thinking"];
+            let signature = optional_str(obj, "signature", path, &mut consumed)?;
+            Ok(Block::Thinking(ThinkingBlock {
+                thinking,
+                signature,
+                extra: rest(obj, &consumed),
+            }))
+        }
+        "tool_use" => {
+            let id = required_str(obj, "id", path)?.to_owned();
+            let name = required_str(obj, "name", path)?.to_owned();
+            let input = required(obj, "input", path, "an object")?;
+            Ok(Block::ToolCall(ToolCall {
+                id,
+                name,
+                arguments: input.clone(),
+                arguments_text: None,
+                extra: rest(obj, &["type", "id", "name", "input"]),
+            }))
+        }
+        "tool_result" if !nested => {
+            let call_id = required_str(obj, "tool_use_id", path)?.to_owned();
+            let (content, content_form) =
+                decode_content(obj.get("content"), path.key("content"), true)?;
+            let mut consumed = vec!["type", "tool_use_id", "content"];
+            let is_error = match obj.get("is_error") {
+                // A null flag stays in `extra`.
+                None | Some(Value::Null) => None,
+                Some(Value::Bool(flag)) => {
+                    consumed.push("is_error");
+                    Some(*flag)
+                }
+                Some(other) => return Err(wrong(path.key("is_error"), "a boolean", other)),
+            };
+            Ok(Block::ToolResult(ToolResult {
+                call_id,
+                tool_name: None,
+                content,
+                content_form,
+                is_error,
+                details: None,
+                extra: rest(obj, &consumed),
+            }))
+        }
+        _ => Ok(Block::Opaque(value.clone())),
+    }
+}
+
+fn decode_image(
+    value: &Value,
+    obj: &Map<String, Value>,
+    path: Path<'_>,
+) -> Result<Block, AnthropicError> {
+    let source_path = path.key("source");
+    let expected = "an object with \"type\"";
+    let source_value = required(obj, "source", path, expected)?;
+    let source_obj = as_object(source_value, source_path, expected)?;
+    let (source, consumed): (ImageSource, &[&str]) =
+        match required_str(source_obj, "type", source_path)? {
+            "base64" => (
+                ImageSource::Base64 {
+                    media_type: required_str(source_obj, "media_type", source_path)?.to_owned(),
+                    data: required_str(source_obj, "data", source_path)?.to_owned(),
+                },
+                &["type", "media_type", "data"],
+            ),
+            "url" => (
+                ImageSource::Url {
+                    url: required_str(source_obj, "url", source_path)?.to_owned(),
+                },
+                &["type", "url"],
+            ),
+            // `file` sources and whatever comes next: nothing skald reads.
+            _ => return Ok(Block::Opaque(value.clone())),
+        };
+    let mut extra = rest(obj, &["type", "source"]);
+    let source_rest = rest(source_obj, consumed);
+    if !source_rest.is_empty() {
+        extra.insert(SOURCE_HINT.to_owned(), Value::Object(source_rest));
+    }
+    Ok(Block::Image(ImageBlock { source, extra }))
+}
+
+fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, AnthropicError> {
+    let obj = as_object(value, path, "an object with \"name\"")?;
+    let name = required_str(obj, "name", path)?.to_owned();
+    let mut consumed = vec!["name"];
+    let description = optional_str(obj, "description", path, &mut consumed)?;
+    // Server tools (`web_search_…`, `bash_…`) have no schema; `Value::Null` means "not given",
+    // and a null schema stays in `extra`.
+    let parameters = match obj.get("input_schema") {
+        None | Some(Value::Null) => Value::Null,
+        Some(schema) => {
+            consumed.push("input_schema");
+            schema.clone()
+        }
+    };
+    Ok(ToolSpec {
+        name,
+        description,
+        parameters,
+        extra: rest(obj, &consumed),
+    })
+}
+
+/// The meta facts a response states.
+fn read_meta(obj: &Map<String, Value>) -> Result<MessageMeta, AnthropicError> {
+    let root = Path::Root;
+    let mut ignored = Vec::new();
+    Ok(MessageMeta {
+        id: optional_str(obj, "id", root, &mut ignored)?,
+        stop_reason: optional_str(obj, "stop_reason", root, &mut ignored)?
+            .map(|reason| StopReason::parse(&reason)),
+        usage: decode_usage(obj.get("usage"), root.key("usage"))?,
+        timestamp: None,
+        model: optional_str(obj, "model", root, &mut ignored)?,
+        provider: None,
+    })
+}
+
+fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, AnthropicError> {
+    let usage = match value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(usage)) => usage,
+        Some(other) => return Err(wrong(path, "an object", other)),
+    };
+    Ok(Some(Usage {
+        input: count(usage, "input_tokens", path)?,
+        output: count(usage, "output_tokens", path)?,
+        cache_read: count(usage, "cache_read_input_tokens", path)?,
+        cache_write: count(usage, "cache_creation_input_tokens", path)?,
+    }))
+}
+
+fn count(obj: &Map<String, Value>, key: &str, path: Path<'_>) -> Result<u64, AnthropicError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(0),
+        Some(value) => value
+            .as_u64()
+            .ok_or_else(|| wrong(path.key(key), "a non-negative integer", value)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+// ---------------------------------------------------------------------------------------------
+
+/// Encodes a conversation as a Messages request body.
+///
+/// A conversation this codec decoded comes back as it was; anything else is written in a shape
+/// Anthropic accepts (see the module docs). Custom-role messages are not model-visible and are
+/// left out.
+pub fn encode_request(conversation: &Conversation) -> Value {
+    let own = is_own(&conversation.extra);
+    let messages = &conversation.messages;
+    let split = messages
+        .iter()
+        .position(|message| !matches!(message.role, Role::System | Role::Custom(_)))
+        .unwrap_or(messages.len());
+    let (leading, later) = messages
+        .split_at_checked(split)
+        .unwrap_or((&[], messages.as_slice()));
+
+    let mut out = Map::new();
+    if let Some(model) = &conversation.model {
+        out.insert("model".to_owned(), Value::String(model.clone()));
+    }
+    if !own {
+        if origin(&conversation.extra) == Some(super::openai::ORIGIN) {
+            translate_openai_params(&conversation.extra, &conversation.tools, &mut out);
+        }
+        if !out.contains_key("max_tokens") {
+            out.insert("max_tokens".to_owned(), Value::from(DEFAULT_MAX_TOKENS));
+        }
+    }
+    if let Some(system) = encode_system(leading) {
+        out.insert("system".to_owned(), system);
+    }
+    out.insert("messages".to_owned(), Value::Array(encode_messages(later)));
+    if !conversation.tools.is_empty() {
+        let tools = conversation
+            .tools
+            .iter()
+            .map(|tool| encode_tool(tool, own))
+            .collect();
+        out.insert("tools".to_owned(), Value::Array(tools));
+    }
+    if own {
+        write_extra(&mut out, &conversation.extra);
+    }
+    Value::Object(out)
+}
+
+/// Encodes a response: the envelope with the message's blocks put back as `content`.
+///
+/// Fields `message.meta` describes (`id`, `model`, `stop_reason`, `usage`) are rewritten only
+/// where `meta` has a value the envelope does not already say. An empty envelope gets a minimal
+/// `message` object.
+pub fn encode_response(response: &AnthropicResponse) -> Value {
+    let message = &response.message;
+    let meta = &message.meta;
+    let mut envelope = if response.envelope.is_empty() {
+        new_envelope(meta)
+    } else {
+        response.envelope.clone()
+    };
+    let stated = read_meta(&envelope).unwrap_or_default();
+
+    if meta.id.is_some() && meta.id != stated.id {
+        insert_opt_str(&mut envelope, "id", meta.id.as_deref());
+    }
+    if meta.model.is_some() && meta.model != stated.model {
+        insert_opt_str(&mut envelope, "model", meta.model.as_deref());
+    }
+    let reason = meta.stop_reason.as_ref();
+    if let Some(reason) = reason.filter(|reason| stated.stop_reason.as_ref() != Some(*reason)) {
+        envelope.insert(
+            "stop_reason".to_owned(),
+            Value::String(stop_reason(reason).to_owned()),
+        );
+    }
+    if let Some(usage) = meta.usage.filter(|usage| stated.usage != Some(*usage)) {
+        write_usage(&mut envelope, &usage);
+    }
+
+    let own = is_own(&message.extra);
+    let place = if matches!(message.role, Role::Assistant) {
+        Place::Assistant
+    } else {
+        Place::User
+    };
+    let content = message
+        .content
+        .iter()
+        .filter_map(|block| encode_block(block, own, place))
+        .collect();
+    envelope.insert("content".to_owned(), Value::Array(content));
+    Value::Object(envelope)
+}
+
+/// The Messages spelling of a stop reason (`"error"` and `"aborted"` have none and are written as
+/// pi spells them).
+pub fn stop_reason(reason: &StopReason) -> &str {
+    match reason {
+        StopReason::EndTurn => "end_turn",
+        StopReason::MaxTokens => "max_tokens",
+        StopReason::ToolUse => "tool_use",
+        StopReason::Error => "error",
+        StopReason::Aborted => "aborted",
+        StopReason::Other(raw) => raw,
+    }
+}
+
+fn new_envelope(meta: &MessageMeta) -> Map<String, Value> {
+    let mut envelope = Map::new();
+    insert_opt_str(&mut envelope, "id", meta.id.as_deref());
+    envelope.insert("type".to_owned(), Value::String("message".to_owned()));
+    envelope.insert("role".to_owned(), Value::String("assistant".to_owned()));
+    insert_opt_str(&mut envelope, "model", meta.model.as_deref());
+    envelope.insert("content".to_owned(), Value::Null);
+    envelope.insert(
+        "stop_reason".to_owned(),
+        meta.stop_reason.as_ref().map_or(Value::Null, |reason| {
+            Value::String(stop_reason(reason).to_owned())
+        }),
+    );
+    envelope.insert("stop_sequence".to_owned(), Value::Null);
+    envelope
+}
+
+fn write_usage(envelope: &mut Map<String, Value>, usage: &Usage) {
+    let slot = envelope
+        .entry("usage")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    let Value::Object(fields) = slot else {
+        return;
+    };
+    fields.insert("input_tokens".to_owned(), Value::from(usage.input));
+    for (key, tokens) in [
+        ("cache_creation_input_tokens", usage.cache_write),
+        ("cache_read_input_tokens", usage.cache_read),
+    ] {
+        if tokens > 0 || fields.contains_key(key) {
+            fields.insert(key.to_owned(), Value::from(tokens));
+        }
+    }
+    fields.insert("output_tokens".to_owned(), Value::from(usage.output));
+}
+
+/// `system` from the leading system messages: as the one message spelled it, or as text blocks.
+fn encode_system(leading: &[Message]) -> Option<Value> {
+    let systems: Vec<&Message> = leading
+        .iter()
+        .filter(|message| matches!(message.role, Role::System))
+        .collect();
+    let mut parts = Vec::new();
+    let mut all_own = true;
+    for message in &systems {
+        let own = is_own(&message.extra);
+        all_own &= own;
+        parts.extend(
+            message
+                .content
+                .iter()
+                .filter_map(|block| encode_block(block, own, Place::System)),
+        );
+    }
+    let form = match systems.as_slice() {
+        [only] => only.content_form,
+        [] => return None,
+        [_, _, ..] => ContentForm::Blocks,
+    };
+    content_value(parts, form, all_own)
+}
+
+/// Where a block is written; decides what a message from elsewhere may hold there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    System,
+    User,
+    Assistant,
+    /// Inside a `tool_result`'s content.
+    ToolResult,
+}
+
+/// A pending `user` message merging a run of tool-result messages from elsewhere: results first,
+/// as Anthropic requires, then whatever else those messages held.
+#[derive(Default)]
+struct MergedResults {
+    results: Vec<Value>,
+    others: Vec<Value>,
+}
+
+impl MergedResults {
+    fn flush(&mut self, out: &mut Vec<Value>) {
+        if self.results.is_empty() && self.others.is_empty() {
+            return;
+        }
+        let mut content = std::mem::take(&mut self.results);
+        content.append(&mut self.others);
+        out.push(role_message("user", Some(Value::Array(content))));
+    }
+}
+
+fn encode_messages(messages: &[Message]) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut merged = MergedResults::default();
+    for message in messages {
+        let own = is_own(&message.extra);
+        let holds_results = message.tool_results().next().is_some();
+        match &message.role {
+            Role::Custom(_) => continue,
+            Role::ToolResult | Role::User if !own && holds_results => {
+                for block in &message.content {
+                    let Some(encoded) = encode_block(block, false, Place::User) else {
+                        continue;
+                    };
+                    match block {
+                        Block::ToolResult(_) => merged.results.push(encoded),
+                        Block::Text(_)
+                        | Block::Image(_)
+                        | Block::Thinking(_)
+                        | Block::ToolCall(_)
+                        | Block::Opaque(_) => merged.others.push(encoded),
+                    }
+                }
+                continue;
+            }
+            Role::System | Role::User | Role::Assistant | Role::ToolResult => {}
+        }
+        merged.flush(&mut out);
+        let (role, place) = match &message.role {
+            Role::Assistant => ("assistant", Place::Assistant),
+            Role::System | Role::User | Role::ToolResult | Role::Custom(_) => ("user", Place::User),
+        };
+        let parts: Vec<Value> = message
+            .content
+            .iter()
+            .filter_map(|block| encode_block(block, own, place))
+            .collect();
+        if !own && parts.is_empty() {
+            // Anthropic rejects messages with empty content; nothing of this one survives.
+            continue;
+        }
+        let mut encoded = role_message(role, content_value(parts, message.content_form, own));
+        if own {
+            if let Value::Object(fields) = &mut encoded {
+                write_extra(fields, &message.extra);
+            }
+        }
+        out.push(encoded);
+    }
+    merged.flush(&mut out);
+    out
+}
+
+fn role_message(role: &str, content: Option<Value>) -> Value {
+    let mut message = Map::new();
+    message.insert("role".to_owned(), Value::String(role.to_owned()));
+    if let Some(content) = content {
+        message.insert("content".to_owned(), content);
+    }
+    Value::Object(message)
+}
+
+/// The `content` value for encoded blocks, spelled as the message had it; `None` leaves the key
+/// out.
+fn content_value(parts: Vec<Value>, form: ContentForm, own: bool) -> Option<Value> {
+    if parts.is_empty() {
+        if !own {
+            return None;
+        }
+        return match form {
+            ContentForm::Absent => None,
+            ContentForm::Null => Some(Value::Null),
+            ContentForm::Text => Some(Value::String(String::new())),
+            ContentForm::Blocks => Some(Value::Array(Vec::new())),
+        };
+    }
+    if form == ContentForm::Text {
+        if let [part] = parts.as_slice() {
+            if let Some(text) = plain_text(part) {
+                return Some(Value::String(text.to_owned()));
+            }
+        }
+    }
+    Some(Value::Array(parts))
+}
+
+/// The text of a block that is exactly `{"type": "text", "text": …}`.
+fn plain_text(part: &Value) -> Option<&str> {
+    let obj = part.as_object()?;
+    if obj.len() != 2 || obj.get("type").and_then(Value::as_str) != Some("text") {
+        return None;
+    }
+    obj.get("text").and_then(Value::as_str)
+}
+
+/// A block as Anthropic writes it, or `None` where it does not belong. A block of a message this
+/// codec decoded (`own`) is always written back, whatever the place.
+fn encode_block(block: &Block, own: bool, place: Place) -> Option<Value> {
+    let mut out = Map::new();
+    let extra = match block {
+        Block::Text(text) => {
+            if !own && text.text.is_empty() {
+                return None;
+            }
+            out.insert("type".to_owned(), Value::String("text".to_owned()));
+            out.insert("text".to_owned(), Value::String(text.text.clone()));
+            &text.extra
+        }
+        Block::Image(image) => {
+            if !own && matches!(place, Place::System | Place::Assistant) {
+                return None;
+            }
+            out.insert("type".to_owned(), Value::String("image".to_owned()));
+            out.insert("source".to_owned(), encode_source(image, own));
+            &image.extra
+        }
+        Block::Thinking(thinking) => {
+            // Anthropic only accepts thinking it signed, and only from the assistant.
+            if !own && (thinking.signature.is_none() || place != Place::Assistant) {
+                return None;
+            }
+            out.insert("type".to_owned(), Value::String("thinking".to_owned()));
+            out.insert(
+                "thinking".to_owned(),
+                Value::String(thinking.thinking.clone()),
+            );
+            if let Some(signature) = &thinking.signature {
+                out.insert("signature".to_owned(), Value::String(signature.clone()));
+            }
+            &thinking.extra
+        }
+        Block::ToolCall(call) => {
+            if !own && place != Place::Assistant {
+                return None;
+            }
+            out.insert("type".to_owned(), Value::String("tool_use".to_owned()));
+            out.insert("id".to_owned(), Value::String(call.id.clone()));
+            out.insert("name".to_owned(), Value::String(call.name.clone()));
+            out.insert("input".to_owned(), tool_input(call, own));
+            &call.extra
+        }
+        Block::ToolResult(result) => {
+            if !own && place != Place::User {
+                return None;
+            }
+            out.insert("type".to_owned(), Value::String("tool_result".to_owned()));
+            out.insert(
+                "tool_use_id".to_owned(),
+                Value::String(result.call_id.clone()),
+            );
+            let parts = result
+                .content
+                .iter()
+                .filter_map(|inner| encode_block(inner, own, Place::ToolResult))
+                .collect();
+            if let Some(content) = content_value(parts, result.content_form, own) {
+                out.insert("content".to_owned(), content);
+            }
+            if let Some(flag) = result.is_error {
+                out.insert("is_error".to_owned(), Value::Bool(flag));
+            }
+            &result.extra
+        }
+        Block::Opaque(value) => return own.then(|| value.clone()),
+    };
+    if own {
+        write_extra(&mut out, extra);
+    }
+    Some(Value::Object(out))
+}
+
+fn encode_source(image: &ImageBlock, own: bool) -> Value {
+    let mut source = Map::new();
+    match &image.source {
+        ImageSource::Base64 { media_type, data } => {
+            source.insert("type".to_owned(), Value::String("base64".to_owned()));
+            source.insert("media_type".to_owned(), Value::String(media_type.clone()));
+            source.insert("data".to_owned(), Value::String(data.clone()));
+        }
+        ImageSource::Url { url } => match split_data_url(url).filter(|_| !own) {
+            // Anthropic's `url` source fetches over HTTP; inline data must be a base64 source.
+            Some((media_type, data)) => {
+                source.insert("type".to_owned(), Value::String("base64".to_owned()));
+                source.insert(
+                    "media_type".to_owned(),
+                    Value::String(media_type.to_owned()),
+                );
+                source.insert("data".to_owned(), Value::String(data.to_owned()));
+            }
+            None => {
+                source.insert("type".to_owned(), Value::String("url".to_owned()));
+                source.insert("url".to_owned(), Value::String(url.clone()));
+            }
+        },
+    }
+    if let (true, Some(Value::Object(hinted))) = (own, image.extra.get(SOURCE_HINT)) {
+        write_extra(&mut source, hinted);
+    }
+    Value::Object(source)
+}
+
+/// `(media_type, data)` of a `data:<media type>;base64,<data>` URL.
+fn split_data_url(url: &str) -> Option<(&str, &str)> {
+    let (header, data) = url.strip_prefix("data:")?.split_once(',')?;
+    let media_type = header.strip_suffix(";base64")?;
+    Some((media_type, data))
+}
+
+/// `tool_use.input`, which Anthropic requires to be an object. Arguments from elsewhere that are
+/// not one (text that was not JSON) are wrapped rather than lost.
+fn tool_input(call: &ToolCall, own: bool) -> Value {
+    if own || call.arguments.is_object() {
+        return call.arguments.clone();
+    }
+    match &call.arguments {
+        Value::Null => Value::Object(Map::new()),
+        Value::String(text) if text.trim().is_empty() => Value::Object(Map::new()),
+        Value::Bool(_)
+        | Value::Number(_)
+        | Value::String(_)
+        | Value::Array(_)
+        | Value::Object(_) => {
+            let mut wrapped = Map::new();
+            wrapped.insert("arguments".to_owned(), call.arguments.clone());
+            Value::Object(wrapped)
+        }
+    }
+}
+
+fn encode_tool(tool: &ToolSpec, own: bool) -> Value {
+    let mut out = Map::new();
+    out.insert("name".to_owned(), Value::String(tool.name.clone()));
+    if let Some(description) = &tool.description {
+        out.insert("description".to_owned(), Value::String(description.clone()));
+    }
+    if !tool.parameters.is_null() {
+        out.insert("input_schema".to_owned(), tool.parameters.clone());
+    } else if !own {
+        // Custom tools need a schema; a tool that takes nothing takes an empty object.
+        out.insert(
+            "input_schema".to_owned(),
+            serde_json::json!({"type": "object", "properties": {}}),
+        );
+    }
+    if own {
+        write_extra(&mut out, &tool.extra);
+    }
+    Value::Object(out)
+}
+
+/// The Chat Completions request parameters that have a Messages equivalent.
+fn translate_openai_params(extra: &Extra, tools: &[ToolSpec], out: &mut Map<String, Value>) {
+    let limit = extra
+        .get("max_completion_tokens")
+        .or_else(|| extra.get("max_tokens"))
+        .filter(|limit| limit.is_u64());
+    if let Some(limit) = limit {
+        out.insert("max_tokens".to_owned(), limit.clone());
+    }
+    for key in ["top_p", "stream"] {
+        if let Some(value) = extra.get(key) {
+            out.insert(key.to_owned(), value.clone());
+        }
+    }
+    // OpenAI samples temperatures up to 2, Anthropic up to 1.
+    if let Some(temperature) = extra.get("temperature").and_then(Value::as_f64) {
+        out.insert(
+            "temperature".to_owned(),
+            Value::from(temperature.clamp(0.0, 1.0)),
+        );
+    }
+    match extra.get("stop") {
+        Some(Value::String(stop)) => {
+            out.insert(
+                "stop_sequences".to_owned(),
+                Value::Array(vec![Value::String(stop.clone())]),
+            );
+        }
+        Some(stops @ Value::Array(_)) => {
+            out.insert("stop_sequences".to_owned(), stops.clone());
+        }
+        Some(Value::Null | Value::Bool(_) | Value::Number(_) | Value::Object(_)) | None => {}
+    }
+    if tools.is_empty() {
+        return;
+    }
+    let mut choice = match extra.get("tool_choice") {
+        Some(Value::String(mode)) => match mode.as_str() {
+            "auto" => Some(serde_json::json!({"type": "auto"})),
+            "required" => Some(serde_json::json!({"type": "any"})),
+            "none" => Some(serde_json::json!({"type": "none"})),
+            _ => None,
+        },
+        Some(Value::Object(choice)) => choice
+            .get("function")
+            .and_then(|function| function.get("name"))
+            .and_then(Value::as_str)
+            .map(|name| serde_json::json!({"type": "tool", "name": name})),
+        Some(Value::Null | Value::Bool(_) | Value::Number(_) | Value::Array(_)) | None => None,
+    };
+    if extra.get("parallel_tool_calls") == Some(&Value::Bool(false)) {
+        let choice = choice.get_or_insert_with(|| serde_json::json!({"type": "auto"}));
+        if let Value::Object(fields) = choice {
+            fields.insert("disable_parallel_tool_use".to_owned(), Value::Bool(true));
+        }
+    }
+    if let Some(choice) = choice {
+        out.insert("tool_choice".to_owned(), choice);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------
+
+fn mark(extra: &mut Extra) {
+    extra.insert(ORIGIN_KEY.to_owned(), Value::String(ORIGIN.to_owned()));
+}
+
+fn origin(extra: &Extra) -> Option<&str> {
+    extra.get(ORIGIN_KEY).and_then(Value::as_str)
+}
+
+fn is_own(extra: &Extra) -> bool {
+    origin(extra) == Some(ORIGIN)
+}
+
+/// Copies `extra` into `out`, skipping hints and keys the typed model already wrote.
+fn write_extra(out: &mut Map<String, Value>, extra: &Extra) {
+    for (key, value) in extra {
+        if !key.starts_with(HINT_PREFIX) && !out.contains_key(key) {
+            out.insert(key.clone(), value.clone());
+        }
+    }
+}
+
+fn insert_opt_str(out: &mut Map<String, Value>, key: &str, value: Option<&str>) {
+    if let Some(value) = value {
+        out.insert(key.to_owned(), Value::String(value.to_owned()));
+    }
+}
+
+/// The fields of `obj` not in `consumed`, in their original order.
+fn rest(obj: &Map<String, Value>, consumed: &[&str]) -> Extra {
+    obj.iter()
+        .filter(|(key, _)| !consumed.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
+}
+
+/// Where in the input a value sits, rendered only when an error needs it.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl<'a> Path<'a> {
+    fn key(&'a self, key: &'a str) -> Path<'a> {
+        Path::Key(self, key)
+    }
+
+    fn index(&'a self, index: usize) -> Path<'a> {
+        Path::Index(self, index)
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::new();
+        self.write(&mut out);
+        if out.is_empty() {
+            "top level".to_owned()
+        } else {
+            out
+        }
+    }
+
+    fn write(&self, out: &mut String) {
+        match self {
+            Path::Root => {}
+            Path::Key(parent, key) => {
+                parent.write(out);
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Path::Index(parent, index) => {
+                parent.write(out);
+                out.push_str(&format!("[{index}]"));
+            }
+        }
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn wrong(path: Path<'_>, expected: &'static str, found: &Value) -> AnthropicError {
+    AnthropicError::WrongType {
+        path: path.render(),
+        expected,
+        found: kind(found),
+    }
+}
+
+fn as_object<'v>(
+    value: &'v Value,
+    path: Path<'_>,
+    expected: &'static str,
+) -> Result<&'v Map<String, Value>, AnthropicError> {
+    value
+        .as_object()
+        .ok_or_else(|| wrong(path, expected, value))
+}
+
+fn required<'v>(
+    obj: &'v Map<String, Value>,
+    key: &str,
+    path: Path<'_>,
+    expected: &'static str,
+) -> Result<&'v Value, AnthropicError> {
+    obj.get(key).ok_or_else(|| AnthropicError::Missing {
+        path: path.key(key).render(),
+        expected,
+    })
+}
+
+fn required_str<'v>(
+    obj: &'v Map<String, Value>,
+    key: &str,
+    path: Path<'_>,
+) -> Result<&'v str, AnthropicError> {
+    let value = required(obj, key, path, "a string")?;
+    value
+        .as_str()
+        .ok_or_else(|| wrong(path.key(key), "a string", value))
+}
+
+/// An optional string field. When it is a string it counts as consumed; a null stays for `extra`.
+fn optional_str<'o>(
+    obj: &'o Map<String, Value>,
+    key: &'o str,
+    path: Path<'_>,
+    consumed: &mut Vec<&'o str>,
+) -> Result<Option<String>, AnthropicError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => {
+            consumed.push(key);
+            Ok(Some(text.clone()))
+        }
+        Some(other) => Err(wrong(path.key(key), "a string", other)),
+    }
 }

@@ -1,35 +1,1346 @@
-//! OpenAI Chat Completions: requests (messages, tools) and responses (with tool calls). STUB.
-use crate::message::{Conversation, Message};
+//! OpenAI Chat Completions wire format: request bodies (`model`, `messages`, `tools`) and
+//! non-streaming responses (`choices[0].message`, `usage`), decoded into and encoded from the
+//! neutral [`crate::message`] model.
+//!
+//! # Round trips
+//! `encode_request(&decode_request(v)?)` equals `v` as a [`serde_json::Value`], and so does
+//! `encode_response(&decode_response(v)?)`. Key order inside objects the codec rebuilds (messages,
+//! parts, tool calls, tool definitions) is canonical rather than preserved: providers read JSON,
+//! not its key order, and every value (schemas, arguments text, unknown fields) is kept verbatim.
+//!
+//! # Provenance
+//! Fields skald does not interpret live in `extra` maps, but they only mean something in the
+//! format they came from: an Anthropic `cache_control` or an OpenClaw entry field inside an
+//! OpenAI request gets the request rejected. So the decoder marks the conversation and every
+//! message it produces with `extra[ORIGIN_KEY] = "openai"`, and the encoder writes a message's
+//! extra fields, its blocks' extra fields and its opaque blocks only under that mark (the
+//! conversation's top-level fields and tool definitions likewise under the conversation's mark).
+//! Anything else — messages from Anthropic, from transcripts, or built by skald — is written from
+//! its typed parts alone, in a shape OpenAI accepts: tool results become one `tool` message each,
+//! images they carry move to a `user` message after them, thinking is dropped, and a conversation
+//! marked as Anthropic has its sampling parameters translated (`max_tokens`, `stop_sequences`,
+//! `tool_choice`…). [`ToolResult::details`] is never written.
+//!
+//! # Hints
+//! Keys that start with [`HINT_PREFIX`] are notes a decoder leaves for its encoder; no encoder
+//! writes them out. This codec uses [`ROLE_HINT`] (`"developer"` or `"function"` on a
+//! [`Role::System`] / [`Role::ToolResult`] message spelled that way) and private hints for fields of
+//! nested objects the model flattens (the `function` object of a tool call, the outer object of an
+//! `image_url` part or of a tool definition) and for legacy `function_call` tool calls.
+
 use serde_json::{Map, Value};
 
+use crate::message::{
+    Block, ContentForm, Conversation, Extra, ImageBlock, ImageSource, Message, MessageMeta, Role,
+    StopReason, TextBlock, Timestamp, ToolCall, ToolResult, ToolSpec, Usage,
+};
+
+/// The `extra` key under which decoders record which wire format a message or conversation came
+/// from. Encoders trust format-specific data only when the mark names their own format.
+pub const ORIGIN_KEY: &str = "skald:origin";
+/// `extra` keys starting with this are decoder hints; encoders never write them out.
+pub const HINT_PREFIX: &str = "skald:";
+/// The [`ORIGIN_KEY`] value this codec writes.
+pub const ORIGIN: &str = "openai";
+/// On a message's `extra`: the role spelling when it was not the default for its [`Role`]
+/// (`"developer"` for [`Role::System`], `"function"` for [`Role::ToolResult`]).
+pub const ROLE_HINT: &str = "skald:openai.role";
+
+/// Unknown fields of a tool call's inner `function` object (the outer ones are the call's extra).
+const FUNCTION_HINT: &str = "skald:openai.function";
+/// Marks a tool call that was a legacy assistant `function_call` rather than a `tool_calls` entry.
+const LEGACY_CALL_HINT: &str = "skald:openai.function_call";
+/// Unknown fields of an `image_url` part's outer object (the inner ones are the image's extra).
+const PART_HINT: &str = "skald:openai.part";
+/// Unknown fields of a tool definition's outer object (the `function` ones are the spec's extra).
+const TOOL_HINT: &str = "skald:openai.tool";
+
+/// Marks a tool call or tool definition that had no `type` (it is `"function"` when written).
+const UNTYPED_HINT: &str = "skald:openai.untyped";
+
+/// Text put before images that came out of tool results, which OpenAI `tool` messages cannot hold.
+const TOOL_IMAGES_LABEL: &str = "Attached image(s) from tool result:";
+/// Content of a `tool` message whose result was only images.
+const IMAGE_ONLY_RESULT: &str = "(see attached image)";
+
+/// Why a value is not a valid Chat Completions request or response. Every variant but `Json`
+/// names the field by its JSON path (`messages[2].tool_calls[0].function`, or `top level`).
 #[derive(Debug, thiserror::Error)]
 pub enum OpenAiError {
-    #[error("{0}")]
-    Invalid(String),
+    /// The input is not JSON at all (the message carries line and column).
+    #[error("not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A required field is absent.
+    #[error("{path}: missing, expected {expected}")]
+    Missing {
+        path: String,
+        expected: &'static str,
+    },
+    /// A field has the wrong JSON type.
+    #[error("{path}: expected {expected}, found {found}")]
+    WrongType {
+        path: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+    /// A field has the right type but a value the format does not define.
+    #[error("{path}: expected {expected}, found {found:?}")]
+    UnknownValue {
+        path: String,
+        expected: &'static str,
+        found: String,
+    },
 }
 
-/// A decoded response: its one message plus the envelope fields needed to write it back.
+impl OpenAiError {
+    /// The JSON path of the offending field, when the error is about one.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            OpenAiError::Json(_) => None,
+            OpenAiError::Missing { path, .. }
+            | OpenAiError::WrongType { path, .. }
+            | OpenAiError::UnknownValue { path, .. } => Some(path),
+        }
+    }
+}
+
+/// A decoded response: its one message plus the envelope needed to write it back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenAiResponse {
+    /// `choices[0].message`, with `meta` filled from the envelope: `id`, `model`, `created`,
+    /// `choices[0].finish_reason` and `usage`.
     pub message: Message,
+    /// The response object as received, with `choices[0].message` set to `null`. Other choices,
+    /// `logprobs`, `system_fingerprint` and the like stay here. The encoder puts the message back
+    /// and overwrites the fields `meta` describes only where `meta` says something else.
     pub envelope: Map<String, Value>,
 }
 
-pub fn decode_request(_value: &Value) -> Result<Conversation, OpenAiError> {
-    Err(OpenAiError::Invalid("not implemented".into()))
+// ---------------------------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------------------------
+
+/// Decodes a Chat Completions request body.
+pub fn decode_request(value: &Value) -> Result<Conversation, OpenAiError> {
+    let root = Path::Root;
+    let obj = as_object(value, root, "an object with \"messages\"")?;
+    let mut conversation = Conversation::default();
+    let mut consumed = vec!["messages"];
+
+    let messages_path = root.key("messages");
+    let messages_value = required(obj, "messages", root, "an array of messages")?;
+    let messages = messages_value
+        .as_array()
+        .ok_or_else(|| wrong(messages_path, "an array of messages", messages_value))?;
+    for (index, message) in messages.iter().enumerate() {
+        conversation
+            .messages
+            .push(decode_message(message, messages_path.index(index))?);
+    }
+
+    // A null `model` or an empty or null `tools` stays in `extra`, so it is written back as is.
+    match obj.get("model") {
+        Some(Value::String(model)) => {
+            conversation.model = Some(model.clone());
+            consumed.push("model");
+        }
+        Some(Value::Null) | None => {}
+        Some(other) => return Err(wrong(root.key("model"), "a string", other)),
+    }
+    let tools_path = root.key("tools");
+    match obj.get("tools") {
+        Some(Value::Array(tools)) if !tools.is_empty() => {
+            consumed.push("tools");
+            for (index, tool) in tools.iter().enumerate() {
+                conversation
+                    .tools
+                    .push(decode_tool(tool, tools_path.index(index))?);
+            }
+        }
+        Some(Value::Array(_) | Value::Null) | None => {}
+        Some(other) => return Err(wrong(tools_path, "an array of tools", other)),
+    }
+
+    conversation.extra = rest(obj, &consumed);
+    mark(&mut conversation.extra);
+    Ok(conversation)
 }
+
+/// Parses and decodes a Chat Completions request body.
 pub fn decode_request_str(input: &str) -> Result<Conversation, OpenAiError> {
-    decode_request(&serde_json::from_str(input).map_err(|e| OpenAiError::Invalid(e.to_string()))?)
+    decode_request(&serde_json::from_str(input)?)
 }
-pub fn encode_request(_conversation: &Conversation) -> Value {
-    Value::Null
+
+/// Decodes a non-streaming Chat Completions response.
+pub fn decode_response(value: &Value) -> Result<OpenAiResponse, OpenAiError> {
+    let root = Path::Root;
+    let obj = as_object(value, root, "an object with \"choices\"")?;
+    let choices_path = root.key("choices");
+    let choices_value = required(obj, "choices", root, "an array of choices")?;
+    let choices = choices_value
+        .as_array()
+        .ok_or_else(|| wrong(choices_path, "an array of choices", choices_value))?;
+    let first_path = choices_path.index(0);
+    let first_value = choices.first().ok_or_else(|| OpenAiError::WrongType {
+        path: choices_path.render(),
+        expected: "at least one choice",
+        found: "an empty array",
+    })?;
+    let first = as_object(first_value, first_path, "an object with \"message\"")?;
+    let message_value = required(first, "message", first_path, "an object with \"role\"")?;
+    let mut message = decode_message(message_value, first_path.key("message"))?;
+    message.meta = read_meta(obj, first)?;
+
+    let mut envelope = obj.clone();
+    if let Some(Value::Object(choice)) = envelope
+        .get_mut("choices")
+        .and_then(Value::as_array_mut)
+        .and_then(|choices| choices.first_mut())
+    {
+        choice.insert("message".to_owned(), Value::Null);
+    }
+    Ok(OpenAiResponse { message, envelope })
 }
-pub fn decode_response(_value: &Value) -> Result<OpenAiResponse, OpenAiError> {
-    Err(OpenAiError::Invalid("not implemented".into()))
-}
+
+/// Parses and decodes a non-streaming Chat Completions response.
 pub fn decode_response_str(input: &str) -> Result<OpenAiResponse, OpenAiError> {
-    decode_response(&serde_json::from_str(input).map_err(|e| OpenAiError::Invalid(e.to_string()))?)
+    decode_response(&serde_json::from_str(input)?)
 }
-pub fn encode_response(_response: &OpenAiResponse) -> Value {
-    Value::Null
+
+fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, OpenAiError> {
+    let obj = as_object(value, path, "an object with \"role\"")?;
+    let role = required_str(obj, "role", path)?;
+    let (content, content_form) = decode_content(obj.get("content"), path.key("content"))?;
+    let mut consumed = vec!["role", "content"];
+    let mut role_hint = None;
+    let mut message = match role {
+        "system" => Message {
+            content_form,
+            ..Message::new(Role::System, content)
+        },
+        "developer" => {
+            role_hint = Some("developer");
+            Message {
+                content_form,
+                ..Message::new(Role::System, content)
+            }
+        }
+        "user" => Message {
+            content_form,
+            ..Message::new(Role::User, content)
+        },
+        "assistant" => {
+            let mut blocks = content;
+            decode_assistant_calls(obj, path, &mut blocks, &mut consumed)?;
+            Message {
+                content_form,
+                ..Message::new(Role::Assistant, blocks)
+            }
+        }
+        "tool" => {
+            let call_id = required_str(obj, "tool_call_id", path)?.to_owned();
+            consumed.push("tool_call_id");
+            let tool_name = optional_str(obj, "name", path, &mut consumed)?;
+            tool_result_message(call_id, tool_name, content, content_form)
+        }
+        "function" => {
+            role_hint = Some("function");
+            let name = required_str(obj, "name", path)?.to_owned();
+            consumed.push("name");
+            // Legacy function results pair with the call by name; neither side has an id.
+            tool_result_message(String::new(), Some(name), content, content_form)
+        }
+        other => {
+            return Err(OpenAiError::UnknownValue {
+                path: path.key("role").render(),
+                expected: "one of \"system\", \"developer\", \"user\", \"assistant\", \"tool\", \"function\"",
+                found: other.to_owned(),
+            });
+        }
+    };
+    message.extra = rest(obj, &consumed);
+    if let Some(hint) = role_hint {
+        message
+            .extra
+            .insert(ROLE_HINT.to_owned(), Value::String(hint.to_owned()));
+    }
+    mark(&mut message.extra);
+    Ok(message)
+}
+
+fn tool_result_message(
+    call_id: String,
+    tool_name: Option<String>,
+    content: Vec<Block>,
+    content_form: ContentForm,
+) -> Message {
+    Message::new(
+        Role::ToolResult,
+        vec![Block::ToolResult(ToolResult {
+            call_id,
+            tool_name,
+            content,
+            content_form,
+            is_error: None,
+            details: None,
+            extra: Extra::new(),
+        })],
+    )
+}
+
+/// Appends the assistant's `tool_calls` (and a legacy `function_call`) to its blocks. An empty or
+/// null `tool_calls` is left for `extra` so it is written back as it was.
+fn decode_assistant_calls<'o>(
+    obj: &'o Map<String, Value>,
+    path: Path<'_>,
+    blocks: &mut Vec<Block>,
+    consumed: &mut Vec<&'o str>,
+) -> Result<(), OpenAiError> {
+    let calls_path = path.key("tool_calls");
+    match obj.get("tool_calls") {
+        Some(Value::Array(calls)) if !calls.is_empty() => {
+            consumed.push("tool_calls");
+            for (index, call) in calls.iter().enumerate() {
+                blocks.push(Block::ToolCall(decode_tool_call(
+                    call,
+                    calls_path.index(index),
+                )?));
+            }
+        }
+        Some(Value::Array(_) | Value::Null) | None => {}
+        Some(other) => return Err(wrong(calls_path, "an array of tool calls", other)),
+    }
+    let legacy_path = path.key("function_call");
+    match obj.get("function_call") {
+        Some(Value::Object(function)) => {
+            consumed.push("function_call");
+            let (name, text, mut extra) = decode_function(function, legacy_path)?;
+            extra.insert(LEGACY_CALL_HINT.to_owned(), Value::Bool(true));
+            blocks.push(Block::ToolCall(ToolCall {
+                id: String::new(),
+                name,
+                arguments: parse_arguments(&text),
+                arguments_text: Some(text),
+                extra,
+            }));
+        }
+        Some(Value::Null) | None => {}
+        Some(other) => {
+            return Err(wrong(
+                legacy_path,
+                "an object with \"name\" and \"arguments\"",
+                other,
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn decode_tool_call(value: &Value, path: Path<'_>) -> Result<ToolCall, OpenAiError> {
+    let obj = as_object(value, path, "an object with \"id\" and \"function\"")?;
+    let id = required_str(obj, "id", path)?.to_owned();
+    let typed = expect_function_type(obj, path)?;
+    let function_path = path.key("function");
+    let expected = "an object with \"name\" and \"arguments\"";
+    let function_value = required(obj, "function", path, expected)?;
+    let function = as_object(function_value, function_path, expected)?;
+    let (name, text, inner) = decode_function(function, function_path)?;
+    let mut extra = rest(obj, &["id", "type", "function"]);
+    if !inner.is_empty() {
+        extra.insert(FUNCTION_HINT.to_owned(), Value::Object(inner));
+    }
+    if !typed {
+        extra.insert(UNTYPED_HINT.to_owned(), Value::Bool(true));
+    }
+    Ok(ToolCall {
+        id,
+        name,
+        arguments: parse_arguments(&text),
+        arguments_text: Some(text),
+        extra,
+    })
+}
+
+/// Reads `{name, arguments}`; returns the other fields of the object as well.
+fn decode_function(
+    function: &Map<String, Value>,
+    path: Path<'_>,
+) -> Result<(String, String, Extra), OpenAiError> {
+    let name = required_str(function, "name", path)?.to_owned();
+    let expected = "a string of JSON";
+    let arguments = required(function, "arguments", path, expected)?;
+    let text = arguments
+        .as_str()
+        .ok_or_else(|| wrong(path.key("arguments"), expected, arguments))?
+        .to_owned();
+    Ok((name, text, rest(function, &["name", "arguments"])))
+}
+
+/// Tool-call arguments as the model wrote them: parsed when they are JSON, else the raw text.
+fn parse_arguments(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+/// Checks `type` is `"function"`; false when it is absent.
+fn expect_function_type(obj: &Map<String, Value>, path: Path<'_>) -> Result<bool, OpenAiError> {
+    match obj.get("type") {
+        None => Ok(false),
+        Some(Value::String(kind)) if kind == "function" => Ok(true),
+        Some(Value::String(kind)) => Err(OpenAiError::UnknownValue {
+            path: path.key("type").render(),
+            expected: "\"function\"",
+            found: kind.clone(),
+        }),
+        Some(other) => Err(wrong(path.key("type"), "the string \"function\"", other)),
+    }
+}
+
+fn decode_content(
+    value: Option<&Value>,
+    path: Path<'_>,
+) -> Result<(Vec<Block>, ContentForm), OpenAiError> {
+    match value {
+        None => Ok((Vec::new(), ContentForm::Absent)),
+        Some(Value::Null) => Ok((Vec::new(), ContentForm::Null)),
+        Some(Value::String(text)) => Ok((vec![Block::text(text.clone())], ContentForm::Text)),
+        Some(Value::Array(parts)) => {
+            let blocks = parts
+                .iter()
+                .enumerate()
+                .map(|(index, part)| decode_part(part, path.index(index)))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((blocks, ContentForm::Blocks))
+        }
+        Some(other @ (Value::Bool(_) | Value::Number(_) | Value::Object(_))) => Err(wrong(
+            path,
+            "a string, an array of content parts or null",
+            other,
+        )),
+    }
+}
+
+fn decode_part(value: &Value, path: Path<'_>) -> Result<Block, OpenAiError> {
+    let obj = as_object(value, path, "an object with \"type\"")?;
+    match required_str(obj, "type", path)? {
+        "text" => Ok(Block::Text(TextBlock {
+            text: required_str(obj, "text", path)?.to_owned(),
+            extra: rest(obj, &["type", "text"]),
+        })),
+        "image_url" => {
+            let inner_path = path.key("image_url");
+            let expected = "an object with \"url\"";
+            let inner_value = required(obj, "image_url", path, expected)?;
+            let inner = as_object(inner_value, inner_path, expected)?;
+            let url = required_str(inner, "url", inner_path)?.to_owned();
+            let mut extra = rest(inner, &["url"]);
+            let outer = rest(obj, &["type", "image_url"]);
+            if !outer.is_empty() {
+                extra.insert(PART_HINT.to_owned(), Value::Object(outer));
+            }
+            Ok(Block::Image(ImageBlock {
+                source: ImageSource::Url { url },
+                extra,
+            }))
+        }
+        // `input_audio`, `file`, `refusal` and parts added after this codec was written.
+        _ => Ok(Block::Opaque(value.clone())),
+    }
+}
+
+fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, OpenAiError> {
+    let obj = as_object(value, path, "an object with \"type\" and \"function\"")?;
+    let typed = expect_function_type(obj, path)?;
+    let function_path = path.key("function");
+    let expected = "an object with \"name\"";
+    let function_value = required(obj, "function", path, expected)?;
+    let function = as_object(function_value, function_path, expected)?;
+    let name = required_str(function, "name", function_path)?.to_owned();
+    let mut consumed = vec!["name"];
+    let description = optional_str(function, "description", function_path, &mut consumed)?;
+    // A null `parameters` stays in `extra` too; `Value::Null` here means "not given".
+    let parameters = match function.get("parameters") {
+        Some(Value::Null) | None => Value::Null,
+        Some(parameters) => {
+            consumed.push("parameters");
+            parameters.clone()
+        }
+    };
+    let mut extra = rest(function, &consumed);
+    let outer = rest(obj, &["type", "function"]);
+    if !outer.is_empty() {
+        extra.insert(TOOL_HINT.to_owned(), Value::Object(outer));
+    }
+    if !typed {
+        extra.insert(UNTYPED_HINT.to_owned(), Value::Bool(true));
+    }
+    Ok(ToolSpec {
+        name,
+        description,
+        parameters,
+        extra,
+    })
+}
+
+/// The meta facts a response's envelope states.
+fn read_meta(
+    obj: &Map<String, Value>,
+    choice: &Map<String, Value>,
+) -> Result<MessageMeta, OpenAiError> {
+    let root = Path::Root;
+    let mut ignored = Vec::new();
+    let created = match obj.get("created") {
+        Some(Value::Null) | None => None,
+        Some(value) => {
+            let seconds = value
+                .as_i64()
+                .ok_or_else(|| wrong(root.key("created"), "an integer (seconds)", value))?;
+            seconds.checked_mul(1000).map(Timestamp::Millis)
+        }
+    };
+    let choice_path = root.key("choices");
+    let choice_path = choice_path.index(0);
+    Ok(MessageMeta {
+        id: optional_str(obj, "id", root, &mut ignored)?,
+        stop_reason: optional_str(choice, "finish_reason", choice_path, &mut ignored)?
+            .map(|reason| StopReason::parse(&reason)),
+        usage: decode_usage(obj.get("usage"), root.key("usage"))?,
+        timestamp: created,
+        model: optional_str(obj, "model", root, &mut ignored)?,
+        provider: None,
+    })
+}
+
+fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, OpenAiError> {
+    let usage = match value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(usage)) => usage,
+        Some(other) => return Err(wrong(path, "an object", other)),
+    };
+    let prompt = count(usage, "prompt_tokens", path)?;
+    let output = count(usage, "completion_tokens", path)?;
+    let details_path = path.key("prompt_tokens_details");
+    let cached = match usage.get("prompt_tokens_details") {
+        None | Some(Value::Null) => 0,
+        Some(Value::Object(details)) => count(details, "cached_tokens", details_path)?,
+        Some(other) => return Err(wrong(details_path, "an object", other)),
+    };
+    Ok(Some(Usage {
+        input: prompt.saturating_sub(cached),
+        output,
+        cache_read: cached,
+        cache_write: 0,
+    }))
+}
+
+fn count(obj: &Map<String, Value>, key: &str, path: Path<'_>) -> Result<u64, OpenAiError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(0),
+        Some(value) => value
+            .as_u64()
+            .ok_or_else(|| wrong(path.key(key), "a non-negative integer", value)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+// ---------------------------------------------------------------------------------------------
+
+/// Encodes a conversation as a Chat Completions request body.
+///
+/// A conversation this codec decoded comes back as it was; anything else is written in a shape
+/// OpenAI accepts (see the module docs). Custom-role messages are not model-visible and are left out.
+pub fn encode_request(conversation: &Conversation) -> Value {
+    let own = is_own(&conversation.extra);
+    let from_anthropic = origin(&conversation.extra) == Some(super::anthropic::ORIGIN);
+    let mut out = Map::new();
+    if let Some(model) = &conversation.model {
+        out.insert("model".to_owned(), Value::String(model.clone()));
+    }
+    out.insert(
+        "messages".to_owned(),
+        Value::Array(encode_messages(&conversation.messages)),
+    );
+    let tools: Vec<Value> = conversation
+        .tools
+        .iter()
+        .filter(|tool| !(from_anthropic && is_anthropic_server_tool(tool)))
+        .map(|tool| encode_tool(tool, own))
+        .collect();
+    if !tools.is_empty() {
+        out.insert("tools".to_owned(), Value::Array(tools));
+    }
+    if own {
+        write_extra(&mut out, &conversation.extra);
+    } else if from_anthropic {
+        translate_anthropic_params(&conversation.extra, &mut out);
+    }
+    Value::Object(out)
+}
+
+/// Encodes a response: the envelope with the message put back at `choices[0].message`.
+///
+/// Fields `message.meta` describes (`id`, `model`, `created`, `finish_reason`, `usage`) are
+/// rewritten only where `meta` has a value the envelope does not already say. An empty envelope
+/// gets a minimal `chat.completion` object.
+pub fn encode_response(response: &OpenAiResponse) -> Value {
+    let message = &response.message;
+    let meta = &message.meta;
+    let mut envelope = if response.envelope.is_empty() {
+        new_envelope(meta)
+    } else {
+        response.envelope.clone()
+    };
+    let stated = envelope_meta(&envelope);
+
+    if meta.id.is_some() && meta.id != stated.id {
+        insert_opt_str(&mut envelope, "id", meta.id.as_deref());
+    }
+    if meta.model.is_some() && meta.model != stated.model {
+        insert_opt_str(&mut envelope, "model", meta.model.as_deref());
+    }
+    let stated_millis = stated.timestamp.as_ref().and_then(Timestamp::millis);
+    let millis = meta.timestamp.as_ref().and_then(Timestamp::millis);
+    if let Some(millis) = millis.filter(|millis| Some(*millis) != stated_millis) {
+        envelope.insert("created".to_owned(), Value::from(millis.div_euclid(1000)));
+    }
+    if let Some(usage) = meta.usage.filter(|usage| stated.usage != Some(*usage)) {
+        write_usage(&mut envelope, &usage);
+    }
+    if let Some(choice) = first_choice_mut(&mut envelope) {
+        let reason = meta.stop_reason.as_ref();
+        if let Some(reason) = reason.filter(|reason| stated.stop_reason.as_ref() != Some(*reason)) {
+            choice.insert(
+                "finish_reason".to_owned(),
+                Value::String(finish_reason(reason).to_owned()),
+            );
+        }
+        choice.insert("message".to_owned(), encode_single(message));
+    }
+    Value::Object(envelope)
+}
+
+/// The Chat Completions spelling of a stop reason (`"error"` and `"aborted"` have none and are
+/// written as pi spells them).
+pub fn finish_reason(reason: &StopReason) -> &str {
+    match reason {
+        StopReason::EndTurn => "stop",
+        StopReason::MaxTokens => "length",
+        StopReason::ToolUse => "tool_calls",
+        StopReason::Error => "error",
+        StopReason::Aborted => "aborted",
+        StopReason::Other(raw) => raw,
+    }
+}
+
+fn new_envelope(meta: &MessageMeta) -> Map<String, Value> {
+    let mut envelope = Map::new();
+    insert_opt_str(&mut envelope, "id", meta.id.as_deref());
+    envelope.insert(
+        "object".to_owned(),
+        Value::String("chat.completion".to_owned()),
+    );
+    if let Some(millis) = meta.timestamp.as_ref().and_then(Timestamp::millis) {
+        envelope.insert("created".to_owned(), Value::from(millis.div_euclid(1000)));
+    }
+    insert_opt_str(&mut envelope, "model", meta.model.as_deref());
+    let mut choice = Map::new();
+    choice.insert("index".to_owned(), Value::from(0));
+    choice.insert("message".to_owned(), Value::Null);
+    choice.insert("logprobs".to_owned(), Value::Null);
+    choice.insert(
+        "finish_reason".to_owned(),
+        meta.stop_reason.as_ref().map_or(Value::Null, |reason| {
+            Value::String(finish_reason(reason).to_owned())
+        }),
+    );
+    envelope.insert(
+        "choices".to_owned(),
+        Value::Array(vec![Value::Object(choice)]),
+    );
+    envelope
+}
+
+/// What the envelope itself says, so the encoder only rewrites what changed.
+fn envelope_meta(envelope: &Map<String, Value>) -> MessageMeta {
+    let empty = Map::new();
+    let choice = envelope
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|choices| choices.first())
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    read_meta(envelope, choice).unwrap_or_default()
+}
+
+/// `choices[0]` as an object, created (or replaced) if the envelope has none.
+fn first_choice_mut(envelope: &mut Map<String, Value>) -> Option<&mut Map<String, Value>> {
+    let choices = envelope
+        .entry("choices")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !choices.is_array() {
+        *choices = Value::Array(Vec::new());
+    }
+    let list = choices.as_array_mut()?;
+    if list.is_empty() {
+        list.push(Value::Object(Map::new()));
+    }
+    let first = list.first_mut()?;
+    if !first.is_object() {
+        let mut choice = Map::new();
+        choice.insert("index".to_owned(), Value::from(0));
+        *first = Value::Object(choice);
+    }
+    first.as_object_mut()
+}
+
+fn write_usage(envelope: &mut Map<String, Value>, usage: &Usage) {
+    let slot = envelope
+        .entry("usage")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    let Value::Object(fields) = slot else {
+        return;
+    };
+    // Chat Completions counts cached (and any cache-written) tokens inside `prompt_tokens`.
+    let prompt = usage.total_input();
+    fields.insert("prompt_tokens".to_owned(), Value::from(prompt));
+    fields.insert("completion_tokens".to_owned(), Value::from(usage.output));
+    fields.insert(
+        "total_tokens".to_owned(),
+        Value::from(prompt.saturating_add(usage.output)),
+    );
+    let has_details = fields.contains_key("prompt_tokens_details");
+    if usage.cache_read > 0 || has_details {
+        let details = fields
+            .entry("prompt_tokens_details")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !details.is_object() {
+            *details = Value::Object(Map::new());
+        }
+        if let Value::Object(details) = details {
+            details.insert("cached_tokens".to_owned(), Value::from(usage.cache_read));
+        }
+    }
+}
+
+/// Parts that must go to a `user` message after a run of `tool` messages.
+#[derive(Default)]
+struct Trailing {
+    parts: Vec<Value>,
+    labelled: bool,
+}
+
+impl Trailing {
+    fn push_result_image(&mut self, part: Value) {
+        if !self.labelled {
+            self.parts.push(text_part(TOOL_IMAGES_LABEL));
+            self.labelled = true;
+        }
+        self.parts.push(part);
+    }
+
+    fn flush(&mut self, out: &mut Vec<Value>) {
+        if self.parts.is_empty() {
+            return;
+        }
+        let mut message = Map::new();
+        message.insert("role".to_owned(), Value::String("user".to_owned()));
+        message.insert(
+            "content".to_owned(),
+            Value::Array(std::mem::take(&mut self.parts)),
+        );
+        out.push(Value::Object(message));
+        self.labelled = false;
+    }
+}
+
+fn encode_messages(messages: &[Message]) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut trailing = Trailing::default();
+    // Index in `out` of the last message when it is an assistant message from elsewhere that
+    // calls tools: a following assistant message from elsewhere joins it (see `join_assistant`).
+    let mut open_calls: Option<usize> = None;
+    for message in messages {
+        let own = is_own(&message.extra);
+        match &message.role {
+            Role::ToolResult => {
+                encode_results(message, own, &mut out, &mut trailing);
+                open_calls = None;
+                continue;
+            }
+            Role::User if message.tool_results().next().is_some() => {
+                encode_results(message, own, &mut out, &mut trailing);
+                open_calls = None;
+                continue;
+            }
+            Role::Custom(_) => continue,
+            Role::System | Role::User | Role::Assistant => {}
+        }
+        trailing.flush(&mut out);
+        let encoded = encode_message(message, own);
+        let foreign_assistant = !own && matches!(message.role, Role::Assistant);
+        match (
+            open_calls.and_then(|index| out.get_mut(index)),
+            foreign_assistant,
+        ) {
+            (Some(Value::Object(previous)), true) => {
+                if let Value::Object(next) = encoded {
+                    join_assistant(previous, next);
+                }
+            }
+            (Some(_) | None, _) => {
+                open_calls = (foreign_assistant && message.tool_calls().next().is_some())
+                    .then_some(out.len());
+                out.push(encoded);
+            }
+        }
+    }
+    trailing.flush(&mut out);
+    out
+}
+
+/// Appends an assistant message to the previous one, which called tools.
+///
+/// Anthropic (and Claude Code, which writes each block of a response as its own entry) lets
+/// assistant messages follow each other and reads them as one turn; OpenAI wants the `tool`
+/// messages right after the message with the calls, so the turn is written as one message.
+fn join_assistant(previous: &mut Map<String, Value>, next: Map<String, Value>) {
+    let mut parts = content_parts(previous.get("content"));
+    parts.extend(content_parts(next.get("content")));
+    let content = if parts.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(parts)
+    };
+    previous.insert("content".to_owned(), content);
+    if let Some(Value::Array(more)) = next.get("tool_calls") {
+        match previous.get_mut("tool_calls") {
+            Some(Value::Array(calls)) => calls.extend(more.iter().cloned()),
+            Some(_) | None => {
+                previous.insert("tool_calls".to_owned(), Value::Array(more.clone()));
+            }
+        }
+    }
+}
+
+/// Encoded `content` as a list of parts.
+fn content_parts(content: Option<&Value>) -> Vec<Value> {
+    match content {
+        Some(Value::String(text)) if text.is_empty() => Vec::new(),
+        Some(Value::String(text)) => vec![text_part(text)],
+        Some(Value::Array(parts)) => parts.clone(),
+        Some(Value::Null | Value::Bool(_) | Value::Number(_) | Value::Object(_)) | None => {
+            Vec::new()
+        }
+    }
+}
+
+/// One `tool` message per result; everything else the message holds goes to `trailing`, since
+/// OpenAI wants every `tool` message of a turn right after the assistant message.
+fn encode_results(message: &Message, own: bool, out: &mut Vec<Value>, trailing: &mut Trailing) {
+    for block in &message.content {
+        match block {
+            Block::ToolResult(result) => {
+                out.push(encode_tool_message(message, result, own, trailing));
+            }
+            Block::Text(_) | Block::Image(_) | Block::Opaque(_) => {
+                if let Some(part) = encode_part(block, own, true) {
+                    trailing.parts.push(part);
+                }
+            }
+            Block::Thinking(_) | Block::ToolCall(_) => {}
+        }
+    }
+}
+
+fn encode_tool_message(
+    message: &Message,
+    result: &ToolResult,
+    own: bool,
+    trailing: &mut Trailing,
+) -> Value {
+    let legacy = hint(&message.extra, ROLE_HINT) == Some("function");
+    let mut out = Map::new();
+    if legacy {
+        out.insert("role".to_owned(), Value::String("function".to_owned()));
+        out.insert(
+            "name".to_owned(),
+            Value::String(result.tool_name.clone().unwrap_or_default()),
+        );
+    } else {
+        out.insert("role".to_owned(), Value::String("tool".to_owned()));
+        out.insert(
+            "tool_call_id".to_owned(),
+            Value::String(result.call_id.clone()),
+        );
+    }
+    if own {
+        let parts = result
+            .content
+            .iter()
+            .filter_map(|block| encode_part(block, true, true))
+            .collect();
+        if let Some(content) = content_value(parts, result.content_form, true, false) {
+            out.insert("content".to_owned(), content);
+        }
+        if let (false, Some(name)) = (legacy, &result.tool_name) {
+            out.insert("name".to_owned(), Value::String(name.clone()));
+        }
+        write_extra(&mut out, &message.extra);
+    } else {
+        let mut texts = Vec::new();
+        let mut images = 0;
+        for block in &result.content {
+            match block {
+                Block::Text(text) => texts.push(text.text.as_str()),
+                Block::Image(_) => {
+                    if let Some(part) = encode_part(block, false, true) {
+                        trailing.push_result_image(part);
+                        images += 1;
+                    }
+                }
+                Block::Thinking(_)
+                | Block::ToolCall(_)
+                | Block::ToolResult(_)
+                | Block::Opaque(_) => {}
+            }
+        }
+        let text = if texts.is_empty() && images > 0 {
+            IMAGE_ONLY_RESULT.to_owned()
+        } else {
+            texts.join("\n")
+        };
+        out.insert("content".to_owned(), Value::String(text));
+    }
+    Value::Object(out)
+}
+
+/// One message as one object: the first `tool` message for tool results.
+fn encode_single(message: &Message) -> Value {
+    let own = is_own(&message.extra);
+    let mut out = Vec::new();
+    if matches!(message.role, Role::ToolResult) {
+        encode_results(message, own, &mut out, &mut Trailing::default());
+    }
+    match out.into_iter().next() {
+        Some(first) => first,
+        None => encode_message(message, own),
+    }
+}
+
+/// A system, user or assistant message. (`encode_response` may hand over any role; tool results
+/// and custom roles are then written as `user` so the output stays well-formed.)
+fn encode_message(message: &Message, own: bool) -> Value {
+    let (role, assistant) = match &message.role {
+        Role::System => match hint(&message.extra, ROLE_HINT) {
+            Some("developer") => ("developer", false),
+            Some(_) | None => ("system", false),
+        },
+        Role::Assistant => ("assistant", true),
+        Role::User | Role::ToolResult | Role::Custom(_) => ("user", false),
+    };
+    // Images only fit in user content; a message this codec decoded keeps what it had.
+    let images = own || role == "user";
+    let parts: Vec<Value> = message
+        .content
+        .iter()
+        .filter_map(|block| encode_part(block, own, images))
+        .collect();
+    let mut out = Map::new();
+    out.insert("role".to_owned(), Value::String(role.to_owned()));
+
+    let calls: Vec<&ToolCall> = if assistant {
+        message.tool_calls().collect()
+    } else {
+        Vec::new()
+    };
+    if let Some(content) = content_value(parts, message.content_form, own, !calls.is_empty()) {
+        out.insert("content".to_owned(), content);
+    }
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .filter(|call| !is_legacy(call))
+        .map(|call| encode_tool_call(call, own))
+        .collect();
+    if !tool_calls.is_empty() {
+        out.insert("tool_calls".to_owned(), Value::Array(tool_calls));
+    }
+    if let Some(call) = calls.iter().find(|call| is_legacy(call)) {
+        out.insert(
+            "function_call".to_owned(),
+            Value::Object(encode_function(call, own)),
+        );
+    }
+    if own {
+        write_extra(&mut out, &message.extra);
+    }
+    Value::Object(out)
+}
+
+/// The `content` value for encoded parts, spelled as the message had it. `None` leaves the key out.
+fn content_value(
+    parts: Vec<Value>,
+    form: ContentForm,
+    own: bool,
+    null_when_empty: bool,
+) -> Option<Value> {
+    if parts.is_empty() {
+        if !own {
+            // OpenAI rejects empty content arrays; `null` is only allowed beside tool calls.
+            return Some(if null_when_empty {
+                Value::Null
+            } else {
+                Value::String(String::new())
+            });
+        }
+        return match form {
+            ContentForm::Absent => None,
+            ContentForm::Null => Some(Value::Null),
+            ContentForm::Text => Some(Value::String(String::new())),
+            ContentForm::Blocks => Some(Value::Array(Vec::new())),
+        };
+    }
+    if form == ContentForm::Text {
+        if let [part] = parts.as_slice() {
+            if let Some(text) = plain_text(part) {
+                return Some(Value::String(text.to_owned()));
+            }
+        }
+    }
+    Some(Value::Array(parts))
+}
+
+/// The text of a part that is exactly `{"type": "text", "text": …}`.
+fn plain_text(part: &Value) -> Option<&str> {
+    let obj = part.as_object()?;
+    if obj.len() != 2 || obj.get("type").and_then(Value::as_str) != Some("text") {
+        return None;
+    }
+    obj.get("text").and_then(Value::as_str)
+}
+
+fn text_part(text: &str) -> Value {
+    let mut part = Map::new();
+    part.insert("type".to_owned(), Value::String("text".to_owned()));
+    part.insert("text".to_owned(), Value::String(text.to_owned()));
+    Value::Object(part)
+}
+
+/// A content part for a block, or `None` for blocks that are not content parts here.
+fn encode_part(block: &Block, own: bool, images: bool) -> Option<Value> {
+    match block {
+        Block::Text(text) => {
+            let mut part = Map::new();
+            part.insert("type".to_owned(), Value::String("text".to_owned()));
+            part.insert("text".to_owned(), Value::String(text.text.clone()));
+            if own {
+                write_extra(&mut part, &text.extra);
+            }
+            Some(Value::Object(part))
+        }
+        Block::Image(image) if images => {
+            let mut inner = Map::new();
+            inner.insert("url".to_owned(), Value::String(image_url(&image.source)));
+            let mut part = Map::new();
+            part.insert("type".to_owned(), Value::String("image_url".to_owned()));
+            if own {
+                write_extra(&mut inner, &image.extra);
+            }
+            part.insert("image_url".to_owned(), Value::Object(inner));
+            if let (true, Some(Value::Object(outer))) = (own, image.extra.get(PART_HINT)) {
+                write_extra(&mut part, outer);
+            }
+            Some(Value::Object(part))
+        }
+        Block::Opaque(value) if own => Some(value.clone()),
+        Block::Image(_)
+        | Block::Opaque(_)
+        | Block::Thinking(_)
+        | Block::ToolCall(_)
+        | Block::ToolResult(_) => None,
+    }
+}
+
+fn image_url(source: &ImageSource) -> String {
+    match source {
+        ImageSource::Url { url } => url.clone(),
+        ImageSource::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
+    }
+}
+
+fn untyped(extra: &Extra) -> bool {
+    extra.get(UNTYPED_HINT) == Some(&Value::Bool(true))
+}
+
+fn is_legacy(call: &ToolCall) -> bool {
+    call.extra.get(LEGACY_CALL_HINT) == Some(&Value::Bool(true))
+}
+
+fn encode_tool_call(call: &ToolCall, own: bool) -> Value {
+    let mut out = Map::new();
+    out.insert("id".to_owned(), Value::String(call.id.clone()));
+    if !(own && untyped(&call.extra)) {
+        out.insert("type".to_owned(), Value::String("function".to_owned()));
+    }
+    out.insert(
+        "function".to_owned(),
+        Value::Object(encode_function(call, own)),
+    );
+    if own {
+        write_extra(&mut out, &call.extra);
+    }
+    Value::Object(out)
+}
+
+/// `{name, arguments}`; for a legacy call this is the whole `function_call` object.
+fn encode_function(call: &ToolCall, own: bool) -> Map<String, Value> {
+    let mut function = Map::new();
+    function.insert("name".to_owned(), Value::String(call.name.clone()));
+    function.insert("arguments".to_owned(), Value::String(arguments_text(call)));
+    if own {
+        if is_legacy(call) {
+            write_extra(&mut function, &call.extra);
+        } else if let Some(Value::Object(inner)) = call.extra.get(FUNCTION_HINT) {
+            write_extra(&mut function, inner);
+        }
+    }
+    function
+}
+
+/// The arguments as OpenAI's JSON string: the original text when there is one.
+pub fn arguments_text(call: &ToolCall) -> String {
+    match (&call.arguments_text, &call.arguments) {
+        (Some(text), _) => text.clone(),
+        // A string argument is text that was not JSON; it goes back as the text it was.
+        (None, Value::String(text)) => text.clone(),
+        (None, arguments) => arguments.to_string(),
+    }
+}
+
+fn encode_tool(tool: &ToolSpec, own: bool) -> Value {
+    let mut function = Map::new();
+    function.insert("name".to_owned(), Value::String(tool.name.clone()));
+    if let Some(description) = &tool.description {
+        function.insert("description".to_owned(), Value::String(description.clone()));
+    }
+    if !tool.parameters.is_null() {
+        function.insert("parameters".to_owned(), tool.parameters.clone());
+    }
+    if own {
+        write_extra(&mut function, &tool.extra);
+    }
+    let mut out = Map::new();
+    if !(own && untyped(&tool.extra)) {
+        out.insert("type".to_owned(), Value::String("function".to_owned()));
+    }
+    out.insert("function".to_owned(), Value::Object(function));
+    if let (true, Some(Value::Object(outer))) = (own, tool.extra.get(TOOL_HINT)) {
+        write_extra(&mut out, outer);
+    }
+    Value::Object(out)
+}
+
+/// An Anthropic server tool (`web_search_…`, `code_execution_…`): Anthropic runs it, so it has
+/// no schema and nothing on the OpenAI side could answer a call to it.
+fn is_anthropic_server_tool(tool: &ToolSpec) -> bool {
+    let kind = tool.extra.get("type").and_then(Value::as_str);
+    tool.parameters.is_null() && kind.is_some_and(|kind| kind != "custom")
+}
+
+/// The Anthropic request parameters that have a Chat Completions equivalent.
+fn translate_anthropic_params(extra: &Extra, out: &mut Map<String, Value>) {
+    let has_tools = out.contains_key("tools");
+    for (key, value) in extra {
+        match key.as_str() {
+            "max_tokens" => {
+                out.insert("max_completion_tokens".to_owned(), value.clone());
+            }
+            "temperature" | "top_p" | "stream" => {
+                out.insert(key.clone(), value.clone());
+            }
+            "stop_sequences" => {
+                out.insert("stop".to_owned(), value.clone());
+            }
+            "tool_choice" if has_tools => {
+                let Some(choice) = value.as_object() else {
+                    continue;
+                };
+                let translated = match choice.get("type").and_then(Value::as_str) {
+                    Some("auto") => Some(Value::String("auto".to_owned())),
+                    Some("any") => Some(Value::String("required".to_owned())),
+                    Some("none") => Some(Value::String("none".to_owned())),
+                    Some("tool") => choice.get("name").and_then(Value::as_str).map(
+                        |name| serde_json::json!({"type": "function", "function": {"name": name}}),
+                    ),
+                    Some(_) | None => None,
+                };
+                if let Some(translated) = translated {
+                    out.insert("tool_choice".to_owned(), translated);
+                }
+                if choice.get("disable_parallel_tool_use") == Some(&Value::Bool(true)) {
+                    out.insert("parallel_tool_calls".to_owned(), Value::Bool(false));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------
+
+fn mark(extra: &mut Extra) {
+    extra.insert(ORIGIN_KEY.to_owned(), Value::String(ORIGIN.to_owned()));
+}
+
+fn origin(extra: &Extra) -> Option<&str> {
+    extra.get(ORIGIN_KEY).and_then(Value::as_str)
+}
+
+fn is_own(extra: &Extra) -> bool {
+    origin(extra) == Some(ORIGIN)
+}
+
+fn hint<'e>(extra: &'e Extra, key: &str) -> Option<&'e str> {
+    extra.get(key).and_then(Value::as_str)
+}
+
+/// Copies `extra` into `out`, skipping hints and keys the typed model already wrote.
+fn write_extra(out: &mut Map<String, Value>, extra: &Extra) {
+    for (key, value) in extra {
+        if !key.starts_with(HINT_PREFIX) && !out.contains_key(key) {
+            out.insert(key.clone(), value.clone());
+        }
+    }
+}
+
+fn insert_opt_str(out: &mut Map<String, Value>, key: &str, value: Option<&str>) {
+    if let Some(value) = value {
+        out.insert(key.to_owned(), Value::String(value.to_owned()));
+    }
+}
+
+/// The fields of `obj` not in `consumed`, in their original order.
+fn rest(obj: &Map<String, Value>, consumed: &[&str]) -> Extra {
+    obj.iter()
+        .filter(|(key, _)| !consumed.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
+}
+
+/// Where in the input a value sits, rendered only when an error needs it.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl<'a> Path<'a> {
+    fn key(&'a self, key: &'a str) -> Path<'a> {
+        Path::Key(self, key)
+    }
+
+    fn index(&'a self, index: usize) -> Path<'a> {
+        Path::Index(self, index)
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::new();
+        self.write(&mut out);
+        if out.is_empty() {
+            "top level".to_owned()
+        } else {
+            out
+        }
+    }
+
+    fn write(&self, out: &mut String) {
+        match self {
+            Path::Root => {}
+            Path::Key(parent, key) => {
+                parent.write(out);
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Path::Index(parent, index) => {
+                parent.write(out);
+                out.push_str(&format!("[{index}]"));
+            }
+        }
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn wrong(path: Path<'_>, expected: &'static str, found: &Value) -> OpenAiError {
+    OpenAiError::WrongType {
+        path: path.render(),
+        expected,
+        found: kind(found),
+    }
+}
+
+fn as_object<'v>(
+    value: &'v Value,
+    path: Path<'_>,
+    expected: &'static str,
+) -> Result<&'v Map<String, Value>, OpenAiError> {
+    value
+        .as_object()
+        .ok_or_else(|| wrong(path, expected, value))
+}
+
+fn required<'v>(
+    obj: &'v Map<String, Value>,
+    key: &str,
+    path: Path<'_>,
+    expected: &'static str,
+) -> Result<&'v Value, OpenAiError> {
+    obj.get(key).ok_or_else(|| OpenAiError::Missing {
+        path: path.key(key).render(),
+        expected,
+    })
+}
+
+fn required_str<'v>(
+    obj: &'v Map<String, Value>,
+    key: &str,
+    path: Path<'_>,
+) -> Result<&'v str, OpenAiError> {
+    let value = required(obj, key, path, "a string")?;
+    value
+        .as_str()
+        .ok_or_else(|| wrong(path.key(key), "a string", value))
+}
+
+/// An optional string field. When it is a string it counts as consumed; a null stays for `extra`.
+fn optional_str<'o>(
+    obj: &'o Map<String, Value>,
+    key: &'o str,
+    path: Path<'_>,
+    consumed: &mut Vec<&'o str>,
+) -> Result<Option<String>, OpenAiError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => {
+            consumed.push(key);
+            Ok(Some(text.clone()))
+        }
+        Some(other) => Err(wrong(path.key(key), "a string", other)),
+    }
 }
