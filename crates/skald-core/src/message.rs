@@ -21,6 +21,15 @@ use serde_json::{Map, Value};
 /// Fields a format carries that skald does not interpret; kept verbatim and written back.
 pub type Extra = Map<String, Value>;
 
+/// `Extra` keys that start with this prefix are notes a decoder leaves for its own encoder (the
+/// origin format, the spelling of a role). No encoder ever writes them out.
+pub const HINT_PREFIX: &str = "skald:";
+
+/// True for an `Extra` key that is a codec hint rather than a field of the format.
+pub fn is_hint_key(key: &str) -> bool {
+    key.starts_with(HINT_PREFIX)
+}
+
 /// Who speaks in a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {

@@ -38,8 +38,7 @@ use crate::message::{
 /// The `extra` key under which decoders record which wire format a message or conversation came
 /// from. Encoders trust format-specific data only when the mark names their own format.
 pub const ORIGIN_KEY: &str = "skald:origin";
-/// `extra` keys starting with this are decoder hints; encoders never write them out.
-pub const HINT_PREFIX: &str = "skald:";
+pub use crate::message::HINT_PREFIX;
 /// The [`ORIGIN_KEY`] value this codec writes.
 pub const ORIGIN: &str = "openai";
 /// On a message's `extra`: the role spelling when it was not the default for its [`Role`]

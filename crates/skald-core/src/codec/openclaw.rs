@@ -229,7 +229,7 @@ impl<'a> Fields<'a> {
 /// Adds the `extra` fields that the typed part did not already write.
 fn merge_extra(out: &mut Map<String, Value>, extra: &Extra) {
     for (key, value) in extra {
-        if !out.contains_key(key) {
+        if !crate::message::is_hint_key(key) && !out.contains_key(key) {
             out.insert(key.clone(), value.clone());
         }
     }
