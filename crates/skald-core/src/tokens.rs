@@ -1,1 +1,0 @@
-//! Token accounting. STUB.
