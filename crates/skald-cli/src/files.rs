@@ -15,8 +15,8 @@ fn looks_like_transcript(path: &Path) -> bool {
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for path in paths {
-        let meta = std::fs::metadata(path)
-            .with_context(|| format!("cannot read {}: no such file or directory", path.display()))?;
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
         if meta.is_dir() {
             walk(path, &mut files)?;
         } else {
@@ -73,7 +73,13 @@ mod tests {
         let files = expand(&[dir.path().to_path_buf()]).unwrap();
         let names: Vec<_> = files
             .iter()
-            .map(|p| p.strip_prefix(dir.path()).unwrap().to_str().unwrap().to_owned())
+            .map(|p| {
+                p.strip_prefix(dir.path())
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_owned()
+            })
             .collect();
         assert_eq!(names, ["a.json", "b.jsonl", "sub/c.traj"]);
         let named = expand(&[dir.path().join("notes.txt")]).unwrap();

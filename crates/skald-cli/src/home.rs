@@ -45,7 +45,10 @@ impl Home {
         };
         if let Some((path, source)) = chosen {
             if path.as_os_str().is_empty() {
-                bail!("{} is empty: the data directory needs a path", source.name());
+                bail!(
+                    "{} is empty: the data directory needs a path",
+                    source.name()
+                );
             }
             return Ok(Home { path, source });
         }
@@ -86,7 +89,10 @@ mod tests {
         let from_env = Home::resolve(None, Some(env)).unwrap();
         assert_eq!(from_env.path, PathBuf::from("/tmp/y"));
         assert_eq!(from_env.source, HomeSource::Environment);
-        assert_eq!(Home::resolve(None, None).unwrap().source, HomeSource::Platform);
+        assert_eq!(
+            Home::resolve(None, None).unwrap().source,
+            HomeSource::Platform
+        );
     }
 
     #[test]

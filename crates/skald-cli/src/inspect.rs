@@ -208,7 +208,10 @@ fn render(entries: &Vec<Entry>) -> comfy_table::Table {
                     join_counts(&r.messages),
                     join_counts(&r.tool_calls),
                     format!("{}/{}/{}/{}", c.count, c.median, c.p90, c.max),
-                    format!("{} / {}\n({})", r.tokens.estimate, r.tokens.bpe, r.tokens.encoding),
+                    format!(
+                        "{} / {}\n({})",
+                        r.tokens.estimate, r.tokens.bpe, r.tokens.encoding
+                    ),
                     r.repair.summary(),
                 ]);
             }

@@ -106,7 +106,10 @@ fn figures(values: &[f64]) -> ErrorFigures {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     let rank = (0.9 * sorted.len() as f64).ceil() as usize;
-    let p90 = sorted.get(rank.clamp(1, sorted.len()) - 1).copied().unwrap_or(0.0);
+    let p90 = sorted
+        .get(rank.clamp(1, sorted.len()) - 1)
+        .copied()
+        .unwrap_or(0.0);
     let round = |x: f64| (x * 100.0).round() / 100.0;
     ErrorFigures {
         mean_ape_pct: round(values.iter().sum::<f64>() / values.len() as f64),
@@ -141,7 +144,12 @@ fn measure(
             .filter(|m| m.is_model_visible())
             .cloned()
             .collect();
-        let model = message.meta.model.as_deref().or(model_hint).unwrap_or("unknown");
+        let model = message
+            .meta
+            .model
+            .as_deref()
+            .or(model_hint)
+            .unwrap_or("unknown");
         let chars4 = estimate_messages_tokens(&request);
         let bpe = counter.count_request(&request);
         let calibrated = calibration.correct(model, bpe);

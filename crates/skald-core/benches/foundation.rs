@@ -14,7 +14,8 @@ use skald_core::message::{Message, Role};
 use skald_core::tokens::{Encoding, TokenCounter, estimate_messages_tokens};
 
 fn largest_claude_code_session() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/trajectories/claude-code");
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/trajectories/claude-code");
     let entries = std::fs::read_dir(dir).ok()?;
     entries
         .filter_map(|entry| entry.ok().map(|e| e.path()))
@@ -32,7 +33,9 @@ fn last_turn_start(messages: &[Message]) -> usize {
 
 fn benches(c: &mut Criterion) {
     let Some(path) = largest_claude_code_session() else {
-        eprintln!("skipping foundation benchmarks: ../shared/data/trajectories/claude-code not found");
+        eprintln!(
+            "skipping foundation benchmarks: ../shared/data/trajectories/claude-code not found"
+        );
         return;
     };
     let text = std::fs::read_to_string(&path).unwrap();

@@ -86,6 +86,29 @@ impl RepairReport {
             && self.trimmed_names == 0
     }
 
+    /// One line for tables: `clean`, or the non-zero counts (`inserted 1, moved 2`).
+    pub fn summary(&self) -> String {
+        let counts = [
+            ("moved", self.moved),
+            ("inserted", self.inserted),
+            ("dropped duplicates", self.dropped_duplicates),
+            ("dropped orphans", self.dropped_orphans),
+            ("dropped invalid calls", self.dropped_invalid_calls),
+            ("dropped empty messages", self.dropped_empty_messages),
+            ("trimmed names", self.trimmed_names),
+        ];
+        let parts: Vec<String> = counts
+            .iter()
+            .filter(|(_, count)| *count > 0)
+            .map(|(name, count)| format!("{name} {count}"))
+            .collect();
+        if parts.is_empty() {
+            "clean".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+
     /// Adds `other`'s counts and reasons to this report.
     pub fn merge(&mut self, other: RepairReport) {
         self.moved += other.moved;

@@ -1,0 +1,166 @@
+//! End-to-end tests of the `skald` binary: JSON output shapes, exit codes, error messages.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn skald(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skald"))
+        .args(args)
+        .current_dir(repo_root())
+        .env_remove("SKALD_HOME")
+        .output()
+        .unwrap()
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+#[test]
+fn inspect_example_session_reports_every_promised_key() {
+    let output = skald(&["inspect", "examples/openclaw-session.jsonl"]);
+    assert!(output.status.success(), "{output:?}");
+    let report = json(&output);
+    let file = &report[0];
+    for key in [
+        "format",
+        "messages",
+        "tool_calls",
+        "tool_result_chars",
+        "tokens",
+        "repair",
+    ] {
+        assert!(file.get(key).is_some(), "missing {key} in {file}");
+    }
+    assert_eq!(file["format"], "openclaw-session");
+    assert_eq!(file["messages"]["assistant"], 5);
+    assert_eq!(file["messages"]["tool_result"], 4);
+    assert_eq!(file["tool_calls"]["read"], 2);
+    assert_eq!(file["tool_result_chars"]["count"], 4);
+    for key in ["count", "median", "p90", "max"] {
+        assert!(file["tool_result_chars"][key].is_u64());
+    }
+    assert!(file["tokens"]["estimate"].as_u64().unwrap() > 500);
+    assert!(file["tokens"]["bpe"].as_u64().unwrap() > 500);
+    // The example's second read call never got a result: repair inserts one.
+    assert_eq!(file["repair"]["inserted"], 1);
+    assert!(
+        file["repair"]["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("toolu_01C")
+    );
+}
+
+#[test]
+fn inspect_reports_an_unreadable_file_and_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"foo": 1}"#).unwrap();
+    let output = skald(&[
+        "inspect",
+        bad.to_str().unwrap(),
+        "examples/openclaw-session.jsonl",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let report = json(&output);
+    assert!(
+        report[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no supported format")
+    );
+    assert_eq!(report[1]["format"], "openclaw-session");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bad.json"), "{stderr}");
+}
+
+#[test]
+fn inspect_missing_path_is_a_clear_error() {
+    let output = skald(&["inspect", "no/such/file.jsonl"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot read no/such/file.jsonl"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn inspect_rejects_an_unknown_encoding() {
+    let output = skald(&[
+        "inspect",
+        "--encoding",
+        "p50k",
+        "examples/openclaw-session.jsonl",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("expected auto, o200k_base or cl100k_base"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn tokens_compares_methods_on_calls_with_usage() {
+    let output = skald(&["tokens", "examples/openclaw-session.jsonl"]);
+    assert!(output.status.success(), "{output:?}");
+    let report = json(&output);
+    assert_eq!(report["all"]["calls"], 5);
+    for method in ["chars4", "bpe", "calibrated"] {
+        assert!(report["all"][method]["mean_ape_pct"].is_f64());
+        assert!(report["all"][method]["p90_ape_pct"].is_f64());
+    }
+    assert_eq!(report["by_format"]["openclaw-session"]["calls"], 5);
+}
+
+#[test]
+fn tokens_without_usage_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("req.json");
+    std::fs::write(
+        &file,
+        r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .unwrap();
+    let output = skald(&["tokens", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no assistant call with provider-reported usage"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn home_honours_flag_then_environment() {
+    let output = Command::new(env!("CARGO_BIN_EXE_skald"))
+        .args(["home", "--home", "/tmp/skald-flag"])
+        .env("SKALD_HOME", "/tmp/skald-env")
+        .output()
+        .unwrap();
+    let report = json(&output);
+    assert_eq!(report["path"], "/tmp/skald-flag");
+    assert_eq!(report["source"], "--home");
+    let output = Command::new(env!("CARGO_BIN_EXE_skald"))
+        .arg("home")
+        .env("SKALD_HOME", "/tmp/skald-env")
+        .output()
+        .unwrap();
+    let report = json(&output);
+    assert_eq!(report["path"], "/tmp/skald-env");
+    assert_eq!(report["source"], "SKALD_HOME");
+}
