@@ -14,6 +14,7 @@
 
 pub mod codec;
 pub mod message;
+pub mod refs;
 pub mod repair;
 pub mod stats;
 pub mod time;

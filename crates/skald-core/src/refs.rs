@@ -1,0 +1,348 @@
+//! Reference ids and placeholders: how an offloaded or truncated tool output is named in the
+//! context, and the exact bytes a ref id is the hash of.
+//!
+//! A ref id is the lowercase hex SHA-256 (64 characters) of a [`RefPayload`]'s bytes. Parsing is
+//! strict — anything that is not exactly that (after unwrapping a `[REF_ID: …]` token) is rejected
+//! here, before it can reach storage: this closes the path-traversal defect the SCCS reviewers
+//! found (`../../x` as an id).
+//!
+//! ```
+//! use skald_core::refs::{RefId, RefPayload, placeholder};
+//! use skald_core::message::Block;
+//!
+//! let payload = RefPayload::new(vec![Block::text("a very long tool output")]);
+//! let id = payload.id();
+//! assert_eq!(id.as_str().len(), 64);
+//! let text = placeholder(&id, "log: 1 line");
+//! assert_eq!(RefId::parse(&text).unwrap(), id);
+//! assert!(RefId::parse("../../etc/passwd").is_err());
+//! ```
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::message::{Block, Extra, ImageBlock, ImageSource, TextBlock};
+
+/// The opening of a placeholder token.
+pub const REF_PREFIX: &str = "[REF_ID: ";
+
+/// A validated reference id: 64 lowercase hex characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RefId(String);
+
+/// Why a string is not a ref id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RefIdError {
+    #[error("ref id is empty")]
+    Empty,
+    #[error(
+        "ref id {shown:?} is not a ref id: expected 64 lowercase hex characters (a SHA-256), \
+         found {len} characters"
+    )]
+    WrongLength { shown: String, len: usize },
+    #[error(
+        "ref id {shown:?} is not a ref id: expected only lowercase hex characters 0-9a-f, \
+         found {found:?} at position {position}"
+    )]
+    BadCharacter {
+        shown: String,
+        found: char,
+        position: usize,
+    },
+}
+
+/// At most 80 characters of untrusted input, for error messages.
+fn shown(raw: &str) -> String {
+    raw.chars().take(80).collect()
+}
+
+impl RefId {
+    /// Parses a bare id or a `[REF_ID: <id>]` / `[REF_ID: <id>] (Summary: …)` token.
+    pub fn parse(raw: &str) -> Result<RefId, RefIdError> {
+        let trimmed = raw.trim();
+        let candidate = match trimmed.strip_prefix(REF_PREFIX) {
+            Some(rest) => rest.split(']').next().unwrap_or(rest).trim(),
+            None => trimmed,
+        };
+        if candidate.is_empty() {
+            return Err(RefIdError::Empty);
+        }
+        let len = candidate.chars().count();
+        if len != 64 {
+            return Err(RefIdError::WrongLength {
+                shown: shown(raw),
+                len,
+            });
+        }
+        if let Some((position, found)) = candidate
+            .chars()
+            .enumerate()
+            .find(|(_, c)| !matches!(c, '0'..='9' | 'a'..='f'))
+        {
+            return Err(RefIdError::BadCharacter {
+                shown: shown(raw),
+                found,
+                position,
+            });
+        }
+        Ok(RefId(candidate.to_owned()))
+    }
+
+    /// The id of `bytes`: their lowercase hex SHA-256.
+    pub fn of_bytes(bytes: &[u8]) -> RefId {
+        let digest = Sha256::digest(bytes);
+        let mut hex = String::with_capacity(64);
+        for byte in digest.iter() {
+            hex.push(char::from(HEX[usize::from(byte >> 4)]));
+            hex.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        }
+        RefId(hex)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+impl std::fmt::Display for RefId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Original content a stage took out of the context, to be stored under `id` before the
+/// stage's output is shown to a model (a ref id is handed out only once its content is durable).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRef {
+    pub id: RefId,
+    pub payload: RefPayload,
+}
+
+impl NewRef {
+    pub fn new(payload: RefPayload) -> NewRef {
+        NewRef {
+            id: payload.id(),
+            payload,
+        }
+    }
+}
+
+/// The placeholder that stands in the context for an offloaded output.
+pub fn placeholder(id: &RefId, summary: &str) -> String {
+    format!("{REF_PREFIX}{id}] (Summary: {summary})")
+}
+
+/// True when `text` already carries a ref placeholder (so it is never offloaded again).
+pub fn contains_ref(text: &str) -> bool {
+    text.contains(REF_PREFIX)
+}
+
+/// Every ref id named in `text`, in order of appearance (malformed tokens are skipped).
+pub fn ref_ids_in(text: &str) -> Vec<RefId> {
+    text.match_indices(REF_PREFIX)
+        .filter_map(|(start, _)| text.get(start..).and_then(|rest| RefId::parse(rest).ok()))
+        .collect()
+}
+
+/// The original content of a tool output, as stored behind a ref: every block, images included.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefPayload {
+    pub blocks: Vec<Block>,
+}
+
+/// Why stored bytes are not a payload.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    #[error("stored ref content is not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("stored ref content: {0}")]
+    Shape(String),
+}
+
+impl RefPayload {
+    pub fn new(blocks: Vec<Block>) -> RefPayload {
+        RefPayload { blocks }
+    }
+
+    /// The canonical bytes: a JSON array of `{"type":"text","text":…}` and
+    /// `{"type":"image",…}` objects (other blocks as their JSON). Deterministic, so equal content
+    /// always has the same id.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let blocks: Vec<Value> = self.blocks.iter().map(block_to_json).collect();
+        serde_json::to_vec(&blocks).unwrap_or_default()
+    }
+
+    /// The id of this payload.
+    pub fn id(&self) -> RefId {
+        RefId::of_bytes(&self.to_bytes())
+    }
+
+    /// Reads bytes written by [`RefPayload::to_bytes`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<RefPayload, PayloadError> {
+        let value: Value = serde_json::from_slice(bytes)?;
+        let Value::Array(items) = value else {
+            return Err(PayloadError::Shape(
+                "expected a JSON array of blocks".into(),
+            ));
+        };
+        let blocks = items
+            .into_iter()
+            .enumerate()
+            .map(|(index, item)| block_from_json(index, item))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RefPayload { blocks })
+    }
+
+    /// The text of the payload's text blocks, joined by newlines.
+    pub fn text(&self) -> String {
+        let texts: Vec<&str> = self
+            .blocks
+            .iter()
+            .filter_map(|block| match block {
+                Block::Text(text) => Some(text.text.as_str()),
+                Block::Image(_)
+                | Block::Thinking(_)
+                | Block::ToolCall(_)
+                | Block::ToolResult(_)
+                | Block::Opaque(_) => None,
+            })
+            .collect();
+        texts.join("\n")
+    }
+}
+
+fn block_to_json(block: &Block) -> Value {
+    match block {
+        Block::Text(text) => json!({"type": "text", "text": text.text}),
+        Block::Image(image) => match &image.source {
+            ImageSource::Base64 { media_type, data } => {
+                json!({"type": "image", "media_type": media_type, "data": data})
+            }
+            ImageSource::Url { url } => json!({"type": "image", "url": url}),
+        },
+        Block::Thinking(thinking) => json!({"type": "thinking", "thinking": thinking.thinking}),
+        Block::ToolCall(call) => {
+            json!({"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments})
+        }
+        Block::ToolResult(result) => {
+            let content: Vec<Value> = result.content.iter().map(block_to_json).collect();
+            json!({"type": "tool_result", "call_id": result.call_id, "content": content})
+        }
+        Block::Opaque(value) => json!({"type": "opaque", "value": value}),
+    }
+}
+
+fn block_from_json(index: usize, item: Value) -> Result<Block, PayloadError> {
+    let Value::Object(mut object) = item else {
+        return Err(PayloadError::Shape(format!(
+            "block {index}: expected an object"
+        )));
+    };
+    let mut take_str = |key: &str, object: &mut Map<String, Value>| match object.remove(key) {
+        Some(Value::String(s)) => Ok(s),
+        _ => Err(PayloadError::Shape(format!(
+            "block {index}: expected a string field {key:?}"
+        ))),
+    };
+    let kind = take_str("type", &mut object)?;
+    match kind.as_str() {
+        "text" => Ok(Block::Text(TextBlock {
+            text: take_str("text", &mut object)?,
+            extra: Extra::new(),
+        })),
+        "image" => {
+            let source = if object.contains_key("url") {
+                ImageSource::Url {
+                    url: take_str("url", &mut object)?,
+                }
+            } else {
+                ImageSource::Base64 {
+                    media_type: take_str("media_type", &mut object)?,
+                    data: take_str("data", &mut object)?,
+                }
+            };
+            Ok(Block::Image(ImageBlock {
+                source,
+                extra: Extra::new(),
+            }))
+        }
+        _ => {
+            object.insert("type".into(), Value::String(kind));
+            Ok(Block::Opaque(Value::Object(object)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    const ID: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+    #[test]
+    fn id_is_sha256_hex_of_bytes() {
+        assert_eq!(RefId::of_bytes(b"test").as_str(), ID);
+    }
+
+    #[test]
+    fn parse_accepts_bare_ids_and_tokens() {
+        assert_eq!(RefId::parse(ID).unwrap().as_str(), ID);
+        assert_eq!(
+            RefId::parse(&format!("[REF_ID: {ID}]")).unwrap().as_str(),
+            ID
+        );
+        let token = placeholder(&RefId::parse(ID).unwrap(), "json: 3 keys");
+        assert_eq!(RefId::parse(&token).unwrap().as_str(), ID);
+        assert_eq!(RefId::parse(&format!("  {ID}\n")).unwrap().as_str(), ID);
+    }
+
+    #[test]
+    fn path_traversal_and_malformed_ids_are_rejected() {
+        for bad in [
+            "../../x",
+            "../../outside",
+            "/etc/passwd",
+            &ID.to_uppercase(),
+            &ID[..63],
+            &format!("{ID}0"),
+            &format!("{}/..", &ID[..61]),
+            "[REF_ID: ../../x]",
+        ] {
+            assert!(RefId::parse(bad).is_err(), "{bad} was accepted");
+        }
+        assert_eq!(RefId::parse("  "), Err(RefIdError::Empty));
+        let error = RefId::parse(&ID.to_uppercase()).unwrap_err().to_string();
+        assert!(error.contains("lowercase hex"), "{error}");
+    }
+
+    #[test]
+    fn ref_ids_are_found_in_text() {
+        let text = format!("see [REF_ID: {ID}] (Summary: x) and [REF_ID: nope]");
+        assert_eq!(ref_ids_in(&text), vec![RefId::parse(ID).unwrap()]);
+        assert!(contains_ref(&text));
+        assert!(!contains_ref("plain"));
+    }
+
+    #[test]
+    fn payload_round_trips_text_and_images() {
+        let payload = RefPayload::new(vec![
+            Block::text("line 1\nline 2"),
+            Block::Image(ImageBlock {
+                source: ImageSource::Base64 {
+                    media_type: "image/png".into(),
+                    data: "iVBORw0KGgo=".into(),
+                },
+                extra: Extra::new(),
+            }),
+        ]);
+        let back = RefPayload::from_bytes(&payload.to_bytes()).unwrap();
+        assert_eq!(back, payload);
+        assert_eq!(back.id(), payload.id());
+        assert_eq!(back.text(), "line 1\nline 2");
+        assert!(RefPayload::from_bytes(b"{}").is_err());
+        assert!(RefPayload::from_bytes(b"not json").is_err());
+    }
+}
