@@ -240,7 +240,7 @@ fn block_from_json(index: usize, item: Value) -> Result<Block, PayloadError> {
             "block {index}: expected an object"
         )));
     };
-    let mut take_str = |key: &str, object: &mut Map<String, Value>| match object.remove(key) {
+    let take_str = |key: &str, object: &mut Map<String, Value>| match object.remove(key) {
         Some(Value::String(s)) => Ok(s),
         _ => Err(PayloadError::Shape(format!(
             "block {index}: expected a string field {key:?}"
