@@ -13,6 +13,7 @@
 //! ```
 
 pub mod codec;
+pub mod fetch;
 pub mod message;
 pub mod refs;
 pub mod repair;

@@ -1,0 +1,232 @@
+//! `skald replay`: how much each policy would save on real transcripts, and what the model could
+//! still see — measured, not assumed.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use skald_core::codec;
+use skald_core::message::Message;
+use skald_core::pipeline::policy::{PRESET_NAMES, Policy};
+use skald_engine::replay::{Billed, PolicyFigures, ReplaySettings, billed, replay_policy};
+use skald_store::SqliteRefStore;
+
+use crate::files;
+use crate::inspect::{EncodingChoice, conversation_model, parse_encoding_choice};
+use crate::output::{self, Mode};
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Transcript files or directories (any format `skald inspect` reads).
+    #[arg(required = true, value_name = "FILE")]
+    pub paths: Vec<PathBuf>,
+    /// Policies to compare, comma-separated: presets (none, openclaw, sccs, skald) or paths to
+    /// policy TOML files (`preset = "skald"` plus overrides).
+    #[arg(long, default_value = "none,openclaw,sccs,skald", value_delimiter = ',')]
+    pub policy: Vec<String>,
+    /// Write an SVG chart of context tokens per call, one line per policy.
+    #[arg(long, value_name = "FILE.svg")]
+    pub chart: Option<PathBuf>,
+    /// The model's context window in tokens.
+    #[arg(long, default_value_t = 200_000)]
+    pub window: u64,
+    /// Dollars per million input tokens (cache writes cost 1.25×, cache reads 0.1×).
+    #[arg(long, default_value_t = 3.0)]
+    pub price: f64,
+    /// BPE for counting: auto, o200k_base or cl100k_base.
+    #[arg(long, default_value = "auto", value_parser = parse_encoding_choice)]
+    pub encoding: EncodingChoice,
+}
+
+#[derive(Debug, Serialize)]
+struct TranscriptRow {
+    file: String,
+    format: &'static str,
+    policies: BTreeMap<String, PolicyFigures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    billed: Option<Billed>,
+}
+
+#[derive(Debug, Serialize)]
+struct ReplayReport {
+    /// Figures summed over all transcripts, by policy.
+    policies: BTreeMap<String, PolicyFigures>,
+    /// Each policy's cost as a share of the first policy's (normally `none`).
+    cost_vs_first: BTreeMap<String, f64>,
+    /// What the transcripts' providers billed (Claude Code and mini-swe-agent record usage),
+    /// beside the `none` replay, to show the cost model is faithful.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    billed: Option<Billed>,
+    transcripts: Vec<TranscriptRow>,
+    settings: SettingsEcho,
+}
+
+#[derive(Debug, Serialize)]
+struct SettingsEcho {
+    window_tokens: u64,
+    price_per_million: f64,
+    cache_ttl_ms: i64,
+    fetch_penalty_max_tokens: u64,
+}
+
+fn load_policy(spec: &str) -> Result<Policy> {
+    if PRESET_NAMES.contains(&spec) {
+        return Ok(Policy::preset(spec)?);
+    }
+    let text = std::fs::read_to_string(spec).with_context(|| {
+        format!("policy {spec:?} is neither a preset (none, openclaw, sccs, skald) nor a readable TOML file")
+    })?;
+    Policy::from_toml(&text).with_context(|| format!("policy file {spec}"))
+}
+
+pub fn run(args: &ReplayArgs, mode: Mode) -> Result<ExitCode> {
+    let policies: Vec<Policy> = args.policy.iter().map(|p| load_policy(p)).collect::<Result<_>>()?;
+    if policies.is_empty() {
+        bail!("--policy names no policy");
+    }
+    if !(args.price.is_finite() && args.price >= 0.0) {
+        bail!("--price must be a non-negative number of dollars per million tokens");
+    }
+    if args.window < 1_000 {
+        bail!("--window is {} tokens: a context window is at least 1000 tokens", args.window);
+    }
+    let paths = files::expand(&args.paths)?;
+    let base = ReplaySettings {
+        context_window_tokens: args.window,
+        pricing: skald_engine::Pricing {
+            input_per_million: args.price,
+            ..skald_engine::Pricing::default()
+        },
+        ..ReplaySettings::default()
+    };
+    let progress = ProgressBar::new((paths.len() * policies.len()) as u64).with_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut totals: BTreeMap<String, PolicyFigures> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let mut billed_total: Option<Billed> = None;
+    let mut rows = Vec::new();
+    for path in &paths {
+        let file = path.display().to_string();
+        let text = files::read_text(path)?;
+        let decoded = codec::decode(&text).with_context(|| format!("{file}"))?;
+        let settings = ReplaySettings {
+            encoding: args.encoding.resolve(conversation_model(&decoded)),
+            ..base.clone()
+        };
+        let messages: Vec<Message> = decoded.conversation.messages;
+        let mut row = TranscriptRow {
+            file: file.clone(),
+            format: decoded.format.name(),
+            policies: BTreeMap::new(),
+            billed: billed(&messages, &settings.pricing),
+        };
+        if let Some(b) = row.billed {
+            billed_total.get_or_insert_with(Billed::default).absorb(b);
+        }
+        for policy in &policies {
+            progress.set_message(format!("{} · {}", policy.name, file));
+            // Each policy gets its own store: refs of one must not make another look better.
+            let store = SqliteRefStore::open_in_memory()?;
+            let figures = replay_policy(&messages, policy, &settings, &store)
+                .with_context(|| format!("replaying {file} under {}", policy.name))?;
+            if !order.contains(&policy.name) {
+                order.push(policy.name.clone());
+            }
+            totals
+                .entry(policy.name.clone())
+                .or_default()
+                .absorb(figures.clone());
+            row.policies.insert(policy.name.clone(), figures);
+            progress.inc(1);
+        }
+        rows.push(row);
+    }
+    progress.finish_and_clear();
+    let first_cost = order
+        .first()
+        .and_then(|name| totals.get(name))
+        .map_or(0.0, |f| f.cost_usd);
+    let cost_vs_first = order
+        .iter()
+        .filter_map(|name| {
+            let cost = totals.get(name)?.cost_usd;
+            let share = if first_cost > 0.0 { cost / first_cost } else { 1.0 };
+            Some((name.clone(), (share * 1000.0).round() / 1000.0))
+        })
+        .collect();
+    if let Some(chart) = &args.chart {
+        let series: Vec<(String, Vec<u64>)> = order
+            .iter()
+            .filter_map(|name| Some((name.clone(), totals.get(name)?.context_per_call.clone())))
+            .collect();
+        let title = if paths.len() == 1 {
+            format!("context tokens per call — {}", paths[0].display())
+        } else {
+            format!("context tokens per call — {} transcripts, calls in order", paths.len())
+        };
+        std::fs::write(chart, crate::chart::line_chart(&title, "context tokens", &series))
+            .with_context(|| format!("cannot write the chart to {}", chart.display()))?;
+    }
+    let report = ReplayReport {
+        policies: totals,
+        cost_vs_first,
+        billed: billed_total,
+        transcripts: rows,
+        settings: SettingsEcho {
+            window_tokens: base.context_window_tokens,
+            price_per_million: base.pricing.input_per_million,
+            cache_ttl_ms: base.cache_ttl_ms,
+            fetch_penalty_max_tokens: base.fetch_penalty_max_tokens,
+        },
+    };
+    output::emit(mode, &report, |r| render(r, &order))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
+    let mut table = output::table(&[
+        "policy",
+        "input tokens",
+        "peak context",
+        "cache read / write",
+        "cost $",
+        "cost vs first",
+        "retention\nvisible / recoverable",
+        "fetch penalty",
+        "offloads / trims /\nclears / truncations",
+        "assemble ms",
+    ]);
+    for name in order {
+        let Some(f) = report.policies.get(name) else {
+            continue;
+        };
+        table.add_row(vec![
+            name.clone(),
+            f.input_tokens.to_string(),
+            f.peak_context_tokens.to_string(),
+            format!("{} / {}", f.cache_read_tokens, f.cache_write_tokens),
+            format!("{:.3}", f.cost_usd),
+            format!("{:.1}%", report.cost_vs_first.get(name).copied().unwrap_or(1.0) * 100.0),
+            format!("{:.3} / {:.3}", f.retention.visible, f.retention.recoverable),
+            f.fetch_penalty_tokens.to_string(),
+            format!("{} / {} / {} / {}", f.offloads, f.trims, f.clears, f.truncations),
+            format!("{:.3}", f.assemble_ms),
+        ]);
+    }
+    if let Some(b) = &report.billed {
+        table.add_row(vec![
+            "billed (recorded)".to_owned(),
+            b.input_tokens.to_string(),
+            String::new(),
+            format!("{} / {}", b.cache_read_tokens, b.cache_write_tokens),
+            format!("{:.3}", b.cost_usd),
+        ]);
+    }
+    table
+}

@@ -1,0 +1,599 @@
+//! Offload (seed 000, SCCS): large tool results leave the context and a placeholder
+//! `[REF_ID: <sha-256>] (Summary: <digest>)` stands in their place; the original is returned as a
+//! [`NewRef`] for the caller to store durably before the output reaches a model.
+//!
+//! Decisions are content-addressed: the same result under the same settings always becomes the
+//! same placeholder, byte for byte, so requests share their prefix. Which results are offloaded
+//! is the caller's choice through a selector (SCCS offloads every large result at once; skald's
+//! engine can defer results still in active use). The stage itself guarantees what must always
+//! hold: content that already carries a ref is never offloaded again, output of
+//! `fetch_original_data` is never offloaded, OpenClaw's workspace files (SOUL.md, AGENTS.md, …,
+//! recognised by their first line) stay, and non-text blocks (images) stay beside the
+//! placeholder.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::{DigestSettings, digest_blocks};
+use crate::message::{Block, Message, ToolResult};
+use crate::refs::{NewRef, RefPayload, contains_ref, placeholder};
+use xxhash_rust::xxh3::Xxh3;
+
+/// The tool through which a model fetches offloaded originals.
+pub const FETCH_TOOL_NAME: &str = "fetch_original_data";
+
+/// Smallest `compress_threshold` the seed allows.
+pub const MIN_COMPRESS_THRESHOLD: usize = 2_000;
+
+/// OpenClaw workspace files that are context, not tool noise (seed 000's whitelist).
+pub const OPENCLAW_FILES: &[&str] = &[
+    "SOUL.md",
+    "MEMORY.md",
+    "USER.md",
+    "AGENTS.md",
+    "TOOLS.md",
+    "IDENTITY.md",
+    "HEARTBEAT.md",
+    "BOOTSTRAP.md",
+];
+
+/// Added to the system prompt when something was offloaded and the fetch tool is available.
+pub const REF_ID_INSTRUCTION: &str = "\
+Some earlier tool outputs were moved out of this conversation to save space. Each appears as \
+`[REF_ID: <id>] (Summary: <summary>)`: the summary keeps the key facts and exact identifiers, \
+and the full original is one call away. Call `fetch_original_data` with the REF_ID when you need \
+more than the summary shows: exact lines or line numbers, code you are about to edit, a full \
+error message or stack trace, or values the summary does not list. Ask for a slice (`lines` \
+\"120:180\" or a `grep` pattern) rather than the whole output when you know what you need. Do \
+not fetch when the summary already answers the question.";
+
+/// Settings of the offload stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OffloadSettings {
+    pub enabled: bool,
+    /// Results whose text exceeds this many characters are offloaded (seed: 3000, minimum 2000).
+    pub compress_threshold: usize,
+    /// Budget of the digest in the placeholder (seed: 300, minimum 50).
+    pub summary_max_chars: usize,
+    /// Keep OpenClaw workspace files in the context.
+    pub keep_workspace_files: bool,
+}
+
+impl Default for OffloadSettings {
+    fn default() -> OffloadSettings {
+        OffloadSettings {
+            enabled: true,
+            compress_threshold: 3_000,
+            summary_max_chars: 300,
+            keep_workspace_files: true,
+        }
+    }
+}
+
+/// A setting outside what the stage accepts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OffloadSettingsError {
+    #[error("offload.compress_threshold is {0}: it must be at least {MIN_COMPRESS_THRESHOLD} chars")]
+    ThresholdTooLow(usize),
+    #[error("offload.summary_max_chars: {0}")]
+    Digest(String),
+}
+
+impl OffloadSettings {
+    pub fn validate(&self) -> Result<(), OffloadSettingsError> {
+        if self.compress_threshold < MIN_COMPRESS_THRESHOLD {
+            return Err(OffloadSettingsError::ThresholdTooLow(self.compress_threshold));
+        }
+        self.digest_settings()
+            .map(|_| ())
+            .map_err(|error| OffloadSettingsError::Digest(error.to_string()))
+    }
+
+    fn digest_settings(&self) -> Result<DigestSettings, crate::digest::DigestSettingsError> {
+        DigestSettings::new(self.summary_max_chars)
+    }
+}
+
+/// One result the stage offloaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Offloaded {
+    pub message_index: usize,
+    pub call_id: String,
+    pub ref_id: String,
+    /// Size of the original text in bytes (chars for ASCII).
+    pub chars_before: usize,
+    pub chars_after: usize,
+}
+
+/// What the offload stage did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OffloadReport {
+    pub offloaded: Vec<Offloaded>,
+    /// Results over the threshold kept because they are OpenClaw workspace files.
+    pub kept_workspace_files: usize,
+    /// Results over the threshold the selector chose to keep for now.
+    pub deferred: usize,
+}
+
+impl OffloadReport {
+    pub fn chars_saved(&self) -> usize {
+        self.offloaded
+            .iter()
+            .map(|o| o.chars_before.saturating_sub(o.chars_after))
+            .sum()
+    }
+}
+
+/// A tool result's placeholder, computed once per content and reused: digesting and hashing a
+/// large output is the expensive part, and the answer never changes for the same content.
+#[derive(Debug, Clone)]
+struct CachedOffload {
+    replacement: Vec<Block>,
+    ref_id: String,
+    chars_after: usize,
+}
+
+/// What the stage knows about one result, remembered across requests.
+#[derive(Debug, Clone)]
+enum Memo {
+    /// Not eligible (under the threshold, already a ref, a fetch output, a workspace file).
+    Ineligible { workspace_file: bool },
+    /// Eligible; the placeholder is computed the first time the selector picks it.
+    Eligible(Option<CachedOffload>),
+}
+
+/// Memo of offload decisions keyed by a cheap identity of each result (see [`quick_key`]), so a
+/// request costs work only for results it has not seen before.
+#[derive(Debug, Clone, Default)]
+pub struct OffloadCache {
+    entries: HashMap<u128, Memo>,
+}
+
+impl OffloadCache {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// The outcome of [`offload`].
+#[derive(Debug, Clone, Default)]
+pub struct OffloadOutcome {
+    pub messages: Vec<Message>,
+    /// Originals offloaded for the first time with this cache: store them before `messages` is
+    /// shown to a model. Results offloaded in earlier calls keep their placeholder and are not
+    /// returned again (the caller stored them then; an empty cache returns them all again).
+    pub new_refs: Vec<NewRef>,
+    pub report: OffloadReport,
+}
+
+/// Whether a result is eligible at all, whatever the selector says.
+fn classify(result: &ToolResult, settings: &OffloadSettings) -> Memo {
+    let not = Memo::Ineligible {
+        workspace_file: false,
+    };
+    if result.tool_name.as_deref() == Some(FETCH_TOOL_NAME) {
+        return not;
+    }
+    let text = text_of(result);
+    if text.chars().count() <= settings.compress_threshold || contains_ref(&text) {
+        return not;
+    }
+    if settings.keep_workspace_files && is_workspace_file(&text) {
+        return Memo::Ineligible {
+            workspace_file: true,
+        };
+    }
+    Memo::Eligible(None)
+}
+
+/// Total bytes of a result's text blocks: an upper bound of its chars, free to compute.
+fn text_bytes(result: &ToolResult) -> usize {
+    result
+        .content
+        .iter()
+        .map(|block| match block {
+            Block::Text(text) => text.text.len() + 1,
+            Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => 0,
+        })
+        .sum()
+}
+
+/// The joined text of a result's text blocks.
+pub fn text_of(result: &ToolResult) -> String {
+    let mut out = String::new();
+    for block in &result.content {
+        match block {
+            Block::Text(text) => {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(&text.text);
+            }
+            Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => {}
+        }
+    }
+    out
+}
+
+/// True when `text` starts like an OpenClaw workspace file (`# SOUL.md - Who You Are`).
+pub fn is_workspace_file(text: &str) -> bool {
+    let first_line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("");
+    let first_line = first_line.trim_start_matches('#').trim();
+    OPENCLAW_FILES.iter().any(|name| {
+        first_line.starts_with(name)
+            || first_line
+                .split(|c: char| c.is_whitespace() || c == '/' || c == '\\')
+                .any(|word| word == *name)
+                && first_line.len() < 200
+    })
+}
+
+/// Builds the placeholder content for `result`: the REF_ID placeholder, then every non-text block
+/// of the original (images stay visible).
+fn replace(result: &ToolResult, digest: &DigestSettings) -> (CachedOffload, NewRef) {
+    let payload = RefPayload::new(result.content.clone());
+    let new_ref = NewRef::new(payload);
+    let summary = digest_blocks(&result.content, digest).summary;
+    let text = placeholder(&new_ref.id, &summary);
+    let chars_after = text.chars().count();
+    let mut replacement = vec![Block::text(text)];
+    replacement.extend(result.content.iter().filter_map(|block| match block {
+        Block::Text(_) => None,
+        Block::Image(_)
+        | Block::Thinking(_)
+        | Block::ToolCall(_)
+        | Block::ToolResult(_)
+        | Block::Opaque(_) => Some(block.clone()),
+    }));
+    let cached = CachedOffload {
+        replacement,
+        ref_id: new_ref.id.to_string(),
+        chars_after,
+    };
+    (cached, new_ref)
+}
+
+/// Offloads the tool results `select` chooses among those over the threshold.
+///
+/// `select(message_index, result)` is asked only for eligible results (over the threshold, not
+/// yet a ref, not a fetch output, not a workspace file). Settings must have passed
+/// [`OffloadSettings::validate`]; invalid digest settings fall back to the defaults.
+pub fn offload(
+    mut messages: Vec<Message>,
+    settings: &OffloadSettings,
+    cache: &mut OffloadCache,
+    mut select: impl FnMut(usize, &ToolResult) -> bool,
+) -> OffloadOutcome {
+    let mut report = OffloadReport::default();
+    let mut new_refs = Vec::new();
+    if !settings.enabled {
+        return OffloadOutcome {
+            messages,
+            new_refs,
+            report,
+        };
+    }
+    let digest = settings.digest_settings().unwrap_or_default();
+    for (message_index, message) in messages.iter_mut().enumerate() {
+        for block in &mut message.content {
+            let Block::ToolResult(result) = block else {
+                continue;
+            };
+            if text_bytes(result) <= settings.compress_threshold {
+                continue;
+            }
+            let key = quick_key(result, settings);
+            let memo = cache
+                .entries
+                .entry(key)
+                .or_insert_with(|| classify(result, settings));
+            let slot = match memo {
+                Memo::Ineligible { workspace_file } => {
+                    if *workspace_file {
+                        report.kept_workspace_files += 1;
+                    }
+                    continue;
+                }
+                Memo::Eligible(slot) => slot,
+            };
+            if !select(message_index, result) {
+                report.deferred += 1;
+                continue;
+            }
+            let cached = match slot {
+                Some(cached) => cached.clone(),
+                None => {
+                    // First sight: the original goes out to be stored; later requests reuse the
+                    // placeholder and the caller already holds the ref.
+                    let (cached, new_ref) = replace(result, &digest);
+                    new_refs.push(new_ref);
+                    slot.insert(cached).clone()
+                }
+            };
+            report.offloaded.push(Offloaded {
+                message_index,
+                call_id: result.call_id.clone(),
+                ref_id: cached.ref_id,
+                chars_before: text_bytes(result),
+                chars_after: cached.chars_after,
+            });
+            result.content = cached.replacement;
+            result.content_form = crate::message::ContentForm::Blocks;
+        }
+    }
+    OffloadOutcome {
+        messages,
+        new_refs,
+        report,
+    }
+}
+
+/// A cheap identity of a result under the settings: its call id, the length of every block and
+/// a hash of the head and tail of each text. Computing it costs O(1) per block, so an assemble
+/// over a long session does not rescan old outputs; a host that rewrites an old result in place
+/// while keeping its call id, its length and its first and last 256 bytes would see the earlier
+/// decision reused — sessions are append-only, so that does not happen.
+fn quick_key(result: &ToolResult, settings: &OffloadSettings) -> u128 {
+    const EDGE: usize = 256;
+    let mut hasher = Xxh3::new();
+    hasher.update(result.call_id.as_bytes());
+    hasher.update(&(settings.summary_max_chars as u64).to_le_bytes());
+    hasher.update(&(settings.compress_threshold as u64).to_le_bytes());
+    hasher.update(&[u8::from(settings.keep_workspace_files)]);
+    for block in &result.content {
+        match block {
+            Block::Text(text) => {
+                let bytes = text.text.as_bytes();
+                hasher.update(b"t");
+                hasher.update(&(bytes.len() as u64).to_le_bytes());
+                hasher.update(bytes.get(..EDGE).unwrap_or(bytes));
+                hasher.update(bytes.get(bytes.len().saturating_sub(EDGE)..).unwrap_or(bytes));
+            }
+            Block::Image(image) => {
+                hasher.update(b"i");
+                let len = match &image.source {
+                    crate::message::ImageSource::Base64 { data, .. } => data.len(),
+                    crate::message::ImageSource::Url { url } => url.len(),
+                };
+                hasher.update(&(len as u64).to_le_bytes());
+            }
+            Block::Thinking(_) | Block::ToolCall(_) | Block::ToolResult(_) | Block::Opaque(_) => {
+                hasher.update(b"o");
+            }
+        }
+    }
+    hasher.digest128()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::message::{ContentForm, Extra, ImageBlock, ImageSource, Role, ToolCall};
+    use crate::refs::RefId;
+    use serde_json::json;
+
+    fn call(id: &str, name: &str) -> Message {
+        Message::new(
+            Role::Assistant,
+            vec![Block::ToolCall(ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: json!({}),
+                arguments_text: None,
+                extra: Extra::new(),
+            })],
+        )
+    }
+
+    fn result(id: &str, name: &str, content: Vec<Block>) -> Message {
+        Message::new(
+            Role::ToolResult,
+            vec![Block::ToolResult(ToolResult {
+                call_id: id.into(),
+                tool_name: Some(name.into()),
+                content,
+                content_form: ContentForm::Blocks,
+                is_error: Some(false),
+                details: Some(json!({"exitCode": 1})),
+                extra: Extra::new(),
+            })],
+        )
+    }
+
+    fn big_log(lines: usize) -> String {
+        let mut text: String = (0..lines)
+            .map(|i| format!("2026-01-01T00:00:{:02}Z INFO step {i} ok\n", i % 60))
+            .collect();
+        text.push_str("ERROR failed to open /srv/app/config.toml: permission denied\n");
+        text
+    }
+
+    fn conversation(text: &str) -> Vec<Message> {
+        vec![
+            Message::text(Role::User, "run it"),
+            call("c1", "bash"),
+            result("c1", "bash", vec![Block::text(text)]),
+        ]
+    }
+
+    fn result_text(messages: &[Message], index: usize) -> String {
+        text_of(messages[index].tool_results().next().unwrap())
+    }
+
+    #[test]
+    fn results_over_the_threshold_become_ref_placeholders() {
+        let log = big_log(200);
+        let mut cache = OffloadCache::default();
+        let out = offload(conversation(&log), &OffloadSettings::default(), &mut cache, |_, _| true);
+        let text = result_text(&out.messages, 2);
+        assert!(text.starts_with("[REF_ID: "), "{text}");
+        assert!(text.contains("] (Summary: "), "{text}");
+        assert_eq!(out.new_refs.len(), 1);
+        let new_ref = &out.new_refs[0];
+        assert_eq!(new_ref.id, new_ref.payload.id());
+        assert_eq!(RefId::parse(&text).unwrap(), new_ref.id);
+        assert_eq!(new_ref.payload.text(), log);
+        assert_eq!(out.report.offloaded.len(), 1);
+        assert!(out.report.chars_saved() > 5_000);
+        // details are host data: untouched by the stage.
+        let kept = out.messages[2].tool_results().next().unwrap();
+        assert_eq!(kept.details, Some(json!({"exitCode": 1})));
+    }
+
+    #[test]
+    fn results_at_or_under_the_threshold_stay() {
+        let text = "x".repeat(3_000);
+        let mut cache = OffloadCache::default();
+        let out = offload(conversation(&text), &OffloadSettings::default(), &mut cache, |_, _| true);
+        assert_eq!(result_text(&out.messages, 2), text);
+        assert!(out.new_refs.is_empty());
+        // Characters, not bytes: 2,000 CJK characters are 6,000 bytes but under the threshold.
+        let cjk = "字".repeat(2_000);
+        let out = offload(conversation(&cjk), &OffloadSettings::default(), &mut cache, |_, _| true);
+        assert_eq!(result_text(&out.messages, 2), cjk);
+    }
+
+    #[test]
+    fn offloading_is_idempotent() {
+        let log = big_log(200);
+        let settings = OffloadSettings::default();
+        let once = offload(conversation(&log), &settings, &mut OffloadCache::default(), |_, _| true);
+        let twice = offload(
+            once.messages.clone(),
+            &settings,
+            &mut OffloadCache::default(),
+            |_, _| true,
+        );
+        assert_eq!(twice.messages, once.messages);
+        assert!(twice.new_refs.is_empty());
+        assert!(twice.report.offloaded.is_empty());
+    }
+
+    #[test]
+    fn decisions_repeat_byte_for_byte_and_refs_are_handed_out_once_per_cache() {
+        let log = big_log(200);
+        let settings = OffloadSettings::default();
+        let mut cache = OffloadCache::default();
+        let first = offload(conversation(&log), &settings, &mut cache, |_, _| true);
+        let second = offload(conversation(&log), &settings, &mut cache, |_, _| true);
+        assert_eq!(first.messages, second.messages);
+        assert_eq!(first.new_refs.len(), 1);
+        assert!(second.new_refs.is_empty(), "already handed out");
+        assert_eq!(second.report.offloaded.len(), 1);
+        // A fresh cache (a restarted engine) reaches the same placeholder and hands the ref out
+        // again so it can be stored again.
+        let fresh = offload(conversation(&log), &settings, &mut OffloadCache::default(), |_, _| true);
+        assert_eq!(fresh.messages, first.messages);
+        assert_eq!(fresh.new_refs, first.new_refs);
+    }
+
+    #[test]
+    fn fetch_original_data_output_is_never_offloaded() {
+        let log = big_log(200);
+        let messages = vec![
+            Message::text(Role::User, "go"),
+            call("c1", FETCH_TOOL_NAME),
+            result("c1", FETCH_TOOL_NAME, vec![Block::text(log.clone())]),
+        ];
+        let out = offload(messages, &OffloadSettings::default(), &mut OffloadCache::default(), |_, _| true);
+        assert_eq!(result_text(&out.messages, 2), log);
+    }
+
+    #[test]
+    fn openclaw_workspace_files_are_kept() {
+        let soul = format!("# SOUL.md - Who You Are\n\n{}", "Be kind and exact.\n".repeat(300));
+        let mut cache = OffloadCache::default();
+        let out = offload(conversation(&soul), &OffloadSettings::default(), &mut cache, |_, _| true);
+        assert_eq!(result_text(&out.messages, 2), soul);
+        assert_eq!(out.report.kept_workspace_files, 1);
+        let settings = OffloadSettings {
+            keep_workspace_files: false,
+            ..OffloadSettings::default()
+        };
+        let out = offload(conversation(&soul), &settings, &mut cache, |_, _| true);
+        assert!(result_text(&out.messages, 2).starts_with("[REF_ID: "));
+        assert!(is_workspace_file("# AGENTS.md\nrules"));
+        assert!(!is_workspace_file("cargo build\nerror: AGENTS.md missing"));
+    }
+
+    #[test]
+    fn images_stay_beside_the_placeholder_and_in_the_stored_original() {
+        let image = Block::Image(ImageBlock {
+            source: ImageSource::Base64 {
+                media_type: "image/png".into(),
+                data: "iVBORw0KGgo=".into(),
+            },
+            extra: Extra::new(),
+        });
+        let messages = vec![
+            Message::text(Role::User, "screenshot"),
+            call("c1", "browser"),
+            result("c1", "browser", vec![Block::text(big_log(200)), image.clone()]),
+        ];
+        let out = offload(messages, &OffloadSettings::default(), &mut OffloadCache::default(), |_, _| true);
+        let kept = out.messages[2].tool_results().next().unwrap();
+        assert_eq!(kept.content.len(), 2);
+        assert_eq!(kept.content[1], image);
+        assert_eq!(out.new_refs[0].payload.blocks[1], image);
+    }
+
+    #[test]
+    fn the_selector_defers_results_and_is_only_asked_about_eligible_ones() {
+        let mut asked = Vec::new();
+        let messages = vec![
+            Message::text(Role::User, "go"),
+            call("c1", "bash"),
+            result("c1", "bash", vec![Block::text(big_log(200))]),
+            call("c2", "bash"),
+            result("c2", "bash", vec![Block::text("short")]),
+        ];
+        let out = offload(messages, &OffloadSettings::default(), &mut OffloadCache::default(), |i, r| {
+            asked.push((i, r.call_id.clone()));
+            false
+        });
+        assert_eq!(asked, vec![(2, "c1".to_owned())]);
+        assert_eq!(out.report.deferred, 1);
+        assert!(out.new_refs.is_empty());
+    }
+
+    #[test]
+    fn settings_below_the_seed_minimums_are_rejected() {
+        let low = OffloadSettings {
+            compress_threshold: 1_999,
+            ..OffloadSettings::default()
+        };
+        assert_eq!(low.validate(), Err(OffloadSettingsError::ThresholdTooLow(1_999)));
+        let short = OffloadSettings {
+            summary_max_chars: 49,
+            ..OffloadSettings::default()
+        };
+        assert!(short.validate().is_err());
+        assert!(OffloadSettings::default().validate().is_ok());
+    }
+
+    #[test]
+    fn disabled_stage_changes_nothing() {
+        let settings = OffloadSettings {
+            enabled: false,
+            ..OffloadSettings::default()
+        };
+        let input = conversation(&big_log(200));
+        let out = offload(input.clone(), &settings, &mut OffloadCache::default(), |_, _| true);
+        assert_eq!(out.messages, input);
+    }
+}

@@ -1,0 +1,259 @@
+//! Policies: named, complete settings for every pipeline stage, loaded from TOML.
+//!
+//! Four presets ship in the binary (`none`, `openclaw`, `sccs`, `skald`; see `policies/*.toml`).
+//! A user's `skald.toml` names one and overrides any setting:
+//!
+//! ```
+//! use skald_core::pipeline::policy::Policy;
+//!
+//! let policy = Policy::from_toml(r#"
+//!     preset = "skald"
+//!     [offload]
+//!     compress_threshold = 4000
+//! "#).unwrap();
+//! assert_eq!(policy.name, "skald");
+//! assert_eq!(policy.offload.compress_threshold, 4000);
+//! assert!(Policy::preset("nope").is_err());
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use super::offload::{OffloadSettings, OffloadSettingsError};
+use super::prune::{PruneSettings, PruneSettingsError};
+use super::truncate::{TruncateSettings, TruncateSettingsError};
+use super::turn_limit::{TurnLimitSettings, TurnLimitSettingsError};
+
+/// The presets, in the order reports list them.
+pub const PRESET_NAMES: &[&str] = &["none", "openclaw", "sccs", "skald"];
+
+fn preset_text(name: &str) -> Option<&'static str> {
+    match name {
+        "none" => Some(include_str!("../../policies/none.toml")),
+        "openclaw" => Some(include_str!("../../policies/openclaw.toml")),
+        "sccs" => Some(include_str!("../../policies/sccs.toml")),
+        "skald" => Some(include_str!("../../policies/skald.toml")),
+        _ => None,
+    }
+}
+
+/// When the offload stage may take a result out of the context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum OffloadSchedule {
+    /// Every eligible result, from the first request that carries it (SCCS).
+    Immediate,
+    /// Results older than the last `keep_recent_assistants` assistant turns, in batches: when the
+    /// prompt cache has expired, or when the characters waiting to leave reach
+    /// `batch_min_share` of the context. Results over `immediate_over_chars` leave at once.
+    CacheAware {
+        #[serde(default = "default_keep_recent")]
+        keep_recent_assistants: usize,
+        #[serde(default = "default_batch_share")]
+        batch_min_share: f64,
+        #[serde(default = "default_immediate")]
+        immediate_over_chars: usize,
+    },
+}
+
+fn default_keep_recent() -> usize {
+    3
+}
+fn default_batch_share() -> f64 {
+    0.15
+}
+fn default_immediate() -> usize {
+    40_000
+}
+
+impl Default for OffloadSchedule {
+    fn default() -> OffloadSchedule {
+        OffloadSchedule::Immediate
+    }
+}
+
+/// Settings of the whole pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    pub name: String,
+    /// Run transcript repair first.
+    pub repair: bool,
+    /// Prompt-cache lifetime the policy plans around, in milliseconds.
+    pub cache_ttl_ms: u64,
+    pub turn_limit: TurnLimitSettings,
+    pub offload: OffloadSettings,
+    pub schedule: OffloadSchedule,
+    pub prune: PruneSettings,
+    pub truncate: TruncateSettings,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            name: "custom".to_owned(),
+            repair: true,
+            cache_ttl_ms: 300_000,
+            turn_limit: TurnLimitSettings::default(),
+            offload: OffloadSettings::default(),
+            schedule: OffloadSchedule::default(),
+            prune: PruneSettings::default(),
+            truncate: TruncateSettings::default(),
+        }
+    }
+}
+
+/// Why a policy could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("unknown policy {0:?}: expected one of none, openclaw, sccs, skald")]
+    UnknownPreset(String),
+    #[error("policy TOML: {0}")]
+    Toml(String),
+    #[error("policy {name}: {reason}")]
+    Invalid { name: String, reason: String },
+}
+
+impl From<OffloadSettingsError> for PolicyError {
+    fn from(e: OffloadSettingsError) -> PolicyError {
+        PolicyError::Invalid {
+            name: String::new(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+impl Policy {
+    /// A shipped preset by name.
+    pub fn preset(name: &str) -> Result<Policy, PolicyError> {
+        let text = preset_text(name).ok_or_else(|| PolicyError::UnknownPreset(name.to_owned()))?;
+        Policy::parse_complete(text)
+    }
+
+    /// A policy from TOML: `preset = "<name>"` (default `skald`) plus any overrides.
+    pub fn from_toml(text: &str) -> Result<Policy, PolicyError> {
+        let overrides: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            PolicyError::Toml(e.to_string())
+        })?;
+        let preset_name = match overrides.get("preset") {
+            None => "skald".to_owned(),
+            Some(toml::Value::String(name)) => name.clone(),
+            Some(other) => {
+                return Err(PolicyError::Toml(format!(
+                    "preset must be a string, found {}",
+                    other.type_str()
+                )));
+            }
+        };
+        let base_text =
+            preset_text(&preset_name).ok_or(PolicyError::UnknownPreset(preset_name.clone()))?;
+        let mut merged: toml::Table = base_text
+            .parse()
+            .map_err(|e: toml::de::Error| PolicyError::Toml(e.to_string()))?;
+        let mut overrides = overrides;
+        overrides.remove("preset");
+        merge(&mut merged, overrides);
+        Policy::parse_complete(&toml::to_string(&merged).map_err(|e| PolicyError::Toml(e.to_string()))?)
+    }
+
+    fn parse_complete(text: &str) -> Result<Policy, PolicyError> {
+        let policy: Policy =
+            toml::from_str(text).map_err(|e: toml::de::Error| PolicyError::Toml(e.to_string()))?;
+        policy.validate()?;
+        Ok(policy)
+    }
+
+    /// Rejects settings no stage accepts.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let invalid = |reason: String| PolicyError::Invalid {
+            name: self.name.clone(),
+            reason,
+        };
+        if self.offload.enabled {
+            self.offload.validate().map_err(|e| invalid(e.to_string()))?;
+        }
+        self.prune
+            .validate()
+            .map_err(|e: PruneSettingsError| invalid(format!("prune: {e}")))?;
+        self.truncate
+            .validate()
+            .map_err(|e: TruncateSettingsError| invalid(format!("truncate: {e}")))?;
+        self.turn_limit
+            .validate()
+            .map_err(|e: TurnLimitSettingsError| invalid(format!("turn_limit: {e}")))?;
+        if let OffloadSchedule::CacheAware {
+            batch_min_share, ..
+        } = &self.schedule
+        {
+            if !(batch_min_share.is_finite() && (0.0..=1.0).contains(batch_min_share)) {
+                return Err(invalid(format!(
+                    "schedule.batch_min_share must be between 0 and 1, found {batch_min_share}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Deep-merges `overrides` into `base`: tables merge key by key, anything else replaces.
+fn merge(base: &mut toml::Table, overrides: toml::Table) {
+    for (key, value) in overrides {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(existing)), toml::Value::Table(incoming)) => {
+                merge(existing, incoming);
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::pipeline::prune::PruneMode;
+
+    #[test]
+    fn every_preset_loads_and_validates() {
+        for name in PRESET_NAMES {
+            let policy = Policy::preset(name).unwrap();
+            assert_eq!(policy.name, *name);
+        }
+        assert!(!Policy::preset("none").unwrap().offload.enabled);
+        assert_eq!(Policy::preset("openclaw").unwrap().prune.mode, PruneMode::CacheTtl);
+        let sccs = Policy::preset("sccs").unwrap();
+        assert_eq!(sccs.offload.compress_threshold, 3000);
+        assert_eq!(sccs.schedule, OffloadSchedule::Immediate);
+        assert!(matches!(
+            Policy::preset("skald").unwrap().schedule,
+            OffloadSchedule::CacheAware { .. }
+        ));
+    }
+
+    #[test]
+    fn overrides_merge_into_the_named_preset() {
+        let policy = Policy::from_toml(
+            "preset = \"openclaw\"\n[prune]\nkeep_last_assistants = 5\n[prune.soft_trim]\nhead_chars = 900\n",
+        )
+        .unwrap();
+        assert_eq!(policy.name, "openclaw");
+        assert_eq!(policy.prune.keep_last_assistants, 5);
+        assert_eq!(policy.prune.soft_trim.head_chars, 900);
+        assert_eq!(policy.prune.soft_trim.tail_chars, 1_500, "untouched defaults stay");
+    }
+
+    #[test]
+    fn bad_policies_say_what_is_wrong() {
+        let unknown = Policy::from_toml("preset = \"fast\"").unwrap_err().to_string();
+        assert!(unknown.contains("unknown policy \"fast\""), "{unknown}");
+        let low = Policy::from_toml("[offload]\ncompress_threshold = 100").unwrap_err().to_string();
+        assert!(low.contains("at least 2000"), "{low}");
+        let typo = Policy::from_toml("[offload]\ncompres_threshold = 4000").unwrap_err().to_string();
+        assert!(typo.contains("compres_threshold"), "{typo}");
+        let share = Policy::from_toml("[schedule]\nmode = \"cache-aware\"\nbatch_min_share = 2.0")
+            .unwrap_err()
+            .to_string();
+        assert!(share.contains("batch_min_share"), "{share}");
+    }
+}

@@ -1,0 +1,260 @@
+//! `assemble`: the pipeline over a session's messages for one model request — repair, turn
+//! limit, offload, pruning, truncation — with the originals of everything taken out stored before
+//! the result is returned.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use serde::Serialize;
+use skald_core::fetch;
+use skald_core::message::{Message, Role, ToolSpec};
+use skald_core::pipeline::offload::{OffloadReport, REF_ID_INSTRUCTION, offload};
+use skald_core::pipeline::policy::{OffloadSchedule, Policy};
+use skald_core::pipeline::prune::{PruneEnv, PruneReport, prune};
+use skald_core::pipeline::truncate::{TruncateReport, truncate};
+use skald_core::pipeline::turn_limit::{TurnLimitReport, limit_turns};
+use skald_core::refs::{NewRef, contains_ref};
+use skald_core::repair::{RepairReport, RepairSettings, repair};
+use skald_core::tokens::estimate_messages_tokens;
+use skald_store::RefStore;
+
+use crate::session::SessionState;
+use crate::EngineError;
+
+/// What the caller knows about this request.
+#[derive(Debug, Clone, Copy)]
+pub struct AssembleRequest<'a> {
+    /// The tenant whose ref store receives the originals.
+    pub tenant: &'a str,
+    /// The model's context window in tokens.
+    pub context_window_tokens: u64,
+    /// When the request is made (epoch ms): drives the prompt-cache clocks.
+    pub now_ms: i64,
+    /// Whether the host will run `fetch_original_data` (it is added to the tools). Without it,
+    /// nothing is offloaded: a ref the model cannot fetch would lose data.
+    pub fetch_available: bool,
+}
+
+/// Every stage's report for one request.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AssembleReport {
+    pub repair: Option<RepairReport>,
+    pub turn_limit: TurnLimitReport,
+    pub offload: OffloadReport,
+    pub prune: PruneReport,
+    pub truncate: TruncateReport,
+    /// Refs stored by this request (first-time offloads, prunes and truncations).
+    pub refs_stored: usize,
+}
+
+/// The context for one model request.
+#[derive(Debug, Clone)]
+pub struct Assembled {
+    pub messages: Vec<Message>,
+    /// To append to the host's system prompt (the REF_ID instruction once anything is a ref).
+    pub system_prompt_addition: Option<String>,
+    /// Tools to add to the request (`fetch_original_data` once anything is a ref).
+    pub tools: Vec<ToolSpec>,
+    pub estimated_tokens: u64,
+    pub report: AssembleReport,
+    /// Wall time of the pipeline, for reports.
+    pub elapsed_ms: f64,
+}
+
+/// Index of the `keep`-th assistant message from the end (results at or after it are recent).
+fn recent_cutoff(messages: &[Message], keep: usize) -> usize {
+    if keep == 0 {
+        return messages.len();
+    }
+    messages
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, m)| m.role == Role::Assistant)
+        .nth(keep - 1)
+        .map_or(0, |(index, _)| index)
+}
+
+/// Runs the policy's pipeline over `messages` and stores what it takes out.
+pub fn assemble<S: RefStore + ?Sized>(
+    store: &S,
+    policy: &Policy,
+    state: &mut SessionState,
+    messages: Vec<Message>,
+    request: AssembleRequest<'_>,
+) -> Result<Assembled, EngineError> {
+    let started = Instant::now();
+    let mut report = AssembleReport::default();
+    let mut new_refs: Vec<NewRef> = Vec::new();
+
+    let messages = if policy.repair {
+        let (messages, repaired) = repair(messages, &RepairSettings::default());
+        report.repair = Some(repaired);
+        messages
+    } else {
+        messages
+    };
+
+    let (messages, turns) = limit_turns(messages, &policy.turn_limit);
+    report.turn_limit = turns;
+
+    let cache_warm = state
+        .last_request_ms
+        .is_some_and(|at| request.now_ms.saturating_sub(at) < policy.cache_ttl_ms as i64);
+    let messages = if policy.offload.enabled && request.fetch_available {
+        let outcome = run_offload(policy, state, messages, cache_warm);
+        report.offload = outcome.report;
+        new_refs.extend(outcome.new_refs);
+        outcome.messages
+    } else {
+        messages
+    };
+
+    let env = PruneEnv {
+        context_window_tokens: request.context_window_tokens,
+        now_ms: request.now_ms,
+        clock: state.prune_clock,
+    };
+    let pruned = prune(messages, &policy.prune, env);
+    state.prune_clock = pruned.clock;
+    report.prune = pruned.report;
+    new_refs.extend(pruned.new_refs);
+
+    let truncated = truncate(pruned.messages, &policy.truncate, request.context_window_tokens);
+    report.truncate = truncated.report;
+    new_refs.extend(truncated.new_refs);
+    let messages = truncated.messages;
+
+    // A ref id reaches the model only once its original is durably stored.
+    for new_ref in &new_refs {
+        let key = new_ref.id.to_string();
+        if state.stored_refs.contains(&key) {
+            continue;
+        }
+        store.put(request.tenant, &new_ref.payload)?;
+        state.stored_refs.insert(key);
+        report.refs_stored += 1;
+    }
+
+    let has_refs = !state.stored_refs.is_empty() && messages.iter().any(message_has_ref);
+    let (system_prompt_addition, tools) = if has_refs && request.fetch_available {
+        (Some(REF_ID_INSTRUCTION.to_owned()), vec![fetch::tool_spec()])
+    } else {
+        (None, Vec::new())
+    };
+    state.last_request_ms = Some(request.now_ms);
+    let estimated_tokens = estimate_messages_tokens(&messages);
+    Ok(Assembled {
+        messages,
+        system_prompt_addition,
+        tools,
+        estimated_tokens,
+        report,
+        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+/// Bytes of text a message carries (tool-result text included).
+fn text_bytes(message: &Message) -> usize {
+    use skald_core::message::Block;
+    message
+        .content
+        .iter()
+        .map(|block| match block {
+            Block::Text(text) => text.text.len(),
+            Block::Thinking(thinking) => thinking.thinking.len(),
+            Block::ToolCall(call) => call.arguments_text.as_ref().map_or(64, String::len),
+            Block::ToolResult(result) => result
+                .content
+                .iter()
+                .map(|inner| match inner {
+                    Block::Text(text) => text.text.len(),
+                    Block::Image(_)
+                    | Block::Thinking(_)
+                    | Block::ToolCall(_)
+                    | Block::ToolResult(_)
+                    | Block::Opaque(_) => 0,
+                })
+                .sum(),
+            Block::Image(_) | Block::Opaque(_) => 0,
+        })
+        .sum()
+}
+
+fn message_has_ref(message: &Message) -> bool {
+    message.tool_results().any(|result| {
+        result.content.iter().any(|block| match block {
+            skald_core::message::Block::Text(text) => contains_ref(&text.text),
+            skald_core::message::Block::Image(_)
+            | skald_core::message::Block::Thinking(_)
+            | skald_core::message::Block::ToolCall(_)
+            | skald_core::message::Block::ToolResult(_)
+            | skald_core::message::Block::Opaque(_) => false,
+        })
+    })
+}
+
+/// Offload under the policy's schedule. Cache-aware: results that already left stay out; fresh
+/// results stay in; old results leave together, at a moment the cache is cold anyway or when
+/// what they free pays for the one cache miss their leaving causes.
+fn run_offload(
+    policy: &Policy,
+    state: &mut SessionState,
+    messages: Vec<Message>,
+    cache_warm: bool,
+) -> skald_core::pipeline::offload::OffloadOutcome {
+    match &policy.schedule {
+        OffloadSchedule::Immediate => {
+            let outcome = offload(messages, &policy.offload, &mut state.offload_cache, |_, _| true);
+            for item in &outcome.report.offloaded {
+                state.offloaded_calls.insert(item.call_id.clone());
+            }
+            outcome
+        }
+        OffloadSchedule::CacheAware {
+            keep_recent_assistants,
+            batch_min_share,
+            immediate_over_chars,
+        } => {
+            let cutoff = recent_cutoff(&messages, *keep_recent_assistants);
+            // Bytes stand in for characters here: the share only decides when to batch, and
+            // summing block lengths costs nothing next to counting characters of every output.
+            let total_chars: usize = messages.iter().map(text_bytes).sum();
+            // First pass: what is already decided, and what is too large to keep at all; note
+            // the old results that could leave now.
+            let mut candidates: HashSet<String> = HashSet::new();
+            let mut candidate_chars = 0usize;
+            let sticky = &state.offloaded_calls;
+            let first = offload(messages, &policy.offload, &mut state.offload_cache, |index, result| {
+                let size = result.text_chars();
+                if sticky.contains(&result.call_id) || size > *immediate_over_chars {
+                    return true;
+                }
+                if index < cutoff {
+                    candidates.insert(result.call_id.clone());
+                    candidate_chars += size;
+                }
+                false
+            });
+            let worth_a_miss = total_chars > 0
+                && candidate_chars as f64 >= *batch_min_share * total_chars as f64;
+            let mut outcome = first;
+            if !candidates.is_empty() && (!cache_warm || worth_a_miss) {
+                let second = offload(
+                    outcome.messages,
+                    &policy.offload,
+                    &mut state.offload_cache,
+                    |_, result| candidates.contains(&result.call_id),
+                );
+                outcome.messages = second.messages;
+                outcome.new_refs.extend(second.new_refs);
+                outcome.report.offloaded.extend(second.report.offloaded);
+                outcome.report.deferred = second.report.deferred;
+            }
+            for item in &outcome.report.offloaded {
+                state.offloaded_calls.insert(item.call_id.clone());
+            }
+            outcome
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! skald's context engine: the pipeline run over a session for each model request
+//! ([`assemble`]), the executor of `fetch_original_data` ([`execute_fetch`]), and [`replay`],
+//! which re-creates every model call of a real transcript under each policy and measures tokens,
+//! prompt-cache use, cost and what the model could still see or fetch.
+//!
+//! ```
+//! use skald_core::message::{Block, Message, Role, ToolCall, ToolResult, ContentForm, Extra};
+//! use skald_core::pipeline::policy::Policy;
+//! use skald_engine::{AssembleRequest, SessionState, assemble};
+//! use skald_store::SqliteRefStore;
+//!
+//! let store = SqliteRefStore::open_in_memory().unwrap();
+//! let policy = Policy::preset("sccs").unwrap();
+//! let log = "2026-01-01 INFO step ok\n".repeat(400);
+//! let messages = vec![
+//!     Message::text(Role::User, "run the build"),
+//!     Message::new(Role::Assistant, vec![Block::ToolCall(ToolCall {
+//!         id: "c1".into(), name: "bash".into(), arguments: serde_json::json!({"command": "make"}),
+//!         arguments_text: None, extra: Extra::new() })]),
+//!     Message::new(Role::ToolResult, vec![Block::ToolResult(ToolResult {
+//!         call_id: "c1".into(), tool_name: Some("bash".into()), content: vec![Block::text(log)],
+//!         content_form: ContentForm::Blocks, is_error: None, details: None, extra: Extra::new() })]),
+//! ];
+//! let mut state = SessionState::default();
+//! let request = AssembleRequest { tenant: "acme", context_window_tokens: 200_000, now_ms: 0, fetch_available: true };
+//! let assembled = assemble(&store, &policy, &mut state, messages, request).unwrap();
+//! assert_eq!(assembled.report.offload.offloaded.len(), 1);
+//! assert!(assembled.system_prompt_addition.is_some());
+//! assert_eq!(assembled.tools[0].name, "fetch_original_data");
+//! ```
+
+mod accounting;
+mod assemble;
+mod fetch;
+pub mod replay;
+mod session;
+
+pub use accounting::{CacheAccount, Pricing, RequestBill, Segment};
+pub use assemble::{AssembleReport, AssembleRequest, Assembled, assemble};
+pub use fetch::{FetchOutput, execute_fetch};
+pub use session::SessionState;
+
+/// Why the engine could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The ref store failed: nothing was handed to the model that is not stored.
+    #[error("ref store: {0}")]
+    Store(#[from] skald_store::StoreError),
+    #[error("policy: {0}")]
+    Policy(#[from] skald_core::pipeline::policy::PolicyError),
+}

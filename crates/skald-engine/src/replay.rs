@@ -1,0 +1,415 @@
+//! `replay`: re-creates each model call of a real transcript and runs a policy's pipeline call
+//! after call as a host would (state kept: refs, sticky decisions, the pruning clock driven by the
+//! transcript's timestamps), then measures what the provider would have billed and what the model
+//! could still see.
+//!
+//! Measures, per policy:
+//! - input tokens (BPE) summed over calls and the peak context;
+//! - prompt-cache accounting ([`CacheAccount`]) and cost under [`Pricing`];
+//! - retention: for every identifier (seed 001's pattern) an assistant message uses that first
+//!   appeared in an earlier tool result of that call's request, whether the assembled request
+//!   still shows it (`visible`) or shows it or a ref to the output it came from (`recoverable`);
+//!   each use that is only recoverable is charged as one fetch of up to 2,000 tokens;
+//! - what the stages did and how long `assemble` took.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+use skald_core::codec::claude_code::request_start;
+use skald_core::identifiers::extract_identifiers;
+use skald_core::message::{Block, Message, Role, ToolSpec};
+use skald_core::pipeline::offload::text_of;
+use skald_core::pipeline::policy::Policy;
+use skald_core::refs::contains_ref;
+use skald_core::tokens::{Encoding, TokenCounter, message_fingerprint};
+use skald_store::RefStore;
+
+use crate::accounting::{CacheAccount, Pricing, Segment};
+use crate::assemble::{AssembleRequest, assemble};
+use crate::session::SessionState;
+use crate::EngineError;
+
+/// How calls are replayed and billed.
+#[derive(Debug, Clone)]
+pub struct ReplaySettings {
+    pub context_window_tokens: u64,
+    pub cache_ttl_ms: i64,
+    pub pricing: Pricing,
+    /// Most tokens one fetch of an offloaded output is charged.
+    pub fetch_penalty_max_tokens: u64,
+    pub encoding: Encoding,
+    /// Milliseconds between calls when a transcript has no timestamps.
+    pub default_call_gap_ms: i64,
+    pub tenant: String,
+}
+
+impl Default for ReplaySettings {
+    fn default() -> ReplaySettings {
+        ReplaySettings {
+            context_window_tokens: 200_000,
+            cache_ttl_ms: 300_000,
+            pricing: Pricing::default(),
+            fetch_penalty_max_tokens: 2_000,
+            encoding: Encoding::O200kBase,
+            default_call_gap_ms: 10_000,
+            tenant: "replay".to_owned(),
+        }
+    }
+}
+
+/// Identifier uses and what a request kept of them.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Retention {
+    /// Share of uses the request still shows.
+    pub visible: f64,
+    /// Share of uses the request shows or can fetch through a ref.
+    pub recoverable: f64,
+    pub uses: u64,
+    pub visible_uses: u64,
+    pub recoverable_uses: u64,
+}
+
+/// One policy's figures over one or more transcripts.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PolicyFigures {
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub peak_context_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub fetch_penalty_tokens: u64,
+    pub cost_usd: f64,
+    pub retention: Retention,
+    pub offloads: u64,
+    pub trims: u64,
+    pub clears: u64,
+    pub truncations: u64,
+    /// Median wall time of one `assemble`, in milliseconds.
+    pub assemble_ms: f64,
+    /// Context tokens of every call, in order (for charts).
+    #[serde(skip)]
+    pub context_per_call: Vec<u64>,
+    #[serde(skip)]
+    assemble_samples: Vec<f64>,
+}
+
+impl PolicyFigures {
+    /// Adds another transcript's figures.
+    pub fn absorb(&mut self, other: PolicyFigures) {
+        self.calls += other.calls;
+        self.input_tokens += other.input_tokens;
+        self.peak_context_tokens = self.peak_context_tokens.max(other.peak_context_tokens);
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.fetch_penalty_tokens += other.fetch_penalty_tokens;
+        self.cost_usd += other.cost_usd;
+        let r = &mut self.retention;
+        r.uses += other.retention.uses;
+        r.visible_uses += other.retention.visible_uses;
+        r.recoverable_uses += other.retention.recoverable_uses;
+        r.visible = ratio(r.visible_uses, r.uses);
+        r.recoverable = ratio(r.recoverable_uses, r.uses);
+        self.offloads += other.offloads;
+        self.trims += other.trims;
+        self.clears += other.clears;
+        self.truncations += other.truncations;
+        self.context_per_call.extend(other.context_per_call);
+        self.assemble_samples.extend(other.assemble_samples);
+        self.assemble_ms = median(&self.assemble_samples);
+    }
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        1.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+fn median(samples: &[f64]) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let value = sorted[sorted.len() / 2];
+    (value * 1000.0).round() / 1000.0
+}
+
+/// What the transcript's provider actually billed, from its recorded usage.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Billed {
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub uncached_input_tokens: u64,
+    pub cost_usd: f64,
+}
+
+impl Billed {
+    pub fn absorb(&mut self, other: Billed) {
+        self.calls += other.calls;
+        self.input_tokens += other.input_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.uncached_input_tokens += other.uncached_input_tokens;
+        self.cost_usd += other.cost_usd;
+    }
+}
+
+/// Sums the usage the transcript recorded for its model calls (one per assistant message).
+pub fn billed(messages: &[Message], pricing: &Pricing) -> Option<Billed> {
+    let mut billed = Billed::default();
+    for message in messages.iter().filter(|m| m.role == Role::Assistant) {
+        let Some(usage) = message.meta.usage else {
+            continue;
+        };
+        billed.calls += 1;
+        billed.input_tokens += usage.total_input();
+        billed.cache_read_tokens += usage.cache_read;
+        billed.cache_write_tokens += usage.cache_write;
+        billed.uncached_input_tokens += usage.input;
+    }
+    (billed.calls > 0).then(|| {
+        billed.cost_usd = pricing.cost(
+            billed.uncached_input_tokens,
+            billed.cache_write_tokens,
+            billed.cache_read_tokens,
+        );
+        billed
+    })
+}
+
+/// Where an identifier first appeared.
+#[derive(Debug, Clone)]
+enum Source {
+    ToolResult { message_index: usize, call_id: String },
+    Elsewhere,
+}
+
+/// The text an assistant message shows a reader: text, thinking and tool-call arguments.
+fn assistant_text(message: &Message) -> String {
+    let mut out = String::new();
+    for block in &message.content {
+        match block {
+            Block::Text(text) => out.push_str(&text.text),
+            Block::Thinking(thinking) => out.push_str(&thinking.thinking),
+            Block::ToolCall(call) => out.push_str(&call.arguments.to_string()),
+            Block::ToolResult(result) => out.push_str(&text_of(result)),
+            Block::Image(_) | Block::Opaque(_) => {}
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Identifiers and token counts of messages, remembered by content fingerprint across calls.
+#[derive(Default)]
+struct MessageFacts {
+    identifiers: HashMap<u128, Vec<String>>,
+}
+
+impl MessageFacts {
+    fn identifiers(&mut self, fingerprint: u128, message: &Message) -> &[String] {
+        self.identifiers
+            .entry(fingerprint)
+            .or_insert_with(|| extract_identifiers(&assistant_text(message)))
+    }
+}
+
+fn tools_segment(tools: &[ToolSpec], counter: &mut TokenCounter) -> Option<Segment> {
+    if tools.is_empty() {
+        return None;
+    }
+    let text: String = tools
+        .iter()
+        .map(|tool| format!("{} {:?} {}", tool.name, tool.description, tool.parameters))
+        .collect();
+    let message = Message::text(Role::System, text);
+    Some(Segment {
+        fingerprint: message_fingerprint(&message) ^ 0x7001,
+        tokens: counter.count_message(&message),
+    })
+}
+
+/// Replays every assistant call of `messages` under `policy`.
+pub fn replay_policy<S: RefStore + ?Sized>(
+    messages: &[Message],
+    policy: &Policy,
+    settings: &ReplaySettings,
+    store: &S,
+) -> Result<PolicyFigures, EngineError> {
+    let mut state = SessionState::default();
+    let mut account = CacheAccount::new(settings.cache_ttl_ms);
+    let mut counter = TokenCounter::new(settings.encoding);
+    let mut facts = MessageFacts::default();
+    let mut figures = PolicyFigures::default();
+    let mut first_seen: HashMap<String, Source> = HashMap::new();
+    let mut scanned = 0usize;
+    let mut original_tokens: HashMap<String, u64> = HashMap::new();
+    let mut trimmed: HashSet<String> = HashSet::new();
+    let mut cleared: HashSet<String> = HashSet::new();
+    let mut truncated: HashSet<String> = HashSet::new();
+    let mut offloaded: HashSet<String> = HashSet::new();
+    let mut clock_ms: i64 = 0;
+
+    for (index, message) in messages.iter().enumerate() {
+        if message.role != Role::Assistant {
+            continue;
+        }
+        // Record where identifiers first appeared, for everything before this call.
+        while scanned < index {
+            let earlier = &messages[scanned];
+            if earlier.is_model_visible() {
+                let text = assistant_text(earlier);
+                let results: Vec<&str> = earlier.tool_results().map(|r| r.call_id.as_str()).collect();
+                for identifier in extract_identifiers(&text) {
+                    first_seen.entry(identifier).or_insert_with(|| match results.first() {
+                        Some(call_id) => Source::ToolResult {
+                            message_index: scanned,
+                            call_id: (*call_id).to_owned(),
+                        },
+                        None => Source::Elsewhere,
+                    });
+                }
+            }
+            scanned += 1;
+        }
+        let start = request_start(messages, index);
+        let request: Vec<Message> = messages[start..index]
+            .iter()
+            .filter(|m| m.is_model_visible())
+            .cloned()
+            .collect();
+        if request.is_empty() {
+            continue;
+        }
+        let now_ms = message
+            .meta
+            .timestamp
+            .as_ref()
+            .and_then(|t| t.millis())
+            .unwrap_or(clock_ms + settings.default_call_gap_ms);
+        clock_ms = now_ms;
+        let assembled = assemble(
+            store,
+            policy,
+            &mut state,
+            request,
+            AssembleRequest {
+                tenant: &settings.tenant,
+                context_window_tokens: settings.context_window_tokens,
+                now_ms,
+                fetch_available: true,
+            },
+        )?;
+        figures.assemble_samples.push(assembled.elapsed_ms);
+        for item in &assembled.report.offload.offloaded {
+            offloaded.insert(item.ref_id.clone());
+        }
+        for change in &assembled.report.prune.changes {
+            match change.action {
+                skald_core::pipeline::prune::PruneAction::Trimmed => {
+                    trimmed.insert(change.call_id.clone());
+                }
+                skald_core::pipeline::prune::PruneAction::Cleared => {
+                    cleared.insert(change.call_id.clone());
+                }
+            }
+        }
+        for change in &assembled.report.truncate.changes {
+            truncated.insert(change.call_id.clone());
+        }
+
+        // Bill the request: tools, system addition, then each message.
+        let mut segments = Vec::with_capacity(assembled.messages.len() + 2);
+        segments.extend(tools_segment(&assembled.tools, &mut counter));
+        if let Some(addition) = &assembled.system_prompt_addition {
+            let system = Message::text(Role::System, addition.clone());
+            segments.push(Segment {
+                fingerprint: message_fingerprint(&system),
+                tokens: counter.count_message(&system),
+            });
+        }
+        let mut visible_identifiers: HashSet<&str> = HashSet::new();
+        let mut fingerprints = Vec::with_capacity(assembled.messages.len());
+        for assembled_message in &assembled.messages {
+            let fingerprint = message_fingerprint(assembled_message);
+            fingerprints.push(fingerprint);
+            segments.push(Segment {
+                fingerprint,
+                tokens: counter.count_message(assembled_message),
+            });
+        }
+        for (assembled_message, fingerprint) in assembled.messages.iter().zip(&fingerprints) {
+            facts.identifiers(*fingerprint, assembled_message);
+        }
+        for fingerprint in &fingerprints {
+            if let Some(ids) = facts.identifiers.get(fingerprint) {
+                visible_identifiers.extend(ids.iter().map(String::as_str));
+            }
+        }
+        let bill = account.bill(segments, now_ms);
+        figures.calls += 1;
+        figures.input_tokens += bill.total_tokens;
+        figures.peak_context_tokens = figures.peak_context_tokens.max(bill.total_tokens);
+        figures.cache_read_tokens += bill.cache_read_tokens;
+        figures.cache_write_tokens += bill.cache_write_tokens;
+        figures.context_per_call.push(bill.total_tokens);
+        let mut cost = settings
+            .pricing
+            .cost(0, bill.cache_write_tokens, bill.cache_read_tokens);
+
+        // Retention of the identifiers this call uses.
+        let refs_by_call: HashMap<&str, bool> = assembled
+            .messages
+            .iter()
+            .flat_map(|m| m.tool_results())
+            .map(|r| (r.call_id.as_str(), contains_ref(&text_of(r))))
+            .collect();
+        let used: HashSet<String> = extract_identifiers(&assistant_text(message)).into_iter().collect();
+        for identifier in used {
+            let Some(Source::ToolResult {
+                message_index,
+                call_id,
+            }) = first_seen.get(&identifier)
+            else {
+                continue;
+            };
+            if *message_index < start {
+                continue;
+            }
+            figures.retention.uses += 1;
+            let visible = visible_identifiers.contains(identifier.as_str());
+            let recoverable = visible || refs_by_call.get(call_id.as_str()).copied().unwrap_or(false);
+            if visible {
+                figures.retention.visible_uses += 1;
+            }
+            if recoverable {
+                figures.retention.recoverable_uses += 1;
+            }
+            if recoverable && !visible {
+                let tokens = *original_tokens.entry(call_id.clone()).or_insert_with(|| {
+                    messages
+                        .get(*message_index)
+                        .and_then(|m| m.tool_results().find(|r| &r.call_id == call_id))
+                        .map_or(0, |r| settings.encoding.count_text(&text_of(r)))
+                });
+                let penalty = tokens.min(settings.fetch_penalty_max_tokens);
+                figures.fetch_penalty_tokens += penalty;
+                cost += settings.pricing.cost(0, penalty, 0);
+            }
+        }
+        figures.cost_usd += cost;
+    }
+    figures.retention.visible = ratio(figures.retention.visible_uses, figures.retention.uses);
+    figures.retention.recoverable = ratio(figures.retention.recoverable_uses, figures.retention.uses);
+    figures.offloads = offloaded.len() as u64;
+    figures.trims = trimmed.len() as u64;
+    figures.clears = cleared.len() as u64;
+    figures.truncations = truncated.len() as u64;
+    figures.assemble_ms = median(&figures.assemble_samples);
+    Ok(figures)
+}
