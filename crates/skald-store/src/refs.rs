@@ -1,0 +1,524 @@
+//! The ref store: originals of offloaded and truncated tool outputs, per tenant, under their
+//! content hash, with a time to live. [`RefStore`] is the interface the engine sees;
+//! [`SqliteRefStore`] is the product behind it.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use skald_core::refs::{RefId, RefPayload};
+
+use crate::StoreError;
+use crate::cache::{CacheStats, RefCache};
+use crate::clock::{Clock, SystemClock};
+use crate::codec::{self, Codec};
+use crate::schema;
+use crate::tenant::validate_tenant;
+
+/// How long a ref lives after its last put, unless configured otherwise.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// The shortest time to live accepted: a model must have time to ask for the original.
+pub const MIN_TTL: Duration = Duration::from_secs(10 * 60);
+/// The longest time to live accepted.
+pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+/// Entries the in-memory cache holds, unless configured otherwise.
+pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
+/// Payload bytes the in-memory cache holds, unless configured otherwise: with images in tool
+/// output, an entry bound alone would let the cache grow to gigabytes.
+pub const DEFAULT_CACHE_BYTES: usize = 256 * 1024 * 1024;
+
+/// What the engine needs from a ref store; implemented by [`SqliteRefStore`], and by any fake a
+/// test of the engine wants.
+pub trait RefStore: Send + Sync {
+    /// Stores `payload` for `tenant` and returns its id, only once the content is durably
+    /// committed. Putting content that is already stored refreshes its expiry.
+    fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError>;
+
+    /// The payload stored under `id` for `tenant`. `id` is untrusted text (a bare id or a
+    /// `[REF_ID: …]` token) and is parsed before storage is touched.
+    fn get(&self, tenant: &str, id: &str) -> Result<RefPayload, StoreError>;
+
+    /// Counts and sizes of what `tenant` has stored.
+    fn stats(&self, tenant: &str) -> Result<RefStats, StoreError>;
+}
+
+/// Settings of a [`SqliteRefStore`]; checked by [`RefSettings::validate`] when a store opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefSettings {
+    /// How long a ref lives after its last put; between [`MIN_TTL`] and [`MAX_TTL`].
+    pub ttl: Duration,
+    /// The in-memory cache's bound in entries; at least 1.
+    pub cache_entries: usize,
+    /// The in-memory cache's bound in payload bytes (original sizes); a payload larger than this
+    /// is never cached. 0 turns caching off.
+    pub cache_bytes: usize,
+}
+
+impl Default for RefSettings {
+    fn default() -> RefSettings {
+        RefSettings {
+            ttl: DEFAULT_TTL,
+            cache_entries: DEFAULT_CACHE_ENTRIES,
+            cache_bytes: DEFAULT_CACHE_BYTES,
+        }
+    }
+}
+
+impl RefSettings {
+    pub fn validate(&self) -> Result<(), StoreError> {
+        if self.ttl < MIN_TTL {
+            return Err(StoreError::InvalidSettings(format!(
+                "ttl is {} s; it must be at least {} s (10 minutes) so a model has time to fetch \
+                 what it was shown",
+                self.ttl.as_secs(),
+                MIN_TTL.as_secs()
+            )));
+        }
+        if self.ttl > MAX_TTL {
+            return Err(StoreError::InvalidSettings(format!(
+                "ttl is {} s; it must be at most {} s (365 days)",
+                self.ttl.as_secs(),
+                MAX_TTL.as_secs()
+            )));
+        }
+        if self.cache_entries == 0 {
+            return Err(StoreError::InvalidSettings(
+                "cache_entries is 0; it must be at least 1 (to turn the cache off, set \
+                 cache_bytes to 0)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn ttl_ms(&self) -> i64 {
+        i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// Counts and sizes of stored refs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RefStats {
+    /// Refs stored, expired ones not yet removed included.
+    pub count: u64,
+    /// Sum of the canonical payload sizes.
+    pub original_bytes: u64,
+    /// Sum of the sizes as stored (after compression).
+    pub stored_bytes: u64,
+    /// How many of `count` have expired and wait for a read or [`SqliteRefStore::purge_expired`]
+    /// to remove them.
+    pub expired: u64,
+}
+
+/// What the store knows about one ref, without its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefInfo {
+    pub id: RefId,
+    pub codec: Codec,
+    pub original_bytes: u64,
+    pub stored_bytes: u64,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+}
+
+/// The ref store on SQLite: one database file (or memory), a connection behind a mutex, and an
+/// LRU cache of decoded payloads in front of it. `Send + Sync`: share it with an `Arc`.
+pub struct SqliteRefStore {
+    conn: Mutex<Connection>,
+    cache: Mutex<RefCache>,
+    clock: Arc<dyn Clock>,
+    ttl_ms: i64,
+    /// A re-put moves the expiry only when that gains more than this (1/24 of the TTL).
+    refresh_slack_ms: i64,
+    path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for SqliteRefStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteRefStore")
+            .field("path", &self.path)
+            .field("ttl_ms", &self.ttl_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A row as read from `refs`.
+struct Row {
+    codec: String,
+    content: Vec<u8>,
+    original_bytes: i64,
+    stored_bytes: i64,
+    created_at_ms: i64,
+    expires_at_ms: i64,
+}
+
+impl SqliteRefStore {
+    /// Opens (creating if needed) the database at `path`, creating its parent directory too.
+    pub fn open(
+        path: impl AsRef<Path>,
+        settings: RefSettings,
+    ) -> Result<SqliteRefStore, StoreError> {
+        SqliteRefStore::open_with_clock(path, settings, Arc::new(SystemClock))
+    }
+
+    /// [`SqliteRefStore::open`] with the clock expiry is measured on.
+    pub fn open_with_clock(
+        path: impl AsRef<Path>,
+        settings: RefSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<SqliteRefStore, StoreError> {
+        settings.validate()?;
+        let path = path.as_ref();
+        if let Some(parent) = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(parent).map_err(|source| StoreError::Io {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        let conn = Connection::open(path).map_err(StoreError::storage("opening the database"))?;
+        SqliteRefStore::with_connection(conn, &settings, clock, Some(path.to_path_buf()))
+    }
+
+    /// A store that lives in memory and disappears when dropped; for tests.
+    pub fn in_memory(settings: RefSettings) -> Result<SqliteRefStore, StoreError> {
+        SqliteRefStore::in_memory_with_clock(settings, Arc::new(SystemClock))
+    }
+
+    /// [`SqliteRefStore::in_memory`] with the clock expiry is measured on.
+    pub fn in_memory_with_clock(
+        settings: RefSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<SqliteRefStore, StoreError> {
+        settings.validate()?;
+        let conn = Connection::open_in_memory()
+            .map_err(StoreError::storage("opening an in-memory database"))?;
+        SqliteRefStore::with_connection(conn, &settings, clock, None)
+    }
+
+    fn with_connection(
+        mut conn: Connection,
+        settings: &RefSettings,
+        clock: Arc<dyn Clock>,
+        path: Option<PathBuf>,
+    ) -> Result<SqliteRefStore, StoreError> {
+        schema::prepare(&mut conn)?;
+        // validate() has rejected 0; 1 keeps this total without an unwrap.
+        let capacity = NonZeroUsize::new(settings.cache_entries).unwrap_or(NonZeroUsize::MIN);
+        Ok(SqliteRefStore {
+            conn: Mutex::new(conn),
+            cache: Mutex::new(RefCache::new(capacity, settings.cache_bytes)),
+            clock,
+            ttl_ms: settings.ttl_ms(),
+            refresh_slack_ms: settings.ttl_ms() / 24,
+            path,
+        })
+    }
+
+    /// The database file, or `None` for an in-memory store.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Now, by the store's clock.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Stores `payload` for `tenant` and returns its id once the content is committed and synced
+    /// to disk. Re-putting stored content refreshes its expiry to now + TTL without rewriting it;
+    /// to spare a disk write on every request, a re-put that would move the expiry by less than
+    /// 1/24 of the TTL (1 h of the default 24 h) leaves it as it is.
+    pub fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError> {
+        validate_tenant(tenant)?;
+        let bytes = payload.to_bytes();
+        let id = RefId::of_bytes(&bytes);
+        let now = self.clock.now_ms();
+        let expires_at = now.saturating_add(self.ttl_ms);
+
+        // Offloading is deterministic, so the same outputs are put again on every request of a
+        // session. A refresh is a write with an fsync; skip it while the stored expiry is within
+        // a small fraction of the TTL of the new one, and never compress content already stored.
+        let stored_expiry: Option<i64> = self
+            .conn()
+            .query_row(
+                "SELECT expires_at_ms FROM refs WHERE tenant = ?1 AND id = ?2",
+                params![tenant, id.as_str()],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(StoreError::storage("reading a ref"))?;
+        let (missing, effective_expiry) = match stored_expiry {
+            Some(stored) if stored >= expires_at.saturating_sub(self.refresh_slack_ms) => {
+                (false, stored)
+            }
+            Some(_) => {
+                let updated = self
+                    .conn()
+                    .execute(
+                        "UPDATE refs SET expires_at_ms = MAX(expires_at_ms, ?3)
+                         WHERE tenant = ?1 AND id = ?2",
+                        params![tenant, id.as_str(), expires_at],
+                    )
+                    .map_err(StoreError::storage("refreshing a ref"))?;
+                // 0: another process purged it since the read; store it again.
+                (updated == 0, expires_at)
+            }
+            None => (true, expires_at),
+        };
+        if missing {
+            // Compress outside the connection lock: it is the slow part of a put.
+            let (codec, stored) = codec::encode(&bytes);
+            self.conn()
+                .execute(
+                    "INSERT INTO refs (tenant, id, codec, content, original_bytes, stored_bytes,
+                                       created_at_ms, expires_at_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                     ON CONFLICT (tenant, id) DO UPDATE
+                     SET expires_at_ms = MAX(refs.expires_at_ms, excluded.expires_at_ms)",
+                    params![
+                        tenant,
+                        id.as_str(),
+                        codec.as_str(),
+                        stored,
+                        len_i64(bytes.len()),
+                        len_i64(stored.len()),
+                        now,
+                        expires_at
+                    ],
+                )
+                .map_err(StoreError::storage("storing a ref"))?;
+        }
+        // Each statement ran in autocommit mode with synchronous=FULL: it is on disk now.
+        self.cache().refresh(tenant, &id, effective_expiry);
+        Ok(id)
+    }
+
+    /// The payload stored under `id` for `tenant`. `id` is parsed with [`RefId::parse`] before
+    /// anything else. An expired ref is removed and reported as [`StoreError::Expired`]; after
+    /// that it is [`StoreError::NotFound`].
+    pub fn get(&self, tenant: &str, id: &str) -> Result<RefPayload, StoreError> {
+        let id = RefId::parse(id)?;
+        validate_tenant(tenant)?;
+        let now = self.clock.now_ms();
+        if let Some(payload) = self.cache().get(tenant, &id, now) {
+            return Ok(payload);
+        }
+        let row = self.live_row(tenant, &id, now, true)?;
+        let payload = match decode_row(&id, row.codec.as_str(), row.content, row.original_bytes) {
+            Ok(payload) => payload,
+            Err(reason) => {
+                // Unreadable content is worth nothing, and a row in its place would make every
+                // re-put skip the write: remove it so the next put stores the content afresh.
+                self.conn()
+                    .execute(
+                        "DELETE FROM refs WHERE tenant = ?1 AND id = ?2",
+                        params![tenant, id.as_str()],
+                    )
+                    .map_err(StoreError::storage("removing a corrupt ref"))?;
+                return Err(StoreError::Corrupt(format!(
+                    "ref {id}: {reason}; the row has been removed, put the content again"
+                )));
+            }
+        };
+        let bytes = usize::try_from(row.original_bytes).unwrap_or(usize::MAX);
+        self.cache()
+            .insert(tenant, &id, payload.clone(), row.expires_at_ms, bytes);
+        Ok(payload)
+    }
+
+    /// What is known about a stored ref, without decoding it. Expiry applies as in
+    /// [`SqliteRefStore::get`].
+    pub fn info(&self, tenant: &str, id: &str) -> Result<RefInfo, StoreError> {
+        let id = RefId::parse(id)?;
+        validate_tenant(tenant)?;
+        let row = self.live_row(tenant, &id, self.clock.now_ms(), false)?;
+        let codec = Codec::parse(&row.codec).ok_or_else(|| unknown_codec(&id, &row.codec))?;
+        Ok(RefInfo {
+            id,
+            codec,
+            original_bytes: u64::try_from(row.original_bytes).unwrap_or(0),
+            stored_bytes: u64::try_from(row.stored_bytes).unwrap_or(0),
+            created_at_ms: row.created_at_ms,
+            expires_at_ms: row.expires_at_ms,
+        })
+    }
+
+    /// Reads the row of a ref that has not expired at `now`, deleting it if it has.
+    fn live_row(
+        &self,
+        tenant: &str,
+        id: &RefId,
+        now: i64,
+        with_content: bool,
+    ) -> Result<Row, StoreError> {
+        let conn = self.conn();
+        let row = conn
+            .query_row(
+                "SELECT codec, CASE WHEN ?3 THEN content ELSE x'' END, original_bytes,
+                        stored_bytes, created_at_ms, expires_at_ms
+                 FROM refs WHERE tenant = ?1 AND id = ?2",
+                params![tenant, id.as_str(), with_content],
+                |row| {
+                    Ok(Row {
+                        codec: row.get(0)?,
+                        content: row.get(1)?,
+                        original_bytes: row.get(2)?,
+                        stored_bytes: row.get(3)?,
+                        created_at_ms: row.get(4)?,
+                        expires_at_ms: row.get(5)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(StoreError::storage("reading a ref"))?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound {
+                tenant: tenant.to_owned(),
+                id: id.clone(),
+            });
+        };
+        if row.expires_at_ms <= now {
+            // Conditional, so a refresh committed by another process in between survives.
+            conn.execute(
+                "DELETE FROM refs WHERE tenant = ?1 AND id = ?2 AND expires_at_ms <= ?3",
+                params![tenant, id.as_str(), now],
+            )
+            .map_err(StoreError::storage("removing an expired ref"))?;
+            drop(conn);
+            self.cache().remove(tenant, id);
+            return Err(StoreError::Expired {
+                tenant: tenant.to_owned(),
+                id: id.clone(),
+                expired_at: row.expires_at_ms,
+            });
+        }
+        Ok(row)
+    }
+
+    /// Removes every ref, of every tenant, that has expired by the store's clock; returns how
+    /// many were removed. Meant for a periodic maintenance task.
+    pub fn purge_expired(&self) -> Result<u64, StoreError> {
+        self.purge_expired_at(self.clock.now_ms())
+    }
+
+    /// [`SqliteRefStore::purge_expired`] as of `now_ms`.
+    pub fn purge_expired_at(&self, now_ms: i64) -> Result<u64, StoreError> {
+        let removed = self
+            .conn()
+            .execute(
+                "DELETE FROM refs WHERE expires_at_ms <= ?1",
+                params![now_ms],
+            )
+            .map_err(StoreError::storage("purging expired refs"))?;
+        self.cache().remove_expired(now_ms);
+        Ok(u64::try_from(removed).unwrap_or(u64::MAX))
+    }
+
+    /// Counts and sizes of what `tenant` has stored.
+    pub fn stats(&self, tenant: &str) -> Result<RefStats, StoreError> {
+        validate_tenant(tenant)?;
+        let now = self.clock.now_ms();
+        self.conn()
+            .query_row(
+                "SELECT COUNT(*), COALESCE(SUM(original_bytes), 0), COALESCE(SUM(stored_bytes), 0),
+                        COALESCE(SUM(expires_at_ms <= ?2), 0)
+                 FROM refs WHERE tenant = ?1",
+                params![tenant, now],
+                stats_from_row,
+            )
+            .map_err(StoreError::storage("reading ref statistics"))
+    }
+
+    /// [`SqliteRefStore::stats`] for every tenant that has refs, by tenant name.
+    pub fn stats_by_tenant(&self) -> Result<BTreeMap<String, RefStats>, StoreError> {
+        let now = self.clock.now_ms();
+        let conn = self.conn();
+        let mut statement = conn
+            .prepare(
+                "SELECT COUNT(*), COALESCE(SUM(original_bytes), 0), COALESCE(SUM(stored_bytes), 0),
+                        COALESCE(SUM(expires_at_ms <= ?1), 0), tenant
+                 FROM refs GROUP BY tenant",
+            )
+            .map_err(StoreError::storage("reading ref statistics"))?;
+        let rows = statement
+            .query_map(params![now], |row| Ok((row.get(4)?, stats_from_row(row)?)))
+            .map_err(StoreError::storage("reading ref statistics"))?;
+        rows.collect::<Result<BTreeMap<String, RefStats>, _>>()
+            .map_err(StoreError::storage("reading ref statistics"))
+    }
+
+    /// How the in-memory cache is doing.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache().stats()
+    }
+
+    // A panic while a lock was held cannot leave SQLite inconsistent (statements are atomic) and
+    // at worst leaves the cache's byte count off, so a poisoned lock is used as it is.
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn cache(&self) -> MutexGuard<'_, RefCache> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl RefStore for SqliteRefStore {
+    fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError> {
+        SqliteRefStore::put(self, tenant, payload)
+    }
+
+    fn get(&self, tenant: &str, id: &str) -> Result<RefPayload, StoreError> {
+        SqliteRefStore::get(self, tenant, id)
+    }
+
+    fn stats(&self, tenant: &str) -> Result<RefStats, StoreError> {
+        SqliteRefStore::stats(self, tenant)
+    }
+}
+
+fn stats_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RefStats> {
+    let count: i64 = row.get(0)?;
+    let original_bytes: i64 = row.get(1)?;
+    let stored_bytes: i64 = row.get(2)?;
+    let expired: i64 = row.get(3)?;
+    let unsigned = |value: i64| u64::try_from(value).unwrap_or(0);
+    Ok(RefStats {
+        count: unsigned(count),
+        original_bytes: unsigned(original_bytes),
+        stored_bytes: unsigned(stored_bytes),
+        expired: unsigned(expired),
+    })
+}
+
+/// Turns a stored row back into the payload, checking it is what was put under `id`; the error
+/// says what is wrong with the row.
+fn decode_row(
+    id: &RefId,
+    codec_name: &str,
+    content: Vec<u8>,
+    original_bytes: i64,
+) -> Result<RefPayload, String> {
+    let codec = Codec::parse(codec_name).ok_or_else(|| format!("unknown codec {codec_name:?}"))?;
+    let original_len = usize::try_from(original_bytes)
+        .map_err(|_| format!("recorded size {original_bytes} is negative"))?;
+    let bytes = codec::decode(codec, content, original_len)?;
+    if RefId::of_bytes(&bytes) != *id {
+        return Err("stored content does not hash to its id".into());
+    }
+    RefPayload::from_bytes(&bytes).map_err(|error| error.to_string())
+}
+
+fn unknown_codec(id: &RefId, name: &str) -> StoreError {
+    StoreError::Corrupt(format!("ref {id}: unknown codec {name:?}"))
+}
+
+fn len_i64(len: usize) -> i64 {
+    i64::try_from(len).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,105 @@
+//! Opening a database: connection settings (WAL, full sync, busy timeout) and schema migrations
+//! tracked in SQLite's `user_version`.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::StoreError;
+
+/// The schema version this build writes and reads (SQLite's `PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Migration `n` takes a database from version `n` to `n + 1`. Append only: a released
+/// migration never changes, so every database reaches the same schema by the same steps.
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: the ref store.
+    "CREATE TABLE refs (
+        tenant         TEXT    NOT NULL,
+        id             TEXT    NOT NULL,
+        codec          TEXT    NOT NULL CHECK (codec IN ('raw', 'zstd')),
+        content        BLOB    NOT NULL,
+        original_bytes INTEGER NOT NULL,
+        stored_bytes   INTEGER NOT NULL,
+        created_at_ms  INTEGER NOT NULL,
+        expires_at_ms  INTEGER NOT NULL,
+        PRIMARY KEY (tenant, id)
+    );
+    CREATE INDEX refs_by_expiry ON refs (expires_at_ms);",
+];
+
+/// How long a writer waits for another connection (another process on the same file) to finish.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Applies connection settings and brings the schema up to [`SCHEMA_VERSION`].
+pub(crate) fn prepare(conn: &mut Connection) -> Result<(), StoreError> {
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(StoreError::storage("setting the busy timeout"))?;
+    // WAL lets readers (a fetch from the HTTP server) proceed while a put commits. On a file
+    // system without WAL support SQLite keeps its rollback journal; with synchronous=FULL that
+    // is just as durable, only slower, so the returned mode is not treated as an error.
+    conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
+        .map_err(StoreError::storage("enabling WAL"))?;
+    // FULL, not NORMAL: in WAL mode NORMAL skips the fsync at commit, so a commit survives a
+    // killed process but not a power cut or kernel crash. A ref id is shown to a model as soon as
+    // `put` returns, so the commit must be on disk by then: FULL fsyncs the WAL at each commit.
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(StoreError::storage("setting synchronous=FULL"))?;
+    migrate(conn)
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    // IMMEDIATE takes the write lock before reading the version, so two processes opening a new
+    // file at once cannot both run the same migration.
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(StoreError::storage("starting the schema migration"))?;
+    let found: i64 = tx
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(StoreError::storage("reading the schema version"))?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::UnsupportedSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let applied = usize::try_from(found)
+        .map_err(|_| StoreError::Corrupt(format!("schema version {found} is negative")))?;
+    for sql in MIGRATIONS.iter().skip(applied) {
+        tx.execute_batch(sql)
+            .map_err(StoreError::storage("migrating the schema"))?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(StoreError::storage("writing the schema version"))?;
+    tx.commit()
+        .map_err(StoreError::storage("committing the schema migration"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn migrations_match_the_version() {
+        assert_eq!(i64::try_from(MIGRATIONS.len()).unwrap(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn prepare_is_idempotent_and_refuses_newer_schemas() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        prepare(&mut conn).unwrap();
+        prepare(&mut conn).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        let error = prepare(&mut conn).unwrap_err();
+        assert!(
+            matches!(error, StoreError::UnsupportedSchema { found: 2, .. }),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,76 @@
+//! Tenant names: every stored row belongs to one, and a name is checked before any query uses it.
+
+use crate::StoreError;
+
+/// The longest tenant name accepted.
+pub const MAX_TENANT_LEN: usize = 128;
+
+/// Checks a tenant name: 1 to [`MAX_TENANT_LEN`] characters from `[A-Za-z0-9._-]`, starting with
+/// a letter or digit (so `.`/`..` and names that look like options are never tenants).
+pub fn validate_tenant(tenant: &str) -> Result<(), StoreError> {
+    let invalid = |reason| StoreError::InvalidTenant {
+        shown: tenant.chars().take(80).collect(),
+        reason,
+    };
+    let Some(first) = tenant.chars().next() else {
+        return Err(invalid("a tenant name must not be empty"));
+    };
+    if tenant.len() > MAX_TENANT_LEN {
+        return Err(invalid("a tenant name has at most 128 characters"));
+    }
+    if !first.is_ascii_alphanumeric() {
+        return Err(invalid("a tenant name starts with a letter or digit"));
+    }
+    if !tenant
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return Err(invalid(
+            "a tenant name has only ASCII letters, digits, '.', '_' and '-'",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn accepts_ordinary_names() {
+        for good in [
+            "default",
+            "acme-corp",
+            "team_7",
+            "a",
+            "user.name",
+            &"x".repeat(128),
+        ] {
+            assert!(validate_tenant(good).is_ok(), "{good} was rejected");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_names_with_a_reason() {
+        for bad in [
+            "",
+            "..",
+            ".hidden",
+            "-rf",
+            "a/b",
+            "a b",
+            "tenant\0",
+            "ténant",
+            &"x".repeat(129),
+        ] {
+            let error = validate_tenant(bad).unwrap_err();
+            assert!(
+                matches!(error, StoreError::InvalidTenant { .. }),
+                "{bad}: {error}"
+            );
+        }
+        let message = validate_tenant("").unwrap_err().to_string();
+        assert!(message.contains("must not be empty"), "{message}");
+    }
+}

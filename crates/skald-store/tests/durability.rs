@@ -1,0 +1,96 @@
+//! A ref id is handed out only once its content is durable: a process killed with SIGKILL right
+//! after `put` returned must not lose the ref. The SCCS store this replaces wrote to disk
+//! fire-and-forget after handing out the id; this is the test that defect would fail.
+//!
+//! The test binary re-invokes itself with [`CHILD_ENV`] set, selecting `durability_child` as the
+//! only test to run; in an ordinary run that function sees no variable and returns at once.
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use skald_core::message::Block;
+use skald_core::refs::RefPayload;
+use skald_store::{RefSettings, SqliteRefStore};
+
+const CHILD_ENV: &str = "SKALD_STORE_DURABILITY_CHILD_DB";
+const SIGKILL: i32 = 9;
+
+fn payload(n: u64) -> RefPayload {
+    RefPayload::new(vec![Block::text(
+        format!("tool output number {n}\n").repeat(200),
+    )])
+}
+
+/// Child mode: put refs one after another, printing each id as soon as `put` returns, until
+/// killed (or, should the parent be gone, for at most a minute).
+#[test]
+fn durability_child() {
+    let Some(db) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let store = SqliteRefStore::open(db, RefSettings::default()).unwrap();
+    let mut stdout = std::io::stdout().lock();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut n = 0;
+    while Instant::now() < deadline {
+        let id = store.put("acme", &payload(n)).unwrap();
+        writeln!(stdout, "PUT {n} {id}").unwrap();
+        stdout.flush().unwrap();
+        n += 1;
+    }
+}
+
+#[test]
+fn put_survives_sigkill_right_after_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("refs.sqlite3");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "durability_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &db)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+
+    // Kill the child the moment the first id arrives, then collect every id it had printed by
+    // then: each of them was printed after its `put` returned.
+    let mut printed = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        let Some(rest) = line.strip_prefix("PUT ") else {
+            continue;
+        };
+        let (n, id) = rest.split_once(' ').unwrap();
+        if printed.is_empty() {
+            child.kill().unwrap();
+        }
+        printed.push((n.parse::<u64>().unwrap(), id.to_owned()));
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.signal(),
+        Some(SIGKILL),
+        "child was not killed: {status}"
+    );
+    assert!(!printed.is_empty(), "child printed no id");
+
+    let store = SqliteRefStore::open(&db, RefSettings::default()).unwrap();
+    for (n, id) in &printed {
+        assert_eq!(
+            store.get("acme", id).unwrap(),
+            payload(*n),
+            "ref {n} ({id}) was lost"
+        );
+    }
+    assert!(store.stats("acme").unwrap().count >= printed.len() as u64);
+}
