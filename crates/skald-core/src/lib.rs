@@ -14,6 +14,7 @@
 
 pub mod codec;
 pub mod message;
+pub mod pipeline;
 pub mod refs;
 pub mod repair;
 pub mod stats;

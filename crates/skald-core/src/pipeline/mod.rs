@@ -1,0 +1,33 @@
+//! The pipeline stages that shape what a model sees on each request. Every stage is a pure
+//! function: it takes the messages by value and returns them (moved, not cloned, where unchanged)
+//! with a report of what it changed and why.
+//!
+//! Order on a request (seed 003): [`turn_limit`] → [`prune`] → [`truncate`].
+//!
+//! ```
+//! use skald_core::message::{Message, Role};
+//! use skald_core::pipeline::*;
+//!
+//! let messages = vec![Message::text(Role::User, "hi"), Message::text(Role::Assistant, "hello")];
+//! let (messages, _) = limit_turns(messages, &TurnLimitSettings::default());
+//! let env = PruneEnv { context_window_tokens: 200_000, now_ms: 0, clock: PruneClock::default() };
+//! let pruned = prune(messages, &PruneSettings::default(), env);
+//! let truncated = truncate(pruned.messages, &TruncateSettings::default(), 200_000);
+//! // Store `pruned.new_refs` and `truncated.new_refs` before sending `truncated.messages`.
+//! assert_eq!(truncated.messages.len(), 2);
+//! ```
+
+pub mod prune;
+pub mod truncate;
+pub mod turn_limit;
+
+pub use prune::{
+    ClearedResult, HardClearSettings, PruneAction, PruneChange, PruneClock, PruneEnv, PruneMode,
+    PruneOutcome, PruneReport, PruneSettings, PruneSettingsError, PruneSkip, SoftTrimSettings,
+    ToolMatch, default_cleared_summary, prune, prune_with,
+};
+pub use truncate::{
+    TruncateChange, TruncateMode, TruncateOutcome, TruncateReport, TruncateSettings,
+    TruncateSettingsError, result_budget_chars, truncate, truncation_marker,
+};
+pub use turn_limit::{TurnLimitReport, TurnLimitSettings, TurnLimitSettingsError, limit_turns};
