@@ -15,6 +15,7 @@
 pub mod codec;
 pub mod fetch;
 pub mod message;
+pub mod pipeline;
 pub mod refs;
 pub mod repair;
 pub mod stats;

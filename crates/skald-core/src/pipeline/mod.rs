@@ -1,6 +1,38 @@
-//! The context-window pipeline: stages that each take messages and settings and return messages
-//! plus a report of what they changed and why. Pure: originals a stage removes come back as
-//! [`crate::refs::NewRef`]s for the caller to store before it shows the output to a model.
+//! The pipeline stages that shape what a model sees on each request. Every stage is a pure
+//! function: it takes the messages by value and returns them (moved, not cloned, where unchanged)
+//! with a report of what it changed and why.
+//!
+//! Order on a request: repair → [`turn_limit`] → [`offload`] (seed 000) → [`prune`] →
+//! [`truncate`] (seed 003). Stages that take content out return it as
+//! [`crate::refs::NewRef`]s for the caller to store before the output reaches a model.
+//! [`policy`] holds the settings of all of them, loaded from TOML presets.
+//!
+//! ```
+//! use skald_core::message::{Message, Role};
+//! use skald_core::pipeline::*;
+//!
+//! let messages = vec![Message::text(Role::User, "hi"), Message::text(Role::Assistant, "hello")];
+//! let (messages, _) = limit_turns(messages, &TurnLimitSettings::default());
+//! let env = PruneEnv { context_window_tokens: 200_000, now_ms: 0, clock: PruneClock::default() };
+//! let pruned = prune(messages, &PruneSettings::default(), env);
+//! let truncated = truncate(pruned.messages, &TruncateSettings::default(), 200_000);
+//! // Store `pruned.new_refs` and `truncated.new_refs` before sending `truncated.messages`.
+//! assert_eq!(truncated.messages.len(), 2);
+//! ```
 
 pub mod offload;
 pub mod policy;
+pub mod prune;
+pub mod truncate;
+pub mod turn_limit;
+
+pub use prune::{
+    ClearedResult, HardClearSettings, PruneAction, PruneChange, PruneClock, PruneEnv, PruneMode,
+    PruneOutcome, PruneReport, PruneSettings, PruneSettingsError, PruneSkip, SoftTrimSettings,
+    ToolMatch, default_cleared_summary, prune, prune_with,
+};
+pub use truncate::{
+    TruncateChange, TruncateMode, TruncateOutcome, TruncateReport, TruncateSettings,
+    TruncateSettingsError, result_budget_chars, truncate, truncation_marker,
+};
+pub use turn_limit::{TurnLimitReport, TurnLimitSettings, TurnLimitSettingsError, limit_turns};

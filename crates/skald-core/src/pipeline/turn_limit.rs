@@ -1,0 +1,169 @@
+//! History turn limit (seed 003 §2.1, OpenClaw `limitHistoryTurns`): keep only the last N user
+//! turns and everything after them.
+//!
+//! A user turn starts at a [`Role::User`] message; tool-result messages ([`Role::ToolResult`],
+//! which is where every decoder puts results, Anthropic's included) never start one. The cut lies
+//! exactly on a user message, so a call and its results are never split. Leading system messages
+//! (the contiguous run of [`Role::System`] at the start) are always kept; everything else before
+//! the cut — including a system message in the middle of dropped history — is dropped.
+//!
+//! Batched eviction (`batch`, OpenClaw's newer hysteresis): with `limit` N and `batch` B the stage
+//! keeps between N and N + B turns and, once N + B would be exceeded, drops B + 1 turns at once.
+//! The number of dropped turns only changes every B + 1 turns, so the kept history keeps the same
+//! first message — and the provider's cached prefix — for B + 1 consecutive requests instead of
+//! moving on every turn. `batch = 0` is the classic behaviour (always exactly the last N turns).
+//!
+//! Cost: one pass over the roles; messages are moved, never cloned.
+
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{Message, Role};
+
+/// Largest `batch` accepted: beyond this, "evict in batches" means "never evict" in practice.
+pub const MAX_BATCH: usize = 10_000;
+
+/// How many user turns to keep.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TurnLimitSettings {
+    /// Keep the last `limit` user turns; `None` or 0 keeps everything (the seed's default: no
+    /// limit).
+    pub limit: Option<usize>,
+    /// Extra turns tolerated before evicting, all at once (0 = classic, evict every turn).
+    pub batch: usize,
+}
+
+/// A turn-limit setting that makes no sense.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TurnLimitSettingsError {
+    #[error("batch: expected at most {MAX_BATCH} turns, found {0}")]
+    BatchTooLarge(usize),
+    #[error("batch: set to {0} but there is no limit; set limit or remove batch")]
+    BatchWithoutLimit(usize),
+}
+
+impl TurnLimitSettings {
+    /// Rejects settings that cannot be what the author meant.
+    pub fn validate(&self) -> Result<(), TurnLimitSettingsError> {
+        if self.batch > MAX_BATCH {
+            return Err(TurnLimitSettingsError::BatchTooLarge(self.batch));
+        }
+        if self.batch > 0 && self.active_limit().is_none() {
+            return Err(TurnLimitSettingsError::BatchWithoutLimit(self.batch));
+        }
+        Ok(())
+    }
+
+    fn active_limit(&self) -> Option<usize> {
+        self.limit.filter(|limit| *limit > 0)
+    }
+}
+
+/// What the turn limit did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TurnLimitReport {
+    /// User turns in the input.
+    pub turns_before: usize,
+    pub turns_dropped: usize,
+    pub messages_dropped: usize,
+    /// Leading system messages kept in front of the cut.
+    pub system_messages_kept: usize,
+    /// Input indices of the dropped messages (`None` when nothing was dropped).
+    pub dropped: Option<Range<usize>>,
+    pub reasons: Vec<String>,
+}
+
+impl TurnLimitReport {
+    /// True when nothing was dropped.
+    pub fn is_noop(&self) -> bool {
+        self.messages_dropped == 0
+    }
+
+    /// One line for tables.
+    pub fn summary(&self) -> String {
+        if self.is_noop() {
+            "unchanged".to_owned()
+        } else {
+            format!(
+                "dropped {} turns ({} messages)",
+                self.turns_dropped, self.messages_dropped
+            )
+        }
+    }
+}
+
+/// How many of `turns` user turns to drop for `limit` and `batch` (see the module docs).
+pub fn turns_to_drop(turns: usize, limit: usize, batch: usize) -> usize {
+    if limit == 0 || turns <= limit {
+        return 0;
+    }
+    let step = batch.saturating_add(1);
+    (turns - limit) / step * step
+}
+
+/// Keeps the last `settings.limit` user turns (plus leading system messages); see the module docs.
+pub fn limit_turns(
+    mut messages: Vec<Message>,
+    settings: &TurnLimitSettings,
+) -> (Vec<Message>, TurnLimitReport) {
+    let mut report = TurnLimitReport::default();
+    let Some(limit) = settings.active_limit() else {
+        return (messages, report);
+    };
+    report.turns_before = messages.iter().filter(|m| m.role == Role::User).count();
+    let drop_turns = turns_to_drop(report.turns_before, limit, settings.batch);
+    if drop_turns == 0 {
+        return (messages, report);
+    }
+    // The first kept turn is user message number `drop_turns` (0-based).
+    let Some(cut) = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == Role::User)
+        .nth(drop_turns)
+        .map(|(index, _)| index)
+    else {
+        return (messages, report);
+    };
+    let lead = messages
+        .iter()
+        .take_while(|m| m.role == Role::System)
+        .count()
+        .min(cut);
+    messages.drain(lead..cut);
+    report.turns_dropped = drop_turns;
+    report.messages_dropped = cut - lead;
+    report.system_messages_kept = lead;
+    report.dropped = Some(lead..cut);
+    report.reasons.push(format!(
+        "dropped messages {lead}..{cut} ({drop_turns} user turns of {}) to keep the last {} \
+         user turns (limit {limit}, batch {})",
+        report.turns_before,
+        report.turns_before - drop_turns,
+        settings.batch
+    ));
+    (messages, report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drop_counts_follow_the_batch_steps() {
+        // Classic: always exactly the last 4.
+        let classic: Vec<usize> = (0..10).map(|t| turns_to_drop(t, 4, 0)).collect();
+        assert_eq!(classic, vec![0, 0, 0, 0, 0, 1, 2, 3, 4, 5]);
+        // Batch 2: keep 4..=6 turns, drop 3 at a time.
+        let batched: Vec<usize> = (0..14).map(|t| turns_to_drop(t, 4, 2)).collect();
+        assert_eq!(batched, vec![0, 0, 0, 0, 0, 0, 0, 3, 3, 3, 6, 6, 6, 9]);
+        for turns in 0..100 {
+            let kept = turns - turns_to_drop(turns, 4, 2);
+            assert!(kept <= 6 && (turns < 4 || kept >= 4), "{turns} -> {kept}");
+        }
+        assert_eq!(turns_to_drop(10, 0, 3), 0);
+        assert_eq!(turns_to_drop(10, 3, usize::MAX), 0);
+    }
+}
