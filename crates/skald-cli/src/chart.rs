@@ -10,11 +10,15 @@ const LEFT: f64 = 80.0;
 const RIGHT: f64 = 180.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
-const COLORS: &[&str] = &["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b"];
+const COLORS: &[&str] = &[
+    "#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b",
+];
 
 /// Escapes text for SVG.
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// A "nice" step for about `target` ticks over `max`.
@@ -36,7 +40,12 @@ fn tick_step(max: f64, target: f64) -> f64 {
 
 /// Renders `series` (name, y per call) as an SVG document.
 pub fn line_chart(title: &str, y_label: &str, series: &[(String, Vec<u64>)]) -> String {
-    let points = series.iter().map(|(_, ys)| ys.len()).max().unwrap_or(0).max(2);
+    let points = series
+        .iter()
+        .map(|(_, ys)| ys.len())
+        .max()
+        .unwrap_or(0)
+        .max(2);
     let y_max = series
         .iter()
         .flat_map(|(_, ys)| ys.iter().copied())
@@ -135,7 +144,10 @@ mod tests {
         let svg = line_chart(
             "t",
             "tokens",
-            &[("a<b".to_owned(), vec![1, 5, 3]), ("c".to_owned(), vec![2, 2])],
+            &[
+                ("a<b".to_owned(), vec![1, 5, 3]),
+                ("c".to_owned(), vec![2, 2]),
+            ],
         );
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("a&lt;b"));

@@ -3,10 +3,13 @@
 //! Thin by design: each command parses its arguments, calls the library, and prints JSON when
 //! stdout is not a terminal (or with `--json`) and a table on a terminal.
 
+mod chart;
+mod fetch_cmd;
 mod files;
 mod home;
 mod inspect;
 mod output;
+mod replay_cmd;
 mod tokens_cmd;
 
 use std::path::PathBuf;
@@ -61,6 +64,30 @@ enum Command {
     ///   skald tokens session.jsonl --json
     #[command(verbatim_doc_comment)]
     Tokens(tokens_cmd::TokensArgs),
+    /// Replay real transcripts under each policy and measure tokens, prompt-cache use, cost and
+    /// what the model could still see or fetch.
+    ///
+    /// Every model call is re-created (its request is the conversation before it) and run
+    /// through the policy's pipeline call after call, as a host would. Costs count the prompt
+    /// cache: the prefix a request shares with the previous one within 5 minutes is a cache read
+    /// (0.1x), the rest a cache write (1.25x). Retention checks every identifier (path, hash,
+    /// URL, host:port, long number) an assistant message uses that first appeared in a tool
+    /// result: still visible, or recoverable through a ref (charged as one fetch).
+    ///
+    /// Examples:
+    ///   skald replay ../shared/data/trajectories/claude-code/*.jsonl
+    ///   skald replay session.jsonl --policy none,skald --chart context.svg
+    ///   skald replay runs/ --policy none,my-policy.toml --json
+    #[command(verbatim_doc_comment)]
+    Replay(replay_cmd::ReplayArgs),
+    /// Print the original content behind a ref id from the local ref store, whole or sliced.
+    ///
+    /// Examples:
+    ///   skald fetch 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+    ///   skald fetch "[REF_ID: 9f86…]" --lines 120:180
+    ///   skald fetch 9f86d0… --grep "error|panic" --context 3
+    #[command(verbatim_doc_comment)]
+    Fetch(fetch_cmd::FetchArgs),
     /// Print the data directory skald uses and where that choice came from.
     Home,
 }
@@ -78,6 +105,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Inspect(args) => inspect::run(&args, mode),
         Command::Tokens(args) => tokens_cmd::run(&args, mode),
+        Command::Replay(args) => replay_cmd::run(&args, mode),
+        Command::Fetch(args) => fetch_cmd::run(&args, &home, mode),
         Command::Home => {
             let report = HomeReport {
                 path: home.path.display().to_string(),

@@ -26,7 +26,11 @@ pub struct ReplayArgs {
     pub paths: Vec<PathBuf>,
     /// Policies to compare, comma-separated: presets (none, openclaw, sccs, skald) or paths to
     /// policy TOML files (`preset = "skald"` plus overrides).
-    #[arg(long, default_value = "none,openclaw,sccs,skald", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "none,openclaw,sccs,skald",
+        value_delimiter = ','
+    )]
     pub policy: Vec<String>,
     /// Write an SVG chart of context tokens per call, one line per policy.
     #[arg(long, value_name = "FILE.svg")]
@@ -84,7 +88,11 @@ fn load_policy(spec: &str) -> Result<Policy> {
 }
 
 pub fn run(args: &ReplayArgs, mode: Mode) -> Result<ExitCode> {
-    let policies: Vec<Policy> = args.policy.iter().map(|p| load_policy(p)).collect::<Result<_>>()?;
+    let policies: Vec<Policy> = args
+        .policy
+        .iter()
+        .map(|p| load_policy(p))
+        .collect::<Result<_>>()?;
     if policies.is_empty() {
         bail!("--policy names no policy");
     }
@@ -92,7 +100,10 @@ pub fn run(args: &ReplayArgs, mode: Mode) -> Result<ExitCode> {
         bail!("--price must be a non-negative number of dollars per million tokens");
     }
     if args.window < 1_000 {
-        bail!("--window is {} tokens: a context window is at least 1000 tokens", args.window);
+        bail!(
+            "--window is {} tokens: a context window is at least 1000 tokens",
+            args.window
+        );
     }
     let paths = files::expand(&args.paths)?;
     let base = ReplaySettings {
@@ -114,7 +125,7 @@ pub fn run(args: &ReplayArgs, mode: Mode) -> Result<ExitCode> {
     for path in &paths {
         let file = path.display().to_string();
         let text = files::read_text(path)?;
-        let decoded = codec::decode(&text).with_context(|| format!("{file}"))?;
+        let decoded = codec::decode(&text).with_context(|| file.clone())?;
         let settings = ReplaySettings {
             encoding: args.encoding.resolve(conversation_model(&decoded)),
             ..base.clone()
@@ -132,7 +143,7 @@ pub fn run(args: &ReplayArgs, mode: Mode) -> Result<ExitCode> {
         for policy in &policies {
             progress.set_message(format!("{} · {}", policy.name, file));
             // Each policy gets its own store: refs of one must not make another look better.
-            let store = SqliteRefStore::open_in_memory()?;
+            let store = SqliteRefStore::in_memory(Default::default())?;
             let figures = replay_policy(&messages, policy, &settings, &store)
                 .with_context(|| format!("replaying {file} under {}", policy.name))?;
             if !order.contains(&policy.name) {
@@ -156,7 +167,11 @@ pub fn run(args: &ReplayArgs, mode: Mode) -> Result<ExitCode> {
         .iter()
         .filter_map(|name| {
             let cost = totals.get(name)?.cost_usd;
-            let share = if first_cost > 0.0 { cost / first_cost } else { 1.0 };
+            let share = if first_cost > 0.0 {
+                cost / first_cost
+            } else {
+                1.0
+            };
             Some((name.clone(), (share * 1000.0).round() / 1000.0))
         })
         .collect();
@@ -168,10 +183,16 @@ pub fn run(args: &ReplayArgs, mode: Mode) -> Result<ExitCode> {
         let title = if paths.len() == 1 {
             format!("context tokens per call — {}", paths[0].display())
         } else {
-            format!("context tokens per call — {} transcripts, calls in order", paths.len())
+            format!(
+                "context tokens per call — {} transcripts, calls in order",
+                paths.len()
+            )
         };
-        std::fs::write(chart, crate::chart::line_chart(&title, "context tokens", &series))
-            .with_context(|| format!("cannot write the chart to {}", chart.display()))?;
+        std::fs::write(
+            chart,
+            crate::chart::line_chart(&title, "context tokens", &series),
+        )
+        .with_context(|| format!("cannot write the chart to {}", chart.display()))?;
     }
     let report = ReplayReport {
         policies: totals,
@@ -212,10 +233,19 @@ fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
             f.peak_context_tokens.to_string(),
             format!("{} / {}", f.cache_read_tokens, f.cache_write_tokens),
             format!("{:.3}", f.cost_usd),
-            format!("{:.1}%", report.cost_vs_first.get(name).copied().unwrap_or(1.0) * 100.0),
-            format!("{:.3} / {:.3}", f.retention.visible, f.retention.recoverable),
+            format!(
+                "{:.1}%",
+                report.cost_vs_first.get(name).copied().unwrap_or(1.0) * 100.0
+            ),
+            format!(
+                "{:.3} / {:.3}",
+                f.retention.visible, f.retention.recoverable
+            ),
             f.fetch_penalty_tokens.to_string(),
-            format!("{} / {} / {} / {}", f.offloads, f.trims, f.clears, f.truncations),
+            format!(
+                "{} / {} / {} / {}",
+                f.offloads, f.trims, f.clears, f.truncations
+            ),
             format!("{:.3}", f.assemble_ms),
         ]);
     }

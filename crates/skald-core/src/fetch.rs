@@ -150,10 +150,12 @@ impl FetchArgs {
     /// Reads the tool call's arguments.
     pub fn from_json(value: &Value) -> Result<FetchArgs, FetchArgsError> {
         let object = value.as_object().ok_or(FetchArgsError::NotAnObject)?;
-        if let Some(key) = object
-            .keys()
-            .find(|k| !matches!(k.as_str(), "ref_ids" | "lines" | "grep" | "context" | "max_chars"))
-        {
+        if let Some(key) = object.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "ref_ids" | "lines" | "grep" | "context" | "max_chars"
+            )
+        }) {
             return Err(FetchArgsError::Unknown(key.clone()));
         }
         let ref_ids: Vec<String> = match object.get("ref_ids") {
@@ -270,12 +272,18 @@ pub fn render_payload(id: &RefId, payload: &RefPayload, args: &FetchArgs) -> Str
             }
         }
     }
-    let mut header = format!("=== REF_ID {id}: {total} lines, {} chars", text.chars().count());
+    let mut header = format!(
+        "=== REF_ID {id}: {total} lines, {} chars",
+        text.chars().count()
+    );
     if args.lines.is_some() {
         header.push_str(&format!("; lines {from}-{to}"));
     }
     if let Some(pattern) = &args.grep {
-        header.push_str(&format!("; grep /{}/ ({shown_lines} lines shown)", pattern.as_str()));
+        header.push_str(&format!(
+            "; grep /{}/ ({shown_lines} lines shown)",
+            pattern.as_str()
+        ));
     }
     header.push_str(" ===\n");
     for block in &payload.blocks {
@@ -334,17 +342,42 @@ mod tests {
     fn lines_slice_is_inclusive_and_numbered() {
         let p = payload(300);
         let id = p.id();
-        let out = render_payload(&id, &p, &args(json!({"ref_ids": [id.as_str()], "lines": "120:122"})));
-        assert!(out.contains("120| line 120\n121| line 121\n122| line 122\n"), "{out}");
+        let out = render_payload(
+            &id,
+            &p,
+            &args(json!({"ref_ids": [id.as_str()], "lines": "120:122"})),
+        );
+        assert!(
+            out.contains("120| line 120\n121| line 121\n122| line 122\n"),
+            "{out}"
+        );
         assert!(!out.contains("line 123"));
         assert!(out.contains("300 lines"));
     }
 
     #[test]
     fn open_ended_and_single_line_ranges() {
-        assert_eq!(LineRange::parse("120:").unwrap(), LineRange { start: 120, end: None });
-        assert_eq!(LineRange::parse(":5").unwrap(), LineRange { start: 1, end: Some(5) });
-        assert_eq!(LineRange::parse("7").unwrap(), LineRange { start: 7, end: Some(7) });
+        assert_eq!(
+            LineRange::parse("120:").unwrap(),
+            LineRange {
+                start: 120,
+                end: None
+            }
+        );
+        assert_eq!(
+            LineRange::parse(":5").unwrap(),
+            LineRange {
+                start: 1,
+                end: Some(5)
+            }
+        );
+        assert_eq!(
+            LineRange::parse("7").unwrap(),
+            LineRange {
+                start: 7,
+                end: Some(7)
+            }
+        );
         for bad in ["0:3", "5:2", "a:b", "", "1:2:3"] {
             assert!(LineRange::parse(bad).is_err(), "{bad}");
         }
@@ -359,8 +392,15 @@ mod tests {
             &p,
             &args(json!({"ref_ids": [id.as_str()], "grep": "^line (10|50)$", "context": 1})),
         );
-        assert!(out.contains(" 9| line 9\n 10| line 10\n 11| line 11\n--\n 49| line 49"), "{out}");
-        let none = render_payload(&id, &p, &args(json!({"ref_ids": [id.as_str()], "grep": "zzz"})));
+        assert!(
+            out.contains(" 9| line 9\n 10| line 10\n 11| line 11\n--\n 49| line 49"),
+            "{out}"
+        );
+        let none = render_payload(
+            &id,
+            &p,
+            &args(json!({"ref_ids": [id.as_str()], "grep": "zzz"})),
+        );
         assert!(none.contains("no line matches"));
     }
 
@@ -368,7 +408,11 @@ mod tests {
     fn max_chars_cuts_on_a_line_and_says_how_to_narrow() {
         let p = payload(5_000);
         let id = p.id();
-        let out = render_payload(&id, &p, &args(json!({"ref_ids": [id.as_str()], "max_chars": 500})));
+        let out = render_payload(
+            &id,
+            &p,
+            &args(json!({"ref_ids": [id.as_str()], "max_chars": 500})),
+        );
         assert!(out.len() < 900, "{}", out.len());
         assert!(out.contains("cut at max_chars=500"));
         assert!(out.contains("narrower"));
@@ -381,20 +425,39 @@ mod tests {
             (json!({}), FetchArgsError::RefIds),
             (json!({"ref_ids": []}), FetchArgsError::RefIds),
             (json!({"ref_ids": [1]}), FetchArgsError::RefIds),
-            (json!({"ref_ids": ["a"], "path": "x"}), FetchArgsError::Unknown("path".into())),
-            (json!({"ref_ids": ["a"], "lines": "x"}), FetchArgsError::Lines("x".into())),
-            (json!({"ref_ids": ["a"], "max_chars": 10}), FetchArgsError::MaxCharsTooSmall),
-            (json!({"ref_ids": ["a"], "context": -1}), FetchArgsError::Integer("context")),
+            (
+                json!({"ref_ids": ["a"], "path": "x"}),
+                FetchArgsError::Unknown("path".into()),
+            ),
+            (
+                json!({"ref_ids": ["a"], "lines": "x"}),
+                FetchArgsError::Lines("x".into()),
+            ),
+            (
+                json!({"ref_ids": ["a"], "max_chars": 10}),
+                FetchArgsError::MaxCharsTooSmall,
+            ),
+            (
+                json!({"ref_ids": ["a"], "context": -1}),
+                FetchArgsError::Integer("context"),
+            ),
         ];
         for (value, expected) in cases {
-            assert_eq!(FetchArgs::from_json(&value).unwrap_err(), expected, "{value}");
+            assert_eq!(
+                FetchArgs::from_json(&value).unwrap_err(),
+                expected,
+                "{value}"
+            );
         }
         assert!(matches!(
             FetchArgs::from_json(&json!({"ref_ids": ["a"], "grep": "("})),
             Err(FetchArgsError::Grep(_))
         ));
         // A single id as a bare string is accepted.
-        assert_eq!(args(json!({"ref_ids": "abc"})).ref_ids, vec!["abc".to_owned()]);
+        assert_eq!(
+            args(json!({"ref_ids": "abc"})).ref_ids,
+            vec!["abc".to_owned()]
+        );
     }
 
     #[test]

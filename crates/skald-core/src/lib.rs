@@ -13,7 +13,9 @@
 //! ```
 
 pub mod codec;
+pub mod digest;
 pub mod fetch;
+pub mod identifiers;
 pub mod message;
 pub mod pipeline;
 pub mod refs;

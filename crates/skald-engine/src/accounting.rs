@@ -114,9 +114,15 @@ mod tests {
     fn shared_prefix_within_ttl_is_read_from_cache() {
         let mut account = CacheAccount::new(300_000);
         let first = account.bill(vec![seg(1, 100), seg(2, 50)], 0);
-        assert_eq!((first.cache_read_tokens, first.cache_write_tokens), (0, 150));
+        assert_eq!(
+            (first.cache_read_tokens, first.cache_write_tokens),
+            (0, 150)
+        );
         let second = account.bill(vec![seg(1, 100), seg(2, 50), seg(3, 10)], 60_000);
-        assert_eq!((second.cache_read_tokens, second.cache_write_tokens), (150, 10));
+        assert_eq!(
+            (second.cache_read_tokens, second.cache_write_tokens),
+            (150, 10)
+        );
     }
 
     #[test]

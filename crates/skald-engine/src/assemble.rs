@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde::Serialize;
 use skald_core::fetch;
 use skald_core::message::{Message, Role, ToolSpec};
-use skald_core::pipeline::offload::{OffloadReport, REF_ID_INSTRUCTION, offload};
+use skald_core::pipeline::offload::{OffloadReport, REF_ID_INSTRUCTION, offload, offload_arguments};
 use skald_core::pipeline::policy::{OffloadSchedule, Policy};
 use skald_core::pipeline::prune::{PruneEnv, PruneReport, prune};
 use skald_core::pipeline::truncate::{TruncateReport, truncate};
@@ -18,8 +18,8 @@ use skald_core::repair::{RepairReport, RepairSettings, repair};
 use skald_core::tokens::estimate_messages_tokens;
 use skald_store::RefStore;
 
-use crate::session::SessionState;
 use crate::EngineError;
+use crate::session::SessionState;
 
 /// What the caller knows about this request.
 #[derive(Debug, Clone, Copy)]
@@ -98,11 +98,8 @@ pub fn assemble<S: RefStore + ?Sized>(
     let (messages, turns) = limit_turns(messages, &policy.turn_limit);
     report.turn_limit = turns;
 
-    let cache_warm = state
-        .last_request_ms
-        .is_some_and(|at| request.now_ms.saturating_sub(at) < policy.cache_ttl_ms as i64);
     let messages = if policy.offload.enabled && request.fetch_available {
-        let outcome = run_offload(policy, state, messages, cache_warm);
+        let outcome = run_offload(policy, state, messages);
         report.offload = outcome.report;
         new_refs.extend(outcome.new_refs);
         outcome.messages
@@ -120,7 +117,11 @@ pub fn assemble<S: RefStore + ?Sized>(
     report.prune = pruned.report;
     new_refs.extend(pruned.new_refs);
 
-    let truncated = truncate(pruned.messages, &policy.truncate, request.context_window_tokens);
+    let truncated = truncate(
+        pruned.messages,
+        &policy.truncate,
+        request.context_window_tokens,
+    );
     report.truncate = truncated.report;
     new_refs.extend(truncated.new_refs);
     let messages = truncated.messages;
@@ -138,11 +139,16 @@ pub fn assemble<S: RefStore + ?Sized>(
 
     let has_refs = !state.stored_refs.is_empty() && messages.iter().any(message_has_ref);
     let (system_prompt_addition, tools) = if has_refs && request.fetch_available {
-        (Some(REF_ID_INSTRUCTION.to_owned()), vec![fetch::tool_spec()])
+        (
+            Some(REF_ID_INSTRUCTION.to_owned()),
+            vec![fetch::tool_spec()],
+        )
     } else {
         (None, Vec::new())
     };
     state.last_request_ms = Some(request.now_ms);
+    // This request reads or writes the provider's prompt cache: the pruning clock starts again.
+    state.prune_clock.touch(request.now_ms);
     let estimated_tokens = estimate_messages_tokens(&messages);
     Ok(Assembled {
         messages,
@@ -182,6 +188,12 @@ fn text_bytes(message: &Message) -> usize {
 }
 
 fn message_has_ref(message: &Message) -> bool {
+    if message
+        .tool_calls()
+        .any(|call| contains_ref(&call.arguments.to_string()))
+    {
+        return true;
+    }
     message.tool_results().any(|result| {
         result.content.iter().any(|block| match block {
             skald_core::message::Block::Text(text) => contains_ref(&text.text),
@@ -194,18 +206,20 @@ fn message_has_ref(message: &Message) -> bool {
     })
 }
 
-/// Offload under the policy's schedule. Cache-aware: results that already left stay out; fresh
-/// results stay in; old results leave together, at a moment the cache is cold anyway or when
-/// what they free pays for the one cache miss their leaving causes.
+/// Offload under the policy's schedule.
 fn run_offload(
     policy: &Policy,
     state: &mut SessionState,
     messages: Vec<Message>,
-    cache_warm: bool,
 ) -> skald_core::pipeline::offload::OffloadOutcome {
     match &policy.schedule {
         OffloadSchedule::Immediate => {
-            let outcome = offload(messages, &policy.offload, &mut state.offload_cache, |_, _| true);
+            let outcome = offload(
+                messages,
+                &policy.offload,
+                &mut state.offload_cache,
+                |_, _| true,
+            );
             for item in &outcome.report.offloaded {
                 state.offloaded_calls.insert(item.call_id.clone());
             }
@@ -213,46 +227,32 @@ fn run_offload(
         }
         OffloadSchedule::CacheAware {
             keep_recent_assistants,
-            batch_min_share,
             immediate_over_chars,
         } => {
+            // A result leaves once it is older than the last `keep_recent_assistants` assistant
+            // turns: the model saw it in full while it acted on it, and the cache miss its
+            // leaving causes covers only the few messages after it. Decisions are sticky.
             let cutoff = recent_cutoff(&messages, *keep_recent_assistants);
-            // Bytes stand in for characters here: the share only decides when to batch, and
-            // summing block lengths costs nothing next to counting characters of every output.
-            let total_chars: usize = messages.iter().map(text_bytes).sum();
-            // First pass: what is already decided, and what is too large to keep at all; note
-            // the old results that could leave now.
-            let mut candidates: HashSet<String> = HashSet::new();
-            let mut candidate_chars = 0usize;
             let sticky = &state.offloaded_calls;
-            let first = offload(messages, &policy.offload, &mut state.offload_cache, |index, result| {
-                let size = result.text_chars();
-                if sticky.contains(&result.call_id) || size > *immediate_over_chars {
-                    return true;
-                }
-                if index < cutoff {
-                    candidates.insert(result.call_id.clone());
-                    candidate_chars += size;
-                }
-                false
-            });
-            let worth_a_miss = total_chars > 0
-                && candidate_chars as f64 >= *batch_min_share * total_chars as f64;
-            let mut outcome = first;
-            if !candidates.is_empty() && (!cache_warm || worth_a_miss) {
-                let second = offload(
-                    outcome.messages,
-                    &policy.offload,
-                    &mut state.offload_cache,
-                    |_, result| candidates.contains(&result.call_id),
-                );
-                outcome.messages = second.messages;
-                outcome.new_refs.extend(second.new_refs);
-                outcome.report.offloaded.extend(second.report.offloaded);
-                outcome.report.deferred = second.report.deferred;
-            }
+            let mut outcome =
+                offload(messages, &policy.offload, &mut state.offload_cache, |index, result| {
+                    index < cutoff
+                        || sticky.contains(&result.call_id)
+                        || result.text_chars() > *immediate_over_chars
+                });
+            // The bulk of old tool calls (a written file, an edit's text) follows the same rule.
+            let arguments = offload_arguments(
+                outcome.messages,
+                &policy.offload,
+                &mut state.arguments_cache,
+                |index, call| index < cutoff || sticky.contains(&call.id),
+            );
+            outcome.messages = arguments.messages;
+            outcome.new_refs.extend(arguments.new_refs);
+            outcome.report.offloaded.extend(arguments.report.offloaded);
             for item in &outcome.report.offloaded {
-                state.offloaded_calls.insert(item.call_id.clone());
+                let call_id = item.call_id.split('#').next().unwrap_or(&item.call_id);
+                state.offloaded_calls.insert(call_id.to_owned());
             }
             outcome
         }

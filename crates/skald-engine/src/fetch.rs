@@ -21,7 +21,11 @@ impl FetchOutput {
 }
 
 /// Runs one `fetch_original_data` call with the model's JSON arguments.
-pub fn execute_fetch<S: RefStore + ?Sized>(store: &S, tenant: &str, arguments: &Value) -> FetchOutput {
+pub fn execute_fetch<S: RefStore + ?Sized>(
+    store: &S,
+    tenant: &str,
+    arguments: &Value,
+) -> FetchOutput {
     let args = match FetchArgs::from_json(arguments) {
         Ok(args) => args,
         Err(error) => {

@@ -9,7 +9,7 @@
 //! use skald_engine::{AssembleRequest, SessionState, assemble};
 //! use skald_store::SqliteRefStore;
 //!
-//! let store = SqliteRefStore::open_in_memory().unwrap();
+//! let store = SqliteRefStore::in_memory(Default::default()).unwrap();
 //! let policy = Policy::preset("sccs").unwrap();
 //! let log = "2026-01-01 INFO step ok\n".repeat(400);
 //! let messages = vec![

@@ -24,10 +24,10 @@ use skald_core::refs::contains_ref;
 use skald_core::tokens::{Encoding, TokenCounter, message_fingerprint};
 use skald_store::RefStore;
 
+use crate::EngineError;
 use crate::accounting::{CacheAccount, Pricing, Segment};
 use crate::assemble::{AssembleRequest, assemble};
 use crate::session::SessionState;
-use crate::EngineError;
 
 /// How calls are replayed and billed.
 #[derive(Debug, Clone)]
@@ -185,7 +185,10 @@ pub fn billed(messages: &[Message], pricing: &Pricing) -> Option<Billed> {
 /// Where an identifier first appeared.
 #[derive(Debug, Clone)]
 enum Source {
-    ToolResult { message_index: usize, call_id: String },
+    ToolResult {
+        message_index: usize,
+        call_id: String,
+    },
     Elsewhere,
 }
 
@@ -264,15 +267,18 @@ pub fn replay_policy<S: RefStore + ?Sized>(
             let earlier = &messages[scanned];
             if earlier.is_model_visible() {
                 let text = assistant_text(earlier);
-                let results: Vec<&str> = earlier.tool_results().map(|r| r.call_id.as_str()).collect();
+                let results: Vec<&str> =
+                    earlier.tool_results().map(|r| r.call_id.as_str()).collect();
                 for identifier in extract_identifiers(&text) {
-                    first_seen.entry(identifier).or_insert_with(|| match results.first() {
-                        Some(call_id) => Source::ToolResult {
-                            message_index: scanned,
-                            call_id: (*call_id).to_owned(),
-                        },
-                        None => Source::Elsewhere,
-                    });
+                    first_seen
+                        .entry(identifier)
+                        .or_insert_with(|| match results.first() {
+                            Some(call_id) => Source::ToolResult {
+                                message_index: scanned,
+                                call_id: (*call_id).to_owned(),
+                            },
+                            None => Source::Elsewhere,
+                        });
                 }
             }
             scanned += 1;
@@ -369,7 +375,9 @@ pub fn replay_policy<S: RefStore + ?Sized>(
             .flat_map(|m| m.tool_results())
             .map(|r| (r.call_id.as_str(), contains_ref(&text_of(r))))
             .collect();
-        let used: HashSet<String> = extract_identifiers(&assistant_text(message)).into_iter().collect();
+        let used: HashSet<String> = extract_identifiers(&assistant_text(message))
+            .into_iter()
+            .collect();
         for identifier in used {
             let Some(Source::ToolResult {
                 message_index,
@@ -383,7 +391,8 @@ pub fn replay_policy<S: RefStore + ?Sized>(
             }
             figures.retention.uses += 1;
             let visible = visible_identifiers.contains(identifier.as_str());
-            let recoverable = visible || refs_by_call.get(call_id.as_str()).copied().unwrap_or(false);
+            let recoverable =
+                visible || refs_by_call.get(call_id.as_str()).copied().unwrap_or(false);
             if visible {
                 figures.retention.visible_uses += 1;
             }
@@ -405,7 +414,8 @@ pub fn replay_policy<S: RefStore + ?Sized>(
         figures.cost_usd += cost;
     }
     figures.retention.visible = ratio(figures.retention.visible_uses, figures.retention.uses);
-    figures.retention.recoverable = ratio(figures.retention.recoverable_uses, figures.retention.uses);
+    figures.retention.recoverable =
+        ratio(figures.retention.recoverable_uses, figures.retention.uses);
     figures.offloads = offloaded.len() as u64;
     figures.trims = trimmed.len() as u64;
     figures.clears = cleared.len() as u64;

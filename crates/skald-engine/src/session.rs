@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use skald_core::pipeline::offload::OffloadCache;
+use skald_core::pipeline::offload::{ArgumentsCache, OffloadCache};
 use skald_core::pipeline::prune::PruneClock;
 
 /// Per-session state kept by whoever drives the engine (the server keeps one per session; replay
@@ -14,6 +14,7 @@ pub struct SessionState {
     /// Call ids whose results left the context; once decided, they stay out (sticky).
     pub(crate) offloaded_calls: HashSet<String>,
     pub(crate) offload_cache: OffloadCache,
+    pub(crate) arguments_cache: ArgumentsCache,
     /// When the previous request was assembled (epoch ms): the prompt cache is warm within the
     /// policy's TTL of it.
     pub(crate) last_request_ms: Option<i64>,

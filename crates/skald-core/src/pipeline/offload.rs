@@ -26,6 +26,10 @@ pub const FETCH_TOOL_NAME: &str = "fetch_original_data";
 /// Smallest `compress_threshold` the seed allows.
 pub const MIN_COMPRESS_THRESHOLD: usize = 2_000;
 
+/// Smallest `arguments_threshold`: a placeholder with its digest is about 400 characters, so
+/// offloading shorter arguments would save little and cost a fetch.
+pub const MIN_ARGUMENTS_THRESHOLD: usize = 1_000;
+
 /// OpenClaw workspace files that are context, not tool noise (seed 000's whitelist).
 pub const OPENCLAW_FILES: &[&str] = &[
     "SOUL.md",
@@ -59,6 +63,10 @@ pub struct OffloadSettings {
     pub summary_max_chars: usize,
     /// Keep OpenClaw workspace files in the context.
     pub keep_workspace_files: bool,
+    /// String arguments of tool calls (file contents of a write, the old and new text of an
+    /// edit) longer than this many characters are offloaded too, once the call is old enough;
+    /// 0 leaves arguments alone (SCCS).
+    pub arguments_threshold: usize,
 }
 
 impl Default for OffloadSettings {
@@ -68,6 +76,7 @@ impl Default for OffloadSettings {
             compress_threshold: 3_000,
             summary_max_chars: 300,
             keep_workspace_files: true,
+            arguments_threshold: 0,
         }
     }
 }
@@ -75,16 +84,24 @@ impl Default for OffloadSettings {
 /// A setting outside what the stage accepts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OffloadSettingsError {
-    #[error("offload.compress_threshold is {0}: it must be at least {MIN_COMPRESS_THRESHOLD} chars")]
+    #[error(
+        "offload.compress_threshold is {0}: it must be at least {MIN_COMPRESS_THRESHOLD} chars"
+    )]
     ThresholdTooLow(usize),
     #[error("offload.summary_max_chars: {0}")]
     Digest(String),
+    #[error(
+        "offload.arguments_threshold is {0}: it must be 0 (off) or at least {MIN_ARGUMENTS_THRESHOLD} chars"
+    )]
+    ArgumentsThresholdTooLow(usize),
 }
 
 impl OffloadSettings {
     pub fn validate(&self) -> Result<(), OffloadSettingsError> {
         if self.compress_threshold < MIN_COMPRESS_THRESHOLD {
-            return Err(OffloadSettingsError::ThresholdTooLow(self.compress_threshold));
+            return Err(OffloadSettingsError::ThresholdTooLow(
+                self.compress_threshold,
+            ));
         }
         self.digest_settings()
             .map(|_| ())
@@ -161,6 +178,19 @@ impl OffloadCache {
     }
 }
 
+/// Offloaded argument values of one tool call, computed once.
+#[derive(Debug, Clone)]
+struct CachedArguments {
+    arguments: serde_json::Value,
+    offloaded: Vec<Offloaded>,
+}
+
+/// Memo of argument offloads by call id and argument sizes.
+#[derive(Debug, Clone, Default)]
+pub struct ArgumentsCache {
+    entries: HashMap<u128, Option<CachedArguments>>,
+}
+
 /// The outcome of [`offload`].
 #[derive(Debug, Clone, Default)]
 pub struct OffloadOutcome {
@@ -231,7 +261,10 @@ pub fn text_of(result: &ToolResult) -> String {
 
 /// True when `text` starts like an OpenClaw workspace file (`# SOUL.md - Who You Are`).
 pub fn is_workspace_file(text: &str) -> bool {
-    let first_line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("");
+    let first_line = text
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or("");
     let first_line = first_line.trim_start_matches('#').trim();
     OPENCLAW_FILES.iter().any(|name| {
         first_line.starts_with(name)
@@ -361,7 +394,11 @@ fn quick_key(result: &ToolResult, settings: &OffloadSettings) -> u128 {
                 hasher.update(b"t");
                 hasher.update(&(bytes.len() as u64).to_le_bytes());
                 hasher.update(bytes.get(..EDGE).unwrap_or(bytes));
-                hasher.update(bytes.get(bytes.len().saturating_sub(EDGE)..).unwrap_or(bytes));
+                hasher.update(
+                    bytes
+                        .get(bytes.len().saturating_sub(EDGE)..)
+                        .unwrap_or(bytes),
+                );
             }
             Block::Image(image) => {
                 hasher.update(b"i");
@@ -373,6 +410,130 @@ fn quick_key(result: &ToolResult, settings: &OffloadSettings) -> u128 {
             }
             Block::Thinking(_) | Block::ToolCall(_) | Block::ToolResult(_) | Block::Opaque(_) => {
                 hasher.update(b"o");
+            }
+        }
+    }
+    hasher.digest128()
+}
+
+/// Offloads long string arguments of the tool calls `select` chooses (by message index and call):
+/// each such value becomes a `[REF_ID: …] (Summary: …)` placeholder and its text goes to a ref.
+/// The call's id, name and every other argument stay as they were, so the model still reads what
+/// it did; only the bulk (a file it wrote, the text it replaced) waits behind the ref.
+pub fn offload_arguments(
+    mut messages: Vec<Message>,
+    settings: &OffloadSettings,
+    cache: &mut ArgumentsCache,
+    mut select: impl FnMut(usize, &crate::message::ToolCall) -> bool,
+) -> OffloadOutcome {
+    let mut report = OffloadReport::default();
+    let mut new_refs = Vec::new();
+    if !settings.enabled || settings.arguments_threshold == 0 {
+        return OffloadOutcome {
+            messages,
+            new_refs,
+            report,
+        };
+    }
+    let digest = settings.digest_settings().unwrap_or_default();
+    for (message_index, message) in messages.iter_mut().enumerate() {
+        if message.role != crate::message::Role::Assistant {
+            continue;
+        }
+        for block in &mut message.content {
+            let Block::ToolCall(call) = block else {
+                continue;
+            };
+            if call.name == FETCH_TOOL_NAME || !has_long_string(&call.arguments, settings) {
+                continue;
+            }
+            if !select(message_index, call) {
+                report.deferred += 1;
+                continue;
+            }
+            let key = arguments_key(call, settings);
+            let entry = cache.entries.entry(key).or_insert_with(|| {
+                let mut arguments = call.arguments.clone();
+                let mut offloaded = Vec::new();
+                if let serde_json::Value::Object(fields) = &mut arguments {
+                    for (field, value) in fields.iter_mut() {
+                        let serde_json::Value::String(text) = value else {
+                            continue;
+                        };
+                        let chars = text.chars().count();
+                        if chars <= settings.arguments_threshold || contains_ref(text) {
+                            continue;
+                        }
+                        let payload = RefPayload::new(vec![Block::text(text.clone())]);
+                        let new_ref = NewRef::new(payload);
+                        let summary = crate::digest::digest(text, &digest).summary;
+                        let replacement = placeholder(&new_ref.id, &summary);
+                        offloaded.push(Offloaded {
+                            message_index,
+                            call_id: format!("{}#{field}", call.id),
+                            ref_id: new_ref.id.to_string(),
+                            chars_before: chars,
+                            chars_after: replacement.chars().count(),
+                        });
+                        new_refs.push(new_ref);
+                        *value = serde_json::Value::String(replacement);
+                    }
+                }
+                (!offloaded.is_empty()).then_some(CachedArguments {
+                    arguments,
+                    offloaded,
+                })
+            });
+            let Some(cached) = entry else {
+                continue;
+            };
+            call.arguments = cached.arguments.clone();
+            call.arguments_text = None;
+            report
+                .offloaded
+                .extend(cached.offloaded.iter().cloned().map(|mut o| {
+                    o.message_index = message_index;
+                    o
+                }));
+        }
+    }
+    OffloadOutcome {
+        messages,
+        new_refs,
+        report,
+    }
+}
+
+/// True when some top-level string argument may exceed the threshold (bytes bound chars).
+fn has_long_string(arguments: &serde_json::Value, settings: &OffloadSettings) -> bool {
+    match arguments {
+        serde_json::Value::Object(fields) => fields.values().any(|value| {
+            matches!(value, serde_json::Value::String(text) if text.len() > settings.arguments_threshold)
+        }),
+        serde_json::Value::Null
+        | serde_json::Value::Bool(_)
+        | serde_json::Value::Number(_)
+        | serde_json::Value::String(_)
+        | serde_json::Value::Array(_) => false,
+    }
+}
+
+/// Cheap identity of a call's arguments: id, name, and each string field's length and edges.
+fn arguments_key(call: &crate::message::ToolCall, settings: &OffloadSettings) -> u128 {
+    const EDGE: usize = 128;
+    let mut hasher = Xxh3::new();
+    hasher.update(call.id.as_bytes());
+    hasher.update(call.name.as_bytes());
+    hasher.update(&(settings.arguments_threshold as u64).to_le_bytes());
+    hasher.update(&(settings.summary_max_chars as u64).to_le_bytes());
+    if let serde_json::Value::Object(fields) = &call.arguments {
+        for (field, value) in fields {
+            hasher.update(field.as_bytes());
+            if let serde_json::Value::String(text) = value {
+                let bytes = text.as_bytes();
+                hasher.update(&(bytes.len() as u64).to_le_bytes());
+                hasher.update(bytes.get(..EDGE).unwrap_or(bytes));
+                hasher.update(bytes.get(bytes.len().saturating_sub(EDGE)..).unwrap_or(bytes));
             }
         }
     }
@@ -439,7 +600,12 @@ mod tests {
     fn results_over_the_threshold_become_ref_placeholders() {
         let log = big_log(200);
         let mut cache = OffloadCache::default();
-        let out = offload(conversation(&log), &OffloadSettings::default(), &mut cache, |_, _| true);
+        let out = offload(
+            conversation(&log),
+            &OffloadSettings::default(),
+            &mut cache,
+            |_, _| true,
+        );
         let text = result_text(&out.messages, 2);
         assert!(text.starts_with("[REF_ID: "), "{text}");
         assert!(text.contains("] (Summary: "), "{text}");
@@ -459,12 +625,22 @@ mod tests {
     fn results_at_or_under_the_threshold_stay() {
         let text = "x".repeat(3_000);
         let mut cache = OffloadCache::default();
-        let out = offload(conversation(&text), &OffloadSettings::default(), &mut cache, |_, _| true);
+        let out = offload(
+            conversation(&text),
+            &OffloadSettings::default(),
+            &mut cache,
+            |_, _| true,
+        );
         assert_eq!(result_text(&out.messages, 2), text);
         assert!(out.new_refs.is_empty());
         // Characters, not bytes: 2,000 CJK characters are 6,000 bytes but under the threshold.
         let cjk = "字".repeat(2_000);
-        let out = offload(conversation(&cjk), &OffloadSettings::default(), &mut cache, |_, _| true);
+        let out = offload(
+            conversation(&cjk),
+            &OffloadSettings::default(),
+            &mut cache,
+            |_, _| true,
+        );
         assert_eq!(result_text(&out.messages, 2), cjk);
     }
 
@@ -472,7 +648,12 @@ mod tests {
     fn offloading_is_idempotent() {
         let log = big_log(200);
         let settings = OffloadSettings::default();
-        let once = offload(conversation(&log), &settings, &mut OffloadCache::default(), |_, _| true);
+        let once = offload(
+            conversation(&log),
+            &settings,
+            &mut OffloadCache::default(),
+            |_, _| true,
+        );
         let twice = offload(
             once.messages.clone(),
             &settings,
@@ -497,7 +678,12 @@ mod tests {
         assert_eq!(second.report.offloaded.len(), 1);
         // A fresh cache (a restarted engine) reaches the same placeholder and hands the ref out
         // again so it can be stored again.
-        let fresh = offload(conversation(&log), &settings, &mut OffloadCache::default(), |_, _| true);
+        let fresh = offload(
+            conversation(&log),
+            &settings,
+            &mut OffloadCache::default(),
+            |_, _| true,
+        );
         assert_eq!(fresh.messages, first.messages);
         assert_eq!(fresh.new_refs, first.new_refs);
     }
@@ -510,15 +696,28 @@ mod tests {
             call("c1", FETCH_TOOL_NAME),
             result("c1", FETCH_TOOL_NAME, vec![Block::text(log.clone())]),
         ];
-        let out = offload(messages, &OffloadSettings::default(), &mut OffloadCache::default(), |_, _| true);
+        let out = offload(
+            messages,
+            &OffloadSettings::default(),
+            &mut OffloadCache::default(),
+            |_, _| true,
+        );
         assert_eq!(result_text(&out.messages, 2), log);
     }
 
     #[test]
     fn openclaw_workspace_files_are_kept() {
-        let soul = format!("# SOUL.md - Who You Are\n\n{}", "Be kind and exact.\n".repeat(300));
+        let soul = format!(
+            "# SOUL.md - Who You Are\n\n{}",
+            "Be kind and exact.\n".repeat(300)
+        );
         let mut cache = OffloadCache::default();
-        let out = offload(conversation(&soul), &OffloadSettings::default(), &mut cache, |_, _| true);
+        let out = offload(
+            conversation(&soul),
+            &OffloadSettings::default(),
+            &mut cache,
+            |_, _| true,
+        );
         assert_eq!(result_text(&out.messages, 2), soul);
         assert_eq!(out.report.kept_workspace_files, 1);
         let settings = OffloadSettings {
@@ -543,9 +742,18 @@ mod tests {
         let messages = vec![
             Message::text(Role::User, "screenshot"),
             call("c1", "browser"),
-            result("c1", "browser", vec![Block::text(big_log(200)), image.clone()]),
+            result(
+                "c1",
+                "browser",
+                vec![Block::text(big_log(200)), image.clone()],
+            ),
         ];
-        let out = offload(messages, &OffloadSettings::default(), &mut OffloadCache::default(), |_, _| true);
+        let out = offload(
+            messages,
+            &OffloadSettings::default(),
+            &mut OffloadCache::default(),
+            |_, _| true,
+        );
         let kept = out.messages[2].tool_results().next().unwrap();
         assert_eq!(kept.content.len(), 2);
         assert_eq!(kept.content[1], image);
@@ -562,10 +770,15 @@ mod tests {
             call("c2", "bash"),
             result("c2", "bash", vec![Block::text("short")]),
         ];
-        let out = offload(messages, &OffloadSettings::default(), &mut OffloadCache::default(), |i, r| {
-            asked.push((i, r.call_id.clone()));
-            false
-        });
+        let out = offload(
+            messages,
+            &OffloadSettings::default(),
+            &mut OffloadCache::default(),
+            |i, r| {
+                asked.push((i, r.call_id.clone()));
+                false
+            },
+        );
         assert_eq!(asked, vec![(2, "c1".to_owned())]);
         assert_eq!(out.report.deferred, 1);
         assert!(out.new_refs.is_empty());
@@ -577,7 +790,10 @@ mod tests {
             compress_threshold: 1_999,
             ..OffloadSettings::default()
         };
-        assert_eq!(low.validate(), Err(OffloadSettingsError::ThresholdTooLow(1_999)));
+        assert_eq!(
+            low.validate(),
+            Err(OffloadSettingsError::ThresholdTooLow(1_999))
+        );
         let short = OffloadSettings {
             summary_max_chars: 49,
             ..OffloadSettings::default()
@@ -593,7 +809,12 @@ mod tests {
             ..OffloadSettings::default()
         };
         let input = conversation(&big_log(200));
-        let out = offload(input.clone(), &settings, &mut OffloadCache::default(), |_, _| true);
+        let out = offload(
+            input.clone(),
+            &settings,
+            &mut OffloadCache::default(),
+            |_, _| true,
+        );
         assert_eq!(out.messages, input);
     }
 }

@@ -37,38 +37,29 @@ fn preset_text(name: &str) -> Option<&'static str> {
 }
 
 /// When the offload stage may take a result out of the context.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum OffloadSchedule {
     /// Every eligible result, from the first request that carries it (SCCS).
+    #[default]
     Immediate,
-    /// Results older than the last `keep_recent_assistants` assistant turns, in batches: when the
-    /// prompt cache has expired, or when the characters waiting to leave reach
-    /// `batch_min_share` of the context. Results over `immediate_over_chars` leave at once.
+    /// Results stay visible until they are older than the last `keep_recent_assistants`
+    /// assistant turns, then leave for good. The cache miss a result's leaving causes covers only
+    /// the messages after it, which are few when it leaves young. Results over
+    /// `immediate_over_chars` never enter.
     CacheAware {
         #[serde(default = "default_keep_recent")]
         keep_recent_assistants: usize,
-        #[serde(default = "default_batch_share")]
-        batch_min_share: f64,
         #[serde(default = "default_immediate")]
         immediate_over_chars: usize,
     },
 }
 
 fn default_keep_recent() -> usize {
-    3
-}
-fn default_batch_share() -> f64 {
-    0.15
+    1
 }
 fn default_immediate() -> usize {
-    40_000
-}
-
-impl Default for OffloadSchedule {
-    fn default() -> OffloadSchedule {
-        OffloadSchedule::Immediate
-    }
+    6_000
 }
 
 /// Settings of the whole pipeline.
@@ -131,9 +122,9 @@ impl Policy {
 
     /// A policy from TOML: `preset = "<name>"` (default `skald`) plus any overrides.
     pub fn from_toml(text: &str) -> Result<Policy, PolicyError> {
-        let overrides: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            PolicyError::Toml(e.to_string())
-        })?;
+        let overrides: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| PolicyError::Toml(e.to_string()))?;
         let preset_name = match overrides.get("preset") {
             None => "skald".to_owned(),
             Some(toml::Value::String(name)) => name.clone(),
@@ -152,7 +143,9 @@ impl Policy {
         let mut overrides = overrides;
         overrides.remove("preset");
         merge(&mut merged, overrides);
-        Policy::parse_complete(&toml::to_string(&merged).map_err(|e| PolicyError::Toml(e.to_string()))?)
+        Policy::parse_complete(
+            &toml::to_string(&merged).map_err(|e| PolicyError::Toml(e.to_string()))?,
+        )
     }
 
     fn parse_complete(text: &str) -> Result<Policy, PolicyError> {
@@ -169,7 +162,9 @@ impl Policy {
             reason,
         };
         if self.offload.enabled {
-            self.offload.validate().map_err(|e| invalid(e.to_string()))?;
+            self.offload
+                .validate()
+                .map_err(|e| invalid(e.to_string()))?;
         }
         self.prune
             .validate()
@@ -180,16 +175,6 @@ impl Policy {
         self.turn_limit
             .validate()
             .map_err(|e: TurnLimitSettingsError| invalid(format!("turn_limit: {e}")))?;
-        if let OffloadSchedule::CacheAware {
-            batch_min_share, ..
-        } = &self.schedule
-        {
-            if !(batch_min_share.is_finite() && (0.0..=1.0).contains(batch_min_share)) {
-                return Err(invalid(format!(
-                    "schedule.batch_min_share must be between 0 and 1, found {batch_min_share}"
-                )));
-            }
-        }
         Ok(())
     }
 }
@@ -221,7 +206,10 @@ mod tests {
             assert_eq!(policy.name, *name);
         }
         assert!(!Policy::preset("none").unwrap().offload.enabled);
-        assert_eq!(Policy::preset("openclaw").unwrap().prune.mode, PruneMode::CacheTtl);
+        assert_eq!(
+            Policy::preset("openclaw").unwrap().prune.mode,
+            PruneMode::CacheTtl
+        );
         let sccs = Policy::preset("sccs").unwrap();
         assert_eq!(sccs.offload.compress_threshold, 3000);
         assert_eq!(sccs.schedule, OffloadSchedule::Immediate);
@@ -240,20 +228,27 @@ mod tests {
         assert_eq!(policy.name, "openclaw");
         assert_eq!(policy.prune.keep_last_assistants, 5);
         assert_eq!(policy.prune.soft_trim.head_chars, 900);
-        assert_eq!(policy.prune.soft_trim.tail_chars, 1_500, "untouched defaults stay");
+        assert_eq!(
+            policy.prune.soft_trim.tail_chars, 1_500,
+            "untouched defaults stay"
+        );
     }
 
     #[test]
     fn bad_policies_say_what_is_wrong() {
-        let unknown = Policy::from_toml("preset = \"fast\"").unwrap_err().to_string();
-        assert!(unknown.contains("unknown policy \"fast\""), "{unknown}");
-        let low = Policy::from_toml("[offload]\ncompress_threshold = 100").unwrap_err().to_string();
-        assert!(low.contains("at least 2000"), "{low}");
-        let typo = Policy::from_toml("[offload]\ncompres_threshold = 4000").unwrap_err().to_string();
-        assert!(typo.contains("compres_threshold"), "{typo}");
-        let share = Policy::from_toml("[schedule]\nmode = \"cache-aware\"\nbatch_min_share = 2.0")
+        let unknown = Policy::from_toml("preset = \"fast\"")
             .unwrap_err()
             .to_string();
-        assert!(share.contains("batch_min_share"), "{share}");
+        assert!(unknown.contains("unknown policy \"fast\""), "{unknown}");
+        let low = Policy::from_toml("[offload]\ncompress_threshold = 100")
+            .unwrap_err()
+            .to_string();
+        assert!(low.contains("at least 2000"), "{low}");
+        let typo = Policy::from_toml("[offload]\ncompres_threshold = 4000")
+            .unwrap_err()
+            .to_string();
+        assert!(typo.contains("compres_threshold"), "{typo}");
+        let mode = Policy::from_toml("[schedule]\nmode = \"later\"").unwrap_err().to_string();
+        assert!(mode.contains("later"), "{mode}");
     }
 }
