@@ -27,10 +27,16 @@
 
 use serde_json::{Map, Value};
 
+use super::json::{
+    FieldError, Path, as_object, content_as_spelled, count, each, insert_changed_str,
+    insert_nonempty, insert_opt_str, object_entry, optional_array, optional_object, optional_str,
+    required, required_array, required_object, required_str, rest, text_block, write_extra, wrong,
+};
 pub use super::openai::{HINT_PREFIX, ORIGIN_KEY};
+use super::openai::{mark, origin};
 use crate::message::{
     Block, ContentForm, Conversation, Extra, ImageBlock, ImageSource, Message, MessageMeta, Role,
-    StopReason, TextBlock, ThinkingBlock, ToolCall, ToolResult, ToolSpec, Usage,
+    StopReason, ThinkingBlock, ToolCall, ToolResult, ToolSpec, Usage,
 };
 
 /// The [`ORIGIN_KEY`] value this codec writes.
@@ -83,6 +89,24 @@ impl AnthropicError {
     }
 }
 
+impl From<FieldError> for AnthropicError {
+    fn from(error: FieldError) -> Self {
+        let FieldError {
+            path,
+            expected,
+            found,
+        } = error;
+        match found {
+            None => AnthropicError::Missing { path, expected },
+            Some(found) => AnthropicError::WrongType {
+                path,
+                expected,
+                found,
+            },
+        }
+    }
+}
+
 /// A decoded response: its one message plus the envelope needed to write it back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AnthropicResponse {
@@ -116,54 +140,24 @@ pub fn decode_request(value: &Value) -> Result<Conversation, AnthropicError> {
         // A null `system` stays in `extra` and is written back as is.
         Some(Value::Null) | None => None,
         Some(other @ (Value::Bool(_) | Value::Number(_) | Value::Object(_))) => {
-            return Err(wrong(
-                system_path,
-                "a string or an array of text blocks",
-                other,
-            ));
+            return Err(wrong(system_path, "a string or an array of text blocks", other).into());
         }
     };
     if let Some(mut system) = system {
         consumed.push("system");
-        mark(&mut system.extra);
+        mark(&mut system.extra, ORIGIN);
         conversation.messages.push(system);
     }
 
-    let messages_path = root.key("messages");
-    let messages_value = required(obj, "messages", root, "an array of messages")?;
-    let messages = messages_value
-        .as_array()
-        .ok_or_else(|| wrong(messages_path, "an array of messages", messages_value))?;
-    for (index, message) in messages.iter().enumerate() {
-        conversation
-            .messages
-            .push(decode_message(message, messages_path.index(index))?);
-    }
-
-    match obj.get("model") {
-        Some(Value::String(model)) => {
-            conversation.model = Some(model.clone());
-            consumed.push("model");
-        }
-        Some(Value::Null) | None => {}
-        Some(other) => return Err(wrong(root.key("model"), "a string", other)),
-    }
-    let tools_path = root.key("tools");
-    match obj.get("tools") {
-        Some(Value::Array(tools)) if !tools.is_empty() => {
-            consumed.push("tools");
-            for (index, tool) in tools.iter().enumerate() {
-                conversation
-                    .tools
-                    .push(decode_tool(tool, tools_path.index(index))?);
-            }
-        }
-        Some(Value::Array(_) | Value::Null) | None => {}
-        Some(other) => return Err(wrong(tools_path, "an array of tools", other)),
-    }
+    let messages = required_array(obj, "messages", root, "an array of messages")?;
+    let messages = each(messages, root.key("messages"), decode_message)?;
+    conversation.messages.extend(messages);
+    conversation.model = optional_str(obj, "model", root, &mut consumed)?;
+    let tools = optional_array(obj, "tools", root, "an array of tools", &mut consumed)?;
+    conversation.tools = each(tools, root.key("tools"), decode_tool)?;
 
     conversation.extra = rest(obj, &consumed);
-    mark(&mut conversation.extra);
+    mark(&mut conversation.extra, ORIGIN);
     Ok(conversation)
 }
 
@@ -177,14 +171,10 @@ pub fn decode_response(value: &Value) -> Result<AnthropicResponse, AnthropicErro
     let root = Path::Root;
     let obj = as_object(value, root, "an object with \"content\"")?;
     let content_path = root.key("content");
-    let expected = "an array of content blocks";
-    let content_value = required(obj, "content", root, expected)?;
-    let blocks = content_value
-        .as_array()
-        .ok_or_else(|| wrong(content_path, expected, content_value))?;
+    let blocks = required_array(obj, "content", root, "an array of content blocks")?;
     let mut message = Message::new(Role::Assistant, decode_blocks(blocks, content_path, false)?);
     message.meta = read_meta(obj)?;
-    mark(&mut message.extra);
+    mark(&mut message.extra, ORIGIN);
     let mut envelope = obj.clone();
     envelope.insert("content".to_owned(), Value::Null);
     Ok(AnthropicResponse { message, envelope })
@@ -224,27 +214,25 @@ fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, AnthropicErr
         ..Message::new(role, content)
     };
     message.extra = rest(obj, &["role", "content"]);
-    mark(&mut message.extra);
+    mark(&mut message.extra, ORIGIN);
     Ok(message)
 }
 
-/// `content` of a message or of a `tool_result`.
-fn decode_content(
+/// `content` of a message or of a `tool_result`: a string or an array of content blocks (absent
+/// and `null` are kept as such). With `nested`, as inside a `tool_result`, a `tool_result` block is
+/// kept opaque.
+///
+/// Also the block decoder of importers whose transcripts store Anthropic messages (Claude Code),
+/// so they read blocks exactly as this codec does; they pass `nested` where results cannot be.
+pub(crate) fn decode_content(
     value: Option<&Value>,
     path: Path<'_>,
     nested: bool,
 ) -> Result<(Vec<Block>, ContentForm), AnthropicError> {
-    match value {
-        None => Ok((Vec::new(), ContentForm::Absent)),
-        Some(Value::Null) => Ok((Vec::new(), ContentForm::Null)),
-        Some(Value::String(text)) => Ok((vec![Block::text(text.clone())], ContentForm::Text)),
-        Some(Value::Array(blocks)) => {
-            Ok((decode_blocks(blocks, path, nested)?, ContentForm::Blocks))
-        }
-        Some(other @ (Value::Bool(_) | Value::Number(_) | Value::Object(_))) => {
-            Err(wrong(path, "a string or an array of content blocks", other))
-        }
-    }
+    let expected = "a string or an array of content blocks";
+    super::json::content(value, path, expected, |block, path| {
+        decode_block(block, path, nested)
+    })
 }
 
 fn decode_blocks(
@@ -252,11 +240,9 @@ fn decode_blocks(
     path: Path<'_>,
     nested: bool,
 ) -> Result<Vec<Block>, AnthropicError> {
-    blocks
-        .iter()
-        .enumerate()
-        .map(|(index, block)| decode_block(block, path.index(index), nested))
-        .collect()
+    each(blocks, path, |block, path| {
+        decode_block(block, path, nested)
+    })
 }
 
 /// One content block. Inside a `tool_result` (`nested`) a further `tool_result` is kept opaque:
@@ -264,10 +250,7 @@ fn decode_blocks(
 fn decode_block(value: &Value, path: Path<'_>, nested: bool) -> Result<Block, AnthropicError> {
     let obj = as_object(value, path, "an object with \"type\"")?;
     match required_str(obj, "type", path)? {
-        "text" => Ok(Block::Text(TextBlock {
-            text: required_str(obj, "text", path)?.to_owned(),
-            extra: rest(obj, &["type", "text"]),
-        })),
+        "text" => Ok(text_block(obj, path)?),
         "image" => decode_image(value, obj, path),
         "thinking" => {
             let thinking = required_str(obj, "thinking", path)?.to_owned();
@@ -303,7 +286,7 @@ fn decode_block(value: &Value, path: Path<'_>, nested: bool) -> Result<Block, An
                     consumed.push("is_error");
                     Some(*flag)
                 }
-                Some(other) => return Err(wrong(path.key("is_error"), "a boolean", other)),
+                Some(other) => return Err(wrong(path.key("is_error"), "a boolean", other).into()),
             };
             Ok(Block::ToolResult(ToolResult {
                 call_id,
@@ -325,9 +308,7 @@ fn decode_image(
     path: Path<'_>,
 ) -> Result<Block, AnthropicError> {
     let source_path = path.key("source");
-    let expected = "an object with \"type\"";
-    let source_value = required(obj, "source", path, expected)?;
-    let source_obj = as_object(source_value, source_path, expected)?;
+    let source_obj = required_object(obj, "source", path, "an object with \"type\"")?;
     let (source, consumed): (ImageSource, &[&str]) =
         match required_str(source_obj, "type", source_path)? {
             "base64" => (
@@ -347,10 +328,7 @@ fn decode_image(
             _ => return Ok(Block::Opaque(value.clone())),
         };
     let mut extra = rest(obj, &["type", "source"]);
-    let source_rest = rest(source_obj, consumed);
-    if !source_rest.is_empty() {
-        extra.insert(SOURCE_HINT.to_owned(), Value::Object(source_rest));
-    }
+    insert_nonempty(&mut extra, SOURCE_HINT, rest(source_obj, consumed));
     Ok(Block::Image(ImageBlock { source, extra }))
 }
 
@@ -392,10 +370,8 @@ fn read_meta(obj: &Map<String, Value>) -> Result<MessageMeta, AnthropicError> {
 }
 
 fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, AnthropicError> {
-    let usage = match value {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(usage)) => usage,
-        Some(other) => return Err(wrong(path, "an object", other)),
+    let Some(usage) = optional_object(value, path, "an object")? else {
+        return Ok(None);
     };
     Ok(Some(Usage {
         input: count(usage, "input_tokens", path)?,
@@ -403,15 +379,6 @@ fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, 
         cache_read: count(usage, "cache_read_input_tokens", path)?,
         cache_write: count(usage, "cache_creation_input_tokens", path)?,
     }))
-}
-
-fn count(obj: &Map<String, Value>, key: &str, path: Path<'_>) -> Result<u64, AnthropicError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(0),
-        Some(value) => value
-            .as_u64()
-            .ok_or_else(|| wrong(path.key(key), "a non-negative integer", value)),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -479,12 +446,14 @@ pub fn encode_response(response: &AnthropicResponse) -> Value {
     };
     let stated = read_meta(&envelope).unwrap_or_default();
 
-    if meta.id.is_some() && meta.id != stated.id {
-        insert_opt_str(&mut envelope, "id", meta.id.as_deref());
-    }
-    if meta.model.is_some() && meta.model != stated.model {
-        insert_opt_str(&mut envelope, "model", meta.model.as_deref());
-    }
+    insert_changed_str(
+        &mut envelope,
+        "id",
+        meta.id.as_deref(),
+        stated.id.as_deref(),
+    );
+    let (model, stated_model) = (meta.model.as_deref(), stated.model.as_deref());
+    insert_changed_str(&mut envelope, "model", model, stated_model);
     let reason = meta.stop_reason.as_ref();
     if let Some(reason) = reason.filter(|reason| stated.stop_reason.as_ref() != Some(*reason)) {
         envelope.insert(
@@ -542,13 +511,7 @@ fn new_envelope(meta: &MessageMeta) -> Map<String, Value> {
 }
 
 fn write_usage(envelope: &mut Map<String, Value>, usage: &Usage) {
-    let slot = envelope
-        .entry("usage")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !slot.is_object() {
-        *slot = Value::Object(Map::new());
-    }
-    let Value::Object(fields) = slot else {
+    let Some(fields) = object_entry(envelope, "usage") else {
         return;
     };
     fields.insert("input_tokens".to_owned(), Value::from(usage.input));
@@ -682,34 +645,10 @@ fn role_message(role: &str, content: Option<Value>) -> Value {
 /// The `content` value for encoded blocks, spelled as the message had it; `None` leaves the key
 /// out.
 fn content_value(parts: Vec<Value>, form: ContentForm, own: bool) -> Option<Value> {
-    if parts.is_empty() {
-        if !own {
-            return None;
-        }
-        return match form {
-            ContentForm::Absent => None,
-            ContentForm::Null => Some(Value::Null),
-            ContentForm::Text => Some(Value::String(String::new())),
-            ContentForm::Blocks => Some(Value::Array(Vec::new())),
-        };
-    }
-    if form == ContentForm::Text {
-        if let [part] = parts.as_slice() {
-            if let Some(text) = plain_text(part) {
-                return Some(Value::String(text.to_owned()));
-            }
-        }
-    }
-    Some(Value::Array(parts))
-}
-
-/// The text of a block that is exactly `{"type": "text", "text": …}`.
-fn plain_text(part: &Value) -> Option<&str> {
-    let obj = part.as_object()?;
-    if obj.len() != 2 || obj.get("type").and_then(Value::as_str) != Some("text") {
+    if parts.is_empty() && !own {
         return None;
     }
-    obj.get("text").and_then(Value::as_str)
+    content_as_spelled(parts, form)
 }
 
 /// A block as Anthropic writes it, or `None` where it does not belong. A block of a message this
@@ -932,151 +871,6 @@ fn translate_openai_params(extra: &Extra, tools: &[ToolSpec], out: &mut Map<Stri
 // Shared helpers
 // ---------------------------------------------------------------------------------------------
 
-fn mark(extra: &mut Extra) {
-    extra.insert(ORIGIN_KEY.to_owned(), Value::String(ORIGIN.to_owned()));
-}
-
-fn origin(extra: &Extra) -> Option<&str> {
-    extra.get(ORIGIN_KEY).and_then(Value::as_str)
-}
-
 fn is_own(extra: &Extra) -> bool {
     origin(extra) == Some(ORIGIN)
-}
-
-/// Copies `extra` into `out`, skipping hints and keys the typed model already wrote.
-fn write_extra(out: &mut Map<String, Value>, extra: &Extra) {
-    for (key, value) in extra {
-        if !key.starts_with(HINT_PREFIX) && !out.contains_key(key) {
-            out.insert(key.clone(), value.clone());
-        }
-    }
-}
-
-fn insert_opt_str(out: &mut Map<String, Value>, key: &str, value: Option<&str>) {
-    if let Some(value) = value {
-        out.insert(key.to_owned(), Value::String(value.to_owned()));
-    }
-}
-
-/// The fields of `obj` not in `consumed`, in their original order.
-fn rest(obj: &Map<String, Value>, consumed: &[&str]) -> Extra {
-    obj.iter()
-        .filter(|(key, _)| !consumed.contains(&key.as_str()))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect()
-}
-
-/// Where in the input a value sits, rendered only when an error needs it.
-#[derive(Clone, Copy)]
-enum Path<'a> {
-    Root,
-    Key(&'a Path<'a>, &'a str),
-    Index(&'a Path<'a>, usize),
-}
-
-impl<'a> Path<'a> {
-    fn key(&'a self, key: &'a str) -> Path<'a> {
-        Path::Key(self, key)
-    }
-
-    fn index(&'a self, index: usize) -> Path<'a> {
-        Path::Index(self, index)
-    }
-
-    fn render(&self) -> String {
-        let mut out = String::new();
-        self.write(&mut out);
-        if out.is_empty() {
-            "top level".to_owned()
-        } else {
-            out
-        }
-    }
-
-    fn write(&self, out: &mut String) {
-        match self {
-            Path::Root => {}
-            Path::Key(parent, key) => {
-                parent.write(out);
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(key);
-            }
-            Path::Index(parent, index) => {
-                parent.write(out);
-                out.push_str(&format!("[{index}]"));
-            }
-        }
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-fn wrong(path: Path<'_>, expected: &'static str, found: &Value) -> AnthropicError {
-    AnthropicError::WrongType {
-        path: path.render(),
-        expected,
-        found: kind(found),
-    }
-}
-
-fn as_object<'v>(
-    value: &'v Value,
-    path: Path<'_>,
-    expected: &'static str,
-) -> Result<&'v Map<String, Value>, AnthropicError> {
-    value
-        .as_object()
-        .ok_or_else(|| wrong(path, expected, value))
-}
-
-fn required<'v>(
-    obj: &'v Map<String, Value>,
-    key: &str,
-    path: Path<'_>,
-    expected: &'static str,
-) -> Result<&'v Value, AnthropicError> {
-    obj.get(key).ok_or_else(|| AnthropicError::Missing {
-        path: path.key(key).render(),
-        expected,
-    })
-}
-
-fn required_str<'v>(
-    obj: &'v Map<String, Value>,
-    key: &str,
-    path: Path<'_>,
-) -> Result<&'v str, AnthropicError> {
-    let value = required(obj, key, path, "a string")?;
-    value
-        .as_str()
-        .ok_or_else(|| wrong(path.key(key), "a string", value))
-}
-
-/// An optional string field. When it is a string it counts as consumed; a null stays for `extra`.
-fn optional_str<'o>(
-    obj: &'o Map<String, Value>,
-    key: &'o str,
-    path: Path<'_>,
-    consumed: &mut Vec<&'o str>,
-) -> Result<Option<String>, AnthropicError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => {
-            consumed.push(key);
-            Ok(Some(text.clone()))
-        }
-        Some(other) => Err(wrong(path.key(key), "a string", other)),
-    }
 }

@@ -21,6 +21,10 @@
 //!   importer does not know are counted in [`ClaudeCodeRead::ignored_lines`]; lines that are not
 //!   JSON objects with a `type`, or whose message is malformed, are reported as [`LineIssue`]s.
 //!
+//! Message content is Anthropic content and is read by [`super::anthropic`]'s block decoder, so a
+//! block means here what it means in a Messages request; what is Claude Code's own (merging,
+//! `toolUseResult`, tool names for results, the line envelope) is done in this module.
+//!
 //! Lines are read in file order; the `parentUuid` tree (rewinds, edited prompts) is not followed.
 //! Envelope fields (`uuid`, `parentUuid`, `sessionId`, `cwd`, …) are kept in [`Message::extra`];
 //! for a merged assistant message they are those of its first line, and `lineUuids` lists the
@@ -31,10 +35,13 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::LineIssue;
-use super::detect::{json_error_message, value_kind};
+use super::anthropic::{self, AnthropicError};
+use super::json::{
+    FieldError, Path, insert_nonempty, json_error_message, kind, required_object, rest,
+};
 use crate::message::{
-    Block, ContentForm, Conversation, Extra, ImageBlock, ImageSource, Message, MessageMeta, Role,
-    StopReason, TextBlock, ThinkingBlock, Timestamp, ToolCall, ToolResult, Usage,
+    Block, ContentForm, Conversation, Extra, Message, MessageMeta, Role, StopReason, Timestamp,
+    Usage,
 };
 
 /// The [`Role::Custom`] name of a compaction marker.
@@ -257,18 +264,12 @@ fn read_line(line: &str, tool_names: &HashMap<String, String>) -> Result<Entry, 
         )
     })?;
     let Value::Object(object) = value else {
-        return Err(format!(
-            "expected a JSON object, found {}",
-            value_kind(&value)
-        ));
+        return Err(format!("expected a JSON object, found {}", kind(&value)));
     };
     let entry_type = match object.get("type") {
-        Some(Value::String(kind)) => kind.clone(),
+        Some(Value::String(entry_type)) => entry_type.clone(),
         Some(other) => {
-            return Err(format!(
-                "type: expected a string, found {}",
-                value_kind(other)
-            ));
+            return Err(format!("type: expected a string, found {}", kind(other)));
         }
         None => {
             return Err("expected an object with \"type\", found an object without it".to_owned());
@@ -284,14 +285,7 @@ fn read_line(line: &str, tool_names: &HashMap<String, String>) -> Result<Entry, 
 
 /// The inner `message` object of a user or assistant line.
 fn inner_message(object: &Map<String, Value>) -> Result<&Map<String, Value>, String> {
-    match object.get("message") {
-        Some(Value::Object(message)) => Ok(message),
-        Some(other) => Err(format!(
-            "message: expected an object, found {}",
-            value_kind(other)
-        )),
-        None => Err("message: expected an object, found nothing".to_owned()),
-    }
+    required_object(object, "message", Path::Root, "an object").map_err(|error| error.to_string())
 }
 
 fn envelope_meta(object: &Map<String, Value>) -> MessageMeta {
@@ -318,30 +312,18 @@ fn timestamp(object: &Map<String, Value>) -> Option<Timestamp> {
 fn envelope_extra(
     object: &Map<String, Value>,
     omit: &[&str],
-    inner: Option<&Map<String, Value>>,
+    inner: &Map<String, Value>,
     inner_omit: &[&str],
 ) -> Extra {
-    let mut extra: Extra = object
-        .iter()
-        .filter(|(key, _)| !omit.contains(&key.as_str()))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect();
-    if let Some(inner) = inner {
-        let rest: Map<String, Value> = inner
-            .iter()
-            .filter(|(key, _)| !inner_omit.contains(&key.as_str()))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect();
-        if !rest.is_empty() {
-            extra.insert("message".to_owned(), Value::Object(rest));
-        }
-    }
+    let mut extra = rest(object, omit);
+    insert_nonempty(&mut extra, "message", rest(inner, inner_omit));
     extra
 }
 
 fn read_assistant(object: Map<String, Value>) -> Result<AssistantPart, String> {
     let inner = inner_message(&object)?;
-    let (content, content_form) = read_content(inner.get("content"), "message.content", None)?;
+    // A `tool_result` in a response is nothing the model sent; it stays opaque.
+    let (content, content_form) = read_content(inner, false)?;
     let api_id = inner.get("id").and_then(Value::as_str).map(str::to_owned);
     let meta = MessageMeta {
         id: api_id.clone(),
@@ -360,7 +342,7 @@ fn read_assistant(object: Map<String, Value>) -> Result<AssistantPart, String> {
     let extra = envelope_extra(
         &object,
         &["type", "message", "timestamp"],
-        Some(inner),
+        inner,
         &["role", "content", "id", "model", "stop_reason"],
     );
     Ok(AssistantPart {
@@ -392,24 +374,24 @@ fn read_user(
     tool_names: &HashMap<String, String>,
 ) -> Result<Message, String> {
     let inner = inner_message(&object)?;
-    let (mut content, content_form) =
-        read_content(inner.get("content"), "message.content", Some(tool_names))?;
-    let has_results = content
-        .iter()
-        .any(|block| matches!(block, Block::ToolResult(_)));
+    let (mut content, content_form) = read_content(inner, true)?;
 
-    // `toolUseResult` is the harness's own record of the result: host-only, never model input.
+    // `toolUseResult` is the harness's own record of the result: host-only, never model input. It
+    // goes to the first result; results are named after their call.
     let mut details = object.get("toolUseResult").cloned();
-    if has_results {
-        if let Some(first) = content.iter_mut().find_map(|block| match block {
-            Block::ToolResult(result) => Some(result),
+    let mut has_results = false;
+    for block in &mut content {
+        match block {
+            Block::ToolResult(result) => {
+                has_results = true;
+                result.tool_name = tool_names.get(&result.call_id).cloned();
+                result.details = details.take();
+            }
             Block::Text(_)
             | Block::Image(_)
             | Block::Thinking(_)
             | Block::ToolCall(_)
-            | Block::Opaque(_) => None,
-        }) {
-            first.details = details.take();
+            | Block::Opaque(_) => {}
         }
     }
     let mut omit = vec!["type", "message", "uuid", "timestamp"];
@@ -425,7 +407,7 @@ fn read_user(
         content,
         meta: envelope_meta(&object),
         content_form,
-        extra: envelope_extra(&object, &omit, Some(inner), &["role", "content"]),
+        extra: envelope_extra(&object, &omit, inner, &["role", "content"]),
     })
 }
 
@@ -453,151 +435,44 @@ fn read_system(object: Map<String, Value>) -> Message {
         content,
         meta: envelope_meta(&object),
         content_form,
-        extra: envelope_extra(&object, omit, None, &[]),
+        extra: rest(&object, omit),
     }
 }
 
-/// Anthropic message content: a string or a list of blocks. `tool_names` is given for user
-/// content, where `tool_result` blocks may appear and are named after their call.
+/// `message.content` of a user or assistant line: Anthropic content, a string or a list of blocks,
+/// read by the Anthropic codec. `results` says whether `tool_result` blocks are results (user
+/// lines) or stay opaque (assistant lines).
 fn read_content(
-    content: Option<&Value>,
-    path: &str,
-    tool_names: Option<&HashMap<String, String>>,
+    inner: &Map<String, Value>,
+    results: bool,
 ) -> Result<(Vec<Block>, ContentForm), String> {
-    match content {
-        Some(Value::String(text)) => Ok((vec![Block::text(text.as_str())], ContentForm::Text)),
-        Some(Value::Array(blocks)) => {
-            let mut decoded = Vec::with_capacity(blocks.len());
-            for (index, block) in blocks.iter().enumerate() {
-                decoded.push(read_block(block, &format!("{path}[{index}]"), tool_names)?);
-            }
-            Ok((decoded, ContentForm::Blocks))
+    let root = Path::Root;
+    let message = root.key("message");
+    let path = message.key("content");
+    match inner.get("content") {
+        Some(content @ (Value::String(_) | Value::Array(_))) => {
+            anthropic::decode_content(Some(content), path, !results).map_err(anthropic_error)
         }
-        Some(other) => Err(format!(
-            "{path}: expected a string or an array of blocks, found {}",
-            value_kind(other)
-        )),
-        None => Err(format!(
-            "{path}: expected a string or an array of blocks, found nothing"
-        )),
+        other @ (None
+        | Some(Value::Null | Value::Bool(_) | Value::Number(_) | Value::Object(_))) => {
+            Err(FieldError::new(path, "a string or an array of blocks", other).to_string())
+        }
     }
 }
 
-fn read_block(
-    block: &Value,
-    path: &str,
-    tool_names: Option<&HashMap<String, String>>,
-) -> Result<Block, String> {
-    let Value::Object(object) = block else {
-        return Err(format!(
-            "{path}: expected an object with \"type\", found {}",
-            value_kind(block)
-        ));
-    };
-    let kind = match object.get("type") {
-        Some(Value::String(kind)) => kind.as_str(),
-        Some(other) => {
-            return Err(format!(
-                "{path}.type: expected a string, found {}",
-                value_kind(other)
-            ));
+/// An Anthropic codec error, worded as this importer words its line issues ("found nothing" for a
+/// missing field).
+fn anthropic_error(error: AnthropicError) -> String {
+    match error {
+        AnthropicError::Missing { path, expected } => FieldError {
+            path,
+            expected,
+            found: None,
         }
-        None => {
-            return Err(format!(
-                "{path}: expected an object with \"type\", found an object without it"
-            ));
-        }
-    };
-    let rest = |keys: &[&str]| -> Extra {
-        object
-            .iter()
-            .filter(|(key, _)| key.as_str() != "type" && !keys.contains(&key.as_str()))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect()
-    };
-    Ok(match kind {
-        "text" => Block::Text(TextBlock {
-            text: required_string(object, "text", path)?,
-            extra: rest(&["text"]),
-        }),
-        "thinking" => Block::Thinking(ThinkingBlock {
-            thinking: required_string(object, "thinking", path)?,
-            signature: object
-                .get("signature")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            extra: rest(&["thinking", "signature"]),
-        }),
-        "tool_use" => Block::ToolCall(ToolCall {
-            id: required_string(object, "id", path)?,
-            name: required_string(object, "name", path)?,
-            arguments: object
-                .get("input")
-                .cloned()
-                .unwrap_or_else(|| Value::Object(Map::new())),
-            arguments_text: None,
-            extra: rest(&["id", "name", "input"]),
-        }),
-        "tool_result" if tool_names.is_some() => {
-            let call_id = required_string(object, "tool_use_id", path)?;
-            let (content, content_form) = match object.get("content") {
-                None => (Vec::new(), ContentForm::Absent),
-                Some(Value::Null) => (Vec::new(), ContentForm::Null),
-                Some(content) => read_content(Some(content), &format!("{path}.content"), None)?,
-            };
-            let is_error = match object.get("is_error") {
-                None | Some(Value::Null) => None,
-                Some(Value::Bool(flag)) => Some(*flag),
-                Some(other) => {
-                    return Err(format!(
-                        "{path}.is_error: expected a boolean, found {}",
-                        value_kind(other)
-                    ));
-                }
-            };
-            Block::ToolResult(ToolResult {
-                tool_name: tool_names.and_then(|names| names.get(&call_id)).cloned(),
-                call_id,
-                content,
-                content_form,
-                is_error,
-                details: None,
-                extra: rest(&["tool_use_id", "content", "is_error"]),
-            })
-        }
-        "image" => match image_source(object.get("source")) {
-            Some(source) => Block::Image(ImageBlock {
-                source,
-                extra: rest(&["source"]),
-            }),
-            // Sources skald does not model (files API ids…) are kept whole.
-            None => Block::Opaque(block.clone()),
-        },
-        _ => Block::Opaque(block.clone()),
-    })
-}
-
-fn image_source(source: Option<&Value>) -> Option<ImageSource> {
-    let source = source?.as_object()?;
-    let text = |key: &str| source.get(key).and_then(Value::as_str).map(str::to_owned);
-    match source.get("type").and_then(Value::as_str)? {
-        "base64" => Some(ImageSource::Base64 {
-            media_type: text("media_type")?,
-            data: text("data")?,
-        }),
-        "url" => Some(ImageSource::Url { url: text("url")? }),
-        _ => None,
-    }
-}
-
-fn required_string(object: &Map<String, Value>, key: &str, path: &str) -> Result<String, String> {
-    match object.get(key) {
-        Some(Value::String(text)) => Ok(text.clone()),
-        Some(other) => Err(format!(
-            "{path}.{key}: expected a string, found {}",
-            value_kind(other)
-        )),
-        None => Err(format!("{path}.{key}: expected a string, found nothing")),
+        .to_string(),
+        AnthropicError::Json(_)
+        | AnthropicError::WrongType { .. }
+        | AnthropicError::UnknownValue { .. } => error.to_string(),
     }
 }
 

@@ -2,12 +2,12 @@
 //! shape of its JSON, never from a file name.
 //!
 //! JSON Lines inputs (OpenClaw and Claude Code sessions, which reach several megabytes) are told
-//! apart by their first few lines only; single JSON documents are parsed once. The module also
-//! owns [`value_kind`], the short description of a JSON value every importer's error uses.
+//! apart by their first few lines only; single JSON documents are parsed once.
 
 use serde_json::{Map, Value};
 
 use super::Format;
+use super::json::{json_error_message, kind};
 
 /// The formats [`detect`] knows, in the order error messages list them.
 const SUPPORTED: [Format; 8] = [
@@ -172,7 +172,7 @@ fn detect_document(document: &Value) -> Result<Format, DetectError> {
         Value::Object(object) => object,
         Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_) => {
             return Err(DetectError::UnknownDocument {
-                shape: format!("a JSON document that is {}", value_kind(document)),
+                shape: format!("a JSON document that is {}", kind(document)),
             });
         }
     };
@@ -283,28 +283,6 @@ fn describe_object(object: &Map<String, Value>) -> String {
     format!("a JSON object with keys {}", keys.join(", "))
 }
 
-/// "a number", "an object"…: what a JSON value is, for "expected …, found …" messages.
-pub(super) fn value_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// serde_json's message without its trailing "at line L column C", which callers report
-/// themselves (a JSONL line number means more than serde's "line 1").
-pub(super) fn json_error_message(error: &serde_json::Error) -> String {
-    let text = error.to_string();
-    match text.rfind(" at line ") {
-        Some(position) => text.get(..position).unwrap_or(&text).to_owned(),
-        None => text,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,13 +299,5 @@ mod tests {
         assert!(message.contains("\"hello\""), "{message}");
         assert!(message.contains("claude-code"), "{message}");
         assert!(message.contains("openai-request"), "{message}");
-    }
-
-    #[test]
-    fn json_error_message_drops_position() {
-        let error = serde_json::from_str::<Value>("{nope").err();
-        let text = error.map(|e| json_error_message(&e)).unwrap_or_default();
-        assert!(!text.contains("line"), "{text}");
-        assert!(!text.is_empty());
     }
 }

@@ -1,5 +1,6 @@
 //! mini-swe-agent `.traj.json` import (read only), plus the helpers the OpenAI-shaped trajectory
-//! importers share (text content, OpenAI `tool_calls`, fenced commands).
+//! importers share (messages, text content, OpenAI `tool_calls`, fenced commands lifted into tool
+//! calls and their results).
 //!
 //! A trajectory is `{info, messages, trajectory_format, instance_id}`; `messages` are OpenAI-style
 //! system/user/assistant messages. The agent has one tool, bash, spoken in text: the assistant
@@ -22,10 +23,14 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use super::detect::{json_error_message, value_kind};
+use super::json::{
+    FieldError, Path, as_object, each, insert_nonempty, json_error_message, kind, required_array,
+    required_object, required_str, rest, text_block, wrong,
+};
+use super::openai::parse_arguments;
 use crate::message::{
-    Block, ContentForm, Conversation, Extra, Message, MessageMeta, Role, StopReason, TextBlock,
-    Timestamp, ToolCall, ToolResult, Usage,
+    Block, ContentForm, Conversation, Extra, Message, MessageMeta, Role, StopReason, Timestamp,
+    ToolCall, ToolResult, Usage,
 };
 
 /// The name of the one tool a text-mode mini-swe-agent has.
@@ -50,12 +55,12 @@ pub enum MiniSweError {
     },
 }
 
-impl From<ShapeError> for MiniSweError {
-    fn from(error: ShapeError) -> Self {
+impl From<FieldError> for MiniSweError {
+    fn from(error: FieldError) -> Self {
         MiniSweError::Shape {
+            found: error.found(),
             path: error.path,
             expected: error.expected,
-            found: error.found,
         }
     }
 }
@@ -72,18 +77,13 @@ pub fn decode(input: &str) -> Result<Conversation, MiniSweError> {
 
 /// Decodes a parsed mini-swe-agent trajectory.
 pub fn decode_value(value: &Value) -> Result<Conversation, MiniSweError> {
-    let root = expect_object(value, "$", "a trajectory object with \"messages\"")?;
-    let raw_messages = match root.get("messages") {
-        Some(Value::Array(messages)) => messages,
-        Some(other) => {
-            return Err(shape("messages", "an array of messages", value_kind(other)).into());
-        }
-        None => return Err(shape("messages", "an array of messages", "nothing").into()),
-    };
-
-    let mut messages = Vec::with_capacity(raw_messages.len());
-    for (index, raw) in raw_messages.iter().enumerate() {
-        messages.push(decode_message(raw, &format!("messages[{index}]"))?);
+    let Trajectory {
+        root,
+        raw_messages,
+        mut messages,
+    } = read_trajectory(value, "messages", "a trajectory object with \"messages\"")?;
+    for (raw, message) in raw_messages.iter().zip(&mut messages) {
+        message.meta = raw.get("extra").map(response_meta).unwrap_or_default();
     }
     lift_text_commands(raw_messages, &mut messages);
     link_tool_messages(raw_messages, &mut messages);
@@ -99,55 +99,7 @@ pub fn decode_value(value: &Value) -> Result<Conversation, MiniSweError> {
         messages,
         tools: Vec::new(),
         model,
-        extra: without_keys(root, &["messages"]),
-    })
-}
-
-/// One message as written, before command blocks and results are paired.
-fn decode_message(raw: &Value, path: &str) -> Result<Message, ShapeError> {
-    let object = expect_object(raw, path, "an object with \"role\"")?;
-    let role_name = match object.get("role") {
-        Some(Value::String(role)) => role.as_str(),
-        Some(other) => return Err(shape(format!("{path}.role"), "a string", value_kind(other))),
-        None => return Err(shape(format!("{path}.role"), "a string", "nothing")),
-    };
-    let (mut content, content_form) =
-        text_content(object.get("content"), &format!("{path}.content"))?;
-    // Only the model calls tools; `tool_calls` elsewhere is kept as an unknown field.
-    let calls = object
-        .get("tool_calls")
-        .filter(|_| role_name == "assistant");
-    if let Some(calls) = calls {
-        content.extend(
-            openai_tool_calls(calls, &format!("{path}.tool_calls"))?
-                .into_iter()
-                .map(Block::ToolCall),
-        );
-    }
-    let role = match role_name {
-        "system" => Role::System,
-        "user" => Role::User,
-        "assistant" => Role::Assistant,
-        // `tool` messages become results in `link_tool_messages` once their call is known.
-        "tool" => Role::User,
-        other => Role::Custom(other.to_owned()),
-    };
-    // A `tool` message keeps its role name until it is known to answer a call.
-    let mut extra = if calls.is_some() {
-        without_keys(object, &["content", "tool_calls"])
-    } else {
-        without_keys(object, &["content"])
-    };
-    if role_name != "tool" {
-        extra.remove("role");
-    }
-    let meta = object.get("extra").map(response_meta).unwrap_or_default();
-    Ok(Message {
-        role,
-        content,
-        meta,
-        content_form,
-        extra,
+        extra: rest(root, &["messages"]),
     })
 }
 
@@ -246,31 +198,13 @@ fn lift_text_commands(raw_messages: &[Value], messages: &mut [Message]) {
         };
         let call_id = format!("call_{index}");
         if let Some(assistant) = messages.get_mut(index) {
-            let mut content = Vec::with_capacity(3);
-            push_text(&mut content, command.before);
-            content.push(Block::ToolCall(ToolCall {
-                id: call_id.clone(),
-                name: BASH_TOOL.to_owned(),
-                arguments: command_arguments(command.command),
-                arguments_text: None,
-                extra: Extra::new(),
-            }));
-            push_text(&mut content, command.after);
-            assistant.content = content;
+            assistant.content = lifted_call(command, &call_id, BASH_TOOL, command.command);
             assistant.content_form = ContentForm::Blocks;
         }
         if let Some(result) = messages.get_mut(index + 1) {
-            result.role = Role::ToolResult;
-            result.content = vec![Block::ToolResult(ToolResult {
-                call_id,
-                tool_name: Some(BASH_TOOL.to_owned()),
-                content: vec![Block::text(reply)],
-                content_form: ContentForm::Text,
-                is_error: return_code(reply).map(|code| code != 0),
-                details: None,
-                extra: Extra::new(),
-            })];
-            result.content_form = ContentForm::Text;
+            // The reply was read as one text block spelled as a string; the result keeps that.
+            let is_error = return_code(reply).map(|code| code != 0);
+            make_tool_result(result, call_id, BASH_TOOL.to_owned(), is_error);
         }
     }
 }
@@ -303,19 +237,9 @@ fn link_tool_messages(raw_messages: &[Value], messages: &mut [Message]) {
             .and_then(|extra| extra.get("returncode"))
             .and_then(Value::as_i64)
             .map(|code| code != 0);
-        let content = std::mem::take(&mut message.content);
         message.extra.remove("role");
         message.extra.remove("tool_call_id");
-        message.role = Role::ToolResult;
-        message.content = vec![Block::ToolResult(ToolResult {
-            call_id: call_id.to_owned(),
-            tool_name: Some(name.clone()),
-            content,
-            content_form: message.content_form,
-            is_error,
-            details: None,
-            extra: Extra::new(),
-        })];
+        make_tool_result(message, call_id.to_owned(), name.clone(), is_error);
     }
 }
 
@@ -360,183 +284,192 @@ pub(super) fn single_command_block(text: &str) -> Option<FencedCommand<'_>> {
     })
 }
 
-/// Arguments of a lifted shell command.
-pub(super) fn command_arguments(command: &str) -> Value {
+// ---- Shared with `swe_agent`: commands lifted into calls and results -----------------------
+
+/// The content of an assistant message whose fenced command became a call: the text before the
+/// fence, a call `call_id` to `tool` with arguments `{"command": command}`, the text after.
+pub(super) fn lifted_call(
+    fenced: FencedCommand<'_>,
+    call_id: &str,
+    tool: &str,
+    command: &str,
+) -> Vec<Block> {
     let mut arguments = Map::new();
     arguments.insert("command".to_owned(), Value::String(command.to_owned()));
-    Value::Object(arguments)
+    let mut content = Vec::with_capacity(3);
+    push_text(&mut content, fenced.before);
+    content.push(Block::ToolCall(ToolCall {
+        id: call_id.to_owned(),
+        name: tool.to_owned(),
+        arguments: Value::Object(arguments),
+        arguments_text: None,
+        extra: Extra::new(),
+    }));
+    push_text(&mut content, fenced.after);
+    content
 }
 
 /// Appends `text` as a text block unless it is empty.
-pub(super) fn push_text(content: &mut Vec<Block>, text: &str) {
+fn push_text(content: &mut Vec<Block>, text: &str) {
     if !text.is_empty() {
         content.push(Block::text(text));
     }
 }
 
+/// Makes `message` the result of call `call_id` to `tool_name`: its content, spelled as it was,
+/// becomes the result's content.
+pub(super) fn make_tool_result(
+    message: &mut Message,
+    call_id: String,
+    tool_name: String,
+    is_error: Option<bool>,
+) {
+    let content = std::mem::take(&mut message.content);
+    message.role = Role::ToolResult;
+    message.content = vec![Block::ToolResult(ToolResult {
+        call_id,
+        tool_name: Some(tool_name),
+        content,
+        content_form: message.content_form,
+        is_error,
+        details: None,
+        extra: Extra::new(),
+    })];
+}
+
 // ---- Shared with `swe_agent`: OpenAI-shaped messages ---------------------------------------
 
-/// A field with the wrong type, located by its JSON path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct ShapeError {
-    pub path: String,
-    pub expected: &'static str,
-    pub found: &'static str,
+/// A trajectory's root object and its messages: as written, and decoded by [`decode_message`].
+pub(super) struct Trajectory<'v> {
+    pub root: &'v Map<String, Value>,
+    pub raw_messages: &'v [Value],
+    pub messages: Vec<Message>,
 }
 
-pub(super) fn shape(
-    path: impl Into<String>,
+/// Reads the root object (`$` in errors) and decodes the messages listed under `key`.
+pub(super) fn read_trajectory<'v>(
+    value: &'v Value,
+    key: &'static str,
     expected: &'static str,
-    found: &'static str,
-) -> ShapeError {
-    ShapeError {
-        path: path.into(),
+) -> Result<Trajectory<'v>, FieldError> {
+    let root = value.as_object().ok_or_else(|| FieldError {
+        path: "$".to_owned(),
         expected,
-        found,
+        found: Some(kind(value)),
+    })?;
+    let top = Path::Root;
+    let raw_messages = required_array(root, key, top, "an array of messages")?;
+    let messages = each(raw_messages, top.key(key), decode_message)?;
+    Ok(Trajectory {
+        root,
+        raw_messages,
+        messages,
+    })
+}
+
+/// One message as written, before command blocks and `tool` messages are paired with calls. Its
+/// meta is left empty.
+fn decode_message(raw: &Value, path: Path<'_>) -> Result<Message, FieldError> {
+    let object = as_object(raw, path, "an object with \"role\"")?;
+    let role_name = required_str(object, "role", path)?;
+    let (mut content, content_form) = text_content(object.get("content"), path.key("content"))?;
+    // Only the model calls tools; `tool_calls` elsewhere is kept as an unknown field.
+    let calls = object
+        .get("tool_calls")
+        .filter(|_| role_name == "assistant");
+    if let Some(calls) = calls {
+        content.extend(
+            openai_tool_calls(calls, path.key("tool_calls"))?
+                .into_iter()
+                .map(Block::ToolCall),
+        );
     }
-}
-
-pub(super) fn expect_object<'a>(
-    value: &'a Value,
-    path: &str,
-    expected: &'static str,
-) -> Result<&'a Map<String, Value>, ShapeError> {
-    value
-        .as_object()
-        .ok_or_else(|| shape(path, expected, value_kind(value)))
-}
-
-/// A copy of `object` without `keys`.
-pub(super) fn without_keys(object: &Map<String, Value>, keys: &[&str]) -> Extra {
-    object
-        .iter()
-        .filter(|(key, _)| !keys.contains(&key.as_str()))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect()
-}
-
-/// OpenAI message content: a string, `null`, absent, or a list of parts. Text parts become text
-/// blocks; other typed parts are kept verbatim as opaque blocks.
-pub(super) fn text_content(
-    content: Option<&Value>,
-    path: &str,
-) -> Result<(Vec<Block>, ContentForm), ShapeError> {
-    match content {
-        None => Ok((Vec::new(), ContentForm::Absent)),
-        Some(Value::Null) => Ok((Vec::new(), ContentForm::Null)),
-        Some(Value::String(text)) => Ok((vec![Block::text(text.as_str())], ContentForm::Text)),
-        Some(Value::Array(parts)) => {
-            let mut blocks = Vec::with_capacity(parts.len());
-            for (index, part) in parts.iter().enumerate() {
-                let part_path = format!("{path}[{index}]");
-                let object = expect_object(part, &part_path, "an object with \"type\"")?;
-                match object.get("type") {
-                    Some(Value::String(kind)) if kind == "text" => match object.get("text") {
-                        Some(Value::String(text)) => blocks.push(Block::Text(TextBlock {
-                            text: text.clone(),
-                            extra: without_keys(object, &["type", "text"]),
-                        })),
-                        Some(other) => {
-                            return Err(shape(
-                                format!("{part_path}.text"),
-                                "a string",
-                                value_kind(other),
-                            ));
-                        }
-                        None => {
-                            return Err(shape(format!("{part_path}.text"), "a string", "nothing"));
-                        }
-                    },
-                    Some(Value::String(_)) => blocks.push(Block::Opaque(part.clone())),
-                    Some(other) => {
-                        return Err(shape(
-                            format!("{part_path}.type"),
-                            "a string",
-                            value_kind(other),
-                        ));
-                    }
-                    None => {
-                        return Err(shape(
-                            part_path,
-                            "an object with \"type\"",
-                            "an object without it",
-                        ));
-                    }
-                }
-            }
-            Ok((blocks, ContentForm::Blocks))
-        }
-        Some(other) => Err(shape(
-            path,
-            "a string, null or an array of parts",
-            value_kind(other),
-        )),
-    }
-}
-
-/// OpenAI `tool_calls`: `[{id, type, function: {name, arguments}}]`, arguments a JSON string
-/// (kept verbatim in `arguments_text`). `null` means no calls.
-pub(super) fn openai_tool_calls(calls: &Value, path: &str) -> Result<Vec<ToolCall>, ShapeError> {
-    let calls = match calls {
-        Value::Null => return Ok(Vec::new()),
-        Value::Array(calls) => calls,
-        Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Object(_) => {
-            return Err(shape(path, "an array of tool calls", value_kind(calls)));
-        }
+    let role = match role_name {
+        "system" => Role::System,
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        // `tool` messages become results once their call is known.
+        "tool" => Role::User,
+        other => Role::Custom(other.to_owned()),
     };
-    let mut decoded = Vec::with_capacity(calls.len());
-    for (index, call) in calls.iter().enumerate() {
-        let call_path = format!("{path}[{index}]");
-        let object = expect_object(call, &call_path, "a tool call object")?;
-        let id = string_field(object, "id", &call_path)?;
-        let function = match object.get("function") {
-            Some(function) => {
-                expect_object(function, &format!("{call_path}.function"), "an object")?
-            }
-            None => {
-                return Err(shape(
-                    format!("{call_path}.function"),
-                    "an object",
-                    "nothing",
-                ));
-            }
-        };
-        let function_path = format!("{call_path}.function");
-        let name = string_field(function, "name", &function_path)?;
-        let (arguments, arguments_text) = match function.get("arguments") {
-            Some(Value::String(text)) => (
-                serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone())),
-                Some(text.clone()),
-            ),
-            Some(Value::Null) | None => (Value::Object(Map::new()), None),
-            Some(other) => (other.clone(), None),
-        };
-        let mut extra = without_keys(object, &["id", "function"]);
-        let function_extra = without_keys(function, &["name", "arguments"]);
-        if !function_extra.is_empty() {
-            extra.insert("function".to_owned(), Value::Object(function_extra));
-        }
-        decoded.push(ToolCall {
-            id,
-            name,
-            arguments,
-            arguments_text,
-            extra,
-        });
+    // A `tool` message keeps its role name until it is known to answer a call.
+    let mut extra = if calls.is_some() {
+        rest(object, &["content", "tool_calls"])
+    } else {
+        rest(object, &["content"])
+    };
+    if role_name != "tool" {
+        extra.remove("role");
     }
-    Ok(decoded)
+    Ok(Message {
+        role,
+        content,
+        meta: MessageMeta::default(),
+        content_form,
+        extra,
+    })
 }
 
-fn string_field(object: &Map<String, Value>, key: &str, path: &str) -> Result<String, ShapeError> {
-    match object.get(key) {
-        Some(Value::String(text)) => Ok(text.clone()),
-        Some(other) => Err(shape(
-            format!("{path}.{key}"),
-            "a string",
-            value_kind(other),
-        )),
-        None => Err(shape(format!("{path}.{key}"), "a string", "nothing")),
+/// OpenAI message content: a string, `null`, absent, or a list of parts.
+fn text_content(
+    content: Option<&Value>,
+    path: Path<'_>,
+) -> Result<(Vec<Block>, ContentForm), FieldError> {
+    let expected = "a string, null or an array of parts";
+    super::json::content(content, path, expected, text_part)
+}
+
+/// One part of OpenAI content: text parts become text blocks; other typed parts are kept verbatim
+/// as opaque blocks.
+fn text_part(part: &Value, path: Path<'_>) -> Result<Block, FieldError> {
+    let object = as_object(part, path, "an object with \"type\"")?;
+    match object.get("type") {
+        Some(Value::String(part_type)) if part_type == "text" => text_block(object, path),
+        Some(Value::String(_)) => Ok(Block::Opaque(part.clone())),
+        Some(other) => Err(wrong(path.key("type"), "a string", other)),
+        None => Err(FieldError {
+            path: path.render(),
+            expected: "an object with \"type\"",
+            found: Some("an object without it"),
+        }),
     }
+}
+
+/// OpenAI `tool_calls`: `[{id, type, function: {name, arguments}}]`. `null` means no calls.
+fn openai_tool_calls(calls: &Value, path: Path<'_>) -> Result<Vec<ToolCall>, FieldError> {
+    match calls {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(calls) => each(calls, path, openai_tool_call),
+        Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Object(_) => {
+            Err(wrong(path, "an array of tool calls", calls))
+        }
+    }
+}
+
+/// One OpenAI tool call; arguments are a JSON string, kept verbatim in `arguments_text`.
+fn openai_tool_call(call: &Value, path: Path<'_>) -> Result<ToolCall, FieldError> {
+    let object = as_object(call, path, "a tool call object")?;
+    let id = required_str(object, "id", path)?.to_owned();
+    let function = required_object(object, "function", path, "an object")?;
+    let name = required_str(function, "name", path.key("function"))?.to_owned();
+    let (arguments, arguments_text) = match function.get("arguments") {
+        Some(Value::String(text)) => (parse_arguments(text), Some(text.clone())),
+        Some(Value::Null) | None => (Value::Object(Map::new()), None),
+        Some(other) => (other.clone(), None),
+    };
+    let mut extra = rest(object, &["id", "function"]);
+    insert_nonempty(
+        &mut extra,
+        "function",
+        rest(function, &["name", "arguments"]),
+    );
+    Ok(ToolCall {
+        id,
+        name,
+        arguments,
+        arguments_text,
+        extra,
+    })
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod openclaw;
 pub mod swe_agent;
 
 mod detect;
+mod json;
 
 pub use detect::{DetectError, detect};
 

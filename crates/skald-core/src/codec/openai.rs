@@ -30,9 +30,14 @@
 
 use serde_json::{Map, Value};
 
+use super::json::{
+    FieldError, Path, as_object, content_as_spelled, count, each, insert_changed_str,
+    insert_nonempty, insert_opt_str, object_entry, optional_array, optional_object, optional_str,
+    required, required_array, required_object, required_str, rest, text_block, write_extra, wrong,
+};
 use crate::message::{
     Block, ContentForm, Conversation, Extra, ImageBlock, ImageSource, Message, MessageMeta, Role,
-    StopReason, TextBlock, Timestamp, ToolCall, ToolResult, ToolSpec, Usage,
+    StopReason, Timestamp, ToolCall, ToolResult, ToolSpec, Usage,
 };
 
 /// The `extra` key under which decoders record which wire format a message or conversation came
@@ -103,6 +108,24 @@ impl OpenAiError {
     }
 }
 
+impl From<FieldError> for OpenAiError {
+    fn from(error: FieldError) -> Self {
+        let FieldError {
+            path,
+            expected,
+            found,
+        } = error;
+        match found {
+            None => OpenAiError::Missing { path, expected },
+            Some(found) => OpenAiError::WrongType {
+                path,
+                expected,
+                found,
+            },
+        }
+    }
+}
+
 /// A decoded response: its one message plus the envelope needed to write it back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenAiResponse {
@@ -126,42 +149,15 @@ pub fn decode_request(value: &Value) -> Result<Conversation, OpenAiError> {
     let mut conversation = Conversation::default();
     let mut consumed = vec!["messages"];
 
-    let messages_path = root.key("messages");
-    let messages_value = required(obj, "messages", root, "an array of messages")?;
-    let messages = messages_value
-        .as_array()
-        .ok_or_else(|| wrong(messages_path, "an array of messages", messages_value))?;
-    for (index, message) in messages.iter().enumerate() {
-        conversation
-            .messages
-            .push(decode_message(message, messages_path.index(index))?);
-    }
-
+    let messages = required_array(obj, "messages", root, "an array of messages")?;
+    conversation.messages = each(messages, root.key("messages"), decode_message)?;
     // A null `model` or an empty or null `tools` stays in `extra`, so it is written back as is.
-    match obj.get("model") {
-        Some(Value::String(model)) => {
-            conversation.model = Some(model.clone());
-            consumed.push("model");
-        }
-        Some(Value::Null) | None => {}
-        Some(other) => return Err(wrong(root.key("model"), "a string", other)),
-    }
-    let tools_path = root.key("tools");
-    match obj.get("tools") {
-        Some(Value::Array(tools)) if !tools.is_empty() => {
-            consumed.push("tools");
-            for (index, tool) in tools.iter().enumerate() {
-                conversation
-                    .tools
-                    .push(decode_tool(tool, tools_path.index(index))?);
-            }
-        }
-        Some(Value::Array(_) | Value::Null) | None => {}
-        Some(other) => return Err(wrong(tools_path, "an array of tools", other)),
-    }
+    conversation.model = optional_str(obj, "model", root, &mut consumed)?;
+    let tools = optional_array(obj, "tools", root, "an array of tools", &mut consumed)?;
+    conversation.tools = each(tools, root.key("tools"), decode_tool)?;
 
     conversation.extra = rest(obj, &consumed);
-    mark(&mut conversation.extra);
+    mark(&mut conversation.extra, ORIGIN);
     Ok(conversation)
 }
 
@@ -175,10 +171,7 @@ pub fn decode_response(value: &Value) -> Result<OpenAiResponse, OpenAiError> {
     let root = Path::Root;
     let obj = as_object(value, root, "an object with \"choices\"")?;
     let choices_path = root.key("choices");
-    let choices_value = required(obj, "choices", root, "an array of choices")?;
-    let choices = choices_value
-        .as_array()
-        .ok_or_else(|| wrong(choices_path, "an array of choices", choices_value))?;
+    let choices = required_array(obj, "choices", root, "an array of choices")?;
     let first_path = choices_path.index(0);
     let first_value = choices.first().ok_or_else(|| OpenAiError::WrongType {
         path: choices_path.render(),
@@ -263,7 +256,7 @@ fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, OpenAiError>
             .extra
             .insert(ROLE_HINT.to_owned(), Value::String(hint.to_owned()));
     }
-    mark(&mut message.extra);
+    mark(&mut message.extra, ORIGIN);
     Ok(message)
 }
 
@@ -295,20 +288,9 @@ fn decode_assistant_calls<'o>(
     blocks: &mut Vec<Block>,
     consumed: &mut Vec<&'o str>,
 ) -> Result<(), OpenAiError> {
-    let calls_path = path.key("tool_calls");
-    match obj.get("tool_calls") {
-        Some(Value::Array(calls)) if !calls.is_empty() => {
-            consumed.push("tool_calls");
-            for (index, call) in calls.iter().enumerate() {
-                blocks.push(Block::ToolCall(decode_tool_call(
-                    call,
-                    calls_path.index(index),
-                )?));
-            }
-        }
-        Some(Value::Array(_) | Value::Null) | None => {}
-        Some(other) => return Err(wrong(calls_path, "an array of tool calls", other)),
-    }
+    let calls = optional_array(obj, "tool_calls", path, "an array of tool calls", consumed)?;
+    let calls = each(calls, path.key("tool_calls"), decode_tool_call)?;
+    blocks.extend(calls.into_iter().map(Block::ToolCall));
     let legacy_path = path.key("function_call");
     match obj.get("function_call") {
         Some(Value::Object(function)) => {
@@ -329,7 +311,8 @@ fn decode_assistant_calls<'o>(
                 legacy_path,
                 "an object with \"name\" and \"arguments\"",
                 other,
-            ));
+            )
+            .into());
         }
     }
     Ok(())
@@ -341,13 +324,10 @@ fn decode_tool_call(value: &Value, path: Path<'_>) -> Result<ToolCall, OpenAiErr
     let typed = expect_function_type(obj, path)?;
     let function_path = path.key("function");
     let expected = "an object with \"name\" and \"arguments\"";
-    let function_value = required(obj, "function", path, expected)?;
-    let function = as_object(function_value, function_path, expected)?;
+    let function = required_object(obj, "function", path, expected)?;
     let (name, text, inner) = decode_function(function, function_path)?;
     let mut extra = rest(obj, &["id", "type", "function"]);
-    if !inner.is_empty() {
-        extra.insert(FUNCTION_HINT.to_owned(), Value::Object(inner));
-    }
+    insert_nonempty(&mut extra, FUNCTION_HINT, inner);
     if !typed {
         extra.insert(UNTYPED_HINT.to_owned(), Value::Bool(true));
     }
@@ -376,7 +356,7 @@ fn decode_function(
 }
 
 /// Tool-call arguments as the model wrote them: parsed when they are JSON, else the raw text.
-fn parse_arguments(text: &str) -> Value {
+pub(super) fn parse_arguments(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
@@ -390,7 +370,7 @@ fn expect_function_type(obj: &Map<String, Value>, path: Path<'_>) -> Result<bool
             expected: "\"function\"",
             found: kind.clone(),
         }),
-        Some(other) => Err(wrong(path.key("type"), "the string \"function\"", other)),
+        Some(other) => Err(wrong(path.key("type"), "the string \"function\"", other).into()),
     }
 }
 
@@ -398,44 +378,20 @@ fn decode_content(
     value: Option<&Value>,
     path: Path<'_>,
 ) -> Result<(Vec<Block>, ContentForm), OpenAiError> {
-    match value {
-        None => Ok((Vec::new(), ContentForm::Absent)),
-        Some(Value::Null) => Ok((Vec::new(), ContentForm::Null)),
-        Some(Value::String(text)) => Ok((vec![Block::text(text.clone())], ContentForm::Text)),
-        Some(Value::Array(parts)) => {
-            let blocks = parts
-                .iter()
-                .enumerate()
-                .map(|(index, part)| decode_part(part, path.index(index)))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok((blocks, ContentForm::Blocks))
-        }
-        Some(other @ (Value::Bool(_) | Value::Number(_) | Value::Object(_))) => Err(wrong(
-            path,
-            "a string, an array of content parts or null",
-            other,
-        )),
-    }
+    let expected = "a string, an array of content parts or null";
+    super::json::content(value, path, expected, decode_part)
 }
 
 fn decode_part(value: &Value, path: Path<'_>) -> Result<Block, OpenAiError> {
     let obj = as_object(value, path, "an object with \"type\"")?;
     match required_str(obj, "type", path)? {
-        "text" => Ok(Block::Text(TextBlock {
-            text: required_str(obj, "text", path)?.to_owned(),
-            extra: rest(obj, &["type", "text"]),
-        })),
+        "text" => Ok(text_block(obj, path)?),
         "image_url" => {
             let inner_path = path.key("image_url");
-            let expected = "an object with \"url\"";
-            let inner_value = required(obj, "image_url", path, expected)?;
-            let inner = as_object(inner_value, inner_path, expected)?;
+            let inner = required_object(obj, "image_url", path, "an object with \"url\"")?;
             let url = required_str(inner, "url", inner_path)?.to_owned();
             let mut extra = rest(inner, &["url"]);
-            let outer = rest(obj, &["type", "image_url"]);
-            if !outer.is_empty() {
-                extra.insert(PART_HINT.to_owned(), Value::Object(outer));
-            }
+            insert_nonempty(&mut extra, PART_HINT, rest(obj, &["type", "image_url"]));
             Ok(Block::Image(ImageBlock {
                 source: ImageSource::Url { url },
                 extra,
@@ -450,9 +406,7 @@ fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, OpenAiError> {
     let obj = as_object(value, path, "an object with \"type\" and \"function\"")?;
     let typed = expect_function_type(obj, path)?;
     let function_path = path.key("function");
-    let expected = "an object with \"name\"";
-    let function_value = required(obj, "function", path, expected)?;
-    let function = as_object(function_value, function_path, expected)?;
+    let function = required_object(obj, "function", path, "an object with \"name\"")?;
     let name = required_str(function, "name", function_path)?.to_owned();
     let mut consumed = vec!["name"];
     let description = optional_str(function, "description", function_path, &mut consumed)?;
@@ -465,10 +419,7 @@ fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, OpenAiError> {
         }
     };
     let mut extra = rest(function, &consumed);
-    let outer = rest(obj, &["type", "function"]);
-    if !outer.is_empty() {
-        extra.insert(TOOL_HINT.to_owned(), Value::Object(outer));
-    }
+    insert_nonempty(&mut extra, TOOL_HINT, rest(obj, &["type", "function"]));
     if !typed {
         extra.insert(UNTYPED_HINT.to_owned(), Value::Bool(true));
     }
@@ -510,18 +461,16 @@ fn read_meta(
 }
 
 fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, OpenAiError> {
-    let usage = match value {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(usage)) => usage,
-        Some(other) => return Err(wrong(path, "an object", other)),
+    let Some(usage) = optional_object(value, path, "an object")? else {
+        return Ok(None);
     };
     let prompt = count(usage, "prompt_tokens", path)?;
     let output = count(usage, "completion_tokens", path)?;
     let details_path = path.key("prompt_tokens_details");
-    let cached = match usage.get("prompt_tokens_details") {
-        None | Some(Value::Null) => 0,
-        Some(Value::Object(details)) => count(details, "cached_tokens", details_path)?,
-        Some(other) => return Err(wrong(details_path, "an object", other)),
+    let details = usage.get("prompt_tokens_details");
+    let cached = match optional_object(details, details_path, "an object")? {
+        Some(details) => count(details, "cached_tokens", details_path)?,
+        None => 0,
     };
     Ok(Some(Usage {
         input: prompt.saturating_sub(cached),
@@ -529,15 +478,6 @@ fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, 
         cache_read: cached,
         cache_write: 0,
     }))
-}
-
-fn count(obj: &Map<String, Value>, key: &str, path: Path<'_>) -> Result<u64, OpenAiError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(0),
-        Some(value) => value
-            .as_u64()
-            .ok_or_else(|| wrong(path.key(key), "a non-negative integer", value)),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -591,12 +531,14 @@ pub fn encode_response(response: &OpenAiResponse) -> Value {
     };
     let stated = envelope_meta(&envelope);
 
-    if meta.id.is_some() && meta.id != stated.id {
-        insert_opt_str(&mut envelope, "id", meta.id.as_deref());
-    }
-    if meta.model.is_some() && meta.model != stated.model {
-        insert_opt_str(&mut envelope, "model", meta.model.as_deref());
-    }
+    insert_changed_str(
+        &mut envelope,
+        "id",
+        meta.id.as_deref(),
+        stated.id.as_deref(),
+    );
+    let (model, stated_model) = (meta.model.as_deref(), stated.model.as_deref());
+    insert_changed_str(&mut envelope, "model", model, stated_model);
     let stated_millis = stated.timestamp.as_ref().and_then(Timestamp::millis);
     let millis = meta.timestamp.as_ref().and_then(Timestamp::millis);
     if let Some(millis) = millis.filter(|millis| Some(*millis) != stated_millis) {
@@ -693,13 +635,7 @@ fn first_choice_mut(envelope: &mut Map<String, Value>) -> Option<&mut Map<String
 }
 
 fn write_usage(envelope: &mut Map<String, Value>, usage: &Usage) {
-    let slot = envelope
-        .entry("usage")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !slot.is_object() {
-        *slot = Value::Object(Map::new());
-    }
-    let Value::Object(fields) = slot else {
+    let Some(fields) = object_entry(envelope, "usage") else {
         return;
     };
     // Chat Completions counts cached (and any cache-written) tokens inside `prompt_tokens`.
@@ -712,13 +648,7 @@ fn write_usage(envelope: &mut Map<String, Value>, usage: &Usage) {
     );
     let has_details = fields.contains_key("prompt_tokens_details");
     if usage.cache_read > 0 || has_details {
-        let details = fields
-            .entry("prompt_tokens_details")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !details.is_object() {
-            *details = Value::Object(Map::new());
-        }
-        if let Value::Object(details) = details {
+        if let Some(details) = object_entry(fields, "prompt_tokens_details") {
             details.insert("cached_tokens".to_owned(), Value::from(usage.cache_read));
         }
     }
@@ -985,39 +915,15 @@ fn content_value(
     own: bool,
     null_when_empty: bool,
 ) -> Option<Value> {
-    if parts.is_empty() {
-        if !own {
-            // OpenAI rejects empty content arrays; `null` is only allowed beside tool calls.
-            return Some(if null_when_empty {
-                Value::Null
-            } else {
-                Value::String(String::new())
-            });
-        }
-        return match form {
-            ContentForm::Absent => None,
-            ContentForm::Null => Some(Value::Null),
-            ContentForm::Text => Some(Value::String(String::new())),
-            ContentForm::Blocks => Some(Value::Array(Vec::new())),
-        };
+    if parts.is_empty() && !own {
+        // OpenAI rejects empty content arrays; `null` is only allowed beside tool calls.
+        return Some(if null_when_empty {
+            Value::Null
+        } else {
+            Value::String(String::new())
+        });
     }
-    if form == ContentForm::Text {
-        if let [part] = parts.as_slice() {
-            if let Some(text) = plain_text(part) {
-                return Some(Value::String(text.to_owned()));
-            }
-        }
-    }
-    Some(Value::Array(parts))
-}
-
-/// The text of a part that is exactly `{"type": "text", "text": …}`.
-fn plain_text(part: &Value) -> Option<&str> {
-    let obj = part.as_object()?;
-    if obj.len() != 2 || obj.get("type").and_then(Value::as_str) != Some("text") {
-        return None;
-    }
-    obj.get("text").and_then(Value::as_str)
+    content_as_spelled(parts, form)
 }
 
 fn text_part(text: &str) -> Value {
@@ -1191,12 +1097,14 @@ fn translate_anthropic_params(extra: &Extra, out: &mut Map<String, Value>) {
 // Shared helpers
 // ---------------------------------------------------------------------------------------------
 
-fn mark(extra: &mut Extra) {
-    extra.insert(ORIGIN_KEY.to_owned(), Value::String(ORIGIN.to_owned()));
+/// Marks `extra` as decoded from the wire format `origin` (see [`ORIGIN_KEY`]).
+pub(super) fn mark(extra: &mut Extra, origin: &str) {
+    extra.insert(ORIGIN_KEY.to_owned(), Value::String(origin.to_owned()));
 }
 
-fn origin(extra: &Extra) -> Option<&str> {
-    extra.get(ORIGIN_KEY).and_then(Value::as_str)
+/// The wire format `extra` is marked as decoded from.
+pub(super) fn origin(extra: &Extra) -> Option<&str> {
+    hint(extra, ORIGIN_KEY)
 }
 
 fn is_own(extra: &Extra) -> bool {
@@ -1205,141 +1113,4 @@ fn is_own(extra: &Extra) -> bool {
 
 fn hint<'e>(extra: &'e Extra, key: &str) -> Option<&'e str> {
     extra.get(key).and_then(Value::as_str)
-}
-
-/// Copies `extra` into `out`, skipping hints and keys the typed model already wrote.
-fn write_extra(out: &mut Map<String, Value>, extra: &Extra) {
-    for (key, value) in extra {
-        if !key.starts_with(HINT_PREFIX) && !out.contains_key(key) {
-            out.insert(key.clone(), value.clone());
-        }
-    }
-}
-
-fn insert_opt_str(out: &mut Map<String, Value>, key: &str, value: Option<&str>) {
-    if let Some(value) = value {
-        out.insert(key.to_owned(), Value::String(value.to_owned()));
-    }
-}
-
-/// The fields of `obj` not in `consumed`, in their original order.
-fn rest(obj: &Map<String, Value>, consumed: &[&str]) -> Extra {
-    obj.iter()
-        .filter(|(key, _)| !consumed.contains(&key.as_str()))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect()
-}
-
-/// Where in the input a value sits, rendered only when an error needs it.
-#[derive(Clone, Copy)]
-enum Path<'a> {
-    Root,
-    Key(&'a Path<'a>, &'a str),
-    Index(&'a Path<'a>, usize),
-}
-
-impl<'a> Path<'a> {
-    fn key(&'a self, key: &'a str) -> Path<'a> {
-        Path::Key(self, key)
-    }
-
-    fn index(&'a self, index: usize) -> Path<'a> {
-        Path::Index(self, index)
-    }
-
-    fn render(&self) -> String {
-        let mut out = String::new();
-        self.write(&mut out);
-        if out.is_empty() {
-            "top level".to_owned()
-        } else {
-            out
-        }
-    }
-
-    fn write(&self, out: &mut String) {
-        match self {
-            Path::Root => {}
-            Path::Key(parent, key) => {
-                parent.write(out);
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(key);
-            }
-            Path::Index(parent, index) => {
-                parent.write(out);
-                out.push_str(&format!("[{index}]"));
-            }
-        }
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-fn wrong(path: Path<'_>, expected: &'static str, found: &Value) -> OpenAiError {
-    OpenAiError::WrongType {
-        path: path.render(),
-        expected,
-        found: kind(found),
-    }
-}
-
-fn as_object<'v>(
-    value: &'v Value,
-    path: Path<'_>,
-    expected: &'static str,
-) -> Result<&'v Map<String, Value>, OpenAiError> {
-    value
-        .as_object()
-        .ok_or_else(|| wrong(path, expected, value))
-}
-
-fn required<'v>(
-    obj: &'v Map<String, Value>,
-    key: &str,
-    path: Path<'_>,
-    expected: &'static str,
-) -> Result<&'v Value, OpenAiError> {
-    obj.get(key).ok_or_else(|| OpenAiError::Missing {
-        path: path.key(key).render(),
-        expected,
-    })
-}
-
-fn required_str<'v>(
-    obj: &'v Map<String, Value>,
-    key: &str,
-    path: Path<'_>,
-) -> Result<&'v str, OpenAiError> {
-    let value = required(obj, key, path, "a string")?;
-    value
-        .as_str()
-        .ok_or_else(|| wrong(path.key(key), "a string", value))
-}
-
-/// An optional string field. When it is a string it counts as consumed; a null stays for `extra`.
-fn optional_str<'o>(
-    obj: &'o Map<String, Value>,
-    key: &'o str,
-    path: Path<'_>,
-    consumed: &mut Vec<&'o str>,
-) -> Result<Option<String>, OpenAiError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => {
-            consumed.push(key);
-            Ok(Some(text.clone()))
-        }
-        Some(other) => Err(wrong(path.key(key), "a string", other)),
-    }
 }

@@ -19,14 +19,14 @@
 //! message meaningless to a model (a text block without text, a tool call without an id) fail.
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 
 use serde_json::{Map, Value};
 
 use super::LineIssue;
+use super::json::{FieldError, Path, as_object, kind, kind_of, rest, text_block, write_extra};
 use crate::message::{
     Block, ContentForm, Extra, ImageBlock, ImageSource, Message, MessageMeta, Role, StopReason,
-    TextBlock, ThinkingBlock, Timestamp, ToolCall, ToolResult, Usage,
+    ThinkingBlock, Timestamp, ToolCall, ToolResult, Usage,
 };
 
 /// The session format version this module reads natively and writes.
@@ -80,62 +80,15 @@ pub enum SessionEditError {
     UnknownEntry { id: String },
 }
 
-/// A field with the wrong shape, before it is turned into a line issue or an [`OpenClawError`].
-#[derive(Debug)]
-struct FieldError {
-    path: String,
-    expected: String,
-    found: String,
-}
-
-impl FieldError {
-    fn new(path: impl Into<String>, expected: impl Into<String>, found: Option<&Value>) -> Self {
-        FieldError {
-            path: path.into(),
-            expected: expected.into(),
-            found: describe(found).to_owned(),
-        }
-    }
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: expected {}, found {}",
-            self.path, self.expected, self.found
-        )
-    }
-}
-
+/// A field with the wrong shape is a line issue while a session is read, and this error when one
+/// message or entry is decoded on its own.
 impl From<FieldError> for OpenClawError {
-    fn from(err: FieldError) -> Self {
+    fn from(error: FieldError) -> Self {
         OpenClawError::InvalidField {
-            path: err.path,
-            expected: err.expected,
-            found: err.found,
+            expected: error.expected.to_owned(),
+            found: error.found().to_owned(),
+            path: error.path,
         }
-    }
-}
-
-/// How an error message names a JSON value it did not expect.
-fn describe(value: Option<&Value>) -> &'static str {
-    match value {
-        None => "nothing",
-        Some(Value::Null) => "null",
-        Some(Value::Bool(_)) => "a boolean",
-        Some(Value::Number(_)) => "a number",
-        Some(Value::String(_)) => "a string",
-        Some(Value::Array(_)) => "an array",
-        Some(Value::Object(_)) => "an object",
-    }
-}
-
-fn join_path(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{path}.{key}")
     }
 }
 
@@ -143,12 +96,12 @@ fn join_path(path: &str, key: &str) -> String {
 /// `extra` in their original order.
 struct Fields<'a> {
     obj: &'a Map<String, Value>,
-    path: &'a str,
+    path: Path<'a>,
     used: Vec<&'static str>,
 }
 
 impl<'a> Fields<'a> {
-    fn new(obj: &'a Map<String, Value>, path: &'a str) -> Self {
+    fn new(obj: &'a Map<String, Value>, path: Path<'a>) -> Self {
         Fields {
             obj,
             path,
@@ -156,8 +109,9 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn path_of(&self, key: &str) -> String {
-        join_path(self.path, key)
+    /// `key` of this object holds `found` instead of `expected`.
+    fn error(&self, key: &str, expected: &'static str, found: Option<&Value>) -> FieldError {
+        FieldError::new(self.path.key(key), expected, found)
     }
 
     /// Marks `key` consumed and returns its value.
@@ -173,7 +127,7 @@ impl<'a> Fields<'a> {
     fn required_str(&mut self, key: &'static str) -> Result<String, FieldError> {
         match self.take(key) {
             Some(Value::String(text)) => Ok(text.clone()),
-            other => Err(FieldError::new(self.path_of(key), "a string", other)),
+            other => Err(self.error(key, "a string", other)),
         }
     }
 
@@ -182,7 +136,7 @@ impl<'a> Fields<'a> {
         match self.take(key) {
             None => Ok(None),
             Some(Value::String(text)) => Ok(Some(text.clone())),
-            other => Err(FieldError::new(self.path_of(key), "a string", other)),
+            other => Err(self.error(key, "a string", other)),
         }
     }
 
@@ -191,7 +145,7 @@ impl<'a> Fields<'a> {
         match self.take(key) {
             None => Ok(None),
             Some(Value::Bool(flag)) => Ok(Some(*flag)),
-            other => Err(FieldError::new(self.path_of(key), "a boolean", other)),
+            other => Err(self.error(key, "a boolean", other)),
         }
     }
 
@@ -218,20 +172,7 @@ impl<'a> Fields<'a> {
 
     /// The fields not consumed, in their original order.
     fn rest(&self) -> Extra {
-        self.obj
-            .iter()
-            .filter(|(key, _)| !self.used.contains(&key.as_str()))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect()
-    }
-}
-
-/// Adds the `extra` fields that the typed part did not already write.
-fn merge_extra(out: &mut Map<String, Value>, extra: &Extra) {
-    for (key, value) in extra {
-        if !crate::message::is_hint_key(key) && !out.contains_key(key) {
-            out.insert(key.clone(), value.clone());
-        }
+        rest(self.obj, &self.used)
     }
 }
 
@@ -250,17 +191,11 @@ pub fn decode_agent_message(value: &Value) -> Result<Message, OpenClawError> {
 
 /// [`decode_agent_message`] with errors named under `path` (for example `messages[3]`).
 pub fn decode_agent_message_at(value: &Value, path: &str) -> Result<Message, OpenClawError> {
-    decode_message(value, path).map_err(OpenClawError::from)
+    decode_message(value, Path::Root.key(path)).map_err(OpenClawError::from)
 }
 
-fn decode_message(value: &Value, path: &str) -> Result<Message, FieldError> {
-    let Value::Object(obj) = value else {
-        return Err(FieldError::new(
-            path,
-            "an object with a \"role\"",
-            Some(value),
-        ));
-    };
+fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, FieldError> {
+    let obj = as_object(value, path, "an object with a \"role\"")?;
     let mut fields = Fields::new(obj, path);
     let role_name = fields.required_str("role")?;
     let role = match role_name.as_str() {
@@ -280,10 +215,9 @@ fn decode_message(value: &Value, path: &str) -> Result<Message, FieldError> {
         Role::Custom(_) => {
             // Custom roles own their fields. `content` is read when it has pi's content shape
             // (`custom`, `hookMessage`); any other `content` stays in `extra` as written.
-            let content_path = fields.path_of("content");
             match obj.get("content") {
                 None => (Vec::new(), ContentForm::Absent),
-                Some(raw) => match decode_content(Some(raw), &content_path) {
+                Some(raw) => match decode_content(Some(raw), path.key("content")) {
                     Ok(decoded) => {
                         fields.take("content");
                         decoded
@@ -293,8 +227,7 @@ fn decode_message(value: &Value, path: &str) -> Result<Message, FieldError> {
             }
         }
         Role::User | Role::Assistant | Role::System => {
-            let content_path = fields.path_of("content");
-            decode_content(fields.take("content"), &content_path)?
+            decode_content(fields.take("content"), path.key("content"))?
         }
     };
 
@@ -335,8 +268,8 @@ fn decode_message(value: &Value, path: &str) -> Result<Message, FieldError> {
 fn decode_tool_result_fields(fields: &mut Fields<'_>) -> Result<ToolResult, FieldError> {
     let call_id = fields.required_str("toolCallId")?;
     let tool_name = fields.optional_str("toolName")?;
-    let content_path = fields.path_of("content");
-    let (content, content_form) = decode_content(fields.take("content"), &content_path)?;
+    let path = fields.path;
+    let (content, content_form) = decode_content(fields.take("content"), path.key("content"))?;
     let details = fields.take_owned("details");
     let is_error = fields.optional_bool("isError")?;
     Ok(ToolResult {
@@ -363,12 +296,7 @@ fn decode_usage(value: Option<&Value>) -> Option<(Usage, Extra)> {
         cache_read: count("cacheRead")?,
         cache_write: count("cacheWrite")?,
     };
-    let rest = obj
-        .iter()
-        .filter(|(key, _)| !USAGE_KEYS.contains(&key.as_str()))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect();
-    Some((usage, rest))
+    Some((usage, rest(obj, &USAGE_KEYS)))
 }
 
 const USAGE_KEYS: [&str; 4] = ["input", "output", "cacheRead", "cacheWrite"];
@@ -413,44 +341,18 @@ fn stop_reason_name(reason: &StopReason) -> &str {
 
 fn decode_content(
     value: Option<&Value>,
-    path: &str,
+    path: Path<'_>,
 ) -> Result<(Vec<Block>, ContentForm), FieldError> {
-    match value {
-        None => Ok((Vec::new(), ContentForm::Absent)),
-        Some(Value::Null) => Ok((Vec::new(), ContentForm::Null)),
-        Some(Value::String(text)) => Ok((vec![Block::text(text.clone())], ContentForm::Text)),
-        Some(Value::Array(items)) => {
-            let blocks = items
-                .iter()
-                .enumerate()
-                .map(|(index, item)| decode_block(item, &format!("{path}[{index}]")))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok((blocks, ContentForm::Blocks))
-        }
-        Some(other @ (Value::Bool(_) | Value::Number(_) | Value::Object(_))) => Err(
-            FieldError::new(path, "a string or an array of content blocks", Some(other)),
-        ),
-    }
+    let expected = "a string or an array of content blocks";
+    super::json::content(value, path, expected, decode_block)
 }
 
-fn decode_block(value: &Value, path: &str) -> Result<Block, FieldError> {
-    let Value::Object(obj) = value else {
-        return Err(FieldError::new(
-            path,
-            "an object with a \"type\"",
-            Some(value),
-        ));
-    };
+fn decode_block(value: &Value, path: Path<'_>) -> Result<Block, FieldError> {
+    let obj = as_object(value, path, "an object with a \"type\"")?;
     let mut fields = Fields::new(obj, path);
     let kind = fields.required_str("type")?;
     match kind.as_str() {
-        "text" => {
-            let text = fields.required_str("text")?;
-            Ok(Block::Text(TextBlock {
-                text,
-                extra: fields.rest(),
-            }))
-        }
+        "text" => text_block(obj, path),
         "thinking" => {
             let thinking = fields.required_str("thinking")?;
             let signature = fields.lenient_str("thinkingSignature");
@@ -465,8 +367,8 @@ fn decode_block(value: &Value, path: &str) -> Result<Block, FieldError> {
             let id = fields.required_str("id")?;
             let name = fields.required_str("name")?;
             let Some(arguments) = fields.take_owned("arguments") else {
-                return Err(FieldError::new(
-                    fields.path_of("arguments"),
+                return Err(fields.error(
+                    "arguments",
                     "the tool arguments (any JSON value, usually an object)",
                     None,
                 ));
@@ -501,18 +403,10 @@ fn decode_image(fields: &mut Fields<'_>) -> Result<Block, FieldError> {
             ImageSource::Url { url: url.clone() }
         }
         (Some(Value::String(_)), other, _) => {
-            return Err(FieldError::new(
-                fields.path_of("mimeType"),
-                "a string (the image's MIME type)",
-                other,
-            ));
+            return Err(fields.error("mimeType", "a string (the image's MIME type)", other));
         }
         (other, _, _) => {
-            return Err(FieldError::new(
-                fields.path_of("data"),
-                "a string (base64 image data)",
-                other,
-            ));
+            return Err(fields.error("data", "a string (base64 image data)", other));
         }
     };
     Ok(Block::Image(ImageBlock {
@@ -555,9 +449,9 @@ pub fn encode_agent_message(message: &Message) -> Value {
         None => write_content(&mut out, "content", &message.content, message.content_form),
     }
     write_meta(&mut out, &message.meta, &message.extra);
-    merge_extra(&mut out, &message.extra);
+    write_extra(&mut out, &message.extra);
     if let Some(extra) = result_extra {
-        merge_extra(&mut out, extra);
+        write_extra(&mut out, extra);
     }
     Value::Object(out)
 }
@@ -668,7 +562,7 @@ fn encode_usage(usage: &Usage, rest: Option<&Value>) -> Value {
     out.insert("cacheRead".to_owned(), Value::from(usage.cache_read));
     out.insert("cacheWrite".to_owned(), Value::from(usage.cache_write));
     match rest {
-        Some(Value::Object(rest)) => merge_extra(&mut out, rest),
+        Some(Value::Object(rest)) => write_extra(&mut out, rest),
         Some(_) | None => {
             let total = usage
                 .input
@@ -752,7 +646,7 @@ fn encode_block(block: &Block) -> Value {
         }
         Block::Opaque(value) => return value.clone(),
     };
-    merge_extra(&mut out, extra);
+    write_extra(&mut out, extra);
     Value::Object(out)
 }
 
@@ -966,9 +860,7 @@ impl EntryKind {
 /// Reads one entry line's JSON. Unlike [`decode_session`], a known entry type whose body does not
 /// decode is an error here rather than an [`EntryKind::Other`].
 pub fn decode_entry(value: &Value) -> Result<Entry, OpenClawError> {
-    let Value::Object(obj) = value else {
-        return Err(FieldError::new("entry", "an object with a \"type\"", Some(value)).into());
-    };
+    let obj = as_object(value, Path::Root.key("entry"), "an object with a \"type\"")?;
     let (entry, body_error) = decode_entry_object(obj)?;
     match body_error {
         Some(err) => Err(err.into()),
@@ -983,13 +875,13 @@ const ENVELOPE_KEYS: [&str; 3] = ["id", "parentId", "timestamp"];
 fn decode_entry_object(
     obj: &Map<String, Value>,
 ) -> Result<(Entry, Option<FieldError>), FieldError> {
-    let mut fields = Fields::new(obj, "");
+    let mut fields = Fields::new(obj, Path::Root);
     let kind_name = fields.required_str("type")?;
     if kind_name == "session" {
         return Err(FieldError {
             path: "type".to_owned(),
-            expected: "an entry type".to_owned(),
-            found: "a second \"session\" header".to_owned(),
+            expected: "an entry type",
+            found: Some("a second \"session\" header"),
         });
     }
     let id = fields.required_str("id")?;
@@ -997,7 +889,7 @@ fn decode_entry_object(
         Some(Value::String(parent)) => Some(parent.clone()),
         Some(Value::Null) => None,
         other => {
-            return Err(FieldError::new("parentId", "a string or null", other));
+            return Err(fields.error("parentId", "a string or null", other));
         }
     };
     let timestamp = fields.required_str("timestamp")?;
@@ -1005,7 +897,11 @@ fn decode_entry_object(
         // An unknown type keeps its whole body in `Other`; nothing is left for `extra`.
         Ok(kind @ EntryKind::Other(_)) => (kind, Extra::new(), None),
         Ok(kind) => (kind, fields.rest(), None),
-        Err(err) => (EntryKind::Other(body_of(obj)), Extra::new(), Some(err)),
+        Err(err) => (
+            EntryKind::Other(rest(obj, &ENVELOPE_KEYS)),
+            Extra::new(),
+            Some(err),
+        ),
     };
     Ok((
         Entry {
@@ -1019,19 +915,12 @@ fn decode_entry_object(
     ))
 }
 
-fn body_of(obj: &Map<String, Value>) -> Extra {
-    obj.iter()
-        .filter(|(key, _)| !ENVELOPE_KEYS.contains(&key.as_str()))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect()
-}
-
 fn decode_kind(kind: &str, fields: &mut Fields<'_>) -> Result<EntryKind, FieldError> {
     Ok(match kind {
         "message" => match fields.take("message") {
-            Some(value) => EntryKind::Message(decode_message(value, "message")?),
+            Some(value) => EntryKind::Message(decode_message(value, Path::Root.key("message"))?),
             None => {
-                return Err(FieldError::new("message", "an AgentMessage object", None));
+                return Err(fields.error("message", "an AgentMessage object", None));
             }
         },
         "compaction" => EntryKind::Compaction {
@@ -1053,7 +942,8 @@ fn decode_kind(kind: &str, fields: &mut Fields<'_>) -> Result<EntryKind, FieldEr
         },
         "custom_message" => {
             let custom_type = fields.required_str("customType")?;
-            let (content, content_form) = decode_content(fields.take("content"), "content")?;
+            let content = fields.take("content");
+            let (content, content_form) = decode_content(content, Path::Root.key("content"))?;
             EntryKind::CustomMessage {
                 custom_type,
                 content,
@@ -1076,7 +966,7 @@ fn decode_kind(kind: &str, fields: &mut Fields<'_>) -> Result<EntryKind, FieldEr
         "session_info" => EntryKind::SessionInfo {
             name: fields.lenient_str("name"),
         },
-        _ => EntryKind::Other(body_of(fields.obj)),
+        _ => EntryKind::Other(rest(fields.obj, &ENVELOPE_KEYS)),
     })
 }
 
@@ -1188,9 +1078,9 @@ pub fn encode_entry(entry: &Entry) -> Value {
                 put(&mut out, "name", Value::from(name.clone()));
             }
         }
-        EntryKind::Other(body) => merge_extra(&mut out, body),
+        EntryKind::Other(body) => write_extra(&mut out, body),
     }
-    merge_extra(&mut out, &entry.extra);
+    write_extra(&mut out, &entry.extra);
     Value::Object(out)
 }
 
@@ -1214,7 +1104,7 @@ pub fn encode_header(header: &SessionHeader) -> Value {
             out.insert(key.to_owned(), Value::from(value.clone()));
         }
     }
-    merge_extra(&mut out, &header.extra);
+    write_extra(&mut out, &header.extra);
     Value::Object(out)
 }
 
@@ -1565,7 +1455,7 @@ pub fn decode_session(input: &str) -> Result<SessionRead, OpenClawError> {
                 line,
                 message: format!(
                     "expected a JSON object (a session entry), found {}; line skipped",
-                    describe(Some(&other))
+                    kind(&other)
                 ),
             }),
             Err(err) => issues.push(LineIssue {
@@ -1640,10 +1530,10 @@ fn decode_header(text: &str, line: usize) -> Result<(SessionHeader, u64), OpenCl
     let Value::Object(obj) = &value else {
         return Err(invalid(format!(
             "expected a JSON object {{\"type\":\"session\",...}}, found {}",
-            describe(Some(&value))
+            kind(&value)
         )));
     };
-    let mut fields = Fields::new(obj, "");
+    let mut fields = Fields::new(obj, Path::Root);
     match fields.take("type") {
         Some(Value::String(kind)) if kind == "session" => {}
         other => {
@@ -1651,7 +1541,7 @@ fn decode_header(text: &str, line: usize) -> Result<(SessionHeader, u64), OpenCl
                 "type: expected \"session\", found {}",
                 match other {
                     Some(Value::String(kind)) => format!("{kind:?}"),
-                    other => describe(other).to_owned(),
+                    other => kind_of(other).to_owned(),
                 }
             )));
         }
@@ -1667,7 +1557,7 @@ fn decode_header(text: &str, line: usize) -> Result<(SessionHeader, u64), OpenCl
             Some(_) | None => {
                 return Err(invalid(format!(
                     "version: expected an integer from 1 to {CURRENT_VERSION}, found {}",
-                    describe(Some(raw))
+                    kind(raw)
                 )));
             }
         },

@@ -22,14 +22,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::detect::{json_error_message, value_kind};
-use super::mini_swe::{
-    FencedCommand, ShapeError, command_arguments, expect_object, openai_tool_calls, push_text,
-    shape, text_content, without_keys,
-};
-use crate::message::{
-    Block, ContentForm, Conversation, Extra, Message, MessageMeta, Role, ToolCall, ToolResult,
-};
+use super::json::{FieldError, json_error_message, rest};
+use super::mini_swe::{FencedCommand, Trajectory, lifted_call, make_tool_result, read_trajectory};
+use crate::message::{Block, ContentForm, Conversation, Message};
 
 /// Why a SWE-agent trajectory could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,12 +45,12 @@ pub enum SweAgentError {
     },
 }
 
-impl From<ShapeError> for SweAgentError {
-    fn from(error: ShapeError) -> Self {
+impl From<FieldError> for SweAgentError {
+    fn from(error: FieldError) -> Self {
         SweAgentError::Shape {
+            found: error.found(),
             path: error.path,
             expected: error.expected,
-            found: error.found,
         }
     }
 }
@@ -72,19 +67,11 @@ pub fn decode(input: &str) -> Result<Conversation, SweAgentError> {
 
 /// Decodes a parsed SWE-agent trajectory.
 pub fn decode_value(value: &Value) -> Result<Conversation, SweAgentError> {
-    let root = expect_object(value, "$", "a trajectory object with \"history\"")?;
-    let history = match root.get("history") {
-        Some(Value::Array(history)) => history,
-        Some(other) => {
-            return Err(shape("history", "an array of messages", value_kind(other)).into());
-        }
-        None => return Err(shape("history", "an array of messages", "nothing").into()),
-    };
-
-    let mut messages = Vec::with_capacity(history.len());
-    for (index, raw) in history.iter().enumerate() {
-        messages.push(decode_message(raw, &format!("history[{index}]"))?);
-    }
+    let Trajectory {
+        root,
+        raw_messages: history,
+        mut messages,
+    } = read_trajectory(value, "history", "a trajectory object with \"history\"")?;
     link_tool_messages(history, &mut messages);
     lift_actions(history, &mut messages);
 
@@ -92,52 +79,7 @@ pub fn decode_value(value: &Value) -> Result<Conversation, SweAgentError> {
         messages,
         tools: Vec::new(),
         model: configured_model(root.get("replay_config")),
-        extra: without_keys(root, &["history"]),
-    })
-}
-
-fn decode_message(raw: &Value, path: &str) -> Result<Message, ShapeError> {
-    let object = expect_object(raw, path, "an object with \"role\"")?;
-    let role_name = match object.get("role") {
-        Some(Value::String(role)) => role.as_str(),
-        Some(other) => return Err(shape(format!("{path}.role"), "a string", value_kind(other))),
-        None => return Err(shape(format!("{path}.role"), "a string", "nothing")),
-    };
-    let (mut content, content_form) =
-        text_content(object.get("content"), &format!("{path}.content"))?;
-    // Only the model calls tools; `tool_calls` elsewhere is kept as an unknown field.
-    let calls = object
-        .get("tool_calls")
-        .filter(|_| role_name == "assistant");
-    if let Some(calls) = calls {
-        content.extend(
-            openai_tool_calls(calls, &format!("{path}.tool_calls"))?
-                .into_iter()
-                .map(Block::ToolCall),
-        );
-    }
-    let role = match role_name {
-        "system" => Role::System,
-        "user" => Role::User,
-        "assistant" => Role::Assistant,
-        // Becomes a result in `link_tool_messages` once its call is known.
-        "tool" => Role::User,
-        other => Role::Custom(other.to_owned()),
-    };
-    let mut extra = if calls.is_some() {
-        without_keys(object, &["content", "tool_calls"])
-    } else {
-        without_keys(object, &["content"])
-    };
-    if role_name != "tool" {
-        extra.remove("role");
-    }
-    Ok(Message {
-        role,
-        content,
-        meta: MessageMeta::default(),
-        content_form,
-        extra,
+        extra: rest(root, &["history"]),
     })
 }
 
@@ -168,17 +110,7 @@ fn link_tool_messages(history: &[Value], messages: &mut [Message]) {
             continue;
         };
         message.extra.remove("role");
-        let content = std::mem::take(&mut message.content);
-        message.role = Role::ToolResult;
-        message.content = vec![Block::ToolResult(ToolResult {
-            call_id,
-            tool_name: Some(name),
-            content,
-            content_form: message.content_form,
-            is_error: None,
-            details: None,
-            extra: Extra::new(),
-        })];
+        make_tool_result(message, call_id, name, None);
     }
 }
 
@@ -215,33 +147,13 @@ fn lift_actions(history: &[Value], messages: &mut [Message]) {
             continue;
         };
         let call_id = format!("call_{index}");
-        let mut content = Vec::with_capacity(3);
-        push_text(&mut content, fenced.before);
-        content.push(Block::ToolCall(ToolCall {
-            id: call_id.clone(),
-            name: name.clone(),
-            arguments: command_arguments(action),
-            arguments_text: None,
-            extra: Extra::new(),
-        }));
-        push_text(&mut content, fenced.after);
-
+        let content = lifted_call(fenced, &call_id, &name, action);
         if let Some(assistant) = messages.get_mut(index) {
             assistant.content = content;
             assistant.content_form = ContentForm::Blocks;
         }
         if let Some(observation) = messages.get_mut(index + 1) {
-            let result_content = std::mem::take(&mut observation.content);
-            observation.role = Role::ToolResult;
-            observation.content = vec![Block::ToolResult(ToolResult {
-                call_id,
-                tool_name: Some(name),
-                content: result_content,
-                content_form: observation.content_form,
-                is_error: None,
-                details: None,
-                extra: Extra::new(),
-            })];
+            make_tool_result(observation, call_id, name, None);
         }
     }
 }
