@@ -2,18 +2,19 @@
 //! limit, offload, pruning, truncation — with the originals of everything taken out stored before
 //! the result is returned.
 
-use std::collections::HashSet;
 use std::time::Instant;
 
 use serde::Serialize;
 use skald_core::fetch;
 use skald_core::message::{Message, Role, ToolSpec};
-use skald_core::pipeline::offload::{OffloadReport, REF_ID_INSTRUCTION, offload, offload_arguments};
+use skald_core::pipeline::offload::{
+    OffloadReport, REF_ID_INSTRUCTION, offload, offload_arguments,
+};
 use skald_core::pipeline::policy::{OffloadSchedule, Policy};
 use skald_core::pipeline::prune::{PruneEnv, PruneReport, prune};
 use skald_core::pipeline::truncate::{TruncateReport, truncate};
 use skald_core::pipeline::turn_limit::{TurnLimitReport, limit_turns};
-use skald_core::refs::{NewRef, contains_ref};
+use skald_core::refs::NewRef;
 use skald_core::repair::{RepairReport, RepairSettings, repair};
 use skald_core::tokens::estimate_messages_tokens;
 use skald_store::RefStore;
@@ -137,7 +138,9 @@ pub fn assemble<S: RefStore + ?Sized>(
         report.refs_stored += 1;
     }
 
-    let has_refs = !state.stored_refs.is_empty() && messages.iter().any(message_has_ref);
+    // Once a session has handed out a ref, the instruction and the tool stay for good: adding
+    // or removing them would change the start of every later request and void its cache.
+    let has_refs = !state.stored_refs.is_empty();
     let (system_prompt_addition, tools) = if has_refs && request.fetch_available {
         (
             Some(REF_ID_INSTRUCTION.to_owned()),
@@ -157,52 +160,6 @@ pub fn assemble<S: RefStore + ?Sized>(
         estimated_tokens,
         report,
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
-    })
-}
-
-/// Bytes of text a message carries (tool-result text included).
-fn text_bytes(message: &Message) -> usize {
-    use skald_core::message::Block;
-    message
-        .content
-        .iter()
-        .map(|block| match block {
-            Block::Text(text) => text.text.len(),
-            Block::Thinking(thinking) => thinking.thinking.len(),
-            Block::ToolCall(call) => call.arguments_text.as_ref().map_or(64, String::len),
-            Block::ToolResult(result) => result
-                .content
-                .iter()
-                .map(|inner| match inner {
-                    Block::Text(text) => text.text.len(),
-                    Block::Image(_)
-                    | Block::Thinking(_)
-                    | Block::ToolCall(_)
-                    | Block::ToolResult(_)
-                    | Block::Opaque(_) => 0,
-                })
-                .sum(),
-            Block::Image(_) | Block::Opaque(_) => 0,
-        })
-        .sum()
-}
-
-fn message_has_ref(message: &Message) -> bool {
-    if message
-        .tool_calls()
-        .any(|call| contains_ref(&call.arguments.to_string()))
-    {
-        return true;
-    }
-    message.tool_results().any(|result| {
-        result.content.iter().any(|block| match block {
-            skald_core::message::Block::Text(text) => contains_ref(&text.text),
-            skald_core::message::Block::Image(_)
-            | skald_core::message::Block::Thinking(_)
-            | skald_core::message::Block::ToolCall(_)
-            | skald_core::message::Block::ToolResult(_)
-            | skald_core::message::Block::Opaque(_) => false,
-        })
     })
 }
 
@@ -234,12 +191,16 @@ fn run_offload(
             // leaving causes covers only the few messages after it. Decisions are sticky.
             let cutoff = recent_cutoff(&messages, *keep_recent_assistants);
             let sticky = &state.offloaded_calls;
-            let mut outcome =
-                offload(messages, &policy.offload, &mut state.offload_cache, |index, result| {
+            let mut outcome = offload(
+                messages,
+                &policy.offload,
+                &mut state.offload_cache,
+                |index, result| {
                     index < cutoff
                         || sticky.contains(&result.call_id)
                         || result.text_chars() > *immediate_over_chars
-                });
+                },
+            );
             // The bulk of old tool calls (a written file, an edit's text) follows the same rule.
             let arguments = offload_arguments(
                 outcome.messages,

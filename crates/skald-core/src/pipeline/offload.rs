@@ -533,7 +533,11 @@ fn arguments_key(call: &crate::message::ToolCall, settings: &OffloadSettings) ->
                 let bytes = text.as_bytes();
                 hasher.update(&(bytes.len() as u64).to_le_bytes());
                 hasher.update(bytes.get(..EDGE).unwrap_or(bytes));
-                hasher.update(bytes.get(bytes.len().saturating_sub(EDGE)..).unwrap_or(bytes));
+                hasher.update(
+                    bytes
+                        .get(bytes.len().saturating_sub(EDGE)..)
+                        .unwrap_or(bytes),
+                );
             }
         }
     }

@@ -248,7 +248,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(typo.contains("compres_threshold"), "{typo}");
-        let mode = Policy::from_toml("[schedule]\nmode = \"later\"").unwrap_err().to_string();
+        let mode = Policy::from_toml("[schedule]\nmode = \"later\"")
+            .unwrap_err()
+            .to_string();
         assert!(mode.contains("later"), "{mode}");
     }
 }

@@ -1,0 +1,85 @@
+//! `assemble` on the largest real Claude Code session in `../shared/data`, under the `skald`
+//! policy: a full pass with a cold session state (every decision made from scratch), and one new
+//! turn appended to an already assembled session (decisions cached: the cost follows the turn).
+//!
+//! Run: `cargo bench -p skald-engine --bench assemble`. Skipped when the data is absent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use skald_core::codec;
+use skald_core::message::{Message, Role};
+use skald_core::pipeline::policy::Policy;
+use skald_engine::{AssembleRequest, SessionState, assemble};
+use skald_store::SqliteRefStore;
+
+fn largest_session() -> Option<String> {
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/trajectories/claude-code");
+    let path = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))?;
+    std::fs::read_to_string(path).ok()
+}
+
+fn request(now_ms: i64) -> AssembleRequest<'static> {
+    AssembleRequest {
+        tenant: "bench",
+        context_window_tokens: 200_000,
+        now_ms,
+        fetch_available: true,
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let Some(text) = largest_session() else {
+        eprintln!("skipping: ../shared/data/trajectories/claude-code not found");
+        return;
+    };
+    // The whole session as one request (compact boundary ignored: the worst case).
+    let messages: Vec<Message> = codec::decode(&text)
+        .unwrap()
+        .conversation
+        .messages
+        .into_iter()
+        .filter(Message::is_model_visible)
+        .collect();
+    let split = messages.iter().rposition(|m| m.role == Role::User).unwrap();
+    let history = messages[..split].to_vec();
+    eprintln!(
+        "{} messages; the new turn has {}",
+        messages.len(),
+        messages.len() - split
+    );
+    let policy = Policy::preset("skald").unwrap();
+    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    // Store every ref once, as the first request of a real session would.
+    let mut warm = SessionState::default();
+    assemble(&store, &policy, &mut warm, history.clone(), request(0)).unwrap();
+
+    c.bench_function("assemble/full-pass-cold-state", |b| {
+        b.iter_batched(
+            || messages.clone(),
+            |messages| {
+                let mut state = SessionState::default();
+                assemble(&store, &policy, &mut state, messages, request(1_000)).unwrap()
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    c.bench_function("assemble/one-new-turn", |b| {
+        b.iter_batched(
+            || (warm.clone(), messages.clone()),
+            |(mut state, messages)| {
+                assemble(&store, &policy, &mut state, messages, request(2_000)).unwrap()
+            },
+            BatchSize::LargeInput,
+        )
+    });
+}
+
+criterion_group!(assemble_benches, benches);
+criterion_main!(assemble_benches);

@@ -1,0 +1,337 @@
+//! The engine end to end on small conversations: what the model sees after assemble, that
+//! every ref it sees is stored and fetchable, that decisions repeat byte for byte, and replay.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::json;
+use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_core::pipeline::policy::Policy;
+use skald_core::refs::{RefId, ref_ids_in};
+use skald_engine::replay::{ReplaySettings, replay_policy};
+use skald_engine::{AssembleRequest, Assembled, SessionState, assemble, execute_fetch};
+use skald_store::{RefStore, SqliteRefStore};
+
+fn call(id: &str, name: &str, arguments: serde_json::Value) -> Message {
+    Message::new(
+        Role::Assistant,
+        vec![Block::ToolCall(ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+            arguments_text: None,
+            extra: Extra::new(),
+        })],
+    )
+}
+
+fn result(id: &str, name: &str, text: &str) -> Message {
+    Message::new(
+        Role::ToolResult,
+        vec![Block::ToolResult(ToolResult {
+            call_id: id.into(),
+            tool_name: Some(name.into()),
+            content: vec![Block::text(text)],
+            content_form: ContentForm::Blocks,
+            is_error: Some(false),
+            details: Some(json!({"fullOutputPath": "/tmp/x.log"})),
+            extra: Extra::new(),
+        })],
+    )
+}
+
+fn pytest_log(lines: usize) -> String {
+    let mut text: String = (0..lines)
+        .map(|i| format!("tests/test_ledger.py::test_case_{i:03} PASSED\n"))
+        .collect();
+    text.push_str("FAILED tests/test_ledger.py::test_rounding - AssertionError: 10.01 != 10.00\n");
+    text.push_str("1 failed, 200 passed in 0.84s\n");
+    text
+}
+
+fn source_file(lines: usize) -> String {
+    let mut text = String::from("from decimal import Decimal, ROUND_HALF_EVEN\n\n");
+    for i in 0..lines {
+        text.push_str(&format!(
+            "def helper_{i}(value):\n    return Decimal(value).quantize(Decimal('0.01'))\n\n"
+        ));
+    }
+    text
+}
+
+fn session() -> Vec<Message> {
+    vec![
+        Message::text(Role::System, "You are a careful coding agent."),
+        Message::text(Role::User, "Fix the failing test in tests/test_ledger.py."),
+        call("c1", "bash", json!({"command": "pytest -q"})),
+        result("c1", "bash", &pytest_log(200)),
+        call("c2", "read", json!({"path": "src/ledger/rounding.py"})),
+        result("c2", "read", &source_file(40)),
+        call(
+            "c3",
+            "write",
+            json!({"path": "src/ledger/rounding.py", "content": source_file(30)}),
+        ),
+        result("c3", "write", "Wrote src/ledger/rounding.py"),
+    ]
+}
+
+fn request(now_ms: i64) -> AssembleRequest<'static> {
+    AssembleRequest {
+        tenant: "acme",
+        context_window_tokens: 200_000,
+        now_ms,
+        fetch_available: true,
+    }
+}
+
+/// The model-visible layout as a reader sees it.
+fn render(assembled: &Assembled) -> String {
+    let mut out = String::new();
+    if let Some(addition) = &assembled.system_prompt_addition {
+        out.push_str(&format!("[system addition] {} chars\n", addition.len()));
+    }
+    for tool in &assembled.tools {
+        out.push_str(&format!("[tool] {}\n", tool.name));
+    }
+    for message in &assembled.messages {
+        out.push_str(&format!("[{}]\n", message.role.name()));
+        for block in &message.content {
+            match block {
+                Block::Text(text) => out.push_str(&format!("  {}\n", clip(&text.text))),
+                Block::ToolCall(call) => out.push_str(&format!(
+                    "  -> {}({})\n",
+                    call.name,
+                    clip(&call.arguments.to_string())
+                )),
+                Block::ToolResult(result) => {
+                    for inner in &result.content {
+                        if let Block::Text(text) = inner {
+                            out.push_str(&format!(
+                                "  <- {}: {}\n",
+                                result.call_id,
+                                clip(&text.text)
+                            ));
+                        }
+                    }
+                }
+                Block::Image(_) | Block::Thinking(_) | Block::Opaque(_) => {
+                    out.push_str("  (other)\n")
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every text the request carries, unclipped.
+fn full_text(assembled: &Assembled) -> String {
+    assembled
+        .messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .map(|block| match block {
+            Block::Text(text) => text.text.clone(),
+            Block::ToolCall(call) => call.arguments.to_string(),
+            Block::ToolResult(result) => skald_core::pipeline::offload::text_of(result),
+            Block::Image(_) | Block::Thinking(_) | Block::Opaque(_) => String::new(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn clip(text: &str) -> String {
+    let one_line = text.replace('\n', "⏎");
+    if one_line.chars().count() > 600 {
+        format!(
+            "{}… ({} chars)",
+            one_line.chars().take(600).collect::<String>(),
+            text.chars().count()
+        )
+    } else {
+        one_line
+    }
+}
+
+#[test]
+fn skald_policy_layout_after_assemble() {
+    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let policy = Policy::preset("skald").unwrap();
+    let mut state = SessionState::default();
+    let assembled = assemble(&store, &policy, &mut state, session(), request(0)).unwrap();
+    insta::assert_snapshot!("skald_layout", render(&assembled));
+}
+
+#[test]
+fn every_ref_the_model_sees_is_stored_and_fetchable() {
+    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let policy = Policy::preset("skald").unwrap();
+    let mut state = SessionState::default();
+    let assembled = assemble(&store, &policy, &mut state, session(), request(0)).unwrap();
+    let visible = full_text(&assembled);
+    let ids = ref_ids_in(&visible);
+    assert!(
+        ids.len() >= 2,
+        "pytest log and the old write's content leave: {visible}"
+    );
+    for id in &ids {
+        let payload = store.get("acme", id.as_str()).unwrap();
+        assert!(!payload.text().is_empty());
+        // Another tenant sees nothing.
+        assert!(store.get("other", id.as_str()).is_err());
+    }
+    // The pytest log comes back, sliced.
+    let log_id = ids
+        .iter()
+        .find(|id| {
+            store
+                .get("acme", id.as_str())
+                .unwrap()
+                .text()
+                .contains("PASSED")
+        })
+        .unwrap();
+    let fetched = execute_fetch(
+        &store,
+        "acme",
+        &json!({"ref_ids": [log_id.as_str()], "grep": "FAILED", "context": 0}),
+    );
+    assert_eq!(fetched.found_ids, 1);
+    assert!(
+        fetched
+            .text
+            .contains("FAILED tests/test_ledger.py::test_rounding"),
+        "{}",
+        fetched.text
+    );
+    assert!(!fetched.text.contains("test_case_000 PASSED"));
+}
+
+#[test]
+fn fetch_reports_each_bad_id_on_its_own() {
+    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let unknown = RefId::of_bytes(b"never stored");
+    let out = execute_fetch(
+        &store,
+        "acme",
+        &json!({"ref_ids": ["../../etc/passwd", unknown.as_str()]}),
+    );
+    assert_eq!((out.found_ids, out.failed_ids), (0, 2));
+    assert!(out.is_error());
+    assert!(out.text.contains("../../etc/passwd"), "{}", out.text);
+    assert!(out.text.contains(unknown.as_str()), "{}", out.text);
+    let bad = execute_fetch(&store, "acme", &json!({"ids": []}));
+    assert!(bad.text.contains("unknown argument"), "{}", bad.text);
+}
+
+#[test]
+fn decisions_repeat_byte_for_byte_as_the_session_grows() {
+    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let policy = Policy::preset("skald").unwrap();
+    let mut state = SessionState::default();
+    let mut messages = session();
+    let first = assemble(&store, &policy, &mut state, messages.clone(), request(0)).unwrap();
+    messages.push(Message::text(Role::Assistant, "Tests pass now."));
+    messages.push(Message::text(Role::User, "Thanks. Also run the linter."));
+    let second = assemble(&store, &policy, &mut state, messages, request(30_000)).unwrap();
+    // The write call (index 6) was the newest assistant turn in the first request; now that it
+    // is answered, its long content leaves. Everything before it repeats exactly: the cache
+    // miss covers only the messages from that call on.
+    assert_eq!(second.messages[..6], first.messages[..6]);
+    assert_ne!(second.messages[6], first.messages[6]);
+    assert!(
+        second.messages[6].tool_calls().next().unwrap().arguments["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("[REF_ID: ")
+    );
+    // A third request repeats the second byte for byte.
+    let mut third_input = session();
+    third_input.push(Message::text(Role::Assistant, "Tests pass now."));
+    third_input.push(Message::text(Role::User, "Thanks. Also run the linter."));
+    let third = assemble(&store, &policy, &mut state, third_input, request(60_000)).unwrap();
+    assert_eq!(third.messages, second.messages);
+    assert_eq!(second.system_prompt_addition, first.system_prompt_addition);
+    assert_eq!(third.report.refs_stored, 0, "nothing new to store");
+}
+
+#[test]
+fn a_fresh_result_stays_visible_until_the_model_has_answered_it() {
+    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let policy = Policy::preset("skald").unwrap();
+    let mut state = SessionState::default();
+    let file = source_file(40);
+    assert!(file.len() > 2_000 && file.len() < 6_000);
+    let mut messages = vec![
+        Message::text(Role::User, "Read the module."),
+        call("r1", "read", json!({"path": "src/m.py"})),
+        result("r1", "read", &file),
+    ];
+    let fresh = assemble(&store, &policy, &mut state, messages.clone(), request(0)).unwrap();
+    assert!(
+        full_text(&fresh).contains("def helper_39"),
+        "fresh result is shown in full"
+    );
+    messages.push(call("r2", "bash", json!({"command": "ls"})));
+    messages.push(result("r2", "bash", "src\ntests"));
+    let later = assemble(&store, &policy, &mut state, messages, request(5_000)).unwrap();
+    let text = full_text(&later);
+    assert!(
+        !text.contains("def helper_39"),
+        "answered result left: {text}"
+    );
+    assert!(text.contains("[REF_ID: "));
+}
+
+#[test]
+fn nothing_is_offloaded_when_the_host_cannot_run_fetch() {
+    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let policy = Policy::preset("sccs").unwrap();
+    let mut state = SessionState::default();
+    let request = AssembleRequest {
+        fetch_available: false,
+        ..request(0)
+    };
+    let assembled = assemble(&store, &policy, &mut state, session(), request).unwrap();
+    assert!(!render(&assembled).contains("[REF_ID: "));
+    assert!(assembled.tools.is_empty());
+    assert!(assembled.system_prompt_addition.is_none());
+}
+
+#[test]
+fn replay_measures_savings_and_keeps_everything_recoverable() {
+    let mut messages = session();
+    // A later assistant call that uses identifiers from the earlier outputs.
+    messages.push(Message::text(
+        Role::Assistant,
+        "The failure is in tests/test_ledger.py::test_rounding; /srv/ledger/config.toml is fine.",
+    ));
+    messages.push(Message::text(Role::User, "Go on."));
+    messages.push(Message::text(Role::Assistant, "Done."));
+    let settings = ReplaySettings::default();
+    let none = replay_policy(
+        &messages,
+        &Policy::preset("none").unwrap(),
+        &settings,
+        &SqliteRefStore::in_memory(Default::default()).unwrap(),
+    )
+    .unwrap();
+    let skald = replay_policy(
+        &messages,
+        &Policy::preset("skald").unwrap(),
+        &settings,
+        &SqliteRefStore::in_memory(Default::default()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(none.calls, skald.calls);
+    assert!(
+        skald.input_tokens < none.input_tokens,
+        "{} !< {}",
+        skald.input_tokens,
+        none.input_tokens
+    );
+    assert!(skald.offloads >= 2);
+    assert_eq!(skald.retention.recoverable, 1.0);
+    assert!(
+        none.cache_read_tokens > 0,
+        "consecutive calls share their prefix"
+    );
+}
