@@ -8,7 +8,7 @@ use skald_core::pipeline::policy::Policy;
 use skald_core::refs::{RefId, ref_ids_in};
 use skald_engine::replay::{ReplaySettings, replay_policy};
 use skald_engine::{AssembleRequest, Assembled, SessionState, assemble, execute_fetch};
-use skald_store::{RefStore, SqliteRefStore};
+use skald_store::SqliteRefStore;
 
 fn call(id: &str, name: &str, arguments: serde_json::Value) -> Message {
     Message::new(
