@@ -164,3 +164,150 @@ fn home_honours_flag_then_environment() {
     assert_eq!(report["path"], "/tmp/skald-env");
     assert_eq!(report["source"], "SKALD_HOME");
 }
+
+#[test]
+fn replay_reports_every_promised_key_and_writes_a_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart = dir.path().join("context.svg");
+    let output = skald(&[
+        "replay",
+        "examples/openclaw-session.jsonl",
+        "--chart",
+        chart.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let report = json(&output);
+    for policy in ["none", "openclaw", "sccs", "skald"] {
+        let figures = &report["policies"][policy];
+        for key in [
+            "input_tokens",
+            "peak_context_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "cost_usd",
+            "retention",
+            "fetch_penalty_tokens",
+            "offloads",
+            "trims",
+            "clears",
+            "truncations",
+            "assemble_ms",
+        ] {
+            assert!(
+                figures.get(key).is_some(),
+                "{policy} lacks {key}: {figures}"
+            );
+        }
+        assert!(figures["retention"]["visible"].is_f64());
+        assert!(figures["retention"]["recoverable"].is_f64());
+    }
+    // The example's 3.4 kB pytest log leaves the context under skald.
+    assert!(report["policies"]["skald"]["offloads"].as_u64().unwrap() >= 1);
+    assert!(
+        report["policies"]["skald"]["input_tokens"]
+            .as_u64()
+            .unwrap()
+            < report["policies"]["none"]["input_tokens"].as_u64().unwrap()
+    );
+    // OpenClaw sessions record usage: the billed figures sit beside the replay.
+    assert!(report["billed"]["calls"].as_u64().unwrap() >= 1);
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert_eq!(svg.matches("<polyline").count(), 4);
+}
+
+#[test]
+fn replay_rejects_an_unknown_policy_with_the_choices() {
+    let output = skald(&[
+        "replay",
+        "examples/openclaw-session.jsonl",
+        "--policy",
+        "fast",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("none, openclaw, sccs, skald"), "{stderr}");
+}
+
+#[test]
+fn replay_accepts_a_policy_file_with_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("mine.toml");
+    std::fs::write(
+        &policy,
+        "preset = \"sccs\"\nname = \"mine\"\n[offload]\ncompress_threshold = 2500\n",
+    )
+    .unwrap();
+    let output = skald(&[
+        "replay",
+        "examples/openclaw-session.jsonl",
+        "--policy",
+        &format!("none,{}", policy.display()),
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let report = json(&output);
+    assert!(report["policies"]["mine"]["offloads"].as_u64().unwrap() >= 1);
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[offload]\ncompress_threshold = 10\n").unwrap();
+    let output = skald(&[
+        "replay",
+        "examples/openclaw-session.jsonl",
+        "--policy",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("at least 2000"));
+}
+
+#[test]
+fn fetch_reads_slices_from_the_local_store_and_rejects_bad_ids() {
+    use skald_core::message::Block;
+    use skald_core::refs::RefPayload;
+    use skald_store::{DATABASE_FILE, RefSettings, RefStore, SqliteRefStore};
+
+    let home = tempfile::tempdir().unwrap();
+    let text: Vec<String> = (1..=300).map(|i| format!("line {i}")).collect();
+    let id = {
+        let store =
+            SqliteRefStore::open(home.path().join(DATABASE_FILE), RefSettings::default()).unwrap();
+        store
+            .put(
+                "default",
+                &RefPayload::new(vec![Block::text(text.join("\n"))]),
+            )
+            .unwrap()
+    };
+    let home_arg = home.path().to_str().unwrap();
+    let output = skald(&[
+        "fetch",
+        id.as_str(),
+        "--lines",
+        "120:121",
+        "--home",
+        home_arg,
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let report = json(&output);
+    assert_eq!(report["found"], 1);
+    let body = report["text"].as_str().unwrap();
+    assert!(body.contains("120| line 120\n121| line 121\n"), "{body}");
+    assert!(!body.contains("line 122"));
+
+    let output = skald(&["fetch", "../../etc/passwd", "--home", home_arg]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        json(&output)["text"]
+            .as_str()
+            .unwrap()
+            .contains("not a ref id")
+    );
+
+    let empty = tempfile::tempdir().unwrap();
+    let output = skald(&[
+        "fetch",
+        id.as_str(),
+        "--home",
+        empty.path().to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no ref store"));
+}
