@@ -262,7 +262,7 @@ fn replay_accepts_a_policy_file_with_overrides() {
 fn fetch_reads_slices_from_the_local_store_and_rejects_bad_ids() {
     use skald_core::message::Block;
     use skald_core::refs::RefPayload;
-    use skald_store::{DATABASE_FILE, RefSettings, RefStore, SqliteRefStore};
+    use skald_store::{DATABASE_FILE, RefSettings, SqliteRefStore};
 
     let home = tempfile::tempdir().unwrap();
     let text: Vec<String> = (1..=300).map(|i| format!("line {i}")).collect();
