@@ -4,6 +4,7 @@
 //! stdout is not a terminal (or with `--json`) and a table on a terminal.
 
 mod chart;
+mod config;
 mod fetch_cmd;
 mod files;
 mod home;
@@ -34,6 +35,10 @@ struct Cli {
     /// Print JSON even on a terminal (JSON is the default when stdout is not a terminal).
     #[arg(long, global = true)]
     json: bool,
+    /// Configuration file (default: skald.toml in the data directory, if present). Its
+    /// [policy] table overrides the settings of the default `skald` policy.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -105,7 +110,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Inspect(args) => inspect::run(&args, mode),
         Command::Tokens(args) => tokens_cmd::run(&args, mode),
-        Command::Replay(args) => replay_cmd::run(&args, mode),
+        Command::Replay(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            replay_cmd::run(&args, &config, mode)
+        }
         Command::Fetch(args) => fetch_cmd::run(&args, &home, mode),
         Command::Home => {
             let report = HomeReport {

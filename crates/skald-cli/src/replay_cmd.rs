@@ -15,6 +15,7 @@ use skald_core::pipeline::policy::{PRESET_NAMES, Policy};
 use skald_engine::replay::{Billed, PolicyFigures, ReplaySettings, billed, replay_policy};
 use skald_store::SqliteRefStore;
 
+use crate::config::Config;
 use crate::files;
 use crate::inspect::{EncodingChoice, conversation_model, parse_encoding_choice};
 use crate::output::{self, Mode};
@@ -25,7 +26,8 @@ pub struct ReplayArgs {
     #[arg(required = true, value_name = "FILE")]
     pub paths: Vec<PathBuf>,
     /// Policies to compare, comma-separated: presets (none, openclaw, sccs, skald) or paths to
-    /// policy TOML files (`preset = "skald"` plus overrides).
+    /// policy TOML files (`preset = "skald"` plus overrides). `skald` carries the overrides of
+    /// the configuration's [policy] table.
     #[arg(
         long,
         default_value = "none,openclaw,sccs,skald",
@@ -75,9 +77,17 @@ struct SettingsEcho {
     price_per_million: f64,
     cache_ttl_ms: i64,
     fetch_penalty_max_tokens: u64,
+    /// The configuration file whose [policy] table shaped `skald`, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config: Option<String>,
 }
 
-fn load_policy(spec: &str) -> Result<Policy> {
+fn load_policy(spec: &str, config: &Config) -> Result<Policy> {
+    if spec == "skald" {
+        if let Some(policy) = &config.policy {
+            return Ok(policy.clone());
+        }
+    }
     if PRESET_NAMES.contains(&spec) {
         return Ok(Policy::preset(spec)?);
     }
@@ -87,11 +97,11 @@ fn load_policy(spec: &str) -> Result<Policy> {
     Policy::from_toml(&text).with_context(|| format!("policy file {spec}"))
 }
 
-pub fn run(args: &ReplayArgs, mode: Mode) -> Result<ExitCode> {
+pub fn run(args: &ReplayArgs, config: &Config, mode: Mode) -> Result<ExitCode> {
     let policies: Vec<Policy> = args
         .policy
         .iter()
-        .map(|p| load_policy(p))
+        .map(|p| load_policy(p, config))
         .collect::<Result<_>>()?;
     if policies.is_empty() {
         bail!("--policy names no policy");
@@ -204,6 +214,7 @@ pub fn run(args: &ReplayArgs, mode: Mode) -> Result<ExitCode> {
             price_per_million: base.pricing.input_per_million,
             cache_ttl_ms: base.cache_ttl_ms,
             fetch_penalty_max_tokens: base.fetch_penalty_max_tokens,
+            config: config.path.as_ref().map(|p| p.display().to_string()),
         },
     };
     output::emit(mode, &report, |r| render(r, &order))?;
