@@ -13,6 +13,8 @@
 //! ```
 
 pub mod codec;
+pub mod digest;
+pub mod identifiers;
 pub mod message;
 pub mod refs;
 pub mod repair;

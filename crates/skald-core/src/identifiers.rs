@@ -1,0 +1,431 @@
+//! Opaque identifiers in free text: hashes, URLs, absolute paths, Windows paths, `host:port`
+//! pairs and long numbers — the exact strings a summary must not lose or "reconstruct".
+//!
+//! This module owns one pattern, taken from OpenClaw's compaction (`extractOpaqueIdentifiers`),
+//! and the rules around it: how a match is sanitised, how two spellings of one identifier are
+//! compared, and a separate, clearly named extractor for *relative* paths (`src/foo.rs`), which
+//! the OpenClaw pattern deliberately does not match. Compaction's quality guard, `skald replay`'s
+//! retention measure and the tool-output digests all use it, so it is written to run over
+//! megabytes: one regex compiled once, ASCII-only classes (which keep the regex engine on its fast
+//! DFA path), no per-match allocation beyond the returned strings.
+//!
+//! Differences from the seed, on purpose:
+//! - Identifiers are returned **as written**. The seed uppercases pure hex while extracting; here
+//!   that normalisation is [`normalize_identifier`], used for deduplication and by
+//!   [`mentions_identifier`], so a caller that shows an identifier shows the real string.
+//! - Lengths count characters (`char`s), where JavaScript counts UTF-16 units; identifiers are
+//!   ASCII in practice, so the `>= 4` filter agrees.
+//!
+//! ```
+//! use skald_core::identifiers::{extract_identifiers, mentions_identifier};
+//!
+//! let text = "commit 3f2a9c1d0b (see https://example.com/pr/7). Edited /srv/app/main.py";
+//! let ids = extract_identifiers(text);
+//! assert_eq!(ids, ["3f2a9c1d0b", "https://example.com/pr/7", "/srv/app/main.py"]);
+//! assert!(mentions_identifier("Reverted 3F2A9C1D0B.", "3f2a9c1d0b"));
+//! ```
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// How many identifiers compaction's quality guard checks (OpenClaw's
+/// `MAX_EXTRACTED_IDENTIFIERS`).
+pub const MAX_GUARD_IDENTIFIERS: usize = 12;
+
+/// Identifiers shorter than this (in characters, after sanitising) are dropped.
+pub const MIN_IDENTIFIER_CHARS: usize = 4;
+
+/// OpenClaw's identifier pattern, one alternative per line. JavaScript's `\w`, `\d` and `\b` are
+/// ASCII-only, so they are spelled as ASCII classes here; Rust's would be Unicode-aware (and
+/// slower). Alternatives are tried in order at each position (leftmost-first, as in JavaScript),
+/// so an 8+ digit number is taken by the hex alternative and `\b[0-9]{6,}\b` only ever yields six
+/// or seven digit numbers.
+pub const IDENTIFIER_PATTERN: &str = concat!(
+    r"[A-Fa-f0-9]{8,}",
+    r"|https?://\S+",
+    r"|/[A-Za-z0-9_.-]{2,}(?:/[A-Za-z0-9_.-]+)+",
+    r"|[A-Za-z]:\\[A-Za-z0-9_\\.-]+",
+    r"|[A-Za-z0-9._-]+\.[A-Za-z0-9._/-]+:[0-9]{1,5}",
+    r"|(?-u:\b)[0-9]{6,}(?-u:\b)",
+);
+
+/// Candidate relative paths: a run of path characters with at least one slash. Whether the
+/// candidate is a relative path with an extension is decided in code ([`path_like_candidate`]),
+/// which is simpler and faster than expressing it in the pattern.
+const PATH_LIKE_PATTERN: &str = r"[A-Za-z0-9_.~+-]*/[A-Za-z0-9_.~/+-]*";
+
+#[allow(clippy::expect_used)] // The patterns are constants covered by tests.
+static IDENTIFIER_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(IDENTIFIER_PATTERN).expect("identifier pattern compiles"));
+
+#[allow(clippy::expect_used)]
+static DISPLAY_IDENTIFIER_RE: LazyLock<Regex> = LazyLock::new(|| {
+    let pattern = IDENTIFIER_PATTERN.replace(r"https?://\S+", r#"https?://[^\s"'<>`\\{}|^]+"#);
+    Regex::new(&pattern).expect("display identifier pattern compiles")
+});
+
+#[allow(clippy::expect_used)]
+static PATH_LIKE_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(PATH_LIKE_PATTERN).expect("path-like pattern compiles"));
+
+const LEADING_JUNK: &[char] = &['(', '"', '\'', '`', '[', '{', '<'];
+const TRAILING_JUNK: &[char] = &[
+    ')', ']', '"', '\'', '`', ',', ';', ':', '.', '!', '?', '<', '>',
+];
+
+/// Strips what prose wraps an identifier in: leading ``("'`[{<`` and trailing ``)]"'`,;:.!?<>``
+/// (a backtick included in both).
+pub fn sanitize_identifier(raw: &str) -> &str {
+    raw.trim()
+        .trim_start_matches(LEADING_JUNK)
+        .trim_end_matches(TRAILING_JUNK)
+}
+
+/// True for 8 or more hex digits and nothing else (a hash, a commit id, a long number).
+pub fn is_pure_hex(value: &str) -> bool {
+    value.len() >= 8 && value.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The spelling identifiers are compared in: pure hex uppercased (a hash is the same hash in
+/// either case), everything else unchanged.
+pub fn normalize_identifier(value: &str) -> Cow<'_, str> {
+    if is_pure_hex(value) && value.bytes().any(|b| b.is_ascii_lowercase()) {
+        Cow::Owned(value.to_ascii_uppercase())
+    } else {
+        Cow::Borrowed(value)
+    }
+}
+
+/// Every identifier occurrence in `text`, in order, sanitised and length-filtered but not
+/// deduplicated, with its byte range in `text`.
+pub fn find_identifiers(text: &str) -> impl Iterator<Item = (Range<usize>, &str)> + '_ {
+    IDENTIFIER_RE.find_iter(text).filter_map(sanitized)
+}
+
+/// Like [`find_identifiers`], except that a URL ends at the first character a URL cannot hold
+/// unescaped (`"'<>` backtick `\{}|^`) instead of at whitespace. OpenClaw's `https?://\S+` runs
+/// on through the rest of a minified JSON or HTML line, swallowing every identifier after the
+/// URL; a summary that shows identifiers wants them one by one. Only the extent of URLs
+/// differs; extraction for comparisons ([`extract_identifiers`]) keeps the seed's pattern.
+pub fn find_identifiers_for_display(text: &str) -> impl Iterator<Item = (Range<usize>, &str)> + '_ {
+    DISPLAY_IDENTIFIER_RE.find_iter(text).filter_map(sanitized)
+}
+
+/// A match sanitised, with its range; `None` when too short.
+fn sanitized(found: regex::Match<'_>) -> Option<(Range<usize>, &str)> {
+    let raw = found.as_str();
+    let clean = sanitize_identifier(raw);
+    if clean.chars().count() < MIN_IDENTIFIER_CHARS {
+        return None;
+    }
+    // `clean` is a sub-slice of `raw`, so its offset inside `raw` is a pointer difference.
+    let offset = clean.as_ptr() as usize - raw.as_ptr() as usize;
+    let start = found.start() + offset;
+    Some((start..start + clean.len(), clean))
+}
+
+/// The identifiers of `text`, each once (compared under [`normalize_identifier`]), in order of
+/// first appearance and spelled as first written.
+pub fn extract_identifiers(text: &str) -> Vec<String> {
+    extract_identifiers_limited(text, usize::MAX)
+}
+
+/// Like [`extract_identifiers`], but stops after `max` distinct identifiers. Compaction's
+/// quality guard uses [`MAX_GUARD_IDENTIFIERS`].
+pub fn extract_identifiers_limited(text: &str, max: usize) -> Vec<String> {
+    dedupe(find_identifiers(text).map(|(_, id)| id), max, true)
+}
+
+/// True when `haystack` contains `identifier`, ignoring ASCII case for pure-hex identifiers (so
+/// a hash written in either case counts), exactly otherwise.
+pub fn mentions_identifier(haystack: &str, identifier: &str) -> bool {
+    if identifier.is_empty() {
+        return true;
+    }
+    if !is_pure_hex(identifier) {
+        return haystack.contains(identifier);
+    }
+    let needle = identifier.as_bytes();
+    let Some(&first) = needle.first() else {
+        return true;
+    };
+    let (lower, upper) = (first.to_ascii_lowercase(), first.to_ascii_uppercase());
+    haystack
+        .as_bytes()
+        .windows(needle.len())
+        .any(|window| match window.first() {
+            Some(&b) if b == lower || b == upper => window.eq_ignore_ascii_case(needle),
+            Some(_) | None => false,
+        })
+}
+
+/// Every relative path occurrence in `text` (`src/foo.rs`, `./tests/test_x.py`,
+/// `django/db/models/query.py`), in order, with its byte range. A relative path here has at least
+/// one slash, does not start with `/` (absolute paths are [`find_identifiers`]' business), and
+/// its last segment has an extension that starts with a letter. A trailing `:line[:col]` is not
+/// part of the path.
+pub fn find_path_like(text: &str) -> impl Iterator<Item = (Range<usize>, &str)> + '_ {
+    PATH_LIKE_RE.find_iter(text).filter_map(|found| {
+        let path = path_like_candidate(found.as_str())?;
+        let start = found.start();
+        Some((start..start + path.len(), path))
+    })
+}
+
+/// The relative paths of `text` (see [`find_path_like`]), each once, in order of first
+/// appearance. Not part of OpenClaw's pattern: digests use it to keep the paths an agent is most
+/// likely to reuse (grep hits, compiler locations, failing test files).
+pub fn extract_path_like(text: &str) -> Vec<String> {
+    dedupe(
+        find_path_like(text).map(|(_, path)| path),
+        usize::MAX,
+        false,
+    )
+}
+
+/// The relative path a path-like candidate holds, if it is one.
+fn path_like_candidate(candidate: &str) -> Option<&str> {
+    // Absolute paths, and URL tails (`https://host/x.rs` yields the candidate `//host/x.rs`),
+    // start with a slash.
+    if candidate.starts_with('/') {
+        return None;
+    }
+    let path = candidate.trim_end_matches(['.', '-', '+', '~']);
+    if path.contains("//") || !path.contains('/') {
+        return None;
+    }
+    let (_, last) = path.rsplit_once('/')?;
+    let (stem, extension) = last.rsplit_once('.')?;
+    let stem_ok = !stem.is_empty() && stem != ".";
+    let extension_ok = (1..=10).contains(&extension.len())
+        && extension
+            .as_bytes()
+            .first()
+            .is_some_and(u8::is_ascii_alphabetic)
+        && extension.bytes().all(|b| b.is_ascii_alphanumeric());
+    (stem_ok && extension_ok).then_some(path)
+}
+
+fn dedupe<'a>(items: impl Iterator<Item = &'a str>, max: usize, normalize: bool) -> Vec<String> {
+    let mut seen: HashSet<Cow<'a, str>> = HashSet::new();
+    let mut out = Vec::new();
+    for item in items {
+        if out.len() >= max {
+            break;
+        }
+        let key = if normalize {
+            normalize_identifier(item)
+        } else {
+            Cow::Borrowed(item)
+        };
+        if seen.insert(key) {
+            out.push(item.to_owned());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn ids(text: &str) -> Vec<String> {
+        extract_identifiers(text)
+    }
+
+    #[test]
+    fn hex_alternative_matches_hashes_as_written() {
+        assert_eq!(ids("commit deadBEEF42 merged"), ["deadBEEF42"]);
+        assert_eq!(
+            ids("sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"),
+            ["9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"]
+        );
+        // Seven hex digits are too short for this alternative (and, with letters, for any).
+        assert!(ids("short abc1234 id").is_empty());
+    }
+
+    #[test]
+    fn hex_alternative_splits_uuids_like_the_seed() {
+        assert_eq!(
+            ids("id=123e4567-e89b-12d3-a456-426614174000"),
+            ["123e4567", "426614174000"]
+        );
+    }
+
+    #[test]
+    fn url_alternative_takes_the_whole_url_minus_trailing_punctuation() {
+        assert_eq!(
+            ids("see (https://example.com/a?b=1&c=2), or http://localhost:8080/x."),
+            ["https://example.com/a?b=1&c=2", "http://localhost:8080/x"]
+        );
+    }
+
+    #[test]
+    fn absolute_path_alternative_needs_two_segments() {
+        assert_eq!(
+            ids("edited /home/user/project/src/main.rs and /tmp/x.log"),
+            ["/home/user/project/src/main.rs", "/tmp/x.log"]
+        );
+        // One segment is not a path by this pattern.
+        assert!(ids("ran /bin").is_empty());
+    }
+
+    #[test]
+    fn windows_path_alternative() {
+        assert_eq!(
+            ids(r"opened C:\Users\me\report.docx today"),
+            [r"C:\Users\me\report.docx"]
+        );
+    }
+
+    #[test]
+    fn host_port_alternative_also_catches_file_and_line() {
+        assert_eq!(
+            ids("listening on api.internal:8443; panic at main.rs:42"),
+            ["api.internal:8443", "main.rs:42"]
+        );
+        // A relative directory before the file is not part of this alternative.
+        assert_eq!(ids("src/lib.rs:7:3"), ["lib.rs:7"]);
+    }
+
+    #[test]
+    fn long_number_alternative_needs_word_boundaries() {
+        assert_eq!(ids("order 1234567 shipped"), ["1234567"]);
+        assert_eq!(ids("order 123456 shipped"), ["123456"]);
+        assert!(ids("order 12345 shipped").is_empty());
+        assert!(ids("order x1234567 shipped").is_empty());
+        // Eight digits or more are hex by the first alternative; same result.
+        assert_eq!(ids("pid 12345678"), ["12345678"]);
+    }
+
+    #[test]
+    fn relative_paths_are_not_identifiers_by_the_seed_pattern() {
+        assert!(ids("changed src/foo.rs and tests/it.rs").is_empty());
+    }
+
+    #[test]
+    fn sanitising_strips_wrappers_and_drops_short_results() {
+        assert_eq!(sanitize_identifier("(\"`/a/b`\")."), "/a/b");
+        assert_eq!(sanitize_identifier("<https://x.y/z>"), "https://x.y/z");
+        assert_eq!(ids("`/ab/cd`"), ["/ab/cd"]);
+    }
+
+    #[test]
+    fn dedupe_compares_hex_case_insensitively_and_keeps_first_spelling() {
+        assert_eq!(
+            ids("abcdef0123 ABCDEF0123 /xx/yy /xx/yy abcdef0123"),
+            ["abcdef0123", "/xx/yy"]
+        );
+    }
+
+    #[test]
+    fn limited_extraction_stops_at_max() {
+        let text = (0..20)
+            .map(|i| format!("/dir/file{i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let limited = extract_identifiers_limited(&text, MAX_GUARD_IDENTIFIERS);
+        assert_eq!(limited.len(), 12);
+        assert_eq!(limited.first().map(String::as_str), Some("/dir/file0"));
+        assert_eq!(limited.last().map(String::as_str), Some("/dir/file11"));
+        assert!(extract_identifiers_limited(&text, 0).is_empty());
+    }
+
+    #[test]
+    fn normalisation_uppercases_only_pure_hex() {
+        assert_eq!(normalize_identifier("deadbeef"), "DEADBEEF");
+        assert_eq!(normalize_identifier("/a/deadbeef"), "/a/deadbeef");
+        assert_eq!(normalize_identifier("abc"), "abc");
+        assert!(matches!(normalize_identifier("DEADBEEF"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn mentions_compares_under_normalisation() {
+        assert!(mentions_identifier("hash DEADBEEF01 kept", "deadbeef01"));
+        assert!(mentions_identifier("hash deadbeef01 kept", "DEADBEEF01"));
+        assert!(!mentions_identifier("hash deadbeef0 kept", "deadbeef01"));
+        assert!(mentions_identifier("at /srv/App/x", "/srv/App/x"));
+        assert!(!mentions_identifier("at /srv/app/x", "/srv/App/x"));
+        assert!(mentions_identifier("", ""));
+        assert!(!mentions_identifier("", "deadbeef01"));
+    }
+
+    #[test]
+    fn find_identifiers_reports_byte_ranges_of_sanitised_matches() {
+        let text = "é (https://a.b/c) 0123456789";
+        let found: Vec<_> = find_identifiers(text).collect();
+        assert_eq!(found.len(), 2);
+        for (range, id) in &found {
+            assert_eq!(&text[range.clone()], *id);
+        }
+    }
+
+    #[test]
+    fn display_variant_ends_urls_where_urls_cannot_continue() {
+        let text = r#"{"u":"https://a.example/x","v":"https://b.example/y","h":"deadbeef01"}"#;
+        // The seed's URL alternative swallows the rest of the line...
+        assert_eq!(extract_identifiers(text).len(), 1);
+        // ...the display variant finds each identifier.
+        let shown: Vec<&str> = find_identifiers_for_display(text)
+            .map(|(_, id)| id)
+            .collect();
+        assert_eq!(
+            shown,
+            ["https://a.example/x", "https://b.example/y", "deadbeef01"]
+        );
+        // Elsewhere the two agree.
+        let plain = "see https://x.org/a?b=1 and /srv/app/main.py:12";
+        let seed: Vec<&str> = find_identifiers(plain).map(|(_, id)| id).collect();
+        let display: Vec<&str> = find_identifiers_for_display(plain)
+            .map(|(_, id)| id)
+            .collect();
+        assert_eq!(seed, display);
+    }
+
+    #[test]
+    fn path_like_finds_relative_paths_with_extensions() {
+        assert_eq!(
+            extract_path_like(
+                "M src/foo.rs\n./tests/test_x.py:12: in test_a\n--> crates/core/src/lib.rs:3:5"
+            ),
+            ["src/foo.rs", "./tests/test_x.py", "crates/core/src/lib.rs"]
+        );
+        assert_eq!(
+            extract_path_like("django/db/models/sql/query.py:        obj = 1"),
+            ["django/db/models/sql/query.py"]
+        );
+    }
+
+    #[test]
+    fn path_like_rejects_absolute_urls_fractions_and_extensionless() {
+        assert!(extract_path_like("/usr/lib/x.so").is_empty());
+        assert!(extract_path_like("https://example.com/a/b.html").is_empty());
+        assert!(extract_path_like("1/2.5 and/or km/h.").is_empty());
+        assert!(extract_path_like("src/bin").is_empty());
+        assert!(extract_path_like("a//b.rs").is_empty());
+    }
+
+    #[test]
+    fn path_like_strips_sentence_punctuation_and_dedupes() {
+        assert_eq!(
+            extract_path_like("See src/a.rs. Then src/a.rs, and (lib/b.py)"),
+            ["src/a.rs", "lib/b.py"]
+        );
+    }
+
+    #[test]
+    fn extraction_handles_empty_cjk_and_binaryish_text() {
+        assert!(ids("").is_empty());
+        // ASCII classes, as in JavaScript: a non-ASCII segment ends the path.
+        assert_eq!(ids("文件 /数据/x 和 /data/logs/日志.txt"), ["/data/logs"]);
+        let binaryish: String = (0u8..=255).map(char::from).collect();
+        let _ = ids(&binaryish);
+        let _ = extract_path_like(&binaryish);
+    }
+}
