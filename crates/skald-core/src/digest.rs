@@ -4,9 +4,9 @@
 //!
 //! This module owns content-kind detection and the summary strategies of SCCS's
 //! `SummaryExtractor` (seed 000), plus what the seed leaves out: the exact strings a model later
-//! needs. Six kinds, detected in this order (the seed's table order, except that tables and logs
-//! are tried before Markdown and code, because their line regularity is the stronger signal, and
-//! a unified diff counts as code):
+//! needs. Six kinds, tried in this order: JSON, unified diff (a kind of code), log, table,
+//! Markdown, code, plain text. (The seed's table lists Markdown and tables before logs; line
+//! regularity is the stronger signal, so logs and tables go first here.)
 //!
 //! | kind | detected by | summary |
 //! | --- | --- | --- |
@@ -17,14 +17,23 @@
 //! | [`ContentKind::Code`] | braces/semicolons and keyword density; unified diffs | language, function names, imports; files and +/- for diffs |
 //! | [`ContentKind::PlainText`] | none of the above | lines, error and path counts, listings, grep hits, first and key lines |
 //!
-//! Every summary then keeps, inside the same character budget and in this order of priority: the
-//! exit code, the test/build status line, the first error line (for a Python traceback, the
-//! exception line rather than the `Traceback` header), failing test names, and the identifiers
-//! ([`crate::identifiers`]: hashes, URLs, absolute paths, `host:port`, plus relative paths) the
-//! output mentions, ranked so the ones an agent is likely to reuse come first. The budget
-//! ([`DigestSettings::summary_max_chars`], default 300 characters) is never exceeded; a cut never
-//! splits a character and is marked with `…`. Output is a single line and depends only on the
-//! input (no hash-map order leaks).
+//! Every summary also keeps, inside the same character budget, the exit code, the test/build
+//! status line, the first error line (for a Python traceback, the exception line rather than the
+//! `Traceback` header), failing test names, and the identifiers ([`crate::identifiers`]: hashes,
+//! URLs, absolute paths, `host:port`, plus relative paths) the output mentions, ranked so the ones
+//! an agent is likely to reuse come first: those on the error line and its location, project
+//! frames before library frames, build artefacts and memory addresses last. Space is given in
+//! priority order (kind and size, then those facts, the kind's own lists, identifiers, details;
+//! below 120 characters the facts go first), each part within a cap, and what is left lets cut
+//! parts grow. The budget ([`DigestSettings::summary_max_chars`], default 300 characters) is never
+//! exceeded; a cut never splits a character, prefers a word end and is marked with `…`; an
+//! identifier is shown whole or not at all. Output is one line and depends only on the input (no
+//! hash-map order leaks).
+//!
+//! Cost is bounded: a text is split into lines once, a whole-text literal search finds the few
+//! lines that can state an error, and of texts over 18 KiB only the first 12 KiB and last 6 KiB
+//! are analysed line by line (kind, identifiers, names); the counts a summary states always
+//! cover the whole text. A 100 kB output digests in well under a millisecond (`benches/digest.rs`).
 //!
 //! ```
 //! use skald_core::digest::{ContentKind, DigestSettings, digest};
@@ -43,9 +52,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
 
 use regex::Regex;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::identifiers::{self, mentions_identifier, normalize_identifier};
+use crate::identifiers::{self, is_pure_hex, mentions_identifier, normalize_identifier};
 use crate::message::{Block, ImageSource};
 
 /// The seed's default `sccsSummaryMaxChars`.
@@ -204,10 +214,15 @@ fn digest_with_notes(text: &str, notes: &[String], settings: &DigestSettings) ->
 /// heading or a log entry is at its start, and a megabyte-long line must not cost more.
 const LINE_HEAD_BYTES: usize = 256;
 
-/// Identifiers are collected from the whole text up to this size, and from its first and last
-/// parts beyond it (a digest shows a handful of them; the ends of an output are where its
-/// command, its errors and its summary are).
-const ID_SCAN_BYTES: usize = 64 * 1024;
+/// Texts up to `SAMPLE_HEAD_BYTES + SAMPLE_TAIL_BYTES` are analysed whole. Of a longer text,
+/// kind detection, identifier ranking and the lists a summary samples (function names, headings)
+/// look at the lines in its first and last parts, cut at line ends: a summary shows a handful of
+/// items, and the ends of an output are where its command, its errors and its totals are. The
+/// numbers a summary states (lines, characters, levels, matches, rows, error lines, the first
+/// error) always count the whole text. This bounds the cost of a digest (see the `digest`
+/// bench) whatever the size of the output.
+const SAMPLE_HEAD_BYTES: usize = 12 * 1024;
+const SAMPLE_TAIL_BYTES: usize = 6 * 1024;
 
 /// At most this many items of one list are considered for a summary.
 const MAX_ITEMS: usize = 40;
@@ -217,7 +232,9 @@ struct Line<'a> {
     text: &'a str,
     /// Byte offset of `text` in the body.
     start: usize,
-    /// [`error_rank`] of the line.
+    /// The line holds one of the substrings every error line holds ([`ERROR_TRIGGER_RE`]).
+    trigger: bool,
+    /// [`error_rank`] of the line (only computed for trigger lines).
     rank: Option<u8>,
 }
 
@@ -230,6 +247,9 @@ struct Input<'a> {
     wrapper_exit: Option<&'a str>,
     chars: usize,
     total_lines: usize,
+    /// Lines `..head_lines` and `tail_from..` are the sample; the whole text when they meet.
+    head_lines: usize,
+    tail_from: usize,
 }
 
 impl<'a> Input<'a> {
@@ -257,16 +277,62 @@ impl<'a> Input<'a> {
             lines.push(Line {
                 text: line,
                 start: start + gutter,
-                rank: error_rank(line),
+                trigger: false,
+                rank: None,
             });
         }
+        annotate_error_ranks(body, &mut lines);
+        let (head_lines, tail_from) = if body.len() <= SAMPLE_HEAD_BYTES + SAMPLE_TAIL_BYTES {
+            (lines.len(), lines.len())
+        } else {
+            let head = lines.partition_point(|line| line.start < SAMPLE_HEAD_BYTES);
+            let tail_start = body.len() - SAMPLE_TAIL_BYTES;
+            // The first line that starts inside the tail part, so no line is cut.
+            let tail = lines.partition_point(|line| line.start < tail_start);
+            (head, tail.max(head))
+        };
         Input {
             body,
             lines,
             wrapper_exit,
             chars: body.chars().count(),
             total_lines,
+            head_lines,
+            tail_from,
         }
+    }
+
+    /// The lines analysed in detail (all of them for texts of moderate size).
+    fn sample(&self) -> impl Iterator<Item = &Line<'a>> + '_ {
+        let head = self.lines.get(..self.head_lines).unwrap_or(&[]);
+        let tail = self.lines.get(self.tail_from..).unwrap_or(&[]);
+        head.iter().chain(tail)
+    }
+
+    fn is_sampled(&self) -> bool {
+        self.tail_from > self.head_lines
+    }
+
+    /// Byte ranges of the body the sample covers: its lines, and within them no more than the
+    /// sample's byte budget (a single huge line is cut at a space).
+    fn sample_windows(&self) -> Vec<(usize, &'a str)> {
+        let body = self.body;
+        if body.len() <= SAMPLE_HEAD_BYTES + SAMPLE_TAIL_BYTES {
+            return vec![(0, body)];
+        }
+        let head = prefix_bytes(body, SAMPLE_HEAD_BYTES);
+        let head = head
+            .rfind('\n')
+            .or_else(|| head.rfind(' '))
+            .and_then(|i| head.get(..i))
+            .unwrap_or(head);
+        let tail = suffix_bytes(body, SAMPLE_TAIL_BYTES);
+        let tail = tail
+            .find('\n')
+            .or_else(|| tail.find(' '))
+            .and_then(|i| tail.get(i + 1..))
+            .unwrap_or(tail);
+        vec![(0, head), (body.len() - tail.len(), tail)]
     }
 
     fn texts(&self) -> impl DoubleEndedIterator<Item = &'a str> + '_ {
@@ -302,6 +368,9 @@ fn unwrap_returncode(text: &str) -> (&str, Option<&str>) {
 
 /// Lines that are only a harness tag (`<output_head>`, `</output_tail>`, `<warning>`).
 fn is_harness_tag(line: &str) -> bool {
+    if !line.trim_start().starts_with('<') {
+        return false;
+    }
     let t = line.trim();
     t.len() >= 3
         && t.len() <= 40
@@ -360,11 +429,8 @@ struct Scan<'a> {
     code_lines: usize,
     lang_votes: BTreeMap<&'static str, usize>,
     // Log.
-    level_counts: BTreeMap<&'static str, usize>,
     level_lines: usize,
     ts_lines: usize,
-    first_ts: Option<&'a str>,
-    last_ts: Option<&'a str>,
     // Diff.
     diff_headers: usize,
     hunks: usize,
@@ -376,11 +442,23 @@ struct Scan<'a> {
     bare_names: usize,
 }
 
+/// What a pass over lines looks for: everything (detection), or only what a Markdown or diff
+/// summary counts (the exact pass over a sampled text).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ScanFor {
+    Detection,
+    Markdown,
+    Diff,
+}
+
 impl<'a> Scan<'a> {
-    fn new(input: &Input<'a>) -> Scan<'a> {
+    fn over<'l>(lines: impl Iterator<Item = &'l Line<'a>>, purpose: ScanFor) -> Scan<'a>
+    where
+        'a: 'l,
+    {
         let mut scan = Scan::default();
         let mut in_fence = false;
-        for line in input.texts() {
+        for &Line { text: line, .. } in lines {
             let trimmed = line.trim();
             if trimmed.is_empty() {
                 continue;
@@ -394,18 +472,22 @@ impl<'a> Scan<'a> {
                 in_fence = !in_fence;
                 continue;
             }
-            scan.links += prefix_bytes(line, 4 * LINE_HEAD_BYTES)
-                .matches("](")
-                .count();
+            scan.links += count_links(prefix_bytes(line, 4 * LINE_HEAD_BYTES));
             if in_fence {
                 continue;
             }
             scan.nonempty_outside_fences += 1;
-            scan.markdown_line(line, trimmed);
-            scan.code_line(trimmed);
-            scan.log_line(line);
-            scan.diff_line(line);
-            scan.plain_line(trimmed);
+            match purpose {
+                ScanFor::Detection => {
+                    scan.markdown_line(line, trimmed);
+                    scan.code_line(trimmed);
+                    scan.log_line(line);
+                    scan.diff_line(line);
+                    scan.plain_line(trimmed);
+                }
+                ScanFor::Markdown => scan.markdown_line(line, trimmed),
+                ScanFor::Diff => scan.diff_line(line),
+            }
         }
         scan
     }
@@ -438,9 +520,7 @@ impl<'a> Scan<'a> {
     }
 
     fn code_line(&mut self, t: &str) {
-        let head = prefix_bytes(t, 64);
-        let first = head.split([' ', '(', '<', '{', ':']).next().unwrap_or("");
-        let lang = keyword_language(first, t);
+        let lang = keyword_language(first_word(t), t);
         if let Some(lang) = lang {
             *self.lang_votes.entry(lang).or_default() += 1;
         }
@@ -457,17 +537,12 @@ impl<'a> Scan<'a> {
         }
     }
 
-    fn log_line(&mut self, line: &'a str) {
-        if let Some(level) = log_level(line) {
-            *self.level_counts.entry(level).or_default() += 1;
+    fn log_line(&mut self, line: &str) {
+        if log_level(line).is_some() {
             self.level_lines += 1;
         }
-        if let Some(ts) = find_timestamp(line) {
+        if find_timestamp(line).is_some() {
             self.ts_lines += 1;
-            if self.first_ts.is_none() {
-                self.first_ts = Some(ts);
-            }
-            self.last_ts = Some(ts);
         }
     }
 
@@ -493,6 +568,31 @@ impl<'a> Scan<'a> {
             self.bare_names += 1;
         }
     }
+}
+
+/// Markdown links (`](`) in a line.
+fn count_links(line: &str) -> usize {
+    let bytes = line.as_bytes();
+    let mut count = 0;
+    let mut from = 0;
+    while let Some(found) = line.get(from..).and_then(|rest| rest.find(']')) {
+        let at = from + found;
+        if bytes.get(at + 1) == Some(&b'(') {
+            count += 1;
+        }
+        from = at + 1;
+    }
+    count
+}
+
+/// The first word of a line: up to a space or an opening bracket.
+fn first_word(t: &str) -> &str {
+    let head = prefix_bytes(t, 64);
+    let end = head
+        .bytes()
+        .position(|b| matches!(b, b' ' | b'(' | b'<' | b'{' | b':' | b'\t'))
+        .unwrap_or(head.len());
+    head.get(..end).unwrap_or("")
 }
 
 /// The language a line's first word suggests, if it is a keyword of one (`code` for keywords
@@ -533,41 +633,131 @@ fn level_name(word: &[u8]) -> Option<&'static str> {
 /// Levels from most to least severe, the order the log summary lists them in.
 const LEVEL_ORDER: [&str; 6] = ["FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"];
 
+/// A log line states its level near its start; further in, a level word is prose.
+const LEVEL_WITHIN_BYTES: usize = 48;
+
+const WORD: u8 = 1;
+const LEVEL_UPPER: u8 = 2;
+const LEVEL_LOWER: u8 = 4;
+
+/// Byte classes for [`log_level`]'s scan: word bytes, and the first letters of level names.
+static BYTE_CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        if byte.is_ascii_alphanumeric() || byte == b'_' {
+            table[b] |= WORD;
+        }
+        if matches!(byte, b'F' | b'C' | b'E' | b'W' | b'I' | b'D' | b'T') {
+            table[b] |= LEVEL_UPPER;
+        }
+        if matches!(byte, b'f' | b'c' | b'e' | b'w' | b'i' | b'd' | b't') {
+            table[b] |= LEVEL_LOWER;
+        }
+        b += 1;
+    }
+    table
+};
+
 /// The log level a line states near its start: an uppercase level word (`ERROR`, `[WARN]`), a
 /// lowercase one in brackets (`[error]`), or logfmt's `level=error`.
 fn log_level(line: &str) -> Option<&'static str> {
-    let bytes = prefix_bytes(line, 100).as_bytes();
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        let at_word_start = i == 0 || bytes.get(i - 1).is_some_and(|p| !p.is_ascii_alphanumeric());
-        if !at_word_start || !b.is_ascii_alphabetic() {
-            i += 1;
+    let bytes = prefix_bytes(line, LEVEL_WITHIN_BYTES).as_bytes();
+    let mut previous = 0u8;
+    for (i, &b) in bytes.iter().enumerate() {
+        let class = BYTE_CLASS.get(usize::from(b)).copied().unwrap_or(0);
+        let word_start = previous & WORD == 0;
+        previous = class;
+        if !word_start || class & (LEVEL_UPPER | LEVEL_LOWER) == 0 {
             continue;
         }
-        let len = bytes.get(i..).map_or(0, |rest| {
-            rest.iter().take_while(|c| c.is_ascii_alphabetic()).count()
-        });
-        let word = bytes.get(i..i + len).unwrap_or(&[]);
-        let before = i.checked_sub(1).and_then(|p| bytes.get(p)).copied();
-        let after = bytes.get(i + len).copied();
-        let uppercase = word.iter().all(u8::is_ascii_uppercase);
-        let bracketed = before == Some(b'[') && after == Some(b']');
-        let logfmt = i >= 6 && bytes.get(i - 6..i) == Some(b"level=".as_slice());
-        let bounded = after.is_none_or(|c| !c.is_ascii_alphanumeric());
-        if bounded && (uppercase || bracketed || logfmt) {
-            if let Some(level) = level_name(word) {
-                return Some(level);
-            }
+        // A lowercase level only counts after `[`, `level=` or `level="`.
+        let lowercase = class & LEVEL_LOWER != 0;
+        let before = i.checked_sub(1).and_then(|p| bytes.get(p));
+        if lowercase && !matches!(before, Some(b'[' | b'=' | b'"')) {
+            continue;
         }
-        i += len.max(1);
+        if let Some(level) = level_at(bytes, i, lowercase) {
+            return Some(level);
+        }
     }
     None
 }
 
-/// A timestamp in a line's first 120 bytes: `HH:MM:SS`, extended left over an ISO date and
-/// right over a fraction and `Z`.
+/// The level word starting at `i`, if it is one in a position that makes it a level.
+fn level_at(bytes: &[u8], i: usize, lowercase: bool) -> Option<&'static str> {
+    let logfmt = i >= 6 && bytes.get(i - 6..i) == Some(b"level=".as_slice());
+    let quoted_logfmt = i >= 7 && bytes.get(i - 7..i) == Some(b"level=\"".as_slice());
+    let bracketed = i >= 1 && bytes.get(i - 1) == Some(&b'[');
+    if lowercase && !bracketed && !logfmt && !quoted_logfmt {
+        return None;
+    }
+    let len = bytes.get(i..).map_or(0, |rest| {
+        rest.iter().take_while(|c| c.is_ascii_alphabetic()).count()
+    });
+    if !(4..=8).contains(&len) {
+        return None;
+    }
+    let word = bytes.get(i..i + len)?;
+    let after = bytes.get(i + len).copied();
+    let closed = !lowercase || logfmt || quoted_logfmt || after == Some(b']');
+    let bounded = after.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == b'_'));
+    let cased = lowercase || word.iter().all(u8::is_ascii_uppercase);
+    if closed && bounded && cased {
+        level_name(word)
+    } else {
+        None
+    }
+}
+
+/// Substrings without which a line has no [`error_rank`]: the ranks are computed only for the
+/// lines a whole-text literal search finds.
+#[allow(clippy::expect_used)]
+static ERROR_TRIGGER_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        "rror|ERR|FAIL|FATAL|fatal|CRITICAL|critical|panic|xception|Traceback|KeyboardInterrupt",
+        "|E   |No such file|command not found|Permission denied|cannot access",
+    ))
+    .expect("error trigger pattern compiles")
+});
+
+fn annotate_error_ranks(body: &str, lines: &mut [Line<'_>]) {
+    let mut cursor = 0;
+    let mut from = 0;
+    while let Some(found) = ERROR_TRIGGER_RE.find_at(body, from) {
+        from = found.end();
+        let Some(line) = line_at(lines, &mut cursor, found.start()) else {
+            continue;
+        };
+        let end = line.start + line.text.len();
+        if found.start() < end {
+            line.trigger = true;
+            line.rank = error_rank(line.text);
+            // One rank per line: continue after it.
+            from = from.max(end);
+        }
+    }
+}
+
+/// The line containing byte `pos` (or the gutter before it), for positions visited in
+/// ascending order: `cursor` carries the search forward.
+fn line_at<'l, 'a>(
+    lines: &'l mut [Line<'a>],
+    cursor: &mut usize,
+    pos: usize,
+) -> Option<&'l mut Line<'a>> {
+    while lines.get(*cursor + 1).is_some_and(|next| next.start <= pos) {
+        *cursor += 1;
+    }
+    let line = lines.get_mut(*cursor)?;
+    (line.start <= pos).then_some(line)
+}
+
+/// A timestamp near the start of a line (its first 48 bytes): `HH:MM:SS`, extended left over
+/// an ISO date and right over a fraction and `Z`.
 fn find_timestamp(line: &str) -> Option<&str> {
-    let bytes = prefix_bytes(line, 120).as_bytes();
+    let bytes = prefix_bytes(line, 48).as_bytes();
     let digit = |k: usize| bytes.get(k).is_some_and(u8::is_ascii_digit);
     let colon = |k: usize| bytes.get(k) == Some(&b':');
     let mut from = 0;
@@ -612,9 +802,16 @@ fn find_timestamp(line: &str) -> Option<&str> {
     None
 }
 
-/// `path:line:` or `path/with/slash:` at the start of a grep hit; returns the path.
+/// `path:line:` or `path/with/slash:` at the start of a grep hit; returns the path. grep's
+/// own notes (`grep: x.pyc: binary file matches`, `Binary file x matches`) count as hits.
 fn grep_hit(t: &str) -> Option<&str> {
     let head = prefix_bytes(t, LINE_HEAD_BYTES);
+    if let Some(rest) = head.strip_prefix("grep: ") {
+        return rest.split(':').next();
+    }
+    if let Some(rest) = head.strip_prefix("Binary file ") {
+        return rest.strip_suffix(" matches");
+    }
     let (path, rest) = head.split_once(':')?;
     if path.is_empty() || path.contains(' ') || !path.contains('.') {
         return None;
@@ -658,7 +855,7 @@ fn is_bare_name(t: &str) -> bool {
 enum Detected<'a> {
     Json(JsonShape),
     Table(TableShape),
-    Log(Scan<'a>),
+    Log,
     Markdown(Scan<'a>),
     Diff(Scan<'a>),
     Code(Scan<'a>),
@@ -670,7 +867,7 @@ impl Detected<'_> {
         match self {
             Detected::Json(_) => ContentKind::Json,
             Detected::Table(_) => ContentKind::Table,
-            Detected::Log(_) => ContentKind::Log,
+            Detected::Log => ContentKind::Log,
             Detected::Markdown(_) => ContentKind::Markdown,
             Detected::Diff(_) | Detected::Code(_) => ContentKind::Code,
             Detected::Plain(_) => ContentKind::PlainText,
@@ -682,7 +879,7 @@ fn detect<'a>(input: &Input<'a>) -> Detected<'a> {
     if let Some(json) = json_shape(input) {
         return Detected::Json(json);
     }
-    let scan = Scan::new(input);
+    let scan = Scan::over(input.sample(), ScanFor::Detection);
     let n = scan.nonempty;
     if n == 0 {
         return Detected::Plain(scan);
@@ -693,7 +890,7 @@ fn detect<'a>(input: &Input<'a>) -> Detected<'a> {
     let timed_log = scan.ts_lines * 10 >= n * 3 && scan.level_lines * 10 >= n;
     let leveled_log = n >= 3 && scan.level_lines * 10 >= n * 6;
     if scan.level_lines >= 1 && (timed_log || leveled_log) {
-        return Detected::Log(scan);
+        return Detected::Log;
     }
     if let Some(table) = table_shape(input) {
         return Detected::Table(table);
@@ -747,12 +944,20 @@ impl Shape {
 }
 
 fn shape_of(detected: &Detected<'_>, input: &Input<'_>) -> Shape {
+    // Markdown and diff summaries state counts the sample cannot give.
+    let full = |purpose| {
+        input
+            .is_sampled()
+            .then(|| Scan::over(input.lines.iter(), purpose))
+    };
     match detected {
         Detected::Json(json) => json_summary(json),
         Detected::Table(table) => table_summary(table),
-        Detected::Log(scan) => log_summary(input, scan),
-        Detected::Markdown(scan) => markdown_summary(input, scan),
-        Detected::Diff(scan) => diff_summary(input, scan),
+        Detected::Log => log_summary(input),
+        Detected::Markdown(scan) => {
+            markdown_summary(input, full(ScanFor::Markdown).as_ref().unwrap_or(scan))
+        }
+        Detected::Diff(scan) => diff_summary(input, full(ScanFor::Diff).as_ref().unwrap_or(scan)),
         Detected::Code(scan) => code_summary(input, scan),
         Detected::Plain(scan) => plain_summary(input, scan),
     }
@@ -780,10 +985,33 @@ fn push_unique(list: &mut Vec<String>, item: String) {
 
 // ---------------------------------------------------------------------------------------------
 // JSON.
+//
+// The summary needs the shape of a document, not its values: a serde visitor reads the text
+// once, renders the few fields it shows and skips everything else without allocating (serde's
+// `IgnoredAny`), several times faster than building a `serde_json::Value`. serde_json's
+// recursion limit bounds nesting, so hostile input cannot exhaust the stack.
+
+/// How many array elements contribute their keys to an array summary.
+const JSON_KEY_ELEMENTS: usize = 20;
 
 enum JsonShape {
-    Value(Value),
-    Lines { records: usize, keys: Vec<String> },
+    Object {
+        len: usize,
+        /// `key=value`, `key[n]`, `key{a,b,…}` for the first fields.
+        fields: Vec<String>,
+    },
+    Array {
+        len: usize,
+        types: BTreeMap<&'static str, usize>,
+        keys: Vec<String>,
+        /// The first element's fields, when it is an object.
+        first: Option<Vec<String>>,
+    },
+    Scalar(&'static str),
+    Lines {
+        records: usize,
+        keys: Vec<String>,
+    },
 }
 
 fn json_shape(input: &Input<'_>) -> Option<JsonShape> {
@@ -791,8 +1019,11 @@ fn json_shape(input: &Input<'_>) -> Option<JsonShape> {
     let first = *trimmed.as_bytes().first()?;
     let last = *trimmed.as_bytes().last()?;
     if matches!((first, last), (b'{', b'}') | (b'[', b']')) {
-        if let Ok(value) = serde_json::from_str::<Value>(trimmed) {
-            return Some(JsonShape::Value(value));
+        let mut deserializer = serde_json::Deserializer::from_str(trimmed);
+        if let Ok(shape) = TopSeed.deserialize(&mut deserializer) {
+            if deserializer.end().is_ok() {
+                return Some(shape);
+            }
         }
     }
     if first != b'{' {
@@ -803,9 +1034,19 @@ fn json_shape(input: &Input<'_>) -> Option<JsonShape> {
     let mut keys: Vec<String> = Vec::new();
     for line in input.nonempty() {
         if records < 50 {
-            let value: Value = serde_json::from_str(line).ok()?;
-            for key in value.as_object()?.keys() {
-                push_unique(&mut keys, clean_inline(key, 40));
+            let mut deserializer = serde_json::Deserializer::from_str(line);
+            let element = ElementSeed {
+                keys: true,
+                fields: false,
+            }
+            .deserialize(&mut deserializer)
+            .ok()?;
+            deserializer.end().ok()?;
+            if element.kind != "object" {
+                return None;
+            }
+            for key in element.keys {
+                push_unique(&mut keys, key);
             }
         } else if !line.trim_start().starts_with('{') {
             return None;
@@ -815,76 +1056,268 @@ fn json_shape(input: &Input<'_>) -> Option<JsonShape> {
     (records >= 2).then_some(JsonShape::Lines { records, keys })
 }
 
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
+/// The whole document.
+struct TopSeed;
+
+impl<'de> DeserializeSeed<'de> for TopSeed {
+    type Value = JsonShape;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<JsonShape, D::Error> {
+        deserializer.deserialize_any(TopVisitor)
     }
 }
 
-/// `key=value` for scalars, `key[n]` for arrays, `key{a,b,…}` for objects.
-fn json_field(key: &str, value: &Value) -> String {
-    let key = clean_inline(key, 40);
-    match value {
-        Value::Null | Value::Bool(_) | Value::Number(_) => format!("{key}={value}"),
-        Value::String(s) => format!("{key}=\"{}\"", clean_inline(s, 80)),
-        Value::Array(items) => format!("{key}[{}]", items.len()),
-        Value::Object(map) => {
-            let inner: Vec<String> = map.keys().take(3).map(|k| clean_inline(k, 20)).collect();
-            let more = if map.len() > 3 { ",…" } else { "" };
-            format!("{key}{{{}{more}}}", inner.join(","))
+struct TopVisitor;
+
+impl<'de> Visitor<'de> for TopVisitor {
+    type Value = JsonShape;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON document")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsonShape, A::Error> {
+        let (len, fields) = read_fields(&mut map, true)?;
+        Ok(JsonShape::Object { len, fields })
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<JsonShape, A::Error> {
+        let mut len = 0;
+        let mut types: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let mut keys: Vec<String> = Vec::new();
+        let mut first = None;
+        while let Some(element) = seq.next_element_seed(ElementSeed {
+            keys: len < JSON_KEY_ELEMENTS,
+            fields: len == 0,
+        })? {
+            *types.entry(element.kind).or_default() += 1;
+            for key in element.keys {
+                push_unique(&mut keys, key);
+            }
+            if len == 0 {
+                first = element.fields;
+            }
+            len += 1;
         }
+        Ok(JsonShape::Array {
+            len,
+            types,
+            keys,
+            first,
+        })
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<JsonShape, E> {
+        Ok(JsonShape::Scalar("bool"))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<JsonShape, E> {
+        Ok(JsonShape::Scalar("number"))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<JsonShape, E> {
+        Ok(JsonShape::Scalar("number"))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<JsonShape, E> {
+        Ok(JsonShape::Scalar("number"))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<JsonShape, E> {
+        Ok(JsonShape::Scalar("string"))
+    }
+    fn visit_unit<E>(self) -> Result<JsonShape, E> {
+        Ok(JsonShape::Scalar("null"))
+    }
+}
+
+/// Reads an object's entries: its size, and (when `render`) the first fields rendered.
+fn read_fields<'de, A: MapAccess<'de>>(
+    map: &mut A,
+    render: bool,
+) -> Result<(usize, Vec<String>), A::Error> {
+    let mut len = 0;
+    let mut fields = Vec::new();
+    while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        if render && fields.len() < MAX_ITEMS {
+            let value = map.next_value_seed(FieldSeed)?;
+            fields.push(format!("{}{value}", clean_inline(&key, 40)));
+        } else {
+            map.next_value::<IgnoredAny>()?;
+        }
+        len += 1;
+    }
+    Ok((len, fields))
+}
+
+/// One array element: its type, and on request its keys and rendered fields.
+struct ElementSeed {
+    keys: bool,
+    fields: bool,
+}
+
+struct Element {
+    kind: &'static str,
+    keys: Vec<String>,
+    fields: Option<Vec<String>>,
+}
+
+impl Element {
+    fn of(kind: &'static str) -> Element {
+        Element {
+            kind,
+            keys: Vec::new(),
+            fields: None,
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for ElementSeed {
+    type Value = Element;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Element, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ElementSeed {
+    type Value = Element;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Element, A::Error> {
+        let mut keys = Vec::new();
+        let mut fields = Vec::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if self.fields && fields.len() < MAX_ITEMS {
+                let value = map.next_value_seed(FieldSeed)?;
+                fields.push(format!("{}{value}", clean_inline(&key, 40)));
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+            if self.keys && keys.len() < MAX_ITEMS {
+                keys.push(clean_inline(&key, 40));
+            }
+        }
+        Ok(Element {
+            kind: "object",
+            keys,
+            fields: self.fields.then_some(fields),
+        })
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Element, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Element::of("array"))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Element, E> {
+        Ok(Element::of("bool"))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Element, E> {
+        Ok(Element::of("number"))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Element, E> {
+        Ok(Element::of("number"))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Element, E> {
+        Ok(Element::of("number"))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Element, E> {
+        Ok(Element::of("string"))
+    }
+    fn visit_unit<E>(self) -> Result<Element, E> {
+        Ok(Element::of("null"))
+    }
+}
+
+/// A field's value as shown after its key: `="text"`, `=404`, `[n]`, `{a,b,c,…}`.
+struct FieldSeed;
+
+impl<'de> DeserializeSeed<'de> for FieldSeed {
+    type Value = String;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<String, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FieldSeed {
+    type Value = String;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
+        let mut keys: Vec<String> = Vec::new();
+        let mut len = 0;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if keys.len() < 3 {
+                keys.push(clean_inline(&key, 20));
+            }
+            map.next_value::<IgnoredAny>()?;
+            len += 1;
+        }
+        let more = if len > 3 { ",…" } else { "" };
+        Ok(format!("{{{}{more}}}", keys.join(",")))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<String, A::Error> {
+        let mut len = 0;
+        while seq.next_element::<IgnoredAny>()?.is_some() {
+            len += 1;
+        }
+        Ok(format!("[{len}]"))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<String, E> {
+        Ok(format!("={v}"))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<String, E> {
+        Ok(format!("={v}"))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<String, E> {
+        Ok(format!("={v}"))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<String, E> {
+        // serde_json's own spelling (`1.0`, not `1`).
+        let number =
+            serde_json::Number::from_f64(v).map_or_else(|| v.to_string(), |n| n.to_string());
+        Ok(format!("={number}"))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+        Ok(format!("=\"{}\"", clean_inline(v, 80)))
+    }
+    fn visit_unit<E>(self) -> Result<String, E> {
+        Ok("=null".to_owned())
     }
 }
 
 fn json_summary(json: &JsonShape) -> Shape {
     match json {
-        JsonShape::Value(Value::Array(items)) if items.is_empty() => {
-            Shape::new("json array, empty".to_owned())
-        }
-        JsonShape::Value(Value::Array(items)) => {
-            let mut types: BTreeMap<&'static str, usize> = BTreeMap::new();
-            for item in items {
-                *types.entry(json_type(item)).or_default() += 1;
-            }
-            let mut by_count: Vec<(&str, usize)> = types.into_iter().collect();
+        JsonShape::Array { len: 0, .. } => Shape::new("json array, empty".to_owned()),
+        JsonShape::Array {
+            len,
+            types,
+            keys,
+            first,
+        } => {
+            let mut by_count: Vec<(&str, usize)> = types.iter().map(|(t, n)| (*t, *n)).collect();
             by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
             let dist: Vec<String> = by_count.iter().map(|(t, n)| format!("{n} {t}")).collect();
-            let mut keys: Vec<String> = Vec::new();
-            for map in items.iter().take(20).filter_map(Value::as_object) {
-                for key in map.keys() {
-                    push_unique(&mut keys, clean_inline(key, 40));
-                }
-            }
-            let first = items.first().and_then(Value::as_object).map(|map| {
-                let fields: Vec<String> = map
-                    .iter()
-                    .take(MAX_ITEMS)
-                    .map(|(k, v)| json_field(k, v))
-                    .collect();
-                format!("first: {}", fields.join(", "))
-            });
-            Shape::new(format!(
-                "json array of {}: {}",
-                items.len(),
-                dist.join(", ")
-            ))
-            .items("keys:", keys, 6)
-            .details(first)
+            let first = first
+                .as_ref()
+                .filter(|fields| !fields.is_empty())
+                .map(|fields| format!("first: {}", fields.join(", ")));
+            Shape::new(format!("json array of {len}: {}", dist.join(", ")))
+                .items("keys:", keys.clone(), 6)
+                .details(first)
         }
-        JsonShape::Value(Value::Object(map)) => {
-            let fields = map
-                .iter()
-                .take(MAX_ITEMS)
-                .map(|(k, v)| json_field(k, v))
-                .collect();
-            Shape::new(format!("json object, {} keys", map.len())).items("", fields, 5)
-        }
-        JsonShape::Value(other) => Shape::new(format!("json {}", json_type(other))),
+        JsonShape::Object { len, fields } => Shape::new(format!(
+            "json object, {}",
+            count_of(*len, "key")
+        ))
+        .items("", fields.clone(), 5),
+        JsonShape::Scalar(kind) => Shape::new(format!("json {kind}")),
         JsonShape::Lines { records, keys } => {
             Shape::new(format!("jsonl, {records} records")).items("keys:", keys.clone(), 6)
         }
@@ -1007,17 +1440,24 @@ fn table_summary(table: &TableShape) -> Shape {
 // ---------------------------------------------------------------------------------------------
 // Logs, Markdown, diffs, code.
 
-fn log_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
+fn log_summary(input: &Input<'_>) -> Shape {
+    let mut level_counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let levels: Vec<Option<&'static str>> = input.texts().map(log_level).collect();
+    for level in levels.iter().flatten() {
+        *level_counts.entry(level).or_default() += 1;
+    }
     let counts: Vec<String> = LEVEL_ORDER
         .iter()
-        .filter_map(|level| scan.level_counts.get(level).map(|n| format!("{level} {n}")))
+        .filter_map(|level| level_counts.get(level).map(|n| format!("{level} {n}")))
         .collect();
     let mut head = format!(
         "log, {}: {}",
         lines_word(input.total_lines),
         counts.join(", ")
     );
-    if let (Some(first), Some(last)) = (scan.first_ts, scan.last_ts) {
+    let first = input.texts().take(200).find_map(find_timestamp);
+    let last = input.texts().rev().take(200).find_map(find_timestamp);
+    if let (Some(first), Some(last)) = (first, last) {
         if first == last {
             head.push_str(&format!("; at {first}"));
         } else {
@@ -1026,16 +1466,12 @@ fn log_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
     }
     // Error types: exception-like words on error lines, most frequent first.
     let mut types: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    for (index, line) in input.texts().enumerate() {
-        if !matches!(log_level(line), Some("ERROR" | "FATAL")) {
+    for (index, (line, level)) in input.lines.iter().zip(&levels).enumerate() {
+        if !matches!(level, Some("ERROR" | "FATAL")) {
             continue;
         }
-        let head = prefix_bytes(line, 4 * LINE_HEAD_BYTES);
-        for word in head.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')) {
-            let base = word.rsplit('.').next().unwrap_or(word);
-            if is_exception_name(base) {
-                types.entry(base).or_insert((0, index)).0 += 1;
-            }
+        for name in exception_names(prefix_bytes(line.text, 4 * LINE_HEAD_BYTES)) {
+            types.entry(name).or_insert((0, index)).0 += 1;
         }
     }
     let mut types: Vec<(&str, (usize, usize))> = types.into_iter().collect();
@@ -1069,13 +1505,14 @@ fn markdown_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
     if scan.links > 0 {
         head.push_str(&format!(", {} links", scan.links));
     }
+    // The `#` marks cost characters and say little once the list is flat.
     let headings = scan
         .headings
         .iter()
         .take(MAX_ITEMS)
-        .map(|h| clean_inline(h, 60))
+        .map(|h| clean_inline(h.trim_start_matches('#').trim_start(), 60))
         .collect();
-    Shape::new(head).items("headings:", headings, 4)
+    Shape::new(head).items("headings:", headings, 3)
 }
 
 fn diff_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
@@ -1117,51 +1554,70 @@ fn diff_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
         .details(changes)
 }
 
-#[allow(clippy::expect_used)] // Constant patterns, exercised by the tests.
-static FUNCTION_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(concat!(
-        r"^\s*(?:pub(?:\([a-z]+\))?\s+)?(?:export\s+)?(?:default\s+)?(?:async\s+)?",
-        r"(?:static\s+)?(?:fn|def|defp|func|function|defmacro)\s+(?:\([^)]*\)\s*)?",
-        r"([A-Za-z_][A-Za-z0-9_?!]*)",
-    ))
-    .expect("function pattern compiles")
-});
+/// Words that may precede a definition keyword.
+const MODIFIERS: &[&str] = &[
+    "pub",
+    "pub(crate)",
+    "pub(super)",
+    "export",
+    "default",
+    "async",
+    "static",
+    "abstract",
+    "public",
+    "private",
+    "protected",
+    "final",
+    "unsafe",
+    "extern",
+    "inline",
+    "virtual",
+    "override",
+];
 
-#[allow(clippy::expect_used)]
-static TYPE_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(concat!(
-        r"^\s*(?:pub(?:\([a-z]+\))?\s+)?(?:export\s+)?(?:default\s+)?(?:abstract\s+)?",
-        r"(?:class|struct|enum|trait|interface|defmodule|impl(?:<[^>]*>)?)\s+",
-        r"([A-Za-z_][A-Za-z0-9_.:]*)",
-    ))
-    .expect("type pattern compiles")
-});
+/// A function or type a line defines: `pub async fn name`, `def name(`, `class Name:`,
+/// `func (r *T) Name(`, `impl<T> Name`, `defmodule A.B do`.
+enum Definition<'a> {
+    Function(&'a str),
+    Type(&'a str),
+}
 
-/// First words that can start a function or type definition; the regexes only run on lines
-/// that start with one (running them on every line would dominate the digest's cost).
-fn may_define(first: &str) -> bool {
-    matches!(
-        first,
-        "pub"
-            | "pub(crate)"
-            | "fn"
-            | "def"
-            | "defp"
-            | "func"
-            | "function"
-            | "defmacro"
-            | "export"
-            | "async"
-            | "static"
-            | "default"
-            | "abstract"
-            | "class"
-            | "struct"
-            | "enum"
-            | "trait"
-            | "interface"
-            | "defmodule"
-    ) || first.starts_with("impl")
+fn definition(line: &str) -> Option<Definition<'_>> {
+    let mut words = prefix_bytes(line, LINE_HEAD_BYTES).split_whitespace();
+    let mut keyword = words.next()?;
+    while MODIFIERS.contains(&keyword) {
+        keyword = words.next()?;
+    }
+    let is_function = matches!(
+        keyword,
+        "fn" | "def" | "defp" | "func" | "function" | "defmacro" | "function*"
+    );
+    let is_type = matches!(
+        keyword,
+        "class" | "struct" | "enum" | "trait" | "interface" | "defmodule" | "impl" | "type"
+    ) || keyword.starts_with("impl<");
+    if !is_function && !is_type {
+        return None;
+    }
+    let mut name = words.next()?;
+    if keyword == "func" && name.starts_with('(') {
+        // A Go method: skip the receiver.
+        name = words
+            .find(|w| w.ends_with(')'))
+            .and_then(|_| words.next())?;
+    }
+    let end = name
+        .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '.' | '?' | '!' | ':')))
+        .unwrap_or(name.len());
+    let name = name.get(..end)?.trim_end_matches(':');
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    Some(if is_function {
+        Definition::Function(name)
+    } else {
+        Definition::Type(name)
+    })
 }
 
 fn code_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
@@ -1174,33 +1630,30 @@ fn code_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
     let mut functions: Vec<String> = Vec::new();
     let mut types: Vec<String> = Vec::new();
     let mut imports: Vec<String> = Vec::new();
-    for line in input.texts() {
-        let t = line.trim_start();
-        let first = prefix_bytes(t, 64).split([' ', '<']).next().unwrap_or("");
-        if may_define(first) {
-            let head = prefix_bytes(line, LINE_HEAD_BYTES);
-            if let Some(name) = FUNCTION_RE.captures(head).and_then(|c| c.get(1)) {
-                push_unique(&mut functions, name.as_str().to_owned());
-                continue;
-            }
-            if let Some(name) = TYPE_RE.captures(head).and_then(|c| c.get(1)) {
-                push_unique(&mut types, name.as_str().trim_end_matches(':').to_owned());
-                continue;
+    for line in input.sample() {
+        let t = line.text.trim_start();
+        match definition(t) {
+            Some(Definition::Function(name)) => push_unique(&mut functions, name.to_owned()),
+            Some(Definition::Type(name)) => push_unique(&mut types, name.to_owned()),
+            None => {
+                let is_import = [
+                    "use ",
+                    "import ",
+                    "from ",
+                    "#include ",
+                    "require ",
+                    "alias ",
+                ]
+                .iter()
+                .any(|p| t.starts_with(p))
+                    || (t.starts_with("const ") && t.contains("require("));
+                if is_import && imports.len() < 12 {
+                    push_unique(&mut imports, clean_inline(t.trim_end_matches(';'), 60));
+                }
             }
         }
-        let is_import = [
-            "use ",
-            "import ",
-            "from ",
-            "#include ",
-            "require ",
-            "alias ",
-        ]
-        .iter()
-        .any(|p| t.starts_with(p))
-            || (t.starts_with("const ") && t.contains("require("));
-        if is_import && imports.len() < 12 {
-            push_unique(&mut imports, clean_inline(t.trim_end_matches(';'), 60));
+        if functions.len() >= MAX_ITEMS && types.len() >= MAX_ITEMS && imports.len() >= 12 {
+            break;
         }
     }
     let mut head = match language {
@@ -1223,7 +1676,7 @@ fn code_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
 fn plain_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
     let n = scan.nonempty;
     if n >= 3 && scan.grep_lines * 10 >= n * 6 {
-        return grep_summary(input, scan);
+        return grep_summary(input);
     }
     if n >= 3 && (scan.ls_long_lines + scan.bare_names) * 10 >= n * 8 {
         return listing_summary(input);
@@ -1244,14 +1697,14 @@ fn plain_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
     let first = input
         .texts()
         .map(|l| l.trim_matches(|c: char| c.is_whitespace() || "=-_*#~+".contains(c)))
-        .find(|l| l.chars().any(char::is_alphanumeric) && error_rank(l) != Some(1))
+        .find(|l| l.chars().any(char::is_alphanumeric) && !l.starts_with("Traceback ("))
         .map(|l| format!("first: {}", clean_inline(l, 200)));
     let keywords = keywords(input.body);
     let keywords = (!keywords.is_empty()).then(|| format!("keywords: {}", keywords.join(", ")));
     Shape::new(head).details(first.into_iter().chain(keywords))
 }
 
-fn grep_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
+fn grep_summary(input: &Input<'_>) -> Shape {
     let mut files: Vec<(&str, usize)> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     for line in input.texts() {
@@ -1266,7 +1719,8 @@ fn grep_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
             }
         }
     }
-    let head = format!("grep, {} matches in {} files", scan.grep_lines, files.len());
+    let matches: usize = files.iter().map(|(_, n)| n).sum();
+    let head = format!("grep, {matches} matches in {} files", files.len());
     let items = files
         .iter()
         .take(MAX_ITEMS)
@@ -1325,6 +1779,7 @@ fn ls_name(t: &str) -> Option<&str> {
     (!name.is_empty()).then_some(name)
 }
 
+/// Common English words of four to six letters, lowercase and sorted (binary-searched).
 const STOPWORDS: &[&str] = &[
     "about", "after", "also", "been", "before", "being", "could", "does", "each", "false", "from",
     "have", "here", "into", "just", "like", "more", "most", "must", "none", "null", "only",
@@ -1333,26 +1788,40 @@ const STOPWORDS: &[&str] = &[
     "what", "when", "where", "which", "while", "will", "with", "would", "your",
 ];
 
-/// The most frequent words (four letters or more, stopwords out) of the text's first 8 KiB.
+fn is_stopword(word: &str) -> bool {
+    if word.len() > 6 || !word.is_ascii() {
+        return false;
+    }
+    let mut lower = [0u8; 6];
+    for (slot, b) in lower.iter_mut().zip(word.bytes()) {
+        *slot = b.to_ascii_lowercase();
+    }
+    let lower = lower.get(..word.len()).unwrap_or(&[]);
+    STOPWORDS
+        .binary_search_by(|probe| probe.as_bytes().cmp(lower))
+        .is_ok()
+}
+
+/// The most frequent words (four letters or more, stopwords out) of the text's first 4 KiB,
+/// counted as written.
 fn keywords(body: &str) -> Vec<String> {
-    let mut counts: HashMap<String, (usize, usize)> = HashMap::new();
-    let words = prefix_bytes(body, 8 * 1024)
+    let mut counts: HashMap<&str, (usize, usize)> = HashMap::new();
+    let words = prefix_bytes(body, 4 * 1024)
         .split(|c: char| !c.is_alphanumeric() && c != '_')
-        .filter(|w| w.len() >= 4 && w.chars().count() >= 4 && w.chars().any(char::is_alphabetic));
+        .filter(|w| w.len() >= 4 && w.chars().any(char::is_alphabetic));
     for (position, word) in words.enumerate() {
-        let word = word.to_lowercase();
-        if STOPWORDS.contains(&word.as_str()) || word.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if is_stopword(word) || word.bytes().all(|b| b.is_ascii_hexdigit()) {
             continue;
         }
         counts.entry(word).or_insert((0, position)).0 += 1;
     }
-    let mut ranked: Vec<(String, (usize, usize))> =
+    let mut ranked: Vec<(&str, (usize, usize))> =
         counts.into_iter().filter(|(_, (n, _))| *n >= 2).collect();
     ranked.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.1.1.cmp(&b.1.1)));
     ranked
         .into_iter()
         .take(6)
-        .map(|(w, _)| clean_inline(&w, 30))
+        .map(|(w, _)| clean_inline(w, 30))
         .collect()
 }
 
@@ -1396,7 +1865,7 @@ impl Facts {
         let status = input
             .texts()
             .rev()
-            .take(200)
+            .take(40)
             .find(|l| is_status_line(l))
             .map(|l| clean_inline(l.trim_matches(|c: char| c == '=' || c.is_whitespace()), 200));
         Facts {
@@ -1424,6 +1893,26 @@ fn error_display(line: &str, kind: ContentKind) -> &str {
     }
 }
 
+/// The exception names a text mentions (`ConnectionError`, `NullPointerException`), found from
+/// their `Error`/`Exception` endings.
+fn exception_names(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices("Error")
+        .map(|(i, m)| i + m.len())
+        .chain(text.match_indices("Exception").map(|(i, m)| i + m.len()))
+        .filter_map(move |end| {
+            let word_end = text.get(end..)?.bytes().next();
+            if word_end.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return None;
+            }
+            let before = text.get(..end)?;
+            let start = before
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map_or(0, |i| i + 1);
+            let name = before.get(start..)?;
+            is_exception_name(name).then_some(name)
+        })
+}
+
 /// `ValueError`, `django.core.exceptions.FieldError`'s last part, `NullPointerException`.
 fn is_exception_name(word: &str) -> bool {
     word.len() > 5
@@ -1432,46 +1921,85 @@ fn is_exception_name(word: &str) -> bool {
         && word.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// What follows `: ` in a line that states an error (`foo.c:3:1: error: …`,
+/// `ls: x: No such file or directory`).
+const STRONG_AFTER_COLON: [&str; 3] = ["error:", "error TS", "fatal error:"];
+const WEAK_AFTER_COLON: [&str; 4] = [
+    "No such file or directory",
+    "command not found",
+    "Permission denied",
+    "cannot access",
+];
+
 /// How strongly a line states an error: 0 for an error statement (`error[E…]:`, `ValueError:`,
-/// `panicked at`), 1 for a traceback header, 2 for weaker signs (`FAILED`, `[ERROR]`, `No such
-/// file or directory`); `None` for other lines.
+/// `panicked at`), 1 for a traceback header, 2 for weaker signs (`FAILED`, an `ERROR` level,
+/// `No such file or directory`); `None` for other lines. Runs on every line the trigger search
+/// finds (in a test run, most of them), so prefixes are only compared when the first byte
+/// allows them.
 fn error_rank(line: &str) -> Option<u8> {
     let t = line.trim_start();
     let head = prefix_bytes(t, LINE_HEAD_BYTES);
-    let first = head.split([':', ' ', '(']).next().unwrap_or("");
-    let exception = {
-        let name = first.rsplit('.').next().unwrap_or(first);
-        (is_exception_name(name) || name == "KeyboardInterrupt")
-            && head
-                .get(first.len()..)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
-    };
-    let strong = exception
-        || [
-            "error[", "error:", "Error:", "ERROR:", "FATAL", "fatal:", "panic:", "E   ",
-        ]
-        .iter()
-        .any(|p| t.starts_with(p))
-        || t.starts_with("npm ERR!")
-        || (t.starts_with("thread '") && head.contains("panicked at"))
-        || head.contains(": error:")
-        || head.contains(": error TS")
-        || head.contains(": fatal error:");
+    let first_byte = *t.as_bytes().first()?;
+    // unittest's `ERROR: test_x (module.Class)` heads a failure; the exception line under it is
+    // the statement.
+    let test_header = t.starts_with("ERROR: test") || t.starts_with("FAIL: test");
+    let strong = match first_byte {
+        b'e' => t.starts_with("error[") || t.starts_with("error:"),
+        b'E' => {
+            t.starts_with("Error:")
+                || (t.starts_with("ERROR:") && !test_header)
+                || t.starts_with("E   ")
+        }
+        b'F' => t.starts_with("FATAL"),
+        b'f' => t.starts_with("fatal:"),
+        b'p' => t.starts_with("panic:"),
+        b'n' => t.starts_with("npm ERR!"),
+        b't' => t.starts_with("thread '") && head.contains("panicked at"),
+        _ => false,
+    } || (first_byte.is_ascii_alphabetic() && starts_with_exception(head));
     if strong {
         return Some(0);
     }
-    if t.starts_with("Traceback (most recent call last)") {
+    if first_byte == b'T' && t.starts_with("Traceback (most recent call last)") {
         return Some(1);
     }
-    let weak = ["FAILED", "FAIL:", "--- FAIL", "ERROR "]
-        .iter()
-        .any(|p| t.starts_with(p))
-        || head.contains("[ERROR]")
-        || head.contains(" ERROR ")
-        || head.contains("No such file or directory")
-        || head.contains("command not found")
-        || head.contains("Permission denied");
-    weak.then_some(2)
+    let mut weak = test_header
+        || match first_byte {
+            b'F' => t.starts_with("FAILED") || t.starts_with("FAIL:"),
+            b'-' => t.starts_with("--- FAIL"),
+            b'E' => t.starts_with("ERROR "),
+            _ => false,
+        };
+    // One pass over the `: ` separators finds both compiler-style and shell-style errors.
+    let bytes = head.as_bytes();
+    let mut from = 0;
+    while let Some(found) = head.get(from..).and_then(|rest| rest.find(':')) {
+        let colon = from + found;
+        from = colon + 1;
+        if bytes.get(colon + 1) != Some(&b' ') {
+            continue;
+        }
+        let after = head.get(colon + 2..).unwrap_or("");
+        if STRONG_AFTER_COLON.iter().any(|p| after.starts_with(p)) {
+            return Some(0);
+        }
+        weak |= WEAK_AFTER_COLON.iter().any(|p| after.starts_with(p));
+    }
+    if weak || matches!(log_level(t), Some("ERROR" | "FATAL")) {
+        return Some(2);
+    }
+    None
+}
+
+/// `ValueError: …`, `django.core.exceptions.FieldError: …`, a bare `KeyboardInterrupt`.
+fn starts_with_exception(head: &str) -> bool {
+    let word = first_word(head);
+    let rest = head.get(word.len()..).unwrap_or("");
+    if !(rest.is_empty() || rest.starts_with(':')) {
+        return false;
+    }
+    let name = word.rsplit('.').next().unwrap_or(word);
+    is_exception_name(name) || name == "KeyboardInterrupt"
 }
 
 /// The first error line of the strongest rank present. Code, Markdown and JSON only count error
@@ -1534,28 +2062,37 @@ fn is_status_line(line: &str) -> bool {
     .iter()
     .any(|p| t.starts_with(p))
         || (t.starts_with("Ran ") && t.contains(" test"))
-        || t == "OK"
-        || t.starts_with("error: could not compile");
+        || t == "OK";
     if known {
         return true;
     }
-    let counted = [" passed", " failed", " error", " skipped", " xfailed"]
-        .iter()
-        .any(|word| {
-            t.match_indices(word).any(|(pos, _)| {
-                t.get(..pos)
-                    .and_then(|before| before.bytes().next_back())
-                    .is_some_and(|b| b.is_ascii_digit())
+    // `<number> passed`, `<number> failed`, …: a digit, a space, a counted word.
+    let bytes = t.as_bytes();
+    let counted = bytes.windows(2).enumerate().any(|(i, pair)| {
+        pair.first().is_some_and(u8::is_ascii_digit)
+            && pair.get(1) == Some(&b' ')
+            && t.get(i + 2..).is_some_and(|rest| {
+                [
+                    "passed",
+                    "failed",
+                    "error",
+                    "skipped",
+                    "xfailed",
+                    "deselected",
+                ]
+                .iter()
+                .any(|word| rest.starts_with(word))
             })
-        });
+    });
     counted && (t.contains(" in ") || t.starts_with('=') || t.contains(", "))
 }
 
 /// Names of failing tests: pytest, cargo, go, unittest/Django.
 fn failed_tests(input: &Input<'_>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for line in input.texts() {
-        let t = line.trim();
+    // Every test-failure line holds `FAIL` or `ERR`, so only trigger lines can be one.
+    for line in input.lines.iter().filter(|line| line.trigger) {
+        let t = line.text.trim();
         let name = if let Some(rest) = t.strip_prefix("FAILED ") {
             // pytest short summary: `FAILED path::test - message`.
             rest.split(" - ")
@@ -1580,6 +2117,9 @@ fn failed_tests(input: &Input<'_>) -> Vec<String> {
         };
         if let Some(name) = name {
             push_unique(&mut out, clean_inline(name, 160));
+            if out.len() >= 20 {
+                break;
+            }
         }
     }
     out
@@ -1588,22 +2128,31 @@ fn failed_tests(input: &Input<'_>) -> Vec<String> {
 /// Lines that point at a place: traceback frames, compiler locations, stack frames, pytest's
 /// `path:line: Error` lines.
 fn is_pointer_line(t: &str) -> bool {
-    let head = prefix_bytes(t, LINE_HEAD_BYTES);
-    t.starts_with("File \"")
+    if t.starts_with("File \"")
         || t.starts_with("--> ")
         || t.starts_with("at ")
         || t.starts_with("FAILED")
-        || head.contains("panicked at")
-        || head.split_once(": ").is_some_and(|(location, what)| {
-            let at_line = location.rsplit_once(':').is_some_and(|(path, line)| {
-                !path.is_empty()
-                    && !path.contains(' ')
-                    && !line.is_empty()
-                    && line.bytes().all(|b| b.is_ascii_digit())
-            });
-            let word = what.split([':', ' ']).next().unwrap_or("");
-            at_line && (is_exception_name(word) || word == "error" || word == "warning")
-        })
+        || (t.starts_with("thread '") && t.contains("panicked at"))
+    {
+        return true;
+    }
+    // `path:12: SomeError` — the location is the first word.
+    let location = first_word_until_space(t);
+    let Some((path, line)) = location.strip_suffix(':').and_then(|l| l.rsplit_once(':')) else {
+        return false;
+    };
+    if path.is_empty() || line.is_empty() || !line.bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    let what = t.get(location.len()..).unwrap_or("").trim_start();
+    let word = first_word(what);
+    is_exception_name(word) || word == "error" || word == "warning"
+}
+
+/// A line's text up to its first space (at most 256 bytes).
+fn first_word_until_space(t: &str) -> &str {
+    let head = prefix_bytes(t, LINE_HEAD_BYTES);
+    head.split(' ').next().unwrap_or(head)
 }
 
 /// Diff headers name files the diff summary already lists; as identifiers their `a/…`, `b/…`
@@ -1620,35 +2169,55 @@ fn is_diff_header(t: &str) -> bool {
 /// How much each line's identifiers matter: 3 on the first error line and the location that
 /// belongs to it (the deepest traceback frame before it, a compiler location right after it),
 /// 2 on other error or pointer lines, 1 elsewhere, 0 where they are noise.
-fn line_weights(lines: &[Line<'_>], error_index: Option<usize>) -> Vec<u8> {
-    let mut weights: Vec<u8> = lines
-        .iter()
-        .map(|line| {
-            let t = line.text.trim_start();
-            if is_diff_header(t) {
-                0
-            } else if line.rank.is_some() || is_pointer_line(t) {
-                2
-            } else {
-                1
-            }
-        })
-        .collect();
+fn line_weights(input: &Input<'_>, error_index: Option<usize>) -> Vec<u8> {
+    let lines = &input.lines;
+    let weight = |line: &Line<'_>| {
+        let t = line.text.trim_start();
+        if is_diff_header(t) {
+            0
+        } else if line.rank.is_some() || is_pointer_line(t) {
+            2
+        } else {
+            1
+        }
+    };
+    // Only sampled lines hold identifiers that get ranked.
+    let mut weights: Vec<u8> = vec![1; lines.len()];
+    let sampled = (0..input.head_lines).chain(input.tail_from..lines.len());
+    for i in sampled {
+        if let (Some(w), Some(line)) = (weights.get_mut(i), lines.get(i)) {
+            *w = weight(line);
+        }
+    }
     if let Some(error) = error_index {
         let starts_with = |i: usize, p: &str| {
             lines
                 .get(i)
                 .is_some_and(|l| l.text.trim_start().starts_with(p))
         };
-        let frame = (error.saturating_sub(40)..error)
+        // The frame the exception was raised in, and the deepest frame in the project's own
+        // code (the one an agent edits), which differ when the error surfaces in a library.
+        let frames = (error.saturating_sub(60)..error)
             .rev()
-            .find(|&i| starts_with(i, "File \""));
+            .filter(|&i| starts_with(i, "File \""));
+        let mut deepest = None;
+        let mut project = None;
+        for i in frames {
+            deepest = deepest.or(Some(i));
+            if lines.get(i).is_some_and(|l| !is_library_path(l.text)) {
+                project = Some(i);
+                break;
+            }
+        }
         let location = (error + 1..(error + 4).min(lines.len())).find(|&i| {
             lines
                 .get(i)
                 .is_some_and(|l| is_pointer_line(l.text.trim_start()))
         });
-        for i in [Some(error), frame, location].into_iter().flatten() {
+        for i in [Some(error), deepest, project, location]
+            .into_iter()
+            .flatten()
+        {
             if let Some(w) = weights.get_mut(i) {
                 *w = 3;
             }
@@ -1662,29 +2231,58 @@ struct Candidate<'a> {
     first: usize,
     count: usize,
     weight: u8,
+    /// Library code, build artefacts, memory addresses: rarely what an agent reuses.
+    noise: bool,
 }
 
-/// The parts of the body identifiers are collected from: all of it up to [`ID_SCAN_BYTES`],
-/// else its first and last parts, cut at line ends so no identifier is split.
-fn id_windows(body: &str) -> Vec<(usize, &str)> {
-    if body.len() <= ID_SCAN_BYTES {
-        return vec![(0, body)];
+/// Paths inside installed libraries and toolchains rather than the project: one pass over the
+/// path's segments (this runs for every identifier candidate).
+fn is_library_path(text: &str) -> bool {
+    if text.starts_with("/usr/") || (text.contains('<') && text.contains("<frozen ")) {
+        return true;
     }
-    let head = prefix_bytes(body, ID_SCAN_BYTES * 5 / 8);
-    let head = head.rfind('\n').and_then(|i| head.get(..i)).unwrap_or(head);
-    let tail = suffix_bytes(body, ID_SCAN_BYTES * 3 / 8);
-    let tail = tail
-        .find('\n')
-        .and_then(|i| tail.get(i + 1..))
-        .unwrap_or(tail);
-    vec![(0, head), (body.len() - tail.len(), tail)]
+    let mut previous = "";
+    for segment in text.split('/') {
+        let library = matches!(
+            segment,
+            "site-packages" | "dist-packages" | "node_modules" | ".rustup" | "rustc"
+        ) || segment.starts_with("miniconda")
+            || segment.starts_with("anaconda")
+            || (previous == "lib" && segment.starts_with("python"))
+            || (previous == ".cargo" && segment == "registry");
+        if library {
+            return true;
+        }
+        previous = segment;
+    }
+    false
+}
+
+/// Identifiers an agent almost never reuses: compiled artefacts, library paths, `0x…` memory
+/// addresses, and the tails OpenClaw's pattern cuts out of relative paths (`/spotter/telemetry`
+/// from `lib/spotter/telemetry/`), which the relative path itself covers when it is shown.
+fn is_noise_identifier(id: &str, preceded_by: &[u8]) -> bool {
+    let fragment = id.starts_with('/')
+        && preceded_by
+            .last()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    let extension = id.rsplit_once('.').map_or("", |(_, ext)| ext);
+    let artefact = matches!(
+        extension,
+        "pyc" | "pyo" | "o" | "class" | "d" | "rlib" | "rmeta"
+    ) || (id.contains('_') && id.contains("__pycache__"))
+        || id.contains("/.git/");
+    let address = preceded_by.ends_with(b"0x") && is_pure_hex(id);
+    fragment || artefact || address || is_library_path(id)
 }
 
 /// Identifiers (OpenClaw's pattern) and relative paths, best first: by the weight of the lines
-/// they appear on, then the most repeated (counting up to three), then by first appearance.
+/// they appear on, then plain before noise, then repeated before single, then by first
+/// appearance. (Tuned on the shared real trajectories: how often an identifier the assistant
+/// later uses, first seen in a tool result, is visible in that result's digest.)
 fn rank_identifiers<'a>(input: &Input<'a>, error_index: Option<usize>) -> Vec<String> {
     let body: &'a str = input.body;
-    let weights = line_weights(&input.lines, error_index);
+    let weights = line_weights(input, error_index);
     let weight_at = |pos: usize| -> u8 {
         let i = input.lines.partition_point(|line| line.start <= pos);
         match i
@@ -1696,8 +2294,8 @@ fn rank_identifiers<'a>(input: &Input<'a>, error_index: Option<usize>) -> Vec<St
         }
     };
     let mut candidates: Vec<Candidate<'a>> = Vec::new();
-    let mut seed_index: HashMap<std::borrow::Cow<'a, str>, usize> = HashMap::new();
-    let mut path_index: HashMap<&'a str, usize> = HashMap::new();
+    let mut seed_index: HashMap<std::borrow::Cow<'a, str>, usize, Fnv> = HashMap::default();
+    let mut path_index: HashMap<&'a str, usize, Fnv> = HashMap::default();
     let mut note = |index: Option<usize>, display: &'a str, pos: usize, upgrade: bool| {
         let weight = weight_at(pos);
         match index.and_then(|i| candidates.get_mut(i)) {
@@ -1712,19 +2310,21 @@ fn rank_identifiers<'a>(input: &Input<'a>, error_index: Option<usize>) -> Vec<St
                 None
             }
             None if weight > 0 => {
+                let before = body.get(pos.saturating_sub(2)..pos).unwrap_or("");
                 candidates.push(Candidate {
                     display,
                     first: pos,
                     count: 1,
                     weight,
+                    noise: is_noise_identifier(display, before.as_bytes()),
                 });
                 Some(candidates.len() - 1)
             }
             None => None,
         }
     };
-    for (offset, window) in id_windows(body) {
-        for (range, id) in identifiers::find_identifiers(window) {
+    for (offset, window) in input.sample_windows() {
+        for (range, id) in identifiers::find_identifiers_for_display(window) {
             let key = normalize_identifier(id);
             let pos = offset + range.start;
             let display = body.get(pos..offset + range.end).unwrap_or(id);
@@ -1744,19 +2344,80 @@ fn rank_identifiers<'a>(input: &Input<'a>, error_index: Option<usize>) -> Vec<St
             }
         }
     }
-    candidates.sort_by(|a, b| {
+    let order = |a: &Candidate<'_>, b: &Candidate<'_>| {
         b.weight
             .cmp(&a.weight)
-            .then(b.count.min(3).cmp(&a.count.min(3)))
+            .then(a.noise.cmp(&b.noise))
+            .then(b.count.min(2).cmp(&a.count.min(2)))
             .then(a.first.cmp(&b.first))
             .then(a.display.cmp(b.display))
-    });
-    candidates
+    };
+    // Only the best few can be shown; ordering the rest is wasted work.
+    if candidates.len() > MAX_ITEMS {
+        candidates.select_nth_unstable_by(MAX_ITEMS, order);
+        candidates.truncate(MAX_ITEMS);
+    }
+    candidates.sort_by(order);
+    let mut ranked: Vec<&str> = candidates.iter().map(|c| c.display).collect();
+    prefer_containing(&mut ranked);
+    ranked
         .into_iter()
-        .take(MAX_ITEMS)
-        .map(|c| clean_inline(c.display, 400))
+        .map(|display| clean_inline(display, 400))
         .collect()
 }
+
+/// Where one candidate contains another (`/tmp/run/x/__init__.py` and `/tmp/run`), showing the
+/// longer one shows both: it takes the better rank of the two. Lengths are capped so a long URL
+/// does not displace several short identifiers.
+fn prefer_containing(ranked: &mut Vec<&str>) {
+    let mut i = 0;
+    while i < ranked.len() {
+        let Some(&current) = ranked.get(i) else {
+            break;
+        };
+        let longer = ranked
+            .iter()
+            .enumerate()
+            .skip(i + 1)
+            .filter(|(_, other)| other.len() <= current.len() + 60 && other.contains(current))
+            .max_by_key(|(j, other)| (other.len(), std::cmp::Reverse(*j)))
+            .map(|(j, _)| j);
+        if let Some(j) = longer {
+            let replacement = ranked.remove(j);
+            if let Some(slot) = ranked.get_mut(i) {
+                *slot = replacement;
+            }
+        }
+        i += 1;
+    }
+}
+
+/// FNV-1a for the candidate maps: identifiers are short and hashed hundreds of times per
+/// digest, where SipHash's flood resistance costs more than it protects (the maps hold at most
+/// the identifiers of the bounded sample).
+#[derive(Default)]
+struct FnvHasher(u64);
+
+impl std::hash::Hasher for FnvHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
+}
+
+type Fnv = std::hash::BuildHasherDefault<FnvHasher>;
 
 /// Length of a `:123` or `:123:45` suffix.
 fn line_suffix_len(rest: &str) -> usize {
@@ -1788,13 +2449,18 @@ struct Unit {
     chars: usize,
     /// All-or-nothing: an identifier cut short is a different identifier.
     whole: bool,
+    /// Fewest characters worth showing; with less room the unit is left out.
+    min: usize,
     /// Most characters this unit may take before every other unit had its turn.
     cap: usize,
     given: usize,
 }
 
-/// Fewest characters worth showing of a unit that may be cut.
-const MIN_CUT_UNIT: usize = 12;
+/// Fewest characters worth showing of a line that may be cut.
+const MIN_CUT_LINE: usize = 24;
+
+/// Below this budget the facts (status, error, exit code) go before the kind and size.
+const SMALL_BUDGET: usize = 120;
 
 // Display slots, in the order a reader sees them.
 const SLOT_NOTES: u8 = 0;
@@ -1815,22 +2481,23 @@ struct Units {
 
 impl Units {
     fn pct(&self, percent: usize) -> usize {
-        (self.budget * percent / 100).max(MIN_CUT_UNIT)
+        self.budget * percent / 100
     }
 
-    /// A unit that may be cut, taking at most `cap` characters in the first pass.
-    fn cuttable(&mut self, display: u8, text: String, cap: usize) {
-        self.push(display, 0, "", text, cap, false);
+    /// A unit that may be cut: at most `cap` characters in the first pass, at least `min`.
+    fn cuttable(&mut self, display: u8, text: String, cap: usize, min: usize) {
+        self.push(display, 0, "", text, cap, min, false);
     }
 
     /// An all-or-nothing member of a labelled group; too long (over 40% of the budget) and it is
     /// left out.
     fn member(&mut self, display: u8, label: &'static str, text: String) {
         if text.chars().count() <= self.budget * 2 / 5 {
-            self.push(display, display, label, text, usize::MAX, true);
+            self.push(display, display, label, text, usize::MAX, 0, true);
         }
     }
 
+    #[allow(clippy::too_many_arguments)] // A private constructor; the two wrappers name the uses.
     fn push(
         &mut self,
         display: u8,
@@ -1838,6 +2505,7 @@ impl Units {
         label: &'static str,
         text: String,
         cap: usize,
+        min: usize,
         whole: bool,
     ) {
         let chars = text.chars().count();
@@ -1850,11 +2518,24 @@ impl Units {
             label,
             chars,
             whole,
-            cap: if whole { chars } else { cap.min(chars) },
+            min: if whole { chars } else { min.min(chars) },
+            cap: if whole {
+                chars
+            } else {
+                cap.max(min).min(chars)
+            },
             text,
             given: 0,
         });
     }
+}
+
+/// The kind and size a head starts with (`text, 27 lines`, `json object, 7 keys`): the least
+/// of it worth showing.
+fn head_min(head: &str) -> usize {
+    let mut separators = head.match_indices([',', ':', ';']).map(|(i, _)| i);
+    let end = separators.nth(1).unwrap_or(head.len());
+    head.get(..end).map_or(0, |part| part.chars().count())
 }
 
 fn assemble(budget: usize, notes: &[String], shape: &Shape, facts: &Facts) -> String {
@@ -1864,22 +2545,34 @@ fn assemble(budget: usize, notes: &[String], shape: &Shape, facts: &Facts) -> St
     };
     for note in notes {
         let cap = units.pct(30);
-        units.cuttable(SLOT_NOTES, note.clone(), cap);
+        units.cuttable(SLOT_NOTES, note.clone(), cap, 12);
     }
-    let cap = units.pct(35);
-    units.cuttable(SLOT_HEAD, shape.head.clone(), cap);
+    let has_facts = facts.status.is_some() || facts.error_line.is_some();
+    let head_first = budget >= SMALL_BUDGET || !has_facts;
+    let push_head = |units: &mut Units| {
+        let cap = units.pct(35);
+        units.cuttable(SLOT_HEAD, shape.head.clone(), cap, head_min(&shape.head));
+    };
+    if head_first {
+        push_head(&mut units);
+    }
     if let Some(code) = &facts.exit_code {
-        units.cuttable(SLOT_EXIT, format!("exit {code}"), 12);
+        units.cuttable(SLOT_EXIT, format!("exit {code}"), 12, 12);
     }
     if let Some(status) = &facts.status {
-        let cap = units.pct(25);
-        units.cuttable(SLOT_STATUS, status.clone(), cap);
+        // A test tally cut short misleads (`2 failed, 1…`): it is shown whole when it can be.
+        let cap = units.pct(60);
+        let min = status.chars().count().min(cap).max(MIN_CUT_LINE);
+        units.cuttable(SLOT_STATUS, status.clone(), cap, min);
     }
     if let Some(error) = &facts.error_line {
         if facts.status.as_ref() != Some(error) {
-            let cap = units.pct(40);
-            units.cuttable(SLOT_ERROR, error.clone(), cap);
+            let cap = units.pct(40).max(MIN_CUT_LINE + 16);
+            units.cuttable(SLOT_ERROR, error.clone(), cap, MIN_CUT_LINE);
         }
+    }
+    if !head_first {
+        push_head(&mut units);
     }
     for test in facts.failed_tests.iter().take(3) {
         units.member(SLOT_FAILED, "failed:", test.clone());
@@ -1891,27 +2584,29 @@ fn assemble(budget: usize, notes: &[String], shape: &Shape, facts: &Facts) -> St
         units.member(SLOT_IDS, "ids:", id.clone());
     }
     for detail in &shape.details {
-        units.cuttable(SLOT_DETAILS, detail.clone(), budget);
+        units.cuttable(SLOT_DETAILS, detail.clone(), budget, MIN_CUT_LINE);
     }
     for item in shape.items.iter().skip(shape.primary) {
         units.member(SLOT_ITEMS, shape.label, item.clone());
     }
     for line in &facts.key_lines {
         let cap = units.pct(30);
-        units.cuttable(SLOT_KEY_LINES, line.clone(), cap);
+        units.cuttable(SLOT_KEY_LINES, line.clone(), cap, MIN_CUT_LINE);
     }
     allocate(budget, &mut units.list);
-    render(&mut units.list, budget)
+    render(&units.list, budget)
 }
 
 /// Gives each unit its space: a first pass within caps, in priority order, leaving out
-/// identifiers the summary already shows; a second pass lets cut units grow into what is left.
+/// identifiers and test names the summary already shows; a second pass lets cut units grow
+/// into what is left.
 fn allocate(budget: usize, units: &mut [Unit]) {
     let mut used = 0usize;
     let mut open_groups: Vec<u8> = Vec::new();
     let mut shown = String::new();
     for unit in units.iter_mut() {
-        if unit.whole && unit.display == SLOT_IDS && mentions_identifier(&shown, &unit.text) {
+        let skippable = matches!(unit.display, SLOT_IDS | SLOT_FAILED);
+        if unit.whole && skippable && mentions_identifier(&shown, &unit.text) {
             continue;
         }
         let separator = if used == 0 { 0 } else { 2 };
@@ -1923,12 +2618,7 @@ fn allocate(budget: usize, units: &mut [Unit]) {
         };
         let room = budget.saturating_sub(used + separator + label);
         let give = unit.cap.min(room);
-        let enough = if unit.whole {
-            give == unit.chars
-        } else {
-            give >= unit.chars.min(MIN_CUT_UNIT)
-        };
-        if give == 0 || !enough {
+        if give == 0 || give < unit.min {
             continue;
         }
         unit.given = give;
@@ -1949,7 +2639,7 @@ fn allocate(budget: usize, units: &mut [Unit]) {
     }
 }
 
-fn render(units: &mut [Unit], budget: usize) -> String {
+fn render(units: &[Unit], budget: usize) -> String {
     let mut order: Vec<(u8, usize, &Unit)> = units
         .iter()
         .enumerate()
@@ -1981,30 +2671,47 @@ fn render(units: &mut [Unit], budget: usize) -> String {
 // ---------------------------------------------------------------------------------------------
 // Text helpers.
 
-/// `text` if it has at most `max` characters, else its first `max - 1` characters and `…`.
+/// `text` if it has at most `max` characters, else a prefix and `…` in `max` characters: cut
+/// after a word when one ends in the last third of the room, else mid-word.
 fn cut(text: &str, max: usize) -> String {
     if max == 0 {
         return String::new();
     }
-    match text.char_indices().nth(max) {
-        None => text.to_owned(),
-        Some(_) => {
-            let keep = text
-                .char_indices()
-                .nth(max - 1)
-                .map(|(i, _)| i)
-                .unwrap_or(text.len());
-            let mut out = text.get(..keep).unwrap_or("").trim_end().to_owned();
-            out.push(CUT_MARK);
-            out
-        }
+    if text.char_indices().nth(max).is_none() {
+        return text.to_owned();
     }
+    let room = text
+        .char_indices()
+        .nth(max - 1)
+        .map_or(text.len(), |(i, _)| i);
+    let prefix = text.get(..room).unwrap_or("");
+    let floor = prefix.len() * 2 / 3;
+    let at_word = prefix
+        .rfind([' ', ','])
+        .filter(|&i| i >= floor && i > 0)
+        .and_then(|i| prefix.get(..i));
+    let mut out = at_word
+        .unwrap_or(prefix)
+        .trim_end_matches([' ', ',', ';', ':'])
+        .to_owned();
+    out.push(CUT_MARK);
+    out
 }
 
 /// One line of display text: control characters become spaces, runs of whitespace collapse,
 /// at most `max` characters (cut marked). Reads no further than it needs to, so a megabyte-long
 /// line costs no more than a short one.
 fn clean_inline(text: &str, max: usize) -> String {
+    // Most display text is short, printable ASCII with single spaces: copy it as is.
+    let head = prefix_bytes(text, max);
+    let plain = head.len() == text.len()
+        && head.bytes().all(|b| (0x21..0x7f).contains(&b) || b == b' ')
+        && !head.contains("  ")
+        && !head.starts_with(' ')
+        && !head.ends_with(' ');
+    if plain {
+        return head.to_owned();
+    }
     let mut out = String::new();
     let mut count = 0;
     let mut pending_space = false;
@@ -2049,4 +2756,296 @@ fn suffix_bytes(text: &str, max: usize) -> &str {
         start += 1;
     }
     text.get(start..).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn returncode_wrappers_are_unwrapped() {
+        let (body, code) =
+            unwrap_returncode("<returncode>0</returncode>\n<output>\nfile.txt\n</output>");
+        assert_eq!((body, code), ("file.txt\n", Some("0")));
+        let (body, code) = unwrap_returncode("<returncode>1</returncode>\nno output tag");
+        assert_eq!((body, code), ("no output tag", Some("1")));
+        assert_eq!(unwrap_returncode("plain"), ("plain", None));
+        assert_eq!(unwrap_returncode("<returncode>1"), ("<returncode>1", None));
+    }
+
+    #[test]
+    fn line_number_gutters_are_stripped() {
+        let input = Input::new("     1→use std::io;\n     2→\n     3→fn main() {}\n");
+        let texts: Vec<&str> = input.texts().collect();
+        assert_eq!(texts, ["use std::io;", "", "fn main() {}"]);
+        let input = Input::new("    10\tdef f():\n    11\t    return 1\n");
+        assert_eq!(input.texts().next(), Some("def f():"));
+        // Numbers that are content, not a gutter, stay.
+        let input = Input::new("12 apples\n13 pears\n");
+        assert_eq!(input.texts().next(), Some("12 apples"));
+    }
+
+    #[test]
+    fn harness_tag_lines_are_dropped() {
+        let input = Input::new(
+            "<output_head>\nfirst\n<elided_chars>\n10 characters elided\n</elided_chars>\n<output_tail>\nlast",
+        );
+        let texts: Vec<&str> = input.texts().collect();
+        assert_eq!(texts, ["first", "10 characters elided", "last"]);
+    }
+
+    #[test]
+    fn log_levels() {
+        assert_eq!(
+            log_level("2024-05-01T10:00:00Z INFO server: up"),
+            Some("INFO")
+        );
+        assert_eq!(log_level("[WARN] disk slow"), Some("WARN"));
+        assert_eq!(log_level("WARNING:root:slow"), Some("WARN"));
+        assert_eq!(
+            log_level("2024/05/01 10:00:00 [error] 12#0: boom"),
+            Some("ERROR")
+        );
+        assert_eq!(log_level("ts=1 level=debug msg=x"), Some("DEBUG"));
+        assert_eq!(log_level("ts=1 level=\"info\" msg=x"), Some("INFO"));
+        assert_eq!(log_level("CRITICAL: out of memory"), Some("FATAL"));
+        assert_eq!(log_level("the error is here"), None);
+        assert_eq!(log_level("Information only"), None);
+        assert_eq!(log_level("LOG_ERROR_COUNT=3"), None);
+        assert_eq!(log_level(&format!("{} ERROR late", "x".repeat(60))), None);
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(
+            find_timestamp("2024-05-01T10:00:01.120Z INFO"),
+            Some("2024-05-01T10:00:01.120Z")
+        );
+        assert_eq!(
+            find_timestamp("2024-05-01 10:00:01,5 - x"),
+            Some("2024-05-01 10:00:01,5")
+        );
+        assert_eq!(
+            find_timestamp("Mar  3 10:12:00 host sshd"),
+            Some("10:12:00")
+        );
+        assert_eq!(find_timestamp("at 10:12 sharp"), None);
+        assert_eq!(find_timestamp("version 1:2:3"), None);
+        assert_eq!(find_timestamp("id 123:45:67"), None);
+    }
+
+    #[test]
+    fn error_ranks() {
+        for strong in [
+            "error[E0425]: cannot find value",
+            "error: linker failed",
+            "ValueError: bad",
+            "django.core.exceptions.FieldError: x",
+            "KeyboardInterrupt",
+            "thread 'main' panicked at src/main.rs:2:5:",
+            "panic: runtime error",
+            "src/a.c:3:1: error: expected ';'",
+            "src/a.ts(3,1): error TS2304: x",
+            "E       assert 1 == 2",
+            "npm ERR! code ELIFECYCLE",
+            "fatal: not a git repository",
+        ] {
+            assert_eq!(error_rank(strong), Some(0), "{strong}");
+        }
+        assert_eq!(error_rank("Traceback (most recent call last):"), Some(1));
+        for weak in [
+            "FAILED tests/test_a.py::test_b - x",
+            "--- FAIL: TestAdd (0.00s)",
+            "ERROR: test_x (mod.Class)",
+            "ls: cannot access 'x': No such file or directory",
+            "bash: foo: command not found",
+            "2024-05-01 10:00:00 [ERROR] job failed",
+        ] {
+            assert_eq!(error_rank(weak), Some(2), "{weak}");
+        }
+        for none in [
+            "",
+            "all good",
+            "    raise ValueError(\"x\")",
+            "let e = Error::new();",
+            "errors: 0",
+            "MyErrorHandler: registered",
+        ] {
+            assert_eq!(error_rank(none), None, "{none}");
+        }
+    }
+
+    #[test]
+    fn every_error_line_holds_a_trigger() {
+        // `annotate_error_ranks` only ranks lines the trigger regex finds.
+        for line in [
+            "error[E0425]: x",
+            "ValueError: bad",
+            "KeyboardInterrupt",
+            "thread 'main' panicked at x",
+            "E   assert 1",
+            "npm ERR! x",
+            "Traceback (most recent call last):",
+            "FAILED x",
+            "--- FAIL: T",
+            "ls: x: No such file or directory",
+            "sh: x: command not found",
+            "cat: x: Permission denied",
+            "[error] x",
+            "CRITICAL x",
+            "fatal: x",
+            "panic: x",
+        ] {
+            assert!(ERROR_TRIGGER_RE.is_match(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn status_lines() {
+        for status in [
+            "==== 2 failed, 10 passed in 0.31s ====",
+            "test result: FAILED. 2 passed; 1 failed; 0 ignored",
+            "Ran 4 tests in 0.010s",
+            "FAILED (failures=1)",
+            "OK",
+            "Tests:       1 failed, 9 passed, 10 total",
+            "Finished `dev` profile [unoptimized] target(s) in 2.31s",
+        ] {
+            assert!(is_status_line(status), "{status}");
+        }
+        for other in [
+            "passed the butter",
+            "3 files changed",
+            "error: could not compile `x`",
+        ] {
+            assert!(!is_status_line(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn definitions() {
+        let cases = [
+            ("pub async fn load(path: &str) {", "load", true),
+            ("fn main() {", "main", true),
+            ("def get(self, key):", "get", true),
+            ("  defp summarise(text), do: x", "summarise", true),
+            (
+                "func (s *Server) Serve(l net.Listener) error {",
+                "Serve",
+                true,
+            ),
+            (
+                "export default async function handler(req) {",
+                "handler",
+                true,
+            ),
+            ("class Store:", "Store", false),
+            ("pub struct Config {", "Config", false),
+            ("impl<T> Cache<T> {", "Cache", false),
+            ("defmodule Spotter.Repo do", "Spotter.Repo", false),
+        ];
+        for (line, name, function) in cases {
+            match definition(line) {
+                Some(Definition::Function(found)) if function => assert_eq!(found, name, "{line}"),
+                Some(Definition::Type(found)) if !function => assert_eq!(found, name, "{line}"),
+                Some(Definition::Function(_) | Definition::Type(_)) | None => {
+                    panic!("{line}: wrong definition")
+                }
+            }
+        }
+        assert!(definition("let x = 1;").is_none());
+        assert!(definition("fn").is_none());
+        assert!(definition("class 1x").is_none());
+    }
+
+    #[test]
+    fn cut_respects_characters_words_and_the_mark() {
+        assert_eq!(cut("short", 10), "short");
+        assert_eq!(cut("exactly10!", 10), "exactly10!");
+        assert_eq!(cut("hello brave new world", 12), "hello brave…");
+        assert_eq!(cut("abcdefghijklmnop", 5), "abcd…");
+        assert_eq!(cut("错误信息很长很长", 4), "错误信…");
+        assert_eq!(cut("anything", 1), "…");
+        assert_eq!(cut("anything", 0), "");
+        for max in 1..30 {
+            assert!(
+                cut("数据 /a/b 错误 words and more words", max)
+                    .chars()
+                    .count()
+                    <= max
+            );
+        }
+    }
+
+    #[test]
+    fn clean_inline_makes_one_printable_line() {
+        assert_eq!(clean_inline("  a\tb\n\nc  ", 20), "a b c");
+        assert_eq!(clean_inline("x\u{0}y\u{1b}[0m", 20), "x y [0m");
+        assert_eq!(clean_inline("abcdefghij", 5), "abcd…");
+        assert_eq!(clean_inline("plain text", 10), "plain text");
+    }
+
+    #[test]
+    fn containing_candidates_take_the_better_rank() {
+        let mut ranked = vec!["/tmp/run", "a.rs:3", "/tmp/run/x/init.py", "src/a.rs:3"];
+        prefer_containing(&mut ranked);
+        assert_eq!(ranked, ["/tmp/run/x/init.py", "src/a.rs:3"]);
+    }
+
+    #[test]
+    fn head_minimum_is_kind_and_size() {
+        assert_eq!(
+            head_min("text, 27 lines, 1177 chars"),
+            "text, 27 lines".len()
+        );
+        assert_eq!(head_min("json object, 7 keys"), "json object, 7 keys".len());
+        assert_eq!(head_min("log, 8 lines: ERROR 3"), "log, 8 lines".len());
+        assert_eq!(head_min("json null"), "json null".len());
+    }
+
+    #[test]
+    fn noise_identifiers() {
+        assert!(is_noise_identifier("/x/__pycache__/a.cpython-39.pyc", b" "));
+        assert!(is_noise_identifier("78effdf94340", b"0x"));
+        assert!(!is_noise_identifier("78effdf94340", b"  "));
+        assert!(is_noise_identifier("/spotter/telemetry", b"ib"));
+        assert!(!is_noise_identifier("/srv/app/main.py", b" \""));
+        assert!(is_noise_identifier(
+            "/opt/miniconda3/envs/testbed/lib/python3.9/unittest/case.py",
+            b" \""
+        ));
+    }
+
+    #[test]
+    fn urls_in_minified_json_are_found_one_by_one() {
+        let json = r#"[{"id":1,"url":"https://api.example.com/items/1","tags":["a"]},{"id":2,"url":"https://api.example.com/items/2"}]"#;
+        let d = super::digest(json, &DigestSettings::default());
+        assert!(
+            d.summary.contains("https://api.example.com/items/2"),
+            "{}",
+            d.summary
+        );
+    }
+
+    #[test]
+    fn sampled_inputs_cover_both_ends() {
+        let mut text = String::new();
+        for i in 0..5000 {
+            text.push_str(&format!("line {i} with /srv/path/{i}\n"));
+        }
+        let input = Input::new(&text);
+        assert!(input.is_sampled());
+        let windows = input.sample_windows();
+        assert_eq!(windows.len(), 2);
+        let (head_offset, head) = windows.first().copied().unwrap();
+        let (tail_offset, tail) = windows.last().copied().unwrap();
+        assert_eq!(head_offset, 0);
+        assert!(head.len() <= SAMPLE_HEAD_BYTES);
+        assert!(tail.len() <= SAMPLE_TAIL_BYTES);
+        assert_eq!(tail_offset + tail.len(), text.len());
+        assert!(tail.starts_with("line "));
+        assert!(input.sample().count() < input.lines.len());
+    }
 }

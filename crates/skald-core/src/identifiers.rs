@@ -63,6 +63,12 @@ static IDENTIFIER_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(IDENTIFIER_PATTERN).expect("identifier pattern compiles"));
 
 #[allow(clippy::expect_used)]
+static DISPLAY_IDENTIFIER_RE: LazyLock<Regex> = LazyLock::new(|| {
+    let pattern = IDENTIFIER_PATTERN.replace(r"https?://\S+", r#"https?://[^\s"'<>`\\{}|^]+"#);
+    Regex::new(&pattern).expect("display identifier pattern compiles")
+});
+
+#[allow(clippy::expect_used)]
 static PATH_LIKE_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(PATH_LIKE_PATTERN).expect("path-like pattern compiles"));
 
@@ -71,7 +77,8 @@ const TRAILING_JUNK: &[char] = &[
     ')', ']', '"', '\'', '`', ',', ';', ':', '.', '!', '?', '<', '>',
 ];
 
-/// Strips what prose wraps an identifier in: leading `("'`[{<` and trailing `)]"'`,;:.!?<>`.
+/// Strips what prose wraps an identifier in: leading ``("'`[{<`` and trailing ``)]"'`,;:.!?<>``
+/// (a backtick included in both).
 pub fn sanitize_identifier(raw: &str) -> &str {
     raw.trim()
         .trim_start_matches(LEADING_JUNK)
@@ -96,17 +103,29 @@ pub fn normalize_identifier(value: &str) -> Cow<'_, str> {
 /// Every identifier occurrence in `text`, in order, sanitised and length-filtered but not
 /// deduplicated, with its byte range in `text`.
 pub fn find_identifiers(text: &str) -> impl Iterator<Item = (Range<usize>, &str)> + '_ {
-    IDENTIFIER_RE.find_iter(text).filter_map(|found| {
-        let raw = found.as_str();
-        let clean = sanitize_identifier(raw);
-        if clean.chars().count() < MIN_IDENTIFIER_CHARS {
-            return None;
-        }
-        // `clean` is a sub-slice of `raw`, so its offset inside `raw` is a pointer difference.
-        let offset = clean.as_ptr() as usize - raw.as_ptr() as usize;
-        let start = found.start() + offset;
-        Some((start..start + clean.len(), clean))
-    })
+    IDENTIFIER_RE.find_iter(text).filter_map(sanitized)
+}
+
+/// Like [`find_identifiers`], except that a URL ends at the first character a URL cannot hold
+/// unescaped (`"'<>` backtick `\{}|^`) instead of at whitespace. OpenClaw's `https?://\S+` runs
+/// on through the rest of a minified JSON or HTML line, swallowing every identifier after the
+/// URL; a summary that shows identifiers wants them one by one. Only the extent of URLs
+/// differs; extraction for comparisons ([`extract_identifiers`]) keeps the seed's pattern.
+pub fn find_identifiers_for_display(text: &str) -> impl Iterator<Item = (Range<usize>, &str)> + '_ {
+    DISPLAY_IDENTIFIER_RE.find_iter(text).filter_map(sanitized)
+}
+
+/// A match sanitised, with its range; `None` when too short.
+fn sanitized(found: regex::Match<'_>) -> Option<(Range<usize>, &str)> {
+    let raw = found.as_str();
+    let clean = sanitize_identifier(raw);
+    if clean.chars().count() < MIN_IDENTIFIER_CHARS {
+        return None;
+    }
+    // `clean` is a sub-slice of `raw`, so its offset inside `raw` is a pointer difference.
+    let offset = clean.as_ptr() as usize - raw.as_ptr() as usize;
+    let start = found.start() + offset;
+    Some((start..start + clean.len(), clean))
 }
 
 /// The identifiers of `text`, each once (compared under [`normalize_identifier`]), in order of
@@ -345,6 +364,28 @@ mod tests {
         for (range, id) in &found {
             assert_eq!(&text[range.clone()], *id);
         }
+    }
+
+    #[test]
+    fn display_variant_ends_urls_where_urls_cannot_continue() {
+        let text = r#"{"u":"https://a.example/x","v":"https://b.example/y","h":"deadbeef01"}"#;
+        // The seed's URL alternative swallows the rest of the line...
+        assert_eq!(extract_identifiers(text).len(), 1);
+        // ...the display variant finds each identifier.
+        let shown: Vec<&str> = find_identifiers_for_display(text)
+            .map(|(_, id)| id)
+            .collect();
+        assert_eq!(
+            shown,
+            ["https://a.example/x", "https://b.example/y", "deadbeef01"]
+        );
+        // Elsewhere the two agree.
+        let plain = "see https://x.org/a?b=1 and /srv/app/main.py:12";
+        let seed: Vec<&str> = find_identifiers(plain).map(|(_, id)| id).collect();
+        let display: Vec<&str> = find_identifiers_for_display(plain)
+            .map(|(_, id)| id)
+            .collect();
+        assert_eq!(seed, display);
     }
 
     #[test]
