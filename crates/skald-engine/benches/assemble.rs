@@ -60,6 +60,22 @@ fn benches(c: &mut Criterion) {
     let mut warm = SessionState::default();
     assemble(&store, &policy, &mut warm, history.clone(), request(0)).unwrap();
 
+    for label in ["cold", "one new turn"] {
+        let mut state = if label == "cold" {
+            SessionState::default()
+        } else {
+            warm.clone()
+        };
+        let out = assemble(
+            &store,
+            &policy,
+            &mut state,
+            messages.clone(),
+            request(3_000),
+        )
+        .unwrap();
+        eprintln!("{label}: {:?}", out.report.timings_us);
+    }
     c.bench_function("assemble/full-pass-cold-state", |b| {
         b.iter_batched(
             || messages.clone(),

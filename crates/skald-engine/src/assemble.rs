@@ -16,8 +16,9 @@ use skald_core::pipeline::truncate::{TruncateReport, truncate};
 use skald_core::pipeline::turn_limit::{TurnLimitReport, limit_turns};
 use skald_core::refs::NewRef;
 use skald_core::repair::{RepairReport, RepairSettings, repair};
-use skald_core::tokens::estimate_messages_tokens;
+use skald_core::tokens::estimate_message_tokens;
 use skald_store::RefStore;
+use xxhash_rust::xxh3::Xxh3;
 
 use crate::EngineError;
 use crate::session::SessionState;
@@ -46,6 +47,28 @@ pub struct AssembleReport {
     pub truncate: TruncateReport,
     /// Refs stored by this request (first-time offloads, prunes and truncations).
     pub refs_stored: usize,
+    /// Wall time of each step, in microseconds.
+    pub timings_us: StageTimings,
+}
+
+/// Where an assemble spent its time, in microseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct StageTimings {
+    pub repair: u64,
+    pub turn_limit: u64,
+    pub offload: u64,
+    pub prune: u64,
+    pub truncate: u64,
+    pub store: u64,
+    pub estimate: u64,
+}
+
+/// Microseconds since `start`, and restarts it.
+fn lap(start: &mut Instant) -> u64 {
+    let now = Instant::now();
+    let micros = now.duration_since(*start).as_micros() as u64;
+    *start = now;
+    micros
 }
 
 /// The context for one model request.
@@ -60,6 +83,88 @@ pub struct Assembled {
     pub report: AssembleReport,
     /// Wall time of the pipeline, for reports.
     pub elapsed_ms: f64,
+}
+
+/// Sums the token estimates of `messages`, estimating only messages not seen before: a request
+/// costs work in proportion to what is new in it.
+fn estimate_with_memo(
+    memo: &mut std::collections::HashMap<u128, u64>,
+    messages: &[Message],
+) -> u64 {
+    if memo.len() > 100_000 {
+        memo.clear();
+    }
+    messages
+        .iter()
+        .map(|message| {
+            *memo
+                .entry(quick_identity(message))
+                .or_insert_with(|| estimate_message_tokens(message))
+        })
+        .sum()
+}
+
+/// A cheap identity of a message: role, and for every block its kind, length, and first and
+/// last bytes. O(blocks), not O(content); sessions are append-only, so a message that keeps its
+/// place, lengths and edges is the same message.
+fn quick_identity(message: &Message) -> u128 {
+    use skald_core::message::Block;
+    const EDGE: usize = 64;
+    fn text(hasher: &mut Xxh3, text: &str) {
+        let bytes = text.as_bytes();
+        hasher.update(&(bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes.get(..EDGE).unwrap_or(bytes));
+        hasher.update(
+            bytes
+                .get(bytes.len().saturating_sub(EDGE)..)
+                .unwrap_or(bytes),
+        );
+    }
+    fn blocks(hasher: &mut Xxh3, content: &[Block]) {
+        for block in content {
+            match block {
+                Block::Text(t) => {
+                    hasher.update(b"t");
+                    text(hasher, &t.text);
+                }
+                Block::Thinking(t) => {
+                    hasher.update(b"k");
+                    text(hasher, &t.thinking);
+                }
+                Block::ToolCall(call) => {
+                    hasher.update(b"c");
+                    hasher.update(call.id.as_bytes());
+                    hasher.update(call.name.as_bytes());
+                    if let serde_json::Value::Object(fields) = &call.arguments {
+                        for (key, value) in fields {
+                            hasher.update(key.as_bytes());
+                            match value {
+                                serde_json::Value::String(s) => text(hasher, s),
+                                serde_json::Value::Null
+                                | serde_json::Value::Bool(_)
+                                | serde_json::Value::Number(_)
+                                | serde_json::Value::Array(_)
+                                | serde_json::Value::Object(_) => {
+                                    hasher.update(value.to_string().as_bytes())
+                                }
+                            }
+                        }
+                    }
+                }
+                Block::ToolResult(result) => {
+                    hasher.update(b"r");
+                    hasher.update(result.call_id.as_bytes());
+                    blocks(hasher, &result.content);
+                }
+                Block::Image(_) => hasher.update(b"i"),
+                Block::Opaque(value) => hasher.update(value.to_string().as_bytes()),
+            }
+        }
+    }
+    let mut hasher = Xxh3::new();
+    hasher.update(message.role.name().as_bytes());
+    blocks(&mut hasher, &message.content);
+    hasher.digest128()
 }
 
 /// Index of the `keep`-th assistant message from the end (results at or after it are recent).
@@ -85,6 +190,7 @@ pub fn assemble<S: RefStore + ?Sized>(
     request: AssembleRequest<'_>,
 ) -> Result<Assembled, EngineError> {
     let started = Instant::now();
+    let mut clock = started;
     let mut report = AssembleReport::default();
     let mut new_refs: Vec<NewRef> = Vec::new();
 
@@ -95,9 +201,11 @@ pub fn assemble<S: RefStore + ?Sized>(
     } else {
         messages
     };
+    report.timings_us.repair = lap(&mut clock);
 
     let (messages, turns) = limit_turns(messages, &policy.turn_limit);
     report.turn_limit = turns;
+    report.timings_us.turn_limit = lap(&mut clock);
 
     let messages = if policy.offload.enabled && request.fetch_available {
         let outcome = run_offload(policy, state, messages);
@@ -107,6 +215,7 @@ pub fn assemble<S: RefStore + ?Sized>(
     } else {
         messages
     };
+    report.timings_us.offload = lap(&mut clock);
 
     let env = PruneEnv {
         context_window_tokens: request.context_window_tokens,
@@ -117,6 +226,7 @@ pub fn assemble<S: RefStore + ?Sized>(
     state.prune_clock = pruned.clock;
     report.prune = pruned.report;
     new_refs.extend(pruned.new_refs);
+    report.timings_us.prune = lap(&mut clock);
 
     let truncated = truncate(
         pruned.messages,
@@ -126,6 +236,7 @@ pub fn assemble<S: RefStore + ?Sized>(
     report.truncate = truncated.report;
     new_refs.extend(truncated.new_refs);
     let messages = truncated.messages;
+    report.timings_us.truncate = lap(&mut clock);
 
     // A ref id reaches the model only once its original is durably stored.
     for new_ref in &new_refs {
@@ -137,6 +248,7 @@ pub fn assemble<S: RefStore + ?Sized>(
         state.stored_refs.insert(key);
         report.refs_stored += 1;
     }
+    report.timings_us.store = lap(&mut clock);
 
     // Once a session has handed out a ref, the instruction and the tool stay for good: adding
     // or removing them would change the start of every later request and void its cache.
@@ -152,7 +264,8 @@ pub fn assemble<S: RefStore + ?Sized>(
     state.last_request_ms = Some(request.now_ms);
     // This request reads or writes the provider's prompt cache: the pruning clock starts again.
     state.prune_clock.touch(request.now_ms);
-    let estimated_tokens = estimate_messages_tokens(&messages);
+    let estimated_tokens = estimate_with_memo(&mut state.estimates, &messages);
+    report.timings_us.estimate = lap(&mut clock);
     Ok(Assembled {
         messages,
         system_prompt_addition,

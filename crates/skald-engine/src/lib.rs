@@ -36,7 +36,7 @@ pub mod replay;
 mod session;
 
 pub use accounting::{CacheAccount, Pricing, RequestBill, Segment};
-pub use assemble::{AssembleReport, AssembleRequest, Assembled, assemble};
+pub use assemble::{AssembleReport, AssembleRequest, Assembled, StageTimings, assemble};
 pub use fetch::{FetchOutput, execute_fetch};
 pub use session::SessionState;
 

@@ -2,7 +2,7 @@
 //! byte for byte (which results left the context), the memo that makes repeating them cheap, the
 //! prompt-cache clocks and the refs already stored.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use skald_core::pipeline::offload::{ArgumentsCache, OffloadCache};
 use skald_core::pipeline::prune::PruneClock;
@@ -21,6 +21,8 @@ pub struct SessionState {
     pub(crate) prune_clock: PruneClock,
     /// Ref ids known to be durably stored for this session's tenant.
     pub(crate) stored_refs: HashSet<String>,
+    /// Token estimates of assembled messages by their cheap identity.
+    pub(crate) estimates: HashMap<u128, u64>,
 }
 
 impl SessionState {

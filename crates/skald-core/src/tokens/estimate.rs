@@ -7,7 +7,7 @@
 
 use crate::message::Message;
 
-use super::visit::{Piece, json_text, visit_message};
+use super::visit::{Piece, visit_message};
 use super::{CHARS_PER_TOKEN, IMAGE_CHARS};
 
 /// Weight of one CJK code point in estimator characters.
@@ -63,6 +63,41 @@ pub fn estimate_string_chars(text: &str) -> usize {
         .sum()
 }
 
+/// [`estimate_string_chars`] of a JSON value's compact serialization, computed by walking the
+/// value instead of serializing it: tool arguments are counted on every request, and most of
+/// them are large strings whose serialization would be a copy.
+pub fn json_estimate_chars(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match value {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(number) => number.to_string().len(),
+        Value::String(text) => json_string_chars(text),
+        Value::Array(items) => {
+            2 + items.iter().map(json_estimate_chars).sum::<usize>() + items.len().saturating_sub(1)
+        }
+        Value::Object(fields) => {
+            2 + fields
+                .iter()
+                .map(|(key, value)| json_string_chars(key) + 1 + json_estimate_chars(value))
+                .sum::<usize>()
+                + fields.len().saturating_sub(1)
+        }
+    }
+}
+
+/// Estimator characters of `text` written as a JSON string: quotes and escapes included.
+fn json_string_chars(text: &str) -> usize {
+    let escapes = |byte: u8| match byte {
+        b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+        0x00..=0x1f => 5,
+        _ => 0,
+    };
+    let extra: usize = text.bytes().map(escapes).sum();
+    2 + estimate_string_chars(text) + extra
+}
+
 /// Estimator characters of one message: its counted content (see the module docs of
 /// [`crate::tokens`]) plus [`MESSAGE_OVERHEAD_CHARS`].
 pub fn estimate_chars(message: &Message) -> usize {
@@ -70,7 +105,7 @@ pub fn estimate_chars(message: &Message) -> usize {
     visit_message(message, &mut |piece| {
         chars += match piece {
             Piece::Text(text) => estimate_string_chars(text),
-            Piece::Json(value) => estimate_string_chars(&json_text(value)),
+            Piece::Json(value) => json_estimate_chars(value),
             Piece::Image => IMAGE_CHARS,
         };
     });
@@ -229,5 +264,31 @@ mod tests {
         assert_eq!(estimate_messages_tokens(&both), 11);
         assert_eq!(estimate_messages_chars(&both), 43);
         assert_eq!(estimate_messages_tokens(&[]), 0);
+    }
+}
+
+#[cfg(test)]
+mod json_walk_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn walking_json_counts_what_serializing_would() {
+        let values = [
+            json!(null),
+            json!({"path": "src/a.rs", "n": 12, "ok": true, "f": 1.5, "none": null}),
+            json!({"content": "line 1\nline \"2\"\t\\ end\u{1}", "list": [1, "x", [], {}]}),
+            json!({"中文": "你好世界", "mixed": "hi你好"}),
+            json!([]),
+        ];
+        for value in values {
+            let serialized = serde_json::to_string(&value).unwrap();
+            assert_eq!(
+                json_estimate_chars(&value),
+                estimate_string_chars(&serialized),
+                "{serialized}"
+            );
+        }
     }
 }
