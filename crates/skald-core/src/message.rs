@@ -233,6 +233,27 @@ impl ToolResult {
     }
 }
 
+/// The text blocks of `blocks`, joined by newlines (images, calls and nested results skipped).
+pub fn join_text(blocks: &[Block]) -> String {
+    let mut out = String::new();
+    for block in blocks {
+        match block {
+            Block::Text(text) => {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(&text.text);
+            }
+            Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => {}
+        }
+    }
+    out
+}
+
 /// One piece of a message's content.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
@@ -327,23 +348,7 @@ impl Message {
 
     /// The concatenated text blocks of the message (not of nested tool results).
     pub fn plain_text(&self) -> String {
-        let mut out = String::new();
-        for block in &self.content {
-            match block {
-                Block::Text(text) => {
-                    if !out.is_empty() {
-                        out.push('\n');
-                    }
-                    out.push_str(&text.text);
-                }
-                Block::Image(_)
-                | Block::Thinking(_)
-                | Block::ToolCall(_)
-                | Block::ToolResult(_)
-                | Block::Opaque(_) => {}
-            }
-        }
-        out
+        join_text(&self.content)
     }
 
     /// True when the message is part of what a model sees (custom host entries are not).

@@ -197,19 +197,7 @@ impl RefPayload {
 
     /// The text of the payload's text blocks, joined by newlines.
     pub fn text(&self) -> String {
-        let texts: Vec<&str> = self
-            .blocks
-            .iter()
-            .filter_map(|block| match block {
-                Block::Text(text) => Some(text.text.as_str()),
-                Block::Image(_)
-                | Block::Thinking(_)
-                | Block::ToolCall(_)
-                | Block::ToolResult(_)
-                | Block::Opaque(_) => None,
-            })
-            .collect();
-        texts.join("\n")
+        crate::message::join_text(&self.blocks)
     }
 }
 

@@ -240,23 +240,7 @@ fn text_bytes(result: &ToolResult) -> usize {
 
 /// The joined text of a result's text blocks.
 pub fn text_of(result: &ToolResult) -> String {
-    let mut out = String::new();
-    for block in &result.content {
-        match block {
-            Block::Text(text) => {
-                if !out.is_empty() {
-                    out.push('\n');
-                }
-                out.push_str(&text.text);
-            }
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => {}
-        }
-    }
-    out
+    crate::message::join_text(&result.content)
 }
 
 /// True when `text` starts like an OpenClaw workspace file (`# SOUL.md - Who You Are`).
