@@ -105,8 +105,8 @@ fn estimate_with_memo(
 }
 
 /// A cheap identity of a message: role, and for every block its kind, length, and first and
-/// last bytes. O(blocks), not O(content); sessions are append-only, so a message that keeps its
-/// place, lengths and edges is the same message.
+/// last bytes. O(blocks), not O(content). It keys only the token estimate: two different
+/// messages that collided would skew an estimate, never change what the model sees.
 fn quick_identity(message: &Message) -> u128 {
     use skald_core::message::Block;
     const EDGE: usize = 64;
