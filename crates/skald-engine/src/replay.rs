@@ -263,28 +263,30 @@ pub fn replay_policy<S: RefStore + ?Sized>(
             continue;
         }
         // Record where identifiers first appeared, for everything before this call.
-        while scanned < index {
-            let earlier = &messages[scanned];
+        for earlier in messages.get(scanned..index).unwrap_or_default() {
             if earlier.is_model_visible() {
-                let text = assistant_text(earlier);
-                let results: Vec<&str> =
-                    earlier.tool_results().map(|r| r.call_id.as_str()).collect();
-                for identifier in extract_identifiers(&text) {
-                    first_seen
-                        .entry(identifier)
-                        .or_insert_with(|| match results.first() {
-                            Some(call_id) => Source::ToolResult {
+                // Each result's identifiers are attributed to that result's call; whatever else
+                // the message says counts as "elsewhere".
+                for result in earlier.tool_results() {
+                    for identifier in extract_identifiers(&text_of(result)) {
+                        first_seen
+                            .entry(identifier)
+                            .or_insert_with(|| Source::ToolResult {
                                 message_index: scanned,
-                                call_id: (*call_id).to_owned(),
-                            },
-                            None => Source::Elsewhere,
-                        });
+                                call_id: result.call_id.clone(),
+                            });
+                    }
+                }
+                for identifier in extract_identifiers(&assistant_text(earlier)) {
+                    first_seen.entry(identifier).or_insert(Source::Elsewhere);
                 }
             }
             scanned += 1;
         }
         let start = request_start(messages, index);
-        let request: Vec<Message> = messages[start..index]
+        let request: Vec<Message> = messages
+            .get(start.min(index)..index)
+            .unwrap_or_default()
             .iter()
             .filter(|m| m.is_model_visible())
             .cloned()
