@@ -1616,6 +1616,15 @@ enum Definition<'a> {
 }
 
 fn definition(line: &str) -> Option<Definition<'_>> {
+    // Every modifier and definition keyword starts with a lowercase ASCII letter: most lines
+    // are rejected on their first byte.
+    if !trim_start_fast(line)
+        .as_bytes()
+        .first()
+        .is_some_and(u8::is_ascii_lowercase)
+    {
+        return None;
+    }
     let mut words = prefix_bytes(line, LINE_HEAD_BYTES).split_whitespace();
     let mut keyword = words.next()?;
     while MODIFIERS.contains(&keyword) {
@@ -1838,7 +1847,8 @@ fn is_stopword(word: &str) -> bool {
 /// The most frequent words (four letters or more, stopwords out) of the text's first 4 KiB,
 /// counted as written.
 fn keywords(body: &str) -> Vec<String> {
-    let mut counts: HashMap<&str, (usize, usize)> = HashMap::new();
+    // Ranked by count, then first position (unique): the map's order never shows.
+    let mut counts: HashMap<&str, (usize, usize), Fnv> = HashMap::default();
     let words = prefix_bytes(body, 4 * 1024)
         .split(|c: char| !c.is_alphanumeric() && c != '_')
         .filter(|w| w.len() >= 4 && w.chars().any(char::is_alphabetic));
