@@ -1844,14 +1844,49 @@ fn is_stopword(word: &str) -> bool {
         .is_ok()
 }
 
+/// The non-empty runs of alphanumeric characters and `_` in `text`: what
+/// `text.split(|c: char| !c.is_alphanumeric() && c != '_')` yields, empty pieces left out,
+/// classifying ASCII bytes without decoding them.
+fn words_of(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let mut start = None;
+        while let Some(&b) = bytes.get(at) {
+            let (word_char, len) = if b < 0x80 {
+                (b.is_ascii_alphanumeric() || b == b'_', 1)
+            } else {
+                let c = text.get(at..).and_then(|rest| rest.chars().next())?;
+                (c.is_alphanumeric(), c.len_utf8())
+            };
+            match (word_char, start) {
+                (true, None) => start = Some(at),
+                (false, Some(from)) => {
+                    let word = text.get(from..at);
+                    at += len;
+                    return word;
+                }
+                (true, Some(_)) | (false, None) => {}
+            }
+            at += len;
+        }
+        start.and_then(|from| text.get(from..))
+    })
+}
+
 /// The most frequent words (four letters or more, stopwords out) of the text's first 4 KiB,
 /// counted as written.
 fn keywords(body: &str) -> Vec<String> {
     // Ranked by count, then first position (unique): the map's order never shows.
     let mut counts: HashMap<&str, (usize, usize), Fnv> = HashMap::default();
-    let words = prefix_bytes(body, 4 * 1024)
-        .split(|c: char| !c.is_alphanumeric() && c != '_')
-        .filter(|w| w.len() >= 4 && w.chars().any(char::is_alphabetic));
+    let words = words_of(prefix_bytes(body, 4 * 1024)).filter(|w| {
+        w.len() >= 4
+            && if w.is_ascii() {
+                w.bytes().any(|b| b.is_ascii_alphabetic())
+            } else {
+                w.chars().any(char::is_alphabetic)
+            }
+    });
     for (position, word) in words.enumerate() {
         if is_stopword(word) || word.bytes().all(|b| b.is_ascii_hexdigit()) {
             continue;
@@ -3067,6 +3102,40 @@ mod tests {
         assert_eq!(clean_inline("x\u{0}y\u{1b}[0m", 20), "x y [0m");
         assert_eq!(clean_inline("abcdefghij", 5), "abcd…");
         assert_eq!(clean_inline("plain text", 10), "plain text");
+    }
+
+    #[test]
+    fn words_split_like_the_standard_splitter() {
+        for text in [
+            "",
+            "word",
+            "  two words_here, 错误信息 café-au-lait ½ x\u{0}y ",
+            "trailing_",
+            "数据/a/b 错误\u{2003}words\u{85}and",
+        ] {
+            let expected: Vec<&str> = text
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .filter(|w| !w.is_empty())
+                .collect();
+            assert_eq!(words_of(text).collect::<Vec<_>>(), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn fast_trims_agree_with_the_standard_ones() {
+        for text in [
+            "",
+            " ",
+            "\u{b} a \u{b}",
+            "\u{3000}x\u{85}",
+            " \t y z\r\n",
+            "é ",
+            " é",
+        ] {
+            assert_eq!(trim_fast(text), text.trim(), "{text:?}");
+            assert_eq!(trim_start_fast(text), text.trim_start(), "{text:?}");
+            assert_eq!(trim_end_fast(text), text.trim_end(), "{text:?}");
+        }
     }
 
     #[test]
