@@ -256,12 +256,16 @@ impl<'a> Input<'a> {
     fn new(text: &'a str) -> Input<'a> {
         let (body, wrapper_exit) = unwrap_returncode(text);
         let numbered = has_line_gutter(body);
-        let mut lines = Vec::new();
+        // One vectorised search for all line ends, and room for every line up front.
+        let ends = memchr::memchr_iter(b'\n', body.as_bytes()).map(|i| i + 1);
+        let ends = ends.chain((!body.is_empty() && !body.ends_with('\n')).then_some(body.len()));
+        let mut lines = Vec::with_capacity(memchr::memchr_iter(b'\n', body.as_bytes()).count() + 1);
         let mut total_lines = 0;
         let mut offset = 0;
-        for raw in body.split_inclusive('\n') {
+        for end in ends {
             let start = offset;
-            offset += raw.len();
+            let raw = body.get(start..end).unwrap_or("");
+            offset = end;
             total_lines += 1;
             let line = raw.strip_suffix('\n').unwrap_or(raw);
             let line = line.strip_suffix('\r').unwrap_or(line);
@@ -340,7 +344,7 @@ impl<'a> Input<'a> {
     }
 
     fn nonempty(&self) -> impl Iterator<Item = &'a str> + '_ {
-        self.texts().filter(|t| !t.trim().is_empty())
+        self.texts().filter(|t| !trim_fast(t).is_empty())
     }
 }
 
@@ -368,7 +372,7 @@ fn unwrap_returncode(text: &str) -> (&str, Option<&str>) {
 
 /// Lines that are only a harness tag (`<output_head>`, `</output_tail>`, `<warning>`).
 fn is_harness_tag(line: &str) -> bool {
-    if !line.trim_start().starts_with('<') {
+    if !trim_start_fast(line).starts_with('<') {
         return false;
     }
     let t = line.trim();
@@ -459,7 +463,7 @@ impl<'a> Scan<'a> {
         let mut scan = Scan::default();
         let mut in_fence = false;
         for &Line { text: line, .. } in lines {
-            let trimmed = line.trim();
+            let trimmed = trim_fast(line);
             if trimmed.is_empty() {
                 continue;
             }
@@ -508,7 +512,7 @@ impl<'a> Scan<'a> {
             }
             return;
         }
-        let t = line.trim_start();
+        let t = trim_start_fast(line);
         let bullet = t.starts_with("- ") || t.starts_with("* ") || t.starts_with("+ ");
         let digits = t.bytes().take_while(u8::is_ascii_digit).count();
         let numbered = (1..=3).contains(&digits)
@@ -573,16 +577,9 @@ impl<'a> Scan<'a> {
 /// Markdown links (`](`) in a line.
 fn count_links(line: &str) -> usize {
     let bytes = line.as_bytes();
-    let mut count = 0;
-    let mut from = 0;
-    while let Some(found) = line.get(from..).and_then(|rest| rest.find(']')) {
-        let at = from + found;
-        if bytes.get(at + 1) == Some(&b'(') {
-            count += 1;
-        }
-        from = at + 1;
-    }
-    count
+    memchr::memchr_iter(b']', bytes)
+        .filter(|&at| bytes.get(at + 1) == Some(&b'('))
+        .count()
 }
 
 /// The first word of a line: up to a space or an opening bracket.
@@ -812,8 +809,15 @@ fn grep_hit(t: &str) -> Option<&str> {
     if let Some(rest) = head.strip_prefix("Binary file ") {
         return rest.strip_suffix(" matches");
     }
-    let (path, rest) = head.split_once(':')?;
-    if path.is_empty() || path.contains(' ') || !path.contains('.') {
+    // The path ends at the first `:` and holds no space: stop at whichever comes first (in
+    // prose and code, a space within a few bytes).
+    let colon = head.bytes().position(|b| b == b':' || b == b' ')?;
+    if head.as_bytes().get(colon) != Some(&b':') {
+        return None;
+    }
+    let path = head.get(..colon)?;
+    let rest = head.get(colon + 1..)?;
+    if path.is_empty() || !path.contains('.') {
         return None;
     }
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
@@ -1352,6 +1356,35 @@ fn split_row<'a>(line: &'a str, separator: &str) -> Vec<&'a str> {
     }
 }
 
+/// `split_row(line, separator).len()`, without collecting the cells.
+fn count_cells(line: &str, separator: &str) -> usize {
+    match separator {
+        "|" => {
+            let t = line.trim();
+            let t = t.strip_prefix('|').unwrap_or(t);
+            let t = t.strip_suffix('|').unwrap_or(t);
+            t.split('|').count()
+        }
+        "  " => line
+            .split("  ")
+            .filter(|cell| !cell.trim().is_empty())
+            .count(),
+        "," => {
+            let mut cells = 1;
+            let mut quoted = false;
+            for b in line.bytes() {
+                match b {
+                    b'"' => quoted = !quoted,
+                    b',' if !quoted => cells += 1,
+                    _ => {}
+                }
+            }
+            cells
+        }
+        other => line.split(other).count(),
+    }
+}
+
 /// Splits on commas outside double quotes.
 fn split_csv(line: &str) -> Vec<&str> {
     let mut cells = Vec::new();
@@ -1396,7 +1429,7 @@ fn table_shape(input: &Input<'_>) -> Option<TableShape> {
         }
         let agreeing = sample
             .iter()
-            .filter(|row| split_row(row, separator).len() == header.len())
+            .filter(|row| count_cells(row, separator) == header.len())
             .count();
         if agreeing * 10 < sample.len() * 9 {
             continue;
@@ -1583,6 +1616,15 @@ enum Definition<'a> {
 }
 
 fn definition(line: &str) -> Option<Definition<'_>> {
+    // Every modifier and definition keyword starts with a lowercase ASCII letter: most lines
+    // are rejected on their first byte.
+    if !trim_start_fast(line)
+        .as_bytes()
+        .first()
+        .is_some_and(u8::is_ascii_lowercase)
+    {
+        return None;
+    }
     let mut words = prefix_bytes(line, LINE_HEAD_BYTES).split_whitespace();
     let mut keyword = words.next()?;
     while MODIFIERS.contains(&keyword) {
@@ -1631,7 +1673,7 @@ fn code_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
     let mut types: Vec<String> = Vec::new();
     let mut imports: Vec<String> = Vec::new();
     for line in input.sample() {
-        let t = line.text.trim_start();
+        let t = trim_start_fast(line.text);
         match definition(t) {
             Some(Definition::Function(name)) => push_unique(&mut functions, name.to_owned()),
             Some(Definition::Type(name)) => push_unique(&mut types, name.to_owned()),
@@ -1708,7 +1750,7 @@ fn grep_summary(input: &Input<'_>) -> Shape {
     let mut files: Vec<(&str, usize)> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     for line in input.texts() {
-        let Some(path) = grep_hit(line.trim()) else {
+        let Some(path) = grep_hit(trim_fast(line)) else {
             continue;
         };
         match index.get(path).and_then(|&i| files.get_mut(i)) {
@@ -1802,13 +1844,49 @@ fn is_stopword(word: &str) -> bool {
         .is_ok()
 }
 
+/// The non-empty runs of alphanumeric characters and `_` in `text`: what
+/// `text.split(|c: char| !c.is_alphanumeric() && c != '_')` yields, empty pieces left out,
+/// classifying ASCII bytes without decoding them.
+fn words_of(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let mut start = None;
+        while let Some(&b) = bytes.get(at) {
+            let (word_char, len) = if b < 0x80 {
+                (b.is_ascii_alphanumeric() || b == b'_', 1)
+            } else {
+                let c = text.get(at..).and_then(|rest| rest.chars().next())?;
+                (c.is_alphanumeric(), c.len_utf8())
+            };
+            match (word_char, start) {
+                (true, None) => start = Some(at),
+                (false, Some(from)) => {
+                    let word = text.get(from..at);
+                    at += len;
+                    return word;
+                }
+                (true, Some(_)) | (false, None) => {}
+            }
+            at += len;
+        }
+        start.and_then(|from| text.get(from..))
+    })
+}
+
 /// The most frequent words (four letters or more, stopwords out) of the text's first 4 KiB,
 /// counted as written.
 fn keywords(body: &str) -> Vec<String> {
-    let mut counts: HashMap<&str, (usize, usize)> = HashMap::new();
-    let words = prefix_bytes(body, 4 * 1024)
-        .split(|c: char| !c.is_alphanumeric() && c != '_')
-        .filter(|w| w.len() >= 4 && w.chars().any(char::is_alphabetic));
+    // Ranked by count, then first position (unique): the map's order never shows.
+    let mut counts: HashMap<&str, (usize, usize), Fnv> = HashMap::default();
+    let words = words_of(prefix_bytes(body, 4 * 1024)).filter(|w| {
+        w.len() >= 4
+            && if w.is_ascii() {
+                w.bytes().any(|b| b.is_ascii_alphabetic())
+            } else {
+                w.chars().any(char::is_alphabetic)
+            }
+    });
     for (position, word) in words.enumerate() {
         if is_stopword(word) || word.bytes().all(|b| b.is_ascii_hexdigit()) {
             continue;
@@ -1937,7 +2015,7 @@ const WEAK_AFTER_COLON: [&str; 4] = [
 /// finds (in a test run, most of them), so prefixes are only compared when the first byte
 /// allows them.
 fn error_rank(line: &str) -> Option<u8> {
-    let t = line.trim_start();
+    let t = trim_start_fast(line);
     let head = prefix_bytes(t, LINE_HEAD_BYTES);
     let first_byte = *t.as_bytes().first()?;
     // unittest's `ERROR: test_x (module.Class)` heads a failure; the exception line under it is
@@ -2092,7 +2170,7 @@ fn failed_tests(input: &Input<'_>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     // Every test-failure line holds `FAIL` or `ERR`, so only trigger lines can be one.
     for line in input.lines.iter().filter(|line| line.trigger) {
-        let t = line.text.trim();
+        let t = trim_fast(line.text);
         let name = if let Some(rest) = t.strip_prefix("FAILED ") {
             // pytest short summary: `FAILED path::test - message`.
             rest.split(" - ")
@@ -2152,7 +2230,11 @@ fn is_pointer_line(t: &str) -> bool {
 /// A line's text up to its first space (at most 256 bytes).
 fn first_word_until_space(t: &str) -> &str {
     let head = prefix_bytes(t, LINE_HEAD_BYTES);
-    head.split(' ').next().unwrap_or(head)
+    // The space is usually a few bytes in: a byte loop beats setting up a memchr.
+    match head.bytes().position(|b| b == b' ') {
+        Some(i) => head.get(..i).unwrap_or(head),
+        None => head,
+    }
 }
 
 /// Diff headers name files the diff summary already lists; as identifiers their `a/…`, `b/…`
@@ -2172,7 +2254,7 @@ fn is_diff_header(t: &str) -> bool {
 fn line_weights(input: &Input<'_>, error_index: Option<usize>) -> Vec<u8> {
     let lines = &input.lines;
     let weight = |line: &Line<'_>| {
-        let t = line.text.trim_start();
+        let t = trim_start_fast(line.text);
         if is_diff_header(t) {
             0
         } else if line.rank.is_some() || is_pointer_line(t) {
@@ -2193,7 +2275,7 @@ fn line_weights(input: &Input<'_>, error_index: Option<usize>) -> Vec<u8> {
         let starts_with = |i: usize, p: &str| {
             lines
                 .get(i)
-                .is_some_and(|l| l.text.trim_start().starts_with(p))
+                .is_some_and(|l| trim_start_fast(l.text).starts_with(p))
         };
         // The frame the exception was raised in, and the deepest frame in the project's own
         // code (the one an agent edits), which differ when the error surfaces in a library.
@@ -2212,7 +2294,7 @@ fn line_weights(input: &Input<'_>, error_index: Option<usize>) -> Vec<u8> {
         let location = (error + 1..(error + 4).min(lines.len())).find(|&i| {
             lines
                 .get(i)
-                .is_some_and(|l| is_pointer_line(l.text.trim_start()))
+                .is_some_and(|l| is_pointer_line(trim_start_fast(l.text)))
         });
         for i in [Some(error), deepest, project, location]
             .into_iter()
@@ -2734,6 +2816,41 @@ fn clean_inline(text: &str, max: usize) -> String {
     cut(&out, max)
 }
 
+/// The ASCII bytes `char::is_whitespace` accepts.
+fn is_ascii_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r')
+}
+
+/// `text.trim_start()`, without decoding characters while the text starts with ASCII (most
+/// lines): only a non-ASCII byte at the cut needs the Unicode-aware trim.
+fn trim_start_fast(text: &str) -> &str {
+    let start = text
+        .bytes()
+        .position(|b| !is_ascii_space(b))
+        .unwrap_or(text.len());
+    match text.as_bytes().get(start) {
+        Some(&b) if b >= 0x80 => text.trim_start(),
+        Some(_) | None => text.get(start..).unwrap_or(""),
+    }
+}
+
+/// `text.trim_end()`, with the same fast path as [`trim_start_fast`].
+fn trim_end_fast(text: &str) -> &str {
+    let end = text
+        .bytes()
+        .rposition(|b| !is_ascii_space(b))
+        .map_or(0, |i| i + 1);
+    match end.checked_sub(1).and_then(|i| text.as_bytes().get(i)) {
+        Some(&b) if b >= 0x80 => text.trim_end(),
+        Some(_) | None => text.get(..end).unwrap_or(""),
+    }
+}
+
+/// `text.trim()`, with the fast path of [`trim_start_fast`].
+fn trim_fast(text: &str) -> &str {
+    trim_end_fast(trim_start_fast(text))
+}
+
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
 fn prefix_bytes(text: &str, max: usize) -> &str {
     if text.len() <= max {
@@ -2985,6 +3102,40 @@ mod tests {
         assert_eq!(clean_inline("x\u{0}y\u{1b}[0m", 20), "x y [0m");
         assert_eq!(clean_inline("abcdefghij", 5), "abcd…");
         assert_eq!(clean_inline("plain text", 10), "plain text");
+    }
+
+    #[test]
+    fn words_split_like_the_standard_splitter() {
+        for text in [
+            "",
+            "word",
+            "  two words_here, 错误信息 café-au-lait ½ x\u{0}y ",
+            "trailing_",
+            "数据/a/b 错误\u{2003}words\u{85}and",
+        ] {
+            let expected: Vec<&str> = text
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .filter(|w| !w.is_empty())
+                .collect();
+            assert_eq!(words_of(text).collect::<Vec<_>>(), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn fast_trims_agree_with_the_standard_ones() {
+        for text in [
+            "",
+            " ",
+            "\u{b} a \u{b}",
+            "\u{3000}x\u{85}",
+            " \t y z\r\n",
+            "é ",
+            " é",
+        ] {
+            assert_eq!(trim_fast(text), text.trim(), "{text:?}");
+            assert_eq!(trim_start_fast(text), text.trim_start(), "{text:?}");
+            assert_eq!(trim_end_fast(text), text.trim_end(), "{text:?}");
+        }
     }
 
     #[test]
