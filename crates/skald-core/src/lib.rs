@@ -16,6 +16,7 @@ pub mod codec;
 pub mod digest;
 pub mod fetch;
 pub mod identifiers;
+pub mod identity;
 pub mod message;
 pub mod pipeline;
 pub mod refs;

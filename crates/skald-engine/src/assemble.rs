@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 use skald_core::fetch;
+use skald_core::identity::quick_message_identity;
 use skald_core::message::{Message, Role, ToolSpec};
 use skald_core::pipeline::offload::{
     OffloadReport, REF_ID_INSTRUCTION, offload, offload_arguments,
@@ -18,7 +19,6 @@ use skald_core::refs::NewRef;
 use skald_core::repair::{RepairReport, RepairSettings, repair};
 use skald_core::tokens::estimate_message_tokens;
 use skald_store::RefStore;
-use xxhash_rust::xxh3::Xxh3;
 
 use crate::EngineError;
 use crate::session::SessionState;
@@ -98,73 +98,10 @@ fn estimate_with_memo(
         .iter()
         .map(|message| {
             *memo
-                .entry(quick_identity(message))
+                .entry(quick_message_identity(message))
                 .or_insert_with(|| estimate_message_tokens(message))
         })
         .sum()
-}
-
-/// A cheap identity of a message: role, and for every block its kind, length, and first and
-/// last bytes. O(blocks), not O(content). It keys only the token estimate: two different
-/// messages that collided would skew an estimate, never change what the model sees.
-fn quick_identity(message: &Message) -> u128 {
-    use skald_core::message::Block;
-    const EDGE: usize = 64;
-    fn text(hasher: &mut Xxh3, text: &str) {
-        let bytes = text.as_bytes();
-        hasher.update(&(bytes.len() as u64).to_le_bytes());
-        hasher.update(bytes.get(..EDGE).unwrap_or(bytes));
-        hasher.update(
-            bytes
-                .get(bytes.len().saturating_sub(EDGE)..)
-                .unwrap_or(bytes),
-        );
-    }
-    fn blocks(hasher: &mut Xxh3, content: &[Block]) {
-        for block in content {
-            match block {
-                Block::Text(t) => {
-                    hasher.update(b"t");
-                    text(hasher, &t.text);
-                }
-                Block::Thinking(t) => {
-                    hasher.update(b"k");
-                    text(hasher, &t.thinking);
-                }
-                Block::ToolCall(call) => {
-                    hasher.update(b"c");
-                    hasher.update(call.id.as_bytes());
-                    hasher.update(call.name.as_bytes());
-                    if let serde_json::Value::Object(fields) = &call.arguments {
-                        for (key, value) in fields {
-                            hasher.update(key.as_bytes());
-                            match value {
-                                serde_json::Value::String(s) => text(hasher, s),
-                                serde_json::Value::Null
-                                | serde_json::Value::Bool(_)
-                                | serde_json::Value::Number(_)
-                                | serde_json::Value::Array(_)
-                                | serde_json::Value::Object(_) => {
-                                    hasher.update(value.to_string().as_bytes())
-                                }
-                            }
-                        }
-                    }
-                }
-                Block::ToolResult(result) => {
-                    hasher.update(b"r");
-                    hasher.update(result.call_id.as_bytes());
-                    blocks(hasher, &result.content);
-                }
-                Block::Image(_) => hasher.update(b"i"),
-                Block::Opaque(value) => hasher.update(value.to_string().as_bytes()),
-            }
-        }
-    }
-    let mut hasher = Xxh3::new();
-    hasher.update(message.role.name().as_bytes());
-    blocks(&mut hasher, &message.content);
-    hasher.digest128()
 }
 
 /// Index of the `keep`-th assistant message from the end (results at or after it are recent).

@@ -20,6 +20,8 @@ use crate::message::{Block, Message, ToolResult};
 use crate::refs::{NewRef, RefPayload, contains_ref, placeholder};
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::identity::hash_edges;
+
 /// The tool through which a model fetches offloaded originals.
 pub const FETCH_TOOL_NAME: &str = "fetch_original_data";
 
@@ -374,15 +376,8 @@ fn quick_key(result: &ToolResult, settings: &OffloadSettings) -> u128 {
     for block in &result.content {
         match block {
             Block::Text(text) => {
-                let bytes = text.text.as_bytes();
                 hasher.update(b"t");
-                hasher.update(&(bytes.len() as u64).to_le_bytes());
-                hasher.update(bytes.get(..EDGE).unwrap_or(bytes));
-                hasher.update(
-                    bytes
-                        .get(bytes.len().saturating_sub(EDGE)..)
-                        .unwrap_or(bytes),
-                );
+                hash_edges(&mut hasher, &text.text, EDGE);
             }
             Block::Image(image) => {
                 hasher.update(b"i");
@@ -514,14 +509,7 @@ fn arguments_key(call: &crate::message::ToolCall, settings: &OffloadSettings) ->
         for (field, value) in fields {
             hasher.update(field.as_bytes());
             if let serde_json::Value::String(text) = value {
-                let bytes = text.as_bytes();
-                hasher.update(&(bytes.len() as u64).to_le_bytes());
-                hasher.update(bytes.get(..EDGE).unwrap_or(bytes));
-                hasher.update(
-                    bytes
-                        .get(bytes.len().saturating_sub(EDGE)..)
-                        .unwrap_or(bytes),
-                );
+                hash_edges(&mut hasher, text, EDGE);
             }
         }
     }
