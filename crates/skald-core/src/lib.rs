@@ -22,5 +22,6 @@ pub mod pipeline;
 pub mod refs;
 pub mod repair;
 pub mod stats;
+pub mod summary;
 pub mod time;
 pub mod tokens;
