@@ -62,7 +62,6 @@ impl Home {
     }
 
     /// Creates the directory if needed and returns it; for commands that store data.
-    #[allow(dead_code)] // used by the storage commands of later issues
     pub fn ensure(&self) -> Result<&Path> {
         std::fs::create_dir_all(&self.path).with_context(|| {
             format!(

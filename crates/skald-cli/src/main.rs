@@ -5,12 +5,15 @@
 
 mod chart;
 mod config;
+mod context_cmd;
 mod fetch_cmd;
 mod files;
 mod home;
+mod import_cmd;
 mod inspect;
 mod output;
 mod replay_cmd;
+mod sessions_cmd;
 mod tokens_cmd;
 
 use std::path::PathBuf;
@@ -93,6 +96,32 @@ enum Command {
     ///   skald fetch 9f86d0… --grep "error|panic" --context 3
     #[command(verbatim_doc_comment)]
     Fetch(fetch_cmd::FetchArgs),
+    /// Import a transcript into the local session store and print its session id.
+    ///
+    /// An OpenClaw session keeps its whole entry tree (ids, branches, compactions, leaf), so its
+    /// context rebuilds exactly as OpenClaw builds it; any other format becomes a chain of
+    /// messages. Importing the same file again changes nothing; a file that grew appends only
+    /// its new entries.
+    ///
+    /// Examples:
+    ///   skald import ~/.openclaw/agents/main/sessions/8555a0a4-….jsonl
+    ///   skald import request.json --tenant acme --json
+    #[command(verbatim_doc_comment)]
+    Import(import_cmd::ImportArgs),
+    /// List the sessions in the local store: title, source, entries, messages, the estimated
+    /// tokens of their context and when they last changed.
+    Sessions(sessions_cmd::SessionsArgs),
+    /// Show what the model would see for a stored session: the context rebuilt from its leaf,
+    /// after the policy's pipeline (cold state; the refs it hands out go to the local ref store).
+    ///
+    /// On a terminal (or with --text), a readable rendering; otherwise JSON with the messages
+    /// as OpenClaw AgentMessages, estimatedTokens and systemPromptAddition.
+    ///
+    /// Examples:
+    ///   skald context 8555a0a4-0b79-459d-939c-e17cdbbf4fe2
+    ///   skald context openai-request-1f2e3d4c5b6a7980 --policy none --window 128000 --json
+    #[command(verbatim_doc_comment)]
+    Context(context_cmd::ContextArgs),
     /// Print the data directory skald uses and where that choice came from.
     Home,
 }
@@ -115,6 +144,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             replay_cmd::run(&args, &config, mode)
         }
         Command::Fetch(args) => fetch_cmd::run(&args, &home, mode),
+        Command::Import(args) => import_cmd::run(&args, &home, mode),
+        Command::Sessions(args) => sessions_cmd::run(&args, &home, mode),
+        Command::Context(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            context_cmd::run(&args, &home, &config, cli.json)
+        }
         Command::Home => {
             let report = HomeReport {
                 path: home.path.display().to_string(),

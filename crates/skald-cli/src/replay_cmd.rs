@@ -82,7 +82,7 @@ struct SettingsEcho {
     config: Option<String>,
 }
 
-fn load_policy(spec: &str, config: &Config) -> Result<Policy> {
+pub(crate) fn load_policy(spec: &str, config: &Config) -> Result<Policy> {
     if spec == "skald" {
         if let Some(policy) = &config.policy {
             return Ok(policy.clone());

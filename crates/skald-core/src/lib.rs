@@ -20,6 +20,7 @@ pub mod identity;
 pub mod message;
 pub mod pipeline;
 pub mod refs;
+pub mod render;
 pub mod repair;
 pub mod stats;
 pub mod summary;

@@ -1,6 +1,7 @@
-//! Durable storage for skald. For now this is the **ref store**: the originals of tool outputs
-//! that the pipeline offloaded or truncated, kept per tenant under their content hash so a model
-//! can fetch them back through a `[REF_ID: …]` placeholder.
+//! Durable storage for skald. The **ref store** keeps the originals of tool outputs that the
+//! pipeline offloaded or truncated, per tenant under their content hash, so a model can fetch
+//! them back through a `[REF_ID: …]` placeholder. The **session store** ([`sessions`]) keeps each
+//! session as an append-only tree of OpenClaw entries; both live in one database file.
 //!
 //! Guarantees, each with its own tests:
 //! - **A ref id is handed out only once its content is durable.** [`SqliteRefStore::put`] returns
@@ -66,6 +67,7 @@ mod codec;
 mod error;
 pub mod refs;
 mod schema;
+pub mod sessions;
 pub mod tenant;
 
 pub use cache::CacheStats;
@@ -77,6 +79,7 @@ pub use refs::{
     RefSettings, RefStats, RefStore, SqliteRefStore,
 };
 pub use schema::SCHEMA_VERSION;
+pub use sessions::{SessionError, SessionStore, SqliteSessionStore};
 pub use tenant::{MAX_TENANT_LEN, validate_tenant};
 
 /// The suggested file name of the database in skald's data directory.

@@ -1,5 +1,6 @@
 //! Opening a database: connection settings (WAL, full sync, busy timeout) and schema migrations
-//! tracked in SQLite's `user_version`.
+//! tracked in SQLite's `user_version`. One database file holds every store (refs, sessions), so
+//! whichever store opens it first brings the whole schema up to date.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::StoreError;
 
 /// The schema version this build writes and reads (SQLite's `PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Migration `n` takes a database from version `n` to `n + 1`. Append only: a released
 /// migration never changes, so every database reaches the same schema by the same steps.
@@ -26,6 +27,43 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tenant, id)
     );
     CREATE INDEX refs_by_expiry ON refs (expires_at_ms);",
+    // 1 -> 2: the session store. Entries are append-only: the triggers make an UPDATE or DELETE
+    // of one fail, whoever issues it.
+    "CREATE TABLE sessions (
+        tenant         TEXT    NOT NULL,
+        id             TEXT    NOT NULL,
+        header         TEXT    NOT NULL,
+        source_format  TEXT    NOT NULL,
+        source         TEXT,
+        title          TEXT,
+        leaf_id        TEXT,
+        entry_count    INTEGER NOT NULL DEFAULT 0,
+        message_count  INTEGER NOT NULL DEFAULT 0,
+        created_at_ms  INTEGER NOT NULL,
+        updated_at_ms  INTEGER NOT NULL,
+        PRIMARY KEY (tenant, id)
+    );
+    CREATE INDEX sessions_by_update ON sessions (tenant, updated_at_ms);
+    CREATE TABLE session_entries (
+        tenant     TEXT    NOT NULL,
+        session_id TEXT    NOT NULL,
+        seq        INTEGER NOT NULL,
+        id         TEXT    NOT NULL,
+        parent_id  TEXT,
+        type       TEXT    NOT NULL,
+        timestamp  TEXT    NOT NULL,
+        body       TEXT    NOT NULL,
+        PRIMARY KEY (tenant, session_id, seq),
+        UNIQUE (tenant, session_id, id)
+    );
+    CREATE TRIGGER session_entries_are_never_updated BEFORE UPDATE ON session_entries
+    BEGIN
+        SELECT RAISE(ABORT, 'session entries are append-only: an entry is never updated');
+    END;
+    CREATE TRIGGER session_entries_are_never_deleted BEFORE DELETE ON session_entries
+    BEGIN
+        SELECT RAISE(ABORT, 'session entries are append-only: an entry is never deleted');
+    END;",
 ];
 
 /// How long a writer waits for another connection (another process on the same file) to finish.
@@ -98,7 +136,7 @@ mod tests {
             .unwrap();
         let error = prepare(&mut conn).unwrap_err();
         assert!(
-            matches!(error, StoreError::UnsupportedSchema { found: 2, .. }),
+            matches!(error, StoreError::UnsupportedSchema { found, .. } if found == SCHEMA_VERSION + 1),
             "{error}"
         );
     }

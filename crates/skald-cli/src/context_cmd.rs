@@ -1,0 +1,133 @@
+//! `skald context`: what the model would see for a stored session — the context rebuilt from the
+//! leaf, run through a policy's pipeline (`assemble`) with a cold state, the refs it hands out
+//! stored in the local ref store.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde::Serialize;
+use serde_json::Value;
+use skald_core::codec::openclaw::encode_agent_messages;
+use skald_core::render::render_messages;
+use skald_engine::{AssembleRequest, SessionState, assemble};
+use skald_store::sessions::SessionStore;
+use skald_store::{DATABASE_FILE, RefSettings, SqliteRefStore};
+
+use crate::config::Config;
+use crate::home::Home;
+use crate::output::Mode;
+use crate::replay_cmd::load_policy;
+use crate::sessions_cmd::{now_ms, open_existing_store};
+
+#[derive(Debug, Args)]
+pub struct ContextArgs {
+    /// The session id (`skald sessions` lists them).
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// The policy: a preset (none, openclaw, sccs, skald) or a policy TOML file. `skald` carries
+    /// the overrides of the configuration's [policy] table.
+    #[arg(long, default_value = "skald")]
+    pub policy: String,
+    /// The model's context window in tokens.
+    #[arg(long, default_value_t = 200_000)]
+    pub window: u64,
+    /// The tenant the session belongs to.
+    #[arg(long, default_value = "default")]
+    pub tenant: String,
+    /// Rebuild from this entry instead of the session's leaf (another branch, an earlier point).
+    #[arg(long, value_name = "ENTRY_ID")]
+    pub leaf: Option<String>,
+    /// Print the readable rendering even when stdout is not a terminal.
+    #[arg(long)]
+    pub text: bool,
+}
+
+/// The JSON form: OpenClaw's `assemble` result (`messages` as AgentMessages, `estimatedTokens`,
+/// `systemPromptAddition`), plus what was asked.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ContextReport {
+    session_id: String,
+    policy: String,
+    messages: Vec<Value>,
+    estimated_tokens: u64,
+    system_prompt_addition: Option<String>,
+    /// Names of the tools the engine adds to the request (`fetch_original_data` once anything is
+    /// a ref).
+    tools: Vec<String>,
+}
+
+pub fn run(args: &ContextArgs, home: &Home, config: &Config, json: bool) -> Result<ExitCode> {
+    if args.text && json {
+        bail!("--text and --json exclude each other: choose one output");
+    }
+    if args.window < 1_000 {
+        bail!(
+            "--window is {} tokens: a context window is at least 1000 tokens",
+            args.window
+        );
+    }
+    let policy = load_policy(&args.policy, config)?;
+    let sessions = open_existing_store(home)?;
+    let messages = sessions.context(&args.tenant, &args.session, args.leaf.as_deref())?;
+    let refs_path = home.path.join(DATABASE_FILE);
+    let refs = SqliteRefStore::open(&refs_path, RefSettings::default())
+        .with_context(|| format!("cannot open the ref store {}", refs_path.display()))?;
+    let mut state = SessionState::default();
+    let request = AssembleRequest {
+        tenant: &args.tenant,
+        context_window_tokens: args.window,
+        now_ms: now_ms(),
+        fetch_available: true,
+    };
+    let assembled = assemble(&refs, &policy, &mut state, messages, request)?;
+    let report = ContextReport {
+        session_id: args.session.clone(),
+        policy: policy.name.clone(),
+        messages: encode_agent_messages(&assembled.messages),
+        estimated_tokens: assembled.estimated_tokens,
+        system_prompt_addition: assembled.system_prompt_addition.clone(),
+        tools: assembled
+            .tools
+            .iter()
+            .map(|tool| tool.name.clone())
+            .collect(),
+    };
+    let mode = if args.text {
+        Mode::Table
+    } else {
+        Mode::detect(json)
+    };
+    match mode {
+        Mode::Json => crate::output::emit(mode, &report, |_| crate::output::table(&[]))?,
+        Mode::Table => {
+            print!("{}", render_report(&report, &assembled.messages));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The terminal form: a summary line, what the engine adds around the messages, then the
+/// messages as the model reads them.
+fn render_report(report: &ContextReport, messages: &[skald_core::message::Message]) -> String {
+    let mut out = format!(
+        "session {} · policy {} · {} messages · ~{} tokens\n",
+        report.session_id,
+        report.policy,
+        messages.len(),
+        report.estimated_tokens
+    );
+    if let Some(addition) = &report.system_prompt_addition {
+        out.push_str(&format!("\n--- system prompt addition ---\n{addition}\n"));
+    }
+    if !report.tools.is_empty() {
+        out.push_str(&format!(
+            "\n--- tools added ---\n{}\n",
+            report.tools.join(", ")
+        ));
+    }
+    out.push('\n');
+    out.push_str(&render_messages(messages));
+    out
+}

@@ -1,0 +1,399 @@
+//! The session store: one append-only tree of OpenClaw entries per session, per tenant, with a
+//! leaf pointer that selects the active branch and the model context rebuilt from it.
+//!
+//! What this module owns:
+//! - [`SessionStore`], the interface the engine and the CLI use, and [`SqliteSessionStore`], the
+//!   product behind it (the same database file as the ref store).
+//! - The entry rules: entries are [`Entry`] values of pi/OpenClaw's session format (messages,
+//!   compaction checkpoints, branch summaries, custom entries…) stored in append order; an id is
+//!   unique in its session and a parent is stored before its children; **no entry is ever changed
+//!   or removed** (the schema's triggers refuse an `UPDATE` or `DELETE`, whoever sends it). A
+//!   change of history is a new branch: [`SessionStore::rewrite_branch`] forks where the first
+//!   rewritten entry hangs, as OpenClaw's persistent truncation does, and the old branch stays
+//!   readable.
+//! - The context rule: [`SessionStore::context`] is pi's `buildSessionContext` + `convertToLlm`
+//!   over the path from the leaf ([`Session::build_context`]), so an imported OpenClaw session
+//!   gives the model what OpenClaw would give it.
+//! - [`import`]: any transcript `skald_core::codec` reads, into the store, without duplicates.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use skald_core::codec::openclaw::{EntryKind, SessionHeader};
+//! use skald_core::message::{Message, Role};
+//! use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
+//!
+//! # fn main() -> Result<(), skald_store::sessions::SessionError> {
+//! let store = SqliteSessionStore::in_memory()?;
+//! let header = SessionHeader { id: "demo".into(), ..SessionHeader::default() };
+//! store.create("acme", NewSession::new(header, "openclaw-session"))?;
+//! let ask = store.append_message("acme", "demo", Message::text(Role::User, "list the files"))?;
+//! let reply = store.append_message("acme", "demo", Message::text(Role::Assistant, "a.txt b.txt"))?;
+//! assert_eq!(reply.parent_id.as_deref(), Some(ask.id.as_str()));
+//! assert_eq!(store.context("acme", "demo", None)?.len(), 2);
+//!
+//! // A rewrite is a new branch: the old entries stay, the leaf moves to the copy.
+//! let rewrites = BTreeMap::from([(
+//!     reply.id.clone(),
+//!     EntryKind::Message(Message::text(Role::Assistant, "2 files")),
+//! )]);
+//! let rewrite = store.rewrite_branch("acme", "demo", rewrites, "shorter answer")?;
+//! assert_eq!(store.context("acme", "demo", None)?[1].plain_text(), "2 files");
+//! assert_eq!(store.context("acme", "demo", Some(&reply.id))?[1].plain_text(), "a.txt b.txt");
+//! assert_eq!(store.get("acme", "demo")?.leaf_id, Some(rewrite.leaf_id));
+//!
+//! // Nothing crosses tenants.
+//! assert!(store.get("globex", "demo").is_err());
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod import;
+mod sqlite;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use skald_core::codec::openclaw::{Entry, EntryKind, Session, SessionHeader};
+use skald_core::message::Message;
+
+use crate::StoreError;
+
+pub use sqlite::SqliteSessionStore;
+
+/// `customType` of the marker entry [`SessionStore::rewrite_branch`] appends where a rewritten
+/// branch starts. Its `data` is `{"reason": …, "rewrittenEntryIds": […]}`.
+pub const BRANCH_REWRITE_CUSTOM_TYPE: &str = "skald.branch_rewrite";
+
+/// The key, in a compaction entry's extra fields, of the context size after the compaction (pi's
+/// entry has only `tokensBefore`).
+pub const TOKENS_AFTER_KEY: &str = "tokensAfter";
+
+/// The longest session id accepted.
+pub const MAX_SESSION_ID_LEN: usize = 128;
+
+/// The longest entry id accepted (pi writes 8 hex digits; other writers use UUIDs).
+pub const MAX_ENTRY_ID_LEN: usize = 128;
+
+/// What the engine and the CLI need from a session store. Every method takes the tenant; a
+/// session of one tenant does not exist for any other. Writes are atomic and durable when they
+/// return; a write that fails changes nothing.
+pub trait SessionStore: Send + Sync {
+    /// Creates a session with its first entries (possibly none) in one transaction. The session
+    /// id is `session.header.id`. The leaf is the last entry.
+    fn create(&self, tenant: &str, session: NewSession) -> Result<SessionInfo, SessionError>;
+
+    /// Appends entries as given (ids, parents, timestamps) and moves the leaf to the last one.
+    /// Every id must be new to the session and every parent already stored or earlier in
+    /// `entries`; otherwise nothing is appended and the error names the entry.
+    fn append(&self, tenant: &str, session: &str, entries: &[Entry]) -> Result<(), SessionError>;
+
+    /// Appends a message as a child of the leaf, with a fresh id, and moves the leaf to it.
+    fn append_message(
+        &self,
+        tenant: &str,
+        session: &str,
+        message: Message,
+    ) -> Result<Entry, SessionError>;
+
+    /// Appends a compaction entry as a child of the leaf and moves the leaf to it. The first kept
+    /// entry must be on the active path.
+    fn append_compaction(
+        &self,
+        tenant: &str,
+        session: &str,
+        checkpoint: CompactionCheckpoint,
+    ) -> Result<Entry, SessionError>;
+
+    /// Rewrites entries of the active path as a new branch: from the parent of the first
+    /// rewritten entry, a [`BRANCH_REWRITE_CUSTOM_TYPE`] marker, then a copy of every entry of the
+    /// path from the first rewritten one to the leaf, with the replacements; the leaf moves to the
+    /// last copy. The old branch is untouched. Every id in `rewrites` must be on the active path.
+    fn rewrite_branch(
+        &self,
+        tenant: &str,
+        session: &str,
+        rewrites: BTreeMap<String, EntryKind>,
+        reason: &str,
+    ) -> Result<BranchRewrite, SessionError>;
+
+    /// Moves the leaf to a stored entry, or to `None` (the next append starts a new root).
+    fn set_leaf(&self, tenant: &str, session: &str, leaf: Option<&str>)
+    -> Result<(), SessionError>;
+
+    /// What is known about one session, without its entries.
+    fn get(&self, tenant: &str, session: &str) -> Result<SessionInfo, SessionError>;
+
+    /// The tenant's sessions, most recently updated first.
+    fn list(&self, tenant: &str) -> Result<Vec<SessionInfo>, SessionError>;
+
+    /// The whole session: header, every entry in append order, and the stored leaf.
+    fn load(&self, tenant: &str, session: &str) -> Result<Session, SessionError>;
+
+    /// Every entry, in append order.
+    fn entries(&self, tenant: &str, session: &str) -> Result<Vec<Entry>, SessionError> {
+        Ok(self.load(tenant, session)?.entries().to_vec())
+    }
+
+    /// The entries from the root to `leaf` (`None`: the stored leaf), root first.
+    fn path(
+        &self,
+        tenant: &str,
+        session: &str,
+        leaf: Option<&str>,
+    ) -> Result<Vec<Entry>, SessionError> {
+        let loaded = self.load(tenant, session)?;
+        check_leaf(&loaded, session, leaf)?;
+        Ok(loaded.path_to(leaf).into_iter().cloned().collect())
+    }
+
+    /// The messages the model sees from `leaf` (`None`: the stored leaf): OpenClaw's
+    /// `buildSessionContext` + `convertToLlm` ([`Session::build_context`]).
+    fn context(
+        &self,
+        tenant: &str,
+        session: &str,
+        leaf: Option<&str>,
+    ) -> Result<Vec<Message>, SessionError> {
+        let loaded = self.load(tenant, session)?;
+        check_leaf(&loaded, session, leaf)?;
+        Ok(loaded.build_context(leaf))
+    }
+}
+
+/// An explicit leaf must be an entry of the session: an unknown one is an error, not an empty
+/// context.
+fn check_leaf(loaded: &Session, session: &str, leaf: Option<&str>) -> Result<(), SessionError> {
+    match leaf {
+        Some(id) if loaded.entry(id).is_none() => Err(SessionError::UnknownEntry {
+            session: session.to_owned(),
+            id: id.to_owned(),
+        }),
+        Some(_) | None => Ok(()),
+    }
+}
+
+/// A session to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSession {
+    /// The session header; its `id` is the session id.
+    pub header: SessionHeader,
+    /// The format the session came from (`openclaw-session`, `claude-code`…; see
+    /// `skald_core::codec::Format::name`).
+    pub source_format: String,
+    /// Where it came from (a file path), for listings.
+    pub source: Option<String>,
+    /// A human title for listings.
+    pub title: Option<String>,
+    /// The first entries, under the same rules as [`SessionStore::append`].
+    pub entries: Vec<Entry>,
+}
+
+impl NewSession {
+    /// A session with no entries, no source and no title.
+    pub fn new(header: SessionHeader, source_format: impl Into<String>) -> NewSession {
+        NewSession {
+            header,
+            source_format: source_format.into(),
+            source: None,
+            title: None,
+            entries: Vec::new(),
+        }
+    }
+}
+
+/// What is stored about a session, besides its entries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionInfo {
+    pub tenant: String,
+    pub id: String,
+    pub header: SessionHeader,
+    pub source_format: String,
+    pub source: Option<String>,
+    pub title: Option<String>,
+    /// The entry the active branch ends at; `None` for an empty session or after
+    /// `set_leaf(None)`.
+    pub leaf_id: Option<String>,
+    /// Entries of every branch.
+    pub entry_count: u64,
+    /// Entries of type `message`, of every branch.
+    pub message_count: u64,
+    /// Milliseconds since the Unix epoch.
+    pub created_at_ms: i64,
+    /// The last append or leaf move, in milliseconds since the Unix epoch.
+    pub updated_at_ms: i64,
+}
+
+/// A compaction to record: the summary that replaces the history before `first_kept_entry_id`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactionCheckpoint {
+    pub summary: String,
+    /// The first entry of the active path the model still sees after the summary.
+    pub first_kept_entry_id: String,
+    pub tokens_before: u64,
+    /// Stored in the entry's extra fields as [`TOKENS_AFTER_KEY`].
+    pub tokens_after: u64,
+    /// Host-only data (read and modified files…); never shown to a model.
+    pub details: Option<Value>,
+}
+
+/// The context size a compaction entry recorded after compacting ([`TOKENS_AFTER_KEY`]).
+pub fn tokens_after(entry: &Entry) -> Option<u64> {
+    entry.extra.get(TOKENS_AFTER_KEY).and_then(Value::as_u64)
+}
+
+/// What [`SessionStore::rewrite_branch`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchRewrite {
+    /// The [`BRANCH_REWRITE_CUSTOM_TYPE`] entry the new branch starts with.
+    pub marker_id: String,
+    /// Where the new branch hangs (the parent of the first rewritten entry; `None`: a new root).
+    pub fork_parent_id: Option<String>,
+    /// Original id → id of its copy on the new branch, for every copied entry, in path order.
+    pub copies: Vec<(String, String)>,
+    /// The new leaf: the copy of the old leaf.
+    pub leaf_id: String,
+}
+
+/// Why a session operation failed. Nothing was changed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The session id is empty, too long, or has characters outside `[A-Za-z0-9._:-]`.
+    #[error("invalid session id {shown:?}: {reason}")]
+    InvalidSessionId { shown: String, reason: &'static str },
+
+    /// No such session for this tenant (sessions of other tenants are never visible).
+    #[error(
+        "no session {id:?} for tenant {tenant:?}: import a transcript first, or list the stored \
+         sessions with `skald sessions`"
+    )]
+    NotFound { tenant: String, id: String },
+
+    /// `create` of a session id the tenant already has.
+    #[error("session {id:?} already exists for tenant {tenant:?}")]
+    AlreadyExists { tenant: String, id: String },
+
+    /// An entry id is empty, too long or has control characters.
+    #[error("invalid entry id {shown:?}: {reason}")]
+    InvalidEntryId { shown: String, reason: &'static str },
+
+    /// An appended entry reuses an id of the session (or of the same batch).
+    #[error("session {session:?}: entry id {id:?} is already used")]
+    DuplicateEntryId { session: String, id: String },
+
+    /// An appended entry's parent is neither stored nor earlier in the batch.
+    #[error(
+        "session {session:?}: entry {id:?} names parent {parent:?}, which is not an entry of the \
+         session (a parent is stored before its children)"
+    )]
+    UnknownParent {
+        session: String,
+        id: String,
+        parent: String,
+    },
+
+    /// An entry named by the caller does not exist in the session.
+    #[error("session {session:?} has no entry {id:?}")]
+    UnknownEntry { session: String, id: String },
+
+    /// An entry that must be on the active branch is on another one.
+    #[error(
+        "session {session:?}: entry {id:?} is not on the active branch (which ends at {})",
+        leaf.as_deref().unwrap_or("no entry")
+    )]
+    NotOnActivePath {
+        session: String,
+        id: String,
+        leaf: Option<String>,
+    },
+
+    /// An entry cannot be stored as it is (for example an unknown entry kind without a `type`).
+    #[error("entry {id:?}: {reason}")]
+    InvalidEntry { id: String, reason: String },
+
+    /// `rewrite_branch` with no rewrites.
+    #[error("rewrite_branch needs at least one entry to rewrite")]
+    NothingToRewrite,
+
+    /// The tenant name is invalid, the data directory cannot be created, or the schema is newer
+    /// than this build.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+
+    /// SQLite failed (disk full, permissions, locked for longer than the busy timeout, …).
+    #[error("session store: {action} failed: {source}")]
+    Storage {
+        action: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// Stored rows do not decode (damaged file, or edited by hand).
+    #[error("session store data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl SessionError {
+    /// Wraps a SQLite error, telling damage apart from ordinary failures.
+    pub(crate) fn storage(action: &'static str) -> impl FnOnce(rusqlite::Error) -> SessionError {
+        move |source| {
+            let damaged = matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            );
+            if damaged {
+                SessionError::Corrupt(format!(
+                    "{action}: {source}; move the database file away to start a new store"
+                ))
+            } else {
+                SessionError::Storage { action, source }
+            }
+        }
+    }
+}
+
+/// Checks a session id: 1 to [`MAX_SESSION_ID_LEN`] characters from `[A-Za-z0-9._:-]`, starting
+/// with a letter or digit. OpenClaw's UUIDs and the ids [`import`] derives all qualify.
+pub fn validate_session_id(id: &str) -> Result<(), SessionError> {
+    let invalid = |reason| SessionError::InvalidSessionId {
+        shown: id.chars().take(80).collect(),
+        reason,
+    };
+    let Some(first) = id.chars().next() else {
+        return Err(invalid("a session id must not be empty"));
+    };
+    if id.len() > MAX_SESSION_ID_LEN {
+        return Err(invalid("a session id has at most 128 characters"));
+    }
+    if !first.is_ascii_alphanumeric() {
+        return Err(invalid("a session id starts with a letter or digit"));
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
+    {
+        return Err(invalid(
+            "a session id has only ASCII letters, digits, '.', '_', '-' and ':'",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an entry id: 1 to [`MAX_ENTRY_ID_LEN`] bytes, no whitespace or control characters.
+pub fn validate_entry_id(id: &str) -> Result<(), SessionError> {
+    let invalid = |reason| SessionError::InvalidEntryId {
+        shown: id.chars().take(80).collect(),
+        reason,
+    };
+    if id.is_empty() {
+        return Err(invalid("an entry id must not be empty"));
+    }
+    if id.len() > MAX_ENTRY_ID_LEN {
+        return Err(invalid("an entry id has at most 128 bytes"));
+    }
+    if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid(
+            "an entry id has no whitespace or control characters",
+        ));
+    }
+    Ok(())
+}
