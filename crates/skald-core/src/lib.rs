@@ -14,6 +14,7 @@
 
 pub mod codec;
 pub mod digest;
+pub mod extractive;
 pub mod fetch;
 pub mod identifiers;
 pub mod identity;
