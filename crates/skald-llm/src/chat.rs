@@ -1,0 +1,289 @@
+//! The provider-neutral chat interface: [`ChatModel`] (one request in, one assistant message
+//! out, whole or as a stream of events), its request and response types, and the rule every
+//! implementation follows: tool results' `details` never leave the process.
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use serde_json::Value;
+use skald_core::message::{Block, Message, StopReason, Usage};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::LlmError;
+use crate::overflow;
+
+/// One model call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatRequest {
+    /// System prompt, sent before `messages` (Anthropic's top-level `system`).
+    pub system: Option<String>,
+    /// The conversation, in skald's neutral model (any codec's output, or built by hand).
+    /// `details` of tool results are stripped before sending.
+    pub messages: Vec<Message>,
+    /// Tools on offer, as OpenAI function specs (`{"type":"function","function":{"name",
+    /// "description","parameters"}}`; a bare `{"name","description","parameters"}` is accepted
+    /// too). The Anthropic client converts them to `{name, description, input_schema}`.
+    pub tools: Vec<Value>,
+    /// Output limit; the provider configuration's `max_output_tokens` when `None`.
+    pub max_output_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+}
+
+impl ChatRequest {
+    /// A request with a system prompt and one user message.
+    pub fn new(system: Option<String>, messages: Vec<Message>) -> ChatRequest {
+        ChatRequest {
+            system,
+            messages,
+            ..ChatRequest::default()
+        }
+    }
+}
+
+/// A complete answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    /// The assistant message, with `meta` (id, model, stop reason, usage) filled in.
+    pub message: Message,
+    /// Tokens the provider reported (`input` excludes cached tokens, as in
+    /// [`skald_core::message::Usage`]); zero when it reported none.
+    pub usage: Usage,
+    pub stop_reason: Option<StopReason>,
+    /// The model that answered, as the provider names it (else the configured model).
+    pub model: String,
+}
+
+impl ChatResponse {
+    /// The overflow this response reports, if it is an assistant message that ended with stop
+    /// reason `error` and an overflow message (seed 003 §4's "assistantError"), see
+    /// [`overflow::assistant_error_overflow`].
+    pub fn overflow_error(&self) -> Option<LlmError> {
+        overflow::assistant_error_overflow(&self.message)
+    }
+
+    /// The answer's text blocks, joined.
+    pub fn text(&self) -> String {
+        self.message.plain_text()
+    }
+}
+
+/// One piece of a streamed answer, in the order the provider sent it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// More answer text.
+    TextDelta(String),
+    /// More reasoning text (Anthropic thinking, DeepSeek/vLLM `reasoning_content`).
+    ThinkingDelta(String),
+    /// The model started tool call number `index` (0 for the first call of the answer).
+    ToolCallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    /// More of tool call `index`'s arguments, as JSON text.
+    ToolCallArgsDelta { index: usize, delta: String },
+    /// Token usage so far (providers report it at the start, the end, or both; the last one
+    /// is final).
+    Usage(Usage),
+    /// The answer is complete: the assembled message, as [`ChatModel::complete`] would have
+    /// returned it. Always the last event of a successful stream.
+    Done(Box<ChatResponse>),
+}
+
+/// A stream of answer events; ends after [`StreamEvent::Done`] or after the first error.
+pub type ChatStream = BoxStream<'static, Result<StreamEvent, LlmError>>;
+
+/// A chat model behind some provider API. Object-safe: the engine holds an
+/// `Arc<dyn ChatModel>`.
+///
+/// Both methods retry transient failures (see [`crate::retry`]) before returning; a stream is
+/// retried only until it starts. Cancelling `cancel` aborts the request in flight, a backoff
+/// sleep or a running stream with [`LlmError::Aborted`].
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    /// The configured model name.
+    fn model_name(&self) -> &str;
+
+    /// The model's context window, when configured.
+    fn context_window_tokens(&self) -> Option<u64> {
+        None
+    }
+
+    /// Sends `request` and waits for the whole answer.
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, LlmError>;
+
+    /// Sends `request` and returns the answer as it arrives, parsed incrementally.
+    async fn stream(
+        &self,
+        request: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatStream, LlmError>;
+}
+
+/// Reads a stream to its end and returns the assembled answer of its
+/// [`StreamEvent::Done`].
+pub async fn collect_stream(mut stream: ChatStream) -> Result<ChatResponse, LlmError> {
+    while let Some(event) = stream.next().await {
+        match event? {
+            StreamEvent::Done(response) => return Ok(*response),
+            StreamEvent::TextDelta(_)
+            | StreamEvent::ThinkingDelta(_)
+            | StreamEvent::ToolCallStart { .. }
+            | StreamEvent::ToolCallArgsDelta { .. }
+            | StreamEvent::Usage(_) => {}
+        }
+    }
+    Err(LlmError::InvalidResponse {
+        message: "the stream ended without a complete answer".to_owned(),
+    })
+}
+
+/// `messages` with every tool result's `details` removed: host-only data never reaches a
+/// model (nested results inside results included).
+pub fn strip_details(messages: &[Message]) -> Vec<Message> {
+    messages
+        .iter()
+        .map(|message| Message {
+            content: strip_blocks(&message.content),
+            ..message.clone()
+        })
+        .collect()
+}
+
+fn strip_blocks(blocks: &[Block]) -> Vec<Block> {
+    blocks
+        .iter()
+        .map(|block| match block {
+            Block::ToolResult(result) => {
+                let mut result = result.clone();
+                result.details = None;
+                result.content = strip_blocks(&result.content);
+                Block::ToolResult(result)
+            }
+            Block::Text(_)
+            | Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::Opaque(_) => block.clone(),
+        })
+        .collect()
+}
+
+/// A tool as both APIs need it, read from an OpenAI function spec (or a bare one).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FunctionSpec {
+    pub name: String,
+    pub description: Option<String>,
+    pub parameters: Option<Value>,
+}
+
+/// Reads `tools[index]`: `{"type":"function","function":{…}}`, a bare `{name, description,
+/// parameters}`, or an Anthropic-style `{name, description, input_schema}`.
+pub(crate) fn function_spec(tool: &Value, index: usize) -> Result<FunctionSpec, LlmError> {
+    let invalid = |what: &str| LlmError::InvalidRequest {
+        message: format!("tools[{index}]: {what}"),
+    };
+    let object = tool
+        .as_object()
+        .ok_or_else(|| invalid("expected an object (an OpenAI function spec)"))?;
+    let function = match object.get("function") {
+        Some(Value::Object(function)) => function,
+        Some(_) => return Err(invalid("`function` must be an object")),
+        None => object,
+    };
+    let name = function
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|name| !name.trim().is_empty())
+        .ok_or_else(|| invalid("missing the function's `name`"))?;
+    let parameters = function
+        .get("parameters")
+        .or_else(|| function.get("input_schema"))
+        .filter(|schema| !schema.is_null())
+        .cloned();
+    if let Some(schema) = &parameters {
+        if !schema.is_object() {
+            return Err(invalid("`parameters` must be a JSON Schema object"));
+        }
+    }
+    Ok(FunctionSpec {
+        name: name.to_owned(),
+        description: function
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        parameters,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use serde_json::json;
+    use skald_core::message::{ContentForm, Extra, Role, ToolResult};
+
+    #[test]
+    fn details_are_stripped_everywhere() {
+        let result = |details| {
+            Block::ToolResult(ToolResult {
+                call_id: "c1".to_owned(),
+                tool_name: None,
+                content: vec![Block::text("out")],
+                content_form: ContentForm::Blocks,
+                is_error: None,
+                details,
+                extra: Extra::new(),
+            })
+        };
+        let nested = {
+            let Block::ToolResult(mut outer) = result(Some(json!({"secret": 1}))) else {
+                unreachable!()
+            };
+            outer.content.push(result(Some(json!({"secret": 2}))));
+            Block::ToolResult(outer)
+        };
+        let messages = vec![Message::new(Role::ToolResult, vec![nested])];
+        let stripped = strip_details(&messages);
+        let Block::ToolResult(outer) = &stripped[0].content[0] else {
+            panic!("expected a result")
+        };
+        assert_eq!(outer.details, None);
+        let Block::ToolResult(inner) = &outer.content[1] else {
+            panic!("expected a nested result")
+        };
+        assert_eq!(inner.details, None);
+    }
+
+    #[test]
+    fn function_specs_are_read_in_three_shapes() {
+        let wrapped = json!({"type":"function","function":{"name":"ls","description":"list","parameters":{"type":"object"}}});
+        let bare = json!({"name":"ls","description":"list","parameters":{"type":"object"}});
+        let anthropic = json!({"name":"ls","description":"list","input_schema":{"type":"object"}});
+        let expected = FunctionSpec {
+            name: "ls".to_owned(),
+            description: Some("list".to_owned()),
+            parameters: Some(json!({"type":"object"})),
+        };
+        assert_eq!(function_spec(&wrapped, 0).unwrap(), expected);
+        assert_eq!(function_spec(&bare, 0).unwrap(), expected);
+        assert_eq!(function_spec(&anthropic, 0).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_tool_without_a_name_is_rejected_with_its_index() {
+        let error = function_spec(&json!({"type":"function","function":{}}), 3).unwrap_err();
+        assert_eq!(
+            error,
+            LlmError::InvalidRequest {
+                message: "tools[3]: missing the function's `name`".to_owned()
+            }
+        );
+        assert!(function_spec(&json!("ls"), 0).is_err());
+        assert!(function_spec(&json!({"name":"ls","parameters":"x"}), 0).is_err());
+    }
+}

@@ -1,0 +1,117 @@
+//! skald's LLM providers: an OpenAI-compatible (Chat Completions) client and an Anthropic
+//! (Messages) client behind one [`ChatModel`] trait, with streaming, timeouts, cancellation,
+//! retries (seed 003 §3.3), typed errors, context-overflow detection (seed 003 §4, with every
+//! provider form OpenClaw recognises), and the [`Summarizer`] trait compaction writes summaries
+//! through.
+//!
+//! - [`config`] reads the `[llm]` / `[llm.summary]` tables of `skald.toml`;
+//! - [`chat`] is the provider-neutral interface; [`openai`] and [`anthropic`] implement it,
+//!   encoding requests with `skald_core::codec` (tool results' `details` are always stripped);
+//! - [`retry`] is the backoff policy, [`error`] the typed errors, [`overflow`] the pure
+//!   classification of provider error messages;
+//! - [`summarizer`] holds [`Summarizer`] and [`LlmSummarizer`].
+//!
+//! # Example
+//!
+//! Configure a model, see the request it would send, and read an overflow error the way the
+//! overflow recovery does (nothing here touches the network):
+//!
+//! ```
+//! use skald_core::message::{Message, Role};
+//! use skald_llm::{ChatRequest, LlmConfig, LlmError, OpenAiCompatible, overflow};
+//!
+//! let config = LlmConfig::from_toml_str(
+//!     r#"
+//!     [llm]
+//!     kind = "openai"
+//!     base_url = "http://localhost:11434/v1"   # Ollama needs no key
+//!     model = "qwen3:8b"
+//!     context_window_tokens = 32768
+//!     "#,
+//! )?;
+//! let chat = config.chat.expect("[llm] is configured");
+//! let client = OpenAiCompatible::with_api_key(chat, None)?;
+//!
+//! let request = ChatRequest {
+//!     system: Some("You are terse.".to_owned()),
+//!     messages: vec![Message::text(Role::User, "List the files.")],
+//!     max_output_tokens: Some(256),
+//!     ..ChatRequest::default()
+//! };
+//! let body = client.request_body(&request, false)?;
+//! assert_eq!(body["model"], "qwen3:8b");
+//! assert_eq!(body["messages"][0]["role"], "system");
+//! assert_eq!(body["max_tokens"], 256);
+//!
+//! // A provider's 400 that means "compact and retry", with the counts it states:
+//! let error = LlmError::from_provider(
+//!     Some(400),
+//!     r#"{"error":{"message":"This model's maximum context length is 32768 tokens. However, your messages resulted in 40211 tokens.","code":"context_length_exceeded"}}"#,
+//!     None,
+//! );
+//! assert!(matches!(
+//!     error,
+//!     LlmError::ContextOverflow { requested_tokens: Some(40_211), limit_tokens: Some(32_768), .. }
+//! ));
+//! // …while a token rate limit is not an overflow, however it is worded.
+//! assert_eq!(
+//!     overflow::classify_error(Some(429), "Rate limit reached on tokens per min (TPM): Limit 30000"),
+//!     overflow::ErrorClass::RateLimited,
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Calling the model (any [`ChatModel`] works the same; `cancel` aborts the request, a retry
+//! wait or a running stream):
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), skald_llm::LlmError> {
+//! use futures::StreamExt;
+//! use skald_core::message::{Message, Role};
+//! use skald_llm::{ChatRequest, LlmConfig, StreamEvent, client_from_config};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let config = LlmConfig::from_toml_str(
+//!     "[llm]\nkind = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\napi_key_env = \"ANTHROPIC_API_KEY\"\n",
+//! )?;
+//! let model = client_from_config(config.chat.as_ref().expect("configured"))?;
+//! let request = ChatRequest::new(None, vec![Message::text(Role::User, "Hello")]);
+//! let cancel = CancellationToken::new();
+//!
+//! let answer = model.complete(&request, &cancel).await?;
+//! println!("{} ({} output tokens)", answer.text(), answer.usage.output);
+//!
+//! let mut events = model.stream(&request, &cancel).await?;
+//! while let Some(event) = events.next().await {
+//!     match event? {
+//!         StreamEvent::TextDelta(text) => print!("{text}"),
+//!         StreamEvent::Done(response) => println!("\n[{:?}]", response.stop_reason),
+//!         _ => {}
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod anthropic;
+pub mod chat;
+pub mod client;
+pub mod config;
+pub mod error;
+mod http;
+pub mod openai;
+pub mod overflow;
+pub mod retry;
+pub mod summarizer;
+
+pub use anthropic::Anthropic;
+pub use chat::{
+    ChatModel, ChatRequest, ChatResponse, ChatStream, StreamEvent, collect_stream, strip_details,
+};
+pub use client::{client_from_config, client_with_api_key};
+pub use config::{LlmConfig, ProviderConfig, ProviderKind};
+pub use error::LlmError;
+pub use openai::OpenAiCompatible;
+pub use overflow::{ErrorClass, classify_error, parse_overflow_counts};
+pub use retry::{FixedJitter, JitterSource, RandomJitter, RetryPolicy};
+pub use summarizer::{LlmSummarizer, Summarizer, SummaryRequest};
