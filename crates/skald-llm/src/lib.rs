@@ -114,4 +114,4 @@ pub use error::LlmError;
 pub use openai::OpenAiCompatible;
 pub use overflow::{ErrorClass, classify_error, parse_overflow_counts};
 pub use retry::{FixedJitter, JitterSource, RandomJitter, RetryPolicy};
-pub use summarizer::{LlmSummarizer, Summarizer, SummaryRequest};
+pub use summarizer::{ExtractiveSummarizer, LlmSummarizer, Summarizer, SummaryRequest};

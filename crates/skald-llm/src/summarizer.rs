@@ -198,3 +198,55 @@ mod tests {
         assert_eq!(user_prompt(&request), "<conversation>\nt\n</conversation>");
     }
 }
+
+/// Summaries with no LLM: [`skald_core::extractive::summarize`] over the request's messages,
+/// deterministic, with the five required sections, the must-keep identifiers verbatim and the
+/// previous summary merged in. The instructions and the rendered transcript are for a model and
+/// are not read; the feedback of a failed quality check is not needed either, because the
+/// extractive summary writes every section and every must-keep identifier by construction.
+#[derive(Debug, Clone, Default)]
+pub struct ExtractiveSummarizer {
+    settings: skald_core::extractive::ExtractiveSettings,
+}
+
+impl ExtractiveSummarizer {
+    pub fn new(settings: skald_core::extractive::ExtractiveSettings) -> ExtractiveSummarizer {
+        ExtractiveSummarizer { settings }
+    }
+
+    /// The character budget for a request: its output-token budget at four characters per
+    /// token, or the extractive default when the request names none.
+    pub fn max_chars_for(request: &SummaryRequest) -> usize {
+        match request.max_output_tokens {
+            0 => skald_core::extractive::DEFAULT_MAX_CHARS,
+            tokens => (tokens as usize)
+                .saturating_mul(skald_core::tokens::CHARS_PER_TOKEN)
+                .max(skald_core::extractive::MIN_MAX_CHARS),
+        }
+    }
+}
+
+#[async_trait]
+impl Summarizer for ExtractiveSummarizer {
+    fn name(&self) -> &str {
+        "extractive"
+    }
+
+    async fn summarize(
+        &self,
+        request: &SummaryRequest,
+        cancel: &CancellationToken,
+    ) -> Result<String, LlmError> {
+        if cancel.is_cancelled() {
+            return Err(LlmError::Aborted);
+        }
+        let input = skald_core::extractive::ExtractiveInput {
+            previous_summary: request.previous_summary.clone(),
+            identifiers: request.identifiers.clone(),
+            max_chars: Self::max_chars_for(request),
+            language: skald_core::extractive::SummaryLanguage::Auto,
+            settings: self.settings.clone(),
+        };
+        Ok(skald_core::extractive::summarize(&request.messages, &input))
+    }
+}

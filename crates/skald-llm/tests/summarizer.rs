@@ -247,3 +247,45 @@ async fn summarizing_over_a_real_client_sends_the_instructions_as_system() {
     );
     assert!(!text.contains(SECRET_DETAILS));
 }
+
+#[tokio::test]
+async fn extractive_summarizer_fills_the_five_sections_with_no_model() {
+    let user = Message::text(
+        Role::User,
+        "Always run the tests. Fix the crash in /srv/app/main.rs",
+    );
+    let request = SummaryRequest {
+        messages: vec![user],
+        identifiers: vec!["/srv/app/main.rs".to_owned()],
+        max_output_tokens: 1024,
+        ..SummaryRequest::default()
+    };
+    let summarizer = skald_llm::ExtractiveSummarizer::default();
+    assert_eq!(summarizer.name(), "extractive");
+    let summary = summarizer
+        .summarize(&request, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(
+        skald_core::summary::missing_sections(&summary).is_empty(),
+        "{summary}"
+    );
+    assert!(summary.contains("/srv/app/main.rs"));
+    assert!(summary.chars().count() <= 4096);
+    // Deterministic: the same request gives the same bytes.
+    let again = summarizer
+        .summarize(&request, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(summary, again);
+}
+
+#[tokio::test]
+async fn extractive_summarizer_honours_a_cancelled_token() {
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let result = skald_llm::ExtractiveSummarizer::default()
+        .summarize(&SummaryRequest::default(), &cancel)
+        .await;
+    assert!(matches!(result, Err(LlmError::Aborted)));
+}
