@@ -357,9 +357,26 @@ pub fn identifiers_of(span: &[Message]) -> Vec<String> {
         .collect();
     extract_identifiers(&text.join("\n"))
         .into_iter()
-        .filter(|id| id.chars().count() <= MAX_IDENTIFIER_CHARS)
+        .filter(|id| id.chars().count() <= MAX_IDENTIFIER_CHARS && !is_escape_residue(id))
         .take(MAX_GUARD_IDENTIFIERS)
         .collect()
+}
+
+/// A Windows-path match made of escape sequences of JSON shown as text (`d:\n\n`): once `\n`,
+/// `\t`, `\r` and `\\` are taken out, nothing alphanumeric is left after the drive letter.
+fn is_escape_residue(id: &str) -> bool {
+    let Some((drive, rest)) = id.split_once(":\\") else {
+        return false;
+    };
+    if drive.len() != 1 {
+        return false;
+    }
+    let mut remaining = String::from("\\");
+    remaining.push_str(rest);
+    for escape in ["\\\\", "\\n", "\\t", "\\r"] {
+        remaining = remaining.replace(escape, "");
+    }
+    !remaining.chars().any(char::is_alphanumeric)
 }
 
 /// A message's text blocks and its tool results' text (`extractMessageText`).
@@ -376,14 +393,46 @@ fn message_text(message: &Message) -> String {
     parts.join("\n")
 }
 
-/// The text of the last user message that has any (`extractLatestUserAsk`).
+/// The text of the last user message that has any (`extractLatestUserAsk`), passing over
+/// messages a harness wrote in the user's name: Claude Code records command output, caveats and
+/// task notifications as user messages that open with a tag block (`<local-command-stdout>…`,
+/// `<task-notification>…</task-notification>` then a line of its own), and marks injected
+/// context and its own compaction summaries with `isMeta` / `isCompactSummary` (kept in
+/// `extra` by its decoder). None of those is an ask.
 pub fn latest_user_ask(messages: &[Message]) -> Option<String> {
     messages
         .iter()
         .rev()
-        .filter(|message| message.role == Role::User)
+        .filter(|message| message.role == Role::User && !is_flagged_injection(message))
         .map(|message| message.plain_text().trim().to_owned())
-        .find(|text| !text.is_empty())
+        .find(|text| !text.is_empty() && !is_harness_text(text))
+}
+
+fn is_flagged_injection(message: &Message) -> bool {
+    ["isMeta", "isCompactSummary"]
+        .iter()
+        .any(|flag| message.extra.get(*flag) == Some(&serde_json::Value::Bool(true)))
+}
+
+/// True for text that opens with a tag block, `<name>` … `</name>`, such as
+/// `<command-name>/mcp</command-name>` or `<task-notification>…</task-notification>`.
+/// Also true for a one-line bracketed marker such as `[Request interrupted by user]`.
+fn is_harness_text(text: &str) -> bool {
+    if text.starts_with('[') && text.ends_with(']') && !text.contains('\n') {
+        return true;
+    }
+    let Some(rest) = text.strip_prefix('<') else {
+        return false;
+    };
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    !name.is_empty()
+        && rest
+            .get(name.len()..)
+            .is_some_and(|after| after.starts_with('>'))
+        && text.contains(&format!("</{name}>"))
 }
 
 /// Truncates the tail's largest tool results to one common size, the largest that brings the
@@ -479,4 +528,58 @@ pub fn compacted_context(
         None => out.extend(messages.get(*first_kept_index..)?.iter().cloned()),
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_residue_is_not_an_identifier() {
+        assert!(is_escape_residue("d:\\n\\n"));
+        assert!(is_escape_residue("x:\\\\\\t"));
+        assert!(!is_escape_residue("C:\\Users\\me\\report.docx"));
+        assert!(!is_escape_residue("C:\\new"));
+        assert!(!is_escape_residue("/srv/app"));
+        let span = vec![Message::text(
+            Role::ToolResult,
+            "{\"text\":\"line d:\\n\\n next\"} see /srv/app/main.py",
+        )];
+        assert_eq!(identifiers_of(&span), ["/srv/app/main.py"]);
+    }
+
+    #[test]
+    fn harness_messages_are_not_the_latest_ask() {
+        let messages = vec![
+            Message::text(Role::User, "Please rename the module to billing."),
+            Message::text(Role::Assistant, "Renamed."),
+            Message::text(
+                Role::User,
+                "<command-name>/mcp</command-name>\n<command-message>mcp</command-message>",
+            ),
+            Message::text(
+                Role::User,
+                "<local-command-stdout>No MCP servers configured</local-command-stdout>",
+            ),
+        ];
+        assert_eq!(
+            latest_user_ask(&messages).as_deref(),
+            Some("Please rename the module to billing.")
+        );
+        assert!(!is_harness_text("Use <div> tags here"));
+        assert!(is_harness_text(
+            "[Request interrupted by user for tool use]"
+        ));
+        assert!(!is_harness_text("[urgent] fix the build"));
+        assert!(!is_harness_text("<br> is a line break, right?"));
+        assert!(is_harness_text(
+            "<task-notification>\n<task-id>b0</task-id>\n</task-notification>\nRead the file."
+        ));
+        let mut injected = Message::text(Role::User, "Caveat: generated by local commands.");
+        injected
+            .extra
+            .insert("isMeta".into(), serde_json::Value::Bool(true));
+        let messages = vec![Message::text(Role::User, "Ship it."), injected];
+        assert_eq!(latest_user_ask(&messages).as_deref(), Some("Ship it."));
+    }
 }
