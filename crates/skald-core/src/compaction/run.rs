@@ -397,8 +397,11 @@ impl StagedJob {
                     }
                 }
             }
+            // Every branch above sets a job or returns; finishing here keeps the loop finite
+            // should that ever change.
             let Some(job) = self.current.as_mut() else {
-                continue;
+                let text = self.partials.join("\n\n");
+                return StagedPoll::Finished(self.result(text));
             };
             match job.poll() {
                 JobPoll::Request {
