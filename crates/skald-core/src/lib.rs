@@ -13,6 +13,7 @@
 //! ```
 
 pub mod codec;
+pub mod compaction;
 pub mod digest;
 pub mod extractive;
 pub mod fetch;

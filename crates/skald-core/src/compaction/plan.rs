@@ -1,0 +1,585 @@
+//! [`plan_compaction`]: everything about a compaction that can be decided without a summarizer —
+//! whether to run at all, what is kept verbatim, what is pruned first, how the rest is split
+//! into parts and chunks, what the summary must keep, and whether the kept tail must itself be
+//! shrunk. The plan is a value; [`super::run::CompactionRun`] walks it.
+//!
+//! Order (seed 001's "把所有东西串起来"): leading system messages are pinned; the last
+//! `keep_recent_turns` user turns are kept verbatim; the rest is the span to summarise (details
+//! stripped, pairing repaired). When the new content — everything that is not summarised — is
+//! over `window × max_history_share × margin`, the oldest part of the span is pruned and
+//! summarised first, its summary becoming the previous summary of the main pass. The span is
+//! summarised in stages with an adaptive chunk size.
+//!
+//! When the kept tail alone leaves no room under the threshold, compacting the history cannot
+//! help (the next request would trigger again): the tail's largest tool results are truncated
+//! through the truncate stage, down to one common size chosen so that the tail fits, and the
+//! originals come back as [`crate::refs::NewRef`]s.
+
+use serde::Serialize;
+
+use super::appendices::{
+    Appendices, FileLists, collect_file_ops, collect_tool_failures, pinned_user_texts,
+    workspace_critical_rules,
+};
+use super::outcome::{CompactionOutcome, CompactionTrigger, SkipReason, TailTruncation};
+use super::prompts::{Language, detect_language, resolve_custom_instructions, summary_message};
+use super::settings::{CompactionSettings, CompactionSettingsError};
+use super::split::{
+    PreservedSplit, StagePlan, compute_adaptive_chunk_ratio, history_budget_tokens,
+    max_chunk_tokens, plan_stages, prune_history_for_context_share, split_preserved_recent_turns,
+    strip_details,
+};
+use crate::identifiers::{MAX_GUARD_IDENTIFIERS, extract_identifiers};
+use crate::message::{Block, Message, Role, join_text};
+use crate::pipeline::truncate::{DEFAULT_MIN_KEEP_CHARS, MARKER_RESERVE_CHARS};
+use crate::pipeline::{TruncateSettings, truncate};
+use crate::repair::repair_pairing;
+use crate::tokens::{CHARS_PER_TOKEN, estimate_message_tokens, estimate_string_chars};
+
+/// Room left for the summary when judging whether the kept tail fits under the threshold.
+pub const SUMMARY_ROOM_TOKENS: u64 = 4_096;
+
+/// Longest identifier the summary is asked to keep (a SHA-512 in hex is 128; long URLs fit).
+pub const MAX_IDENTIFIER_CHARS: usize = 256;
+
+/// How many of the last summarised messages identifiers are extracted from (the seed's
+/// `.slice(-10)`).
+pub const IDENTIFIER_SOURCE_MESSAGES: usize = 10;
+
+/// What the caller knows beyond the messages.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CompactionInputs<'a> {
+    /// The summary of the previous compaction, when the messages start after one. The messages
+    /// passed to [`plan_compaction`] must not include that summary's own message.
+    pub previous_summary: Option<&'a str>,
+    /// What the context really costs when the caller knows it (provider-reported input tokens, or
+    /// a BPE count with the tool definitions). A figure above the messages' estimate adds the
+    /// difference as fixed overhead to every token figure of the plan.
+    pub context_tokens: Option<u64>,
+    /// Instructions given with this compaction (`/compact …`, `skald compact --instructions`);
+    /// they win over the configured ones.
+    pub custom_instructions: Option<&'a str>,
+    /// The workspace's AGENTS.md text, for the critical-rules appendix.
+    pub agents_md: Option<&'a str>,
+    /// File lists of the previous compaction, carried over.
+    pub previous_files: Option<&'a FileLists>,
+}
+
+/// A compaction that cannot be planned.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error("compaction settings: {0}")]
+    Settings(#[from] CompactionSettingsError),
+    #[error("window_tokens: expected the model's context window (more than 0), found 0")]
+    ZeroWindow,
+    #[error(
+        "window_tokens: {window} is not above reserve_tokens ({reserve}); lower reserve_tokens \
+         for this model or give its real context window"
+    )]
+    WindowNotAboveReserve { window: u64, reserve: u64 },
+}
+
+/// The oldest history, pruned for `max_history_share` and summarised first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DroppedHistory {
+    /// Details stripped, pairing repaired.
+    #[serde(skip)]
+    pub messages: Vec<Message>,
+    pub stages: StagePlan,
+    pub chunk_ratio: f64,
+    pub dropped_chunks: usize,
+    pub dropped_tokens: u64,
+    /// Tokens of everything that is not summarised (the trigger of the pruning).
+    pub new_content_tokens: u64,
+    pub budget_tokens: u64,
+}
+
+/// Everything decided before the first summarizer call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompactionPlan {
+    pub settings: CompactionSettings,
+    pub trigger: CompactionTrigger,
+    pub window_tokens: u64,
+    pub threshold_tokens: u64,
+    /// What the context takes now: the estimate of its model-visible messages plus
+    /// `overhead_tokens`.
+    pub tokens_before: u64,
+    /// Tokens outside the messages (from [`CompactionInputs::context_tokens`]).
+    pub overhead_tokens: u64,
+    /// Set when nothing will be attempted.
+    pub skip: Option<SkipReason>,
+    /// Messages planned over.
+    pub message_count: usize,
+    pub split: PreservedSplit,
+    /// `MessageMeta::id` of the first kept message.
+    pub first_kept_entry: Option<String>,
+    pub prefix_tokens: u64,
+    pub tail_tokens: u64,
+    /// Most tokens the kept tail may take (see the module docs).
+    pub tail_budget_tokens: u64,
+    /// Set when the tail alone was over its budget and had tool results to truncate.
+    #[serde(skip)]
+    pub tail_truncation: Option<TailTruncation>,
+    pub dropped: Option<DroppedHistory>,
+    /// The messages summarised in the main pass: details stripped, pairing repaired.
+    #[serde(skip)]
+    pub span: Vec<Message>,
+    pub span_tokens: u64,
+    pub stages: StagePlan,
+    pub chunk_ratio: f64,
+    /// Identifiers the summary must keep (checked under the strict policy).
+    pub identifiers: Vec<String>,
+    /// The latest user message of the span, which the summary must reflect.
+    pub latest_user_ask: Option<String>,
+    pub language: Language,
+    pub custom_instructions: Option<String>,
+    pub previous_summary: Option<String>,
+    pub appendices: Appendices,
+}
+
+impl CompactionPlan {
+    /// Index of the first message kept verbatim.
+    pub fn first_kept_index(&self) -> usize {
+        self.split.boundary
+    }
+
+    /// True when the plan calls the summarizer at least once.
+    pub fn needs_summarizer(&self) -> bool {
+        self.skip.is_none() && (!self.span.is_empty() || self.dropped.is_some())
+    }
+
+    /// The context size after compacting with `summary` (appendices included): the pinned
+    /// prefix, the summary message, the kept tail (truncated when planned) and the overhead.
+    pub fn tokens_after(&self, summary: &str) -> u64 {
+        let tail = self
+            .tail_truncation
+            .as_ref()
+            .map_or(self.tail_tokens, |truncation| truncation.tokens_after);
+        self.overhead_tokens
+            + self.prefix_tokens
+            + estimate_message_tokens(&summary_message(summary))
+            + tail
+    }
+
+    /// The outcome when the plan decided to skip.
+    pub fn skipped(&self) -> Option<CompactionOutcome> {
+        self.skip.clone().map(|reason| CompactionOutcome::Skipped {
+            reason,
+            tokens_before: self.tokens_before,
+        })
+    }
+}
+
+fn visible_tokens(messages: &[Message]) -> u64 {
+    messages
+        .iter()
+        .filter(|message| message.is_model_visible())
+        .map(estimate_message_tokens)
+        .sum()
+}
+
+/// Plans the compaction of `messages` (the model context since the last compaction) for a
+/// model with a `window_tokens` context window.
+pub fn plan_compaction(
+    messages: &[Message],
+    window_tokens: u64,
+    settings: &CompactionSettings,
+    trigger: CompactionTrigger,
+    inputs: &CompactionInputs<'_>,
+) -> Result<CompactionPlan, PlanError> {
+    settings.validate()?;
+    if window_tokens == 0 {
+        return Err(PlanError::ZeroWindow);
+    }
+    if window_tokens <= settings.reserve_tokens {
+        return Err(PlanError::WindowNotAboveReserve {
+            window: window_tokens,
+            reserve: settings.reserve_tokens,
+        });
+    }
+    let estimate = visible_tokens(messages);
+    let overhead_tokens = inputs
+        .context_tokens
+        .map_or(0, |reported| reported.saturating_sub(estimate));
+    let tokens_before = estimate + overhead_tokens;
+    let threshold_tokens = settings.threshold_tokens(window_tokens);
+
+    let split = split_preserved_recent_turns(messages, settings.keep_recent_turns);
+    let prefix = messages.get(..split.pinned_prefix).unwrap_or_default();
+    let summarized_range = messages.get(split.summarizable()).unwrap_or_default();
+    let tail = messages.get(split.boundary..).unwrap_or_default();
+    let prefix_tokens = visible_tokens(prefix);
+    let tail_tokens = visible_tokens(tail);
+
+    let room = threshold_tokens
+        .saturating_sub(overhead_tokens + prefix_tokens)
+        .saturating_sub(SUMMARY_ROOM_TOKENS);
+    let tail_budget_tokens = (room as f64 / settings.safety_margin).floor() as u64;
+
+    let visible_span: Vec<Message> = summarized_range
+        .iter()
+        .filter(|message| message.is_model_visible())
+        .cloned()
+        .collect();
+    let (mut span, _) = repair_pairing(strip_details(visible_span));
+
+    let mut plan = CompactionPlan {
+        settings: settings.clone(),
+        trigger,
+        window_tokens,
+        threshold_tokens,
+        tokens_before,
+        overhead_tokens,
+        skip: None,
+        message_count: messages.len(),
+        first_kept_entry: tail.first().and_then(|message| message.meta.id.clone()),
+        split,
+        prefix_tokens,
+        tail_tokens,
+        tail_budget_tokens,
+        tail_truncation: None,
+        dropped: None,
+        span: Vec::new(),
+        span_tokens: 0,
+        stages: StagePlan::default(),
+        chunk_ratio: settings.base_chunk_ratio,
+        identifiers: Vec::new(),
+        latest_user_ask: None,
+        language: detect_language(messages),
+        custom_instructions: resolve_custom_instructions(
+            inputs.custom_instructions,
+            settings.custom_instructions.as_deref(),
+            settings.max_custom_instructions_chars,
+        ),
+        previous_summary: inputs
+            .previous_summary
+            .map(str::trim)
+            .filter(|text| !text.is_empty())
+            .map(str::to_owned),
+        appendices: Appendices::default(),
+    };
+
+    if trigger == CompactionTrigger::Threshold {
+        if !settings.enabled {
+            plan.skip = Some(SkipReason::Disabled);
+            return Ok(plan);
+        }
+        if tokens_before <= threshold_tokens {
+            plan.skip = Some(SkipReason::BelowThreshold {
+                context_tokens: tokens_before,
+                threshold_tokens,
+            });
+            return Ok(plan);
+        }
+    }
+
+    if tail_tokens > tail_budget_tokens {
+        plan.tail_truncation = shrink_tail(tail, tail_tokens, tail_budget_tokens, window_tokens);
+    }
+
+    let has_history = span.iter().any(|message| {
+        matches!(
+            message.role,
+            Role::User | Role::Assistant | Role::ToolResult
+        )
+    });
+    if !has_history {
+        if plan.tail_truncation.is_none() {
+            plan.skip = Some(if tail_tokens > tail_budget_tokens {
+                SkipReason::TailTooLarge {
+                    tail_tokens,
+                    budget_tokens: tail_budget_tokens,
+                }
+            } else {
+                SkipReason::NothingToCompact
+            });
+        }
+        return Ok(plan);
+    }
+
+    let span_tokens: u64 = span.iter().map(estimate_message_tokens).sum();
+    let new_content_tokens = tokens_before.saturating_sub(span_tokens);
+    let history_budget = history_budget_tokens(window_tokens, settings);
+    if new_content_tokens > history_budget {
+        let pruned = prune_history_for_context_share(span, window_tokens, settings);
+        span = pruned.kept;
+        if !pruned.dropped.is_empty() {
+            let ratio = compute_adaptive_chunk_ratio(&pruned.dropped, window_tokens, settings);
+            let max_chunk = max_chunk_tokens(window_tokens, ratio, settings);
+            plan.dropped = Some(DroppedHistory {
+                stages: plan_stages(&pruned.dropped, window_tokens, max_chunk, settings),
+                messages: pruned.dropped,
+                chunk_ratio: ratio,
+                dropped_chunks: pruned.dropped_chunks,
+                dropped_tokens: pruned.dropped_tokens,
+                new_content_tokens,
+                budget_tokens: pruned.budget_tokens,
+            });
+        }
+    }
+
+    plan.chunk_ratio = compute_adaptive_chunk_ratio(&span, window_tokens, settings);
+    let max_chunk = max_chunk_tokens(window_tokens, plan.chunk_ratio, settings);
+    plan.stages = plan_stages(&span, window_tokens, max_chunk, settings);
+    plan.span_tokens = span.iter().map(estimate_message_tokens).sum();
+    plan.identifiers = identifiers_of(&span);
+    plan.latest_user_ask = latest_user_ask(&span);
+    plan.span = span;
+
+    let mut files = collect_file_ops(summarized_range);
+    if let Some(previous) = inputs.previous_files {
+        files.extend_with(previous);
+    }
+    plan.appendices = Appendices {
+        pinned_user_messages: pinned_user_texts(messages, &plan.split.pinned_user_messages),
+        tool_failures: collect_tool_failures(summarized_range, &settings.tool_failures),
+        max_tool_failures: settings.tool_failures.max_failures,
+        files: files.lists(),
+        critical_rules: inputs
+            .agents_md
+            .and_then(|text| workspace_critical_rules(text, settings.max_critical_rules_chars)),
+    };
+    Ok(plan)
+}
+
+/// Identifiers of the last [`IDENTIFIER_SOURCE_MESSAGES`] messages' text and tool output (at
+/// most [`MAX_GUARD_IDENTIFIERS`]), leaving out matches longer than
+/// [`MAX_IDENTIFIER_CHARS`]: a run of thousands of hex digits is a blob, not something a summary
+/// can be asked to copy.
+pub fn identifiers_of(span: &[Message]) -> Vec<String> {
+    let start = span.len().saturating_sub(IDENTIFIER_SOURCE_MESSAGES);
+    let text: Vec<String> = span
+        .get(start..)
+        .unwrap_or_default()
+        .iter()
+        .map(message_text)
+        .filter(|text| !text.trim().is_empty())
+        .collect();
+    extract_identifiers(&text.join("\n"))
+        .into_iter()
+        .filter(|id| id.chars().count() <= MAX_IDENTIFIER_CHARS && !is_escape_residue(id))
+        .take(MAX_GUARD_IDENTIFIERS)
+        .collect()
+}
+
+/// A Windows-path match made of escape sequences of JSON shown as text (`d:\n\n`): once `\n`,
+/// `\t`, `\r` and `\\` are taken out, nothing alphanumeric is left after the drive letter.
+fn is_escape_residue(id: &str) -> bool {
+    let Some((drive, rest)) = id.split_once(":\\") else {
+        return false;
+    };
+    if drive.len() != 1 {
+        return false;
+    }
+    let mut remaining = String::from("\\");
+    remaining.push_str(rest);
+    for escape in ["\\\\", "\\n", "\\t", "\\r"] {
+        remaining = remaining.replace(escape, "");
+    }
+    !remaining.chars().any(char::is_alphanumeric)
+}
+
+/// A message's text blocks and its tool results' text (`extractMessageText`).
+fn message_text(message: &Message) -> String {
+    let mut parts = Vec::new();
+    for block in &message.content {
+        match block {
+            Block::Text(text) => parts.push(text.text.trim().to_owned()),
+            Block::ToolResult(result) => parts.push(join_text(&result.content).trim().to_owned()),
+            Block::Image(_) | Block::Thinking(_) | Block::ToolCall(_) | Block::Opaque(_) => {}
+        }
+    }
+    parts.retain(|part| !part.is_empty());
+    parts.join("\n")
+}
+
+/// The text of the last user message that has any (`extractLatestUserAsk`), passing over
+/// messages a harness wrote in the user's name: Claude Code records command output, caveats and
+/// task notifications as user messages that open with a tag block (`<local-command-stdout>…`,
+/// `<task-notification>…</task-notification>` then a line of its own), and marks injected
+/// context and its own compaction summaries with `isMeta` / `isCompactSummary` (kept in
+/// `extra` by its decoder). None of those is an ask.
+pub fn latest_user_ask(messages: &[Message]) -> Option<String> {
+    messages
+        .iter()
+        .rev()
+        .filter(|message| message.role == Role::User && !is_flagged_injection(message))
+        .map(|message| message.plain_text().trim().to_owned())
+        .find(|text| !text.is_empty() && !is_harness_text(text))
+}
+
+fn is_flagged_injection(message: &Message) -> bool {
+    ["isMeta", "isCompactSummary"]
+        .iter()
+        .any(|flag| message.extra.get(*flag) == Some(&serde_json::Value::Bool(true)))
+}
+
+/// True for text that opens with a tag block, `<name>` … `</name>`, such as
+/// `<command-name>/mcp</command-name>` or `<task-notification>…</task-notification>`.
+/// Also true for a one-line bracketed marker such as `[Request interrupted by user]`.
+fn is_harness_text(text: &str) -> bool {
+    if text.starts_with('[') && text.ends_with(']') && !text.contains('\n') {
+        return true;
+    }
+    let Some(rest) = text.strip_prefix('<') else {
+        return false;
+    };
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    !name.is_empty()
+        && rest
+            .get(name.len()..)
+            .is_some_and(|after| after.starts_with('>'))
+        && text.contains(&format!("</{name}>"))
+}
+
+/// Truncates the tail's largest tool results to one common size, the largest that brings the
+/// tail within `budget_tokens` (never below the truncate stage's minimum), through
+/// [`truncate`]. `None` when no result can be cut.
+fn shrink_tail(
+    tail: &[Message],
+    tail_tokens: u64,
+    budget_tokens: u64,
+    window_tokens: u64,
+) -> Option<TailTruncation> {
+    let needed_chars = tail_tokens
+        .saturating_sub(budget_tokens)
+        .saturating_mul(CHARS_PER_TOKEN as u64);
+    let sizes: Vec<u64> = tail
+        .iter()
+        .flat_map(|message| message.tool_results())
+        .map(|result| {
+            result
+                .content
+                .iter()
+                .map(|block| match block {
+                    Block::Text(text) => estimate_string_chars(&text.text) as u64,
+                    Block::Image(_)
+                    | Block::Thinking(_)
+                    | Block::ToolCall(_)
+                    | Block::ToolResult(_)
+                    | Block::Opaque(_) => 0,
+                })
+                .sum()
+        })
+        .collect();
+    let floor = (DEFAULT_MIN_KEEP_CHARS + MARKER_RESERVE_CHARS) as u64;
+    let largest = sizes.iter().copied().max()?;
+    if largest <= floor {
+        return None;
+    }
+    let freed = |cap: u64| -> u64 { sizes.iter().map(|size| size.saturating_sub(cap)).sum() };
+    // The largest cap that frees enough; the floor when none does.
+    let (mut low, mut high) = (floor, largest);
+    if freed(floor) >= needed_chars {
+        while high - low > 1 {
+            let middle = low + (high - low) / 2;
+            if freed(middle) >= needed_chars {
+                low = middle;
+            } else {
+                high = middle;
+            }
+        }
+    }
+    let settings = TruncateSettings {
+        enabled: true,
+        max_context_share: 1.0,
+        hard_max_chars: usize::try_from(low).unwrap_or(usize::MAX),
+        min_keep_chars: DEFAULT_MIN_KEEP_CHARS,
+    };
+    let outcome = truncate(tail.to_vec(), &settings, window_tokens);
+    if outcome.report.is_noop() {
+        return None;
+    }
+    let tokens_after = visible_tokens(&outcome.messages);
+    Some(TailTruncation {
+        still_over_budget: tokens_after > budget_tokens,
+        messages: outcome.messages,
+        new_refs: outcome.new_refs,
+        report: outcome.report,
+        tokens_before: tail_tokens,
+        tokens_after,
+    })
+}
+
+/// The context after a compaction: the pinned prefix, the summary message, then the kept tail
+/// (truncated when the outcome says so). `None` unless `outcome` is
+/// [`CompactionOutcome::Compacted`] for these `messages`.
+pub fn compacted_context(
+    messages: &[Message],
+    outcome: &CompactionOutcome,
+) -> Option<Vec<Message>> {
+    let CompactionOutcome::Compacted {
+        summary,
+        first_kept_index,
+        tail_truncation,
+        details,
+        ..
+    } = outcome
+    else {
+        return None;
+    };
+    let mut out: Vec<Message> = messages.get(..details.pinned_prefix)?.to_vec();
+    out.push(summary_message(summary));
+    match tail_truncation {
+        Some(truncation) => out.extend(truncation.messages.iter().cloned()),
+        None => out.extend(messages.get(*first_kept_index..)?.iter().cloned()),
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_residue_is_not_an_identifier() {
+        assert!(is_escape_residue("d:\\n\\n"));
+        assert!(is_escape_residue("x:\\\\\\t"));
+        assert!(!is_escape_residue("C:\\Users\\me\\report.docx"));
+        assert!(!is_escape_residue("C:\\new"));
+        assert!(!is_escape_residue("/srv/app"));
+        let span = vec![Message::text(
+            Role::ToolResult,
+            "{\"text\":\"line d:\\n\\n next\"} see /srv/app/main.py",
+        )];
+        assert_eq!(identifiers_of(&span), ["/srv/app/main.py"]);
+    }
+
+    #[test]
+    fn harness_messages_are_not_the_latest_ask() {
+        let messages = vec![
+            Message::text(Role::User, "Please rename the module to billing."),
+            Message::text(Role::Assistant, "Renamed."),
+            Message::text(
+                Role::User,
+                "<command-name>/mcp</command-name>\n<command-message>mcp</command-message>",
+            ),
+            Message::text(
+                Role::User,
+                "<local-command-stdout>No MCP servers configured</local-command-stdout>",
+            ),
+        ];
+        assert_eq!(
+            latest_user_ask(&messages).as_deref(),
+            Some("Please rename the module to billing.")
+        );
+        assert!(!is_harness_text("Use <div> tags here"));
+        assert!(is_harness_text(
+            "[Request interrupted by user for tool use]"
+        ));
+        assert!(!is_harness_text("[urgent] fix the build"));
+        assert!(!is_harness_text("<br> is a line break, right?"));
+        assert!(is_harness_text(
+            "<task-notification>\n<task-id>b0</task-id>\n</task-notification>\nRead the file."
+        ));
+        let mut injected = Message::text(Role::User, "Caveat: generated by local commands.");
+        injected
+            .extra
+            .insert("isMeta".into(), serde_json::Value::Bool(true));
+        let messages = vec![Message::text(Role::User, "Ship it."), injected];
+        assert_eq!(latest_user_ask(&messages).as_deref(), Some("Ship it."));
+    }
+}
