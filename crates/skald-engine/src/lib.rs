@@ -31,6 +31,7 @@
 
 mod accounting;
 mod assemble;
+pub mod compact;
 mod fetch;
 pub mod replay;
 mod session;
@@ -48,4 +49,10 @@ pub enum EngineError {
     Store(#[from] skald_store::StoreError),
     #[error("policy: {0}")]
     Policy(#[from] skald_core::pipeline::policy::PolicyError),
+    /// The session store failed or the session is unknown; nothing was changed.
+    #[error("session store: {0}")]
+    Session(#[from] skald_store::SessionError),
+    /// The compaction could not be planned (settings or window invalid).
+    #[error("compaction: {0}")]
+    Plan(#[from] skald_core::compaction::PlanError),
 }

@@ -350,7 +350,7 @@ fn a_compaction_checkpoint_replaces_the_history_before_its_first_kept_entry() {
             "s1",
             CompactionCheckpoint {
                 summary: "## Decisions\n- none".into(),
-                first_kept_entry_id: kept.id.clone(),
+                first_kept_entry_id: Some(kept.id.clone()),
                 tokens_before: 900,
                 tokens_after: 120,
                 details: Some(json!({"readFiles": ["a.rs"]})),
@@ -388,7 +388,7 @@ fn a_compaction_checkpoint_replaces_the_history_before_its_first_kept_entry() {
         .unwrap();
     let off_path = CompactionCheckpoint {
         summary: "s".into(),
-        first_kept_entry_id: kept.id.clone(),
+        first_kept_entry_id: Some(kept.id.clone()),
         tokens_before: 1,
         tokens_after: 1,
         details: None,
@@ -402,7 +402,7 @@ fn a_compaction_checkpoint_replaces_the_history_before_its_first_kept_entry() {
         "{error}"
     );
     let unknown = CompactionCheckpoint {
-        first_kept_entry_id: "deadbeef".into(),
+        first_kept_entry_id: Some("deadbeef".into()),
         ..off_path
     };
     let error = store.append_compaction("acme", "s1", unknown).unwrap_err();
@@ -483,7 +483,7 @@ fn seed_003_persistent_truncation_forks_from_the_first_rewritten_entry_and_keeps
             "s1",
             CompactionCheckpoint {
                 summary: "built once".into(),
-                first_kept_entry_id: huge.id.clone(),
+                first_kept_entry_id: Some(huge.id.clone()),
                 tokens_before: 3000,
                 tokens_after: 2500,
                 details: None,

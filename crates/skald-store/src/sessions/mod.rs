@@ -227,8 +227,9 @@ pub struct SessionInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompactionCheckpoint {
     pub summary: String,
-    /// The first entry of the active path the model still sees after the summary.
-    pub first_kept_entry_id: String,
+    /// The first entry of the active path the model still sees after the summary; `None`
+    /// keeps no entry from before the checkpoint (everything was summarised).
+    pub first_kept_entry_id: Option<String>,
     pub tokens_before: u64,
     /// Stored in the entry's extra fields as [`TOKENS_AFTER_KEY`].
     pub tokens_after: u64,

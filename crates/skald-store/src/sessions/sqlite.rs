@@ -287,13 +287,16 @@ impl SessionStore for SqliteSessionStore {
         extra.insert(TOKENS_AFTER_KEY.to_owned(), Value::from(tokens_after));
         let kind = EntryKind::Compaction {
             summary,
-            first_kept_entry_id: Some(first_kept_entry_id),
+            first_kept_entry_id,
             tokens_before: Some(tokens_before),
             details,
             from_hook: None,
         };
         self.append_under_leaf(tenant, session, kind, extra, |tx, leaf| {
             // A first kept entry off the path would make pi keep nothing before the summary.
+            let Some(kept) = kept else {
+                return Ok(());
+            };
             if path_ids(tx, tenant, session, leaf)?.contains(&kept) {
                 return Ok(());
             }

@@ -1,0 +1,320 @@
+//! Compaction of a stored session: the async half of seed 001 / seed 003 §3. The planning, the
+//! staged-summary state machine, the quality guard and the appendices live in
+//! `skald_core::compaction`; this module loads the session's context, drives that state
+//! machine through a [`Summarizer`] under the compaction timeout, and — only when the outcome is
+//! `Compacted` — writes the result durably: originals of truncated tail results into the ref
+//! store, a branch rewrite when the kept tail was shrunk, then the checkpoint entry.
+//!
+//! Invariant: nothing is written before the outcome is known, and any failure, timeout or abort
+//! leaves the session exactly as it was (the "pre-compaction snapshot" is simply the untouched
+//! store).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use skald_core::codec::openclaw::{Entry, EntryKind, Session};
+use skald_core::compaction::{
+    CancelReason, CompactionInputs, CompactionOutcome, CompactionSettings, CompactionTrigger,
+    FileLists, SummaryFailure, plan_compaction,
+};
+use skald_core::message::{Message, Role};
+use skald_llm::{Summarizer, SummaryRequest};
+use skald_store::RefStore;
+use skald_store::sessions::{CompactionCheckpoint, SessionStore};
+use tokio_util::sync::CancellationToken;
+
+use crate::EngineError;
+
+/// The key under a checkpoint's `details` that holds skald's own record of the compaction.
+pub const DETAILS_KEY: &str = "skald";
+
+/// What to compact and how.
+#[derive(Debug, Clone)]
+pub struct CompactRequest<'a> {
+    pub tenant: &'a str,
+    pub session_id: &'a str,
+    /// The model's context window in tokens.
+    pub window_tokens: u64,
+    pub trigger: CompactionTrigger,
+    pub settings: &'a CompactionSettings,
+    /// Instructions given with this compaction (`skald compact --instructions`).
+    pub custom_instructions: Option<&'a str>,
+    /// The workspace's AGENTS.md, for the critical-rules appendix.
+    pub agents_md: Option<&'a str>,
+    /// What the context really costs when known (provider-reported input tokens).
+    pub context_tokens: Option<u64>,
+}
+
+/// The outcome and what was written for it.
+#[derive(Debug, Clone)]
+pub struct CompactResult {
+    pub outcome: CompactionOutcome,
+    /// The checkpoint entry (only for `Compacted`).
+    pub checkpoint_entry_id: Option<String>,
+    /// The entry the model sees first after the summary (after a tail rewrite, the copy's id).
+    pub first_kept_entry_id: Option<String>,
+    /// Set when the kept tail was shrunk on a new branch.
+    pub rewritten_entries: usize,
+    /// Summarizer used.
+    pub summarizer: String,
+}
+
+/// The model-visible context of a stored session from its leaf, as [`Session::build_context`]
+/// builds it, plus one thing OpenClaw's sessions never need: system messages stored as entries
+/// at the root of the path (imported Chat Completions transcripts have them) stay in front of a
+/// compaction summary instead of being summarised away.
+pub fn session_context(session: &Session, leaf: Option<&str>) -> Vec<Message> {
+    let mut context = session.build_context(leaf);
+    let path = session.path_to(leaf);
+    let Some(compaction_at) = path.iter().rposition(|entry| is_compaction(entry)) else {
+        return context;
+    };
+    let visible: std::collections::HashSet<&str> = context
+        .iter()
+        .filter_map(|message| message.meta.id.as_deref())
+        .collect();
+    let pinned: Vec<Message> = path
+        .iter()
+        .take(compaction_at)
+        .map_while(|entry| match &entry.kind {
+            EntryKind::Message(message) if message.role == Role::System => Some(message),
+            EntryKind::Message(_)
+            | EntryKind::Compaction { .. }
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => None,
+        })
+        .filter(|message| {
+            message
+                .meta
+                .id
+                .as_deref()
+                .is_none_or(|id| !visible.contains(id))
+        })
+        .cloned()
+        .collect();
+    if !pinned.is_empty() {
+        context.splice(0..0, pinned);
+    }
+    context
+}
+
+fn is_compaction(entry: &Entry) -> bool {
+    match entry.kind {
+        EntryKind::Compaction { .. } => true,
+        EntryKind::Message(_)
+        | EntryKind::BranchSummary { .. }
+        | EntryKind::Custom { .. }
+        | EntryKind::CustomMessage { .. }
+        | EntryKind::ThinkingLevelChange { .. }
+        | EntryKind::ModelChange { .. }
+        | EntryKind::Label { .. }
+        | EntryKind::SessionInfo { .. }
+        | EntryKind::Other(_) => false,
+    }
+}
+
+/// The latest compaction on the active path: its entry id, summary and the file lists it
+/// recorded.
+fn latest_compaction(session: &Session) -> Option<(String, String, Option<FileLists>)> {
+    session
+        .path_to(None)
+        .into_iter()
+        .rev()
+        .find_map(|entry| match &entry.kind {
+            EntryKind::Compaction {
+                summary, details, ..
+            } => {
+                let files = details
+                    .as_ref()
+                    .and_then(|details| details.get(DETAILS_KEY))
+                    .and_then(|record| record.get("files"))
+                    .and_then(|files| serde_json::from_value::<FileLists>(files.clone()).ok());
+                Some((entry.id.clone(), summary.clone(), files))
+            }
+            EntryKind::Message(_)
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => None,
+        })
+}
+
+/// Compacts the session's active branch. Returns the typed outcome; `Err` only when the session
+/// or the stores could not be read or written (then nothing was changed either: the checkpoint
+/// is the last write and a single transaction).
+pub async fn compact_session(
+    sessions: &dyn SessionStore,
+    refs: &dyn RefStore,
+    summarizer: &dyn Summarizer,
+    request: &CompactRequest<'_>,
+    cancel: &CancellationToken,
+) -> Result<CompactResult, EngineError> {
+    let session = sessions.load(request.tenant, request.session_id)?;
+    let previous = latest_compaction(&session);
+    let mut messages = session_context(&session, None);
+    if let Some((compaction_id, _, _)) = &previous {
+        // The previous summary is passed on as text, not summarised as a message.
+        messages.retain(|message| message.meta.id.as_deref() != Some(compaction_id.as_str()));
+    }
+    let inputs = CompactionInputs {
+        previous_summary: previous.as_ref().map(|(_, summary, _)| summary.as_str()),
+        context_tokens: request.context_tokens,
+        custom_instructions: request.custom_instructions,
+        agents_md: request.agents_md,
+        previous_files: previous.as_ref().and_then(|(_, _, files)| files.as_ref()),
+    };
+    let plan = plan_compaction(
+        &messages,
+        request.window_tokens,
+        request.settings,
+        request.trigger,
+        &inputs,
+    )?;
+    let timeout_ms = plan.settings.timeout_ms;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+    let mut run = skald_core::compaction::CompactionRun::new(plan);
+    let outcome = loop {
+        let Some(core_request) = run.next_request() else {
+            break run.finish();
+        };
+        let llm_request = SummaryRequest {
+            instructions: core_request.instructions,
+            transcript: core_request.prompt,
+            messages: core_request.messages,
+            previous_summary: core_request.previous_summary,
+            identifiers: core_request.identifiers,
+            feedback: None,
+            max_output_tokens: u32::try_from(core_request.max_output_tokens).unwrap_or(u32::MAX),
+        };
+        let call = summarizer.summarize(&llm_request, cancel);
+        match tokio::time::timeout_at(deadline, call).await {
+            Err(_elapsed) => break run.cancel(CancelReason::Timeout { timeout_ms }),
+            Ok(Ok(summary)) => run.record(Ok(summary)),
+            Ok(Err(skald_llm::LlmError::Aborted)) => run.record(Err(SummaryFailure::Aborted)),
+            Ok(Err(error)) => run.record(Err(SummaryFailure::Failed {
+                message: error.to_string(),
+            })),
+        }
+    };
+    let mut result = CompactResult {
+        outcome,
+        checkpoint_entry_id: None,
+        first_kept_entry_id: None,
+        rewritten_entries: 0,
+        summarizer: summarizer.name().to_owned(),
+    };
+    if cancel.is_cancelled() && result.outcome.is_compacted() {
+        // An abort that raced the last summary: the caller asked for nothing to change.
+        result.outcome = CompactionOutcome::Cancelled {
+            reason: CancelReason::Aborted,
+            tokens_before: result.outcome.tokens_before(),
+        };
+    }
+    write_checkpoint(sessions, refs, request, &session, &mut result)?;
+    Ok(result)
+}
+
+/// Writes a `Compacted` outcome: ref originals, the tail rewrite, then the checkpoint.
+fn write_checkpoint(
+    sessions: &dyn SessionStore,
+    refs: &dyn RefStore,
+    request: &CompactRequest<'_>,
+    session: &Session,
+    result: &mut CompactResult,
+) -> Result<(), EngineError> {
+    let CompactionOutcome::Compacted {
+        tokens_before,
+        tokens_after,
+        summary,
+        first_kept_entry,
+        tail_truncation,
+        details,
+        ..
+    } = &result.outcome
+    else {
+        return Ok(());
+    };
+    let mut first_kept = first_kept_entry.clone();
+    if let Some(truncation) = tail_truncation {
+        // Originals first: no placeholder naming a ref is stored before the ref is.
+        for new_ref in &truncation.new_refs {
+            refs.put(request.tenant, &new_ref.payload)?;
+        }
+        let rewrites: BTreeMap<String, EntryKind> = truncation
+            .messages
+            .iter()
+            .filter(|message| {
+                message
+                    .meta
+                    .id
+                    .as_deref()
+                    .and_then(|id| session.entries().iter().rev().find(|entry| entry.id == id))
+                    .is_some_and(|entry| match &entry.kind {
+                        EntryKind::Message(original) => original != *message,
+                        EntryKind::Compaction { .. }
+                        | EntryKind::BranchSummary { .. }
+                        | EntryKind::Custom { .. }
+                        | EntryKind::CustomMessage { .. }
+                        | EntryKind::ThinkingLevelChange { .. }
+                        | EntryKind::ModelChange { .. }
+                        | EntryKind::Label { .. }
+                        | EntryKind::SessionInfo { .. }
+                        | EntryKind::Other(_) => false,
+                    })
+            })
+            .filter_map(|message| {
+                let id = message.meta.id.clone()?;
+                Some((id, EntryKind::Message(message.clone())))
+            })
+            .collect();
+        if !rewrites.is_empty() {
+            let rewrite = sessions.rewrite_branch(
+                request.tenant,
+                request.session_id,
+                rewrites,
+                "compaction: the preserved tail alone was over its budget; its largest tool \
+                 results were truncated (originals in the ref store)",
+            )?;
+            result.rewritten_entries = rewrite.copies.len();
+            if let Some(kept) = &first_kept {
+                if let Some((_, copy)) = rewrite.copies.iter().find(|(old, _)| old == kept) {
+                    first_kept = Some(copy.clone());
+                }
+            }
+        }
+    }
+    let record = json!({
+        DETAILS_KEY: {
+            "summarizer": result.summarizer,
+            "trigger": details.trigger,
+            "windowTokens": details.window_tokens,
+            "files": details.files,
+            "details": serde_json::to_value(details.as_ref()).unwrap_or(Value::Null),
+        }
+    });
+    let entry = sessions.append_compaction(
+        request.tenant,
+        request.session_id,
+        CompactionCheckpoint {
+            summary: summary.clone(),
+            first_kept_entry_id: first_kept.clone(),
+            tokens_before: *tokens_before,
+            tokens_after: *tokens_after,
+            details: Some(record),
+        },
+    )?;
+    result.checkpoint_entry_id = Some(entry.id);
+    result.first_kept_entry_id = first_kept;
+    Ok(())
+}

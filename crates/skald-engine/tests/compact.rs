@@ -1,0 +1,465 @@
+//! `compact_session`: compaction of a stored session through a summarizer — the outcomes, what
+//! is written (and what is not, on every failure path), and the model-visible context after it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+use skald_core::codec::openclaw::SessionHeader;
+use skald_core::compaction::{
+    CancelReason, CompactionOutcome, CompactionSettings, CompactionTrigger, SkipReason,
+};
+use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_engine::compact::{CompactRequest, compact_session, session_context};
+use skald_llm::{ExtractiveSummarizer, LlmError, Summarizer, SummaryRequest};
+use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
+use skald_store::{ManualClock, RefSettings, SqliteRefStore};
+use tokio_util::sync::CancellationToken;
+
+const TENANT: &str = "acme";
+const SESSION: &str = "s-compact";
+
+fn stores() -> (SqliteSessionStore, SqliteRefStore) {
+    let clock = Arc::new(ManualClock::new(1_770_000_000_000));
+    (
+        SqliteSessionStore::in_memory_with_clock(clock.clone()).unwrap(),
+        SqliteRefStore::in_memory_with_clock(RefSettings::default(), clock).unwrap(),
+    )
+}
+
+fn call(id: &str, command: &str) -> Message {
+    Message::new(
+        Role::Assistant,
+        vec![
+            Block::text(format!("Running `{command}`.")),
+            Block::ToolCall(ToolCall {
+                id: id.into(),
+                name: "bash".into(),
+                arguments: json!({ "command": command }),
+                arguments_text: None,
+                extra: Extra::new(),
+            }),
+        ],
+    )
+}
+
+fn result(id: &str, text: String, is_error: bool) -> Message {
+    Message::new(
+        Role::ToolResult,
+        vec![Block::ToolResult(ToolResult {
+            call_id: id.into(),
+            tool_name: Some("bash".into()),
+            content: vec![Block::text(text)],
+            content_form: ContentForm::Blocks,
+            is_error: Some(is_error),
+            details: Some(json!({ "secret": "host-only payload that never reaches a model" })),
+            extra: Extra::new(),
+        })],
+    )
+}
+
+/// Six user turns, each with a command and its (large) output; the last output is huge when
+/// `huge_tail` is set.
+fn conversation(huge_tail: bool) -> Vec<Message> {
+    let mut messages = Vec::new();
+    for turn in 0..6 {
+        messages.push(Message::text(
+            Role::User,
+            format!("Step {turn}: never touch /etc/passwd. Check the build log for job {turn}."),
+        ));
+        let id = format!("call_{turn}");
+        messages.push(call(&id, &format!("cat /var/log/build-{turn}.log")));
+        let size = if huge_tail && turn == 5 {
+            60_000
+        } else {
+            6_000
+        };
+        let body = format!(
+            "build {turn} commit 9f8e7d6c5b4a{turn:04}\n{}\nerror: linker failed at /srv/app/src/main_{turn}.rs\n",
+            "compiling module ... ".repeat(size / 21)
+        );
+        messages.push(result(&id, body, turn == 2));
+        messages.push(Message::text(
+            Role::Assistant,
+            format!(
+                "I'll fix /srv/app/src/main_{turn}.rs next; the root cause is the linker flag."
+            ),
+        ));
+    }
+    messages
+}
+
+fn seed_session(store: &SqliteSessionStore, messages: Vec<Message>) {
+    let header = SessionHeader {
+        id: SESSION.into(),
+        ..SessionHeader::default()
+    };
+    store
+        .create(TENANT, NewSession::new(header, "openclaw-session"))
+        .unwrap();
+    for message in messages {
+        store.append_message(TENANT, SESSION, message).unwrap();
+    }
+}
+
+fn settings() -> CompactionSettings {
+    CompactionSettings {
+        reserve_tokens: 2_000,
+        ..CompactionSettings::default()
+    }
+}
+
+fn request<'a>(settings: &'a CompactionSettings, window: u64) -> CompactRequest<'a> {
+    CompactRequest {
+        tenant: TENANT,
+        session_id: SESSION,
+        window_tokens: window,
+        trigger: CompactionTrigger::Manual,
+        settings,
+        custom_instructions: None,
+        agents_md: None,
+        context_tokens: None,
+    }
+}
+
+/// A summarizer that fails, hangs or records, by script.
+struct Scripted {
+    behaviour: Behaviour,
+    seen: Mutex<Vec<SummaryRequest>>,
+}
+
+enum Behaviour {
+    Fail,
+    Hang,
+    Record,
+}
+
+impl Scripted {
+    fn new(behaviour: Behaviour) -> Scripted {
+        Scripted {
+            behaviour,
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl Summarizer for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    async fn summarize(
+        &self,
+        request: &SummaryRequest,
+        cancel: &CancellationToken,
+    ) -> Result<String, LlmError> {
+        self.seen.lock().unwrap().push(request.clone());
+        match self.behaviour {
+            Behaviour::Fail => Err(LlmError::Server {
+                status: 503,
+                retry_after_ms: None,
+                message: "upstream unavailable".into(),
+            }),
+            Behaviour::Hang => {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(30)) => Ok("late".into()),
+                    () = cancel.cancelled() => Err(LlmError::Aborted),
+                }
+            }
+            Behaviour::Record => {
+                ExtractiveSummarizer::default()
+                    .summarize(request, cancel)
+                    .await
+            }
+        }
+    }
+}
+
+fn snapshot_of_store(store: &SqliteSessionStore) -> (u64, Option<String>) {
+    let info = store.get(TENANT, SESSION).unwrap();
+    (info.entry_count, info.leaf_id)
+}
+
+#[tokio::test]
+async fn a_manual_compaction_writes_a_checkpoint_and_the_context_starts_from_the_summary() {
+    let (sessions, refs) = stores();
+    seed_session(&sessions, conversation(false));
+    let before = sessions.context(TENANT, SESSION, None).unwrap();
+    let settings = settings();
+    let result = compact_session(
+        &sessions,
+        &refs,
+        &ExtractiveSummarizer::default(),
+        &request(&settings, 32_000),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let CompactionOutcome::Compacted {
+        tokens_before,
+        tokens_after,
+        summary,
+        ..
+    } = &result.outcome
+    else {
+        panic!("expected Compacted, got {:?}", result.outcome);
+    };
+    assert!(
+        tokens_after < tokens_before,
+        "{tokens_after} !< {tokens_before}"
+    );
+    assert!(skald_core::summary::missing_sections(summary).is_empty());
+    assert!(
+        !summary.contains("host-only payload"),
+        "details reached the summary"
+    );
+    let checkpoint = result.checkpoint_entry_id.clone().unwrap();
+    let session = sessions.load(TENANT, SESSION).unwrap();
+    assert_eq!(session.leaf_id(), Some(checkpoint.as_str()));
+    let after = session_context(&session, None);
+    assert!(after.len() < before.len());
+    assert_eq!(after[0].meta.id.as_deref(), Some(checkpoint.as_str()));
+    // The kept tail is the last three user turns, verbatim, with their results paired.
+    let kept_from = result.first_kept_entry_id.clone().unwrap();
+    let kept_at = before
+        .iter()
+        .position(|message| message.meta.id.as_deref() == Some(kept_from.as_str()))
+        .unwrap();
+    assert_eq!(&after[1..], &before[kept_at..]);
+    assert_eq!(after[1].role, Role::User);
+    insta::assert_snapshot!(
+        "context_after_compaction",
+        skald_core::render::render_messages(&after)
+    );
+    // Nothing was lost: the old entries are all still there.
+    assert_eq!(
+        session.entries().len(),
+        before.len() + 1,
+        "only the checkpoint was appended"
+    );
+}
+
+#[tokio::test]
+async fn a_second_compaction_carries_the_first_summary_forward() {
+    let (sessions, refs) = stores();
+    seed_session(&sessions, conversation(false));
+    let settings = settings();
+    let summarizer = ExtractiveSummarizer::default();
+    let first = compact_session(
+        &sessions,
+        &refs,
+        &summarizer,
+        &request(&settings, 32_000),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(first.outcome.is_compacted());
+    for message in conversation(false).into_iter().take(8) {
+        sessions.append_message(TENANT, SESSION, message).unwrap();
+    }
+    let recorder = Scripted::new(Behaviour::Record);
+    let second = compact_session(
+        &sessions,
+        &refs,
+        &recorder,
+        &request(&settings, 32_000),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(second.outcome.is_compacted(), "{:?}", second.outcome);
+    let seen = recorder.seen.lock().unwrap();
+    let CompactionOutcome::Compacted {
+        summary: first_summary,
+        ..
+    } = &first.outcome
+    else {
+        unreachable!()
+    };
+    assert!(
+        seen.iter()
+            .any(|request| request.previous_summary.as_deref() == Some(first_summary.as_str())),
+        "the first summary was not passed on as the previous summary"
+    );
+    // The old summary is not summarised again as a message.
+    assert!(seen.iter().all(|request| {
+        request
+            .messages
+            .iter()
+            .all(|message| message.meta.id != first.checkpoint_entry_id)
+    }));
+}
+
+#[tokio::test]
+async fn a_failing_summarizer_cancels_and_changes_nothing() {
+    let (sessions, refs) = stores();
+    seed_session(&sessions, conversation(false));
+    let untouched = snapshot_of_store(&sessions);
+    let settings = settings();
+    let result = compact_session(
+        &sessions,
+        &refs,
+        &Scripted::new(Behaviour::Fail),
+        &request(&settings, 32_000),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(
+            result.outcome,
+            CompactionOutcome::Cancelled {
+                reason: CancelReason::SummarizerFailed { .. },
+                ..
+            }
+        ),
+        "{:?}",
+        result.outcome
+    );
+    assert_eq!(result.checkpoint_entry_id, None);
+    assert_eq!(snapshot_of_store(&sessions), untouched);
+}
+
+#[tokio::test]
+async fn a_compaction_that_times_out_keeps_the_pre_compaction_history() {
+    let (sessions, refs) = stores();
+    seed_session(&sessions, conversation(false));
+    let untouched = snapshot_of_store(&sessions);
+    let settings = CompactionSettings {
+        timeout_ms: 50,
+        ..settings()
+    };
+    let result = compact_session(
+        &sessions,
+        &refs,
+        &Scripted::new(Behaviour::Hang),
+        &request(&settings, 32_000),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(
+            result.outcome,
+            CompactionOutcome::Cancelled {
+                reason: CancelReason::Timeout { timeout_ms: 50 },
+                ..
+            }
+        ),
+        "{:?}",
+        result.outcome
+    );
+    assert_eq!(snapshot_of_store(&sessions), untouched);
+}
+
+#[tokio::test]
+async fn an_aborted_compaction_is_cancelled_and_changes_nothing() {
+    let (sessions, refs) = stores();
+    seed_session(&sessions, conversation(false));
+    let untouched = snapshot_of_store(&sessions);
+    let settings = settings();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        trigger.cancel();
+    });
+    let result = compact_session(
+        &sessions,
+        &refs,
+        &Scripted::new(Behaviour::Hang),
+        &request(&settings, 32_000),
+        &cancel,
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(
+            result.outcome,
+            CompactionOutcome::Cancelled {
+                reason: CancelReason::Aborted,
+                ..
+            }
+        ),
+        "{:?}",
+        result.outcome
+    );
+    assert_eq!(snapshot_of_store(&sessions), untouched);
+}
+
+#[tokio::test]
+async fn a_short_session_has_nothing_to_compact() {
+    let (sessions, refs) = stores();
+    seed_session(
+        &sessions,
+        vec![
+            Message::text(Role::User, "hello"),
+            Message::text(Role::Assistant, "hi"),
+        ],
+    );
+    let untouched = snapshot_of_store(&sessions);
+    let settings = settings();
+    let result = compact_session(
+        &sessions,
+        &refs,
+        &ExtractiveSummarizer::default(),
+        &request(&settings, 32_000),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(
+            result.outcome,
+            CompactionOutcome::Skipped {
+                reason: SkipReason::NothingToCompact,
+                ..
+            }
+        ),
+        "{:?}",
+        result.outcome
+    );
+    assert_eq!(snapshot_of_store(&sessions), untouched);
+}
+
+#[tokio::test]
+async fn an_oversized_tail_is_truncated_on_a_new_branch_with_originals_in_the_ref_store() {
+    let (sessions, refs) = stores();
+    seed_session(&sessions, conversation(true));
+    let before_session = sessions.load(TENANT, SESSION).unwrap();
+    let old_leaf = before_session.leaf_id().map(str::to_owned);
+    let settings = settings();
+    let result = compact_session(
+        &sessions,
+        &refs,
+        &ExtractiveSummarizer::default(),
+        &request(&settings, 24_000),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(result.outcome.is_compacted(), "{:?}", result.outcome);
+    assert!(result.rewritten_entries > 0, "the tail was not rewritten");
+    let session = sessions.load(TENANT, SESSION).unwrap();
+    let after = session_context(&session, None);
+    let text = skald_core::render::render_messages(&after);
+    let ids = skald_core::refs::ref_ids_in(&text);
+    assert!(
+        !ids.is_empty(),
+        "the truncation marker names no ref:\n{text}"
+    );
+    for id in ids {
+        let payload = refs.get(TENANT, id.as_str()).unwrap();
+        assert!(payload.text().contains("build 5 commit"));
+    }
+    // The old branch is still readable, untouched.
+    assert_eq!(
+        session.build_context(old_leaf.as_deref()),
+        before_session.build_context(None)
+    );
+    assert!(result.outcome.tokens_after() < result.outcome.tokens_before());
+}
