@@ -261,7 +261,8 @@ pub fn spinner(mode: Mode, message: &str) -> ProgressBar {
 
 /// The terminal form: the outcome as a two-column table, then the summary.
 fn render(report: &CompactReport) -> String {
-    let mut table = output::table(&["", ""]);
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
     let dash = || "-".to_owned();
     let rows = [
         ("session", report.session_id.clone()),

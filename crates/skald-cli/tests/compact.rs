@@ -272,13 +272,21 @@ struct ScriptedServer {
     requests: Arc<Mutex<Vec<(String, String)>>>,
 }
 
-fn scripted_server(status: u16, body: Value, max_requests: usize) -> ScriptedServer {
+/// How the scripted server answers.
+#[derive(Clone)]
+enum Reply {
+    /// This status and JSON body, every time.
+    Canned(u16, Value),
+    /// Nothing: the connection stays open until the client gives up (or a minute passes).
+    Hang,
+}
+
+fn scripted_server(reply: Reply, max_requests: usize) -> ScriptedServer {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
     let requests = Arc::new(Mutex::new(Vec::new()));
     let recorded = requests.clone();
-    let body = body.to_string();
     std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut served = 0;
@@ -314,6 +322,15 @@ fn scripted_server(status: u16, body: Value, max_requests: usize) -> ScriptedSer
                 String::from_utf8(request_body).unwrap(),
             ));
             let mut stream = reader.into_inner();
+            let (status, body) = match &reply {
+                Reply::Canned(status, body) => (*status, body.to_string()),
+                Reply::Hang => {
+                    while Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    return;
+                }
+            };
             let reason = if status == 200 { "OK" } else { "Bad Request" };
             write!(
                 stream,
@@ -348,7 +365,7 @@ const SCRIPTED_SUMMARY: &str = "## Decisions\n- Apply the coupon before tax (scr
 #[test]
 fn a_configured_model_writes_the_summary() {
     let home = imported_home();
-    let server = scripted_server(200, completion(SCRIPTED_SUMMARY), 8);
+    let server = scripted_server(Reply::Canned(200, completion(SCRIPTED_SUMMARY)), 8);
     // The quality guard is off so that one canned answer is accepted whatever the span holds.
     let config = write_config(
         home.path(),
@@ -412,8 +429,10 @@ fn a_failing_model_cancels_with_a_clear_message_and_changes_nothing() {
     let home = imported_home();
     let before = entries_and_leaf(home.path());
     let server = scripted_server(
-        400,
-        json!({"error": {"message": "scripted refusal", "type": "invalid_request_error"}}),
+        Reply::Canned(
+            400,
+            json!({"error": {"message": "scripted refusal", "type": "invalid_request_error"}}),
+        ),
         16,
     );
     let config = write_config(
@@ -438,6 +457,49 @@ fn a_failing_model_cancels_with_a_clear_message_and_changes_nothing() {
         "{message}"
     );
     assert!(!server.requests.lock().unwrap().is_empty());
+    assert_eq!(entries_and_leaf(home.path()), before);
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_abandons_the_compaction_and_changes_nothing() {
+    let home = imported_home();
+    let before = entries_and_leaf(home.path());
+    let server = scripted_server(Reply::Hang, 1);
+    let config = write_config(
+        home.path(),
+        &format!(
+            "[llm]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"scripted-model\"\n",
+            server.base_url
+        ),
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_skald"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["--config", config.to_str().unwrap(), "compact", SESSION_ID])
+        .env_remove("SKALD_HOME")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the summary request reached the server, the runtime and its Ctrl-C handler are up.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.requests.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the request never arrived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{output:?}");
+    let report = parse(&output);
+    assert_eq!(report["outcome"], "cancelled");
+    assert_eq!(report["reason_detail"]["kind"], "aborted");
+    assert!(stderr(&output).contains("interrupted"), "{output:?}");
     assert_eq!(entries_and_leaf(home.path()), before);
 }
 
