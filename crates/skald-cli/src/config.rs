@@ -1,24 +1,51 @@
 //! `skald.toml`: the user's configuration, read from `--config FILE` or the data directory.
 //!
-//! Today it holds the policy: a `[policy]` table names a preset (default `skald`) and overrides
-//! any of its settings. That policy is what `skald` means wherever a command takes policy names.
+//! Three tables, each optional; any other top-level key is an error naming it, so a typo fails
+//! at start-up instead of being ignored:
+//! - `[policy]` names a preset (default `skald`) and overrides any of its settings. That policy is
+//!   what `skald` means wherever a command takes policy names.
+//! - `[llm]` (and `[llm.summary]`) configure the model, read by `skald_llm::LlmConfig`. When a
+//!   model is configured it writes compaction summaries; without one the extractive summarizer
+//!   does (no provider, no key).
+//! - `[compaction]` overrides `skald_core::compaction::CompactionSettings` (seed 001's constants
+//!   by default), unknown keys and invalid values refused.
 //!
 //! ```toml
 //! [policy]
 //! preset = "skald"
 //! [policy.offload]
 //! compress_threshold = 4000
+//!
+//! [llm]
+//! kind = "openai"
+//! base_url = "http://localhost:11434/v1"
+//! model = "qwen3:32b"
+//! context_window_tokens = 32768
+//! [llm.summary]
+//! model = "qwen3:8b"
+//!
+//! [compaction]
+//! reserve_tokens = 16000
+//! keep_recent_turns = 4
 //! ```
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use skald_core::compaction::CompactionSettings;
 use skald_core::pipeline::policy::Policy;
+use skald_llm::{ExtractiveSummarizer, LlmConfig, LlmSummarizer, Summarizer, client_from_config};
 
 use crate::home::Home;
 
 /// The configuration file's name in the data directory.
 pub const CONFIG_FILE: &str = "skald.toml";
+
+/// The context window assumed when neither `--window` nor `[llm] context_window_tokens` says.
+pub const DEFAULT_WINDOW_TOKENS: u64 = 200_000;
+
+/// The top-level tables `skald.toml` may hold.
+const TABLES: [&str; 3] = ["policy", "llm", "compaction"];
 
 /// What the configuration file says, and where it was read from.
 #[derive(Debug, Clone, Default)]
@@ -26,6 +53,10 @@ pub struct Config {
     pub path: Option<PathBuf>,
     /// The default policy with the file's overrides applied (`None` when the file has none).
     pub policy: Option<Policy>,
+    /// `[llm]` and `[llm.summary]`; empty when the file configures no model.
+    pub llm: LlmConfig,
+    /// `[compaction]` over seed 001's defaults, validated.
+    pub compaction: CompactionSettings,
 }
 
 impl Config {
@@ -43,24 +74,87 @@ impl Config {
         };
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read the configuration {}", path.display()))?;
+        Config::parse(&text, &path)
+    }
+
+    /// Reads the text of a configuration file; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config> {
+        let shown = path.display();
         let table: toml::Table = text
             .parse()
-            .with_context(|| format!("{} is not valid TOML", path.display()))?;
+            .with_context(|| format!("{shown} is not valid TOML"))?;
+        if let Some(unknown) = table.keys().find(|key| !TABLES.contains(&key.as_str())) {
+            anyhow::bail!(
+                "{shown}: unknown key `{unknown}`; skald.toml holds only the tables [policy], \
+                 [llm] and [compaction]"
+            );
+        }
         let policy = match table.get("policy") {
             None => None,
             Some(toml::Value::Table(policy)) => {
                 let text = toml::to_string(policy)?;
-                Some(
-                    Policy::from_toml(&text)
-                        .with_context(|| format!("[policy] in {}", path.display()))?,
-                )
+                Some(Policy::from_toml(&text).with_context(|| format!("[policy] in {shown}"))?)
             }
-            Some(_) => anyhow::bail!("[policy] in {} must be a table", path.display()),
+            Some(_) => anyhow::bail!("[policy] in {shown} must be a table"),
+        };
+        let llm = LlmConfig::from_toml_str(text).with_context(|| format!("[llm] in {shown}"))?;
+        let compaction = match table.get("compaction") {
+            None => CompactionSettings::default(),
+            Some(toml::Value::Table(settings)) => {
+                let settings: CompactionSettings = toml::Value::Table(settings.clone())
+                    .try_into()
+                    .with_context(|| format!("[compaction] in {shown}"))?;
+                settings
+                    .validate()
+                    .with_context(|| format!("[compaction] in {shown}"))?;
+                settings
+            }
+            Some(_) => anyhow::bail!("[compaction] in {shown} must be a table"),
         };
         Ok(Config {
-            path: Some(path),
+            path: Some(path.to_path_buf()),
             policy,
+            llm,
+            compaction,
         })
+    }
+
+    /// The model's context window: `explicit` (a `--window` flag), else `[llm]
+    /// context_window_tokens`, else [`DEFAULT_WINDOW_TOKENS`].
+    pub fn window_tokens(&self, explicit: Option<u64>) -> u64 {
+        explicit
+            .or_else(|| {
+                self.llm
+                    .chat
+                    .as_ref()
+                    .and_then(|chat| chat.context_window_tokens)
+            })
+            .unwrap_or(DEFAULT_WINDOW_TOKENS)
+    }
+
+    /// What writes compaction summaries: the model of `[llm.summary]`, else of `[llm]`, else the
+    /// extractive summarizer. A configured model whose key variable is unset is an error, not a
+    /// silent fall back: the user asked for that model.
+    pub fn summarizer(&self) -> Result<Box<dyn Summarizer>> {
+        let Some(provider) = self.llm.summary_or_chat() else {
+            return Ok(Box::new(ExtractiveSummarizer::default()));
+        };
+        let table = if self.llm.summary.is_some() {
+            "[llm.summary]"
+        } else {
+            "[llm]"
+        };
+        let shown = self
+            .path
+            .as_deref()
+            .map_or_else(|| CONFIG_FILE.to_owned(), |path| path.display().to_string());
+        let model = client_from_config(provider).with_context(|| {
+            format!(
+                "cannot use the summary model {:?} configured in {table} of {shown}",
+                provider.model
+            )
+        })?;
+        Ok(Box::new(LlmSummarizer::new(model)))
     }
 }
 
@@ -106,6 +200,95 @@ mod tests {
         let error = format!("{:#}", Config::load(None, &home(dir.path())).unwrap_err());
         assert!(
             error.contains("skald.toml") && error.contains("at least 2000"),
+            "{error}"
+        );
+    }
+
+    fn parse(text: &str) -> anyhow::Result<Config> {
+        Config::parse(text, Path::new("/etc/skald.toml"))
+    }
+
+    #[test]
+    fn no_file_means_the_extractive_summarizer_and_the_default_window() {
+        let config = Config::default();
+        assert_eq!(config.summarizer().unwrap().name(), "extractive");
+        assert_eq!(config.window_tokens(None), DEFAULT_WINDOW_TOKENS);
+        assert_eq!(config.window_tokens(Some(8_000)), 8_000);
+        assert_eq!(config.compaction, CompactionSettings::default());
+    }
+
+    #[test]
+    fn the_llm_table_gives_the_window_and_the_summarizer() {
+        let config = parse(
+            "[llm]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n\
+             context_window_tokens = 32768\n[llm.summary]\nmodel = \"small\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.window_tokens(None), 32_768);
+        assert_eq!(config.window_tokens(Some(1_000)), 1_000);
+        assert_eq!(config.summarizer().unwrap().name(), "llm:small");
+    }
+
+    #[test]
+    fn a_missing_key_variable_is_a_clear_error() {
+        let config = parse(
+            "[llm]\nkind = \"anthropic\"\nmodel = \"claude\"\n\
+             api_key_env = \"SKALD_TEST_KEY_THAT_IS_NEVER_SET\"\n",
+        )
+        .unwrap();
+        let error = format!("{:#}", config.summarizer().err().unwrap());
+        assert!(
+            error.contains("SKALD_TEST_KEY_THAT_IS_NEVER_SET")
+                && error.contains("[llm] of /etc/skald.toml")
+                && error.contains("not set"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_compaction_table_overrides_the_seed_defaults() {
+        let config = parse(
+            "[compaction]\nreserve_tokens = 16000\n[compaction.quality_guard]\nenabled = false\n",
+        )
+        .unwrap();
+        assert_eq!(config.compaction.reserve_tokens, 16_000);
+        assert!(!config.compaction.quality_guard.enabled);
+        assert_eq!(config.compaction.keep_recent_turns, 3);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let error = format!(
+            "{:#}",
+            parse("[compation]\nreserve_tokens = 1\n").unwrap_err()
+        );
+        assert!(error.contains("unknown key `compation`"), "{error}");
+        let error = format!(
+            "{:#}",
+            parse("[compaction]\nkeep_recent = 4\n").unwrap_err()
+        );
+        assert!(
+            error.contains("[compaction] in /etc/skald.toml") && error.contains("keep_recent"),
+            "{error}"
+        );
+        let error = format!(
+            "{:#}",
+            parse("[llm]\nkind = \"openai\"\nmodel = \"m\"\ntimeout = 5\n").unwrap_err()
+        );
+        assert!(
+            error.contains("[llm] in /etc/skald.toml") && error.contains("timeout"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn invalid_compaction_values_are_refused() {
+        let error = format!(
+            "{:#}",
+            parse("[compaction]\nkeep_recent_turns = 40\n").unwrap_err()
+        );
+        assert!(
+            error.contains("keep_recent_turns: expected at most 12, found 40"),
             "{error}"
         );
     }

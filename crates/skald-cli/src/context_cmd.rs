@@ -10,8 +10,9 @@ use serde::Serialize;
 use serde_json::Value;
 use skald_core::codec::openclaw::encode_agent_messages;
 use skald_core::render::render_messages;
+use skald_engine::compact::session_context;
 use skald_engine::{AssembleRequest, SessionState, assemble};
-use skald_store::sessions::SessionStore;
+use skald_store::sessions::{SessionError, SessionStore};
 use skald_store::{DATABASE_FILE, RefSettings, SqliteRefStore};
 
 use crate::config::Config;
@@ -29,9 +30,10 @@ pub struct ContextArgs {
     /// the overrides of the configuration's [policy] table.
     #[arg(long, default_value = "skald")]
     pub policy: String,
-    /// The model's context window in tokens.
-    #[arg(long, default_value_t = 200_000)]
-    pub window: u64,
+    /// The model's context window in tokens (default: [llm] context_window_tokens of the
+    /// configuration, else 200000).
+    #[arg(long, value_name = "TOKENS")]
+    pub window: Option<u64>,
     /// The tenant the session belongs to.
     #[arg(long, default_value = "default")]
     pub tenant: String,
@@ -62,22 +64,32 @@ pub fn run(args: &ContextArgs, home: &Home, config: &Config, json: bool) -> Resu
     if args.text && json {
         bail!("--text and --json exclude each other: choose one output");
     }
-    if args.window < 1_000 {
-        bail!(
-            "--window is {} tokens: a context window is at least 1000 tokens",
-            args.window
-        );
+    let window = config.window_tokens(args.window);
+    if window < 1_000 {
+        bail!("--window is {window} tokens: a context window is at least 1000 tokens");
     }
     let policy = load_policy(&args.policy, config)?;
     let sessions = open_existing_store(home)?;
-    let messages = sessions.context(&args.tenant, &args.session, args.leaf.as_deref())?;
+    let session = sessions.load(&args.tenant, &args.session)?;
+    if let Some(leaf) = args.leaf.as_deref() {
+        if session.entry(leaf).is_none() {
+            return Err(SessionError::UnknownEntry {
+                session: args.session.clone(),
+                id: leaf.to_owned(),
+            }
+            .into());
+        }
+    }
+    // The engine's view: what compaction summarises is what `context` shows (system messages
+    // stored at the root stay in front of a compaction summary).
+    let messages = session_context(&session, args.leaf.as_deref());
     let refs_path = home.path.join(DATABASE_FILE);
     let refs = SqliteRefStore::open(&refs_path, RefSettings::default())
         .with_context(|| format!("cannot open the ref store {}", refs_path.display()))?;
     let mut state = SessionState::default();
     let request = AssembleRequest {
         tenant: &args.tenant,
-        context_window_tokens: args.window,
+        context_window_tokens: window,
         now_ms: now_ms(),
         fetch_available: true,
     };

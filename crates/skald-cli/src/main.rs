@@ -4,6 +4,8 @@
 //! stdout is not a terminal (or with `--json`) and a table on a terminal.
 
 mod chart;
+mod compact_cmd;
+mod compare_cmd;
 mod config;
 mod context_cmd;
 mod fetch_cmd;
@@ -122,6 +124,27 @@ enum Command {
     ///   skald context openai-request-1f2e3d4c5b6a7980 --policy none --window 128000 --json
     #[command(verbatim_doc_comment)]
     Context(context_cmd::ContextArgs),
+    /// Compact a stored session now: summarise its older history (the recent turns stay
+    /// verbatim) and write a compaction checkpoint, so `skald context` starts from the summary.
+    ///
+    /// The summary is written by the model of [llm.summary] (else [llm]) in the configuration,
+    /// or, with no model configured, by the extractive summarizer (no provider, no key).
+    /// [compaction] in the configuration overrides the settings. Prints the outcome
+    /// (compacted, skipped or cancelled), its reason, the tokens before and after and the
+    /// summary. Exit status: 0 compacted or skipped, 3 cancelled (session unchanged),
+    /// 130 interrupted, 1 error.
+    ///
+    /// --compare measures the extractive summary against Claude Code's own compactions: for
+    /// each compact_boundary of a Claude Code session (or of every session in a directory
+    /// with a <session>/subagents/agent-acompact-*.jsonl), the tokens, the share of the
+    /// span's exact identifiers kept and the five required sections of each summary.
+    ///
+    /// Examples:
+    ///   skald compact 8555a0a4-0b79-459d-939c-e17cdbbf4fe2
+    ///   skald compact 8555a0a4-… --instructions "focus on the failing migration" --json
+    ///   skald compact --compare ../shared/data/trajectories/claude-code
+    #[command(verbatim_doc_comment)]
+    Compact(compact_cmd::CompactArgs),
     /// Print the data directory skald uses and where that choice came from.
     Home,
 }
@@ -149,6 +172,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Context(args) => {
             let config = config::Config::load(cli.config.as_deref(), &home)?;
             context_cmd::run(&args, &home, &config, cli.json)
+        }
+        Command::Compact(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            compact_cmd::run(&args, &home, &config, mode)
         }
         Command::Home => {
             let report = HomeReport {
