@@ -1,7 +1,8 @@
 //! skald's context engine: the pipeline run over a session for each model request
-//! ([`assemble`]), the executor of `fetch_original_data` ([`execute_fetch`]), and [`replay`],
-//! which re-creates every model call of a real transcript under each policy and measures tokens,
-//! prompt-cache use, cost and what the model could still see or fetch.
+//! ([`assemble`]), compaction of a stored session ([`compact`]), one model call with overflow
+//! recovery ([`complete_turn`]), the executor of `fetch_original_data` ([`execute_fetch`]), and
+//! [`replay`], which re-creates every model call of a real transcript under each policy and
+//! measures tokens, prompt-cache use, cost and what the model could still see or fetch.
 //!
 //! ```
 //! use skald_core::message::{Block, Message, Role, ToolCall, ToolResult, ContentForm, Extra};
@@ -33,12 +34,17 @@ mod accounting;
 mod assemble;
 pub mod compact;
 mod fetch;
+pub mod recovery;
 pub mod replay;
 mod session;
 
 pub use accounting::{CacheAccount, Pricing, RequestBill, Segment};
 pub use assemble::{AssembleReport, AssembleRequest, Assembled, StageTimings, assemble};
 pub use fetch::{FetchOutput, execute_fetch};
+pub use recovery::{
+    CONTEXT_OVERFLOW_MESSAGE, RecoveryError, RecoveryReport, RecoverySettings, TurnContext,
+    TurnOutcome, complete_turn,
+};
 pub use session::SessionState;
 
 /// Why the engine could not do what was asked.

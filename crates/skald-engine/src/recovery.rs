@@ -1,0 +1,906 @@
+//! Overflow recovery (seed 003 §4, OpenClaw's `run.ts` loop): one model call for a stored
+//! session, made to succeed when the prompt turns out too large for the model.
+//!
+//! [`complete_turn`] assembles the session's context ([`session_context`] → [`assemble`]),
+//! compacts first when the context is over the threshold, calls the model, and on success appends
+//! the answer to the session. When the provider reports a context overflow — an
+//! [`LlmError::ContextOverflow`] ("promptError") or an answer with stop reason `error` whose text
+//! is an overflow ("assistantError") — it follows the seed's decision tree:
+//!
+//! - **Branch A:** this attempt already compacted (the threshold compaction ran and shrank the
+//!   context) → retry directly, counting an overflow compaction attempt.
+//! - **Branch B:** otherwise, while fewer than `max_overflow_compactions` (3) overflow
+//!   compaction attempts were made → compact with [`CompactionTrigger::Overflow`]; retry when it
+//!   compacted, else fall back.
+//! - **Fallback:** once per turn, cut the session's tool results persistently (a new branch, the
+//!   originals in the ref store first, the marker naming each ref) and retry when anything was
+//!   cut; otherwise give up with [`CONTEXT_OVERFLOW_MESSAGE`].
+//!
+//! A compaction whose own summarizer call overflowed skips branch B from then on (compacting
+//! again would overflow again). `max_iterations` caps the model calls of one turn whatever the
+//! branches do. Every other provider error is returned as it is ([`RecoveryError::Llm`]): a rate
+//! limit or an auth failure is never taken for an overflow, and nothing is retried that the
+//! client did not already retry.
+//!
+//! What the user gave is never lost: compaction appends a checkpoint, truncation forks a branch
+//! (the old one stays readable), and nothing is written after the caller cancels.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use skald_core::compaction::CompactionSettings;
+//! use skald_core::message::{Message, Role};
+//! use skald_core::pipeline::policy::Policy;
+//! use skald_engine::SessionState;
+//! use skald_engine::recovery::{RecoveryError, RecoverySettings, TurnContext, complete_turn};
+//! use skald_llm::{ExtractiveSummarizer, LlmConfig, client_from_config};
+//! use skald_store::{SessionStore, SqliteRefStore, SqliteSessionStore};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let sessions = SqliteSessionStore::open("skald.db")?;
+//! let refs = SqliteRefStore::open("skald.db", Default::default())?;
+//! let config = LlmConfig::from_toml_str(&std::fs::read_to_string("skald.toml")?)?;
+//! let model = client_from_config(config.chat.as_ref().ok_or("no [llm] table")?)?;
+//! sessions.append_message("acme", "s1", Message::text(Role::User, "Why does the build fail?"))?;
+//!
+//! let (policy, compaction, settings) =
+//!     (Policy::preset("skald")?, CompactionSettings::default(), RecoverySettings::default());
+//! let ctx = TurnContext {
+//!     sessions: &sessions, refs: &refs, tenant: "acme", session_id: "s1",
+//!     model: model.as_ref(), summarizer: &ExtractiveSummarizer::default(),
+//!     policy: &policy, compaction: &compaction, window_tokens: 200_000,
+//!     system_prompt: Some("You are a coding agent."), tools: &[],
+//!     max_output_tokens: None, temperature: None, fetch_available: true,
+//!     now_ms: 1_770_000_000_000, agents_md: None, settings: &settings,
+//! };
+//! match complete_turn(&ctx, &mut SessionState::default(), &CancellationToken::new()).await {
+//!     Ok(turn) => println!("{} ({} model calls)", turn.response.text(), turn.recovery.attempts),
+//!     // The seed's "Context overflow: prompt too large for the model. Try /reset …".
+//!     Err(error @ RecoveryError::ContextOverflow { .. }) => eprintln!("{error}"),
+//!     Err(error) => return Err(error.into()),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod truncation;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::{Value, json};
+use skald_core::compaction::{
+    CompactionOutcome, CompactionSettings, CompactionTrigger, should_compact,
+};
+use skald_core::message::{ToolSpec, Usage};
+use skald_core::pipeline::TruncateSettings;
+use skald_core::pipeline::policy::Policy;
+use skald_core::pipeline::truncate::TruncateSettingsError;
+use skald_core::tokens::estimate::json_estimate_chars;
+use skald_core::tokens::{CHARS_PER_TOKEN, estimate_string_chars};
+use skald_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Summarizer, SummaryRequest};
+use skald_store::RefStore;
+use skald_store::sessions::SessionStore;
+use tokio_util::sync::CancellationToken;
+
+use crate::EngineError;
+use crate::assemble::{AssembleRequest, assemble};
+use crate::compact::{CompactRequest, compact_session, session_context};
+use crate::session::SessionState;
+
+pub use truncation::{AGGREGATE_FLOOR_CHARS, TruncationSummary};
+
+/// The seed's answer when every recovery step is spent.
+pub const CONTEXT_OVERFLOW_MESSAGE: &str = "Context overflow: prompt too large for the model. Try \
+     /reset (or /new) to start a fresh session, or use a larger-context model.";
+
+/// Overflow compaction attempts per turn (`MAX_OVERFLOW_COMPACTION_ATTEMPTS`).
+pub const DEFAULT_MAX_OVERFLOW_COMPACTIONS: u32 = 3;
+
+/// Model calls per turn at most (the seed's run-loop cap is 32 to 160 depending on the number of
+/// auth profiles; skald has one).
+pub const DEFAULT_MAX_ITERATIONS: u32 = 32;
+
+/// The reason written on the marker entry of the fallback's branch.
+pub const TRUNCATION_REASON: &str = "overflow recovery: oversized tool results truncated \
+     persistently (originals in the ref store)";
+
+/// The limits of one turn's recovery.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecoverySettings {
+    /// Overflow compaction attempts (branch A retries included), seed: 3.
+    pub max_overflow_compactions: u32,
+    /// Model calls per turn at most, seed: 32.
+    pub max_iterations: u32,
+    /// The fallback's per-result budget: the truncate stage's settings with `min_keep_chars` 0
+    /// (the recovery path keeps no minimum: the alternative is giving up).
+    pub truncate: TruncateSettings,
+}
+
+impl Default for RecoverySettings {
+    fn default() -> Self {
+        RecoverySettings {
+            max_overflow_compactions: DEFAULT_MAX_OVERFLOW_COMPACTIONS,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            truncate: TruncateSettings {
+                min_keep_chars: 0,
+                ..TruncateSettings::default()
+            },
+        }
+    }
+}
+
+impl RecoverySettings {
+    /// Rejects settings that cannot work: no model call allowed, or truncation settings the
+    /// truncate stage refuses.
+    pub fn validate(&self) -> Result<(), RecoverySettingsError> {
+        if self.max_iterations == 0 {
+            return Err(RecoverySettingsError::NoIterations);
+        }
+        self.truncate.validate()?;
+        Ok(())
+    }
+}
+
+/// Recovery settings that make no sense.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RecoverySettingsError {
+    #[error("max_iterations: expected at least 1 (one model call), found 0")]
+    NoIterations,
+    #[error("truncate: {0}")]
+    Truncate(#[from] TruncateSettingsError),
+}
+
+/// Everything one turn needs: where the session is, the model, and the settings.
+#[derive(Clone, Copy)]
+pub struct TurnContext<'a> {
+    pub sessions: &'a dyn SessionStore,
+    pub refs: &'a dyn RefStore,
+    pub tenant: &'a str,
+    pub session_id: &'a str,
+    /// The model answering the turn.
+    pub model: &'a dyn ChatModel,
+    /// Writes compaction summaries (the session's model, a cheaper one, or the extractive one).
+    pub summarizer: &'a dyn Summarizer,
+    /// The pipeline run over the context on every call.
+    pub policy: &'a Policy,
+    pub compaction: &'a CompactionSettings,
+    /// The model's context window in tokens.
+    pub window_tokens: u64,
+    /// The host's system prompt (skald's REF_ID instruction is appended once refs exist).
+    pub system_prompt: Option<&'a str>,
+    /// The host's tools as OpenAI function specs (skald adds `fetch_original_data` once refs
+    /// exist and `fetch_available`).
+    pub tools: &'a [Value],
+    pub max_output_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    /// Whether the host runs `fetch_original_data` (see [`AssembleRequest::fetch_available`]).
+    pub fetch_available: bool,
+    /// When the call is made (epoch ms), for the prompt-cache clocks.
+    pub now_ms: i64,
+    /// The workspace's AGENTS.md, for the summary's critical-rules appendix.
+    pub agents_md: Option<&'a str>,
+    pub settings: &'a RecoverySettings,
+}
+
+/// How the provider reported the overflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OverflowSource {
+    /// The request was rejected (HTTP 400/413…, the seed's "promptError").
+    PromptError,
+    /// The answer came back with stop reason `error` and an overflow text ("assistantError").
+    AssistantError,
+}
+
+/// What recovery did about one overflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryAction {
+    /// Branch A: the attempt had already compacted; retried as it was.
+    DirectRetry,
+    /// Branch B: compacted with the overflow trigger, then retried.
+    Compacted,
+    /// Fallback: tool results truncated persistently, then retried.
+    Truncated,
+    /// Every step was spent: [`RecoveryError::ContextOverflow`].
+    GaveUp,
+    /// The overflow came on the last iteration allowed: [`RecoveryError::IterationLimit`].
+    IterationLimit,
+}
+
+/// One overflow the provider reported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OverflowRecord {
+    /// The model call (from 1) that overflowed.
+    pub attempt: u32,
+    pub source: OverflowSource,
+    /// The provider's figures, when its message states them.
+    pub requested_tokens: Option<u64>,
+    pub limit_tokens: Option<u64>,
+    pub message: String,
+    /// skald's estimate of what that call sent (messages, system prompt and tools).
+    pub estimated_tokens: u64,
+    pub action: RecoveryAction,
+}
+
+/// One compaction run during the turn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompactionRecord {
+    /// The model call (from 1) it ran before (threshold) or after (overflow).
+    pub attempt: u32,
+    pub trigger: CompactionTrigger,
+    /// The window it planned for.
+    pub window_tokens: u64,
+    pub outcome: CompactionOutcome,
+    pub checkpoint_entry_id: Option<String>,
+    /// A summarizer call of this compaction itself failed with a context overflow.
+    pub summarizer_overflowed: bool,
+}
+
+impl CompactionRecord {
+    pub fn is_compacted(&self) -> bool {
+        self.outcome.is_compacted()
+    }
+}
+
+/// The fallback truncation, when it ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TruncationRecord {
+    /// The model call (from 1) whose overflow led to it.
+    pub attempt: u32,
+    pub summary: TruncationSummary,
+    /// Refs holding the originals (stored before the branch was written).
+    pub ref_ids: Vec<String>,
+    /// Entries rewritten on the new branch.
+    pub rewritten_entries: usize,
+    /// The branch's marker entry and its new leaf (`None` when nothing was cut).
+    pub marker_entry_id: Option<String>,
+    pub leaf_entry_id: Option<String>,
+}
+
+impl TruncationRecord {
+    /// True when the session was changed.
+    pub fn truncated(&self) -> bool {
+        self.marker_entry_id.is_some()
+    }
+}
+
+/// Everything recovery did during one turn, in the order it happened within each list.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RecoveryReport {
+    /// Model calls made.
+    pub attempts: u32,
+    /// The seed's `overflowCompactionAttempts`: branch A retries and branch B compactions.
+    pub overflow_compaction_attempts: u32,
+    pub overflows: Vec<OverflowRecord>,
+    /// Threshold and overflow compactions, with their outcomes.
+    pub compactions: Vec<CompactionRecord>,
+    pub truncation: Option<TruncationRecord>,
+}
+
+impl RecoveryReport {
+    /// True when the first call went through with nothing to recover.
+    pub fn is_clean(&self) -> bool {
+        self.overflows.is_empty() && self.compactions.is_empty() && self.truncation.is_none()
+    }
+}
+
+/// A turn that got an answer.
+#[derive(Debug, Clone)]
+pub struct TurnOutcome {
+    /// The model's answer (also appended to the session).
+    pub response: ChatResponse,
+    /// The session entry holding the answer.
+    pub entry_id: String,
+    pub recovery: RecoveryReport,
+}
+
+impl TurnOutcome {
+    /// Tokens the provider reported for the successful call.
+    pub fn usage(&self) -> Usage {
+        self.response.usage
+    }
+}
+
+/// Why a turn ended without an answer. Every variant that can follow model calls carries the
+/// report of what recovery did; the session keeps every entry it had.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    /// Every recovery step was spent and the prompt still does not fit: the seed's message.
+    #[error("{CONTEXT_OVERFLOW_MESSAGE}")]
+    ContextOverflow {
+        /// The provider's last overflow error.
+        last_error: LlmError,
+        report: Box<RecoveryReport>,
+    },
+    /// The provider failed for another reason than the prompt's size (rate limit, auth, quota,
+    /// bad request, server, timeout…), after the client's own retries.
+    #[error("{source}")]
+    Llm {
+        #[source]
+        source: LlmError,
+        report: Box<RecoveryReport>,
+    },
+    /// The caller cancelled; the step that was running wrote nothing.
+    #[error("aborted by the caller")]
+    Aborted { report: Box<RecoveryReport> },
+    /// `max_iterations` model calls were made without an answer.
+    #[error(
+        "overflow recovery stopped after {iterations} model calls (max_iterations); last error: \
+         {last_error}"
+    )]
+    IterationLimit {
+        iterations: u32,
+        last_error: LlmError,
+        report: Box<RecoveryReport>,
+    },
+    #[error("recovery settings: {0}")]
+    Settings(#[from] RecoverySettingsError),
+    /// A store failed, the session is unknown, or a compaction could not be planned.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl RecoveryError {
+    /// What recovery did before the turn ended, when it got that far.
+    pub fn report(&self) -> Option<&RecoveryReport> {
+        match self {
+            RecoveryError::ContextOverflow { report, .. }
+            | RecoveryError::Llm { report, .. }
+            | RecoveryError::Aborted { report }
+            | RecoveryError::IterationLimit { report, .. } => Some(report),
+            RecoveryError::Settings(_) | RecoveryError::Engine(_) => None,
+        }
+    }
+}
+
+impl From<skald_store::SessionError> for RecoveryError {
+    fn from(error: skald_store::SessionError) -> Self {
+        RecoveryError::Engine(EngineError::Session(error))
+    }
+}
+
+impl From<skald_store::StoreError> for RecoveryError {
+    fn from(error: skald_store::StoreError) -> Self {
+        RecoveryError::Engine(EngineError::Store(error))
+    }
+}
+
+/// Makes one model call for the session's current context and recovers from overflow (see the
+/// module docs). On success the answer is appended to the session as a child of its leaf.
+pub async fn complete_turn(
+    ctx: &TurnContext<'_>,
+    state: &mut SessionState,
+    cancel: &CancellationToken,
+) -> Result<TurnOutcome, RecoveryError> {
+    ctx.settings.validate()?;
+    let mut turn = Turn {
+        report: RecoveryReport::default(),
+        threshold_checked: false,
+        truncation_attempted: false,
+        compaction_overflowed: false,
+    };
+    let max_iterations = ctx.settings.max_iterations;
+    let mut iteration = 0;
+    loop {
+        iteration += 1;
+        if cancel.is_cancelled() {
+            return Err(turn.aborted());
+        }
+        let mut call = prepare_call(ctx, state)?;
+        let mut compacted_this_attempt = false;
+        if !turn.threshold_checked {
+            // Once per turn: a context still over the threshold after compacting would trigger
+            // again on every retry and never get smaller that way.
+            turn.threshold_checked = true;
+            if should_compact(call.request_tokens, ctx.window_tokens, ctx.compaction) {
+                let record = run_compaction(
+                    ctx,
+                    state,
+                    CompactionTrigger::Threshold,
+                    ctx.window_tokens,
+                    Some(call.request_tokens),
+                    iteration,
+                    cancel,
+                )
+                .await?;
+                if cancel.is_cancelled() {
+                    turn.report.compactions.push(record);
+                    return Err(turn.aborted());
+                }
+                compacted_this_attempt = record.is_compacted();
+                turn.note_compaction(record);
+                if compacted_this_attempt {
+                    call = prepare_call(ctx, state)?;
+                }
+            }
+        }
+
+        turn.report.attempts += 1;
+        let (error, source) = match ctx.model.complete(&call.request, cancel).await {
+            Ok(response) => match response.overflow_error() {
+                Some(error) => (error, OverflowSource::AssistantError),
+                None => {
+                    if cancel.is_cancelled() {
+                        return Err(turn.aborted());
+                    }
+                    let entry = ctx.sessions.append_message(
+                        ctx.tenant,
+                        ctx.session_id,
+                        response.message.clone(),
+                    )?;
+                    return Ok(TurnOutcome {
+                        response,
+                        entry_id: entry.id,
+                        recovery: turn.report,
+                    });
+                }
+            },
+            Err(LlmError::Aborted) => return Err(turn.aborted()),
+            Err(error) if error.is_context_overflow() => (error, OverflowSource::PromptError),
+            Err(error) => {
+                return Err(RecoveryError::Llm {
+                    source: error,
+                    report: Box::new(turn.report),
+                });
+            }
+        };
+        let (requested_tokens, limit_tokens) = overflow_counts(&error);
+        let mut record = OverflowRecord {
+            attempt: iteration,
+            source,
+            requested_tokens,
+            limit_tokens,
+            message: error.to_string(),
+            estimated_tokens: call.request_tokens,
+            action: RecoveryAction::GaveUp,
+        };
+        if iteration >= max_iterations {
+            record.action = RecoveryAction::IterationLimit;
+            turn.report.overflows.push(record);
+            return Err(RecoveryError::IterationLimit {
+                iterations: iteration,
+                last_error: error,
+                report: Box::new(turn.report),
+            });
+        }
+
+        let under_cap =
+            turn.report.overflow_compaction_attempts < ctx.settings.max_overflow_compactions;
+        let action = if compacted_this_attempt && under_cap {
+            turn.report.overflow_compaction_attempts += 1;
+            RecoveryAction::DirectRetry
+        } else if under_cap && !turn.compaction_overflowed {
+            turn.report.overflow_compaction_attempts += 1;
+            let window = compaction_window(ctx.window_tokens, limit_tokens, ctx.compaction);
+            let compaction = run_compaction(
+                ctx,
+                state,
+                CompactionTrigger::Overflow,
+                window,
+                requested_tokens,
+                iteration,
+                cancel,
+            )
+            .await?;
+            if cancel.is_cancelled() {
+                turn.report.compactions.push(compaction);
+                turn.report.overflows.push(record);
+                return Err(turn.aborted());
+            }
+            let compacted = compaction.is_compacted();
+            turn.note_compaction(compaction);
+            if compacted {
+                RecoveryAction::Compacted
+            } else {
+                turn.fallback(ctx, state, &call, &record, cancel)?
+            }
+        } else {
+            turn.fallback(ctx, state, &call, &record, cancel)?
+        };
+        record.action = action;
+        turn.report.overflows.push(record);
+        match action {
+            RecoveryAction::DirectRetry | RecoveryAction::Compacted | RecoveryAction::Truncated => {
+            }
+            RecoveryAction::GaveUp | RecoveryAction::IterationLimit => {
+                return Err(RecoveryError::ContextOverflow {
+                    last_error: error,
+                    report: Box::new(turn.report),
+                });
+            }
+        }
+    }
+}
+
+/// The state of one turn's recovery.
+struct Turn {
+    report: RecoveryReport,
+    threshold_checked: bool,
+    /// The fallback runs once per turn (`toolResultTruncationAttempted`).
+    truncation_attempted: bool,
+    /// A compaction failed because its own summarizer call overflowed: compacting again would too.
+    compaction_overflowed: bool,
+}
+
+impl Turn {
+    fn aborted(&mut self) -> RecoveryError {
+        RecoveryError::Aborted {
+            report: Box::new(std::mem::take(&mut self.report)),
+        }
+    }
+
+    fn note_compaction(&mut self, record: CompactionRecord) {
+        if record.summarizer_overflowed && !record.is_compacted() {
+            self.compaction_overflowed = true;
+        }
+        self.report.compactions.push(record);
+    }
+
+    /// The fallback: truncate once, else give up.
+    fn fallback(
+        &mut self,
+        ctx: &TurnContext<'_>,
+        state: &mut SessionState,
+        call: &PreparedCall,
+        overflow: &OverflowRecord,
+        cancel: &CancellationToken,
+    ) -> Result<RecoveryAction, RecoveryError> {
+        if self.truncation_attempted {
+            return Ok(RecoveryAction::GaveUp);
+        }
+        self.truncation_attempted = true;
+        if cancel.is_cancelled() {
+            return Err(self.aborted());
+        }
+        let record = truncate_session(ctx, state, call, overflow)?;
+        let truncated = record.truncated();
+        self.report.truncation = Some(record);
+        Ok(if truncated {
+            RecoveryAction::Truncated
+        } else {
+            RecoveryAction::GaveUp
+        })
+    }
+}
+
+/// One request, ready to send, with skald's estimate of its size.
+struct PreparedCall {
+    request: ChatRequest,
+    /// Estimated tokens of the assembled messages.
+    message_tokens: u64,
+    /// Estimated tokens of the whole request: messages, system prompt and tools.
+    request_tokens: u64,
+}
+
+/// Loads the session, assembles its context and builds the request.
+fn prepare_call(
+    ctx: &TurnContext<'_>,
+    state: &mut SessionState,
+) -> Result<PreparedCall, RecoveryError> {
+    let session = ctx.sessions.load(ctx.tenant, ctx.session_id)?;
+    let messages = session_context(&session, None);
+    let assembled = assemble(
+        ctx.refs,
+        ctx.policy,
+        state,
+        messages,
+        AssembleRequest {
+            tenant: ctx.tenant,
+            context_window_tokens: ctx.window_tokens,
+            now_ms: ctx.now_ms,
+            fetch_available: ctx.fetch_available,
+        },
+    )?;
+    let system = match (
+        ctx.system_prompt,
+        assembled.system_prompt_addition.as_deref(),
+    ) {
+        (Some(host), Some(addition)) => Some(format!("{host}\n\n{addition}")),
+        (Some(host), None) => Some(host.to_owned()),
+        (None, Some(addition)) => Some(addition.to_owned()),
+        (None, None) => None,
+    };
+    let mut tools = ctx.tools.to_vec();
+    for spec in &assembled.tools {
+        let offered = ctx
+            .tools
+            .iter()
+            .any(|tool| tool_name(tool) == Some(&spec.name));
+        if !offered {
+            tools.push(function_spec(spec));
+        }
+    }
+    let overhead_chars = system.as_deref().map_or(0, estimate_string_chars)
+        + tools.iter().map(json_estimate_chars).sum::<usize>();
+    let overhead_tokens = overhead_chars.div_ceil(CHARS_PER_TOKEN) as u64;
+    Ok(PreparedCall {
+        message_tokens: assembled.estimated_tokens,
+        request_tokens: assembled.estimated_tokens + overhead_tokens,
+        request: ChatRequest {
+            system,
+            messages: assembled.messages,
+            tools,
+            max_output_tokens: ctx.max_output_tokens,
+            temperature: ctx.temperature,
+        },
+    })
+}
+
+/// The name of an OpenAI function spec (or a bare `{name, …}`).
+fn tool_name(tool: &Value) -> Option<&str> {
+    tool.get("function")
+        .unwrap_or(tool)
+        .get("name")
+        .and_then(Value::as_str)
+}
+
+/// A skald tool as an OpenAI function spec.
+fn function_spec(spec: &ToolSpec) -> Value {
+    let mut function = serde_json::Map::new();
+    function.insert("name".to_owned(), Value::String(spec.name.clone()));
+    if let Some(description) = &spec.description {
+        function.insert("description".to_owned(), Value::String(description.clone()));
+    }
+    if !spec.parameters.is_null() {
+        function.insert("parameters".to_owned(), spec.parameters.clone());
+    }
+    json!({"type": "function", "function": Value::Object(function)})
+}
+
+fn overflow_counts(error: &LlmError) -> (Option<u64>, Option<u64>) {
+    match error {
+        LlmError::ContextOverflow {
+            requested_tokens,
+            limit_tokens,
+            ..
+        } => (*requested_tokens, *limit_tokens),
+        LlmError::RateLimited { .. }
+        | LlmError::QuotaExceeded { .. }
+        | LlmError::Auth { .. }
+        | LlmError::BadRequest { .. }
+        | LlmError::Server { .. }
+        | LlmError::Timeout { .. }
+        | LlmError::Aborted
+        | LlmError::Transport { .. }
+        | LlmError::InvalidResponse { .. }
+        | LlmError::InvalidRequest { .. }
+        | LlmError::Config { .. } => (None, None),
+    }
+}
+
+/// The window an overflow compaction plans for: the provider's stated limit when it is smaller
+/// than the configured window (the provider knows its model) and still leaves room above the
+/// reserve; the configured window otherwise.
+fn compaction_window(window: u64, limit: Option<u64>, settings: &CompactionSettings) -> u64 {
+    match limit {
+        Some(limit) if limit < window && limit > settings.reserve_tokens => limit,
+        Some(_) | None => window,
+    }
+}
+
+/// Runs one compaction through a summarizer that notes whether a summary call overflowed, and
+/// lets the session state know about refs a tail truncation stored.
+async fn run_compaction(
+    ctx: &TurnContext<'_>,
+    state: &mut SessionState,
+    trigger: CompactionTrigger,
+    window_tokens: u64,
+    context_tokens: Option<u64>,
+    attempt: u32,
+    cancel: &CancellationToken,
+) -> Result<CompactionRecord, RecoveryError> {
+    let watch = OverflowWatch {
+        inner: ctx.summarizer,
+        overflowed: AtomicBool::new(false),
+    };
+    let request = CompactRequest {
+        tenant: ctx.tenant,
+        session_id: ctx.session_id,
+        window_tokens,
+        trigger,
+        settings: ctx.compaction,
+        custom_instructions: None,
+        agents_md: ctx.agents_md,
+        context_tokens,
+    };
+    let result = compact_session(ctx.sessions, ctx.refs, &watch, &request, cancel).await?;
+    if result.checkpoint_entry_id.is_some() {
+        if let CompactionOutcome::Compacted {
+            tail_truncation: Some(truncation),
+            ..
+        } = &result.outcome
+        {
+            for new_ref in &truncation.new_refs {
+                state.stored_refs.insert(new_ref.id.to_string());
+            }
+        }
+    }
+    Ok(CompactionRecord {
+        attempt,
+        trigger,
+        window_tokens,
+        outcome: result.outcome,
+        checkpoint_entry_id: result.checkpoint_entry_id,
+        summarizer_overflowed: watch.overflowed.load(Ordering::Relaxed),
+    })
+}
+
+/// The fallback: plans the persistent truncation and writes it — originals first, then the
+/// branch.
+fn truncate_session(
+    ctx: &TurnContext<'_>,
+    state: &mut SessionState,
+    call: &PreparedCall,
+    overflow: &OverflowRecord,
+) -> Result<TruncationRecord, RecoveryError> {
+    let window = match overflow.limit_tokens {
+        Some(limit) if limit > 0 => limit.min(ctx.window_tokens),
+        Some(_) | None => ctx.window_tokens,
+    };
+    let goal = truncation::TruncationGoal {
+        window_tokens: window,
+        target_tokens: truncation_target(window, ctx.compaction, overflow),
+        overhead_tokens: call.request_tokens.saturating_sub(call.message_tokens),
+    };
+    let session = ctx.sessions.load(ctx.tenant, ctx.session_id)?;
+    let context = session_context(&session, None);
+    let plan =
+        truncation::plan_session_truncation(&session, &context, goal, &ctx.settings.truncate);
+    let mut record = TruncationRecord {
+        attempt: overflow.attempt,
+        summary: plan.summary,
+        ref_ids: Vec::new(),
+        rewritten_entries: plan.rewrites.len(),
+        marker_entry_id: None,
+        leaf_entry_id: None,
+    };
+    if plan.rewrites.is_empty() {
+        return Ok(record);
+    }
+    // Originals first: no marker naming a ref is stored before the ref is.
+    for new_ref in &plan.new_refs {
+        ctx.refs.put(ctx.tenant, &new_ref.payload)?;
+        let id = new_ref.id.to_string();
+        state.stored_refs.insert(id.clone());
+        record.ref_ids.push(id);
+    }
+    let rewrite = ctx.sessions.rewrite_branch(
+        ctx.tenant,
+        ctx.session_id,
+        plan.rewrites,
+        TRUNCATION_REASON,
+    )?;
+    record.marker_entry_id = Some(rewrite.marker_id);
+    record.leaf_entry_id = Some(rewrite.leaf_id);
+    Ok(record)
+}
+
+/// Estimated tokens the request must get under: the window less the reply's reserve (half the
+/// window when the reserve is not smaller than it), scaled down by how much the provider counted
+/// over skald's estimate when it said.
+fn truncation_target(window: u64, settings: &CompactionSettings, overflow: &OverflowRecord) -> u64 {
+    let fit = if window > settings.reserve_tokens {
+        window - settings.reserve_tokens
+    } else {
+        window / 2
+    };
+    match overflow.requested_tokens {
+        Some(requested)
+            if requested > overflow.estimated_tokens && overflow.estimated_tokens > 0 =>
+        {
+            let scaled =
+                u128::from(fit) * u128::from(overflow.estimated_tokens) / u128::from(requested);
+            u64::try_from(scaled).unwrap_or(fit)
+        }
+        Some(_) | None => fit,
+    }
+}
+
+/// A summarizer that remembers whether any call overflowed (OpenClaw's
+/// `isCompactionFailureError`: the compaction itself was too large for the model).
+struct OverflowWatch<'a> {
+    inner: &'a dyn Summarizer,
+    overflowed: AtomicBool,
+}
+
+#[async_trait]
+impl Summarizer for OverflowWatch<'_> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn summarize(
+        &self,
+        request: &SummaryRequest,
+        cancel: &CancellationToken,
+    ) -> Result<String, LlmError> {
+        let result = self.inner.summarize(request, cancel).await;
+        if result.as_ref().is_err_and(LlmError::is_context_overflow) {
+            self.overflowed.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overflow(requested: Option<u64>, estimated: u64) -> OverflowRecord {
+        OverflowRecord {
+            attempt: 1,
+            source: OverflowSource::PromptError,
+            requested_tokens: requested,
+            limit_tokens: Some(8_192),
+            message: String::new(),
+            estimated_tokens: estimated,
+            action: RecoveryAction::GaveUp,
+        }
+    }
+
+    #[test]
+    fn the_target_is_the_window_less_the_reserve_scaled_by_the_providers_count() {
+        let settings = CompactionSettings {
+            reserve_tokens: 1_192,
+            ..CompactionSettings::default()
+        };
+        assert_eq!(
+            truncation_target(8_192, &settings, &overflow(None, 4_000)),
+            7_000
+        );
+        // The provider counted twice what skald estimated: the estimate must halve.
+        assert_eq!(
+            truncation_target(8_192, &settings, &overflow(Some(8_000), 4_000)),
+            3_500
+        );
+        // An estimate above the provider's count is not relaxed.
+        assert_eq!(
+            truncation_target(8_192, &settings, &overflow(Some(2_000), 4_000)),
+            7_000
+        );
+        let default = CompactionSettings::default();
+        assert_eq!(
+            truncation_target(8_192, &default, &overflow(None, 1)),
+            4_096
+        );
+    }
+
+    #[test]
+    fn an_overflow_compaction_plans_for_the_providers_limit_when_it_is_usable() {
+        let settings = CompactionSettings {
+            reserve_tokens: 1_000,
+            ..CompactionSettings::default()
+        };
+        assert_eq!(compaction_window(32_000, Some(8_192), &settings), 8_192);
+        assert_eq!(compaction_window(32_000, None, &settings), 32_000);
+        assert_eq!(compaction_window(32_000, Some(64_000), &settings), 32_000);
+        assert_eq!(compaction_window(32_000, Some(900), &settings), 32_000);
+    }
+
+    #[test]
+    fn settings_without_iterations_are_refused() {
+        let settings = RecoverySettings {
+            max_iterations: 0,
+            ..RecoverySettings::default()
+        };
+        assert_eq!(
+            settings.validate(),
+            Err(RecoverySettingsError::NoIterations)
+        );
+        assert_eq!(RecoverySettings::default().validate(), Ok(()));
+        assert_eq!(RecoverySettings::default().max_overflow_compactions, 3);
+        assert_eq!(RecoverySettings::default().max_iterations, 32);
+        assert_eq!(RecoverySettings::default().truncate.min_keep_chars, 0);
+    }
+
+    #[test]
+    fn the_give_up_message_is_the_seeds() {
+        assert_eq!(
+            CONTEXT_OVERFLOW_MESSAGE,
+            "Context overflow: prompt too large for the model. Try /reset (or /new) to start a \
+             fresh session, or use a larger-context model."
+        );
+    }
+}

@@ -1,0 +1,973 @@
+//! `complete_turn`: one model call for a stored session with overflow recovery (seed 003 §4),
+//! every path against a local OpenAI-compatible server the test scripts — the answer, the
+//! branches (direct retry, overflow compaction, persistent truncation, giving up), the errors
+//! that are not overflows, cancellation, the iteration cap — and what each path leaves in the
+//! session and sends on the wire.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use skald_core::codec::openclaw::{COMPACTION_SUMMARY_PREFIX, EntryKind, SessionHeader};
+use skald_core::compaction::{
+    CompactionOutcome, CompactionSettings, CompactionTrigger, SkipReason,
+};
+use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_core::pipeline::policy::Policy;
+use skald_engine::SessionState;
+use skald_engine::recovery::{
+    CONTEXT_OVERFLOW_MESSAGE, OverflowSource, RecoveryAction, RecoveryError, RecoverySettings,
+    TurnContext, TurnOutcome, complete_turn,
+};
+use skald_llm::{
+    ExtractiveSummarizer, FixedJitter, LlmError, OpenAiCompatible, ProviderConfig, ProviderKind,
+    RetryPolicy, Summarizer, SummaryRequest,
+};
+use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
+use skald_store::{ManualClock, RefSettings, SqliteRefStore};
+use tokio_util::sync::CancellationToken;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+const TENANT: &str = "acme";
+const SESSION: &str = "s-recovery";
+/// Host-only data that must never appear in a request body.
+const SECRET: &str = "HOST-ONLY-DETAILS-9c1e";
+const SYSTEM_PROMPT: &str = "You are a build assistant. Answer briefly.";
+
+// ------------------------------------------------------------------------------------------
+// The scripted provider
+// ------------------------------------------------------------------------------------------
+
+/// Answers requests in order from a list; a request past its end gets a 500 that names the
+/// problem (the test then fails on the unexpected error).
+struct Script {
+    responses: Mutex<VecDeque<ResponseTemplate>>,
+}
+
+impl Respond for Script {
+    fn respond(&self, _request: &Request) -> ResponseTemplate {
+        self.responses
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| {
+                ResponseTemplate::new(500).set_body_string("the test script has no more answers")
+            })
+    }
+}
+
+async fn scripted(responses: Vec<ResponseTemplate>) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(Script {
+            responses: Mutex::new(responses.into()),
+        })
+        .mount(&server)
+        .await;
+    server
+}
+
+fn answer(text: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "id": "chatcmpl-ok",
+        "object": "chat.completion",
+        "created": 1_770_000_000,
+        "model": "test-model",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop"
+        }],
+        "usage": {"prompt_tokens": 2_000, "completion_tokens": 12, "total_tokens": 2_012}
+    }))
+}
+
+/// OpenAI's own overflow answer, with the figures it states.
+fn overflow(limit: u64, requested: u64) -> ResponseTemplate {
+    ResponseTemplate::new(400).set_body_json(json!({
+        "error": {
+            "message": format!(
+                "This model's maximum context length is {limit} tokens. However, you requested \
+                 {requested} tokens ({} in the messages, 1000 in the completion). Please reduce \
+                 the length of the messages or completion.",
+                requested.saturating_sub(1000)
+            ),
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded"
+        }
+    }))
+}
+
+/// An overflow that states no figures.
+fn bare_overflow() -> ResponseTemplate {
+    ResponseTemplate::new(400).set_body_json(json!({
+        "error": {
+            "message": "The prompt is too long for this model.",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded"
+        }
+    }))
+}
+
+/// A gateway that reports the overflow inside a 200 answer: stop reason `error`.
+fn overflow_as_assistant_error() -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "id": "chatcmpl-err",
+        "object": "chat.completion",
+        "created": 1_770_000_000,
+        "model": "test-model",
+        "choices": [{
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."
+            },
+            "finish_reason": "error"
+        }]
+    }))
+}
+
+fn rate_limited() -> ResponseTemplate {
+    ResponseTemplate::new(429).set_body_json(json!({
+        "error": {
+            "message": "Rate limit reached for requests per min (RPM): Limit 3, Used 3.",
+            "type": "requests",
+            "code": "rate_limit_exceeded"
+        }
+    }))
+}
+
+fn client(server: &MockServer, attempts: u32) -> OpenAiCompatible {
+    let mut config = ProviderConfig::new(ProviderKind::OpenAi, "test-model");
+    config.base_url = server.uri();
+    OpenAiCompatible::with_api_key(config, Some("sk-test".to_owned()))
+        .unwrap()
+        .with_retry_policy(RetryPolicy {
+            attempts,
+            min_delay_ms: 0,
+            max_delay_ms: 0,
+            jitter: 0.0,
+            max_retry_after_ms: 0,
+        })
+        .with_jitter(Arc::new(FixedJitter(0.5)))
+}
+
+async fn bodies(server: &MockServer) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|request| serde_json::from_slice(&request.body).unwrap())
+        .collect()
+}
+
+/// What every request body must satisfy: no `details`, every tool call answered right after
+/// its assistant message and every result answering a call.
+fn assert_wire_clean(body: &Value) {
+    let text = body.to_string();
+    assert!(!text.contains(SECRET), "details reached the wire");
+    let messages = body["messages"].as_array().unwrap();
+    let mut open: Vec<String> = Vec::new();
+    for message in messages {
+        match message["role"].as_str().unwrap() {
+            "tool" => {
+                let id = message["tool_call_id"].as_str().unwrap().to_owned();
+                assert!(
+                    open.contains(&id),
+                    "result {id} answers no pending call: {text}"
+                );
+                open.retain(|pending| *pending != id);
+            }
+            _ => {
+                assert!(
+                    open.is_empty(),
+                    "calls {open:?} have no result before the next message"
+                );
+                if let Some(calls) = message["tool_calls"].as_array() {
+                    open = calls
+                        .iter()
+                        .map(|call| call["id"].as_str().unwrap().to_owned())
+                        .collect();
+                }
+            }
+        }
+    }
+    assert!(open.is_empty(), "calls {open:?} were never answered");
+}
+
+/// The messages of a request body, decoded back into skald's model.
+fn sent_messages(body: &Value) -> Vec<Message> {
+    skald_core::codec::openai::decode_request(body)
+        .unwrap()
+        .messages
+}
+
+// ------------------------------------------------------------------------------------------
+// Sessions
+// ------------------------------------------------------------------------------------------
+
+fn stores() -> (SqliteSessionStore, SqliteRefStore) {
+    let clock = Arc::new(ManualClock::new(1_770_000_000_000));
+    (
+        SqliteSessionStore::in_memory_with_clock(clock.clone()).unwrap(),
+        SqliteRefStore::in_memory_with_clock(RefSettings::default(), clock).unwrap(),
+    )
+}
+
+/// A build log of about `chars` characters, numbered lines, with an error at the end.
+fn build_log(turn: usize, chars: usize) -> String {
+    let mut log = format!("build {turn} commit 9f8e7d6c5b4a{turn:04}\n");
+    let mut line = 0;
+    while log.len() < chars.saturating_sub(60) {
+        line += 1;
+        log.push_str(&format!(
+            "[{line:04}] compiling crate module_{turn}_{line}\n"
+        ));
+    }
+    log.push_str(&format!(
+        "error: linker failed at /srv/app/src/main_{turn}.rs\n"
+    ));
+    log
+}
+
+/// One user turn: the ask, a `bash` call, its output (with host-only `details`), a reply.
+fn turn(turn: usize, output_chars: usize) -> Vec<Message> {
+    let id = format!("call_{turn}");
+    vec![
+        Message::text(
+            Role::User,
+            format!("Step {turn}: never touch /etc/passwd. Check the build log for job {turn}."),
+        ),
+        Message::new(
+            Role::Assistant,
+            vec![
+                Block::text(format!("Reading build {turn}.")),
+                Block::ToolCall(ToolCall {
+                    id: id.clone(),
+                    name: "bash".into(),
+                    arguments: json!({ "command": format!("cat /var/log/build-{turn}.log") }),
+                    arguments_text: None,
+                    extra: Extra::new(),
+                }),
+            ],
+        ),
+        Message::new(
+            Role::ToolResult,
+            vec![Block::ToolResult(ToolResult {
+                call_id: id,
+                tool_name: Some("bash".into()),
+                content: vec![Block::text(build_log(turn, output_chars))],
+                content_form: ContentForm::Blocks,
+                is_error: Some(false),
+                details: Some(json!({ "raw": SECRET })),
+                extra: Extra::new(),
+            })],
+        ),
+        Message::text(
+            Role::Assistant,
+            format!("Build {turn} fails to link /srv/app/src/main_{turn}.rs."),
+        ),
+    ]
+}
+
+/// A session of one turn per output size, ending with a question to answer.
+fn seed(store: &SqliteSessionStore, outputs: &[usize]) {
+    let header = SessionHeader {
+        id: SESSION.into(),
+        ..SessionHeader::default()
+    };
+    store
+        .create(TENANT, NewSession::new(header, "openclaw-session"))
+        .unwrap();
+    for (index, size) in outputs.iter().enumerate() {
+        for message in turn(index, *size) {
+            store.append_message(TENANT, SESSION, message).unwrap();
+        }
+    }
+    store
+        .append_message(
+            TENANT,
+            SESSION,
+            Message::text(Role::User, "Which builds failed, and why?"),
+        )
+        .unwrap();
+}
+
+/// Entry count and leaf: what "the session is unchanged" compares.
+fn shape(store: &SqliteSessionStore) -> (u64, Option<String>) {
+    let info = store.get(TENANT, SESSION).unwrap();
+    (info.entry_count, info.leaf_id)
+}
+
+/// Every entry of `before` is still stored, unchanged.
+fn assert_nothing_lost(store: &SqliteSessionStore, before: &[skald_core::codec::openclaw::Entry]) {
+    let after = store.entries(TENANT, SESSION).unwrap();
+    for entry in before {
+        assert!(
+            after.iter().any(|kept| kept == entry),
+            "entry {} was lost or changed",
+            entry.id
+        );
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The turn
+// ------------------------------------------------------------------------------------------
+
+/// What a test varies.
+struct Setup {
+    window: u64,
+    compaction: CompactionSettings,
+    settings: RecoverySettings,
+    policy: Policy,
+}
+
+impl Setup {
+    fn new(window: u64, reserve: u64) -> Setup {
+        Setup {
+            window,
+            compaction: CompactionSettings {
+                reserve_tokens: reserve,
+                ..CompactionSettings::default()
+            },
+            settings: RecoverySettings::default(),
+            policy: Policy::preset("none").unwrap(),
+        }
+    }
+}
+
+struct Env {
+    sessions: SqliteSessionStore,
+    refs: SqliteRefStore,
+    server: MockServer,
+    model: OpenAiCompatible,
+}
+
+async fn env(outputs: &[usize], script: Vec<ResponseTemplate>) -> Env {
+    let (sessions, refs) = stores();
+    seed(&sessions, outputs);
+    let server = scripted(script).await;
+    let model = client(&server, 1);
+    Env {
+        sessions,
+        refs,
+        server,
+        model,
+    }
+}
+
+async fn run(
+    env: &Env,
+    setup: &Setup,
+    summarizer: &dyn Summarizer,
+    cancel: &CancellationToken,
+) -> Result<TurnOutcome, RecoveryError> {
+    let tools = [json!({
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}
+        }
+    })];
+    let ctx = TurnContext {
+        sessions: &env.sessions,
+        refs: &env.refs,
+        tenant: TENANT,
+        session_id: SESSION,
+        model: &env.model,
+        summarizer,
+        policy: &setup.policy,
+        compaction: &setup.compaction,
+        window_tokens: setup.window,
+        system_prompt: Some(SYSTEM_PROMPT),
+        tools: &tools,
+        max_output_tokens: Some(1_000),
+        temperature: None,
+        fetch_available: true,
+        now_ms: 1_770_000_000_000,
+        agents_md: None,
+        settings: &setup.settings,
+    };
+    let mut state = SessionState::default();
+    complete_turn(&ctx, &mut state, cancel).await
+}
+
+/// A summarizer that fails with a context overflow: the compaction itself is too large.
+struct OverflowingSummarizer;
+
+#[async_trait]
+impl Summarizer for OverflowingSummarizer {
+    fn name(&self) -> &str {
+        "overflowing"
+    }
+
+    async fn summarize(
+        &self,
+        _request: &SummaryRequest,
+        _cancel: &CancellationToken,
+    ) -> Result<String, LlmError> {
+        Err(LlmError::ContextOverflow {
+            requested_tokens: Some(40_000),
+            limit_tokens: Some(8_192),
+            message: "prompt is too long: 40000 tokens > 8192 maximum".into(),
+        })
+    }
+}
+
+/// A summarizer during whose call the user presses stop: it cancels the turn and returns the
+/// abort the cancellation causes.
+struct StopDuringSummary {
+    cancel: CancellationToken,
+}
+
+#[async_trait]
+impl Summarizer for StopDuringSummary {
+    fn name(&self) -> &str {
+        "stopped"
+    }
+
+    async fn summarize(
+        &self,
+        _request: &SummaryRequest,
+        cancel: &CancellationToken,
+    ) -> Result<String, LlmError> {
+        self.cancel.cancel();
+        cancel.cancelled().await;
+        Err(LlmError::Aborted)
+    }
+}
+
+fn overflow_actions(outcome: &skald_engine::RecoveryReport) -> Vec<RecoveryAction> {
+    outcome
+        .overflows
+        .iter()
+        .map(|record| record.action)
+        .collect()
+}
+
+fn body_chars(body: &Value) -> usize {
+    body.to_string().len()
+}
+
+// ------------------------------------------------------------------------------------------
+// Paths
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_answer_without_overflow_is_appended_and_nothing_is_recovered() {
+    let env = env(&[800, 800], vec![answer("Builds 0 and 1 fail to link.")]).await;
+    let before = shape(&env.sessions);
+    let setup = Setup::new(8_192, 1_024);
+    let outcome = run(
+        &env,
+        &setup,
+        &ExtractiveSummarizer::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(outcome.recovery.is_clean(), "{:?}", outcome.recovery);
+    assert_eq!(outcome.recovery.attempts, 1);
+    assert_eq!(outcome.response.text(), "Builds 0 and 1 fail to link.");
+    assert_eq!(outcome.usage().total_input(), 2_000);
+    assert_eq!(outcome.usage().output, 12);
+    // The answer is the new leaf, a child of the old one.
+    let after = shape(&env.sessions);
+    assert_eq!(after.0, before.0 + 1);
+    assert_eq!(after.1.as_deref(), Some(outcome.entry_id.as_str()));
+    let context = env.sessions.context(TENANT, SESSION, None).unwrap();
+    assert_eq!(
+        context.last().unwrap().plain_text(),
+        "Builds 0 and 1 fail to link."
+    );
+    let sent = bodies(&env.server).await;
+    assert_eq!(sent.len(), 1);
+    assert_wire_clean(&sent[0]);
+    assert_eq!(sent[0]["messages"][0]["role"], "system");
+    assert_eq!(sent[0]["messages"][0]["content"], SYSTEM_PROMPT);
+    assert_eq!(sent[0]["tools"][0]["function"]["name"], "bash");
+    assert_eq!(sent[0]["max_tokens"], 1_000);
+}
+
+#[tokio::test]
+async fn an_overflow_is_compacted_and_the_smaller_retry_starts_with_the_summary() {
+    // About 6,600 estimated tokens, under the threshold (8,192 - 512); the provider counts
+    // 9,000. The long logs are in the turns the compaction summarises.
+    let env = env(
+        &[8_000, 8_000, 8_000, 300, 300, 300],
+        vec![overflow(8_192, 9_000), answer("Every build fails to link.")],
+    )
+    .await;
+    let entries_before = env.sessions.entries(TENANT, SESSION).unwrap();
+    let setup = Setup::new(8_192, 512);
+    let outcome = run(
+        &env,
+        &setup,
+        &ExtractiveSummarizer::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let report = &outcome.recovery;
+    assert_eq!(report.attempts, 2);
+    assert_eq!(report.overflow_compaction_attempts, 1);
+    assert_eq!(overflow_actions(report), [RecoveryAction::Compacted]);
+    let overflow = &report.overflows[0];
+    assert_eq!(overflow.source, OverflowSource::PromptError);
+    assert_eq!(overflow.requested_tokens, Some(9_000));
+    assert_eq!(overflow.limit_tokens, Some(8_192));
+    assert_eq!(report.compactions.len(), 1);
+    let compaction = &report.compactions[0];
+    assert_eq!(compaction.trigger, CompactionTrigger::Overflow);
+    assert!(compaction.is_compacted(), "{:?}", compaction.outcome);
+    assert!(report.truncation.is_none());
+
+    let sent = bodies(&env.server).await;
+    assert_eq!(sent.len(), 2);
+    for body in &sent {
+        assert_wire_clean(body);
+    }
+    assert!(
+        body_chars(&sent[1]) < body_chars(&sent[0]),
+        "the retry is not smaller: {} >= {}",
+        body_chars(&sent[1]),
+        body_chars(&sent[0])
+    );
+    assert_eq!(sent[1]["messages"][0]["content"], SYSTEM_PROMPT);
+    let retried = sent_messages(&sent[1]);
+    let first = retried[1].plain_text();
+    assert!(
+        first.starts_with(COMPACTION_SUMMARY_PREFIX),
+        "the retry does not start with the summary: {first}"
+    );
+    insta::assert_snapshot!(
+        "retry_after_overflow_compaction",
+        skald_core::render::render_messages(&retried)
+    );
+
+    // The checkpoint and the answer were appended; every earlier entry is still there.
+    assert_nothing_lost(&env.sessions, &entries_before);
+    let session = env.sessions.load(TENANT, SESSION).unwrap();
+    assert_eq!(session.leaf_id(), Some(outcome.entry_id.as_str()));
+    assert_eq!(session.entries().len(), entries_before.len() + 2);
+}
+
+#[tokio::test]
+async fn an_overflow_after_a_threshold_compaction_in_the_same_attempt_is_retried_directly() {
+    // About 9,400 estimated tokens: over the threshold of 8,192 - 1,024.
+    let env = env(
+        &[4_000, 4_000, 4_000, 8_000, 8_000, 8_000],
+        vec![overflow(8_192, 9_000), answer("Done.")],
+    )
+    .await;
+    let setup = Setup::new(8_192, 1_024);
+    let outcome = run(
+        &env,
+        &setup,
+        &ExtractiveSummarizer::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let report = &outcome.recovery;
+    assert_eq!(report.compactions.len(), 1, "a second compaction ran");
+    assert_eq!(report.compactions[0].trigger, CompactionTrigger::Threshold);
+    assert!(report.compactions[0].is_compacted());
+    assert_eq!(overflow_actions(report), [RecoveryAction::DirectRetry]);
+    assert_eq!(report.overflow_compaction_attempts, 1);
+    assert_eq!(report.attempts, 2);
+    let sent = bodies(&env.server).await;
+    assert_eq!(sent.len(), 2);
+    // A direct retry sends the same request again.
+    assert_eq!(sent[0], sent[1]);
+    assert_wire_clean(&sent[1]);
+}
+
+#[tokio::test]
+async fn three_overflow_compactions_then_truncation_then_an_answer() {
+    // A provider with a large hidden overhead (a server-side prompt skald cannot see): it keeps
+    // counting far more than the messages while they shrink. Each compaction knows that
+    // overhead from the figures and shrinks the kept tail further; then the count is spent and
+    // the fallback truncates what is left.
+    let env = env(
+        &[4_000, 4_000, 4_000, 24_000, 24_000, 24_000],
+        vec![
+            overflow(32_000, 33_000),
+            overflow(32_000, 32_600),
+            overflow(32_000, 32_300),
+            overflow(32_000, 32_100),
+            answer("Builds 3 to 5 fail to link."),
+        ],
+    )
+    .await;
+    let entries_before = env.sessions.entries(TENANT, SESSION).unwrap();
+    let setup = Setup::new(32_000, 2_000);
+    let outcome = run(
+        &env,
+        &setup,
+        &ExtractiveSummarizer::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let report = &outcome.recovery;
+    assert_eq!(
+        overflow_actions(report),
+        [
+            RecoveryAction::Compacted,
+            RecoveryAction::Compacted,
+            RecoveryAction::Compacted,
+            RecoveryAction::Truncated
+        ],
+        "{report:#?}"
+    );
+    assert_eq!(report.overflow_compaction_attempts, 3);
+    assert_eq!(report.compactions.len(), 3);
+    assert!(report.compactions.iter().all(|compaction| {
+        compaction.trigger == CompactionTrigger::Overflow && compaction.is_compacted()
+    }));
+    let truncation = report.truncation.as_ref().unwrap();
+    assert!(truncation.truncated());
+    assert_eq!(truncation.attempt, 4);
+    assert_eq!(report.attempts, 5);
+    assert_eq!(outcome.response.text(), "Builds 3 to 5 fail to link.");
+
+    let sent = bodies(&env.server).await;
+    assert_eq!(sent.len(), 5);
+    for pair in sent.windows(2) {
+        assert!(body_chars(&pair[1]) < body_chars(&pair[0]));
+    }
+    for body in &sent {
+        assert_wire_clean(body);
+    }
+    // Refs exist from the truncations: the model is offered the tool that reads them.
+    let last = &sent[4];
+    let tools: Vec<&str> = last["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["bash", "fetch_original_data"]);
+    assert_nothing_lost(&env.sessions, &entries_before);
+}
+
+#[tokio::test]
+async fn a_compaction_that_cannot_shrink_falls_back_to_persistent_truncation() {
+    // Two turns and the question: everything is in the preserved recent turns, which fit the
+    // compaction's budget, so there is nothing to compact; one log of 50,000 characters is over
+    // the per-result budget. The provider states no figures.
+    let env = env(
+        &[50_000, 1_000],
+        vec![bare_overflow(), answer("Build 1 fails to link.")],
+    )
+    .await;
+    let entries_before = env.sessions.entries(TENANT, SESSION).unwrap();
+    let context_before = env.sessions.context(TENANT, SESSION, None).unwrap();
+    let old_leaf = shape(&env.sessions).1;
+    let setup = Setup::new(32_000, 2_000);
+    let outcome = run(
+        &env,
+        &setup,
+        &ExtractiveSummarizer::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let report = &outcome.recovery;
+    assert_eq!(report.compactions.len(), 1);
+    assert!(
+        matches!(
+            report.compactions[0].outcome,
+            CompactionOutcome::Skipped {
+                reason: SkipReason::NothingToCompact,
+                ..
+            }
+        ),
+        "{:?}",
+        report.compactions[0].outcome
+    );
+    assert_eq!(overflow_actions(report), [RecoveryAction::Truncated]);
+    let truncation = report.truncation.as_ref().unwrap();
+    assert_eq!(truncation.summary.results, 1);
+    assert_eq!(truncation.summary.budget_chars, 38_400);
+    assert_eq!(truncation.ref_ids.len(), 1);
+
+    // The original is in the ref store, and the marker the model sees names it.
+    let original = env.refs.get(TENANT, &truncation.ref_ids[0]).unwrap();
+    assert!(
+        original
+            .text()
+            .contains("error: linker failed at /srv/app/src/main_0.rs")
+    );
+    let sent = bodies(&env.server).await;
+    assert_eq!(sent.len(), 2);
+    assert_wire_clean(&sent[1]);
+    let retry = sent[1].to_string();
+    assert!(retry.contains(&truncation.ref_ids[0]));
+    assert!(body_chars(&sent[1]) < body_chars(&sent[0]));
+
+    // The truncation is a new branch; the old one is still there, whole.
+    assert_nothing_lost(&env.sessions, &entries_before);
+    let old_branch = env
+        .sessions
+        .context(TENANT, SESSION, old_leaf.as_deref())
+        .unwrap();
+    assert_eq!(old_branch, context_before);
+    let session = env.sessions.load(TENANT, SESSION).unwrap();
+    let marker = session
+        .entry(truncation.marker_entry_id.as_deref().unwrap())
+        .unwrap();
+    assert!(
+        matches!(&marker.kind, EntryKind::Custom { custom_type, .. } if custom_type == "skald.branch_rewrite")
+    );
+}
+
+#[tokio::test]
+async fn when_everything_is_spent_the_turn_ends_with_the_seeds_message_and_nothing_is_lost() {
+    let env = env(
+        &[1_500; 6],
+        vec![
+            overflow(8_192, 9_000),
+            overflow(8_192, 9_000),
+            overflow(8_192, 9_000),
+        ],
+    )
+    .await;
+    let entries_before = env.sessions.entries(TENANT, SESSION).unwrap();
+    let setup = Setup::new(8_192, 1_024);
+    let error = run(
+        &env,
+        &setup,
+        &ExtractiveSummarizer::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error.to_string(), CONTEXT_OVERFLOW_MESSAGE);
+    let RecoveryError::ContextOverflow { last_error, report } = &error else {
+        panic!("expected ContextOverflow, got {error:?}");
+    };
+    assert!(last_error.is_context_overflow());
+    // Compacted once; the second compaction has nothing left to summarise, so the fallback
+    // truncates; the third finds nothing either and the fallback is spent.
+    assert_eq!(
+        overflow_actions(report),
+        [
+            RecoveryAction::Compacted,
+            RecoveryAction::Truncated,
+            RecoveryAction::GaveUp
+        ],
+        "{report:#?}"
+    );
+    assert_eq!(report.compactions.len(), 3);
+    assert_eq!(report.overflow_compaction_attempts, 3);
+    assert!(report.truncation.as_ref().unwrap().truncated());
+    assert_eq!(report.attempts, 3);
+    let sent = bodies(&env.server).await;
+    assert_eq!(sent.len() as u32, report.attempts);
+    for body in &sent {
+        assert_wire_clean(body);
+    }
+    // Nothing the user gave is lost: every entry is still stored as it was, and the question
+    // is still the last thing on the active branch.
+    assert_nothing_lost(&env.sessions, &entries_before);
+    let context = env.sessions.context(TENANT, SESSION, None).unwrap();
+    assert_eq!(
+        context.last().unwrap().plain_text(),
+        "Which builds failed, and why?"
+    );
+}
+
+#[tokio::test]
+async fn an_overflow_reported_as_an_assistant_error_with_status_200_is_recovered() {
+    let env = env(
+        &[800; 6],
+        vec![overflow_as_assistant_error(), answer("All six fail.")],
+    )
+    .await;
+    let setup = Setup::new(8_192, 1_024);
+    let outcome = run(
+        &env,
+        &setup,
+        &ExtractiveSummarizer::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let report = &outcome.recovery;
+    assert_eq!(report.overflows.len(), 1);
+    assert_eq!(report.overflows[0].source, OverflowSource::AssistantError);
+    assert_eq!(report.overflows[0].requested_tokens, Some(9_000));
+    assert_eq!(overflow_actions(report), [RecoveryAction::Compacted]);
+    assert_eq!(outcome.response.text(), "All six fail.");
+    // The failed answer is not part of the session.
+    let context = env.sessions.context(TENANT, SESSION, None).unwrap();
+    assert!(
+        context
+            .iter()
+            .all(|message| !message.plain_text().contains("maximum context length"))
+    );
+}
+
+#[tokio::test]
+async fn a_rate_limit_is_not_an_overflow_and_is_returned_typed() {
+    let (sessions, refs) = stores();
+    seed(&sessions, &[800; 6]);
+    let server = scripted(vec![rate_limited(), rate_limited()]).await;
+    // The client retries once itself.
+    let env = Env {
+        sessions,
+        refs,
+        model: client(&server, 2),
+        server,
+    };
+    let before = shape(&env.sessions);
+    let setup = Setup::new(8_192, 1_024);
+    let error = run(
+        &env,
+        &setup,
+        &ExtractiveSummarizer::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    let RecoveryError::Llm { source, report } = &error else {
+        panic!("expected Llm, got {error:?}");
+    };
+    assert!(matches!(source, LlmError::RateLimited { .. }), "{source:?}");
+    assert!(report.overflows.is_empty());
+    assert!(report.compactions.is_empty());
+    assert_eq!(bodies(&env.server).await.len(), 2);
+    assert_eq!(shape(&env.sessions), before);
+}
+
+#[tokio::test]
+async fn cancelling_during_the_overflow_compaction_leaves_the_session_unchanged() {
+    let env = env(
+        &[800; 6],
+        vec![overflow(8_192, 9_000), answer("never sent")],
+    )
+    .await;
+    let before = shape(&env.sessions);
+    let entries_before = env.sessions.entries(TENANT, SESSION).unwrap();
+    let cancel = CancellationToken::new();
+    let summarizer = StopDuringSummary {
+        cancel: cancel.clone(),
+    };
+    let setup = Setup::new(8_192, 1_024);
+    let error = run(&env, &setup, &summarizer, &cancel).await.unwrap_err();
+    let RecoveryError::Aborted { report } = &error else {
+        panic!("expected Aborted, got {error:?}");
+    };
+    assert_eq!(report.attempts, 1);
+    assert_eq!(bodies(&env.server).await.len(), 1);
+    assert_eq!(shape(&env.sessions), before);
+    assert_eq!(
+        env.sessions.entries(TENANT, SESSION).unwrap(),
+        entries_before
+    );
+}
+
+#[tokio::test]
+async fn the_iteration_cap_ends_the_loop() {
+    let env = env(
+        &[800; 6],
+        vec![
+            overflow(8_192, 9_000),
+            overflow(8_192, 9_000),
+            answer("never sent"),
+        ],
+    )
+    .await;
+    let mut setup = Setup::new(8_192, 1_024);
+    setup.settings.max_iterations = 2;
+    let error = run(
+        &env,
+        &setup,
+        &ExtractiveSummarizer::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    let RecoveryError::IterationLimit {
+        iterations,
+        last_error,
+        report,
+    } = &error
+    else {
+        panic!("expected IterationLimit, got {error:?}");
+    };
+    assert_eq!(*iterations, 2);
+    assert!(last_error.is_context_overflow());
+    assert_eq!(report.attempts, 2);
+    assert_eq!(
+        overflow_actions(report),
+        [RecoveryAction::Compacted, RecoveryAction::IterationLimit]
+    );
+    assert_eq!(bodies(&env.server).await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_compaction_that_itself_overflowed_goes_straight_to_the_fallback() {
+    // Over the threshold: the threshold compaction runs first, and its summarizer overflows.
+    let env = env(
+        &[4_000, 4_000, 4_000, 8_000, 8_000, 8_000],
+        vec![overflow(8_192, 12_000), answer("Done.")],
+    )
+    .await;
+    let setup = Setup::new(8_192, 1_024);
+    let outcome = run(
+        &env,
+        &setup,
+        &OverflowingSummarizer,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let report = &outcome.recovery;
+    assert_eq!(report.compactions.len(), 1, "{report:#?}");
+    assert_eq!(report.compactions[0].trigger, CompactionTrigger::Threshold);
+    assert!(!report.compactions[0].is_compacted());
+    assert!(report.compactions[0].summarizer_overflowed);
+    assert_eq!(report.overflow_compaction_attempts, 0);
+    assert_eq!(overflow_actions(report), [RecoveryAction::Truncated]);
+    let sent = bodies(&env.server).await;
+    assert_eq!(sent.len(), 2);
+    assert!(body_chars(&sent[1]) < body_chars(&sent[0]));
+    for body in &sent {
+        assert_wire_clean(body);
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_session_is_an_error_before_any_call() {
+    let (sessions, refs) = stores();
+    let server = scripted(vec![answer("never sent")]).await;
+    let env = Env {
+        sessions,
+        refs,
+        model: client(&server, 1),
+        server,
+    };
+    let setup = Setup::new(8_192, 1_024);
+    let error = run(
+        &env,
+        &setup,
+        &ExtractiveSummarizer::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(error, RecoveryError::Engine(_)), "{error:?}");
+    assert!(error.report().is_none());
+    assert_eq!(bodies(&env.server).await.len(), 0);
+}
