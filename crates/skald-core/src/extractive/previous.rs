@@ -52,6 +52,24 @@ pub(super) fn read_into(summary: &str, previous: &mut PreviousSummary) {
     }
 }
 
+/// The pending asks of several summaries in order: those of the latest one that lists any. A
+/// later summary that lists asks of its own speaks for the time after the earlier ones (their
+/// asks were answered or restated); one that lists none may just cover tool work, so the
+/// earlier asks stay pending.
+pub(super) fn latest_asks(summaries: &[&str]) -> Vec<String> {
+    summaries
+        .iter()
+        .rev()
+        .map(|summary| {
+            let mut read = PreviousSummary::default();
+            read_into(summary, &mut read);
+            let [_, _, _, asks, _] = read.sections;
+            asks
+        })
+        .find(|asks| !asks.is_empty())
+        .unwrap_or_default()
+}
+
 fn push_other(other: &mut String, line: &str) {
     if !other.is_empty() {
         other.push('\n');
