@@ -622,32 +622,40 @@ fn a_span_that_ends_before_the_answer_lists_the_last_ask_only() {
 
 #[test]
 fn partial_summaries_merged_as_user_messages_are_summaries_not_asks() {
-    // A staged compaction merges the summaries of its parts, each sent as a user message.
+    // A staged compaction merges the summaries of its parts, each sent as a user message. Part
+    // one ends on an ask the assistant is working on; part two finishes that work and answers.
     let part_one = summarize(&stepped_session(2, true), &ExtractiveInput::default());
-    let tool_work = vec![
+    assert_eq!(
+        section(&part_one, "## Pending user asks"),
+        ["\"ok, never push to main. Now rerun job 2 with verbose logging.\""]
+    );
+    let answered = vec![
         acting("", vec![bash("w1", "make job=2 V=1 2>&1 | tail")]),
         result("w1", "linking /srv/app/target/app", false),
+        assistant("Job 2 passes with verbose logging; the linker flag was the cause."),
     ];
-    let part_two = summarize(&tool_work, &ExtractiveInput::default());
+    let part_two = summarize(&answered, &ExtractiveInput::default());
     let merged = summarize(
         &[user(&part_one), user(&part_two)],
         &ExtractiveInput::default(),
     );
     assert!(missing_sections(&merged).is_empty());
-    // The ask part one left pending is still pending: part two was tool work only.
+    // The latest part speaks for pending asks: it answered.
     assert_eq!(
         section(&merged, "## Pending user asks"),
-        ["\"ok, never push to main. Now rerun job 2 with verbose logging.\""],
+        ["(none)"],
         "{merged}"
     );
+    // Rules and decisions of every part are merged, each once.
     assert_eq!(
         section(&merged, "## Constraints/Rules"),
         ["Never touch /etc/passwd.", "ok, never push to main."],
         "{merged}"
     );
+    assert!(merged.contains("/srv/app/src/main_0.rs"), "{merged}");
     assert!(!merged.contains("## Decisions -"), "{merged}");
 
-    // A later part with an ask of its own speaks for the time after the earlier one.
+    // A later part with an ask of its own: that ask is the pending one.
     let later_ask = summarize(
         &[
             user("Now deploy build 3 to staging."),

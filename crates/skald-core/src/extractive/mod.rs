@@ -27,8 +27,8 @@
 //! message, an OpenClaw `compactionSummary` entry, a user message wrapping a summary the way a
 //! compacted context shows it, or a bare five-section summary such as the partial summaries a
 //! staged compaction merges) is merged section by section; the span's items rank above it, so
-//! the newest survive when space runs out. Of several summaries, the pending asks of the latest
-//! one that lists any stay pending until the span answers. The output never exceeds
+//! the newest survive when space runs out. Of several summaries, the latest one's pending asks
+//! stay pending until the span answers. The output never exceeds
 //! [`ExtractiveInput::max_chars`] characters (or [`MIN_MAX_CHARS`], the five headings with
 //! `- (none)`, if that is more); items are cut at a word or character boundary, never inside an
 //! identifier, and marked with `…`.

@@ -52,21 +52,20 @@ pub(super) fn read_into(summary: &str, previous: &mut PreviousSummary) {
     }
 }
 
-/// The pending asks of several summaries in order: those of the latest one that lists any. A
-/// later summary that lists asks of its own speaks for the time after the earlier ones (their
-/// asks were answered or restated); one that lists none may just cover tool work, so the
-/// earlier asks stay pending.
+/// The pending asks of several summaries in order: those of the latest one. A later summary
+/// speaks for the time after the earlier ones, and a span cut before the next user turn mostly
+/// ends on an answer, so an earlier summary's asks were answered by the time a later one says
+/// "(none)". (A later part that is tool work only, with no answer, loses them: the summary does
+/// not say which of the two it was.)
 pub(super) fn latest_asks(summaries: &[&str]) -> Vec<String> {
     summaries
-        .iter()
-        .rev()
+        .last()
         .map(|summary| {
             let mut read = PreviousSummary::default();
             read_into(summary, &mut read);
             let [_, _, _, asks, _] = read.sections;
             asks
         })
-        .find(|asks| !asks.is_empty())
         .unwrap_or_default()
 }
 
