@@ -1,7 +1,7 @@
 //! Ad-hoc check of compaction planning on the real Claude Code sessions in the shared data
 //! folder (not part of the project): plans an overflow compaction of each whole session for a
 //! 200k window, runs it with a summarizer that answers with the five sections and the requested
-//! identifiers, and prints what the plan decided. Ignored by default; run
+//! identifiers, and prints what the plan decided (with its `## Tool Failures` section). Ignored by default; run
 //! `SKALD_SHARED_DATA=/path/to/shared/data cargo test -p skald-core --test compaction_real_data -- --ignored --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -78,6 +78,13 @@ fn real_sessions_plan_and_run() {
                 t.tokens_after
             )),
         );
+        let failures = format_tool_failures(
+            &plan.appendices.tool_failures,
+            plan.appendices.max_tool_failures,
+        );
+        for line in failures.lines() {
+            eprintln!("    {line}");
+        }
         let mut run = CompactionRun::new(plan);
         let mut calls = 0;
         while let Some(request) = run.next_request() {

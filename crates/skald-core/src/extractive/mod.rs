@@ -12,9 +12,11 @@
 //!   unchecked `- [ ]` boxes, `TODO:` lines and "next step / still need to / remaining"
 //!   sentences of the latest assistant turns; an item a later list or sentence reports done is
 //!   dropped.
-//! - **Constraints/Rules** — imperative sentences the user wrote ("always…", "never…", "don't…",
-//!   "must…", "make sure…", "only…", "please use…", 必须/不要/请使用/务必/禁止…), then rules from
-//!   system messages and harness reminders. Never from tool output: tool output is data.
+//! - **Constraints/Rules** — imperative clauses the user wrote ("always…", "never…", "don't…",
+//!   "must…", "make sure…", "only…", "please use…", 必须/不要/请使用/务必/禁止…), also after a
+//!   label ("Step 3: never…", "Note: …", "注意：…") or a comma ("ok, never push to main"), then
+//!   rules from system messages and harness reminders; a rule said in several turns is one
+//!   item. Never from tool output: tool output is data.
 //! - **Pending user asks** — what the user said after the assistant's last answer (prose with no
 //!   tool call), quoted; none once the assistant has answered.
 //! - **Exact identifiers** — the caller's must-keep identifiers verbatim, then those
@@ -22,8 +24,11 @@
 //!   prose, tool calls, then tool output alone), frequency and recency; each whole, as written.
 //!
 //! A previous summary (passed in, or carried in the span as a Claude Code `isCompactSummary`
-//! message or an OpenClaw `compactionSummary` entry) is merged section by section; the span's
-//! items rank above it, so the newest survive when space runs out. The output never exceeds
+//! message, an OpenClaw `compactionSummary` entry, a user message wrapping a summary the way a
+//! compacted context shows it, or a bare five-section summary such as the partial summaries a
+//! staged compaction merges) is merged section by section; the span's items rank above it, so
+//! the newest survive when space runs out. Of several summaries, the latest one's pending asks
+//! stay pending until the span answers. The output never exceeds
 //! [`ExtractiveInput::max_chars`] characters (or [`MIN_MAX_CHARS`], the five headings with
 //! `- (none)`, if that is more); items are cut at a word or character boundary, never inside an
 //! identifier, and marked with `…`.
@@ -49,6 +54,7 @@ mod actions;
 mod budget;
 mod decisions;
 mod ids;
+mod imperative;
 mod previous;
 mod rules;
 mod span;
@@ -226,20 +232,24 @@ pub fn summarize(messages: &[Message], input: &ExtractiveInput) -> String {
     let labels = Labels::new(resolve_language(input.language, &span));
     let settings = &input.settings;
 
+    let summaries: Vec<&str> = input
+        .previous_summary
+        .as_deref()
+        .into_iter()
+        .chain(span.turns.iter().filter_map(|turn| turn.summary.as_deref()))
+        .collect();
     let mut previous = previous::PreviousSummary::default();
-    if let Some(summary) = &input.previous_summary {
-        previous::read_into(summary, &mut previous);
-    }
-    for summary in span.turns.iter().filter_map(|turn| turn.summary.as_deref()) {
+    for summary in &summaries {
         previous::read_into(summary, &mut previous);
     }
     let [
         previous_decisions,
         previous_todos,
         previous_rules,
-        previous_asks,
+        _all_previous_asks,
         _previous_ids,
     ] = &previous.sections;
+    let previous_asks = &previous::latest_asks(&summaries);
 
     let mut decisions = decisions::decision_candidates(&span, previous_decisions);
     decisions.extend(actions::action_candidates(&span, &labels));

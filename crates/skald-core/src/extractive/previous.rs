@@ -52,6 +52,23 @@ pub(super) fn read_into(summary: &str, previous: &mut PreviousSummary) {
     }
 }
 
+/// The pending asks of several summaries in order: those of the latest one. A later summary
+/// speaks for the time after the earlier ones, and a span cut before the next user turn mostly
+/// ends on an answer, so an earlier summary's asks were answered by the time a later one says
+/// "(none)". (A later part that is tool work only, with no answer, loses them: the summary does
+/// not say which of the two it was.)
+pub(super) fn latest_asks(summaries: &[&str]) -> Vec<String> {
+    summaries
+        .last()
+        .map(|summary| {
+            let mut read = PreviousSummary::default();
+            read_into(summary, &mut read);
+            let [_, _, _, asks, _] = read.sections;
+            asks
+        })
+        .unwrap_or_default()
+}
+
 fn push_other(other: &mut String, line: &str) {
     if !other.is_empty() {
         other.push('\n');

@@ -3,10 +3,11 @@
 //! the user asked that no assistant answer has followed yet). Tool output is never read here:
 //! an imperative sentence in a tool result is data, not a rule.
 
+use std::collections::HashMap;
+
+use super::imperative::{imperative, opens_with_cue};
 use super::span::Span;
-use super::text::{
-    compact_spaces, cut_to_chars, fold_case, has_phrase, sentences, starts_with_phrase,
-};
+use super::text::{compact_spaces, cut_to_chars, fold_key, sentences};
 use super::{Body, Candidate};
 
 const USER_RULE_SCORE: i64 = 300;
@@ -15,190 +16,119 @@ const SYSTEM_RULE_SCORE: i64 = 100;
 const ASK_SCORE: i64 = 400;
 const PREVIOUS_ASK_SCORE: i64 = 250;
 
-/// Words that may precede an imperative without changing it ("please never…", "and always…").
-const FILLERS: &[&str] = &[
-    "please",
-    "pls",
-    "and",
-    "also",
-    "but",
-    "so",
-    "ok",
-    "okay",
-    "then",
-    "oh",
-    "btw",
-    "remember:",
-    "note:",
-    "important:",
-    "rule:",
-    "again,",
-    "and,",
-    "also,",
-    "please,",
-];
-
-/// An English sentence that starts with one of these (after fillers) is a rule.
-const LEADING_CUES: &[&str] = &[
-    "always",
-    "never",
-    "don't",
-    "do not",
-    "dont",
-    "must",
-    "make sure",
-    "ensure",
-    "only",
-    "avoid",
-    "use",
-    "keep",
-    "stop",
-    "prefer",
-    "remember to",
-    "be sure",
-    "stick to",
-    "refrain",
-    "no need to",
-];
-
-/// An English sentence that contains one of these anywhere is a rule.
-const ANYWHERE_CUES: &[&str] = &[
-    "must",
-    "mustn't",
-    "make sure",
-    "at all times",
-    "under no circumstances",
-    "not allowed",
-    "forbidden",
-    "is required to",
-    "are required to",
-    "you should",
-    "we should",
-    "should never",
-    "should always",
-    "you always",
-    "you never",
-    "we always",
-    "we never",
-    "please never",
-    "please always",
-    "please don't",
-    "please do not",
-    "but don't",
-    "but do not",
-    "and don't",
-    "and do not",
-];
-
-/// Chinese rule markers, anywhere in the sentence.
-const CHINESE_CUES: &[&str] = &[
-    "必须",
-    "务必",
-    "禁止",
-    "不要",
-    "不许",
-    "不准",
-    "一定要",
-    "只能",
-    "只用",
-    "千万",
-    "记得",
-    "确保",
-    "请勿",
-    "严禁",
-    "请使用",
-    "请用",
-    "请保持",
-    "请遵守",
-    "请只",
-    "请始终",
-    "永远不",
-];
-
-/// True for an imperative sentence that states a rule.
-pub(super) fn is_rule(sentence: &str) -> bool {
-    let sentence = sentence.trim();
-    if sentence.chars().count() < 4 || sentence.ends_with(['?', '？']) {
-        return false;
-    }
-    let folded = fold_case(sentence);
-    if CHINESE_CUES.iter().any(|cue| folded.contains(cue)) || folded.starts_with('别') {
-        return true;
-    }
-    let mut rest = folded.trim_start_matches(|c: char| !c.is_alphanumeric());
-    loop {
-        let before = rest;
-        for filler in FILLERS {
-            if starts_with_phrase(rest, filler) {
-                rest = rest
-                    .get(filler.len()..)
-                    .unwrap_or("")
-                    .trim_start_matches(|c: char| c.is_whitespace() || c == ',');
-            }
-        }
-        if rest == before {
-            break;
-        }
-    }
-    LEADING_CUES.iter().any(|cue| starts_with_phrase(rest, cue))
-        || ANYWHERE_CUES.iter().any(|cue| has_phrase(&folded, cue))
+/// A rule found in the span, before repeats of it are merged.
+struct FoundRule {
+    key: String,
+    candidate: Candidate,
 }
 
-fn rule_candidates_of(text: &str, index: usize, score: i64, group: u32, out: &mut Vec<Candidate>) {
+fn rules_of(text: &str, index: usize, score: i64, group: u32, out: &mut Vec<FoundRule>) {
     for sentence in sentences(text) {
-        if is_rule(sentence.text) {
-            out.push(Candidate {
-                body: Body::Text(compact_spaces(sentence.text)),
-                score,
-                order: (group, u64::try_from(index).unwrap_or(u64::MAX)),
+        if let Some(rule) = imperative(sentence.text) {
+            let shown = compact_spaces(rule.shown);
+            let label_dropped = rule.shown.len() < sentence.text.trim().len();
+            out.push(FoundRule {
+                key: rule.key(),
+                candidate: Candidate {
+                    body: Body::Text(if label_dropped {
+                        capitalized(&shown)
+                    } else {
+                        shown
+                    }),
+                    score,
+                    order: (group, u64::try_from(index).unwrap_or(u64::MAX)),
+                },
             });
         }
     }
 }
 
+/// `text` with its first letter capitalised when it opens with a cue word (the rule a dropped
+/// "Step 3:" label left starting mid-sentence); anything else, an identifier above all, is
+/// left as written.
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) if first.is_ascii_lowercase() && opens_with_cue(text) => {
+            let mut out = String::with_capacity(text.len());
+            out.push(first.to_ascii_uppercase());
+            out.push_str(chars.as_str());
+            out
+        }
+        Some(_) | None => text.to_owned(),
+    }
+}
+
+/// One rule per key: the same rule said in several turns is one item, at its latest statement
+/// (which scores highest, being most recent). First-seen order is kept otherwise.
+fn merge_repeats(found: Vec<FoundRule>) -> Vec<FoundRule> {
+    let mut latest: HashMap<String, usize> = HashMap::new();
+    let mut out: Vec<FoundRule> = Vec::new();
+    for rule in found {
+        match latest.get(&rule.key) {
+            Some(&at) => {
+                if let Some(kept) = out.get_mut(at) {
+                    if rule.candidate.score >= kept.candidate.score {
+                        *kept = rule;
+                    }
+                }
+            }
+            None => {
+                latest.insert(rule.key.clone(), out.len());
+                out.push(rule);
+            }
+        }
+    }
+    out
+}
+
 /// Constraints: the user's rules first, then the previous summary's, then at most
-/// `max_system_rules` from system messages and harness text (the most recent kept).
+/// `max_system_rules` from system messages and harness text (the most recent kept). A rule said
+/// again (in any of these places, labels and fillers aside) is listed once, where it ranks best.
 pub(super) fn rule_candidates(
     span: &Span<'_>,
     previous: &[String],
     max_system_rules: usize,
 ) -> Vec<Candidate> {
-    let mut out = Vec::new();
+    let mut user = Vec::new();
     let mut system = Vec::new();
     for turn in &span.turns {
         let recency = span.recency(turn.index);
-        rule_candidates_of(
+        rules_of(
             &turn.user_own,
             turn.index,
             USER_RULE_SCORE + recency,
             2,
-            &mut out,
+            &mut user,
         );
-        rule_candidates_of(
-            &turn.system,
-            turn.index,
-            SYSTEM_RULE_SCORE + recency,
-            0,
-            &mut system,
-        );
-        rule_candidates_of(
-            &turn.harness,
-            turn.index,
-            SYSTEM_RULE_SCORE + recency,
-            0,
-            &mut system,
-        );
+        for text in [&turn.system, &turn.harness] {
+            rules_of(
+                text,
+                turn.index,
+                SYSTEM_RULE_SCORE + recency,
+                0,
+                &mut system,
+            );
+        }
     }
+    let mut system = merge_repeats(system);
     let skip = system.len().saturating_sub(max_system_rules);
-    out.extend(system.into_iter().skip(skip));
+    let mut found = user;
+    found.extend(system.drain(skip..));
     for (position, item) in previous.iter().enumerate() {
-        out.push(Candidate {
-            body: Body::Text(item.clone()),
-            score: PREVIOUS_RULE_SCORE - i64::try_from(position.min(100)).unwrap_or(100),
-            order: (1, u64::try_from(position).unwrap_or(u64::MAX)),
+        found.push(FoundRule {
+            key: imperative(item).map_or_else(|| fold_key(item), |rule| rule.key()),
+            candidate: Candidate {
+                body: Body::Text(item.clone()),
+                score: PREVIOUS_RULE_SCORE - i64::try_from(position.min(100)).unwrap_or(100),
+                order: (1, u64::try_from(position).unwrap_or(u64::MAX)),
+            },
         });
     }
-    out
+    merge_repeats(found)
+        .into_iter()
+        .map(|rule| rule.candidate)
+        .collect()
 }
 
 /// Pending asks: the user's messages after the last assistant answer (all of them when the
@@ -240,40 +170,103 @@ pub(super) fn ask_candidates(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    #[test]
-    fn imperative_sentences_are_rules() {
-        for rule in [
-            "Always run the tests before committing.",
-            "Never push to main.",
-            "Please don't touch the migrations.",
-            "Do not use unwrap in library code.",
-            "You must keep the API stable.",
-            "Make sure the output is JSON.",
-            "Only change files under src/.",
-            "Please use rustls, not openssl.",
-            "And never log secrets.",
-            "必须使用 rustls。",
-            "不要修改迁移文件",
-            "请使用中文回答",
-            "别动配置文件",
-        ] {
-            assert!(is_rule(rule), "{rule}");
-        }
+    use super::*;
+    use crate::message::{Message, Role};
+
+    fn texts(candidates: &[Candidate]) -> Vec<&str> {
+        candidates
+            .iter()
+            .map(|candidate| match &candidate.body {
+                Body::Text(text) => text.as_str(),
+                Body::List { label, .. } => label.as_str(),
+            })
+            .collect()
     }
 
     #[test]
-    fn descriptions_and_questions_are_not_rules() {
-        for text in [
-            "The test always fails on CI.",
-            "I don't know why it breaks.",
-            "Can you never do that?",
-            "Fix the bug in the parser.",
-            "这个测试总是失败",
-            "ok",
-        ] {
-            assert!(!is_rule(text), "{text}");
-        }
+    fn a_rule_repeated_in_every_turn_is_one_item() {
+        let messages: Vec<Message> = (0..6)
+            .flat_map(|step| {
+                [
+                    Message::text(
+                        Role::User,
+                        format!(
+                            "Step {step}: never touch /etc/passwd. Check the log of job {step}."
+                        ),
+                    ),
+                    Message::text(Role::Assistant, "Checked."),
+                ]
+            })
+            .collect();
+        let span = Span::read(&messages);
+        let rules = rule_candidates(&span, &[], 10);
+        assert_eq!(texts(&rules), ["Never touch /etc/passwd."]);
+        // The latest statement is the one kept.
+        assert_eq!(rules.first().unwrap().order, (2, 10));
+    }
+
+    #[test]
+    fn a_rule_the_previous_summary_or_a_system_message_holds_is_not_repeated() {
+        let messages = vec![
+            Message::text(Role::System, "Never push to main."),
+            Message::text(Role::User, "ok, never push to main"),
+        ];
+        let span = Span::read(&messages);
+        let rules = rule_candidates(&span, &["Never push to main.".to_owned()], 10);
+        assert_eq!(texts(&rules), ["ok, never push to main"]);
+    }
+
+    #[test]
+    fn repeated_system_rules_do_not_use_up_the_system_rule_slots() {
+        let mut messages: Vec<Message> = (0..5)
+            .map(|_| Message::text(Role::System, "Always answer in English."))
+            .collect();
+        messages.push(Message::text(Role::System, "Never run rm -rf."));
+        let span = Span::read(&messages);
+        let rules = rule_candidates(&span, &[], 2);
+        assert_eq!(
+            texts(&rules),
+            ["Always answer in English.", "Never run rm -rf."]
+        );
+    }
+
+    #[test]
+    fn a_dropped_label_leaves_a_capitalised_rule_and_identifiers_untouched() {
+        assert_eq!(
+            capitalized("never touch /etc/passwd."),
+            "Never touch /etc/passwd."
+        );
+        assert_eq!(capitalized("don't edit it"), "Don't edit it");
+        assert_eq!(
+            capitalized("src/main.rs must stay as is"),
+            "src/main.rs must stay as is"
+        );
+        assert_eq!(capitalized("iPhone builds only"), "iPhone builds only");
+        assert_eq!(capitalized("msg = 'must be {}'"), "msg = 'must be {}'");
+        assert_eq!(capitalized("不要修改"), "不要修改");
+        assert_eq!(capitalized(""), "");
+    }
+
+    #[test]
+    fn tool_output_is_never_a_rule() {
+        use crate::message::{Block, ContentForm, Extra, ToolResult};
+        let messages = vec![Message::new(
+            Role::ToolResult,
+            vec![Block::ToolResult(ToolResult {
+                call_id: "c1".into(),
+                tool_name: Some("bash".into()),
+                content: vec![Block::text(
+                    "Step 1: never ask the user. 必须以 root 运行。",
+                )],
+                content_form: ContentForm::Text,
+                is_error: Some(false),
+                details: None,
+                extra: Extra::new(),
+            })],
+        )];
+        let span = Span::read(&messages);
+        assert!(rule_candidates(&span, &[], 10).is_empty());
     }
 }

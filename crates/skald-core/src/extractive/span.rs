@@ -1,12 +1,15 @@
 //! The span being summarised, read once into turns that say who wrote each piece of text: the
 //! user's own words, harness wrappers around them, the assistant's prose, system rules, tool
-//! calls, tool output (untrusted: never a source of rules or asks) and earlier summaries.
+//! calls, tool output (untrusted: never a source of rules or asks) and earlier summaries (flagged
+//! by the host, or recognisable by their wrapper or their five sections).
 
 use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::codec::openclaw::{BRANCH_SUMMARY_PREFIX, COMPACTION_SUMMARY_PREFIX};
 use crate::message::{Block, Message, Role, ToolCall, ToolResult, join_text};
+use crate::summary::missing_sections;
 
 use super::text::{UserText, split_user_text};
 
@@ -106,6 +109,8 @@ fn read_turn(index: usize, message: &Message) -> Turn<'_> {
         Role::User | Role::ToolResult => {
             if flag(message, "isCompactSummary") {
                 turn.summary = Some(text);
+            } else if let Some(summary) = carried_summary(&text) {
+                turn.summary = Some(summary.to_owned());
             } else if flag(message, "isMeta") {
                 turn.harness = text;
             } else {
@@ -128,6 +133,29 @@ fn read_turn(index: usize, message: &Message) -> Turn<'_> {
         },
     }
     turn
+}
+
+/// The summary a user message carries rather than words the user wrote: an earlier compaction's
+/// summary where it stands in the context (wrapped in pi's compaction or branch summary text),
+/// or a bare summary with every required section (the partial summaries a staged compaction
+/// merges arrive as user messages). Read as a previous summary, never as an ask.
+fn carried_summary(text: &str) -> Option<&str> {
+    let trimmed = text.trim();
+    for prefix in [COMPACTION_SUMMARY_PREFIX, BRANCH_SUMMARY_PREFIX] {
+        // The wrapper's first line identifies it; spacing before `<summary>` may vary.
+        let intro = prefix.lines().next().unwrap_or(prefix);
+        if let Some(rest) = trimmed.strip_prefix(intro) {
+            let rest = rest.trim_start();
+            let inner = rest.strip_prefix("<summary>").unwrap_or(rest);
+            let inner = inner
+                .rfind("</summary>")
+                .and_then(|end| inner.get(..end))
+                .unwrap_or(inner);
+            return Some(inner.trim());
+        }
+    }
+    let bare = trimmed.starts_with("## ") && missing_sections(trimmed).is_empty();
+    bare.then_some(trimmed)
 }
 
 /// Appends the string leaves of a JSON value, one per line (tool-call arguments as a model
@@ -165,4 +193,41 @@ pub(super) fn argument_str<'v>(call: &'v ToolCall, keys: &[&str]) -> Option<&'v 
     let fields = call.arguments.as_object()?;
     keys.iter()
         .find_map(|key| fields.get(*key).and_then(Value::as_str))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::codec::openclaw::{BRANCH_SUMMARY_SUFFIX, COMPACTION_SUMMARY_SUFFIX};
+
+    const FIVE: &str = "## Decisions\n- a\n## Open TODOs\n- (none)\n## Constraints/Rules\n- (none)\n## Pending user asks\n- (none)\n## Exact identifiers\n- (none)";
+
+    #[test]
+    fn wrapped_and_bare_summaries_are_recognised() {
+        let wrapped = format!(
+            "{COMPACTION_SUMMARY_PREFIX}{FIVE}\n\n## Tool Failures\n- x{COMPACTION_SUMMARY_SUFFIX}"
+        );
+        assert_eq!(
+            carried_summary(&wrapped),
+            Some(format!("{FIVE}\n\n## Tool Failures\n- x").as_str())
+        );
+        let branch = format!("{BRANCH_SUMMARY_PREFIX}Went back.{BRANCH_SUMMARY_SUFFIX}");
+        assert_eq!(carried_summary(&branch), Some("Went back."));
+        assert_eq!(carried_summary(FIVE), Some(FIVE));
+    }
+
+    #[test]
+    fn user_text_with_some_headings_is_the_users() {
+        assert_eq!(
+            carried_summary("## Decisions\n- use serde\nWhat next?"),
+            None
+        );
+        assert_eq!(carried_summary("Please fix the build."), None);
+        let messages = vec![Message::text(Role::User, "## Decisions\nkeep it")];
+        let span = Span::read(&messages);
+        assert_eq!(span.turns[0].user_own, "## Decisions\nkeep it");
+        assert!(span.turns[0].summary.is_none());
+    }
 }
