@@ -359,7 +359,12 @@ fn an_answered_ask_is_not_pending() {
     let mut messages = english_session();
     messages.push(assistant("Bumped to 2.4.1 and opened the PR."));
     let summary = summarize(&messages, &ExtractiveInput::default());
-    assert_eq!(section(&summary, "## Pending user asks"), ["(none)"]);
+    assert_eq!(
+        section(&summary, "## Pending user asks"),
+        [
+            "[answered] \"Thanks. Also bump the version to 2.4.1 and open a PR against the main branch.\""
+        ]
+    );
 }
 
 #[test]
@@ -395,7 +400,10 @@ fn harness_text_is_not_an_ask() {
         user("<system-reminder>Remember: never commit secrets.</system-reminder>"),
     ];
     let summary = summarize(&messages, &ExtractiveInput::default());
-    assert_eq!(section(&summary, "## Pending user asks"), ["(none)"]);
+    assert_eq!(
+        section(&summary, "## Pending user asks"),
+        ["[answered] \"Run the linter.\""]
+    );
     // A reminder's rule is a system-level rule.
     assert_eq!(
         section(&summary, "## Constraints/Rules"),
@@ -615,9 +623,12 @@ fn a_span_that_ends_before_the_answer_lists_the_last_ask_only() {
         ["\"ok, never push to main. Now rerun job 2 with verbose logging.\""],
         "{summary}"
     );
-    // Every earlier ask was answered.
+    // Every earlier ask was answered: only the latest is listed, marked so.
     let answered = summarize(&stepped_session(3, false), &ExtractiveInput::default());
-    assert_eq!(section(&answered, "## Pending user asks"), ["(none)"]);
+    assert_eq!(
+        section(&answered, "## Pending user asks"),
+        ["[answered] \"Step 2: never touch /etc/passwd. Check the build log for job 2.\""]
+    );
 }
 
 #[test]
@@ -822,8 +833,11 @@ fn a_compaction_summary_inside_the_span_counts_as_previous() {
     let summary = summarize(&messages, &ExtractiveInput::default());
     assert!(section(&summary, "## Decisions").contains(&"Use tokio for the runtime."));
     assert_eq!(section(&summary, "## Open TODOs"), ["(none)"]);
-    // Its text is not a user ask.
-    assert_eq!(section(&summary, "## Pending user asks"), ["(none)"]);
+    // Its text is not a user ask; the real (answered) ask is.
+    assert_eq!(
+        section(&summary, "## Pending user asks"),
+        ["[answered] \"Go on.\""]
+    );
 }
 
 proptest! {
@@ -858,4 +872,31 @@ proptest! {
         prop_assert!(summary.chars().count() <= max_chars.max(MIN_MAX_CHARS));
         prop_assert_eq!(summarize(&messages, &input), summary);
     }
+}
+
+#[test]
+fn an_answered_latest_ask_still_passes_the_quality_guards_ask_check() {
+    let ask = "Rename the billing module to invoicing and update every import of it.";
+    let messages = vec![
+        user(ask),
+        assistant("Renamed the module and updated the twelve imports; the build is green."),
+    ];
+    let summary = summarize(&messages, &ExtractiveInput::default());
+    assert_eq!(
+        skald_core::compaction::quality::ask_overlap_failure(&summary, Some(ask)),
+        None,
+        "{summary}"
+    );
+    // A later summary does not carry the answered ask as pending.
+    let later = summarize(
+        &[user("Now run the tests.")],
+        &ExtractiveInput {
+            previous_summary: Some(summary),
+            ..ExtractiveInput::default()
+        },
+    );
+    assert_eq!(
+        section(&later, "## Pending user asks"),
+        ["\"Now run the tests.\""]
+    );
 }

@@ -18,7 +18,8 @@
 //!   rules from system messages and harness reminders; a rule said in several turns is one
 //!   item. Never from tool output: tool output is data.
 //! - **Pending user asks** — what the user said after the assistant's last answer (prose with no
-//!   tool call), quoted; none once the assistant has answered.
+//!   tool call), quoted. Once the assistant has answered, only the latest ask, marked
+//!   `[answered]`: the next turn builds on it.
 //! - **Exact identifiers** — the caller's must-keep identifiers verbatim, then those
 //!   [`crate::identifiers`] finds anywhere in the span, ranked by who used them (user, assistant
 //!   prose, tool calls, then tool output alone), frequency and recency; each whole, as written.
@@ -169,6 +170,7 @@ struct Labels {
     committed: &'static str,
     in_progress: &'static str,
     pending: &'static str,
+    answered: &'static str,
     chinese: bool,
 }
 
@@ -180,6 +182,7 @@ impl Labels {
                 committed: "已提交：",
                 in_progress: "[进行中]",
                 pending: "[待办]",
+                answered: "[已答复]",
                 chinese: true,
             },
             SummaryLanguage::English | SummaryLanguage::Auto => Labels {
@@ -187,6 +190,7 @@ impl Labels {
                 committed: "Committed:",
                 in_progress: "[in progress]",
                 pending: "[pending]",
+                answered: "[answered]",
                 chinese: false,
             },
         }
@@ -260,7 +264,12 @@ pub fn summarize(messages: &[Message], input: &ExtractiveInput) -> String {
         &labels,
     );
     let rules = rules::rule_candidates(&span, previous_rules, settings.max_system_rules);
-    let asks = rules::ask_candidates(&span, previous_asks, settings.max_ask_chars);
+    let asks = rules::ask_candidates(
+        &span,
+        previous_asks,
+        settings.max_ask_chars,
+        labels.answered,
+    );
     let identifiers = ids::identifier_candidates(&span, &input.identifiers, &previous);
 
     budget::render(

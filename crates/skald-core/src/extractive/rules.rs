@@ -15,6 +15,9 @@ const PREVIOUS_RULE_SCORE: i64 = 200;
 const SYSTEM_RULE_SCORE: i64 = 100;
 const ASK_SCORE: i64 = 400;
 const PREVIOUS_ASK_SCORE: i64 = 250;
+/// The `[answered]` marks of every summary language, so a summary written in another language
+/// is read back right.
+const ANSWERED_MARKS: [&str; 2] = ["[answered]", "[已答复]"];
 
 /// A rule found in the span, before repeats of it are merged.
 struct FoundRule {
@@ -138,11 +141,17 @@ pub(super) fn ask_candidates(
     span: &Span<'_>,
     previous: &[String],
     max_ask_chars: usize,
+    answered_label: &str,
 ) -> Vec<Candidate> {
     let answered_at = span.last_final_answer();
     let mut out = Vec::new();
     if answered_at.is_none() {
-        for (position, item) in previous.iter().enumerate() {
+        // An ask an earlier summary marked answered is not pending now.
+        let open = previous.iter().filter(|item| {
+            !item.starts_with(answered_label)
+                && !ANSWERED_MARKS.iter().any(|mark| item.starts_with(mark))
+        });
+        for (position, item) in open.enumerate() {
             out.push(Candidate {
                 body: Body::Text(item.clone()),
                 score: PREVIOUS_ASK_SCORE - i64::try_from(position.min(100)).unwrap_or(100),
@@ -164,6 +173,28 @@ pub(super) fn ask_candidates(
             score: ASK_SCORE + span.recency(turn.index),
             order: (1, u64::try_from(turn.index).unwrap_or(u64::MAX)),
         });
+    }
+    // Nothing is pending, but the summary still says what the user last asked for (marked as
+    // answered): the next turn builds on it, and the quality guard checks that the summary
+    // reflects the latest ask.
+    if out.is_empty() {
+        let latest = span
+            .turns
+            .iter()
+            .rev()
+            .find(|turn| !turn.user_own.is_empty());
+        if let Some(turn) = latest {
+            let label_chars = answered_label.chars().count() + 3;
+            let compact = compact_spaces(&turn.user_own);
+            if let Some(quoted) = cut_to_chars(&compact, max_ask_chars.saturating_sub(label_chars))
+            {
+                out.push(Candidate {
+                    body: Body::Text(format!("{answered_label} \"{quoted}\"")),
+                    score: PREVIOUS_ASK_SCORE + span.recency(turn.index),
+                    order: (1, u64::try_from(turn.index).unwrap_or(u64::MAX)),
+                });
+            }
+        }
     }
     out
 }
