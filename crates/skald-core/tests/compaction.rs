@@ -8,6 +8,7 @@ mod pipeline_common;
 use pipeline_common::*;
 use proptest::prelude::*;
 use serde_json::json;
+use skald_core::compaction::prompts;
 use skald_core::compaction::*;
 use skald_core::message::{Block, Extra, Message, Role, ToolResult};
 use skald_core::refs::ref_ids_in;
@@ -506,17 +507,24 @@ fn the_latest_ask_and_identifiers_come_from_the_summarised_history() {
 
 #[test]
 fn large_new_content_prunes_history_and_summarises_the_dropped_part_first() {
-    // Old history of 8 turns, then 3 recent turns of large output (the new content).
+    // Old history of 8 turns, then 3 recent turns of large output (the new content): within
+    // the tail budget (a larger tail would be cut inside its oldest turn instead), over the
+    // history share.
     let mut messages = conversation(8, 40_000);
-    messages.extend(conversation(3, 100_000));
+    messages.extend(conversation(3, 60_000));
+    let settings = CompactionSettings {
+        max_history_share: 0.3,
+        ..CompactionSettings::default()
+    };
     let plan = plan_compaction(
         &messages,
         100_000,
-        &CompactionSettings::default(),
+        &settings,
         CompactionTrigger::Overflow,
         &CompactionInputs::default(),
     )
     .unwrap();
+    assert_eq!(plan.split.turn_split, None);
     let dropped = plan.dropped.as_ref().expect("history pruned");
     assert!(dropped.new_content_tokens > dropped.budget_tokens);
     assert!(dropped.dropped_chunks >= 1);
@@ -966,13 +974,14 @@ fn appendices_follow_the_summary() {
 
 #[test]
 fn an_oversized_tail_has_its_largest_results_truncated_through_refs() {
+    // The latest assistant step is itself over the budget: the cut keeps just that step, and
+    // its largest results are truncated.
     let mut messages = conversation(4, 1_000);
     messages.push(user("Read the three logs."));
     messages.push(calls(&[("a", "read"), ("b", "read"), ("c", "read")]));
     messages.push(result("a", "read", &lines(300_000)));
     messages.push(result("b", "read", &lines(250_000)));
     messages.push(result("c", "read", &lines(3_000)));
-    messages.push(assistant("All three read."));
     let settings = CompactionSettings {
         keep_recent_turns: 1,
         ..CompactionSettings::default()
@@ -985,6 +994,13 @@ fn an_oversized_tail_has_its_largest_results_truncated_through_refs() {
         &CompactionInputs::default(),
     )
     .unwrap();
+    let split = plan
+        .split
+        .turn_split
+        .clone()
+        .expect("cut inside the last turn");
+    assert!(split.over_budget);
+    assert_eq!(plan.first_kept_index(), 9);
     let truncation = plan.tail_truncation.clone().expect("tail shrunk");
     assert!(!truncation.still_over_budget);
     assert!(truncation.tokens_after <= plan.tail_budget_tokens);
@@ -999,23 +1015,29 @@ fn an_oversized_tail_has_its_largest_results_truncated_through_refs() {
         assert!(truncation.new_refs.iter().any(|r| r.id == ids[0]));
     }
     pairing(&truncation.messages).unwrap();
-    let (_, outcome) = drive(plan, |request| Ok(summary_for(request, "task number 3")));
+    let (_, outcome) = drive(plan, |request| {
+        Ok(summary_for(request, "Read the three logs."))
+    });
     let context = compacted_context(&messages, &outcome).unwrap();
-    assert_eq!(context.len(), 1 + 6);
+    assert_eq!(context.len(), 1 + 4);
     let CompactionOutcome::Compacted { details, .. } = &outcome else {
         panic!("{}", outcome.describe());
     };
     assert_eq!(details.truncated_tail_results, 2);
     assert!(!details.still_over_threshold);
+    let CompactionOutcome::Compacted { summary, .. } = &outcome else {
+        unreachable!();
+    };
+    assert!(summary.contains("## Earlier user messages (verbatim)\n> Read the three logs."));
 }
 
 #[test]
 fn a_tail_over_budget_with_nothing_to_summarise_is_truncated_alone() {
+    // A context that starts inside a turn (as after an earlier split-turn compaction): no cut
+    // point lies before the latest assistant step.
     let messages = vec![
-        user("Read the log."),
         calls(&[("a", "read")]),
         result("a", "read", &lines(600_000)),
-        assistant("Read."),
     ];
     let plan = manual(&messages, 128_000, &CompactionSettings::default());
     assert_eq!(plan.skip, None);
@@ -1032,9 +1054,396 @@ fn a_tail_over_budget_with_nothing_to_summarise_is_truncated_alone() {
 
 #[test]
 fn a_tail_too_large_without_tool_results_is_skipped() {
-    let messages = vec![user(&"q".repeat(600_000)), assistant("ok")];
+    let messages = vec![user(&"q".repeat(600_000))];
     let plan = manual(&messages, 128_000, &CompactionSettings::default());
     assert!(matches!(plan.skip, Some(SkipReason::TailTooLarge { .. })));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split turns: cutting inside the preserved turns
+// ---------------------------------------------------------------------------------------------
+
+const ASK: &str = "Implement the billing export in src/billing/export.rs.";
+
+/// Three user messages — the ask, then an interruption marker and a task notification written
+/// by the harness halfway — around `steps` tool steps whose results have `chars` characters,
+/// then the final answer: everything is in the three preserved user turns (the shape of a Claude
+/// Code session of long autonomous work).
+fn autonomous_session(steps: usize, chars: usize) -> Vec<Message> {
+    let mut messages = vec![system("You are a coding agent."), user(ASK)];
+    for step in 0..steps {
+        if step == steps / 2 {
+            messages.push(user("[Request interrupted by user for tool use]"));
+            messages.push(user(
+                "<task-notification>\n<task-id>b0be39e</task-id>\n</task-notification>",
+            ));
+        }
+        let id = format!("call_{step}");
+        messages.push(calls(&[(id.as_str(), "bash")]));
+        messages.push(result(
+            &id,
+            "bash",
+            &format!("step {step}\n{}", lines(chars)),
+        ));
+    }
+    messages.push(assistant("The export is implemented and its tests pass."));
+    messages
+}
+
+/// True when some call id has its call or a result on both sides of `cut`.
+fn crosses(messages: &[Message], cut: usize) -> bool {
+    let ids = |range: &[Message]| -> std::collections::HashSet<String> {
+        range
+            .iter()
+            .flat_map(|m| {
+                m.tool_calls()
+                    .map(|c| c.id.clone())
+                    .chain(m.tool_results().map(|r| r.call_id.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let before = ids(&messages[..cut]);
+    ids(&messages[cut..]).iter().any(|id| before.contains(id))
+}
+
+#[test]
+fn three_user_turns_of_long_tool_work_are_cut_inside_a_turn_and_compact() {
+    let messages = autonomous_session(40, 4_000);
+    let settings = CompactionSettings::default();
+    // Without the cut, the three preserved turns hold everything.
+    let whole = CompactionSettings {
+        keep_recent_tokens: u64::MAX,
+        ..CompactionSettings::default()
+    };
+    assert_eq!(
+        manual(&messages, 200_000, &whole).skip,
+        Some(SkipReason::NothingToCompact)
+    );
+
+    let plan = manual(&messages, 200_000, &settings);
+    assert_eq!(plan.skip, None);
+    let split = plan.split.turn_split.clone().expect("a split turn");
+    assert_eq!(split.reason, TurnSplitReason::NothingElseToSummarize);
+    assert_eq!(split.preserved_from, 1);
+    assert_eq!(split.budget_tokens, 20_000);
+    assert!(
+        split.kept_tokens <= 20_000 && !split.over_budget,
+        "{split:?}"
+    );
+    assert!(split.preserved_tokens > 40_000);
+    assert_eq!(plan.tail_tokens, split.kept_tokens);
+    // The kept part starts with an assistant step, inside the third user turn.
+    let first_kept = &messages[plan.first_kept_index()];
+    assert_eq!(first_kept.role, Role::Assistant);
+    assert_eq!(first_kept.tool_calls().count(), 1);
+    let turn_start = split.turn_start.expect("cut inside a turn");
+    assert_eq!(messages[turn_start].role, Role::User);
+    assert!(turn_start < plan.first_kept_index());
+    // Pairing holds on both sides of the cut.
+    pairing(&messages[plan.first_kept_index()..]).unwrap();
+    pairing(&plan.span).unwrap();
+    assert!(plan.tail_truncation.is_none());
+
+    let (requests, outcome) = drive(plan, |request| Ok(summary_for(request, ASK)));
+    assert!(
+        requests
+            .iter()
+            .all(|request| request.prompt.contains(prompts::TURN_CONTINUES_NOTE))
+    );
+    let CompactionOutcome::Compacted {
+        tokens_before,
+        tokens_after,
+        details,
+        ..
+    } = &outcome
+    else {
+        panic!("{}", outcome.describe());
+    };
+    assert!(tokens_after < tokens_before);
+    assert!(*tokens_after < 25_000, "{tokens_after}");
+    assert_eq!(details.turn_split, Some(split));
+    let context = compacted_context(&messages, &outcome).unwrap();
+    pairing(&context).unwrap();
+    assert_eq!(context[0].role, Role::System);
+    assert_eq!(context[2].role, Role::Assistant);
+    assert_eq!(context.last(), messages.last());
+}
+
+#[test]
+fn a_turn_cut_never_separates_a_call_from_its_results() {
+    let messages = vec![
+        user("Check both services."),                     // 0
+        calls(&[("a", "curl"), ("b", "curl")]),           // 1
+        result("a", "curl", "200 OK"),                    // 2
+        result("b", "curl", "503"),                       // 3
+        assistant("Service b is down; reading its log."), // 4
+        calls(&[("c", "read")]),                          // 5
+        user("Also look at the deploy log."),             // 6: before c's result
+        result("c", "read", "panic at main.rs:12"),       // 7
+        calls(&[("d", "read")]),                          // 8
+        result("d", "read", "deploy 42 failed"),          // 9
+        assistant("Deploy 42 broke service b."),          // 10
+    ];
+    let cuts = turn_cut_points(&messages, 0);
+    assert_eq!(cuts, vec![1, 4, 5, 8, 10]);
+    for cut in 1..messages.len() {
+        let allowed = cuts.contains(&cut);
+        let safe =
+            !crosses(&messages, cut) && matches!(messages[cut].role, Role::User | Role::Assistant);
+        assert_eq!(allowed, safe, "cut at {cut}");
+    }
+    // Every cut the plan makes is one of them, whatever the budget.
+    for keep in [0, 10, 25, 40, 1_000] {
+        let settings = CompactionSettings {
+            keep_recent_turns: 3,
+            keep_recent_tokens: keep,
+            ..CompactionSettings::default()
+        };
+        let plan = manual(&messages, 200_000, &settings);
+        if plan.split.turn_split.is_some() {
+            assert!(cuts.contains(&plan.first_kept_index()), "keep {keep}");
+            pairing(&messages[plan.first_kept_index()..]).unwrap();
+            pairing(&plan.span).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_latest_ask_is_kept_verbatim_when_its_turn_is_cut() {
+    let messages = autonomous_session(40, 4_000);
+    let plan = manual(&messages, 200_000, &CompactionSettings::default());
+    assert!(plan.first_kept_index() > 1);
+    // The guard checks the summary against the ask, not against the harness's messages.
+    assert_eq!(plan.latest_user_ask.as_deref(), Some(ASK));
+    assert_eq!(plan.appendices.pinned_user_messages, vec![ASK.to_owned()]);
+    let (_, outcome) = drive(plan, |request| Ok(summary_for(request, ASK)));
+    let CompactionOutcome::Compacted { summary, .. } = &outcome else {
+        panic!("{}", outcome.describe());
+    };
+    assert!(summary.contains(&format!("## Earlier user messages (verbatim)\n> {ASK}")));
+    assert!(!summary.contains("task-notification"));
+    assert!(!summary.contains("[Request interrupted"));
+
+    // A huge ask with a short answer: the ask is summarised, and its start quoted verbatim.
+    let huge = format!("Translate this: {}", "q".repeat(600_000));
+    let messages = vec![user(&huge), assistant("ok")];
+    let plan = manual(&messages, 128_000, &CompactionSettings::default());
+    assert_eq!(plan.first_kept_index(), 1);
+    let pinned = &plan.appendices.pinned_user_messages;
+    assert_eq!(pinned.len(), 1);
+    assert!(pinned[0].starts_with("Translate this: qqq"));
+    let (_, outcome) = drive(plan, |request| Ok(summary_for(request, "Translate this")));
+    assert!(outcome.is_compacted(), "{}", outcome.describe());
+    assert!(outcome.tokens_after() < 10_000);
+}
+
+#[test]
+fn the_latest_assistant_step_is_always_kept() {
+    let settings = CompactionSettings {
+        keep_recent_tokens: 0,
+        ..CompactionSettings::default()
+    };
+    let messages = autonomous_session(10, 400);
+    let plan = manual(&messages, 200_000, &settings);
+    let split = plan.split.turn_split.clone().unwrap();
+    assert!(split.over_budget);
+    assert_eq!(plan.first_kept_index(), messages.len() - 1);
+    // Ending with a tool step, that step is kept with its results.
+    let mut messages = autonomous_session(10, 400);
+    messages.pop();
+    let plan = manual(&messages, 200_000, &settings);
+    assert_eq!(plan.first_kept_index(), messages.len() - 2);
+    assert_eq!(messages[plan.first_kept_index()].tool_calls().count(), 1);
+    // A user message after the latest step stays too.
+    messages.push(user("Now add a CSV variant."));
+    let settings = CompactionSettings {
+        keep_recent_turns: 4,
+        ..settings
+    };
+    let plan = manual(&messages, 200_000, &settings);
+    assert_eq!(plan.first_kept_index(), messages.len() - 3);
+}
+
+#[test]
+fn a_tail_over_budget_is_cut_inside_its_oldest_turn_before_anything_is_truncated() {
+    let mut messages = conversation(4, 1_000);
+    messages.push(user("Read the logs one by one."));
+    for step in 0..12 {
+        let id = format!("log_{step}");
+        messages.push(calls(&[(id.as_str(), "read")]));
+        messages.push(result(&id, "read", &lines(40_000)));
+    }
+    messages.push(assistant("All twelve logs read."));
+    let settings = CompactionSettings {
+        keep_recent_turns: 1,
+        ..CompactionSettings::default()
+    };
+    let plan = plan_compaction(
+        &messages,
+        128_000,
+        &settings,
+        CompactionTrigger::Overflow,
+        &CompactionInputs::default(),
+    )
+    .unwrap();
+    let split = plan.split.turn_split.clone().expect("a split turn");
+    assert_eq!(split.reason, TurnSplitReason::TailOverBudget);
+    assert_eq!(split.preserved_from, 8);
+    assert_eq!(split.turn_start, Some(8));
+    assert_eq!(split.budget_tokens, plan.tail_budget_tokens);
+    assert!(!split.over_budget);
+    assert!(split.preserved_tokens > plan.tail_budget_tokens);
+    assert!(plan.tail_tokens <= plan.tail_budget_tokens);
+    // The earliest cut that fits: one step earlier would not.
+    let kept_with_one_more_step = plan.tail_tokens
+        + skald_core::tokens::estimate_messages_tokens(
+            &messages[plan.first_kept_index() - 2..plan.first_kept_index()],
+        );
+    assert!(kept_with_one_more_step > plan.tail_budget_tokens);
+    assert!(plan.tail_truncation.is_none());
+    assert_eq!(
+        plan.latest_user_ask.as_deref(),
+        Some("Read the logs one by one.")
+    );
+    let (_, outcome) = drive(plan, |request| {
+        Ok(summary_for(request, "Read the logs one by one."))
+    });
+    let CompactionOutcome::Compacted { details, .. } = &outcome else {
+        panic!("{}", outcome.describe());
+    };
+    assert!(!details.still_over_threshold);
+    assert_eq!(details.truncated_tail_results, 0);
+    pairing(&compacted_context(&messages, &outcome).unwrap()).unwrap();
+}
+
+#[test]
+fn small_preserved_turns_are_never_cut() {
+    // Everything in three small turns: nothing to compact, as before.
+    let messages = autonomous_session(6, 400);
+    let plan = manual(&messages, 200_000, &CompactionSettings::default());
+    assert_eq!(plan.skip, Some(SkipReason::NothingToCompact));
+    assert_eq!(plan.split.turn_split, None);
+    assert_eq!(plan.first_kept_index(), 1);
+    // With history before them, the preserved turns stay whole.
+    let messages = conversation(6, 1_000);
+    let plan = manual(&messages, 200_000, &CompactionSettings::default());
+    assert_eq!(plan.split.turn_split, None);
+    assert_eq!(plan.first_kept_index(), 6);
+    assert_eq!(
+        plan.split,
+        skald_core::compaction::split_preserved_recent_turns(&messages, 3)
+    );
+    // Below the threshold nothing moves, however long the turns.
+    let plan = plan_compaction(
+        &autonomous_session(40, 4_000),
+        200_000,
+        &CompactionSettings::default(),
+        CompactionTrigger::Threshold,
+        &CompactionInputs::default(),
+    )
+    .unwrap();
+    assert!(matches!(plan.skip, Some(SkipReason::BelowThreshold { .. })));
+    assert_eq!(plan.split.turn_split, None);
+}
+
+#[test]
+fn keep_recent_tokens_sets_how_much_of_a_cut_turn_is_kept() {
+    let messages = autonomous_session(40, 4_000);
+    for keep in [5_000u64, 10_000, 30_000] {
+        let settings = CompactionSettings {
+            keep_recent_tokens: keep,
+            ..CompactionSettings::default()
+        };
+        let plan = manual(&messages, 200_000, &settings);
+        assert!(plan.tail_tokens <= keep, "{keep}: {}", plan.tail_tokens);
+        // The earliest cut that fits: one more step would not.
+        assert!(
+            plan.tail_tokens + 1_000 > keep,
+            "{keep}: {}",
+            plan.tail_tokens
+        );
+    }
+    let settings: CompactionSettings = toml::from_str("keep_recent_tokens = 8000").unwrap();
+    assert_eq!(settings.keep_recent_tokens, 8_000);
+    assert_eq!(CompactionSettings::default().keep_recent_tokens, 20_000);
+}
+
+const CONFIG_RS: &str = "use std::path::Path;
+
+/// The service configuration, read once at start-up.
+#[derive(Debug, Deserialize)]
+pub struct Config {
+    pub listen: String,
+    pub database_url: String,
+    pub workers: usize,
+    pub log_level: String,
+}
+
+pub fn load(path: &Path) -> Result<Config> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!(\"reading {}\", path.display()))?;
+    let config: Config = serde_json::from_str(&text)
+        .with_context(|| format!(\"parsing {} as JSON\", path.display()))?;
+    if config.workers == 0 {
+        bail!(\"workers: expected at least 1, found 0\");
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loads_the_example() {
+        let config = load(Path::new(\"config.example.json\")).unwrap();
+        assert_eq!(config.workers, 4);
+    }
+}";
+
+fn split_turn_fixture() -> Vec<Message> {
+    vec![
+        system("You are a careful coding agent."),
+        user("Migrate the config loader in src/config.rs from JSON to TOML."),
+        call_with("call_1", "read_file", json!({"path": "src/config.rs"})),
+        result("call_1", "read_file", CONFIG_RS),
+        call_with(
+            "call_2",
+            "edit",
+            json!({"path": "src/config.rs", "old": "serde_json", "new": "toml"}),
+        ),
+        result("call_2", "edit", "Edited src/config.rs"),
+        call_with("call_3", "bash", json!({"command": "cargo test -p config"})),
+        result("call_3", "bash", "test result: ok. 12 passed; 0 failed"),
+        assistant("Migrated: load() now parses TOML and all 12 tests pass."),
+    ]
+}
+
+#[test]
+fn snapshot_of_a_split_turn_request_and_context() {
+    let messages = split_turn_fixture();
+    let settings = CompactionSettings {
+        keep_recent_tokens: 60,
+        ..CompactionSettings::default()
+    };
+    let plan = manual(&messages, 200_000, &settings);
+    assert_eq!(plan.first_kept_index(), 6);
+    let mut run = CompactionRun::new(plan.clone());
+    let request = run.next_request().unwrap();
+    let (_, outcome) = drive(plan, |request| {
+        Ok(summary_for(request, "Migrate the config loader to TOML."))
+    });
+    assert!(outcome.is_compacted(), "{}", outcome.describe());
+    let context = compacted_context(&messages, &outcome).unwrap();
+    insta::assert_snapshot!(
+        "compaction_split_turn",
+        format!(
+            "{}\n=== context after ===\n{}",
+            request.render(),
+            render(&context)
+        )
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1072,6 +1481,47 @@ proptest! {
             prop_assert!(pairing(&context).is_ok(), "{:?}", pairing(&context));
         } else {
             prop_assert_eq!(outcome.tokens_after(), outcome.tokens_before());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Whatever the budget, a split turn keeps the pairing on both sides of its cut, starts the
+    /// kept part with a user or assistant message, and keeps the latest assistant step.
+    #[test]
+    fn split_turns_keep_pairing_and_the_latest_step(
+        messages in arb_transcript(),
+        keep_tokens in 0u64..400,
+        keep in 1usize..4,
+    ) {
+        let settings = CompactionSettings {
+            keep_recent_turns: keep,
+            keep_recent_tokens: keep_tokens,
+            ..CompactionSettings::default()
+        };
+        for cut in turn_cut_points(&messages, 0) {
+            prop_assert!(!crosses(&messages, cut), "cut at {}", cut);
+            prop_assert!(matches!(messages[cut].role, Role::User | Role::Assistant));
+        }
+        let plan = plan_compaction(
+            &messages, 200_000, &settings, CompactionTrigger::Manual, &CompactionInputs::default(),
+        ).unwrap();
+        if let Some(split) = &plan.split.turn_split {
+            let cut = plan.first_kept_index();
+            prop_assert!(cut > split.preserved_from);
+            prop_assert!(!crosses(&messages, cut));
+            prop_assert!(matches!(messages[cut].role, Role::User | Role::Assistant));
+            let last_assistant = messages.iter().rposition(|m| m.role == Role::Assistant);
+            prop_assert!(last_assistant.is_some_and(|last| cut <= last));
+            prop_assert!(split.over_budget || plan.tail_tokens <= split.budget_tokens);
+            let (_, outcome) = drive(plan, |request| Ok(summary_for(request, "the last ask")));
+            if outcome.is_compacted() {
+                prop_assert!(outcome.tokens_after() < outcome.tokens_before());
+                let context = compacted_context(&messages, &outcome).unwrap();
+                prop_assert!(pairing(&context).is_ok(), "{:?}", pairing(&context));
+            }
         }
     }
 }

@@ -7,9 +7,10 @@
 //! - [`outcome`] — [`CompactionTrigger`], [`should_compact`] and the typed
 //!   [`CompactionOutcome`]: `Compacted` only when the context shrank, else `Skipped` or
 //!   `Cancelled` with a reason, the history unchanged.
-//! - [`split`] — details stripped, recent turns kept verbatim with their results, history pruned
-//!   for the context share, token-share parts, chunks, the adaptive chunk ratio, oversized
-//!   messages and the three-level fallback plan.
+//! - [`split`] — details stripped, recent turns kept verbatim with their results, split turns
+//!   (the preserved turns cut inside a turn when they are too large or hold everything),
+//!   history pruned for the context share, token-share parts, chunks, the adaptive chunk ratio,
+//!   oversized messages and the three-level fallback plan.
 //! - [`plan`] — [`plan_compaction`]: the whole decision before any summarizer call.
 //! - [`prompts`] — the summarizer's instructions and the transcript rendering, with untrusted
 //!   content wrapped as data.
@@ -28,7 +29,7 @@
 //! }
 //! let settings = CompactionSettings::default();
 //! let plan = plan_compaction(
-//!     &messages, 30_000, &settings, CompactionTrigger::Manual, &CompactionInputs::default(),
+//!     &messages, 60_000, &settings, CompactionTrigger::Manual, &CompactionInputs::default(),
 //! ).unwrap();
 //! assert_eq!(plan.first_kept_index(), 6); // the last three user turns stay verbatim
 //!
@@ -70,7 +71,7 @@ pub use outcome::{
     TailTruncation, should_compact,
 };
 pub use plan::{
-    CompactionInputs, CompactionPlan, DroppedHistory, PlanError, compacted_context,
+    CompactionInputs, CompactionPlan, DroppedHistory, PlanError, compacted_context, is_user_ask,
     latest_user_ask, plan_compaction,
 };
 pub use prompts::{
@@ -89,8 +90,8 @@ pub use settings::{
     ToolFailureSettings,
 };
 pub use split::{
-    FallbackLevel, HistoryPrune, PartPlan, PreservedSplit, StagePlan, chunk_messages_by_max_tokens,
-    compute_adaptive_chunk_ratio, is_oversized_for_summary, max_chunk_tokens, plan_stages,
-    prune_history_for_context_share, split_messages_by_token_share, split_preserved_recent_turns,
-    strip_details,
+    FallbackLevel, HistoryPrune, PartPlan, PreservedSplit, StagePlan, TurnSplit, TurnSplitReason,
+    chunk_messages_by_max_tokens, compute_adaptive_chunk_ratio, cut_preserved_turns,
+    is_oversized_for_summary, max_chunk_tokens, plan_stages, prune_history_for_context_share,
+    split_messages_by_token_share, split_preserved_recent_turns, strip_details, turn_cut_points,
 };

@@ -10,7 +10,7 @@ use super::appendices::FileLists;
 use super::prompts::Language;
 use super::quality::{QualityFailure, QualityReport};
 use super::settings::CompactionSettings;
-use super::split::FallbackLevel;
+use super::split::{FallbackLevel, TurnSplit};
 use crate::message::Message;
 use crate::pipeline::TruncateReport;
 use crate::refs::NewRef;
@@ -66,10 +66,11 @@ pub enum SkipReason {
         threshold_tokens: u64,
     },
     /// Everything is in the preserved recent turns (or is a leading system message), and the
-    /// preserved turns fit the budget.
+    /// preserved turns fit the budget and `keep_recent_tokens`, or hold no safe cut point
+    /// before their latest assistant step.
     NothingToCompact,
-    /// Nothing can be summarised, and the preserved recent turns alone are over the budget with
-    /// no tool result left to truncate.
+    /// Nothing can be summarised (no safe cut point inside the preserved turns either), and the
+    /// preserved recent turns alone are over the budget with no tool result left to truncate.
     TailTooLarge {
         tail_tokens: u64,
         budget_tokens: u64,
@@ -202,6 +203,8 @@ pub struct CompactionDetails {
     pub language: Language,
     pub files: FileLists,
     pub tool_failures: usize,
+    /// Set when the kept part starts inside the preserved turns (a split turn).
+    pub turn_split: Option<TurnSplit>,
     /// Tool results of the preserved tail that were truncated.
     pub truncated_tail_results: usize,
     /// After compacting, the context is still above the threshold: the caller should not

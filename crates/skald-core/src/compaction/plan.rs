@@ -10,10 +10,27 @@
 //! summarised first, its summary becoming the previous summary of the main pass. The span is
 //! summarised in stages with an adaptive chunk size.
 //!
-//! When the kept tail alone leaves no room under the threshold, compacting the history cannot
-//! help (the next request would trigger again): the tail's largest tool results are truncated
-//! through the truncate stage, down to one common size chosen so that the tail fits, and the
-//! originals come back as [`crate::refs::NewRef`]s.
+//! **Split turns** (seed 003 §3.2 step 5, pi's `findCutPoint`): a few user turns can hold a
+//! whole session of autonomous tool work, and keeping them whole leaves nothing to summarise —
+//! the "nothing to compact" death spiral. So the boundary moves forward *inside* the preserved
+//! turns ([`super::split::cut_preserved_turns`]) when
+//! - the preserved turns are over the tail budget (below): the kept part is what fits it; or
+//! - nothing before them can be summarised while a compaction must run (manual, overflow, or a
+//!   threshold trigger above the threshold): the kept part is what fits `keep_recent_tokens`.
+//!
+//! The cut lands on the earliest safe cut point whose kept part fits: a user or assistant
+//! message with no tool call and result on both sides of it, never past the latest assistant
+//! step. The cut-off turn prefix is summarised **as part of the span** (not as a stage of its
+//! own): one summary, one quality guard, one set of appendices. The span's latest user ask is
+//! then the cut turn's ask, so the guard checks that the summary reflects it; the summarizer is
+//! told the turn continues after the summary; and the asks moved into the span are quoted
+//! verbatim in the appendix for pinned user messages, so the user's words are never lost.
+//!
+//! When the kept tail — after any cut — still leaves no room under the threshold, compacting
+//! the history cannot help (the next request would trigger again): the tail's largest tool
+//! results are truncated through the truncate stage, down to one common size chosen so that the
+//! tail fits, and the originals come back as [`crate::refs::NewRef`]s. With split turns this
+//! happens only when even the smallest kept part (the latest assistant step on) is over budget.
 
 use serde::Serialize;
 
@@ -25,9 +42,9 @@ use super::outcome::{CompactionOutcome, CompactionTrigger, SkipReason, TailTrunc
 use super::prompts::{Language, detect_language, resolve_custom_instructions, summary_message};
 use super::settings::{CompactionSettings, CompactionSettingsError};
 use super::split::{
-    PreservedSplit, StagePlan, compute_adaptive_chunk_ratio, history_budget_tokens,
-    max_chunk_tokens, plan_stages, prune_history_for_context_share, split_preserved_recent_turns,
-    strip_details,
+    PreservedSplit, StagePlan, TurnSplitReason, compute_adaptive_chunk_ratio, cut_preserved_turns,
+    history_budget_tokens, max_chunk_tokens, plan_stages, prune_history_for_context_share,
+    split_preserved_recent_turns, strip_details,
 };
 use crate::identifiers::{MAX_GUARD_IDENTIFIERS, extract_identifiers};
 use crate::message::{Block, Message, Role, join_text};
@@ -115,7 +132,8 @@ pub struct CompactionPlan {
     pub first_kept_entry: Option<String>,
     pub prefix_tokens: u64,
     pub tail_tokens: u64,
-    /// Most tokens the kept tail may take (see the module docs).
+    /// Most tokens the kept tail may take (see the module docs): `(threshold − overhead −
+    /// prefix − SUMMARY_ROOM_TOKENS) / safety_margin`.
     pub tail_budget_tokens: u64,
     /// Set when the tail alone was over its budget and had tool results to truncate.
     #[serde(skip)]
@@ -204,24 +222,33 @@ pub fn plan_compaction(
     let tokens_before = estimate + overhead_tokens;
     let threshold_tokens = settings.threshold_tokens(window_tokens);
 
-    let split = split_preserved_recent_turns(messages, settings.keep_recent_turns);
+    let mut split = split_preserved_recent_turns(messages, settings.keep_recent_turns);
     let prefix = messages.get(..split.pinned_prefix).unwrap_or_default();
-    let summarized_range = messages.get(split.summarizable()).unwrap_or_default();
-    let tail = messages.get(split.boundary..).unwrap_or_default();
     let prefix_tokens = visible_tokens(prefix);
-    let tail_tokens = visible_tokens(tail);
-
     let room = threshold_tokens
         .saturating_sub(overhead_tokens + prefix_tokens)
         .saturating_sub(SUMMARY_ROOM_TOKENS);
     let tail_budget_tokens = (room as f64 / settings.safety_margin).floor() as u64;
 
-    let visible_span: Vec<Message> = summarized_range
-        .iter()
-        .filter(|message| message.is_model_visible())
-        .cloned()
-        .collect();
-    let (mut span, _) = repair_pairing(strip_details(visible_span));
+    let below_threshold = trigger == CompactionTrigger::Threshold
+        && (!settings.enabled || tokens_before <= threshold_tokens);
+    let mut span = summarisable_span(messages.get(split.summarizable()).unwrap_or_default());
+    if !below_threshold {
+        let cut = split_turn(
+            messages,
+            &split,
+            has_history(&span),
+            tail_budget_tokens,
+            settings,
+        );
+        if let Some(cut) = cut {
+            split = cut;
+            span = summarisable_span(messages.get(split.summarizable()).unwrap_or_default());
+        }
+    }
+    let summarized_range = messages.get(split.summarizable()).unwrap_or_default();
+    let tail = messages.get(split.boundary..).unwrap_or_default();
+    let tail_tokens = visible_tokens(tail);
 
     let mut plan = CompactionPlan {
         settings: settings.clone(),
@@ -277,13 +304,7 @@ pub fn plan_compaction(
         plan.tail_truncation = shrink_tail(tail, tail_tokens, tail_budget_tokens, window_tokens);
     }
 
-    let has_history = span.iter().any(|message| {
-        matches!(
-            message.role,
-            Role::User | Role::Assistant | Role::ToolResult
-        )
-    });
-    if !has_history {
+    if !has_history(&span) {
         if plan.tail_truncation.is_none() {
             plan.skip = Some(if tail_tokens > tail_budget_tokens {
                 SkipReason::TailTooLarge {
@@ -340,6 +361,55 @@ pub fn plan_compaction(
             .and_then(|text| workspace_critical_rules(text, settings.max_critical_rules_chars)),
     };
     Ok(plan)
+}
+
+/// The visible messages of `range`, details stripped and pairing repaired.
+fn summarisable_span(range: &[Message]) -> Vec<Message> {
+    let visible: Vec<Message> = range
+        .iter()
+        .filter(|message| message.is_model_visible())
+        .cloned()
+        .collect();
+    repair_pairing(strip_details(visible)).0
+}
+
+fn has_history(span: &[Message]) -> bool {
+    span.iter().any(|message| {
+        matches!(
+            message.role,
+            Role::User | Role::Assistant | Role::ToolResult
+        )
+    })
+}
+
+/// The split turn of the plan, if any (see the module docs): when the preserved turns are over
+/// the tail budget, the cut keeps what fits it; when nothing before them could be summarised,
+/// the cut keeps what fits `keep_recent_tokens` (and the tail budget).
+fn split_turn(
+    messages: &[Message],
+    split: &PreservedSplit,
+    span_has_history: bool,
+    tail_budget_tokens: u64,
+    settings: &CompactionSettings,
+) -> Option<PreservedSplit> {
+    let tail_tokens = visible_tokens(messages.get(split.boundary..)?);
+    if tail_tokens > tail_budget_tokens {
+        return cut_preserved_turns(
+            messages,
+            split,
+            tail_budget_tokens,
+            TurnSplitReason::TailOverBudget,
+        );
+    }
+    if span_has_history {
+        return None;
+    }
+    cut_preserved_turns(
+        messages,
+        split,
+        tail_budget_tokens.min(settings.keep_recent_tokens),
+        TurnSplitReason::NothingElseToSummarize,
+    )
 }
 
 /// Identifiers of the last [`IDENTIFIER_SOURCE_MESSAGES`] messages' text and tool output (at
@@ -406,6 +476,17 @@ pub fn latest_user_ask(messages: &[Message]) -> Option<String> {
         .filter(|message| message.role == Role::User && !is_flagged_injection(message))
         .map(|message| message.plain_text().trim().to_owned())
         .find(|text| !text.is_empty() && !is_harness_text(text))
+}
+
+/// True for a user message with text that a person wrote: not harness output, a bracketed
+/// marker or a flagged injection (see [`latest_user_ask`]).
+pub fn is_user_ask(message: &Message) -> bool {
+    if message.role != Role::User || is_flagged_injection(message) {
+        return false;
+    }
+    let text = message.plain_text();
+    let text = text.trim();
+    !text.is_empty() && !is_harness_text(text)
 }
 
 fn is_flagged_injection(message: &Message) -> bool {

@@ -61,6 +61,10 @@ pub const QUALITY_FIX_OTHER: &str = "Fix all issues and include every required s
 pub const SUMMARY_PREFIX: &str = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n";
 pub const SUMMARY_SUFFIX: &str = "\n</summary>";
 
+/// Told to the summarizer when the history ends inside a turn (pi's turn-prefix summary: the
+/// original request, the progress so far and what the kept steps need to make sense).
+pub const TURN_CONTINUES_NOTE: &str = "The last turn of this history was cut in the middle: its later steps stay in the agent's context verbatim, right after your summary. Under ## Pending user asks, state that turn's request and what has been done about it so far; under ## Open TODOs, what was in progress when the history ends, so that the kept steps read as its continuation.";
+
 /// Tag names content may not open or close.
 const RESERVED_TAGS: [&str; 6] = [
     "transcript",
@@ -354,6 +358,9 @@ pub struct PromptContext {
     pub identifiers: Vec<String>,
     /// The quality guard's feedback on the previous attempt ([`super::quality::feedback_for_retry`]).
     pub quality_feedback: Option<String>,
+    /// The history ends inside a turn whose later steps stay verbatim after the summary (a
+    /// split turn): the prompt says so ([`TURN_CONTINUES_NOTE`]).
+    pub turn_continues: bool,
 }
 
 impl PromptContext {
@@ -371,6 +378,7 @@ impl PromptContext {
             custom_instructions,
             identifiers,
             quality_feedback: None,
+            turn_continues: false,
         }
     }
 }
@@ -509,6 +517,9 @@ pub fn merge_prompt(
 }
 
 fn push_common_sections(sections: &mut Vec<String>, context: &PromptContext) {
+    if context.turn_continues {
+        sections.push(TURN_CONTINUES_NOTE.to_owned());
+    }
     if context.identifier_policy == IdentifierPolicy::Strict && !context.identifiers.is_empty() {
         sections.push(format!(
             "Identifiers seen in this history (data). Copy each one verbatim under ## Exact \

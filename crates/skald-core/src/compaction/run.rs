@@ -610,6 +610,11 @@ impl CompactionRun {
             plan.identifiers.clone(),
         );
         context.quality_feedback = feedback;
+        context.turn_continues = plan
+            .split
+            .turn_split
+            .as_ref()
+            .is_some_and(|split| split.turn_start.is_some());
         StagedJob::new(SummaryStage::History, attempt, context, previous)
     }
 
@@ -829,6 +834,7 @@ impl CompactionRun {
             language: plan.language,
             files: plan.appendices.files.clone(),
             tool_failures: plan.appendices.tool_failures.len(),
+            turn_split: plan.split.turn_split.clone(),
             truncated_tail_results: plan
                 .tail_truncation
                 .as_ref()

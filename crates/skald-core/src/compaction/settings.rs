@@ -10,6 +10,10 @@ pub const DEFAULT_RESERVE_TOKENS: u64 = 20_000;
 pub const DEFAULT_KEEP_RECENT_TURNS: usize = 3;
 /// Most user turns that may be kept verbatim (`MAX_RECENT_TURNS_PRESERVE`).
 pub const MAX_KEEP_RECENT_TURNS: usize = 12;
+/// Tokens of recent messages kept when the preserved turns hold everything and must be cut
+/// inside a turn to leave something to summarise (pi's `keepRecentTokens`, seed 003's
+/// `compaction.keepRecentTokens`).
+pub const DEFAULT_KEEP_RECENT_TOKENS: u64 = 20_000;
 /// Largest share of the window history may keep when new content is large.
 pub const DEFAULT_MAX_HISTORY_SHARE: f64 = 0.5;
 /// Parts a long history is split into before the partial summaries are merged.
@@ -100,6 +104,11 @@ pub struct CompactionSettings {
     pub enabled: bool,
     pub reserve_tokens: u64,
     pub keep_recent_turns: usize,
+    /// When everything after the leading system messages is in the preserved turns (a few user
+    /// turns of long autonomous tool work), they are cut inside a turn to keep about this many
+    /// tokens, so that a manual, overflow or over-threshold compaction has something to
+    /// summarise (see [`super::split::cut_preserved_turns`]).
+    pub keep_recent_tokens: u64,
     pub max_history_share: f64,
     pub parts: usize,
     pub base_chunk_ratio: f64,
@@ -128,6 +137,7 @@ impl Default for CompactionSettings {
             enabled: true,
             reserve_tokens: DEFAULT_RESERVE_TOKENS,
             keep_recent_turns: DEFAULT_KEEP_RECENT_TURNS,
+            keep_recent_tokens: DEFAULT_KEEP_RECENT_TOKENS,
             max_history_share: DEFAULT_MAX_HISTORY_SHARE,
             parts: DEFAULT_PARTS,
             base_chunk_ratio: DEFAULT_BASE_CHUNK_RATIO,
