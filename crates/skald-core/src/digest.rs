@@ -57,6 +57,7 @@ use serde_json::Value;
 
 use crate::identifiers::{self, is_pure_hex, mentions_identifier, normalize_identifier};
 use crate::message::{Block, ImageSource};
+use crate::swar::{bytes_equal, load_word, lower_bytes, upper_bytes};
 
 /// The seed's default `sccsSummaryMaxChars`.
 pub const DEFAULT_SUMMARY_MAX_CHARS: usize = 300;
@@ -661,6 +662,9 @@ static BYTE_CLASS: [u8; 256] = {
 /// lowercase one in brackets (`[error]`), or logfmt's `level=error`.
 fn log_level(line: &str) -> Option<&'static str> {
     let bytes = prefix_bytes(line, LEVEL_WITHIN_BYTES).as_bytes();
+    if !may_state_level(bytes) {
+        return None;
+    }
     let mut previous = 0u8;
     for (i, &b) in bytes.iter().enumerate() {
         let class = BYTE_CLASS.get(usize::from(b)).copied().unwrap_or(0);
@@ -680,6 +684,35 @@ fn log_level(line: &str) -> Option<&'static str> {
         }
     }
     None
+}
+
+/// Whether `bytes` has what every level [`log_level`] finds needs: four uppercase letters in a
+/// row, or a lowercase letter right after `[`, `=` or `"`. Tested eight bytes at a time: most
+/// lines have neither, and are then done with in a few operations per word.
+fn may_state_level(bytes: &[u8]) -> bool {
+    let mut previous_upper = 0u64;
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let word = load_word(bytes, pos);
+        let upper = upper_bytes(word);
+        let run_of_four = upper
+            & (upper << 8 | previous_upper >> 56)
+            & (upper << 16 | previous_upper >> 48)
+            & (upper << 24 | previous_upper >> 40);
+        let openers = bytes_equal(word, b'[') | bytes_equal(word, b'=') | bytes_equal(word, b'"');
+        // Lane `i` of the word one byte on is the byte after lane `i`.
+        let lowercase_after = if openers == 0 {
+            0
+        } else {
+            openers & lower_bytes(load_word(bytes, pos + 1))
+        };
+        if run_of_four | lowercase_after != 0 {
+            return true;
+        }
+        previous_upper = upper;
+        pos += 8;
+    }
+    false
 }
 
 /// The level word starting at `i`, if it is one in a position that makes it a level.
@@ -758,7 +791,7 @@ fn find_timestamp(line: &str) -> Option<&str> {
     let digit = |k: usize| bytes.get(k).is_some_and(u8::is_ascii_digit);
     let colon = |k: usize| bytes.get(k) == Some(&b':');
     let mut from = 0;
-    while let Some(found) = bytes.get(from..)?.iter().position(|b| *b == b':') {
+    while let Some(found) = memchr::memchr(b':', bytes.get(from..)?) {
         let c = from + found;
         from = c + 1;
         let Some(h) = c.checked_sub(2) else {
@@ -1830,6 +1863,32 @@ const STOPWORDS: &[&str] = &[
     "what", "when", "where", "which", "while", "will", "with", "would", "your",
 ];
 
+/// A word of at most eight ASCII bytes as one integer, first byte highest: integers compare as
+/// the words do, and equal only for equal words.
+const fn packed_word(word: &[u8]) -> u64 {
+    let mut packed = 0u64;
+    let mut i = 0;
+    while i < 8 {
+        packed <<= 8;
+        if i < word.len() {
+            packed |= word[i] as u64;
+        }
+        i += 1;
+    }
+    packed
+}
+
+/// [`STOPWORDS`] packed, in the same (sorted) order.
+static STOPWORD_KEYS: [u64; STOPWORDS.len()] = {
+    let mut keys = [0u64; STOPWORDS.len()];
+    let mut i = 0;
+    while i < STOPWORDS.len() {
+        keys[i] = packed_word(STOPWORDS[i].as_bytes());
+        i += 1;
+    }
+    keys
+};
+
 fn is_stopword(word: &str) -> bool {
     if word.len() > 6 || !word.is_ascii() {
         return false;
@@ -1839,9 +1898,7 @@ fn is_stopword(word: &str) -> bool {
         *slot = b.to_ascii_lowercase();
     }
     let lower = lower.get(..word.len()).unwrap_or(&[]);
-    STOPWORDS
-        .binary_search_by(|probe| probe.as_bytes().cmp(lower))
-        .is_ok()
+    STOPWORD_KEYS.binary_search(&packed_word(lower)).is_ok()
 }
 
 /// The non-empty runs of alphanumeric characters and `_` in `text`: what
@@ -2474,28 +2531,48 @@ fn prefer_containing(ranked: &mut Vec<&str>) {
     }
 }
 
-/// FNV-1a for the candidate maps: identifiers are short and hashed hundreds of times per
-/// digest, where SipHash's flood resistance costs more than it protects (the maps hold at most
-/// the identifiers of the bounded sample).
+/// A word-at-a-time multiplicative hash (FxHash's) for the candidate and keyword maps: keys are
+/// short and hashed hundreds of times per digest, where SipHash's flood resistance costs more
+/// than it protects (the maps hold at most the words of the bounded sample). No order leaks
+/// from the maps, so the hash never shows in a digest.
 #[derive(Default)]
 struct FnvHasher(u64);
 
+impl FnvHasher {
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
 impl std::hash::Hasher for FnvHasher {
     fn finish(&self) -> u64 {
-        self.0
+        // The multiply leaves its best bits at the top; the table indexes by the bottom ones.
+        self.0.rotate_left(26)
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut hash = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            hash ^= u64::from(b);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(word));
         }
-        self.0 = hash;
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            for (slot, b) in word.iter_mut().zip(rest) {
+                *slot = *b;
+            }
+            self.mix(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
+        }
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.mix(u64::from(byte));
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.mix(value as u64);
     }
 }
 
@@ -3118,6 +3195,82 @@ mod tests {
                 .filter(|w| !w.is_empty())
                 .collect();
             assert_eq!(words_of(text).collect::<Vec<_>>(), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn stopwords_are_found_in_any_case_and_nothing_else_is() {
+        assert!(STOPWORD_KEYS.windows(2).all(|pair| pair[0] < pair[1]));
+        for word in STOPWORDS {
+            assert!(is_stopword(word), "{word}");
+            assert!(is_stopword(&word.to_uppercase()), "{word}");
+            let longer = format!("{word}s");
+            assert_eq!(is_stopword(&longer), STOPWORDS.contains(&longer.as_str()));
+            let shorter = &word[..word.len() - 1];
+            assert_eq!(is_stopword(shorter), STOPWORDS.contains(&shorter));
+        }
+        for word in [
+            "", "a", "abou", "zzzz", "thi", "theirs", "withx", "wïth", "th\u{0}s",
+        ] {
+            assert!(!is_stopword(word), "{word}");
+        }
+    }
+
+    /// [`log_level`]'s scan without the word-at-a-time test in front of it.
+    fn log_level_unfiltered(line: &str) -> Option<&'static str> {
+        let bytes = prefix_bytes(line, LEVEL_WITHIN_BYTES).as_bytes();
+        (0..bytes.len()).find_map(|i| {
+            let class = BYTE_CLASS[usize::from(bytes[i])];
+            let word_start = i == 0 || BYTE_CLASS[usize::from(bytes[i - 1])] & WORD == 0;
+            let lowercase = class & LEVEL_LOWER != 0;
+            if !word_start || class & (LEVEL_UPPER | LEVEL_LOWER) == 0 {
+                return None;
+            }
+            let before = i.checked_sub(1).map(|p| bytes[p]);
+            if lowercase && !matches!(before, Some(b'[' | b'=' | b'"')) {
+                return None;
+            }
+            level_at(bytes, i, lowercase)
+        })
+    }
+
+    #[test]
+    fn the_level_prefilter_passes_every_line_that_states_a_level() {
+        let lines = [
+            "2024-01-01 12:00:00 ERROR db: down",
+            "[warn] disk",
+            "level=error msg=x",
+            "level=\"info\" x",
+            "x = y; WARNING: deprecated",
+            "                                   [error] late",
+            "                                          ERROR",
+            "                                           ERROR",
+            "ÉÉ [debug] x",
+            "CRITICAL",
+            "FATAL!",
+            "the error was fine",
+            "ERRORS are words",
+            "[Info] mixed",
+        ];
+        let mut levels = 0;
+        for line in lines {
+            let bytes = prefix_bytes(line, LEVEL_WITHIN_BYTES).as_bytes();
+            assert_eq!(log_level(line), log_level_unfiltered(line), "{line:?}");
+            if log_level_unfiltered(line).is_some() {
+                levels += 1;
+                assert!(may_state_level(bytes), "{line:?}");
+            }
+        }
+        assert!(levels >= 9, "{levels}");
+        assert!(!may_state_level(b"fn main() { let x = 1; }"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_level_prefilter_never_hides_a_level(
+            line in "(ERROR|WARN|INFO|DEBUG|TRACE|FATAL|CRITICAL|error|warn|info|Debug|[A-Z]{1,5}|[a-z ]{1,6}|[\\[\\]=\"_:.é ]){0,24}"
+        ) {
+            proptest::prop_assert_eq!(log_level(&line), log_level_unfiltered(&line));
         }
     }
 

@@ -23,5 +23,6 @@ pub mod refs;
 pub mod repair;
 pub mod stats;
 pub mod summary;
+mod swar;
 pub mod time;
 pub mod tokens;
