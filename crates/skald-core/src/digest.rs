@@ -231,6 +231,8 @@ const MAX_ITEMS: usize = 40;
 struct Line<'a> {
     /// The line without its gutter and line terminator.
     text: &'a str,
+    /// `text` without its leading whitespace: most checks look at it, so it is cut once.
+    trimmed_start: &'a str,
     /// Byte offset of `text` in the body.
     start: usize,
     /// The line holds one of the substrings every error line holds ([`ERROR_TRIGGER_RE`]).
@@ -276,11 +278,13 @@ impl<'a> Input<'a> {
             } else {
                 (line, 0)
             };
-            if is_harness_tag(line) {
+            let trimmed_start = trim_start_fast(line);
+            if trimmed_start.starts_with('<') && is_harness_tag(line) {
                 continue;
             }
             lines.push(Line {
                 text: line,
+                trimmed_start,
                 start: start + gutter,
                 trigger: false,
                 rank: None,
@@ -345,7 +349,10 @@ impl<'a> Input<'a> {
     }
 
     fn nonempty(&self) -> impl Iterator<Item = &'a str> + '_ {
-        self.texts().filter(|t| !trim_fast(t).is_empty())
+        self.lines
+            .iter()
+            .filter(|line| !line.trimmed_start.is_empty())
+            .map(|line| line.text)
     }
 }
 
@@ -463,8 +470,13 @@ impl<'a> Scan<'a> {
     {
         let mut scan = Scan::default();
         let mut in_fence = false;
-        for &Line { text: line, .. } in lines {
-            let trimmed = trim_fast(line);
+        for &Line {
+            text: line,
+            trimmed_start,
+            ..
+        } in lines
+        {
+            let trimmed = trim_end_fast(trimmed_start);
             if trimmed.is_empty() {
                 continue;
             }
@@ -484,13 +496,13 @@ impl<'a> Scan<'a> {
             scan.nonempty_outside_fences += 1;
             match purpose {
                 ScanFor::Detection => {
-                    scan.markdown_line(line, trimmed);
+                    scan.markdown_line(line, trimmed_start, trimmed);
                     scan.code_line(trimmed);
                     scan.log_line(line);
                     scan.diff_line(line);
                     scan.plain_line(trimmed);
                 }
-                ScanFor::Markdown => scan.markdown_line(line, trimmed),
+                ScanFor::Markdown => scan.markdown_line(line, trimmed_start, trimmed),
                 ScanFor::Diff => scan.diff_line(line),
             }
         }
@@ -505,7 +517,7 @@ impl<'a> Scan<'a> {
         }
     }
 
-    fn markdown_line(&mut self, line: &'a str, trimmed: &'a str) {
+    fn markdown_line(&mut self, line: &'a str, trimmed_start: &'a str, trimmed: &'a str) {
         let hashes = line.bytes().take_while(|b| *b == b'#').count();
         if (1..=6).contains(&hashes) && line.as_bytes().get(hashes) == Some(&b' ') {
             if line.get(hashes..).is_some_and(|t| !t.trim().is_empty()) {
@@ -513,7 +525,7 @@ impl<'a> Scan<'a> {
             }
             return;
         }
-        let t = trim_start_fast(line);
+        let t = trimmed_start;
         let bullet = t.starts_with("- ") || t.starts_with("* ") || t.starts_with("+ ");
         let digits = t.bytes().take_while(u8::is_ascii_digit).count();
         let numbered = (1..=3).contains(&digits)
@@ -687,8 +699,8 @@ fn log_level(line: &str) -> Option<&'static str> {
 }
 
 /// Whether `bytes` has what every level [`log_level`] finds needs: four uppercase letters in a
-/// row, or a lowercase letter right after `[`, `=` or `"`. Tested eight bytes at a time: most
-/// lines have neither, and are then done with in a few operations per word.
+/// row, a lowercase letter right after `[`, or logfmt's `level=`. Tested eight bytes at a time:
+/// most lines have none of them, and are then done with in a few operations per word.
 fn may_state_level(bytes: &[u8]) -> bool {
     let mut previous_upper = 0u64;
     let mut pos = 0;
@@ -699,15 +711,23 @@ fn may_state_level(bytes: &[u8]) -> bool {
             & (upper << 8 | previous_upper >> 56)
             & (upper << 16 | previous_upper >> 48)
             & (upper << 24 | previous_upper >> 40);
-        let openers = bytes_equal(word, b'[') | bytes_equal(word, b'=') | bytes_equal(word, b'"');
+        let brackets = bytes_equal(word, b'[');
         // Lane `i` of the word one byte on is the byte after lane `i`.
-        let lowercase_after = if openers == 0 {
+        let lowercase_after = if brackets == 0 {
             0
         } else {
-            openers & lower_bytes(load_word(bytes, pos + 1))
+            brackets & lower_bytes(load_word(bytes, pos + 1))
         };
         if run_of_four | lowercase_after != 0 {
             return true;
+        }
+        let mut equals = bytes_equal(word, b'=');
+        while equals != 0 {
+            let at = pos + (equals.trailing_zeros() / 8) as usize;
+            if at >= 5 && bytes.get(at - 5..at) == Some(b"level".as_slice()) {
+                return true;
+            }
+            equals &= equals - 1;
         }
         previous_upper = upper;
         pos += 8;
@@ -763,7 +783,7 @@ fn annotate_error_ranks(body: &str, lines: &mut [Line<'_>]) {
         let end = line.start + line.text.len();
         if found.start() < end {
             line.trigger = true;
-            line.rank = error_rank(line.text);
+            line.rank = error_rank(line.trimmed_start);
             // One rank per line: continue after it.
             from = from.max(end);
         }
@@ -1706,7 +1726,7 @@ fn code_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
     let mut types: Vec<String> = Vec::new();
     let mut imports: Vec<String> = Vec::new();
     for line in input.sample() {
-        let t = trim_start_fast(line.text);
+        let t = line.trimmed_start;
         match definition(t) {
             Some(Definition::Function(name)) => push_unique(&mut functions, name.to_owned()),
             Some(Definition::Type(name)) => push_unique(&mut types, name.to_owned()),
@@ -2227,7 +2247,7 @@ fn failed_tests(input: &Input<'_>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     // Every test-failure line holds `FAIL` or `ERR`, so only trigger lines can be one.
     for line in input.lines.iter().filter(|line| line.trigger) {
-        let t = trim_fast(line.text);
+        let t = trim_end_fast(line.trimmed_start);
         let name = if let Some(rest) = t.strip_prefix("FAILED ") {
             // pytest short summary: `FAILED path::test - message`.
             rest.split(" - ")
@@ -2311,7 +2331,7 @@ fn is_diff_header(t: &str) -> bool {
 fn line_weights(input: &Input<'_>, error_index: Option<usize>) -> Vec<u8> {
     let lines = &input.lines;
     let weight = |line: &Line<'_>| {
-        let t = trim_start_fast(line.text);
+        let t = line.trimmed_start;
         if is_diff_header(t) {
             0
         } else if line.rank.is_some() || is_pointer_line(t) {
@@ -2329,11 +2349,8 @@ fn line_weights(input: &Input<'_>, error_index: Option<usize>) -> Vec<u8> {
         }
     }
     if let Some(error) = error_index {
-        let starts_with = |i: usize, p: &str| {
-            lines
-                .get(i)
-                .is_some_and(|l| trim_start_fast(l.text).starts_with(p))
-        };
+        let starts_with =
+            |i: usize, p: &str| lines.get(i).is_some_and(|l| l.trimmed_start.starts_with(p));
         // The frame the exception was raised in, and the deepest frame in the project's own
         // code (the one an agent edits), which differ when the error surfaces in a library.
         let frames = (error.saturating_sub(60)..error)
@@ -2351,7 +2368,7 @@ fn line_weights(input: &Input<'_>, error_index: Option<usize>) -> Vec<u8> {
         let location = (error + 1..(error + 4).min(lines.len())).find(|&i| {
             lines
                 .get(i)
-                .is_some_and(|l| is_pointer_line(trim_start_fast(l.text)))
+                .is_some_and(|l| is_pointer_line(l.trimmed_start))
         });
         for i in [Some(error), deepest, project, location]
             .into_iter()
@@ -3268,7 +3285,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn the_level_prefilter_never_hides_a_level(
-            line in "(ERROR|WARN|INFO|DEBUG|TRACE|FATAL|CRITICAL|error|warn|info|Debug|[A-Z]{1,5}|[a-z ]{1,6}|[\\[\\]=\"_:.é ]){0,24}"
+            line in "(ERROR|WARN|INFO|DEBUG|TRACE|FATAL|CRITICAL|error|warn|info|Debug|level=|level=\"|[A-Z]{1,5}|[a-z ]{1,6}|[\\[\\]=\"_:.é ]){0,24}"
         ) {
             proptest::prop_assert_eq!(log_level(&line), log_level_unfiltered(&line));
         }
