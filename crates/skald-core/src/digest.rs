@@ -158,11 +158,27 @@ pub fn digest(text: &str, settings: &DigestSettings) -> Digest {
 /// are neither text nor image) noted as `[image: media/type]` / `[type]` at the front of the
 /// summary, where the budget cannot push them out.
 pub fn digest_blocks(blocks: &[Block], settings: &DigestSettings) -> Digest {
+    // One text block (the usual tool result) is read where it is, not copied.
+    let mut texts = blocks.iter().filter_map(|block| match block {
+        Block::Text(text) => Some(text.text.as_str()),
+        Block::Image(_)
+        | Block::Thinking(_)
+        | Block::ToolCall(_)
+        | Block::ToolResult(_)
+        | Block::Opaque(_) => None,
+    });
+    let single = match (texts.next(), texts.next()) {
+        (Some(only), None) => Some(only),
+        (Some(_), Some(_)) | (None, _) => None,
+    };
     let mut text = String::new();
     let mut notes = Vec::new();
     for block in blocks {
         match block {
             Block::Text(block) => {
+                if single.is_some() {
+                    continue;
+                }
                 if !text.is_empty() {
                     text.push('\n');
                 }
@@ -183,7 +199,7 @@ pub fn digest_blocks(blocks: &[Block], settings: &DigestSettings) -> Digest {
             }
         }
     }
-    digest_with_notes(&text, &notes, settings)
+    digest_with_notes(single.unwrap_or(&text), &notes, settings)
 }
 
 fn image_label(source: &ImageSource) -> String {

@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::message::{Block, Extra, ImageBlock, ImageSource, TextBlock};
+use crate::swar::{bytes_between, bytes_equal, load_word};
 
 /// The opening of a placeholder token.
 pub const REF_PREFIX: &str = "[REF_ID: ";
@@ -275,19 +276,73 @@ fn write_blocks(out: &mut Vec<u8>, blocks: &[Block]) -> serde_json::Result<()> {
     Ok(())
 }
 
+/// `text` as a JSON string, escaped exactly as serde_json escapes it (`\"`, `\\`, `\n`, `\r`,
+/// `\t`, `\b`, `\f`, other control characters as `\u00xx`, everything else as it is). The
+/// large texts of a payload are mostly runs with nothing to escape: those are found eight bytes
+/// at a time and copied whole.
+fn write_json_string(out: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut copied = 0;
+    let mut pos = 0;
+    while pos < bytes.len() {
+        if pos + 8 <= bytes.len() {
+            let word = load_word(bytes, pos);
+            let special =
+                bytes_between(word, 0, 0x1f) | bytes_equal(word, b'"') | bytes_equal(word, b'\\');
+            if special == 0 {
+                pos += 8;
+                continue;
+            }
+            pos += (special.trailing_zeros() / 8) as usize;
+        }
+        let Some(&byte) = bytes.get(pos) else {
+            break;
+        };
+        let escape: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => &[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0x0f)],
+            ],
+            _ => {
+                pos += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(bytes.get(copied..pos).unwrap_or_default());
+        out.extend_from_slice(escape);
+        pos += 1;
+        copied = pos;
+    }
+    out.extend_from_slice(bytes.get(copied..).unwrap_or_default());
+    out.push(b'"');
+}
+
 /// One block as a JSON object with `type` first, then the fields in a fixed order.
 fn write_block(out: &mut Vec<u8>, block: &Block) -> serde_json::Result<()> {
     match block {
         Block::Text(text) => {
             out.extend_from_slice(br#"{"type":"text","text":"#);
-            serde_json::to_writer(&mut *out, &text.text)?;
+            write_json_string(out, &text.text);
         }
         Block::Image(image) => match &image.source {
             ImageSource::Base64 { media_type, data } => {
                 out.extend_from_slice(br#"{"type":"image","media_type":"#);
                 serde_json::to_writer(&mut *out, media_type)?;
                 out.extend_from_slice(br#","data":"#);
-                serde_json::to_writer(&mut *out, data)?;
+                write_json_string(out, data);
             }
             ImageSource::Url { url } => {
                 out.extend_from_slice(br#"{"type":"image","url":"#);
@@ -296,7 +351,7 @@ fn write_block(out: &mut Vec<u8>, block: &Block) -> serde_json::Result<()> {
         },
         Block::Thinking(thinking) => {
             out.extend_from_slice(br#"{"type":"thinking","thinking":"#);
-            serde_json::to_writer(&mut *out, &thinking.thinking)?;
+            write_json_string(out, &thinking.thinking);
         }
         Block::ToolCall(call) => {
             out.extend_from_slice(br#"{"type":"tool_call","id":"#);
@@ -506,6 +561,35 @@ mod tests {
             payload.to_bytes(),
             br#"[{"type":"text","text":"line 1\nline 2"}]"#
         );
+    }
+
+    #[test]
+    fn strings_are_escaped_exactly_as_serde_json_escapes_them() {
+        let mut texts: Vec<String> = (0u8..=0x7f).map(|b| char::from(b).to_string()).collect();
+        // Every byte at every offset of a word, among text that needs no escaping.
+        for b in 0u8..=0x7f {
+            for offset in 0..17 {
+                let mut text = "abcdefghijklmnopq".to_owned();
+                text.insert(offset, char::from(b));
+                texts.push(text);
+            }
+        }
+        texts.extend(
+            [
+                "",
+                "é日本🦀 plain",
+                "a\u{7f}b\u{80}c",
+                "\"\"\\\\\n\n",
+                "tail\u{1}",
+            ]
+            .map(String::from),
+        );
+        texts.push("x".repeat(1000) + "\u{0}" + &"y\t".repeat(300));
+        for text in texts {
+            let mut out = Vec::new();
+            write_json_string(&mut out, &text);
+            assert_eq!(out, serde_json::to_vec(&text).unwrap(), "{text:?}");
+        }
     }
 
     #[test]

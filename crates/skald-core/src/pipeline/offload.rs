@@ -212,7 +212,7 @@ fn classify(result: &ToolResult, settings: &OffloadSettings) -> Memo {
     if result.tool_name.as_deref() == Some(FETCH_TOOL_NAME) {
         return not;
     }
-    let text = text_of(result);
+    let text = text_in(result);
     if text.chars().count() <= settings.compress_threshold || contains_ref(&text) {
         return not;
     }
@@ -243,6 +243,23 @@ fn text_bytes(result: &ToolResult) -> usize {
 /// The joined text of a result's text blocks.
 pub fn text_of(result: &ToolResult) -> String {
     crate::message::join_text(&result.content)
+}
+
+/// [`text_of`], borrowed when the result has a single text block (the usual case): joining
+/// would copy the whole output.
+fn text_in(result: &ToolResult) -> std::borrow::Cow<'_, str> {
+    let mut texts = result.content.iter().filter_map(|block| match block {
+        Block::Text(text) => Some(text.text.as_str()),
+        Block::Image(_)
+        | Block::Thinking(_)
+        | Block::ToolCall(_)
+        | Block::ToolResult(_)
+        | Block::Opaque(_) => None,
+    });
+    match (texts.next(), texts.next()) {
+        (Some(only), None) => std::borrow::Cow::Borrowed(only),
+        (Some(_), Some(_)) | (None, _) => std::borrow::Cow::Owned(text_of(result)),
+    }
 }
 
 /// True when `text` starts like an OpenClaw workspace file (`# SOUL.md - Who You Are`).
