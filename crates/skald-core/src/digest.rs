@@ -456,8 +456,9 @@ struct Scan<'a> {
     nonempty_outside_fences: usize,
     code_lines: usize,
     lang_votes: BTreeMap<&'static str, usize>,
-    // Log.
-    level_lines: usize,
+    // Log. Whether enough lines state a level is decided after the pass ([`Scan::is_log`]),
+    // looking at only as many of these lines as the decision needs.
+    log_lines: Vec<&'a str>,
     ts_lines: usize,
     // Diff.
     diff_headers: usize,
@@ -570,13 +571,36 @@ impl<'a> Scan<'a> {
         }
     }
 
-    fn log_line(&mut self, line: &str) {
-        if log_level(line).is_some() {
-            self.level_lines += 1;
-        }
+    fn log_line(&mut self, line: &'a str) {
+        self.log_lines.push(line);
         if find_timestamp(line).is_some() {
             self.ts_lines += 1;
         }
+    }
+
+    /// Whether the scanned text is a log: lines stating a level make up 10% of the `nonempty`
+    /// lines of a text whose lines are 30% timestamped, or 60% of any text of three lines or
+    /// more. Lines are checked only until that is settled either way.
+    fn is_log(&self, nonempty: usize) -> bool {
+        let timed = (self.ts_lines * 10 >= nonempty * 3).then_some(nonempty.div_ceil(10));
+        let leveled = (nonempty >= 3).then_some((nonempty * 6).div_ceil(10));
+        let Some(needed) = timed.into_iter().chain(leveled).min() else {
+            return false;
+        };
+        let needed = needed.max(1);
+        let mut found = 0;
+        for (checked, line) in self.log_lines.iter().enumerate() {
+            if found + (self.log_lines.len() - checked) < needed {
+                return false;
+            }
+            if log_level(line).is_some() {
+                found += 1;
+                if found >= needed {
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     fn diff_line(&mut self, line: &str) {
@@ -960,9 +984,7 @@ fn detect<'a>(input: &Input<'a>) -> Detected<'a> {
     if scan.diff_headers >= 1 && scan.hunks >= 1 {
         return Detected::Diff(scan);
     }
-    let timed_log = scan.ts_lines * 10 >= n * 3 && scan.level_lines * 10 >= n;
-    let leveled_log = n >= 3 && scan.level_lines * 10 >= n * 6;
-    if scan.level_lines >= 1 && (timed_log || leveled_log) {
+    if scan.is_log(n) {
         return Detected::Log;
     }
     if let Some(table) = table_shape(input) {
@@ -1970,20 +1992,31 @@ fn words_of(text: &str) -> impl Iterator<Item = &str> {
 /// The most frequent words (four letters or more, stopwords out) of the text's first 4 KiB,
 /// counted as written.
 fn keywords(body: &str) -> Vec<String> {
-    // Ranked by count, then first position (unique): the map's order never shows.
-    let mut counts: HashMap<&str, (usize, usize), Fnv> = HashMap::default();
-    let words = words_of(prefix_bytes(body, 4 * 1024)).filter(|w| {
-        w.len() >= 4
-            && if w.is_ascii() {
-                w.bytes().any(|b| b.is_ascii_alphabetic())
-            } else {
-                w.chars().any(char::is_alphabetic)
-            }
-    });
-    for (position, word) in words.enumerate() {
-        if is_stopword(word) || word.bytes().all(|b| b.is_ascii_hexdigit()) {
+    let text = prefix_bytes(body, 4 * 1024);
+    // Ranked by count, then first appearance (unique): the map's order never shows.
+    let mut counts: HashMap<&str, (usize, usize), Fnv> =
+        HashMap::with_capacity_and_hasher(256, Fnv::default());
+    for word in words_of(text) {
+        if word.len() < 4 {
             continue;
         }
+        // One pass over an ASCII word tells whether it has a letter and whether it is all hex
+        // digits; words with other characters take the general path.
+        let (mut any, mut all) = (0u8, u8::MAX);
+        for &b in word.as_bytes() {
+            let class = KEYWORD_CLASS.get(usize::from(b)).copied().unwrap_or(0);
+            any |= class;
+            all &= class;
+        }
+        let lettered = if any & NON_ASCII == 0 {
+            any & LETTER != 0
+        } else {
+            word.chars().any(char::is_alphabetic)
+        };
+        if !lettered || all & HEX_DIGIT != 0 || is_stopword(word) {
+            continue;
+        }
+        let position = word.as_ptr() as usize - text.as_ptr() as usize;
         counts.entry(word).or_insert((0, position)).0 += 1;
     }
     let mut ranked: Vec<(&str, (usize, usize))> =
@@ -1995,6 +2028,30 @@ fn keywords(body: &str) -> Vec<String> {
         .map(|(w, _)| clean_inline(w, 30))
         .collect()
 }
+
+const LETTER: u8 = 1;
+const HEX_DIGIT: u8 = 2;
+const NON_ASCII: u8 = 4;
+
+/// Byte classes for [`keywords`].
+static KEYWORD_CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        if byte.is_ascii_alphabetic() {
+            table[b] |= LETTER;
+        }
+        if byte.is_ascii_hexdigit() {
+            table[b] |= HEX_DIGIT;
+        }
+        if !byte.is_ascii() {
+            table[b] |= NON_ASCII;
+        }
+        b += 1;
+    }
+    table
+};
 
 // ---------------------------------------------------------------------------------------------
 // Facts every kind keeps: exit code, status, first error, failing tests, identifiers.
@@ -3304,6 +3361,41 @@ mod tests {
             line in "(ERROR|WARN|INFO|DEBUG|TRACE|FATAL|CRITICAL|error|warn|info|Debug|level=|level=\"|[A-Z]{1,5}|[a-z ]{1,6}|[\\[\\]=\"_:.é ]){0,24}"
         ) {
             proptest::prop_assert_eq!(log_level(&line), log_level_unfiltered(&line));
+        }
+    }
+
+    /// The log decision as it was made before [`Scan::is_log`]: from the full counts.
+    fn is_log_by_counting(scan: &Scan<'_>, n: usize) -> bool {
+        let levels = scan
+            .log_lines
+            .iter()
+            .filter(|l| log_level(l).is_some())
+            .count();
+        let timed_log = scan.ts_lines * 10 >= n * 3 && levels * 10 >= n;
+        let leveled_log = n >= 3 && levels * 10 >= n * 6;
+        levels >= 1 && (timed_log || leveled_log)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_log_decision_stops_early_but_decides_as_the_counts_do(
+            kinds in proptest::collection::vec(0u8..6, 0..40)
+        ) {
+            let text: String = kinds
+                .iter()
+                .map(|kind| match kind {
+                    0 => "2024-01-01 10:00:00 INFO started\n",
+                    1 => "[error] no timestamp\n",
+                    2 => "12:30:45 plain with a time\n",
+                    3 => "just words\n",
+                    4 => "\n",
+                    _ => "```\n",
+                })
+                .collect();
+            let input = Input::new(&text);
+            let scan = Scan::over(input.sample(), ScanFor::Detection);
+            let n = scan.nonempty;
+            proptest::prop_assert_eq!(scan.is_log(n), is_log_by_counting(&scan, n));
         }
     }
 
