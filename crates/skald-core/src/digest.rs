@@ -399,7 +399,7 @@ fn is_harness_tag(line: &str) -> bool {
     if !trim_start_fast(line).starts_with('<') {
         return false;
     }
-    let t = line.trim();
+    let t = trim_fast(line);
     t.len() >= 3
         && t.len() <= 40
         && t.starts_with('<')
@@ -1678,32 +1678,63 @@ fn diff_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
         .details(changes)
 }
 
-/// Words that may precede a definition keyword.
-const MODIFIERS: &[&str] = &[
-    "pub",
-    "pub(crate)",
-    "pub(super)",
-    "export",
-    "default",
-    "async",
-    "static",
-    "abstract",
-    "public",
-    "private",
-    "protected",
-    "final",
-    "unsafe",
-    "extern",
-    "inline",
-    "virtual",
-    "override",
-];
-
 /// A function or type a line defines: `pub async fn name`, `def name(`, `class Name:`,
 /// `func (r *T) Name(`, `impl<T> Name`, `defmodule A.B do`.
 enum Definition<'a> {
     Function(&'a str),
     Type(&'a str),
+}
+
+/// Words that may precede a definition keyword (a `match`, which compiles to a few
+/// comparisons).
+fn is_modifier(word: &str) -> bool {
+    matches!(
+        word,
+        "pub"
+            | "pub(crate)"
+            | "pub(super)"
+            | "export"
+            | "default"
+            | "async"
+            | "static"
+            | "abstract"
+            | "public"
+            | "private"
+            | "protected"
+            | "final"
+            | "unsafe"
+            | "extern"
+            | "inline"
+            | "virtual"
+            | "override"
+    )
+}
+
+/// `text.split_whitespace()`, classifying ASCII bytes without decoding them.
+fn whitespace_words(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let word = trim_start_fast(rest);
+        let bytes = word.as_bytes();
+        let mut end = 0;
+        while let Some(&b) = bytes.get(end) {
+            if b < 0x80 {
+                if is_ascii_space(b) {
+                    break;
+                }
+                end += 1;
+            } else {
+                let c = word.get(end..).and_then(|tail| tail.chars().next())?;
+                if c.is_whitespace() {
+                    break;
+                }
+                end += c.len_utf8();
+            }
+        }
+        let (word, after) = word.split_at_checked(end)?;
+        rest = after;
+        (!word.is_empty()).then_some(word)
+    })
 }
 
 fn definition(line: &str) -> Option<Definition<'_>> {
@@ -1716,9 +1747,9 @@ fn definition(line: &str) -> Option<Definition<'_>> {
     {
         return None;
     }
-    let mut words = prefix_bytes(line, LINE_HEAD_BYTES).split_whitespace();
+    let mut words = whitespace_words(prefix_bytes(line, LINE_HEAD_BYTES));
     let mut keyword = words.next()?;
-    while MODIFIERS.contains(&keyword) {
+    while is_modifier(keyword) {
         keyword = words.next()?;
     }
     let is_function = matches!(
@@ -2275,7 +2306,7 @@ fn key_lines(input: &Input<'_>, error_index: Option<usize>, kind: ContentKind) -
 
 /// Test and build summary lines: `2 failed, 10 passed in 0.3s`, `test result: FAILED. …`.
 fn is_status_line(line: &str) -> bool {
-    let t = line.trim();
+    let t = trim_fast(line);
     if t.is_empty() || t.len() > 300 {
         return false;
     }
@@ -2608,7 +2639,11 @@ fn prefer_containing(ranked: &mut Vec<&str>) {
             .iter()
             .enumerate()
             .skip(i + 1)
-            .filter(|(_, other)| other.len() <= current.len() + 60 && other.contains(current))
+            .filter(|(_, other)| {
+                // Only a longer one can contain it: the length test spares setting up a search.
+                (current.len()..=current.len() + 60).contains(&other.len())
+                    && other.contains(current)
+            })
             .max_by_key(|(j, other)| (other.len(), std::cmp::Reverse(*j)))
             .map(|(j, _)| j);
         if let Some(j) = longer {
@@ -3397,6 +3432,29 @@ mod tests {
             let n = scan.nonempty;
             proptest::prop_assert_eq!(scan.is_log(n), is_log_by_counting(&scan, n));
         }
+    }
+
+    #[test]
+    fn whitespace_words_split_like_the_standard_splitter() {
+        for text in [
+            "",
+            "   ",
+            "pub async fn name(x)",
+            "\tdef  f(\u{b}a):\u{85}b\u{3000}c ",
+            "é\u{a0}ü x",
+            "word",
+        ] {
+            let expected: Vec<&str> = text.split_whitespace().collect();
+            assert_eq!(
+                whitespace_words(text).collect::<Vec<_>>(),
+                expected,
+                "{text:?}"
+            );
+        }
+        for modifier in ["pub", "pub(crate)", "async", "static", "export", "override"] {
+            assert!(is_modifier(modifier));
+        }
+        assert!(!is_modifier("fn") && !is_modifier("pub(in") && !is_modifier("Pub"));
     }
 
     #[test]

@@ -266,7 +266,7 @@ pub fn mentions_identifier(haystack: &str, identifier: &str) -> bool {
         return true;
     }
     if !is_pure_hex(identifier) {
-        return haystack.contains(identifier);
+        return memchr::memmem::find(haystack.as_bytes(), identifier.as_bytes()).is_some();
     }
     let needle = identifier.as_bytes();
     let Some(&first) = needle.first() else {
