@@ -57,7 +57,7 @@ use serde_json::Value;
 
 use crate::identifiers::{self, is_pure_hex, mentions_identifier, normalize_identifier};
 use crate::message::{Block, ImageSource};
-use crate::swar::{bytes_equal, load_word, lower_bytes, upper_bytes};
+use crate::swar::{bytes_equal, load_word, lower_bytes, not_ascii_space_lanes, upper_bytes};
 
 /// The seed's default `sccsSummaryMaxChars`.
 pub const DEFAULT_SUMMARY_MAX_CHARS: usize = 300;
@@ -2387,12 +2387,14 @@ fn failed_tests(input: &Input<'_>) -> Vec<String> {
 /// Lines that point at a place: traceback frames, compiler locations, stack frames, pytest's
 /// `path:line: Error` lines.
 fn is_pointer_line(t: &str) -> bool {
-    if t.starts_with("File \"")
-        || t.starts_with("--> ")
-        || t.starts_with("at ")
-        || t.starts_with("FAILED")
-        || (t.starts_with("thread '") && t.contains("panicked at"))
-    {
+    let marked = match t.as_bytes().first() {
+        Some(b'F') => t.starts_with("File \"") || t.starts_with("FAILED"),
+        Some(b'-') => t.starts_with("--> "),
+        Some(b'a') => t.starts_with("at "),
+        Some(b't') => t.starts_with("thread '") && t.contains("panicked at"),
+        Some(_) | None => false,
+    };
+    if marked {
         return true;
     }
     // `path:12: SomeError` — the location is the first word.
@@ -2421,12 +2423,13 @@ fn first_word_until_space(t: &str) -> &str {
 /// Diff headers name files the diff summary already lists; as identifiers their `a/…`, `b/…`
 /// and mode numbers are noise.
 fn is_diff_header(t: &str) -> bool {
-    t.starts_with("diff --git ")
-        || t.starts_with("--- a/")
-        || t.starts_with("+++ b/")
-        || t.starts_with("--- /dev/null")
-        || t.starts_with("+++ /dev/null")
-        || (t.starts_with("index ") && t.contains(".."))
+    match t.as_bytes().first() {
+        Some(b'd') => t.starts_with("diff --git "),
+        Some(b'-') => t.starts_with("--- a/") || t.starts_with("--- /dev/null"),
+        Some(b'+') => t.starts_with("+++ b/") || t.starts_with("+++ /dev/null"),
+        Some(b'i') => t.starts_with("index ") && t.contains(".."),
+        Some(_) | None => false,
+    }
 }
 
 /// How much each line's identifiers matter: 3 on the first error line and the location that
@@ -3026,14 +3029,31 @@ fn is_ascii_space(b: u8) -> bool {
 /// `text.trim_start()`, without decoding characters while the text starts with ASCII (most
 /// lines): only a non-ASCII byte at the cut needs the Unicode-aware trim.
 fn trim_start_fast(text: &str) -> &str {
-    let start = text
-        .bytes()
-        .position(|b| !is_ascii_space(b))
-        .unwrap_or(text.len());
+    let bytes = text.as_bytes();
+    let start = match bytes.first() {
+        Some(&b) if b < 0x80 && !is_ascii_space(b) => return text,
+        Some(_) => leading_ascii_space(bytes),
+        None => return text,
+    };
     match text.as_bytes().get(start) {
         Some(&b) if b >= 0x80 => text.trim_start(),
         Some(_) | None => text.get(start..).unwrap_or(""),
     }
+}
+
+/// How many bytes `bytes` starts with that are ASCII whitespace; indentation is tested eight
+/// bytes at a time.
+fn leading_ascii_space(bytes: &[u8]) -> usize {
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let other = not_ascii_space_lanes(load_word(bytes, pos));
+        if other != 0 {
+            // Lanes past the end are zeros, which are not whitespace: never past `len`.
+            return (pos + (other.trailing_zeros() / 8) as usize).min(bytes.len());
+        }
+        pos += 8;
+    }
+    bytes.len()
 }
 
 /// `text.trim_end()`, with the same fast path as [`trim_start_fast`].

@@ -46,6 +46,12 @@ pub(crate) fn hex_bytes(word: u64) -> u64 {
     bytes_between(word, b'0', b'9') | bytes_between(word | (LANES_01 * 0x20), b'a', b'f')
 }
 
+/// Lanes that are not ASCII whitespace (`char::is_whitespace`'s: space, `\t`, `\n`, `\x0B`,
+/// `\x0C`, `\r`).
+pub(crate) fn not_ascii_space_lanes(word: u64) -> u64 {
+    !(bytes_equal(word, b' ') | bytes_between(word, 0x09, 0x0d)) & LANES_80
+}
+
 /// Lanes holding an ASCII uppercase letter.
 pub(crate) fn upper_bytes(word: u64) -> u64 {
     bytes_between(word, b'A', b'Z')
@@ -82,6 +88,8 @@ mod tests {
                     "{b:#x}"
                 );
                 let digit = bytes_between(word, b'0', b'9');
+                let space = matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+                assert_eq!(not_ascii_space_lanes(word) & bit == 0, space, "{b:#x}");
                 assert_eq!(digit & bit != 0, b.is_ascii_digit(), "{b:#x}");
                 for probe in [b'/', b':', 0, 0x80, 0xff, b'a'] {
                     assert_eq!(bytes_equal(word, probe) & bit != 0, b == probe, "{b:#x}");
