@@ -456,19 +456,17 @@ struct Scan<'a> {
     nonempty_outside_fences: usize,
     code_lines: usize,
     lang_votes: BTreeMap<&'static str, usize>,
-    // Log. Whether enough lines state a level is decided after the pass ([`Scan::is_log`]),
-    // looking at only as many of these lines as the decision needs.
-    log_lines: Vec<&'a str>,
+    /// The lines outside fences. What is decided by whether enough of them have some shape (a
+    /// log level, a grep hit, a listing entry) is decided after the pass ([`Scan::reaches`]),
+    /// looking at only as many of them as the decision needs.
+    content_lines: Vec<&'a str>,
+    // Log.
     ts_lines: usize,
     // Diff.
     diff_headers: usize,
     hunks: usize,
     added: usize,
     removed: usize,
-    // Plain-text shapes.
-    grep_lines: usize,
-    ls_long_lines: usize,
-    bare_names: usize,
 }
 
 /// What a pass over lines looks for: everything (detection), or only what a Markdown or diff
@@ -506,7 +504,9 @@ impl<'a> Scan<'a> {
                 in_fence = !in_fence;
                 continue;
             }
-            scan.links += count_links(prefix_bytes(line, 4 * LINE_HEAD_BYTES));
+            if purpose == ScanFor::Markdown {
+                scan.links += count_links(prefix_bytes(line, 4 * LINE_HEAD_BYTES));
+            }
             if in_fence {
                 continue;
             }
@@ -515,9 +515,9 @@ impl<'a> Scan<'a> {
                 ScanFor::Detection => {
                     scan.markdown_line(line, trimmed_start, trimmed);
                     scan.code_line(trimmed);
+                    scan.content_lines.push(line);
                     scan.log_line(line);
                     scan.diff_line(line);
-                    scan.plain_line(trimmed);
                 }
                 ScanFor::Markdown => scan.markdown_line(line, trimmed_start, trimmed),
                 ScanFor::Diff => scan.diff_line(line),
@@ -572,7 +572,6 @@ impl<'a> Scan<'a> {
     }
 
     fn log_line(&mut self, line: &'a str) {
-        self.log_lines.push(line);
         if find_timestamp(line).is_some() {
             self.ts_lines += 1;
         }
@@ -580,27 +579,50 @@ impl<'a> Scan<'a> {
 
     /// Whether the scanned text is a log: lines stating a level make up 10% of the `nonempty`
     /// lines of a text whose lines are 30% timestamped, or 60% of any text of three lines or
-    /// more. Lines are checked only until that is settled either way.
+    /// more.
     fn is_log(&self, nonempty: usize) -> bool {
         let timed = (self.ts_lines * 10 >= nonempty * 3).then_some(nonempty.div_ceil(10));
         let leveled = (nonempty >= 3).then_some((nonempty * 6).div_ceil(10));
         let Some(needed) = timed.into_iter().chain(leveled).min() else {
             return false;
         };
-        let needed = needed.max(1);
+        self.reaches(needed.max(1), |line| log_level(line).is_some())
+    }
+
+    /// Whether at least `needed` of the content lines pass `test`; lines are tested only until
+    /// that is settled either way.
+    fn reaches(&self, needed: usize, test: impl Fn(&'a str) -> bool) -> bool {
         let mut found = 0;
-        for (checked, line) in self.log_lines.iter().enumerate() {
-            if found + (self.log_lines.len() - checked) < needed {
+        for (checked, line) in self.content_lines.iter().enumerate() {
+            if found >= needed {
+                return true;
+            }
+            if found + (self.content_lines.len() - checked) < needed {
                 return false;
             }
-            if log_level(line).is_some() {
+            if test(line) {
                 found += 1;
-                if found >= needed {
-                    return true;
-                }
             }
         }
-        false
+        found >= needed
+    }
+
+    /// Whether at least `needed` content lines are grep hits (`path:12:…`).
+    fn grep_lines_reach(&self, needed: usize) -> bool {
+        self.reaches(needed, |line| grep_hit(trim_fast(line)).is_some())
+    }
+
+    /// Whether at least `needed` content lines are `ls -l` lines.
+    fn ls_long_lines_reach(&self, needed: usize) -> bool {
+        self.reaches(needed, |line| is_ls_long(trim_fast(line)))
+    }
+
+    /// Whether at least `needed` content lines are `ls -l` lines or bare file names.
+    fn listing_lines_reach(&self, needed: usize) -> bool {
+        self.reaches(needed, |line| {
+            let t = trim_fast(line);
+            is_ls_long(t) || is_bare_name(t)
+        })
     }
 
     fn diff_line(&mut self, line: &str) {
@@ -614,17 +636,18 @@ impl<'a> Scan<'a> {
             self.removed += 1;
         }
     }
+}
 
-    fn plain_line(&mut self, t: &str) {
-        if grep_hit(t).is_some() {
-            self.grep_lines += 1;
-        }
-        if is_ls_long(t) {
-            self.ls_long_lines += 1;
-        } else if is_bare_name(t) {
-            self.bare_names += 1;
-        }
-    }
+/// The Markdown links [`Scan::over`] counts for its Markdown pass: in every non-empty line but
+/// the fences themselves.
+fn links_over<'l, 'a: 'l>(lines: impl Iterator<Item = &'l Line<'a>>) -> usize {
+    lines
+        .filter(|line| {
+            let trimmed = trim_end_fast(line.trimmed_start);
+            !trimmed.is_empty() && !trimmed.starts_with("```") && !trimmed.starts_with("~~~")
+        })
+        .map(|line| count_links(prefix_bytes(line.text, 4 * LINE_HEAD_BYTES)))
+        .sum()
 }
 
 /// Markdown links (`](`) in a line.
@@ -991,11 +1014,23 @@ fn detect<'a>(input: &Input<'a>) -> Detected<'a> {
         return Detected::Table(table);
     }
     let codeish = scan.code_lines * 10 >= scan.nonempty_outside_fences.max(1) * 3;
-    let markdown_features = scan.list_items + scan.fences + scan.links;
-    if !scan.headings.is_empty() && markdown_features >= 1 && !codeish {
-        return Detected::Markdown(scan);
+    if !scan.headings.is_empty() && !codeish {
+        // Links matter only here (and in the Markdown summary): counted only now.
+        let mut scan = scan;
+        scan.links = links_over(input.sample());
+        if scan.list_items + scan.fences + scan.links >= 1 {
+            return Detected::Markdown(scan);
+        }
+        return not_markdown(scan, codeish, n);
     }
-    if codeish && scan.grep_lines * 2 < n && scan.ls_long_lines * 2 < n {
+    not_markdown(scan, codeish, n)
+}
+
+/// The rest of [`detect`], once the text is known not to be Markdown.
+fn not_markdown(scan: Scan<'_>, codeish: bool, n: usize) -> Detected<'_> {
+    // `hits * 2 < n`: fewer than half the lines.
+    let half = n.div_ceil(2);
+    if codeish && !scan.grep_lines_reach(half) && !scan.ls_long_lines_reach(half) {
         return Detected::Code(scan);
     }
     Detected::Plain(scan)
@@ -1839,10 +1874,10 @@ fn code_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
 
 fn plain_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
     let n = scan.nonempty;
-    if n >= 3 && scan.grep_lines * 10 >= n * 6 {
+    if n >= 3 && scan.grep_lines_reach((n * 6).div_ceil(10)) {
         return grep_summary(input);
     }
-    if n >= 3 && (scan.ls_long_lines + scan.bare_names) * 10 >= n * 8 {
+    if n >= 3 && scan.listing_lines_reach((n * 8).div_ceil(10)) {
         return listing_summary(input);
     }
     let mut head = format!(
@@ -3422,7 +3457,7 @@ mod tests {
     /// The log decision as it was made before [`Scan::is_log`]: from the full counts.
     fn is_log_by_counting(scan: &Scan<'_>, n: usize) -> bool {
         let levels = scan
-            .log_lines
+            .content_lines
             .iter()
             .filter(|l| log_level(l).is_some())
             .count();
@@ -3475,6 +3510,52 @@ mod tests {
             assert!(is_modifier(modifier));
         }
         assert!(!is_modifier("fn") && !is_modifier("pub(in") && !is_modifier("Pub"));
+    }
+
+    #[test]
+    fn links_are_counted_alike_on_demand_and_by_the_markdown_pass() {
+        let text = "# T\n[a](x) and [b](y)\n```\n[c](z)\n```\n- [d](w)\n  \n~~~ [e](v)\n";
+        let input = Input::new(text);
+        let full = Scan::over(input.sample(), ScanFor::Markdown);
+        assert_eq!(full.links, 4);
+        assert_eq!(links_over(input.sample()), full.links);
+        let Detected::Markdown(detected) = detect(&input) else {
+            panic!("not detected as Markdown");
+        };
+        assert_eq!(detected.links, 4);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn shape_thresholds_stop_early_but_decide_as_the_counts_do(
+            kinds in proptest::collection::vec(0u8..7, 0..30)
+        ) {
+            let text: String = kinds
+                .iter()
+                .map(|kind| match kind {
+                    0 => "src/a.rs:12: let x = 1;\n",
+                    1 => "drwxr-xr-x  2 user staff  64 Jan  1 10:00 dir\n",
+                    2 => "notes.txt\n",
+                    3 => "some words here\n",
+                    4 => "fn x() {\n",
+                    5 => "  \n",
+                    _ => "```\n",
+                })
+                .collect();
+            let input = Input::new(&text);
+            let scan = Scan::over(input.sample(), ScanFor::Detection);
+            let count = |test: &dyn Fn(&str) -> bool| {
+                scan.content_lines.iter().filter(|l| test(trim_fast(l))).count()
+            };
+            let grep = count(&|t| grep_hit(t).is_some());
+            let ls = count(&|t| is_ls_long(t));
+            let listing = count(&|t| is_ls_long(t) || is_bare_name(t));
+            for needed in 0..=scan.content_lines.len() + 1 {
+                proptest::prop_assert_eq!(scan.grep_lines_reach(needed), grep >= needed);
+                proptest::prop_assert_eq!(scan.ls_long_lines_reach(needed), ls >= needed);
+                proptest::prop_assert_eq!(scan.listing_lines_reach(needed), listing >= needed);
+            }
+        }
     }
 
     #[test]
