@@ -57,7 +57,7 @@ use serde_json::Value;
 
 use crate::identifiers::{self, is_pure_hex, mentions_identifier, normalize_identifier};
 use crate::message::{Block, ImageSource};
-use crate::swar::{bytes_equal, load_word, lower_bytes, not_ascii_space_lanes, upper_bytes};
+use crate::swar::{bytes_equal, load_word, lower_bytes, upper_bytes};
 
 /// The seed's default `sccsSummaryMaxChars`.
 pub const DEFAULT_SUMMARY_MAX_CHARS: usize = 300;
@@ -3067,28 +3067,16 @@ fn trim_start_fast(text: &str) -> &str {
     let bytes = text.as_bytes();
     let start = match bytes.first() {
         Some(&b) if b < 0x80 && !is_ascii_space(b) => return text,
-        Some(_) => leading_ascii_space(bytes),
+        Some(_) => bytes
+            .iter()
+            .position(|b| !is_ascii_space(*b))
+            .unwrap_or(bytes.len()),
         None => return text,
     };
     match text.as_bytes().get(start) {
         Some(&b) if b >= 0x80 => text.trim_start(),
         Some(_) | None => text.get(start..).unwrap_or(""),
     }
-}
-
-/// How many bytes `bytes` starts with that are ASCII whitespace; indentation is tested eight
-/// bytes at a time.
-fn leading_ascii_space(bytes: &[u8]) -> usize {
-    let mut pos = 0;
-    while pos < bytes.len() {
-        let other = not_ascii_space_lanes(load_word(bytes, pos));
-        if other != 0 {
-            // Lanes past the end are zeros, which are not whitespace: never past `len`.
-            return (pos + (other.trailing_zeros() / 8) as usize).min(bytes.len());
-        }
-        pos += 8;
-    }
-    bytes.len()
 }
 
 /// `text.trim_end()`, with the same fast path as [`trim_start_fast`].
