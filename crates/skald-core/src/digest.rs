@@ -871,6 +871,16 @@ fn line_at<'l, 'a>(
 /// an ISO date and right over a fraction and `Z`.
 fn find_timestamp(line: &str) -> Option<&str> {
     let bytes = prefix_bytes(line, 48).as_bytes();
+    // `HH:MM:SS` has two colons: most lines have fewer, counted eight bytes at a time.
+    let mut colons = 0;
+    let mut pos = 0;
+    while colons < 2 && pos < bytes.len() {
+        colons += bytes_equal(load_word(bytes, pos), b':').count_ones();
+        pos += 8;
+    }
+    if colons < 2 {
+        return None;
+    }
     let digit = |k: usize| bytes.get(k).is_some_and(u8::is_ascii_digit);
     let colon = |k: usize| bytes.get(k) == Some(&b':');
     let mut from = 0;
@@ -3196,6 +3206,11 @@ mod tests {
         assert_eq!(find_timestamp("at 10:12 sharp"), None);
         assert_eq!(find_timestamp("version 1:2:3"), None);
         assert_eq!(find_timestamp("id 123:45:67"), None);
+        // Only the first 48 bytes are looked at.
+        let late = format!("{}10:12:00", " ".repeat(40));
+        assert_eq!(find_timestamp(&late), Some("10:12:00"));
+        assert_eq!(find_timestamp(&format!(" {late}")), None);
+        assert_eq!(find_timestamp("a:b 10:12:00"), Some("10:12:00"));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::message::{Block, Extra, ImageBlock, ImageSource, TextBlock};
-use crate::swar::{bytes_between, bytes_equal, load_word};
+use crate::swar::{bytes_between, bytes_equal};
 
 /// The opening of a placeholder token.
 pub const REF_PREFIX: &str = "[REF_ID: ";
@@ -284,50 +284,59 @@ fn write_json_string(out: &mut Vec<u8>, text: &str) {
     let bytes = text.as_bytes();
     out.reserve(bytes.len() + 2);
     out.push(b'"');
+    // Bytes before `copied` are in `out`.
     let mut copied = 0;
-    let mut pos = 0;
-    while pos < bytes.len() {
-        if pos + 8 <= bytes.len() {
-            let word = load_word(bytes, pos);
-            let special =
-                bytes_between(word, 0, 0x1f) | bytes_equal(word, b'"') | bytes_equal(word, b'\\');
-            if special == 0 {
-                pos += 8;
-                continue;
-            }
-            pos += (special.trailing_zeros() / 8) as usize;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut base = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        let mut special =
+            bytes_between(word, 0, 0x1f) | bytes_equal(word, b'"') | bytes_equal(word, b'\\');
+        while special != 0 {
+            let at = base + (special.trailing_zeros() / 8) as usize;
+            write_escaped(out, bytes, &mut copied, at);
+            special &= special - 1;
         }
-        let Some(&byte) = bytes.get(pos) else {
-            break;
-        };
-        let escape: &[u8] = match byte {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => &[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(byte >> 4)],
-                HEX[usize::from(byte & 0x0f)],
-            ],
-            _ => {
-                pos += 1;
-                continue;
-            }
-        };
-        out.extend_from_slice(bytes.get(copied..pos).unwrap_or_default());
-        out.extend_from_slice(escape);
-        pos += 1;
-        copied = pos;
+        base += 8;
+    }
+    for at in base..bytes.len() {
+        if bytes
+            .get(at)
+            .is_some_and(|&b| b < 0x20 || b == b'"' || b == b'\\')
+        {
+            write_escaped(out, bytes, &mut copied, at);
+        }
     }
     out.extend_from_slice(bytes.get(copied..).unwrap_or_default());
     out.push(b'"');
+}
+
+/// Copies `bytes[*copied..at]` to `out`, then the escape of `bytes[at]`.
+fn write_escaped(out: &mut Vec<u8>, bytes: &[u8], copied: &mut usize, at: usize) {
+    let Some(&byte) = bytes.get(at) else {
+        return;
+    };
+    out.extend_from_slice(bytes.get(*copied..at).unwrap_or_default());
+    match byte {
+        b'"' => out.extend_from_slice(b"\\\""),
+        b'\\' => out.extend_from_slice(b"\\\\"),
+        b'\n' => out.extend_from_slice(b"\\n"),
+        b'\r' => out.extend_from_slice(b"\\r"),
+        b'\t' => out.extend_from_slice(b"\\t"),
+        0x08 => out.extend_from_slice(b"\\b"),
+        0x0c => out.extend_from_slice(b"\\f"),
+        _ => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(byte >> 4)],
+            HEX[usize::from(byte & 0x0f)],
+        ]),
+    }
+    *copied = at + 1;
 }
 
 /// One block as a JSON object with `type` first, then the fields in a fixed order.
