@@ -186,7 +186,14 @@ pub fn assemble<S: RefStore + ?Sized>(
         }
     }
     if !batch.is_empty() {
-        store.put_many(request.tenant, &batch)?;
+        if let Err(error) = store.put_many(request.tenant, &batch) {
+            // The offload memos already hold placeholders for these refs, and would hand them
+            // out on the next request without offering the refs again: forget them, so the
+            // next request recomputes (the same) placeholders and stores their refs first.
+            state.offload_cache = Default::default();
+            state.arguments_cache = Default::default();
+            return Err(error.into());
+        }
         for canonical in &batch {
             state.stored_refs.insert(canonical.id().to_string());
         }
