@@ -3036,11 +3036,17 @@ fn cut(text: &str, max: usize) -> String {
 fn clean_inline(text: &str, max: usize) -> String {
     // Most display text is short, printable ASCII with single spaces: copy it as is.
     let head = prefix_bytes(text, max);
+    let bytes = head.as_bytes();
+    // Printable, spaces single and not at either end; one pass.
+    let mut previous_space = true;
     let plain = head.len() == text.len()
-        && head.bytes().all(|b| (0x21..0x7f).contains(&b) || b == b' ')
-        && !head.contains("  ")
-        && !head.starts_with(' ')
-        && !head.ends_with(' ');
+        && bytes.last() != Some(&b' ')
+        && bytes.iter().all(|&b| {
+            let space = b == b' ';
+            let fine = (0x21..0x7f).contains(&b) || (space && !previous_space);
+            previous_space = space;
+            fine
+        });
     if plain {
         return head.to_owned();
     }
@@ -3362,6 +3368,22 @@ mod tests {
         assert_eq!(clean_inline("x\u{0}y\u{1b}[0m", 20), "x y [0m");
         assert_eq!(clean_inline("abcdefghij", 5), "abcd…");
         assert_eq!(clean_inline("plain text", 10), "plain text");
+        for text in ["", " a", "a ", "a  b", "a b c", "é x", "\tx", "x\u{7f}", "~!", "  "] {
+            let expected = if text.bytes().all(|b| (0x21..0x7f).contains(&b) || b == b' ')
+                && !text.contains("  ")
+                && !text.starts_with(' ')
+                && !text.ends_with(' ')
+            {
+                text.to_owned()
+            } else {
+                let collapsed: Vec<&str> = text
+                    .split(|c: char| c.is_whitespace() || c.is_control())
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                collapsed.join(" ")
+            };
+            assert_eq!(clean_inline(text, 20), expected, "{text:?}");
+        }
     }
 
     #[test]
