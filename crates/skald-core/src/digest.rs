@@ -484,6 +484,9 @@ impl<'a> Scan<'a> {
         'a: 'l,
     {
         let mut scan = Scan::default();
+        if purpose == ScanFor::Detection {
+            scan.content_lines.reserve(lines.size_hint().0);
+        }
         let mut in_fence = false;
         for &Line {
             text: line,
@@ -3368,7 +3371,9 @@ mod tests {
         assert_eq!(clean_inline("x\u{0}y\u{1b}[0m", 20), "x y [0m");
         assert_eq!(clean_inline("abcdefghij", 5), "abcd…");
         assert_eq!(clean_inline("plain text", 10), "plain text");
-        for text in ["", " a", "a ", "a  b", "a b c", "é x", "\tx", "x\u{7f}", "~!", "  "] {
+        for text in [
+            "", " a", "a ", "a  b", "a b c", "é x", "\tx", "x\u{7f}", "~!", "  ",
+        ] {
             let expected = if text.bytes().all(|b| (0x21..0x7f).contains(&b) || b == b' ')
                 && !text.contains("  ")
                 && !text.starts_with(' ')

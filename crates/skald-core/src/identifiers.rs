@@ -160,7 +160,7 @@ const SPAN_MERGE_GAP: usize = 32;
 /// in a row. Those are looked for eight bytes at a time; the few tokens that have one are checked
 /// exactly, and the regex runs over those that pass: in prose and code, a few percent of the
 /// text.
-pub fn candidate_spans(text: &str) -> Vec<Range<usize>> {
+fn candidate_spans(text: &str) -> Vec<Range<usize>> {
     let bytes = text.as_bytes();
     let mut spans: Vec<Range<usize>> = Vec::new();
     let mut pos = 0;

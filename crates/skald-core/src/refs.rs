@@ -530,7 +530,7 @@ mod tests {
             details: None,
             extra: Extra::new(),
         };
-        let blocks = vec![
+        let blocks = [
             Block::text(awkward),
             Block::text(""),
             Block::Image(ImageBlock {
@@ -564,7 +564,7 @@ mod tests {
                 String::from_utf8(reference_bytes(&payload.blocks)).unwrap()
             );
         }
-        // A pinned id: this payload's id must never change.
+        // Pinned bytes: this payload's bytes, and so its id, must never change.
         let payload = RefPayload::new(vec![Block::text("line 1\nline 2")]);
         assert_eq!(
             payload.to_bytes(),
