@@ -455,7 +455,8 @@ struct Scan<'a> {
     // Code (outside fences).
     nonempty_outside_fences: usize,
     code_lines: usize,
-    lang_votes: BTreeMap<&'static str, usize>,
+    /// Lines voting for each of [`LANGUAGES`].
+    lang_votes: [usize; LANGUAGES.len()],
     /// The lines outside fences. What is decided by whether enough of them have some shape (a
     /// log level, a grep hit, a listing entry) is decided after the pass ([`Scan::reaches`]),
     /// looking at only as many of them as the decision needs.
@@ -559,7 +560,9 @@ impl<'a> Scan<'a> {
     fn code_line(&mut self, t: &str) {
         let lang = keyword_language(first_word(t), t);
         if let Some(lang) = lang {
-            *self.lang_votes.entry(lang).or_default() += 1;
+            if let Some(votes) = self.lang_votes.get_mut(lang) {
+                *votes += 1;
+            }
         }
         let structural = t.ends_with('{')
             || t.ends_with('}')
@@ -671,23 +674,44 @@ fn first_word(t: &str) -> &str {
     head.get(..end).unwrap_or("")
 }
 
-/// The language a line's first word suggests, if it is a keyword of one (`code` for keywords
-/// many languages share).
-fn keyword_language(first: &str, line: &str) -> Option<&'static str> {
+/// Every language [`keyword_language`] names, by the index it returns (`code`: keywords many
+/// languages share).
+const LANGUAGES: [&str; 8] = [
+    "rust",
+    "python",
+    "elixir",
+    "javascript",
+    "go",
+    "c",
+    "java",
+    "code",
+];
+const RUST: usize = 0;
+const PYTHON: usize = 1;
+const ELIXIR: usize = 2;
+const JAVASCRIPT: usize = 3;
+const GO: usize = 4;
+const C: usize = 5;
+const JAVA: usize = 6;
+const SHARED: usize = 7;
+
+/// The language a line's first word suggests (its index in [`LANGUAGES`]), if it is a keyword of
+/// one (`code` for keywords many languages share).
+fn keyword_language(first: &str, line: &str) -> Option<usize> {
     let lang = match first {
         "fn" | "pub" | "impl" | "mod" | "use" | "let" | "match" | "struct" | "enum" | "trait"
-        | "#[derive" | "#[cfg" => "rust",
-        "def" if line.ends_with(':') => "python",
-        "class" if line.ends_with(':') => "python",
-        "def" | "defp" | "defmodule" | "alias" | "defstruct" | "defmacro" => "elixir",
-        "import" | "from" if line.contains(" from ") || line.ends_with(';') => "javascript",
-        "import" | "from" | "elif" | "except" | "raise" => "python",
-        "function" | "const" | "var" | "export" => "javascript",
-        "func" | "package" => "go",
-        "#include" | "#define" | "void" | "int" | "static" => "c",
-        "public" | "private" | "protected" | "class" | "interface" => "java",
+        | "#[derive" | "#[cfg" => RUST,
+        "def" if line.ends_with(':') => PYTHON,
+        "class" if line.ends_with(':') => PYTHON,
+        "def" | "defp" | "defmodule" | "alias" | "defstruct" | "defmacro" => ELIXIR,
+        "import" | "from" if line.contains(" from ") || line.ends_with(';') => JAVASCRIPT,
+        "import" | "from" | "elif" | "except" | "raise" => PYTHON,
+        "function" | "const" | "var" | "export" => JAVASCRIPT,
+        "func" | "package" => GO,
+        "#include" | "#define" | "void" | "int" | "static" => C,
+        "public" | "private" | "protected" | "class" | "interface" => JAVA,
         "return" | "if" | "for" | "while" | "else" | "try" | "catch" | "switch" | "case"
-        | "async" | "await" | "type" | "@impl" | "@doc" | "@spec" => "code",
+        | "async" | "await" | "type" | "@impl" | "@doc" | "@spec" => SHARED,
         _ => return None,
     };
     Some(lang)
@@ -1833,10 +1857,12 @@ fn definition(line: &str) -> Option<Definition<'_>> {
 }
 
 fn code_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
-    let language = scan
-        .lang_votes
+    // Names are unique, so the order is total and the winner does not depend on the order of
+    // the list.
+    let language = LANGUAGES
         .iter()
-        .filter(|(lang, _)| **lang != "code")
+        .zip(&scan.lang_votes)
+        .filter(|(lang, votes)| **lang != "code" && **votes > 0)
         .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
         .map(|(lang, _)| *lang);
     let mut functions: Vec<String> = Vec::new();
@@ -1848,17 +1874,16 @@ fn code_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
             Some(Definition::Function(name)) => push_unique(&mut functions, name.to_owned()),
             Some(Definition::Type(name)) => push_unique(&mut types, name.to_owned()),
             None => {
-                let is_import = [
-                    "use ",
-                    "import ",
-                    "from ",
-                    "#include ",
-                    "require ",
-                    "alias ",
-                ]
-                .iter()
-                .any(|p| t.starts_with(p))
-                    || (t.starts_with("const ") && t.contains("require("));
+                let is_import = match t.as_bytes().first() {
+                    Some(b'u') => t.starts_with("use "),
+                    Some(b'i') => t.starts_with("import "),
+                    Some(b'f') => t.starts_with("from "),
+                    Some(b'#') => t.starts_with("#include "),
+                    Some(b'r') => t.starts_with("require "),
+                    Some(b'a') => t.starts_with("alias "),
+                    Some(b'c') => t.starts_with("const ") && t.contains("require("),
+                    Some(_) | None => false,
+                };
                 if is_import && imports.len() < 12 {
                     push_unique(&mut imports, clean_inline(t.trim_end_matches(';'), 60));
                 }
@@ -2073,8 +2098,8 @@ fn words_of(text: &str) -> impl Iterator<Item = &str> {
 fn keywords(body: &str) -> Vec<String> {
     let text = prefix_bytes(body, 4 * 1024);
     // Ranked by count, then first appearance (unique): the map's order never shows.
-    let mut counts: HashMap<&str, (usize, usize), Fnv> =
-        HashMap::with_capacity_and_hasher(256, Fnv::default());
+    let mut counts: HashMap<&str, (usize, usize), WordHash> =
+        HashMap::with_capacity_and_hasher(256, WordHash::default());
     for word in words_of(text) {
         if word.len() < 4 {
             continue;
@@ -2605,8 +2630,8 @@ fn rank_identifiers<'a>(input: &Input<'a>, error_index: Option<usize>) -> Vec<St
         }
     };
     let mut candidates: Vec<Candidate<'a>> = Vec::new();
-    let mut seed_index: HashMap<std::borrow::Cow<'a, str>, usize, Fnv> = HashMap::default();
-    let mut path_index: HashMap<&'a str, usize, Fnv> = HashMap::default();
+    let mut seed_index: HashMap<std::borrow::Cow<'a, str>, usize, WordHash> = HashMap::default();
+    let mut path_index: HashMap<&'a str, usize, WordHash> = HashMap::default();
     let mut note = |index: Option<usize>, display: &'a str, pos: usize, upgrade: bool| {
         let weight = weight_at(pos);
         match index.and_then(|i| candidates.get_mut(i)) {
@@ -2712,15 +2737,15 @@ fn prefer_containing(ranked: &mut Vec<&str>) {
 /// than it protects (the maps hold at most the words of the bounded sample). No order leaks
 /// from the maps, so the hash never shows in a digest.
 #[derive(Default)]
-struct FnvHasher(u64);
+struct WordHasher(u64);
 
-impl FnvHasher {
+impl WordHasher {
     fn mix(&mut self, word: u64) {
         self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 
-impl std::hash::Hasher for FnvHasher {
+impl std::hash::Hasher for WordHasher {
     fn finish(&self) -> u64 {
         // The multiply leaves its best bits at the top; the table indexes by the bottom ones.
         self.0.rotate_left(26)
@@ -2752,7 +2777,7 @@ impl std::hash::Hasher for FnvHasher {
     }
 }
 
-type Fnv = std::hash::BuildHasherDefault<FnvHasher>;
+type WordHash = std::hash::BuildHasherDefault<WordHasher>;
 
 /// Length of a `:123` or `:123:45` suffix.
 fn line_suffix_len(rest: &str) -> usize {
@@ -3586,6 +3611,27 @@ mod tests {
                 proptest::prop_assert_eq!(scan.listing_lines_reach(needed), listing >= needed);
             }
         }
+    }
+
+    #[test]
+    fn language_indices_name_their_languages() {
+        let named = [
+            (RUST, "rust"),
+            (PYTHON, "python"),
+            (ELIXIR, "elixir"),
+            (JAVASCRIPT, "javascript"),
+            (GO, "go"),
+            (C, "c"),
+            (JAVA, "java"),
+            (SHARED, "code"),
+        ];
+        for (index, name) in named {
+            assert_eq!(LANGUAGES[index], name);
+        }
+        assert_eq!(keyword_language("fn", "fn main() {"), Some(RUST));
+        assert_eq!(keyword_language("def", "def f():"), Some(PYTHON));
+        assert_eq!(keyword_language("def", "def f do"), Some(ELIXIR));
+        assert_eq!(keyword_language("banana", "banana"), None);
     }
 
     #[test]
