@@ -57,6 +57,7 @@ use serde_json::Value;
 
 use crate::identifiers::{self, is_pure_hex, mentions_identifier, normalize_identifier};
 use crate::message::{Block, ImageSource};
+use crate::swar::{bytes_equal, load_word, lower_bytes, upper_bytes};
 
 /// The seed's default `sccsSummaryMaxChars`.
 pub const DEFAULT_SUMMARY_MAX_CHARS: usize = 300;
@@ -157,11 +158,27 @@ pub fn digest(text: &str, settings: &DigestSettings) -> Digest {
 /// are neither text nor image) noted as `[image: media/type]` / `[type]` at the front of the
 /// summary, where the budget cannot push them out.
 pub fn digest_blocks(blocks: &[Block], settings: &DigestSettings) -> Digest {
+    // One text block (the usual tool result) is read where it is, not copied.
+    let mut texts = blocks.iter().filter_map(|block| match block {
+        Block::Text(text) => Some(text.text.as_str()),
+        Block::Image(_)
+        | Block::Thinking(_)
+        | Block::ToolCall(_)
+        | Block::ToolResult(_)
+        | Block::Opaque(_) => None,
+    });
+    let single = match (texts.next(), texts.next()) {
+        (Some(only), None) => Some(only),
+        (Some(_), Some(_)) | (None, _) => None,
+    };
     let mut text = String::new();
     let mut notes = Vec::new();
     for block in blocks {
         match block {
             Block::Text(block) => {
+                if single.is_some() {
+                    continue;
+                }
                 if !text.is_empty() {
                     text.push('\n');
                 }
@@ -182,7 +199,7 @@ pub fn digest_blocks(blocks: &[Block], settings: &DigestSettings) -> Digest {
             }
         }
     }
-    digest_with_notes(&text, &notes, settings)
+    digest_with_notes(single.unwrap_or(&text), &notes, settings)
 }
 
 fn image_label(source: &ImageSource) -> String {
@@ -230,6 +247,8 @@ const MAX_ITEMS: usize = 40;
 struct Line<'a> {
     /// The line without its gutter and line terminator.
     text: &'a str,
+    /// `text` without its leading whitespace: most checks look at it, so it is cut once.
+    trimmed_start: &'a str,
     /// Byte offset of `text` in the body.
     start: usize,
     /// The line holds one of the substrings every error line holds ([`ERROR_TRIGGER_RE`]).
@@ -275,11 +294,13 @@ impl<'a> Input<'a> {
             } else {
                 (line, 0)
             };
-            if is_harness_tag(line) {
+            let trimmed_start = trim_start_fast(line);
+            if trimmed_start.starts_with('<') && is_harness_tag(line) {
                 continue;
             }
             lines.push(Line {
                 text: line,
+                trimmed_start,
                 start: start + gutter,
                 trigger: false,
                 rank: None,
@@ -344,7 +365,10 @@ impl<'a> Input<'a> {
     }
 
     fn nonempty(&self) -> impl Iterator<Item = &'a str> + '_ {
-        self.texts().filter(|t| !trim_fast(t).is_empty())
+        self.lines
+            .iter()
+            .filter(|line| !line.trimmed_start.is_empty())
+            .map(|line| line.text)
     }
 }
 
@@ -375,7 +399,7 @@ fn is_harness_tag(line: &str) -> bool {
     if !trim_start_fast(line).starts_with('<') {
         return false;
     }
-    let t = line.trim();
+    let t = trim_fast(line);
     t.len() >= 3
         && t.len() <= 40
         && t.starts_with('<')
@@ -431,19 +455,19 @@ struct Scan<'a> {
     // Code (outside fences).
     nonempty_outside_fences: usize,
     code_lines: usize,
-    lang_votes: BTreeMap<&'static str, usize>,
+    /// Lines voting for each of [`LANGUAGES`].
+    lang_votes: [usize; LANGUAGES.len()],
+    /// The lines outside fences. What is decided by whether enough of them have some shape (a
+    /// log level, a grep hit, a listing entry) is decided after the pass ([`Scan::reaches`]),
+    /// looking at only as many of them as the decision needs.
+    content_lines: Vec<&'a str>,
     // Log.
-    level_lines: usize,
     ts_lines: usize,
     // Diff.
     diff_headers: usize,
     hunks: usize,
     added: usize,
     removed: usize,
-    // Plain-text shapes.
-    grep_lines: usize,
-    ls_long_lines: usize,
-    bare_names: usize,
 }
 
 /// What a pass over lines looks for: everything (detection), or only what a Markdown or diff
@@ -461,9 +485,17 @@ impl<'a> Scan<'a> {
         'a: 'l,
     {
         let mut scan = Scan::default();
+        if purpose == ScanFor::Detection {
+            scan.content_lines.reserve(lines.size_hint().0);
+        }
         let mut in_fence = false;
-        for &Line { text: line, .. } in lines {
-            let trimmed = trim_fast(line);
+        for &Line {
+            text: line,
+            trimmed_start,
+            ..
+        } in lines
+        {
+            let trimmed = trim_end_fast(trimmed_start);
             if trimmed.is_empty() {
                 continue;
             }
@@ -476,20 +508,22 @@ impl<'a> Scan<'a> {
                 in_fence = !in_fence;
                 continue;
             }
-            scan.links += count_links(prefix_bytes(line, 4 * LINE_HEAD_BYTES));
+            if purpose == ScanFor::Markdown {
+                scan.links += count_links(prefix_bytes(line, 4 * LINE_HEAD_BYTES));
+            }
             if in_fence {
                 continue;
             }
             scan.nonempty_outside_fences += 1;
             match purpose {
                 ScanFor::Detection => {
-                    scan.markdown_line(line, trimmed);
+                    scan.markdown_line(line, trimmed_start, trimmed);
                     scan.code_line(trimmed);
+                    scan.content_lines.push(line);
                     scan.log_line(line);
                     scan.diff_line(line);
-                    scan.plain_line(trimmed);
                 }
-                ScanFor::Markdown => scan.markdown_line(line, trimmed),
+                ScanFor::Markdown => scan.markdown_line(line, trimmed_start, trimmed),
                 ScanFor::Diff => scan.diff_line(line),
             }
         }
@@ -504,7 +538,7 @@ impl<'a> Scan<'a> {
         }
     }
 
-    fn markdown_line(&mut self, line: &'a str, trimmed: &'a str) {
+    fn markdown_line(&mut self, line: &'a str, trimmed_start: &'a str, trimmed: &'a str) {
         let hashes = line.bytes().take_while(|b| *b == b'#').count();
         if (1..=6).contains(&hashes) && line.as_bytes().get(hashes) == Some(&b' ') {
             if line.get(hashes..).is_some_and(|t| !t.trim().is_empty()) {
@@ -512,7 +546,7 @@ impl<'a> Scan<'a> {
             }
             return;
         }
-        let t = trim_start_fast(line);
+        let t = trimmed_start;
         let bullet = t.starts_with("- ") || t.starts_with("* ") || t.starts_with("+ ");
         let digits = t.bytes().take_while(u8::is_ascii_digit).count();
         let numbered = (1..=3).contains(&digits)
@@ -526,7 +560,9 @@ impl<'a> Scan<'a> {
     fn code_line(&mut self, t: &str) {
         let lang = keyword_language(first_word(t), t);
         if let Some(lang) = lang {
-            *self.lang_votes.entry(lang).or_default() += 1;
+            if let Some(votes) = self.lang_votes.get_mut(lang) {
+                *votes += 1;
+            }
         }
         let structural = t.ends_with('{')
             || t.ends_with('}')
@@ -541,13 +577,58 @@ impl<'a> Scan<'a> {
         }
     }
 
-    fn log_line(&mut self, line: &str) {
-        if log_level(line).is_some() {
-            self.level_lines += 1;
-        }
+    fn log_line(&mut self, line: &'a str) {
         if find_timestamp(line).is_some() {
             self.ts_lines += 1;
         }
+    }
+
+    /// Whether the scanned text is a log: lines stating a level make up 10% of the `nonempty`
+    /// lines of a text whose lines are 30% timestamped, or 60% of any text of three lines or
+    /// more.
+    fn is_log(&self, nonempty: usize) -> bool {
+        let timed = (self.ts_lines * 10 >= nonempty * 3).then_some(nonempty.div_ceil(10));
+        let leveled = (nonempty >= 3).then_some((nonempty * 6).div_ceil(10));
+        let Some(needed) = timed.into_iter().chain(leveled).min() else {
+            return false;
+        };
+        self.reaches(needed.max(1), |line| log_level(line).is_some())
+    }
+
+    /// Whether at least `needed` of the content lines pass `test`; lines are tested only until
+    /// that is settled either way.
+    fn reaches(&self, needed: usize, test: impl Fn(&'a str) -> bool) -> bool {
+        let mut found = 0;
+        for (checked, line) in self.content_lines.iter().enumerate() {
+            if found >= needed {
+                return true;
+            }
+            if found + (self.content_lines.len() - checked) < needed {
+                return false;
+            }
+            if test(line) {
+                found += 1;
+            }
+        }
+        found >= needed
+    }
+
+    /// Whether at least `needed` content lines are grep hits (`path:12:…`).
+    fn grep_lines_reach(&self, needed: usize) -> bool {
+        self.reaches(needed, |line| grep_hit(trim_fast(line)).is_some())
+    }
+
+    /// Whether at least `needed` content lines are `ls -l` lines.
+    fn ls_long_lines_reach(&self, needed: usize) -> bool {
+        self.reaches(needed, |line| is_ls_long(trim_fast(line)))
+    }
+
+    /// Whether at least `needed` content lines are `ls -l` lines or bare file names.
+    fn listing_lines_reach(&self, needed: usize) -> bool {
+        self.reaches(needed, |line| {
+            let t = trim_fast(line);
+            is_ls_long(t) || is_bare_name(t)
+        })
     }
 
     fn diff_line(&mut self, line: &str) {
@@ -561,17 +642,18 @@ impl<'a> Scan<'a> {
             self.removed += 1;
         }
     }
+}
 
-    fn plain_line(&mut self, t: &str) {
-        if grep_hit(t).is_some() {
-            self.grep_lines += 1;
-        }
-        if is_ls_long(t) {
-            self.ls_long_lines += 1;
-        } else if is_bare_name(t) {
-            self.bare_names += 1;
-        }
-    }
+/// The Markdown links [`Scan::over`] counts for its Markdown pass: in every non-empty line but
+/// the fences themselves.
+fn links_over<'l, 'a: 'l>(lines: impl Iterator<Item = &'l Line<'a>>) -> usize {
+    lines
+        .filter(|line| {
+            let trimmed = trim_end_fast(line.trimmed_start);
+            !trimmed.is_empty() && !trimmed.starts_with("```") && !trimmed.starts_with("~~~")
+        })
+        .map(|line| count_links(prefix_bytes(line.text, 4 * LINE_HEAD_BYTES)))
+        .sum()
 }
 
 /// Markdown links (`](`) in a line.
@@ -592,23 +674,44 @@ fn first_word(t: &str) -> &str {
     head.get(..end).unwrap_or("")
 }
 
-/// The language a line's first word suggests, if it is a keyword of one (`code` for keywords
-/// many languages share).
-fn keyword_language(first: &str, line: &str) -> Option<&'static str> {
+/// Every language [`keyword_language`] names, by the index it returns (`code`: keywords many
+/// languages share).
+const LANGUAGES: [&str; 8] = [
+    "rust",
+    "python",
+    "elixir",
+    "javascript",
+    "go",
+    "c",
+    "java",
+    "code",
+];
+const RUST: usize = 0;
+const PYTHON: usize = 1;
+const ELIXIR: usize = 2;
+const JAVASCRIPT: usize = 3;
+const GO: usize = 4;
+const C: usize = 5;
+const JAVA: usize = 6;
+const SHARED: usize = 7;
+
+/// The language a line's first word suggests (its index in [`LANGUAGES`]), if it is a keyword of
+/// one (`code` for keywords many languages share).
+fn keyword_language(first: &str, line: &str) -> Option<usize> {
     let lang = match first {
         "fn" | "pub" | "impl" | "mod" | "use" | "let" | "match" | "struct" | "enum" | "trait"
-        | "#[derive" | "#[cfg" => "rust",
-        "def" if line.ends_with(':') => "python",
-        "class" if line.ends_with(':') => "python",
-        "def" | "defp" | "defmodule" | "alias" | "defstruct" | "defmacro" => "elixir",
-        "import" | "from" if line.contains(" from ") || line.ends_with(';') => "javascript",
-        "import" | "from" | "elif" | "except" | "raise" => "python",
-        "function" | "const" | "var" | "export" => "javascript",
-        "func" | "package" => "go",
-        "#include" | "#define" | "void" | "int" | "static" => "c",
-        "public" | "private" | "protected" | "class" | "interface" => "java",
+        | "#[derive" | "#[cfg" => RUST,
+        "def" if line.ends_with(':') => PYTHON,
+        "class" if line.ends_with(':') => PYTHON,
+        "def" | "defp" | "defmodule" | "alias" | "defstruct" | "defmacro" => ELIXIR,
+        "import" | "from" if line.contains(" from ") || line.ends_with(';') => JAVASCRIPT,
+        "import" | "from" | "elif" | "except" | "raise" => PYTHON,
+        "function" | "const" | "var" | "export" => JAVASCRIPT,
+        "func" | "package" => GO,
+        "#include" | "#define" | "void" | "int" | "static" => C,
+        "public" | "private" | "protected" | "class" | "interface" => JAVA,
         "return" | "if" | "for" | "while" | "else" | "try" | "catch" | "switch" | "case"
-        | "async" | "await" | "type" | "@impl" | "@doc" | "@spec" => "code",
+        | "async" | "await" | "type" | "@impl" | "@doc" | "@spec" => SHARED,
         _ => return None,
     };
     Some(lang)
@@ -661,6 +764,9 @@ static BYTE_CLASS: [u8; 256] = {
 /// lowercase one in brackets (`[error]`), or logfmt's `level=error`.
 fn log_level(line: &str) -> Option<&'static str> {
     let bytes = prefix_bytes(line, LEVEL_WITHIN_BYTES).as_bytes();
+    if !may_state_level(bytes) {
+        return None;
+    }
     let mut previous = 0u8;
     for (i, &b) in bytes.iter().enumerate() {
         let class = BYTE_CLASS.get(usize::from(b)).copied().unwrap_or(0);
@@ -680,6 +786,43 @@ fn log_level(line: &str) -> Option<&'static str> {
         }
     }
     None
+}
+
+/// Whether `bytes` has what every level [`log_level`] finds needs: four uppercase letters in a
+/// row, a lowercase letter right after `[`, or logfmt's `level=`. Tested eight bytes at a time:
+/// most lines have none of them, and are then done with in a few operations per word.
+fn may_state_level(bytes: &[u8]) -> bool {
+    let mut previous_upper = 0u64;
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let word = load_word(bytes, pos);
+        let upper = upper_bytes(word);
+        let run_of_four = upper
+            & (upper << 8 | previous_upper >> 56)
+            & (upper << 16 | previous_upper >> 48)
+            & (upper << 24 | previous_upper >> 40);
+        let brackets = bytes_equal(word, b'[');
+        // Lane `i` of the word one byte on is the byte after lane `i`.
+        let lowercase_after = if brackets == 0 {
+            0
+        } else {
+            brackets & lower_bytes(load_word(bytes, pos + 1))
+        };
+        if run_of_four | lowercase_after != 0 {
+            return true;
+        }
+        let mut equals = bytes_equal(word, b'=');
+        while equals != 0 {
+            let at = pos + (equals.trailing_zeros() / 8) as usize;
+            if at >= 5 && bytes.get(at - 5..at) == Some(b"level".as_slice()) {
+                return true;
+            }
+            equals &= equals - 1;
+        }
+        previous_upper = upper;
+        pos += 8;
+    }
+    false
 }
 
 /// The level word starting at `i`, if it is one in a position that makes it a level.
@@ -730,7 +873,7 @@ fn annotate_error_ranks(body: &str, lines: &mut [Line<'_>]) {
         let end = line.start + line.text.len();
         if found.start() < end {
             line.trigger = true;
-            line.rank = error_rank(line.text);
+            line.rank = error_rank(line.trimmed_start);
             // One rank per line: continue after it.
             from = from.max(end);
         }
@@ -755,10 +898,20 @@ fn line_at<'l, 'a>(
 /// an ISO date and right over a fraction and `Z`.
 fn find_timestamp(line: &str) -> Option<&str> {
     let bytes = prefix_bytes(line, 48).as_bytes();
+    // `HH:MM:SS` has two colons: most lines have fewer, counted eight bytes at a time.
+    let mut colons = 0;
+    let mut pos = 0;
+    while colons < 2 && pos < bytes.len() {
+        colons += bytes_equal(load_word(bytes, pos), b':').count_ones();
+        pos += 8;
+    }
+    if colons < 2 {
+        return None;
+    }
     let digit = |k: usize| bytes.get(k).is_some_and(u8::is_ascii_digit);
     let colon = |k: usize| bytes.get(k) == Some(&b':');
     let mut from = 0;
-    while let Some(found) = bytes.get(from..)?.iter().position(|b| *b == b':') {
+    while let Some(found) = memchr::memchr(b':', bytes.get(from..)?) {
         let c = from + found;
         from = c + 1;
         let Some(h) = c.checked_sub(2) else {
@@ -891,20 +1044,30 @@ fn detect<'a>(input: &Input<'a>) -> Detected<'a> {
     if scan.diff_headers >= 1 && scan.hunks >= 1 {
         return Detected::Diff(scan);
     }
-    let timed_log = scan.ts_lines * 10 >= n * 3 && scan.level_lines * 10 >= n;
-    let leveled_log = n >= 3 && scan.level_lines * 10 >= n * 6;
-    if scan.level_lines >= 1 && (timed_log || leveled_log) {
+    if scan.is_log(n) {
         return Detected::Log;
     }
     if let Some(table) = table_shape(input) {
         return Detected::Table(table);
     }
     let codeish = scan.code_lines * 10 >= scan.nonempty_outside_fences.max(1) * 3;
-    let markdown_features = scan.list_items + scan.fences + scan.links;
-    if !scan.headings.is_empty() && markdown_features >= 1 && !codeish {
-        return Detected::Markdown(scan);
+    if !scan.headings.is_empty() && !codeish {
+        // Links matter only here (and in the Markdown summary): counted only now.
+        let mut scan = scan;
+        scan.links = links_over(input.sample());
+        if scan.list_items + scan.fences + scan.links >= 1 {
+            return Detected::Markdown(scan);
+        }
+        return not_markdown(scan, codeish, n);
     }
-    if codeish && scan.grep_lines * 2 < n && scan.ls_long_lines * 2 < n {
+    not_markdown(scan, codeish, n)
+}
+
+/// The rest of [`detect`], once the text is known not to be Markdown.
+fn not_markdown(scan: Scan<'_>, codeish: bool, n: usize) -> Detected<'_> {
+    // `hits * 2 < n`: fewer than half the lines.
+    let half = n.div_ceil(2);
+    if codeish && !scan.grep_lines_reach(half) && !scan.ls_long_lines_reach(half) {
         return Detected::Code(scan);
     }
     Detected::Plain(scan)
@@ -1587,32 +1750,63 @@ fn diff_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
         .details(changes)
 }
 
-/// Words that may precede a definition keyword.
-const MODIFIERS: &[&str] = &[
-    "pub",
-    "pub(crate)",
-    "pub(super)",
-    "export",
-    "default",
-    "async",
-    "static",
-    "abstract",
-    "public",
-    "private",
-    "protected",
-    "final",
-    "unsafe",
-    "extern",
-    "inline",
-    "virtual",
-    "override",
-];
-
 /// A function or type a line defines: `pub async fn name`, `def name(`, `class Name:`,
 /// `func (r *T) Name(`, `impl<T> Name`, `defmodule A.B do`.
 enum Definition<'a> {
     Function(&'a str),
     Type(&'a str),
+}
+
+/// Words that may precede a definition keyword (a `match`, which compiles to a few
+/// comparisons).
+fn is_modifier(word: &str) -> bool {
+    matches!(
+        word,
+        "pub"
+            | "pub(crate)"
+            | "pub(super)"
+            | "export"
+            | "default"
+            | "async"
+            | "static"
+            | "abstract"
+            | "public"
+            | "private"
+            | "protected"
+            | "final"
+            | "unsafe"
+            | "extern"
+            | "inline"
+            | "virtual"
+            | "override"
+    )
+}
+
+/// `text.split_whitespace()`, classifying ASCII bytes without decoding them.
+fn whitespace_words(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let word = trim_start_fast(rest);
+        let bytes = word.as_bytes();
+        let mut end = 0;
+        while let Some(&b) = bytes.get(end) {
+            if b < 0x80 {
+                if is_ascii_space(b) {
+                    break;
+                }
+                end += 1;
+            } else {
+                let c = word.get(end..).and_then(|tail| tail.chars().next())?;
+                if c.is_whitespace() {
+                    break;
+                }
+                end += c.len_utf8();
+            }
+        }
+        let (word, after) = word.split_at_checked(end)?;
+        rest = after;
+        (!word.is_empty()).then_some(word)
+    })
 }
 
 fn definition(line: &str) -> Option<Definition<'_>> {
@@ -1625,9 +1819,9 @@ fn definition(line: &str) -> Option<Definition<'_>> {
     {
         return None;
     }
-    let mut words = prefix_bytes(line, LINE_HEAD_BYTES).split_whitespace();
+    let mut words = whitespace_words(prefix_bytes(line, LINE_HEAD_BYTES));
     let mut keyword = words.next()?;
-    while MODIFIERS.contains(&keyword) {
+    while is_modifier(keyword) {
         keyword = words.next()?;
     }
     let is_function = matches!(
@@ -1663,32 +1857,33 @@ fn definition(line: &str) -> Option<Definition<'_>> {
 }
 
 fn code_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
-    let language = scan
-        .lang_votes
+    // Names are unique, so the order is total and the winner does not depend on the order of
+    // the list.
+    let language = LANGUAGES
         .iter()
-        .filter(|(lang, _)| **lang != "code")
+        .zip(&scan.lang_votes)
+        .filter(|(lang, votes)| **lang != "code" && **votes > 0)
         .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
         .map(|(lang, _)| *lang);
     let mut functions: Vec<String> = Vec::new();
     let mut types: Vec<String> = Vec::new();
     let mut imports: Vec<String> = Vec::new();
     for line in input.sample() {
-        let t = trim_start_fast(line.text);
+        let t = line.trimmed_start;
         match definition(t) {
             Some(Definition::Function(name)) => push_unique(&mut functions, name.to_owned()),
             Some(Definition::Type(name)) => push_unique(&mut types, name.to_owned()),
             None => {
-                let is_import = [
-                    "use ",
-                    "import ",
-                    "from ",
-                    "#include ",
-                    "require ",
-                    "alias ",
-                ]
-                .iter()
-                .any(|p| t.starts_with(p))
-                    || (t.starts_with("const ") && t.contains("require("));
+                let is_import = match t.as_bytes().first() {
+                    Some(b'u') => t.starts_with("use "),
+                    Some(b'i') => t.starts_with("import "),
+                    Some(b'f') => t.starts_with("from "),
+                    Some(b'#') => t.starts_with("#include "),
+                    Some(b'r') => t.starts_with("require "),
+                    Some(b'a') => t.starts_with("alias "),
+                    Some(b'c') => t.starts_with("const ") && t.contains("require("),
+                    Some(_) | None => false,
+                };
                 if is_import && imports.len() < 12 {
                     push_unique(&mut imports, clean_inline(t.trim_end_matches(';'), 60));
                 }
@@ -1717,10 +1912,10 @@ fn code_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
 
 fn plain_summary(input: &Input<'_>, scan: &Scan<'_>) -> Shape {
     let n = scan.nonempty;
-    if n >= 3 && scan.grep_lines * 10 >= n * 6 {
+    if n >= 3 && scan.grep_lines_reach((n * 6).div_ceil(10)) {
         return grep_summary(input);
     }
-    if n >= 3 && (scan.ls_long_lines + scan.bare_names) * 10 >= n * 8 {
+    if n >= 3 && scan.listing_lines_reach((n * 8).div_ceil(10)) {
         return listing_summary(input);
     }
     let mut head = format!(
@@ -1830,6 +2025,32 @@ const STOPWORDS: &[&str] = &[
     "what", "when", "where", "which", "while", "will", "with", "would", "your",
 ];
 
+/// A word of at most eight ASCII bytes as one integer, first byte highest: integers compare as
+/// the words do, and equal only for equal words.
+const fn packed_word(word: &[u8]) -> u64 {
+    let mut packed = 0u64;
+    let mut i = 0;
+    while i < 8 {
+        packed <<= 8;
+        if i < word.len() {
+            packed |= word[i] as u64;
+        }
+        i += 1;
+    }
+    packed
+}
+
+/// [`STOPWORDS`] packed, in the same (sorted) order.
+static STOPWORD_KEYS: [u64; STOPWORDS.len()] = {
+    let mut keys = [0u64; STOPWORDS.len()];
+    let mut i = 0;
+    while i < STOPWORDS.len() {
+        keys[i] = packed_word(STOPWORDS[i].as_bytes());
+        i += 1;
+    }
+    keys
+};
+
 fn is_stopword(word: &str) -> bool {
     if word.len() > 6 || !word.is_ascii() {
         return false;
@@ -1839,9 +2060,7 @@ fn is_stopword(word: &str) -> bool {
         *slot = b.to_ascii_lowercase();
     }
     let lower = lower.get(..word.len()).unwrap_or(&[]);
-    STOPWORDS
-        .binary_search_by(|probe| probe.as_bytes().cmp(lower))
-        .is_ok()
+    STOPWORD_KEYS.binary_search(&packed_word(lower)).is_ok()
 }
 
 /// The non-empty runs of alphanumeric characters and `_` in `text`: what
@@ -1877,20 +2096,31 @@ fn words_of(text: &str) -> impl Iterator<Item = &str> {
 /// The most frequent words (four letters or more, stopwords out) of the text's first 4 KiB,
 /// counted as written.
 fn keywords(body: &str) -> Vec<String> {
-    // Ranked by count, then first position (unique): the map's order never shows.
-    let mut counts: HashMap<&str, (usize, usize), Fnv> = HashMap::default();
-    let words = words_of(prefix_bytes(body, 4 * 1024)).filter(|w| {
-        w.len() >= 4
-            && if w.is_ascii() {
-                w.bytes().any(|b| b.is_ascii_alphabetic())
-            } else {
-                w.chars().any(char::is_alphabetic)
-            }
-    });
-    for (position, word) in words.enumerate() {
-        if is_stopword(word) || word.bytes().all(|b| b.is_ascii_hexdigit()) {
+    let text = prefix_bytes(body, 4 * 1024);
+    // Ranked by count, then first appearance (unique): the map's order never shows.
+    let mut counts: HashMap<&str, (usize, usize), WordHash> =
+        HashMap::with_capacity_and_hasher(256, WordHash::default());
+    for word in words_of(text) {
+        if word.len() < 4 {
             continue;
         }
+        // One pass over an ASCII word tells whether it has a letter and whether it is all hex
+        // digits; words with other characters take the general path.
+        let (mut any, mut all) = (0u8, u8::MAX);
+        for &b in word.as_bytes() {
+            let class = KEYWORD_CLASS.get(usize::from(b)).copied().unwrap_or(0);
+            any |= class;
+            all &= class;
+        }
+        let lettered = if any & NON_ASCII == 0 {
+            any & LETTER != 0
+        } else {
+            word.chars().any(char::is_alphabetic)
+        };
+        if !lettered || all & HEX_DIGIT != 0 || is_stopword(word) {
+            continue;
+        }
+        let position = word.as_ptr() as usize - text.as_ptr() as usize;
         counts.entry(word).or_insert((0, position)).0 += 1;
     }
     let mut ranked: Vec<(&str, (usize, usize))> =
@@ -1902,6 +2132,30 @@ fn keywords(body: &str) -> Vec<String> {
         .map(|(w, _)| clean_inline(w, 30))
         .collect()
 }
+
+const LETTER: u8 = 1;
+const HEX_DIGIT: u8 = 2;
+const NON_ASCII: u8 = 4;
+
+/// Byte classes for [`keywords`].
+static KEYWORD_CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        if byte.is_ascii_alphabetic() {
+            table[b] |= LETTER;
+        }
+        if byte.is_ascii_hexdigit() {
+            table[b] |= HEX_DIGIT;
+        }
+        if !byte.is_ascii() {
+            table[b] |= NON_ASCII;
+        }
+        b += 1;
+    }
+    table
+};
 
 // ---------------------------------------------------------------------------------------------
 // Facts every kind keeps: exit code, status, first error, failing tests, identifiers.
@@ -2125,7 +2379,7 @@ fn key_lines(input: &Input<'_>, error_index: Option<usize>, kind: ContentKind) -
 
 /// Test and build summary lines: `2 failed, 10 passed in 0.3s`, `test result: FAILED. …`.
 fn is_status_line(line: &str) -> bool {
-    let t = line.trim();
+    let t = trim_fast(line);
     if t.is_empty() || t.len() > 300 {
         return false;
     }
@@ -2170,7 +2424,7 @@ fn failed_tests(input: &Input<'_>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     // Every test-failure line holds `FAIL` or `ERR`, so only trigger lines can be one.
     for line in input.lines.iter().filter(|line| line.trigger) {
-        let t = trim_fast(line.text);
+        let t = trim_end_fast(line.trimmed_start);
         let name = if let Some(rest) = t.strip_prefix("FAILED ") {
             // pytest short summary: `FAILED path::test - message`.
             rest.split(" - ")
@@ -2206,12 +2460,14 @@ fn failed_tests(input: &Input<'_>) -> Vec<String> {
 /// Lines that point at a place: traceback frames, compiler locations, stack frames, pytest's
 /// `path:line: Error` lines.
 fn is_pointer_line(t: &str) -> bool {
-    if t.starts_with("File \"")
-        || t.starts_with("--> ")
-        || t.starts_with("at ")
-        || t.starts_with("FAILED")
-        || (t.starts_with("thread '") && t.contains("panicked at"))
-    {
+    let marked = match t.as_bytes().first() {
+        Some(b'F') => t.starts_with("File \"") || t.starts_with("FAILED"),
+        Some(b'-') => t.starts_with("--> "),
+        Some(b'a') => t.starts_with("at "),
+        Some(b't') => t.starts_with("thread '") && t.contains("panicked at"),
+        Some(_) | None => false,
+    };
+    if marked {
         return true;
     }
     // `path:12: SomeError` — the location is the first word.
@@ -2240,12 +2496,13 @@ fn first_word_until_space(t: &str) -> &str {
 /// Diff headers name files the diff summary already lists; as identifiers their `a/…`, `b/…`
 /// and mode numbers are noise.
 fn is_diff_header(t: &str) -> bool {
-    t.starts_with("diff --git ")
-        || t.starts_with("--- a/")
-        || t.starts_with("+++ b/")
-        || t.starts_with("--- /dev/null")
-        || t.starts_with("+++ /dev/null")
-        || (t.starts_with("index ") && t.contains(".."))
+    match t.as_bytes().first() {
+        Some(b'd') => t.starts_with("diff --git "),
+        Some(b'-') => t.starts_with("--- a/") || t.starts_with("--- /dev/null"),
+        Some(b'+') => t.starts_with("+++ b/") || t.starts_with("+++ /dev/null"),
+        Some(b'i') => t.starts_with("index ") && t.contains(".."),
+        Some(_) | None => false,
+    }
 }
 
 /// How much each line's identifiers matter: 3 on the first error line and the location that
@@ -2254,7 +2511,7 @@ fn is_diff_header(t: &str) -> bool {
 fn line_weights(input: &Input<'_>, error_index: Option<usize>) -> Vec<u8> {
     let lines = &input.lines;
     let weight = |line: &Line<'_>| {
-        let t = trim_start_fast(line.text);
+        let t = line.trimmed_start;
         if is_diff_header(t) {
             0
         } else if line.rank.is_some() || is_pointer_line(t) {
@@ -2272,11 +2529,8 @@ fn line_weights(input: &Input<'_>, error_index: Option<usize>) -> Vec<u8> {
         }
     }
     if let Some(error) = error_index {
-        let starts_with = |i: usize, p: &str| {
-            lines
-                .get(i)
-                .is_some_and(|l| trim_start_fast(l.text).starts_with(p))
-        };
+        let starts_with =
+            |i: usize, p: &str| lines.get(i).is_some_and(|l| l.trimmed_start.starts_with(p));
         // The frame the exception was raised in, and the deepest frame in the project's own
         // code (the one an agent edits), which differ when the error surfaces in a library.
         let frames = (error.saturating_sub(60)..error)
@@ -2294,7 +2548,7 @@ fn line_weights(input: &Input<'_>, error_index: Option<usize>) -> Vec<u8> {
         let location = (error + 1..(error + 4).min(lines.len())).find(|&i| {
             lines
                 .get(i)
-                .is_some_and(|l| is_pointer_line(trim_start_fast(l.text)))
+                .is_some_and(|l| is_pointer_line(l.trimmed_start))
         });
         for i in [Some(error), deepest, project, location]
             .into_iter()
@@ -2376,8 +2630,8 @@ fn rank_identifiers<'a>(input: &Input<'a>, error_index: Option<usize>) -> Vec<St
         }
     };
     let mut candidates: Vec<Candidate<'a>> = Vec::new();
-    let mut seed_index: HashMap<std::borrow::Cow<'a, str>, usize, Fnv> = HashMap::default();
-    let mut path_index: HashMap<&'a str, usize, Fnv> = HashMap::default();
+    let mut seed_index: HashMap<std::borrow::Cow<'a, str>, usize, WordHash> = HashMap::default();
+    let mut path_index: HashMap<&'a str, usize, WordHash> = HashMap::default();
     let mut note = |index: Option<usize>, display: &'a str, pos: usize, upgrade: bool| {
         let weight = weight_at(pos);
         match index.and_then(|i| candidates.get_mut(i)) {
@@ -2461,7 +2715,11 @@ fn prefer_containing(ranked: &mut Vec<&str>) {
             .iter()
             .enumerate()
             .skip(i + 1)
-            .filter(|(_, other)| other.len() <= current.len() + 60 && other.contains(current))
+            .filter(|(_, other)| {
+                // Only a longer one can contain it: the length test spares setting up a search.
+                (current.len()..=current.len() + 60).contains(&other.len())
+                    && other.contains(current)
+            })
             .max_by_key(|(j, other)| (other.len(), std::cmp::Reverse(*j)))
             .map(|(j, _)| j);
         if let Some(j) = longer {
@@ -2474,32 +2732,52 @@ fn prefer_containing(ranked: &mut Vec<&str>) {
     }
 }
 
-/// FNV-1a for the candidate maps: identifiers are short and hashed hundreds of times per
-/// digest, where SipHash's flood resistance costs more than it protects (the maps hold at most
-/// the identifiers of the bounded sample).
+/// A word-at-a-time multiplicative hash (FxHash's) for the candidate and keyword maps: keys are
+/// short and hashed hundreds of times per digest, where SipHash's flood resistance costs more
+/// than it protects (the maps hold at most the words of the bounded sample). No order leaks
+/// from the maps, so the hash never shows in a digest.
 #[derive(Default)]
-struct FnvHasher(u64);
+struct WordHasher(u64);
 
-impl std::hash::Hasher for FnvHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut hash = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            hash ^= u64::from(b);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        self.0 = hash;
+impl WordHasher {
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 
-type Fnv = std::hash::BuildHasherDefault<FnvHasher>;
+impl std::hash::Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        // The multiply leaves its best bits at the top; the table indexes by the bottom ones.
+        self.0.rotate_left(26)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            for (slot, b) in word.iter_mut().zip(rest) {
+                *slot = *b;
+            }
+            self.mix(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
+        }
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.mix(u64::from(byte));
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.mix(value as u64);
+    }
+}
+
+type WordHash = std::hash::BuildHasherDefault<WordHasher>;
 
 /// Length of a `:123` or `:123:45` suffix.
 fn line_suffix_len(rest: &str) -> usize {
@@ -2786,11 +3064,17 @@ fn cut(text: &str, max: usize) -> String {
 fn clean_inline(text: &str, max: usize) -> String {
     // Most display text is short, printable ASCII with single spaces: copy it as is.
     let head = prefix_bytes(text, max);
+    let bytes = head.as_bytes();
+    // Printable, spaces single and not at either end; one pass.
+    let mut previous_space = true;
     let plain = head.len() == text.len()
-        && head.bytes().all(|b| (0x21..0x7f).contains(&b) || b == b' ')
-        && !head.contains("  ")
-        && !head.starts_with(' ')
-        && !head.ends_with(' ');
+        && bytes.last() != Some(&b' ')
+        && bytes.iter().all(|&b| {
+            let space = b == b' ';
+            let fine = (0x21..0x7f).contains(&b) || (space && !previous_space);
+            previous_space = space;
+            fine
+        });
     if plain {
         return head.to_owned();
     }
@@ -2824,10 +3108,15 @@ fn is_ascii_space(b: u8) -> bool {
 /// `text.trim_start()`, without decoding characters while the text starts with ASCII (most
 /// lines): only a non-ASCII byte at the cut needs the Unicode-aware trim.
 fn trim_start_fast(text: &str) -> &str {
-    let start = text
-        .bytes()
-        .position(|b| !is_ascii_space(b))
-        .unwrap_or(text.len());
+    let bytes = text.as_bytes();
+    let start = match bytes.first() {
+        Some(&b) if b < 0x80 && !is_ascii_space(b) => return text,
+        Some(_) => bytes
+            .iter()
+            .position(|b| !is_ascii_space(*b))
+            .unwrap_or(bytes.len()),
+        None => return text,
+    };
     match text.as_bytes().get(start) {
         Some(&b) if b >= 0x80 => text.trim_start(),
         Some(_) | None => text.get(start..).unwrap_or(""),
@@ -2951,6 +3240,11 @@ mod tests {
         assert_eq!(find_timestamp("at 10:12 sharp"), None);
         assert_eq!(find_timestamp("version 1:2:3"), None);
         assert_eq!(find_timestamp("id 123:45:67"), None);
+        // Only the first 48 bytes are looked at.
+        let late = format!("{}10:12:00", " ".repeat(40));
+        assert_eq!(find_timestamp(&late), Some("10:12:00"));
+        assert_eq!(find_timestamp(&format!(" {late}")), None);
+        assert_eq!(find_timestamp("a:b 10:12:00"), Some("10:12:00"));
     }
 
     #[test]
@@ -3102,6 +3396,24 @@ mod tests {
         assert_eq!(clean_inline("x\u{0}y\u{1b}[0m", 20), "x y [0m");
         assert_eq!(clean_inline("abcdefghij", 5), "abcd…");
         assert_eq!(clean_inline("plain text", 10), "plain text");
+        for text in [
+            "", " a", "a ", "a  b", "a b c", "é x", "\tx", "x\u{7f}", "~!", "  ",
+        ] {
+            let expected = if text.bytes().all(|b| (0x21..0x7f).contains(&b) || b == b' ')
+                && !text.contains("  ")
+                && !text.starts_with(' ')
+                && !text.ends_with(' ')
+            {
+                text.to_owned()
+            } else {
+                let collapsed: Vec<&str> = text
+                    .split(|c: char| c.is_whitespace() || c.is_control())
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                collapsed.join(" ")
+            };
+            assert_eq!(clean_inline(text, 20), expected, "{text:?}");
+        }
     }
 
     #[test]
@@ -3119,6 +3431,207 @@ mod tests {
                 .collect();
             assert_eq!(words_of(text).collect::<Vec<_>>(), expected, "{text:?}");
         }
+    }
+
+    #[test]
+    fn stopwords_are_found_in_any_case_and_nothing_else_is() {
+        assert!(STOPWORD_KEYS.windows(2).all(|pair| pair[0] < pair[1]));
+        for word in STOPWORDS {
+            assert!(is_stopword(word), "{word}");
+            assert!(is_stopword(&word.to_uppercase()), "{word}");
+            let longer = format!("{word}s");
+            assert_eq!(is_stopword(&longer), STOPWORDS.contains(&longer.as_str()));
+            let shorter = &word[..word.len() - 1];
+            assert_eq!(is_stopword(shorter), STOPWORDS.contains(&shorter));
+        }
+        for word in [
+            "", "a", "abou", "zzzz", "thi", "theirs", "withx", "wïth", "th\u{0}s",
+        ] {
+            assert!(!is_stopword(word), "{word}");
+        }
+    }
+
+    /// [`log_level`]'s scan without the word-at-a-time test in front of it.
+    fn log_level_unfiltered(line: &str) -> Option<&'static str> {
+        let bytes = prefix_bytes(line, LEVEL_WITHIN_BYTES).as_bytes();
+        (0..bytes.len()).find_map(|i| {
+            let class = BYTE_CLASS[usize::from(bytes[i])];
+            let word_start = i == 0 || BYTE_CLASS[usize::from(bytes[i - 1])] & WORD == 0;
+            let lowercase = class & LEVEL_LOWER != 0;
+            if !word_start || class & (LEVEL_UPPER | LEVEL_LOWER) == 0 {
+                return None;
+            }
+            let before = i.checked_sub(1).map(|p| bytes[p]);
+            if lowercase && !matches!(before, Some(b'[' | b'=' | b'"')) {
+                return None;
+            }
+            level_at(bytes, i, lowercase)
+        })
+    }
+
+    #[test]
+    fn the_level_prefilter_passes_every_line_that_states_a_level() {
+        let lines = [
+            "2024-01-01 12:00:00 ERROR db: down",
+            "[warn] disk",
+            "level=error msg=x",
+            "level=\"info\" x",
+            "x = y; WARNING: deprecated",
+            "                                   [error] late",
+            "                                          ERROR",
+            "                                           ERROR",
+            "ÉÉ [debug] x",
+            "CRITICAL",
+            "FATAL!",
+            "the error was fine",
+            "ERRORS are words",
+            "[Info] mixed",
+        ];
+        let mut levels = 0;
+        for line in lines {
+            let bytes = prefix_bytes(line, LEVEL_WITHIN_BYTES).as_bytes();
+            assert_eq!(log_level(line), log_level_unfiltered(line), "{line:?}");
+            if log_level_unfiltered(line).is_some() {
+                levels += 1;
+                assert!(may_state_level(bytes), "{line:?}");
+            }
+        }
+        assert!(levels >= 9, "{levels}");
+        assert!(!may_state_level(b"fn main() { let x = 1; }"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_level_prefilter_never_hides_a_level(
+            line in "(ERROR|WARN|INFO|DEBUG|TRACE|FATAL|CRITICAL|error|warn|info|Debug|level=|level=\"|[A-Z]{1,5}|[a-z ]{1,6}|[\\[\\]=\"_:.é ]){0,24}"
+        ) {
+            proptest::prop_assert_eq!(log_level(&line), log_level_unfiltered(&line));
+        }
+    }
+
+    /// The log decision as it was made before [`Scan::is_log`]: from the full counts.
+    fn is_log_by_counting(scan: &Scan<'_>, n: usize) -> bool {
+        let levels = scan
+            .content_lines
+            .iter()
+            .filter(|l| log_level(l).is_some())
+            .count();
+        let timed_log = scan.ts_lines * 10 >= n * 3 && levels * 10 >= n;
+        let leveled_log = n >= 3 && levels * 10 >= n * 6;
+        levels >= 1 && (timed_log || leveled_log)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_log_decision_stops_early_but_decides_as_the_counts_do(
+            kinds in proptest::collection::vec(0u8..6, 0..40)
+        ) {
+            let text: String = kinds
+                .iter()
+                .map(|kind| match kind {
+                    0 => "2024-01-01 10:00:00 INFO started\n",
+                    1 => "[error] no timestamp\n",
+                    2 => "12:30:45 plain with a time\n",
+                    3 => "just words\n",
+                    4 => "\n",
+                    _ => "```\n",
+                })
+                .collect();
+            let input = Input::new(&text);
+            let scan = Scan::over(input.sample(), ScanFor::Detection);
+            let n = scan.nonempty;
+            proptest::prop_assert_eq!(scan.is_log(n), is_log_by_counting(&scan, n));
+        }
+    }
+
+    #[test]
+    fn whitespace_words_split_like_the_standard_splitter() {
+        for text in [
+            "",
+            "   ",
+            "pub async fn name(x)",
+            "\tdef  f(\u{b}a):\u{85}b\u{3000}c ",
+            "é\u{a0}ü x",
+            "word",
+        ] {
+            let expected: Vec<&str> = text.split_whitespace().collect();
+            assert_eq!(
+                whitespace_words(text).collect::<Vec<_>>(),
+                expected,
+                "{text:?}"
+            );
+        }
+        for modifier in ["pub", "pub(crate)", "async", "static", "export", "override"] {
+            assert!(is_modifier(modifier));
+        }
+        assert!(!is_modifier("fn") && !is_modifier("pub(in") && !is_modifier("Pub"));
+    }
+
+    #[test]
+    fn links_are_counted_alike_on_demand_and_by_the_markdown_pass() {
+        let text = "# T\n[a](x) and [b](y)\n```\n[c](z)\n```\n- [d](w)\n  \n~~~ [e](v)\n";
+        let input = Input::new(text);
+        let full = Scan::over(input.sample(), ScanFor::Markdown);
+        assert_eq!(full.links, 4);
+        assert_eq!(links_over(input.sample()), full.links);
+        let Detected::Markdown(detected) = detect(&input) else {
+            panic!("not detected as Markdown");
+        };
+        assert_eq!(detected.links, 4);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn shape_thresholds_stop_early_but_decide_as_the_counts_do(
+            kinds in proptest::collection::vec(0u8..7, 0..30)
+        ) {
+            let text: String = kinds
+                .iter()
+                .map(|kind| match kind {
+                    0 => "src/a.rs:12: let x = 1;\n",
+                    1 => "drwxr-xr-x  2 user staff  64 Jan  1 10:00 dir\n",
+                    2 => "notes.txt\n",
+                    3 => "some words here\n",
+                    4 => "fn x() {\n",
+                    5 => "  \n",
+                    _ => "```\n",
+                })
+                .collect();
+            let input = Input::new(&text);
+            let scan = Scan::over(input.sample(), ScanFor::Detection);
+            let count = |test: &dyn Fn(&str) -> bool| {
+                scan.content_lines.iter().filter(|l| test(trim_fast(l))).count()
+            };
+            let grep = count(&|t| grep_hit(t).is_some());
+            let ls = count(&|t| is_ls_long(t));
+            let listing = count(&|t| is_ls_long(t) || is_bare_name(t));
+            for needed in 0..=scan.content_lines.len() + 1 {
+                proptest::prop_assert_eq!(scan.grep_lines_reach(needed), grep >= needed);
+                proptest::prop_assert_eq!(scan.ls_long_lines_reach(needed), ls >= needed);
+                proptest::prop_assert_eq!(scan.listing_lines_reach(needed), listing >= needed);
+            }
+        }
+    }
+
+    #[test]
+    fn language_indices_name_their_languages() {
+        let named = [
+            (RUST, "rust"),
+            (PYTHON, "python"),
+            (ELIXIR, "elixir"),
+            (JAVASCRIPT, "javascript"),
+            (GO, "go"),
+            (C, "c"),
+            (JAVA, "java"),
+            (SHARED, "code"),
+        ];
+        for (index, name) in named {
+            assert_eq!(LANGUAGES[index], name);
+        }
+        assert_eq!(keyword_language("fn", "fn main() {"), Some(RUST));
+        assert_eq!(keyword_language("def", "def f():"), Some(PYTHON));
+        assert_eq!(keyword_language("def", "def f do"), Some(ELIXIR));
+        assert_eq!(keyword_language("banana", "banana"), None);
     }
 
     #[test]

@@ -32,6 +32,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use crate::swar::{bytes_between, bytes_equal, hex_bytes, load_word};
+
 /// How many identifiers compaction's quality guard checks (OpenClaw's
 /// `MAX_EXTRACTED_IDENTIFIERS`).
 pub const MAX_GUARD_IDENTIFIERS: usize = 12;
@@ -103,7 +105,7 @@ pub fn normalize_identifier(value: &str) -> Cow<'_, str> {
 /// Every identifier occurrence in `text`, in order, sanitised and length-filtered but not
 /// deduplicated, with its byte range in `text`.
 pub fn find_identifiers(text: &str) -> impl Iterator<Item = (Range<usize>, &str)> + '_ {
-    IDENTIFIER_RE.find_iter(text).filter_map(sanitized)
+    search_candidates(&IDENTIFIER_RE, text)
 }
 
 /// Like [`find_identifiers`], except that a URL ends at the first character a URL cannot hold
@@ -112,20 +114,137 @@ pub fn find_identifiers(text: &str) -> impl Iterator<Item = (Range<usize>, &str)
 /// URL; a summary that shows identifiers wants them one by one. Only the extent of URLs
 /// differs; extraction for comparisons ([`extract_identifiers`]) keeps the seed's pattern.
 pub fn find_identifiers_for_display(text: &str) -> impl Iterator<Item = (Range<usize>, &str)> + '_ {
-    DISPLAY_IDENTIFIER_RE.find_iter(text).filter_map(sanitized)
+    search_candidates(&DISPLAY_IDENTIFIER_RE, text)
 }
 
-/// A match sanitised, with its range; `None` when too short.
-fn sanitized(found: regex::Match<'_>) -> Option<(Range<usize>, &str)> {
+/// `pattern` (one of the identifier patterns) over the parts of `text` that can hold a match
+/// ([`candidate_spans`]), matches sanitised and placed in `text`.
+fn search_candidates<'t>(
+    pattern: &'static Regex,
+    text: &'t str,
+) -> impl Iterator<Item = (Range<usize>, &'t str)> + 't {
+    candidate_spans(text).into_iter().flat_map(move |span| {
+        let offset = span.start;
+        let haystack = text.get(span).unwrap_or("");
+        pattern
+            .find_iter(haystack)
+            .filter_map(move |found| sanitized(offset, found))
+    })
+}
+
+/// A match sanitised, with its range in the text its haystack starts `offset` bytes into;
+/// `None` when too short.
+fn sanitized(offset: usize, found: regex::Match<'_>) -> Option<(Range<usize>, &str)> {
     let raw = found.as_str();
     let clean = sanitize_identifier(raw);
     if clean.chars().count() < MIN_IDENTIFIER_CHARS {
         return None;
     }
     // `clean` is a sub-slice of `raw`, so its offset inside `raw` is a pointer difference.
-    let offset = clean.as_ptr() as usize - raw.as_ptr() as usize;
-    let start = found.start() + offset;
+    let start = offset + found.start() + (clean.as_ptr() as usize - raw.as_ptr() as usize);
     Some((start..start + clean.len(), clean))
+}
+
+/// Tokens closer than this are searched as one span: a search has a fixed cost, and scanning a
+/// short gap costs less.
+const SPAN_MERGE_GAP: usize = 32;
+
+/// Byte ranges of `text`, in order, outside which no identifier pattern can match.
+///
+/// No alternative of the pattern matches ASCII whitespace, so every match lies inside one
+/// whitespace-separated token, and searching a run of whole tokens finds exactly the matches a
+/// search of the whole text finds there (a span's edges, like whitespace, are not word
+/// characters for `\b`). A token can hold a match only if it has 8 hex digits or 6 digits in a
+/// row (hashes, numbers), two slashes (absolute paths), or a `:` followed by a digit, `/` or
+/// `\` (`host:port`, `://`, `C:\`) — so only if it has a `/`, such a `:` or six hex digits
+/// in a row. Those are looked for eight bytes at a time; the few tokens that have one are checked
+/// exactly, and the regex runs over those that pass: in prose and code, a few percent of the
+/// text.
+fn candidate_spans(text: &str) -> Vec<Range<usize>> {
+    let bytes = text.as_bytes();
+    let mut spans: Vec<Range<usize>> = Vec::new();
+    let mut pos = 0;
+    // Bytes before `settled` belong to tokens already decided.
+    let mut settled = 0;
+    // Hex bytes, and hex bytes preceded by one, of the previous word: for runs that cross into
+    // this one.
+    let mut previous_hex = 0u64;
+    let mut previous_pairs = 0u64;
+    while pos < bytes.len() {
+        let word = load_word(bytes, pos);
+        let hex = hex_bytes(word);
+        let pairs = hex & (hex << 8 | previous_hex >> 56);
+        let run_of_six =
+            pairs & (pairs << 16 | previous_pairs >> 48) & (pairs << 32 | previous_pairs >> 32);
+        let colons = bytes_equal(word, b':');
+        let colon_hits = if colons == 0 {
+            0
+        } else {
+            // Lane `i` of the word one byte on is the byte after lane `i`.
+            let next = load_word(bytes, pos + 1);
+            let digits = bytes_between(next, b'0', b'9');
+            colons & (digits | bytes_equal(next, b'/') | bytes_equal(next, b'\\'))
+        };
+        let trigger = run_of_six | colon_hits | bytes_equal(word, b'/');
+        if trigger == 0 {
+            previous_hex = hex;
+            previous_pairs = pairs;
+            pos += 8;
+            continue;
+        }
+        let at = pos + (trigger.trailing_zeros() / 8) as usize;
+        let start = bytes
+            .get(settled..at)
+            .and_then(|before| before.iter().rposition(|b| is_space(*b)))
+            .map_or(settled, |i| settled + i + 1);
+        let end = bytes
+            .get(at..)
+            .and_then(|after| after.iter().position(|b| is_space(*b)))
+            .map_or(bytes.len(), |i| at + i);
+        if bytes.get(start..end).is_some_and(token_may_match) {
+            match spans.last_mut() {
+                Some(last) if start <= last.end + SPAN_MERGE_GAP => last.end = end,
+                Some(_) | None => spans.push(start..end),
+            }
+        }
+        // `end` is whitespace (or the end): no run of hex digits continues past it.
+        settled = end;
+        pos = end;
+        previous_hex = 0;
+        previous_pairs = 0;
+    }
+    spans
+}
+
+/// The whitespace tokens are separated by (what no match holds).
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// Whether a token has what every match needs (see [`candidate_spans`]).
+fn token_may_match(token: &[u8]) -> bool {
+    let mut hex_run = 0;
+    let mut digit_run = 0;
+    let mut slashes = 0;
+    for (i, &b) in token.iter().enumerate() {
+        hex_run = if b.is_ascii_hexdigit() {
+            hex_run + 1
+        } else {
+            0
+        };
+        digit_run = if b.is_ascii_digit() { digit_run + 1 } else { 0 };
+        if b == b'/' {
+            slashes += 1;
+        }
+        let port_scheme_or_drive = b == b':'
+            && token
+                .get(i + 1)
+                .is_some_and(|next| next.is_ascii_digit() || matches!(next, b'/' | b'\\'));
+        if hex_run >= 8 || digit_run >= 6 || slashes >= 2 || port_scheme_or_drive {
+            return true;
+        }
+    }
+    false
 }
 
 /// The identifiers of `text`, each once (compared under [`normalize_identifier`]), in order of
@@ -147,7 +266,7 @@ pub fn mentions_identifier(haystack: &str, identifier: &str) -> bool {
         return true;
     }
     if !is_pure_hex(identifier) {
-        return haystack.contains(identifier);
+        return memchr::memmem::find(haystack.as_bytes(), identifier.as_bytes()).is_some();
     }
     let needle = identifier.as_bytes();
     let Some(&first) = needle.first() else {
@@ -417,6 +536,51 @@ mod tests {
             extract_path_like("See src/a.rs. Then src/a.rs, and (lib/b.py)"),
             ["src/a.rs", "lib/b.py"]
         );
+    }
+
+    /// The search of the whole text, without the candidate spans.
+    fn whole_text(pattern: &'static Regex, text: &str) -> Vec<(Range<usize>, String)> {
+        pattern
+            .find_iter(text)
+            .filter_map(|found| sanitized(0, found))
+            .map(|(range, id)| (range, id.to_owned()))
+            .collect()
+    }
+
+    fn spanned(pattern: &'static Regex, text: &str) -> Vec<(Range<usize>, String)> {
+        search_candidates(pattern, text)
+            .map(|(range, id)| (range, id.to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn candidate_spans_find_what_the_whole_text_search_finds() {
+        let text = "x 0123456789abcdef y /a/b z http://h:80/p q C:\\w\\x host.io:443 \
+                    12345 123456 1234567 x1234567 deadbee deadbeef ab/cd a:b é/ü/x\u{a0}/y/z \
+                    \t\n\r\u{b}\u{c}/tmp/x";
+        for pattern in [&*IDENTIFIER_RE, &*DISPLAY_IDENTIFIER_RE] {
+            let expected = whole_text(pattern, text);
+            assert!(expected.len() >= 8, "{expected:?}");
+            assert_eq!(spanned(pattern, text), expected);
+            for cut in 0..text.len() {
+                if let (Some(head), Some(tail)) = (text.get(..cut), text.get(cut..)) {
+                    assert_eq!(spanned(pattern, head), whole_text(pattern, head));
+                    assert_eq!(spanned(pattern, tail), whole_text(pattern, tail));
+                }
+            }
+        }
+        assert!(candidate_spans("plain words only: here, and there").is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn candidate_spans_never_change_what_is_found(
+            text in "([0-9a-fA-F]{1,12}|[0-9]{1,9}|https?://|[/:.\\\\_é\u{a0}gxz-]|[ \t\n\u{b}]){0,60}"
+        ) {
+            for pattern in [&*IDENTIFIER_RE, &*DISPLAY_IDENTIFIER_RE] {
+                proptest::prop_assert_eq!(spanned(pattern, &text), whole_text(pattern, &text));
+            }
+        }
     }
 
     #[test]

@@ -26,5 +26,6 @@ pub mod render;
 pub mod repair;
 pub mod stats;
 pub mod summary;
+mod swar;
 pub mod time;
 pub mod tokens;

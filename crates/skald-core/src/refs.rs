@@ -18,10 +18,11 @@
 //! assert!(RefId::parse("../../etc/passwd").is_err());
 //! ```
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::message::{Block, Extra, ImageBlock, ImageSource, TextBlock};
+use crate::swar::{bytes_between, bytes_equal};
 
 /// The opening of a placeholder token.
 pub const REF_PREFIX: &str = "[REF_ID: ";
@@ -114,18 +115,56 @@ impl std::fmt::Display for RefId {
 
 /// Original content a stage took out of the context, to be stored under `id` before the
 /// stage's output is shown to a model (a ref id is handed out only once its content is durable).
+///
+/// The canonical bytes are computed once, here, and travel with the ref: hashing gives the id,
+/// and the store writes the same bytes without serialising the payload again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewRef {
     pub id: RefId,
     pub payload: RefPayload,
+    canonical: CanonicalPayload,
 }
 
 impl NewRef {
     pub fn new(payload: RefPayload) -> NewRef {
+        let canonical = CanonicalPayload::of(&payload);
         NewRef {
-            id: payload.id(),
+            id: canonical.id.clone(),
             payload,
+            canonical,
         }
+    }
+
+    /// The payload's canonical bytes and their id, as computed when the ref was made.
+    pub fn canonical(&self) -> &CanonicalPayload {
+        &self.canonical
+    }
+}
+
+/// A payload's canonical bytes ([`RefPayload::to_bytes`]) together with their id. Built only
+/// from a payload, and immutable, so the id always is the hash of the bytes: a store can take
+/// both as they are instead of serialising and hashing again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanonicalPayload {
+    id: RefId,
+    bytes: Vec<u8>,
+}
+
+impl CanonicalPayload {
+    pub fn of(payload: &RefPayload) -> CanonicalPayload {
+        let bytes = payload.to_bytes();
+        CanonicalPayload {
+            id: RefId::of_bytes(&bytes),
+            bytes,
+        }
+    }
+
+    pub fn id(&self) -> &RefId {
+        &self.id
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
 }
 
@@ -170,8 +209,16 @@ impl RefPayload {
     /// `{"type":"image",…}` objects (other blocks as their JSON). Deterministic, so equal content
     /// always has the same id.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let blocks: Vec<Value> = self.blocks.iter().map(block_to_json).collect();
-        serde_json::to_vec(&blocks).unwrap_or_default()
+        // Written directly rather than through a `serde_json::Value`: building the value would
+        // copy every string of the payload once more. Strings and nested values go through
+        // serde_json's own writer, so the bytes are those `serde_json::to_vec` gives for the
+        // equivalent value (keys in the order below).
+        let capacity = self.blocks.iter().map(block_size_hint).sum::<usize>() + 2;
+        let mut out = Vec::with_capacity(capacity);
+        match write_blocks(&mut out, &self.blocks) {
+            Ok(()) => out,
+            Err(_) => Vec::new(),
+        }
     }
 
     /// The id of this payload.
@@ -201,25 +248,141 @@ impl RefPayload {
     }
 }
 
-fn block_to_json(block: &Block) -> Value {
+/// Roughly the canonical size of a block, to size the output once.
+fn block_size_hint(block: &Block) -> usize {
+    let content = match block {
+        Block::Text(text) => text.text.len(),
+        Block::Image(image) => match &image.source {
+            ImageSource::Base64 { data, .. } => data.len(),
+            ImageSource::Url { url } => url.len(),
+        },
+        Block::Thinking(thinking) => thinking.thinking.len(),
+        Block::ToolResult(result) => result.content.iter().map(block_size_hint).sum(),
+        Block::ToolCall(_) | Block::Opaque(_) => 0,
+    };
+    content + content / 16 + 48
+}
+
+/// `[block,block,…]`.
+fn write_blocks(out: &mut Vec<u8>, blocks: &[Block]) -> serde_json::Result<()> {
+    out.push(b'[');
+    for (index, block) in blocks.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        write_block(out, block)?;
+    }
+    out.push(b']');
+    Ok(())
+}
+
+/// `text` as a JSON string, escaped exactly as serde_json escapes it (`\"`, `\\`, `\n`, `\r`,
+/// `\t`, `\b`, `\f`, other control characters as `\u00xx`, everything else as it is). The
+/// large texts of a payload are mostly runs with nothing to escape: those are found eight bytes
+/// at a time and copied whole.
+fn write_json_string(out: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    // Bytes before `copied` are in `out`.
+    let mut copied = 0;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut base = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        let mut special =
+            bytes_between(word, 0, 0x1f) | bytes_equal(word, b'"') | bytes_equal(word, b'\\');
+        while special != 0 {
+            let at = base + (special.trailing_zeros() / 8) as usize;
+            write_escaped(out, bytes, &mut copied, at);
+            special &= special - 1;
+        }
+        base += 8;
+    }
+    for at in base..bytes.len() {
+        if bytes
+            .get(at)
+            .is_some_and(|&b| b < 0x20 || b == b'"' || b == b'\\')
+        {
+            write_escaped(out, bytes, &mut copied, at);
+        }
+    }
+    out.extend_from_slice(bytes.get(copied..).unwrap_or_default());
+    out.push(b'"');
+}
+
+/// Copies `bytes[*copied..at]` to `out`, then the escape of `bytes[at]`.
+fn write_escaped(out: &mut Vec<u8>, bytes: &[u8], copied: &mut usize, at: usize) {
+    let Some(&byte) = bytes.get(at) else {
+        return;
+    };
+    out.extend_from_slice(bytes.get(*copied..at).unwrap_or_default());
+    match byte {
+        b'"' => out.extend_from_slice(b"\\\""),
+        b'\\' => out.extend_from_slice(b"\\\\"),
+        b'\n' => out.extend_from_slice(b"\\n"),
+        b'\r' => out.extend_from_slice(b"\\r"),
+        b'\t' => out.extend_from_slice(b"\\t"),
+        0x08 => out.extend_from_slice(b"\\b"),
+        0x0c => out.extend_from_slice(b"\\f"),
+        _ => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(byte >> 4)],
+            HEX[usize::from(byte & 0x0f)],
+        ]),
+    }
+    *copied = at + 1;
+}
+
+/// One block as a JSON object with `type` first, then the fields in a fixed order.
+fn write_block(out: &mut Vec<u8>, block: &Block) -> serde_json::Result<()> {
     match block {
-        Block::Text(text) => json!({"type": "text", "text": text.text}),
+        Block::Text(text) => {
+            out.extend_from_slice(br#"{"type":"text","text":"#);
+            write_json_string(out, &text.text);
+        }
         Block::Image(image) => match &image.source {
             ImageSource::Base64 { media_type, data } => {
-                json!({"type": "image", "media_type": media_type, "data": data})
+                out.extend_from_slice(br#"{"type":"image","media_type":"#);
+                serde_json::to_writer(&mut *out, media_type)?;
+                out.extend_from_slice(br#","data":"#);
+                write_json_string(out, data);
             }
-            ImageSource::Url { url } => json!({"type": "image", "url": url}),
+            ImageSource::Url { url } => {
+                out.extend_from_slice(br#"{"type":"image","url":"#);
+                serde_json::to_writer(&mut *out, url)?;
+            }
         },
-        Block::Thinking(thinking) => json!({"type": "thinking", "thinking": thinking.thinking}),
+        Block::Thinking(thinking) => {
+            out.extend_from_slice(br#"{"type":"thinking","thinking":"#);
+            write_json_string(out, &thinking.thinking);
+        }
         Block::ToolCall(call) => {
-            json!({"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments})
+            out.extend_from_slice(br#"{"type":"tool_call","id":"#);
+            serde_json::to_writer(&mut *out, &call.id)?;
+            out.extend_from_slice(br#","name":"#);
+            serde_json::to_writer(&mut *out, &call.name)?;
+            out.extend_from_slice(br#","arguments":"#);
+            serde_json::to_writer(&mut *out, &call.arguments)?;
         }
         Block::ToolResult(result) => {
-            let content: Vec<Value> = result.content.iter().map(block_to_json).collect();
-            json!({"type": "tool_result", "call_id": result.call_id, "content": content})
+            out.extend_from_slice(br#"{"type":"tool_result","call_id":"#);
+            serde_json::to_writer(&mut *out, &result.call_id)?;
+            out.extend_from_slice(br#","content":"#);
+            write_blocks(out, &result.content)?;
         }
-        Block::Opaque(value) => json!({"type": "opaque", "value": value}),
+        Block::Opaque(value) => {
+            out.extend_from_slice(br#"{"type":"opaque","value":"#);
+            serde_json::to_writer(&mut *out, value)?;
+        }
     }
+    out.push(b'}');
+    Ok(())
 }
 
 fn block_from_json(index: usize, item: Value) -> Result<Block, PayloadError> {
@@ -312,6 +475,140 @@ mod tests {
         assert_eq!(ref_ids_in(&text), vec![RefId::parse(ID).unwrap()]);
         assert!(contains_ref(&text));
         assert!(!contains_ref("plain"));
+    }
+
+    /// The encoding `to_bytes` had before it wrote bytes directly: every existing ref id is the
+    /// hash of these bytes, so the direct writer must reproduce them exactly.
+    fn reference_bytes(blocks: &[Block]) -> Vec<u8> {
+        use serde_json::json;
+        fn block_to_json(block: &Block) -> Value {
+            match block {
+                Block::Text(text) => json!({"type": "text", "text": text.text}),
+                Block::Image(image) => match &image.source {
+                    ImageSource::Base64 { media_type, data } => {
+                        json!({"type": "image", "media_type": media_type, "data": data})
+                    }
+                    ImageSource::Url { url } => json!({"type": "image", "url": url}),
+                },
+                Block::Thinking(thinking) => {
+                    json!({"type": "thinking", "thinking": thinking.thinking})
+                }
+                Block::ToolCall(call) => json!({
+                    "type": "tool_call", "id": call.id, "name": call.name,
+                    "arguments": call.arguments
+                }),
+                Block::ToolResult(result) => {
+                    let content: Vec<Value> = result.content.iter().map(block_to_json).collect();
+                    json!({"type": "tool_result", "call_id": result.call_id, "content": content})
+                }
+                Block::Opaque(value) => json!({"type": "opaque", "value": value}),
+            }
+        }
+        let blocks: Vec<Value> = blocks.iter().map(block_to_json).collect();
+        serde_json::to_vec(&blocks).unwrap()
+    }
+
+    #[test]
+    fn canonical_bytes_are_unchanged_for_every_block_kind() {
+        use crate::message::{ContentForm, ThinkingBlock, ToolCall, ToolResult};
+        let awkward =
+            "quote \" back\\slash \u{0} \u{1f} tab\t nl\n cr\r \u{7f} é 日本 🦀 </script>";
+        let arguments = serde_json::json!({"z": 1, "a": [true, null, 1.5, -3], "path": awkward});
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "write".into(),
+            arguments,
+            arguments_text: Some("ignored".into()),
+            extra: Extra::new(),
+        };
+        let inner = ToolResult {
+            call_id: "call_0".into(),
+            tool_name: Some("bash".into()),
+            content: vec![Block::text(awkward), Block::text("")],
+            content_form: ContentForm::Blocks,
+            is_error: Some(true),
+            details: None,
+            extra: Extra::new(),
+        };
+        let blocks = [
+            Block::text(awkward),
+            Block::text(""),
+            Block::Image(ImageBlock {
+                source: ImageSource::Base64 {
+                    media_type: "image/png".into(),
+                    data: "iVBORw0KGgo=".into(),
+                },
+                extra: Extra::new(),
+            }),
+            Block::Image(ImageBlock {
+                source: ImageSource::Url {
+                    url: "https://example.com/a\"b.png".into(),
+                },
+                extra: Extra::new(),
+            }),
+            Block::Thinking(ThinkingBlock {
+                thinking: awkward.into(),
+                signature: Some("sig".into()),
+                extra: Extra::new(),
+            }),
+            Block::ToolCall(call),
+            Block::ToolResult(inner),
+            Block::Opaque(
+                serde_json::json!({"type": "document", "b": {"y": 2, "x": [1]}, "a": awkward}),
+            ),
+        ];
+        for end in 0..=blocks.len() {
+            let payload = RefPayload::new(blocks[..end].to_vec());
+            assert_eq!(
+                String::from_utf8(payload.to_bytes()).unwrap(),
+                String::from_utf8(reference_bytes(&payload.blocks)).unwrap()
+            );
+        }
+        // Pinned bytes: this payload's bytes, and so its id, must never change.
+        let payload = RefPayload::new(vec![Block::text("line 1\nline 2")]);
+        assert_eq!(
+            payload.to_bytes(),
+            br#"[{"type":"text","text":"line 1\nline 2"}]"#
+        );
+    }
+
+    #[test]
+    fn strings_are_escaped_exactly_as_serde_json_escapes_them() {
+        let mut texts: Vec<String> = (0u8..=0x7f).map(|b| char::from(b).to_string()).collect();
+        // Every byte at every offset of a word, among text that needs no escaping.
+        for b in 0u8..=0x7f {
+            for offset in 0..17 {
+                let mut text = "abcdefghijklmnopq".to_owned();
+                text.insert(offset, char::from(b));
+                texts.push(text);
+            }
+        }
+        texts.extend(
+            [
+                "",
+                "é日本🦀 plain",
+                "a\u{7f}b\u{80}c",
+                "\"\"\\\\\n\n",
+                "tail\u{1}",
+            ]
+            .map(String::from),
+        );
+        texts.push("x".repeat(1000) + "\u{0}" + &"y\t".repeat(300));
+        for text in texts {
+            let mut out = Vec::new();
+            write_json_string(&mut out, &text);
+            assert_eq!(out, serde_json::to_vec(&text).unwrap(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn new_ref_carries_the_canonical_bytes_of_its_payload() {
+        let payload = RefPayload::new(vec![Block::text("some output")]);
+        let new_ref = NewRef::new(payload.clone());
+        assert_eq!(new_ref.canonical().bytes(), payload.to_bytes().as_slice());
+        assert_eq!(new_ref.canonical().id(), &payload.id());
+        assert_eq!(new_ref.id, payload.id());
+        assert_eq!(CanonicalPayload::of(&payload), new_ref.canonical().clone());
     }
 
     #[test]

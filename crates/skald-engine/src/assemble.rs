@@ -15,7 +15,7 @@ use skald_core::pipeline::policy::{OffloadSchedule, Policy};
 use skald_core::pipeline::prune::{PruneEnv, PruneReport, prune};
 use skald_core::pipeline::truncate::{TruncateReport, truncate};
 use skald_core::pipeline::turn_limit::{TurnLimitReport, limit_turns};
-use skald_core::refs::NewRef;
+use skald_core::refs::{CanonicalPayload, NewRef};
 use skald_core::repair::{RepairReport, RepairSettings, repair};
 use skald_core::tokens::estimate_message_tokens;
 use skald_store::RefStore;
@@ -175,15 +175,29 @@ pub fn assemble<S: RefStore + ?Sized>(
     let messages = truncated.messages;
     report.timings_us.truncate = lap(&mut clock);
 
-    // A ref id reaches the model only once its original is durably stored.
-    for new_ref in &new_refs {
-        let key = new_ref.id.to_string();
-        if state.stored_refs.contains(&key) {
-            continue;
+    // A ref id reaches the model only once its original is durably stored: the whole batch is
+    // committed (one sync) before anything is returned.
+    let mut batch: Vec<&CanonicalPayload> = Vec::with_capacity(new_refs.len());
+    for canonical in new_refs.iter().map(NewRef::canonical) {
+        if !state.stored_refs.contains(canonical.id().as_str())
+            && !batch.iter().any(|queued| queued.id() == canonical.id())
+        {
+            batch.push(canonical);
         }
-        store.put(request.tenant, &new_ref.payload)?;
-        state.stored_refs.insert(key);
-        report.refs_stored += 1;
+    }
+    if !batch.is_empty() {
+        if let Err(error) = store.put_many(request.tenant, &batch) {
+            // The offload memos already hold placeholders for these refs, and would hand them
+            // out on the next request without offering the refs again: forget them, so the
+            // next request recomputes (the same) placeholders and stores their refs first.
+            state.offload_cache = Default::default();
+            state.arguments_cache = Default::default();
+            return Err(error.into());
+        }
+        for canonical in &batch {
+            state.stored_refs.insert(canonical.id().to_string());
+        }
+        report.refs_stored += batch.len();
     }
     report.timings_us.store = lap(&mut clock);
 

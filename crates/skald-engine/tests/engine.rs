@@ -205,6 +205,97 @@ fn every_ref_the_model_sees_is_stored_and_fetchable() {
     assert!(!fetched.text.contains("test_case_000 PASSED"));
 }
 
+/// A store that records the batches it is given and can be made to fail.
+struct BatchRecorder {
+    inner: SqliteRefStore,
+    batches: std::sync::Mutex<Vec<usize>>,
+    fail: bool,
+}
+
+impl skald_store::RefStore for BatchRecorder {
+    fn put(
+        &self,
+        tenant: &str,
+        payload: &skald_core::refs::RefPayload,
+    ) -> Result<RefId, skald_store::StoreError> {
+        self.inner.put(tenant, payload)
+    }
+
+    fn put_many(
+        &self,
+        tenant: &str,
+        payloads: &[&skald_core::refs::CanonicalPayload],
+    ) -> Result<(), skald_store::StoreError> {
+        self.batches.lock().unwrap().push(payloads.len());
+        if self.fail {
+            return Err(skald_store::StoreError::Corrupt("disk on fire".into()));
+        }
+        self.inner.put_many(tenant, payloads)
+    }
+
+    fn get(
+        &self,
+        tenant: &str,
+        id: &str,
+    ) -> Result<skald_core::refs::RefPayload, skald_store::StoreError> {
+        self.inner.get(tenant, id)
+    }
+
+    fn stats(&self, tenant: &str) -> Result<skald_store::RefStats, skald_store::StoreError> {
+        self.inner.stats(tenant)
+    }
+}
+
+fn recorder(fail: bool) -> BatchRecorder {
+    BatchRecorder {
+        inner: SqliteRefStore::in_memory(Default::default()).unwrap(),
+        batches: Default::default(),
+        fail,
+    }
+}
+
+#[test]
+fn the_refs_of_one_request_are_stored_in_one_batch() {
+    let store = recorder(false);
+    let policy = Policy::preset("skald").unwrap();
+    let mut state = SessionState::default();
+    let assembled = assemble(&store, &policy, &mut state, session(), request(0)).unwrap();
+    let stored = assembled.report.refs_stored;
+    assert!(stored >= 2, "{stored}");
+    assert_eq!(*store.batches.lock().unwrap(), vec![stored]);
+    for id in ref_ids_in(&full_text(&assembled)) {
+        assert!(
+            store.inner.get("acme", id.as_str()).is_ok(),
+            "{id} not stored"
+        );
+    }
+    // The next request has nothing new to store and does not call the store.
+    assemble(&store, &policy, &mut state, session(), request(1_000)).unwrap();
+    assert_eq!(store.batches.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn a_failed_batch_fails_the_request_and_hands_out_no_ref() {
+    let store = recorder(true);
+    let policy = Policy::preset("skald").unwrap();
+    let mut state = SessionState::default();
+    let error = assemble(&store, &policy, &mut state, session(), request(0)).unwrap_err();
+    assert!(error.to_string().contains("disk on fire"), "{error}");
+    assert_eq!(state.stored_ref_count(), 0);
+    // Once the store works again, the same request stores every ref it names.
+    let store = BatchRecorder {
+        fail: false,
+        ..store
+    };
+    let assembled = assemble(&store, &policy, &mut state, session(), request(1_000)).unwrap();
+    for id in ref_ids_in(&full_text(&assembled)) {
+        assert!(
+            store.inner.get("acme", id.as_str()).is_ok(),
+            "{id} not stored"
+        );
+    }
+}
+
 #[test]
 fn fetch_reports_each_bad_id_on_its_own() {
     let store = SqliteRefStore::in_memory(Default::default()).unwrap();

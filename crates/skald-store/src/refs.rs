@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, params};
-use skald_core::refs::{RefId, RefPayload};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use skald_core::refs::{CanonicalPayload, RefId, RefPayload};
 
 use crate::StoreError;
 use crate::cache::{CacheStats, RefCache};
@@ -36,6 +36,19 @@ pub trait RefStore: Send + Sync {
     /// Stores `payload` for `tenant` and returns its id, only once the content is durably
     /// committed. Putting content that is already stored refreshes its expiry.
     fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError>;
+
+    /// Stores every payload of `payloads` (canonical bytes with their id, as a stage's
+    /// [`NewRef`](skald_core::refs::NewRef) carries them) for `tenant`, returning only once all
+    /// are durably committed. [`SqliteRefStore`] commits a batch at once (one sync); this
+    /// default puts them one by one.
+    fn put_many(&self, tenant: &str, payloads: &[&CanonicalPayload]) -> Result<(), StoreError> {
+        for payload in payloads {
+            let decoded = RefPayload::from_bytes(payload.bytes())
+                .map_err(|error| StoreError::Corrupt(format!("ref {}: {error}", payload.id())))?;
+            self.put(tenant, &decoded)?;
+        }
+        Ok(())
+    }
 
     /// The payload stored under `id` for `tenant`. `id` is untrusted text (a bare id or a
     /// `[REF_ID: …]` token) and is parsed before storage is touched.
@@ -155,6 +168,13 @@ struct Row {
     expires_at_ms: i64,
 }
 
+/// A write [`SqliteRefStore::put_many`] must make: an insert with the compressed content, or
+/// (no content yet) a refresh of the expiry.
+struct Write<'a> {
+    payload: &'a CanonicalPayload,
+    encoded: Option<(Codec, Vec<u8>)>,
+}
+
 impl SqliteRefStore {
     /// Opens (creating if needed) the database at `path`, creating its parent directory too.
     pub fn open(
@@ -236,67 +256,136 @@ impl SqliteRefStore {
     /// 1/24 of the TTL (1 h of the default 24 h) leaves it as it is.
     pub fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError> {
         validate_tenant(tenant)?;
-        let bytes = payload.to_bytes();
-        let id = RefId::of_bytes(&bytes);
+        let canonical = CanonicalPayload::of(payload);
+        self.put_many(tenant, &[&canonical])?;
+        Ok(canonical.id().clone())
+    }
+
+    /// Stores every payload of `payloads` for `tenant`, as [`SqliteRefStore::put`] does each, and
+    /// returns once all of them are committed and synced to disk. The writes of the batch share
+    /// one transaction, so a batch costs one sync however many refs it holds, and a batch whose
+    /// refs are all stored and fresh writes nothing. On an error nothing of the batch may be
+    /// relied on (the transaction is rolled back; refs already stored stay stored).
+    pub fn put_many(&self, tenant: &str, payloads: &[&CanonicalPayload]) -> Result<(), StoreError> {
+        validate_tenant(tenant)?;
         let now = self.clock.now_ms();
         let expires_at = now.saturating_add(self.ttl_ms);
+        // The same content may come twice in one batch (two identical outputs): once is enough.
+        let mut seen = std::collections::HashSet::with_capacity(payloads.len());
+        let payloads: Vec<&CanonicalPayload> = payloads
+            .iter()
+            .copied()
+            .filter(|payload| seen.insert(payload.id()))
+            .collect();
 
         // Offloading is deterministic, so the same outputs are put again on every request of a
         // session. A refresh is a write with an fsync; skip it while the stored expiry is within
         // a small fraction of the TTL of the new one, and never compress content already stored.
-        let stored_expiry: Option<i64> = self
-            .conn()
-            .query_row(
-                "SELECT expires_at_ms FROM refs WHERE tenant = ?1 AND id = ?2",
-                params![tenant, id.as_str()],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(StoreError::storage("reading a ref"))?;
-        let (missing, effective_expiry) = match stored_expiry {
-            Some(stored) if stored >= expires_at.saturating_sub(self.refresh_slack_ms) => {
-                (false, stored)
+        let stored_expiries: Vec<Option<i64>> = {
+            let conn = self.conn();
+            let mut select = conn
+                .prepare_cached("SELECT expires_at_ms FROM refs WHERE tenant = ?1 AND id = ?2")
+                .map_err(StoreError::storage("reading a ref"))?;
+            payloads
+                .iter()
+                .map(|payload| {
+                    select
+                        .query_row(params![tenant, payload.id().as_str()], |row| row.get(0))
+                        .optional()
+                        .map_err(StoreError::storage("reading a ref"))
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let mut writes: Vec<Write<'_>> = Vec::new();
+        let mut fresh: Vec<(&RefId, i64)> = Vec::new();
+        for (payload, stored) in payloads.iter().zip(stored_expiries) {
+            match stored {
+                Some(stored) if stored >= expires_at.saturating_sub(self.refresh_slack_ms) => {
+                    fresh.push((payload.id(), stored));
+                }
+                Some(_) => writes.push(Write {
+                    payload,
+                    encoded: None,
+                }),
+                None => {
+                    // Compress outside the connection lock: it is the slow part of a put.
+                    writes.push(Write {
+                        payload,
+                        encoded: Some(codec::encode(payload.bytes())),
+                    });
+                }
             }
-            Some(_) => {
-                let updated = self
-                    .conn()
-                    .execute(
+        }
+        if !writes.is_empty() {
+            self.write_batch(tenant, &mut writes, now, expires_at)?;
+        }
+        // The commit (autocommit or the batch's transaction, with synchronous=FULL) is on disk.
+        let mut cache = self.cache();
+        for (id, expiry) in fresh {
+            cache.refresh(tenant, id, expiry);
+        }
+        for write in &writes {
+            cache.refresh(tenant, write.payload.id(), expires_at);
+        }
+        Ok(())
+    }
+
+    /// The refreshes and inserts of one [`SqliteRefStore::put_many`], in one transaction.
+    fn write_batch(
+        &self,
+        tenant: &str,
+        writes: &mut [Write<'_>],
+        now: i64,
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let transaction = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(StoreError::storage("starting to store refs"))?;
+        for write in writes.iter_mut() {
+            let id = write.payload.id().as_str();
+            if write.encoded.is_none() {
+                let updated = transaction
+                    .prepare_cached(
                         "UPDATE refs SET expires_at_ms = MAX(expires_at_ms, ?3)
                          WHERE tenant = ?1 AND id = ?2",
-                        params![tenant, id.as_str(), expires_at],
                     )
+                    .and_then(|mut update| update.execute(params![tenant, id, expires_at]))
                     .map_err(StoreError::storage("refreshing a ref"))?;
+                if updated > 0 {
+                    continue;
+                }
                 // 0: another process purged it since the read; store it again.
-                (updated == 0, expires_at)
+                write.encoded = Some(codec::encode(write.payload.bytes()));
             }
-            None => (true, expires_at),
-        };
-        if missing {
-            // Compress outside the connection lock: it is the slow part of a put.
-            let (codec, stored) = codec::encode(&bytes);
-            self.conn()
-                .execute(
+            let Some((codec, stored)) = &write.encoded else {
+                continue;
+            };
+            transaction
+                .prepare_cached(
                     "INSERT INTO refs (tenant, id, codec, content, original_bytes, stored_bytes,
                                        created_at_ms, expires_at_ms)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                      ON CONFLICT (tenant, id) DO UPDATE
                      SET expires_at_ms = MAX(refs.expires_at_ms, excluded.expires_at_ms)",
-                    params![
+                )
+                .and_then(|mut insert| {
+                    insert.execute(params![
                         tenant,
-                        id.as_str(),
+                        id,
                         codec.as_str(),
                         stored,
-                        len_i64(bytes.len()),
+                        len_i64(write.payload.bytes().len()),
                         len_i64(stored.len()),
                         now,
                         expires_at
-                    ],
-                )
+                    ])
+                })
                 .map_err(StoreError::storage("storing a ref"))?;
         }
-        // Each statement ran in autocommit mode with synchronous=FULL: it is on disk now.
-        self.cache().refresh(tenant, &id, effective_expiry);
-        Ok(id)
+        transaction
+            .commit()
+            .map_err(StoreError::storage("committing stored refs"))
     }
 
     /// The payload stored under `id` for `tenant`. `id` is parsed with [`RefId::parse`] before
@@ -472,6 +561,10 @@ impl SqliteRefStore {
 impl RefStore for SqliteRefStore {
     fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError> {
         SqliteRefStore::put(self, tenant, payload)
+    }
+
+    fn put_many(&self, tenant: &str, payloads: &[&CanonicalPayload]) -> Result<(), StoreError> {
+        SqliteRefStore::put_many(self, tenant, payloads)
     }
 
     fn get(&self, tenant: &str, id: &str) -> Result<RefPayload, StoreError> {

@@ -2,8 +2,11 @@
 //! after `put` returned must not lose the ref. The SCCS store this replaces wrote to disk
 //! fire-and-forget after handing out the id; this is the test that defect would fail.
 //!
-//! The test binary re-invokes itself with [`CHILD_ENV`] set, selecting `durability_child` as the
-//! only test to run; in an ordinary run that function sees no variable and returns at once.
+//! The same holds for a batch: every ref of a `put_many` is durable once it returns.
+//!
+//! The test binary re-invokes itself with [`CHILD_ENV`] set, selecting `durability_child` (or
+//! `durability_batch_child`) as the only test to run; in an ordinary run those functions see no
+//! variable and return at once.
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use skald_core::message::Block;
-use skald_core::refs::RefPayload;
+use skald_core::refs::{CanonicalPayload, RefPayload};
 use skald_store::{RefSettings, SqliteRefStore};
 
 const CHILD_ENV: &str = "SKALD_STORE_DURABILITY_CHILD_DB";
@@ -44,17 +47,47 @@ fn durability_child() {
     }
 }
 
+/// Child mode for batches: puts three refs at a time with `put_many`, printing their ids as
+/// soon as it returns.
+#[test]
+fn durability_batch_child() {
+    let Some(db) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let store = SqliteRefStore::open(db, RefSettings::default()).unwrap();
+    let mut stdout = std::io::stdout().lock();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut n = 0;
+    while Instant::now() < deadline {
+        let batch: Vec<CanonicalPayload> = (n..n + 3)
+            .map(|k| CanonicalPayload::of(&payload(k)))
+            .collect();
+        store
+            .put_many("acme", &batch.iter().collect::<Vec<_>>())
+            .unwrap();
+        for (k, canonical) in (n..).zip(&batch) {
+            writeln!(stdout, "PUT {k} {}", canonical.id()).unwrap();
+        }
+        stdout.flush().unwrap();
+        n += 3;
+    }
+}
+
 #[test]
 fn put_survives_sigkill_right_after_it_returns() {
+    kill_child_then_read_every_printed_ref("durability_child");
+}
+
+#[test]
+fn put_many_survives_sigkill_right_after_it_returns() {
+    kill_child_then_read_every_printed_ref("durability_batch_child");
+}
+
+fn kill_child_then_read_every_printed_ref(child_test: &str) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("refs.sqlite3");
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "durability_child",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args([child_test, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, &db)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

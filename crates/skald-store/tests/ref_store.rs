@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use skald_core::message::{Block, Extra, ImageBlock, ImageSource};
-use skald_core::refs::{RefId, RefPayload, placeholder};
+use skald_core::refs::{CanonicalPayload, RefId, RefPayload, placeholder};
 use skald_store::{
-    Codec, DEFAULT_TTL, ManualClock, RefSettings, RefStore, SCHEMA_VERSION, SqliteRefStore,
-    StoreError,
+    Codec, DEFAULT_TTL, ManualClock, RefSettings, RefStats, RefStore, SCHEMA_VERSION,
+    SqliteRefStore, StoreError,
 };
 
 const T0: i64 = 1_700_000_000_000;
@@ -289,6 +289,135 @@ fn re_put_refreshes_expiry() {
     // Putting it again after expiry makes it fetchable again.
     store.put("acme", &payload).unwrap();
     assert_eq!(store.get("acme", id.as_str()).unwrap(), payload);
+}
+
+fn canonical(payloads: &[RefPayload]) -> Vec<CanonicalPayload> {
+    payloads.iter().map(CanonicalPayload::of).collect()
+}
+
+#[test]
+fn put_many_stores_every_payload_of_a_batch_once() {
+    let (store, _) = store();
+    let payloads = [text("first"), log_output(300), text("third"), text("first")];
+    let batch = canonical(&payloads);
+    store
+        .put_many("acme", &batch.iter().collect::<Vec<_>>())
+        .unwrap();
+    for (payload, canonical) in payloads.iter().zip(&batch) {
+        assert_eq!(canonical.id(), &payload.id());
+        assert_eq!(
+            &store.get("acme", canonical.id().as_str()).unwrap(),
+            payload
+        );
+    }
+    // The duplicate is stored once, and a later put finds every ref already there.
+    assert_eq!(store.stats("acme").unwrap().count, 3);
+    assert_eq!(store.put("acme", &payloads[1]).unwrap(), payloads[1].id());
+    assert_eq!(store.stats("acme").unwrap().count, 3);
+    assert!(matches!(
+        store.get("globex", batch[0].id().as_str()),
+        Err(StoreError::NotFound { .. })
+    ));
+    store.put_many("acme", &[]).unwrap();
+}
+
+#[test]
+fn put_many_refreshes_stale_expiries_and_leaves_fresh_ones() {
+    let (store, clock) = store();
+    let old = text("stored early");
+    let id = store.put("acme", &old).unwrap();
+    clock.advance(2 * HOUR_MS);
+    let recent = text("stored later");
+    let recent_id = store.put("acme", &recent).unwrap();
+    clock.advance(30 * 60 * 1000);
+    let batch = canonical(&[old, recent, text("new")]);
+    store
+        .put_many("acme", &batch.iter().collect::<Vec<_>>())
+        .unwrap();
+    let now = T0 + 2 * HOUR_MS + 30 * 60 * 1000;
+    // Moved by more than 1/24 of the TTL: refreshed; by less: left alone (no write).
+    assert_eq!(
+        store.info("acme", id.as_str()).unwrap().expires_at_ms,
+        now + DAY_MS
+    );
+    assert_eq!(
+        store
+            .info("acme", recent_id.as_str())
+            .unwrap()
+            .expires_at_ms,
+        T0 + 2 * HOUR_MS + DAY_MS
+    );
+    let new = store.info("acme", batch[2].id().as_str()).unwrap();
+    assert_eq!((new.created_at_ms, new.expires_at_ms), (now, now + DAY_MS));
+    // After expiry a batch stores the ref again.
+    clock.set(now + DAY_MS);
+    assert!(matches!(
+        store.get("acme", id.as_str()),
+        Err(StoreError::Expired { .. })
+    ));
+    store
+        .put_many("acme", &batch.iter().take(1).collect::<Vec<_>>())
+        .unwrap();
+    assert_eq!(
+        store.get("acme", id.as_str()).unwrap(),
+        text("stored early")
+    );
+}
+
+#[test]
+fn put_many_with_an_invalid_tenant_stores_nothing() {
+    let (store, _) = store();
+    let batch = canonical(&[text("x"), text("y")]);
+    let error = store
+        .put_many("../acme", &batch.iter().collect::<Vec<_>>())
+        .unwrap_err();
+    assert!(matches!(error, StoreError::InvalidTenant { .. }), "{error}");
+    assert_eq!(store.stats_by_tenant().unwrap().len(), 0);
+}
+
+/// A store that implements only what the trait requires, to exercise its default `put_many`.
+struct PutOnly {
+    inner: SqliteRefStore,
+    puts: std::sync::atomic::AtomicUsize,
+}
+
+impl RefStore for PutOnly {
+    fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError> {
+        self.puts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.put(tenant, payload)
+    }
+
+    fn get(&self, tenant: &str, id: &str) -> Result<RefPayload, StoreError> {
+        self.inner.get(tenant, id)
+    }
+
+    fn stats(&self, tenant: &str) -> Result<RefStats, StoreError> {
+        self.inner.stats(tenant)
+    }
+}
+
+#[test]
+fn the_default_put_many_puts_each_payload() {
+    let (inner, _) = store();
+    let store = PutOnly {
+        inner,
+        puts: Default::default(),
+    };
+    let payloads = [
+        text("a"),
+        RefPayload::new(vec![
+            Block::text("b"),
+            image("image/png", base64(&random_bytes(5, 100))),
+        ]),
+    ];
+    let batch = canonical(&payloads);
+    store
+        .put_many("acme", &batch.iter().collect::<Vec<_>>())
+        .unwrap();
+    assert_eq!(store.puts.load(std::sync::atomic::Ordering::Relaxed), 2);
+    for payload in &payloads {
+        assert_eq!(&store.get("acme", payload.id().as_str()).unwrap(), payload);
+    }
 }
 
 #[test]

@@ -212,7 +212,7 @@ fn classify(result: &ToolResult, settings: &OffloadSettings) -> Memo {
     if result.tool_name.as_deref() == Some(FETCH_TOOL_NAME) {
         return not;
     }
-    let text = text_of(result);
+    let text = text_in(result);
     if text.chars().count() <= settings.compress_threshold || contains_ref(&text) {
         return not;
     }
@@ -245,6 +245,23 @@ pub fn text_of(result: &ToolResult) -> String {
     crate::message::join_text(&result.content)
 }
 
+/// [`text_of`], borrowed when the result has a single text block (the usual case): joining
+/// would copy the whole output.
+fn text_in(result: &ToolResult) -> std::borrow::Cow<'_, str> {
+    let mut texts = result.content.iter().filter_map(|block| match block {
+        Block::Text(text) => Some(text.text.as_str()),
+        Block::Image(_)
+        | Block::Thinking(_)
+        | Block::ToolCall(_)
+        | Block::ToolResult(_)
+        | Block::Opaque(_) => None,
+    });
+    match (texts.next(), texts.next()) {
+        (Some(only), None) => std::borrow::Cow::Borrowed(only),
+        (Some(_), Some(_)) | (None, _) => std::borrow::Cow::Owned(text_of(result)),
+    }
+}
+
 /// True when `text` starts like an OpenClaw workspace file (`# SOUL.md - Who You Are`).
 pub fn is_workspace_file(text: &str) -> bool {
     let first_line = text
@@ -261,16 +278,13 @@ pub fn is_workspace_file(text: &str) -> bool {
     })
 }
 
-/// Builds the placeholder content for `result`: the REF_ID placeholder, then every non-text block
-/// of the original (images stay visible).
-fn replace(result: &ToolResult, digest: &DigestSettings) -> (CachedOffload, NewRef) {
-    let payload = RefPayload::new(result.content.clone());
-    let new_ref = NewRef::new(payload);
-    let summary = digest_blocks(&result.content, digest).summary;
-    let text = placeholder(&new_ref.id, &summary);
-    let chars_after = text.chars().count();
-    let mut replacement = vec![Block::text(text)];
-    replacement.extend(result.content.iter().filter_map(|block| match block {
+/// Builds the placeholder content for a result whose content was `original`: the REF_ID
+/// placeholder, then every non-text block of the original (images stay visible). The original
+/// moves into the ref: the result's content is replaced anyway, so copying it would be waste.
+fn replace(original: Vec<Block>, digest: &DigestSettings) -> (CachedOffload, NewRef) {
+    let summary = digest_blocks(&original, digest).summary;
+    let mut replacement = vec![Block::text(String::new())];
+    replacement.extend(original.iter().filter_map(|block| match block {
         Block::Text(_) => None,
         Block::Image(_)
         | Block::Thinking(_)
@@ -278,6 +292,12 @@ fn replace(result: &ToolResult, digest: &DigestSettings) -> (CachedOffload, NewR
         | Block::ToolResult(_)
         | Block::Opaque(_) => Some(block.clone()),
     }));
+    let new_ref = NewRef::new(RefPayload::new(original));
+    let text = placeholder(&new_ref.id, &summary);
+    let chars_after = text.chars().count();
+    if let Some(first) = replacement.first_mut() {
+        *first = Block::text(text);
+    }
     let cached = CachedOffload {
         replacement,
         ref_id: new_ref.id.to_string(),
@@ -333,12 +353,14 @@ pub fn offload(
                 report.deferred += 1;
                 continue;
             }
+            let chars_before = text_bytes(result);
             let cached = match slot {
                 Some(cached) => cached.clone(),
                 None => {
                     // First sight: the original goes out to be stored; later requests reuse the
                     // placeholder and the caller already holds the ref.
-                    let (cached, new_ref) = replace(result, &digest);
+                    let original = std::mem::take(&mut result.content);
+                    let (cached, new_ref) = replace(original, &digest);
                     new_refs.push(new_ref);
                     slot.insert(cached).clone()
                 }
@@ -347,7 +369,7 @@ pub fn offload(
                 message_index,
                 call_id: result.call_id.clone(),
                 ref_id: cached.ref_id,
-                chars_before: text_bytes(result),
+                chars_before,
                 chars_after: cached.chars_after,
             });
             result.content = cached.replacement;
@@ -443,9 +465,10 @@ pub fn offload_arguments(
                         if chars <= settings.arguments_threshold || contains_ref(text) {
                             continue;
                         }
-                        let payload = RefPayload::new(vec![Block::text(text.clone())]);
-                        let new_ref = NewRef::new(payload);
                         let summary = crate::digest::digest(text, &digest).summary;
+                        // `arguments` is this entry's own copy: its text can move into the ref.
+                        let payload = RefPayload::new(vec![Block::text(std::mem::take(text))]);
+                        let new_ref = NewRef::new(payload);
                         let replacement = placeholder(&new_ref.id, &summary);
                         offloaded.push(Offloaded {
                             message_index,
