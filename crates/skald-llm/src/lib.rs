@@ -1,15 +1,20 @@
 //! skald's LLM providers: an OpenAI-compatible (Chat Completions) client and an Anthropic
 //! (Messages) client behind one [`ChatModel`] trait, with streaming, timeouts, cancellation,
 //! retries (seed 003 §3.3), typed errors, context-overflow detection (seed 003 §4, with every
-//! provider form OpenClaw recognises), and the [`Summarizer`] trait compaction writes summaries
-//! through.
+//! provider form OpenClaw recognises), the [`Summarizer`] trait compaction writes summaries
+//! through, and the [`Embedder`] trait memory search turns text into vectors through.
 //!
 //! - [`config`] reads the `[llm]` / `[llm.summary]` tables of `skald.toml`;
 //! - [`chat`] is the provider-neutral interface; [`openai`] and [`anthropic`] implement it,
 //!   encoding requests with `skald_core::codec` (tool results' `details` are always stripped);
 //! - [`retry`] is the backoff policy, [`error`] the typed errors, [`overflow`] the pure
 //!   classification of provider error messages;
-//! - [`summarizer`] holds [`Summarizer`] and [`LlmSummarizer`].
+//! - [`summarizer`] holds [`Summarizer`] and [`LlmSummarizer`];
+//! - [`embed`] holds [`Embedder`], the `[embedding]` table ([`EmbeddingConfig`]),
+//!   [`OpenAiEmbedder`] (any `/v1/embeddings` server) and, with the `local-embeddings` cargo
+//!   feature (off by default: it adds candle and tokenizers to the build), `LocalEmbedder`, a
+//!   sentence-transformers model directory run in-process on the CPU. No `[embedding]` table
+//!   means no embedder, and [`embedder_from_config`] says so with `None`.
 //!
 //! # Example
 //!
@@ -61,6 +66,54 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! Embeddings: the `[embedding]` table picks an embedder, none when it is absent; every
+//! embedder returns one L2-normalised vector per text, in order (nothing here touches the
+//! network):
+//!
+//! ```
+//! use skald_llm::{EmbeddingConfig, OpenAiEmbedder, embedder_from_config};
+//!
+//! assert!(embedder_from_config(EmbeddingConfig::from_toml_str("[llm]\n")?.as_ref())?.is_none());
+//!
+//! let config = EmbeddingConfig::from_toml_str(
+//!     r#"
+//!     [embedding]
+//!     kind = "openai"
+//!     base_url = "http://localhost:11434/v1"   # Ollama
+//!     model = "nomic-embed-text"
+//!     dimensions = 768                         # every answer is checked against it
+//!     batch_size = 32
+//!     "#,
+//! )?;
+//! let Some(EmbeddingConfig::OpenAi(openai)) = config else {
+//!     panic!("an OpenAI-compatible embedder is configured");
+//! };
+//! let embedder = OpenAiEmbedder::with_api_key(openai, None)?;
+//! let body = embedder.request_body(&["The user prefers dark mode.".to_owned()]);
+//! assert_eq!(body["model"], "nomic-embed-text");
+//! assert_eq!(body["input"][0], "The user prefers dark mode.");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), skald_llm::LlmError> {
+//! use skald_llm::{Embedder, EmbeddingConfig, embedder_from_config};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! // With the `local-embeddings` feature, a sentence-transformers directory works the same.
+//! let config = EmbeddingConfig::from_toml_str(
+//!     "[embedding]\nkind = \"local\"\npath = \"/models/all-MiniLM-L6-v2\"\n",
+//! )?;
+//! if let Some(embedder) = embedder_from_config(config.as_ref())? {
+//!     let texts = ["a cat sits on the mat".to_owned(), "stock prices fell".to_owned()];
+//!     let vectors = embedder.embed(&texts, &CancellationToken::new()).await?;
+//!     let cosine: f32 = vectors[0].iter().zip(&vectors[1]).map(|(a, b)| a * b).sum();
+//!     println!("{} dimensions, cosine {cosine:.3}", vectors[0].len());
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Calling the model (any [`ChatModel`] works the same; `cancel` aborts the request, a retry
 //! wait or a running stream):
 //!
@@ -97,6 +150,7 @@ pub mod anthropic;
 pub mod chat;
 pub mod client;
 pub mod config;
+pub mod embed;
 pub mod error;
 mod http;
 pub mod openai;
@@ -110,6 +164,12 @@ pub use chat::{
 };
 pub use client::{client_from_config, client_with_api_key};
 pub use config::{LlmConfig, ProviderConfig, ProviderKind};
+#[cfg(feature = "local-embeddings")]
+pub use embed::LocalEmbedder;
+pub use embed::{
+    Embedder, EmbedderKind, EmbeddingConfig, LocalEmbeddingConfig, OpenAiEmbedder,
+    OpenAiEmbeddingConfig, embedder_from_config,
+};
 pub use error::LlmError;
 pub use openai::OpenAiCompatible;
 pub use overflow::{ErrorClass, classify_error, parse_overflow_counts};

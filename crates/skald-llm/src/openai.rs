@@ -60,25 +60,7 @@ impl OpenAiCompatible {
                 ),
             });
         }
-        let mut auth = Vec::new();
-        if let Some(key) = api_key {
-            let bad_key = |_| LlmError::Config {
-                message: "api_key: contains characters an HTTP header cannot carry".to_owned(),
-            };
-            // Azure OpenAI takes its resource keys in `api-key`; everyone else in a Bearer token.
-            if is_azure(&config.base_url) {
-                auth.push((
-                    HeaderName::from_static("api-key"),
-                    HeaderValue::from_str(&key).map_err(bad_key)?,
-                ));
-            } else {
-                auth.push((
-                    AUTHORIZATION,
-                    HeaderValue::from_str(&format!("Bearer {key}")).map_err(bad_key)?,
-                ));
-            }
-        }
-        let transport = Transport::new(&config, auth)?;
+        let transport = Transport::new(&config, auth_headers(&config.base_url, api_key)?)?;
         let endpoint = endpoint(&config.base_url, &["chat", "completions"])?;
         Ok(OpenAiCompatible {
             config,
@@ -197,6 +179,32 @@ impl ChatModel for OpenAiCompatible {
     }
 }
 
+/// The headers carrying `api_key` to an OpenAI-compatible server at `base_url` (none without
+/// a key).
+pub(crate) fn auth_headers(
+    base_url: &str,
+    api_key: Option<String>,
+) -> Result<Vec<(HeaderName, HeaderValue)>, LlmError> {
+    let Some(key) = api_key else {
+        return Ok(Vec::new());
+    };
+    let bad_key = |_| LlmError::Config {
+        message: "api_key: contains characters an HTTP header cannot carry".to_owned(),
+    };
+    // Azure OpenAI takes its resource keys in `api-key`; everyone else in a Bearer token.
+    Ok(vec![if is_azure(base_url) {
+        (
+            HeaderName::from_static("api-key"),
+            HeaderValue::from_str(&key).map_err(bad_key)?,
+        )
+    } else {
+        (
+            AUTHORIZATION,
+            HeaderValue::from_str(&format!("Bearer {key}")).map_err(bad_key)?,
+        )
+    }])
+}
+
 fn host(base_url: &str) -> Option<String> {
     reqwest::Url::parse(base_url)
         .ok()
@@ -245,7 +253,7 @@ fn openai_tool(tool: &Value, index: usize) -> Result<Value, LlmError> {
 }
 
 /// A provider error carried in a 200 answer (some gateways do that), as a typed error.
-fn embedded_error(answer: &Value) -> Option<LlmError> {
+pub(crate) fn embedded_error(answer: &Value) -> Option<LlmError> {
     answer
         .get("error")
         .filter(|error| !error.is_null())
