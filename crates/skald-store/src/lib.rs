@@ -1,7 +1,9 @@
 //! Durable storage for skald. The **ref store** keeps the originals of tool outputs that the
 //! pipeline offloaded or truncated, per tenant under their content hash, so a model can fetch
 //! them back through a `[REF_ID: …]` placeholder. The **session store** ([`sessions`]) keeps each
-//! session as an append-only tree of OpenClaw entries; both live in one database file.
+//! session as an append-only tree of OpenClaw entries. The **memory store** ([`memories`]) keeps
+//! long-term memories under `viking://` URIs, add-only, deduplicated, with full-text and vector
+//! search. All three live in one database file.
 //!
 //! Guarantees, each with its own tests:
 //! - **A ref id is handed out only once its content is durable.** [`SqliteRefStore::put`] returns
@@ -65,6 +67,7 @@ mod cache;
 pub mod clock;
 mod codec;
 mod error;
+pub mod memories;
 pub mod refs;
 mod schema;
 pub mod sessions;
@@ -74,6 +77,7 @@ pub use cache::CacheStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;
 pub use error::StoreError;
+pub use memories::{MemoryError, MemoryStore, SqliteMemoryStore};
 pub use refs::{
     DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES, DEFAULT_TTL, MAX_TTL, MIN_TTL, RefInfo,
     RefSettings, RefStats, RefStore, SqliteRefStore,

@@ -1,6 +1,6 @@
 //! Opening a database: connection settings (WAL, full sync, busy timeout) and schema migrations
-//! tracked in SQLite's `user_version`. One database file holds every store (refs, sessions), so
-//! whichever store opens it first brings the whole schema up to date.
+//! tracked in SQLite's `user_version`. One database file holds every store (refs, sessions,
+//! memories), so whichever store opens it first brings the whole schema up to date.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::StoreError;
 
 /// The schema version this build writes and reads (SQLite's `PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Migration `n` takes a database from version `n` to `n + 1`. Append only: a released
 /// migration never changes, so every database reaches the same schema by the same steps.
@@ -63,6 +63,82 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER session_entries_are_never_deleted BEFORE DELETE ON session_entries
     BEGIN
         SELECT RAISE(ABORT, 'session entries are append-only: an entry is never deleted');
+    END;",
+    // 2 -> 3: the memory store. A row is one version of an entry and is never deleted; of its
+    // columns only the status (set once: superseded or forgotten) and the derived vector change.
+    // The FTS table and the LSH bands index live versions only.
+    "CREATE TABLE memories (
+        id               INTEGER PRIMARY KEY,
+        tenant           TEXT    NOT NULL,
+        uri              TEXT    NOT NULL,
+        parent           TEXT    NOT NULL,
+        version          INTEGER NOT NULL,
+        category         TEXT    NOT NULL,
+        dedup_root       TEXT    NOT NULL,
+        l0               TEXT    NOT NULL,
+        l1               TEXT    NOT NULL,
+        l2               TEXT    NOT NULL,
+        l0_given         INTEGER NOT NULL,
+        l1_given         INTEGER NOT NULL,
+        content_hash     TEXT    NOT NULL,
+        priority         INTEGER NOT NULL,
+        source           TEXT    NOT NULL,
+        created_at_ms    INTEGER NOT NULL,
+        updated_at_ms    INTEGER NOT NULL,
+        supersedes       INTEGER,
+        superseded_by    INTEGER,
+        superseded_at_ms INTEGER,
+        forgotten_at_ms  INTEGER,
+        embedding        BLOB,
+        UNIQUE (tenant, uri, version)
+    );
+    CREATE UNIQUE INDEX memories_live_by_uri ON memories (tenant, uri)
+        WHERE superseded_by IS NULL AND forgotten_at_ms IS NULL;
+    CREATE INDEX memories_live_by_hash ON memories (tenant, dedup_root, content_hash)
+        WHERE superseded_by IS NULL AND forgotten_at_ms IS NULL;
+    CREATE TABLE memory_merges (
+        memory_id     INTEGER NOT NULL REFERENCES memories (id),
+        merged_at_ms  INTEGER NOT NULL,
+        kind          TEXT    NOT NULL CHECK (kind IN ('exact', 'near')),
+        similarity    REAL    NOT NULL,
+        requested_uri TEXT    NOT NULL,
+        source        TEXT    NOT NULL
+    );
+    CREATE INDEX memory_merges_by_memory ON memory_merges (memory_id);
+    CREATE TABLE memory_bands (
+        tenant    TEXT    NOT NULL,
+        band      INTEGER NOT NULL,
+        memory_id INTEGER NOT NULL,
+        PRIMARY KEY (tenant, band, memory_id)
+    ) WITHOUT ROWID;
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
+        path, l0, l1, l2,
+        content = '', contentless_delete = 1,
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER memories_are_never_deleted BEFORE DELETE ON memories
+    BEGIN
+        SELECT RAISE(ABORT, 'memories are add-only: a version is never deleted (forget marks it)');
+    END;
+    CREATE TRIGGER memories_are_never_rewritten BEFORE UPDATE OF
+        id, tenant, uri, parent, version, category, dedup_root, l0, l1, l2, l0_given, l1_given,
+        content_hash, priority, source, created_at_ms, updated_at_ms, supersedes ON memories
+    BEGIN
+        SELECT RAISE(ABORT, 'memories are add-only: an update writes a new version');
+    END;
+    CREATE TRIGGER memory_status_is_set_once BEFORE UPDATE OF
+        superseded_by, superseded_at_ms, forgotten_at_ms ON memories
+        WHEN OLD.superseded_by IS NOT NULL OR OLD.forgotten_at_ms IS NOT NULL
+    BEGIN
+        SELECT RAISE(ABORT, 'a superseded or forgotten memory version stays as it is');
+    END;
+    CREATE TRIGGER memory_merges_are_never_changed BEFORE UPDATE ON memory_merges
+    BEGIN
+        SELECT RAISE(ABORT, 'memory merges are add-only');
+    END;
+    CREATE TRIGGER memory_merges_are_never_deleted BEFORE DELETE ON memory_merges
+    BEGIN
+        SELECT RAISE(ABORT, 'memory merges are add-only');
     END;",
 ];
 

@@ -1,0 +1,1386 @@
+//! [`SqliteMemoryStore`]: the memory store on SQLite, in the same database file as the other
+//! stores. Tables (see `schema.rs`): `memories` (one row per version, never deleted; only the
+//! status and the vector of a row change), `memory_merges` (duplicates merged into a version),
+//! `memory_bands` (MinHash LSH keys of live versions, for near-duplicate candidates) and
+//! `memories_fts` (a contentless FTS5 index of live versions, rowid = version id).
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
+use serde_json::{Value, json};
+use skald_core::memory::dedup::{Fingerprint, content_hash, jaccard_of, shingles};
+use skald_core::memory::fusion::{RRF_K, RankedList, reciprocal_rank_fusion};
+use skald_core::memory::levels::{derive_abstract, derive_overview};
+use skald_core::memory::query::QueryPlan;
+use skald_core::memory::uri::{MemoryCategory, MemoryUri};
+
+use super::{
+    AddOutcome, DEFAULT_PRIORITY, DirEntry, DirEntryKind, DuplicateKind, MAX_SEARCH_LIMIT, Memory,
+    MemoryError, MemorySettings, MemorySource, MemoryStats, MemoryStatus, MemoryStore, Merge,
+    NewMemory, SearchFilter, SearchHit, SearchQuery, TreeNode, UpdateOutcome, validate_new,
+    validate_vector,
+};
+use crate::clock::{Clock, SystemClock};
+use crate::schema;
+use crate::tenant::validate_tenant;
+
+/// The condition of a live version, spelled exactly as the partial indexes are, so SQLite
+/// uses them.
+const LIVE: &str = "superseded_by IS NULL AND forgotten_at_ms IS NULL";
+
+/// The columns [`memory_from_row`] reads, in order.
+const COLUMNS: &str = "id, tenant, uri, version, category, l0, l1, l2, priority, source, \
+                       created_at_ms, updated_at_ms, supersedes, superseded_by, \
+                       superseded_at_ms, forgotten_at_ms, content_hash, length(embedding)";
+
+/// At most this many near-duplicate candidates are compared word by word.
+const MAX_NEAR_CANDIDATES: usize = 64;
+
+/// The memory store on SQLite: one connection behind a mutex. `Send + Sync`: share it with an
+/// `Arc`. Several processes may open the same file; every write takes SQLite's write lock for
+/// its whole check-then-insert, so two writers never both add the same entry.
+pub struct SqliteMemoryStore {
+    conn: Mutex<Connection>,
+    clock: Arc<dyn Clock>,
+    settings: MemorySettings,
+    path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for SqliteMemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteMemoryStore")
+            .field("path", &self.path)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteMemoryStore {
+    /// Opens (creating if needed) the database at `path` with default settings, creating its
+    /// parent directory too. Use the file of the other stores ([`crate::DATABASE_FILE`]).
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteMemoryStore, MemoryError> {
+        SqliteMemoryStore::open_with(path, MemorySettings::default(), Arc::new(SystemClock))
+    }
+
+    /// [`SqliteMemoryStore::open`] with settings and the clock write times come from.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        settings: MemorySettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<SqliteMemoryStore, MemoryError> {
+        settings.validate()?;
+        let path = path.as_ref();
+        if let Some(parent) = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(parent).map_err(|source| crate::StoreError::Io {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        let conn = Connection::open(path).map_err(MemoryError::storage("opening the database"))?;
+        SqliteMemoryStore::with_connection(conn, settings, clock, Some(path.to_path_buf()))
+    }
+
+    /// A store that lives in memory and disappears when dropped (tests, evaluations).
+    pub fn in_memory() -> Result<SqliteMemoryStore, MemoryError> {
+        SqliteMemoryStore::in_memory_with(MemorySettings::default(), Arc::new(SystemClock))
+    }
+
+    /// [`SqliteMemoryStore::in_memory`] with settings and a clock.
+    pub fn in_memory_with(
+        settings: MemorySettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<SqliteMemoryStore, MemoryError> {
+        settings.validate()?;
+        let conn = Connection::open_in_memory()
+            .map_err(MemoryError::storage("opening an in-memory database"))?;
+        SqliteMemoryStore::with_connection(conn, settings, clock, None)
+    }
+
+    fn with_connection(
+        mut conn: Connection,
+        settings: MemorySettings,
+        clock: Arc<dyn Clock>,
+        path: Option<PathBuf>,
+    ) -> Result<SqliteMemoryStore, MemoryError> {
+        schema::prepare(&mut conn)?;
+        Ok(SqliteMemoryStore {
+            conn: Mutex::new(conn),
+            clock,
+            settings,
+            path,
+        })
+    }
+
+    /// The database file, or `None` for an in-memory store.
+    pub fn database_path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The settings the store runs with.
+    pub fn settings(&self) -> &MemorySettings {
+        &self.settings
+    }
+
+    // A panic while the lock was held cannot leave SQLite inconsistent (an open transaction is
+    // rolled back when dropped), so a poisoned lock is used as it is.
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `work` in one write transaction and commits it. An error rolls everything back.
+    fn write<T>(
+        &self,
+        work: impl FnOnce(&Connection, i64) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
+        let now = self.clock.now_ms();
+        let mut conn = self.conn();
+        // IMMEDIATE takes the write lock before the checks read anything, so what they saw is
+        // still true when the inserts run, even with another process on the same file.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(MemoryError::storage("starting a memory write"))?;
+        let value = work(&tx, now)?;
+        tx.commit()
+            .map_err(MemoryError::storage("committing a memory write"))?;
+        Ok(value)
+    }
+
+    /// Runs `work` on one consistent snapshot of the database.
+    fn read<T>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction()
+            .map_err(MemoryError::storage("starting a memory read"))?;
+        work(&tx)
+    }
+
+    fn add_in(
+        &self,
+        tx: &Connection,
+        tenant: &str,
+        memory: NewMemory,
+        now: i64,
+    ) -> Result<AddOutcome, MemoryError> {
+        let dedup_root = dedup_root(&memory.uri)?;
+        let hash = content_hash(&memory.content);
+        if let Some(id) = find_exact(tx, tenant, &dedup_root, &hash)? {
+            record_merge(tx, id, now, DuplicateKind::Exact, &memory)?;
+            return merged(tx, memory.uri, id, DuplicateKind::Exact);
+        }
+        if live_id(tx, tenant, &memory.uri)?.is_some() {
+            return Err(MemoryError::AlreadyExists { uri: memory.uri });
+        }
+        let words = shingles(&memory.content);
+        let fingerprint = Fingerprint::of_shingles(&words);
+        if let (Some(threshold), Some(fingerprint)) =
+            (self.settings.near_duplicate_threshold, &fingerprint)
+        {
+            let bands = fingerprint.bands_in(&dedup_root);
+            if let Some((id, similarity)) = find_near(tx, tenant, &bands, &words, threshold)? {
+                let kind = DuplicateKind::Near { similarity };
+                record_merge(tx, id, now, kind, &memory)?;
+                return merged(tx, memory.uri, id, kind);
+            }
+        }
+        check_path_conflicts(tx, tenant, &memory.uri)?;
+        let previous = latest_version(tx, tenant, &memory.uri)?;
+        let created_at_ms = memory.created_at_ms.unwrap_or(now);
+        let priority = memory.priority.unwrap_or(DEFAULT_PRIORITY);
+        let id = insert_version(
+            tx,
+            tenant,
+            &memory,
+            InsertDetails {
+                dedup_root: &dedup_root,
+                hash: &hash,
+                version: previous.as_ref().map_or(1, |p| p.version + 1),
+                supersedes: previous.as_ref().map(|p| p.id),
+                priority,
+                source: &memory.source,
+                created_at_ms,
+                now,
+                fingerprint: fingerprint.as_ref(),
+            },
+        )?;
+        Ok(AddOutcome::Added(load_by_id(tx, id)?))
+    }
+}
+
+/// A version's identity, for writing the next one.
+struct VersionRef {
+    id: i64,
+    version: u32,
+}
+
+/// What [`insert_version`] needs besides the new memory.
+struct InsertDetails<'a> {
+    dedup_root: &'a str,
+    hash: &'a str,
+    version: u32,
+    supersedes: Option<i64>,
+    priority: u8,
+    source: &'a MemorySource,
+    created_at_ms: i64,
+    now: i64,
+    fingerprint: Option<&'a Fingerprint>,
+}
+
+fn dedup_root(uri: &MemoryUri) -> Result<String, MemoryError> {
+    uri.require_entry()?;
+    Ok(uri
+        .dedup_root()
+        .map_or_else(|| uri.as_str().to_owned(), |root| root.as_str().to_owned()))
+}
+
+fn source_json(source: &MemorySource) -> String {
+    json!({"session_id": source.session_id, "entry_ids": source.entry_ids}).to_string()
+}
+
+fn source_from_json(text: &str) -> Result<MemorySource, MemoryError> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|error| MemoryError::Corrupt(format!("a stored memory source: {error}")))?;
+    let session_id = value
+        .get("session_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let entry_ids = value
+        .get("entry_ids")
+        .and_then(Value::as_array)
+        .map(|ids| {
+            ids.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(MemorySource {
+        session_id,
+        entry_ids,
+    })
+}
+
+/// The words of a URI below the fixed layout, for the `path` column: names of users, agents,
+/// skills, tools, entities and files.
+fn index_path(uri: &MemoryUri) -> String {
+    uri.segments()
+        .skip(1)
+        .filter(|segment| !matches!(*segment, "memories" | "skills" | "tools"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn vector_bytes(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn vector_from_bytes(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|chunk| {
+            let mut word = [0_u8; 4];
+            word.copy_from_slice(chunk);
+            f32::from_le_bytes(word)
+        })
+        .collect()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let mut dot = 0.0_f32;
+    let mut norm_a = 0.0_f32;
+    let mut norm_b = 0.0_f32;
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        norm_a += x * x;
+        norm_b += y * y;
+    }
+    if norm_a == 0.0 || norm_b == 0.0 {
+        return 0.0;
+    }
+    dot / (norm_a.sqrt() * norm_b.sqrt())
+}
+
+fn status_of(
+    superseded_by: Option<i64>,
+    superseded_at: Option<i64>,
+    forgotten_at: Option<i64>,
+) -> MemoryStatus {
+    match (superseded_by, forgotten_at) {
+        (Some(by), _) => MemoryStatus::Superseded {
+            by,
+            at_ms: superseded_at.unwrap_or(0),
+        },
+        (None, Some(at_ms)) => MemoryStatus::Forgotten { at_ms },
+        (None, None) => MemoryStatus::Live,
+    }
+}
+
+/// A row of [`COLUMNS`], with its merges' sources added.
+fn memory_from_row(tx: &Connection, row: &rusqlite::Row<'_>) -> Result<Memory, MemoryError> {
+    let read = |error: rusqlite::Error| MemoryError::Corrupt(format!("a memory row: {error}"));
+    let id: i64 = row.get(0).map_err(read)?;
+    let uri_text: String = row.get(2).map_err(read)?;
+    let uri = MemoryUri::parse(&uri_text)
+        .map_err(|error| MemoryError::Corrupt(format!("stored URI {uri_text:?}: {error}")))?;
+    let category_text: String = row.get(4).map_err(read)?;
+    let category = MemoryCategory::from_name(&category_text).ok_or_else(|| {
+        MemoryError::Corrupt(format!("stored category {category_text:?} is unknown"))
+    })?;
+    let version: i64 = row.get(3).map_err(read)?;
+    let priority: i64 = row.get(8).map_err(read)?;
+    let source_text: String = row.get(9).map_err(read)?;
+    let mut sources = Vec::new();
+    let own = source_from_json(&source_text)?;
+    if !own.is_empty() {
+        sources.push(own);
+    }
+    sources.extend(merged_sources(tx, id)?);
+    let embedding_bytes: Option<i64> = row.get(17).map_err(read)?;
+    Ok(Memory {
+        id,
+        tenant: row.get(1).map_err(read)?,
+        uri,
+        version: u32::try_from(version)
+            .map_err(|_| MemoryError::Corrupt(format!("memory {id} has version {version}")))?,
+        category,
+        l0: row.get(5).map_err(read)?,
+        l1: row.get(6).map_err(read)?,
+        l2: row.get(7).map_err(read)?,
+        priority: u8::try_from(priority)
+            .map_err(|_| MemoryError::Corrupt(format!("memory {id} has priority {priority}")))?,
+        sources,
+        created_at_ms: row.get(10).map_err(read)?,
+        updated_at_ms: row.get(11).map_err(read)?,
+        supersedes: row.get(12).map_err(read)?,
+        status: status_of(
+            row.get(13).map_err(read)?,
+            row.get(14).map_err(read)?,
+            row.get(15).map_err(read)?,
+        ),
+        content_hash: row.get(16).map_err(read)?,
+        embedding_dimensions: embedding_bytes
+            .and_then(|bytes| usize::try_from(bytes / 4).ok())
+            .filter(|dimensions| *dimensions > 0),
+    })
+}
+
+fn merged_sources(tx: &Connection, id: i64) -> Result<Vec<MemorySource>, MemoryError> {
+    let mut statement = tx
+        .prepare_cached("SELECT source FROM memory_merges WHERE memory_id = ?1 ORDER BY rowid")
+        .map_err(MemoryError::storage("reading merges"))?;
+    let texts = statement
+        .query_map([id], |row| row.get::<_, String>(0))
+        .map_err(MemoryError::storage("reading merges"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(MemoryError::storage("reading merges"))?;
+    let mut sources = Vec::new();
+    for text in texts {
+        let source = source_from_json(&text)?;
+        if !source.is_empty() {
+            sources.push(source);
+        }
+    }
+    Ok(sources)
+}
+
+fn load_by_id(tx: &Connection, id: i64) -> Result<Memory, MemoryError> {
+    let mut statement = tx
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM memories WHERE id = ?1"))
+        .map_err(MemoryError::storage("reading a memory"))?;
+    let mut rows = statement
+        .query([id])
+        .map_err(MemoryError::storage("reading a memory"))?;
+    match rows
+        .next()
+        .map_err(MemoryError::storage("reading a memory"))?
+    {
+        Some(row) => memory_from_row(tx, row),
+        None => Err(MemoryError::Corrupt(format!(
+            "memory version {id} vanished"
+        ))),
+    }
+}
+
+fn live_id(tx: &Connection, tenant: &str, uri: &MemoryUri) -> Result<Option<i64>, MemoryError> {
+    tx.prepare_cached(&format!(
+        "SELECT id FROM memories WHERE tenant = ?1 AND uri = ?2 AND {LIVE}"
+    ))
+    .and_then(|mut statement| {
+        statement
+            .query_row(params![tenant, uri.as_str()], |row| row.get(0))
+            .optional()
+    })
+    .map_err(MemoryError::storage("looking up a memory"))
+}
+
+fn latest_version(
+    tx: &Connection,
+    tenant: &str,
+    uri: &MemoryUri,
+) -> Result<Option<VersionRef>, MemoryError> {
+    let found: Option<(i64, i64)> = tx
+        .prepare_cached(
+            "SELECT id, version FROM memories WHERE tenant = ?1 AND uri = ?2 \
+             ORDER BY version DESC LIMIT 1",
+        )
+        .and_then(|mut statement| {
+            statement
+                .query_row(params![tenant, uri.as_str()], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })
+                .optional()
+        })
+        .map_err(MemoryError::storage("looking up a memory's versions"))?;
+    found
+        .map(|(id, version)| {
+            u32::try_from(version)
+                .map(|version| VersionRef { id, version })
+                .map_err(|_| MemoryError::Corrupt(format!("memory {id} has version {version}")))
+        })
+        .transpose()
+}
+
+/// The live entry at `uri`, or why there is none.
+fn live_memory(tx: &Connection, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError> {
+    if let Some(id) = live_id(tx, tenant, uri)? {
+        return load_by_id(tx, id);
+    }
+    let forgotten: Option<Option<i64>> = tx
+        .prepare_cached(
+            "SELECT forgotten_at_ms FROM memories WHERE tenant = ?1 AND uri = ?2 \
+             ORDER BY version DESC LIMIT 1",
+        )
+        .and_then(|mut statement| {
+            statement
+                .query_row(params![tenant, uri.as_str()], |row| row.get(0))
+                .optional()
+        })
+        .map_err(MemoryError::storage("looking up a memory"))?;
+    match forgotten {
+        Some(Some(at_ms)) => Err(MemoryError::Forgotten {
+            uri: uri.clone(),
+            at_ms,
+        }),
+        Some(None) | None => Err(MemoryError::NotFound {
+            tenant: tenant.to_owned(),
+            uri: uri.clone(),
+        }),
+    }
+}
+
+fn find_exact(
+    tx: &Connection,
+    tenant: &str,
+    dedup_root: &str,
+    hash: &str,
+) -> Result<Option<i64>, MemoryError> {
+    tx.prepare_cached(&format!(
+        "SELECT id FROM memories WHERE tenant = ?1 AND dedup_root = ?2 AND content_hash = ?3 \
+         AND {LIVE} ORDER BY id LIMIT 1"
+    ))
+    .and_then(|mut statement| {
+        statement
+            .query_row(params![tenant, dedup_root, hash], |row| row.get(0))
+            .optional()
+    })
+    .map_err(MemoryError::storage("looking for an exact duplicate"))
+}
+
+/// The most similar live entry sharing an LSH band, when its similarity reaches `threshold`.
+fn find_near(
+    tx: &Connection,
+    tenant: &str,
+    bands: &[i64],
+    words: &HashSet<u64>,
+    threshold: f64,
+) -> Result<Option<(i64, f64)>, MemoryError> {
+    let placeholders = vec!["?"; bands.len()].join(", ");
+    let mut statement = tx
+        .prepare_cached(&format!(
+            "SELECT DISTINCT memory_id FROM memory_bands WHERE tenant = ? AND band IN \
+             ({placeholders}) ORDER BY memory_id LIMIT {MAX_NEAR_CANDIDATES}"
+        ))
+        .map_err(MemoryError::storage("looking for near duplicates"))?;
+    let mut values: Vec<SqlValue> = vec![SqlValue::Text(tenant.to_owned())];
+    values.extend(bands.iter().map(|band| SqlValue::Integer(*band)));
+    let candidates = statement
+        .query_map(params_from_iter(values), |row| row.get::<_, i64>(0))
+        .map_err(MemoryError::storage("looking for near duplicates"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(MemoryError::storage("looking for near duplicates"))?;
+    let mut best: Option<(i64, f64)> = None;
+    let mut content = tx
+        .prepare_cached(&format!("SELECT l2 FROM memories WHERE id = ?1 AND {LIVE}"))
+        .map_err(MemoryError::storage("reading a near-duplicate candidate"))?;
+    for id in candidates {
+        let text: Option<String> = content
+            .query_row([id], |row| row.get(0))
+            .optional()
+            .map_err(MemoryError::storage("reading a near-duplicate candidate"))?;
+        let Some(text) = text else {
+            continue;
+        };
+        let similarity = jaccard_of(words, &shingles(&text));
+        if similarity >= threshold && best.is_none_or(|(_, top)| similarity > top) {
+            best = Some((id, similarity));
+        }
+    }
+    Ok(best)
+}
+
+fn record_merge(
+    tx: &Connection,
+    id: i64,
+    now: i64,
+    kind: DuplicateKind,
+    memory: &NewMemory,
+) -> Result<(), MemoryError> {
+    let (kind_name, similarity) = match kind {
+        DuplicateKind::Exact => ("exact", 1.0),
+        DuplicateKind::Near { similarity } => ("near", similarity),
+    };
+    tx.prepare_cached(
+        "INSERT INTO memory_merges (memory_id, merged_at_ms, kind, similarity, requested_uri, \
+         source) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut statement| {
+        statement.execute(params![
+            id,
+            now,
+            kind_name,
+            similarity,
+            memory.uri.as_str(),
+            source_json(&memory.source)
+        ])
+    })
+    .map_err(MemoryError::storage("recording a merge"))?;
+    Ok(())
+}
+
+fn merged(
+    tx: &Connection,
+    requested_uri: MemoryUri,
+    id: i64,
+    kind: DuplicateKind,
+) -> Result<AddOutcome, MemoryError> {
+    Ok(AddOutcome::Merged(Merge {
+        requested_uri,
+        into: load_by_id(tx, id)?,
+        kind,
+    }))
+}
+
+/// The exclusive upper bound of the URIs starting with `prefix` (which ends with `/`).
+fn prefix_end(prefix: &str) -> String {
+    match prefix.strip_suffix('/') {
+        Some(stem) => format!("{stem}0"),
+        None => format!("{prefix}\u{10FFFF}"),
+    }
+}
+
+/// Refuses an entry inside another entry, or above existing ones.
+fn check_path_conflicts(tx: &Connection, tenant: &str, uri: &MemoryUri) -> Result<(), MemoryError> {
+    let conflict = |existing: String| -> Result<MemoryError, MemoryError> {
+        let existing = MemoryUri::parse(&existing)
+            .map_err(|error| MemoryError::Corrupt(format!("stored URI {existing:?}: {error}")))?;
+        Ok(MemoryError::PathConflict {
+            uri: uri.clone(),
+            existing,
+        })
+    };
+    let mut above = tx
+        .prepare_cached(&format!(
+            "SELECT uri FROM memories WHERE tenant = ?1 AND uri = ?2 AND {LIVE}"
+        ))
+        .map_err(MemoryError::storage("checking the path"))?;
+    for ancestor in uri.ancestors() {
+        let found: Option<String> = above
+            .query_row(params![tenant, ancestor.as_str()], |row| row.get(0))
+            .optional()
+            .map_err(MemoryError::storage("checking the path"))?;
+        if let Some(existing) = found {
+            return Err(conflict(existing)?);
+        }
+    }
+    let prefix = uri.descendant_prefix();
+    let below: Option<String> = tx
+        .prepare_cached(&format!(
+            "SELECT uri FROM memories WHERE tenant = ?1 AND uri >= ?2 AND uri < ?3 AND {LIVE} \
+             LIMIT 1"
+        ))
+        .and_then(|mut statement| {
+            statement
+                .query_row(params![tenant, prefix, prefix_end(&prefix)], |row| {
+                    row.get(0)
+                })
+                .optional()
+        })
+        .map_err(MemoryError::storage("checking the path"))?;
+    match below {
+        Some(existing) => Err(conflict(existing)?),
+        None => Ok(()),
+    }
+}
+
+fn insert_version(
+    tx: &Connection,
+    tenant: &str,
+    memory: &NewMemory,
+    details: InsertDetails<'_>,
+) -> Result<i64, MemoryError> {
+    let category = memory.uri.category().ok_or_else(|| {
+        MemoryError::Corrupt(format!("entry location {} has no category", memory.uri))
+    })?;
+    let parent = memory
+        .uri
+        .parent()
+        .map_or_else(String::new, |parent| parent.as_str().to_owned());
+    let l0 = match &memory.l0 {
+        Some(l0) => l0.clone(),
+        None => derive_abstract(&memory.content),
+    };
+    let l1 = match &memory.l1 {
+        Some(l1) => l1.clone(),
+        None => derive_overview(&memory.content),
+    };
+    let embedding = memory.embedding.as_deref().map(vector_bytes);
+    tx.prepare_cached(
+        "INSERT INTO memories (tenant, uri, parent, version, category, dedup_root, l0, l1, l2, \
+         l0_given, l1_given, content_hash, priority, source, created_at_ms, updated_at_ms, \
+         supersedes, embedding) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+    )
+    .and_then(|mut statement| {
+        statement.execute(params![
+            tenant,
+            memory.uri.as_str(),
+            parent,
+            details.version,
+            category.name(),
+            details.dedup_root,
+            l0,
+            l1,
+            memory.content,
+            memory.l0.is_some(),
+            memory.l1.is_some(),
+            details.hash,
+            details.priority,
+            source_json(details.source),
+            details.created_at_ms,
+            details.now,
+            details.supersedes,
+            embedding,
+        ])
+    })
+    .map_err(MemoryError::storage("writing a memory"))?;
+    let id = tx.last_insert_rowid();
+    // Derived levels repeat L2's words; indexing them again would count those words twice.
+    let indexed_l0 = if memory.l0.is_some() { l0.as_str() } else { "" };
+    let indexed_l1 = if memory.l1.is_some() { l1.as_str() } else { "" };
+    tx.prepare_cached(
+        "INSERT INTO memories_fts (rowid, path, l0, l1, l2) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .and_then(|mut statement| {
+        statement.execute(params![
+            id,
+            index_path(&memory.uri),
+            indexed_l0,
+            indexed_l1,
+            memory.content
+        ])
+    })
+    .map_err(MemoryError::storage("indexing a memory"))?;
+    if let Some(fingerprint) = details.fingerprint {
+        let mut statement = tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO memory_bands (tenant, band, memory_id) VALUES (?1, ?2, ?3)",
+            )
+            .map_err(MemoryError::storage("indexing a memory's bands"))?;
+        for band in fingerprint.bands_in(details.dedup_root) {
+            statement
+                .execute(params![tenant, band, id])
+                .map_err(MemoryError::storage("indexing a memory's bands"))?;
+        }
+    }
+    Ok(id)
+}
+
+/// Drops the search data of a version that stops being live (the row itself stays).
+fn unindex(tx: &Connection, tenant: &str, id: i64, l2: &str) -> Result<(), MemoryError> {
+    tx.prepare_cached("DELETE FROM memories_fts WHERE rowid = ?1")
+        .and_then(|mut statement| statement.execute([id]))
+        .map_err(MemoryError::storage("unindexing a memory"))?;
+    if let Some(fingerprint) = Fingerprint::of(l2) {
+        let dedup_root: String = tx
+            .prepare_cached("SELECT dedup_root FROM memories WHERE id = ?1")
+            .and_then(|mut statement| statement.query_row([id], |row| row.get(0)))
+            .map_err(MemoryError::storage("unindexing a memory"))?;
+        let mut statement = tx
+            .prepare_cached(
+                "DELETE FROM memory_bands WHERE tenant = ?1 AND band = ?2 AND memory_id = ?3",
+            )
+            .map_err(MemoryError::storage("unindexing a memory"))?;
+        for band in fingerprint.bands_in(&dedup_root) {
+            statement
+                .execute(params![tenant, band, id])
+                .map_err(MemoryError::storage("unindexing a memory"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The SQL conditions (on alias `m`) and parameters of a filter.
+fn filter_sql(filter: &SearchFilter, values: &mut Vec<SqlValue>) -> String {
+    let mut sql = String::new();
+    if !filter.categories.is_empty() {
+        let placeholders = vec!["?"; filter.categories.len()].join(", ");
+        sql.push_str(&format!(" AND m.category IN ({placeholders})"));
+        values.extend(
+            filter
+                .categories
+                .iter()
+                .map(|category| SqlValue::Text(category.name().to_owned())),
+        );
+    }
+    if let Some(under) = &filter.under {
+        let prefix = under.descendant_prefix();
+        sql.push_str(" AND (m.uri = ? OR (m.uri >= ? AND m.uri < ?))");
+        values.push(SqlValue::Text(under.as_str().to_owned()));
+        values.push(SqlValue::Text(prefix.clone()));
+        values.push(SqlValue::Text(prefix_end(&prefix)));
+    }
+    if let Some(from) = filter.created_from_ms {
+        sql.push_str(" AND m.created_at_ms >= ?");
+        values.push(SqlValue::Integer(from));
+    }
+    if let Some(until) = filter.created_until_ms {
+        sql.push_str(" AND m.created_at_ms < ?");
+        values.push(SqlValue::Integer(until));
+    }
+    sql
+}
+
+impl SqliteMemoryStore {
+    /// The BM25 ranking of live entries for `fts_query`, under the filter and within `windows`
+    /// (no restriction when empty).
+    fn text_ranking(
+        &self,
+        tx: &Connection,
+        tenant: &str,
+        fts_query: &str,
+        filter: &SearchFilter,
+        windows: &[(i64, i64)],
+        depth: usize,
+    ) -> Result<Vec<(i64, f64)>, MemoryError> {
+        let weights = self.settings.weights;
+        let mut values: Vec<SqlValue> = vec![
+            SqlValue::Text(fts_query.to_owned()),
+            SqlValue::Text(tenant.to_owned()),
+        ];
+        let mut conditions = filter_sql(filter, &mut values);
+        if !windows.is_empty() {
+            let any: Vec<&str> = windows
+                .iter()
+                .map(|_| "(m.created_at_ms >= ? AND m.created_at_ms < ?)")
+                .collect();
+            conditions.push_str(&format!(" AND ({})", any.join(" OR ")));
+            for (start, end) in windows {
+                values.push(SqlValue::Integer(*start));
+                values.push(SqlValue::Integer(*end));
+            }
+        }
+        values.push(SqlValue::Integer(i64::try_from(depth).unwrap_or(i64::MAX)));
+        let sql = format!(
+            "SELECT m.id, bm25(memories_fts, {}, {}, {}, {}) AS score \
+             FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
+             WHERE memories_fts MATCH ? AND m.tenant = ?{conditions} \
+             ORDER BY score, m.id LIMIT ?",
+            weights.path, weights.l0, weights.l1, weights.l2
+        );
+        let mut statement = tx
+            .prepare_cached(&sql)
+            .map_err(MemoryError::storage("preparing a full-text search"))?;
+        statement
+            .query_map(params_from_iter(values), |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, f64>(1)?))
+            })
+            .map_err(MemoryError::storage("running a full-text search"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(MemoryError::storage("running a full-text search"))
+    }
+
+    /// The cosine ranking of live entries with a vector of the query's dimensions.
+    fn vector_ranking(
+        &self,
+        tx: &Connection,
+        tenant: &str,
+        query: &[f32],
+        filter: &SearchFilter,
+        depth: usize,
+    ) -> Result<Vec<(i64, f32)>, MemoryError> {
+        let mut values: Vec<SqlValue> = vec![SqlValue::Text(tenant.to_owned())];
+        let conditions = filter_sql(filter, &mut values);
+        let sql = format!(
+            "SELECT m.id, m.embedding FROM memories m WHERE m.tenant = ? AND \
+             m.superseded_by IS NULL AND m.forgotten_at_ms IS NULL AND m.embedding IS NOT NULL\
+             {conditions}"
+        );
+        let mut statement = tx
+            .prepare_cached(&sql)
+            .map_err(MemoryError::storage("preparing a vector search"))?;
+        let mut rows = statement
+            .query(params_from_iter(values))
+            .map_err(MemoryError::storage("running a vector search"))?;
+        let mut scored: Vec<(i64, f32)> = Vec::new();
+        let mut other_dimensions: Vec<usize> = Vec::new();
+        while let Some(row) = rows
+            .next()
+            .map_err(MemoryError::storage("running a vector search"))?
+        {
+            let id: i64 = row
+                .get(0)
+                .map_err(MemoryError::storage("running a vector search"))?;
+            let bytes = row
+                .get_ref(1)
+                .map_err(MemoryError::storage("running a vector search"))?
+                .as_blob()
+                .map_err(|error| MemoryError::Corrupt(format!("memory {id}'s vector: {error}")))?;
+            if bytes.len() != query.len() * 4 {
+                let dimensions = bytes.len() / 4;
+                if !other_dimensions.contains(&dimensions) {
+                    other_dimensions.push(dimensions);
+                }
+                continue;
+            }
+            scored.push((id, cosine(query, &vector_from_bytes(bytes))));
+        }
+        if scored.is_empty() && !other_dimensions.is_empty() {
+            other_dimensions.sort_unstable();
+            return Err(MemoryError::DimensionMismatch {
+                query: query.len(),
+                stored: other_dimensions,
+            });
+        }
+        scored.sort_by(|(id_a, a), (id_b, b)| b.total_cmp(a).then(id_a.cmp(id_b)));
+        scored.truncate(depth);
+        Ok(scored)
+    }
+}
+
+fn validate_query(query: &SearchQuery) -> Result<(), MemoryError> {
+    if query.limit == 0 || query.limit > MAX_SEARCH_LIMIT {
+        return Err(MemoryError::InvalidInput {
+            field: "limit",
+            reason: format!(
+                "the limit is {}; it must be from 1 to {MAX_SEARCH_LIMIT}",
+                query.limit
+            ),
+        });
+    }
+    if let Some(vector) = &query.vector {
+        validate_vector("query vector", vector)?;
+    }
+    if let (Some(from), Some(until)) = (query.filter.created_from_ms, query.filter.created_until_ms)
+    {
+        if from < until {
+            return Ok(());
+        }
+        return Err(MemoryError::InvalidInput {
+            field: "filter",
+            reason: format!("the time range starts at {from} ms, not before its end {until} ms"),
+        });
+    }
+    Ok(())
+}
+
+/// One directory level of a listing: the child of `dir` each live entry below it falls in.
+fn children(
+    dir: &MemoryUri,
+    rows: &[ListedRow],
+) -> Result<Vec<(DirEntry, Vec<usize>)>, MemoryError> {
+    let prefix = dir.descendant_prefix();
+    let mut groups: BTreeMap<(bool, String), (Option<usize>, Vec<usize>)> = BTreeMap::new();
+    for (index, row) in rows.iter().enumerate() {
+        let Some(rest) = row.uri.as_str().strip_prefix(prefix.as_str()) else {
+            continue;
+        };
+        match rest.split_once('/') {
+            Some((name, _)) => {
+                groups
+                    .entry((false, name.to_owned()))
+                    .or_default()
+                    .1
+                    .push(index);
+            }
+            None => {
+                groups.entry((true, rest.to_owned())).or_default().0 = Some(index);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for ((is_entry, name), (entry, below)) in groups {
+        let uri = dir.join(&name)?;
+        if is_entry {
+            let Some(row) = entry.and_then(|index| rows.get(index)) else {
+                continue;
+            };
+            out.push((
+                DirEntry {
+                    uri,
+                    kind: DirEntryKind::Entry {
+                        category: row.category,
+                        l0: row.l0.clone(),
+                        priority: row.priority,
+                        updated_at_ms: row.updated_at_ms,
+                    },
+                },
+                Vec::new(),
+            ));
+        } else {
+            out.push((
+                DirEntry {
+                    uri,
+                    kind: DirEntryKind::Directory {
+                        entries: below.len() as u64,
+                    },
+                },
+                below,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// A live entry as listings show it.
+struct ListedRow {
+    uri: MemoryUri,
+    category: MemoryCategory,
+    l0: String,
+    priority: u8,
+    updated_at_ms: i64,
+}
+
+fn listed_rows(
+    tx: &Connection,
+    tenant: &str,
+    dir: &MemoryUri,
+) -> Result<Vec<ListedRow>, MemoryError> {
+    let prefix = dir.descendant_prefix();
+    let mut statement = tx
+        .prepare_cached(&format!(
+            "SELECT uri, category, l0, priority, updated_at_ms FROM memories \
+             WHERE tenant = ?1 AND uri >= ?2 AND uri < ?3 AND {LIVE} ORDER BY uri"
+        ))
+        .map_err(MemoryError::storage("listing memories"))?;
+    let raw = statement
+        .query_map(params![tenant, prefix, prefix_end(&prefix)], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, i64>(3)?,
+                row.get::<_, i64>(4)?,
+            ))
+        })
+        .map_err(MemoryError::storage("listing memories"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(MemoryError::storage("listing memories"))?;
+    raw.into_iter()
+        .map(|(uri, category, l0, priority, updated_at_ms)| {
+            Ok(ListedRow {
+                uri: MemoryUri::parse(&uri).map_err(|error| {
+                    MemoryError::Corrupt(format!("stored URI {uri:?}: {error}"))
+                })?,
+                category: MemoryCategory::from_name(&category).ok_or_else(|| {
+                    MemoryError::Corrupt(format!("stored category {category:?} is unknown"))
+                })?,
+                l0,
+                priority: u8::try_from(priority).unwrap_or(u8::MAX),
+                updated_at_ms,
+            })
+        })
+        .collect()
+}
+
+fn build_tree(
+    entry: DirEntry,
+    rows: &[ListedRow],
+    indices: &[usize],
+    depth_left: usize,
+) -> Result<TreeNode, MemoryError> {
+    let mut children_nodes = Vec::new();
+    if depth_left > 0 && matches!(entry.kind, DirEntryKind::Directory { .. }) {
+        let subset: Vec<ListedRow> = indices
+            .iter()
+            .filter_map(|index| rows.get(*index))
+            .map(|row| ListedRow {
+                uri: row.uri.clone(),
+                category: row.category,
+                l0: row.l0.clone(),
+                priority: row.priority,
+                updated_at_ms: row.updated_at_ms,
+            })
+            .collect();
+        for (child, below) in children(&entry.uri, &subset)? {
+            children_nodes.push(build_tree(child, &subset, &below, depth_left - 1)?);
+        }
+    }
+    Ok(TreeNode {
+        entry,
+        children: children_nodes,
+    })
+}
+
+impl MemoryStore for SqliteMemoryStore {
+    fn add(&self, tenant: &str, memory: NewMemory) -> Result<AddOutcome, MemoryError> {
+        validate_tenant(tenant)?;
+        validate_new(&memory)?;
+        self.write(|tx, now| self.add_in(tx, tenant, memory, now))
+    }
+
+    fn add_many(
+        &self,
+        tenant: &str,
+        memories: Vec<NewMemory>,
+    ) -> Result<Vec<AddOutcome>, MemoryError> {
+        validate_tenant(tenant)?;
+        let in_batch = |index: usize, uri: &MemoryUri, error: MemoryError| MemoryError::InBatch {
+            index,
+            uri: uri.clone(),
+            source: Box::new(error),
+        };
+        for (index, memory) in memories.iter().enumerate() {
+            validate_new(memory).map_err(|error| in_batch(index, &memory.uri, error))?;
+        }
+        self.write(|tx, now| {
+            let mut outcomes = Vec::with_capacity(memories.len());
+            for (index, memory) in memories.into_iter().enumerate() {
+                let uri = memory.uri.clone();
+                let outcome = self
+                    .add_in(tx, tenant, memory, now)
+                    .map_err(|error| in_batch(index, &uri, error))?;
+                outcomes.push(outcome);
+            }
+            Ok(outcomes)
+        })
+    }
+
+    fn update(&self, tenant: &str, memory: NewMemory) -> Result<UpdateOutcome, MemoryError> {
+        validate_tenant(tenant)?;
+        validate_new(&memory)?;
+        self.write(|tx, now| {
+            let previous = live_memory(tx, tenant, &memory.uri)?;
+            let l0 = memory
+                .l0
+                .clone()
+                .unwrap_or_else(|| derive_abstract(&memory.content));
+            let l1 = memory
+                .l1
+                .clone()
+                .unwrap_or_else(|| derive_overview(&memory.content));
+            let priority = memory.priority.unwrap_or(previous.priority);
+            let own_source = previous.sources.first().cloned().unwrap_or_default();
+            let unchanged = previous.l2 == memory.content
+                && previous.l0 == l0
+                && previous.l1 == l1
+                && previous.priority == priority
+                && (memory.source.is_empty() || memory.source == own_source)
+                && memory
+                    .created_at_ms
+                    .is_none_or(|at| at == previous.created_at_ms)
+                && memory.embedding.is_none();
+            if unchanged {
+                return Ok(UpdateOutcome::Unchanged(previous));
+            }
+            let dedup_root = dedup_root(&memory.uri)?;
+            let hash = content_hash(&memory.content);
+            // An update without a source keeps every source the entry had, merges included.
+            let inherited = MemorySource {
+                session_id: previous
+                    .sources
+                    .iter()
+                    .find_map(|source| source.session_id.clone()),
+                entry_ids: previous
+                    .source_entry_ids()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>(),
+            };
+            let source = if memory.source.is_empty() {
+                &inherited
+            } else {
+                &memory.source
+            };
+            let next_id: i64 = tx
+                .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM memories", [], |row| {
+                    row.get(0)
+                })
+                .map_err(MemoryError::storage("numbering a memory version"))?;
+            tx.prepare_cached(
+                "UPDATE memories SET superseded_by = ?1, superseded_at_ms = ?2 WHERE id = ?3",
+            )
+            .and_then(|mut statement| statement.execute(params![next_id, now, previous.id]))
+            .map_err(MemoryError::storage("superseding a memory"))?;
+            unindex(tx, tenant, previous.id, &previous.l2)?;
+            let fingerprint = Fingerprint::of(&memory.content);
+            let id = insert_version(
+                tx,
+                tenant,
+                &memory,
+                InsertDetails {
+                    dedup_root: &dedup_root,
+                    hash: &hash,
+                    version: previous.version + 1,
+                    supersedes: Some(previous.id),
+                    priority,
+                    source,
+                    created_at_ms: memory.created_at_ms.unwrap_or(previous.created_at_ms),
+                    now,
+                    fingerprint: fingerprint.as_ref(),
+                },
+            )?;
+            if id != next_id {
+                return Err(MemoryError::Corrupt(format!(
+                    "a new memory version got id {id}, expected {next_id}"
+                )));
+            }
+            Ok(UpdateOutcome::Updated {
+                memory: load_by_id(tx, id)?,
+                previous: Box::new(load_by_id(tx, previous.id)?),
+            })
+        })
+    }
+
+    fn forget(&self, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError> {
+        validate_tenant(tenant)?;
+        uri.require_entry()?;
+        self.write(|tx, now| {
+            let live = live_memory(tx, tenant, uri)?;
+            tx.prepare_cached("UPDATE memories SET forgotten_at_ms = ?1 WHERE id = ?2")
+                .and_then(|mut statement| statement.execute(params![now, live.id]))
+                .map_err(MemoryError::storage("forgetting a memory"))?;
+            unindex(tx, tenant, live.id, &live.l2)?;
+            load_by_id(tx, live.id)
+        })
+    }
+
+    fn get(&self, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError> {
+        validate_tenant(tenant)?;
+        self.read(|tx| live_memory(tx, tenant, uri))
+    }
+
+    fn history(&self, tenant: &str, uri: &MemoryUri) -> Result<Vec<Memory>, MemoryError> {
+        validate_tenant(tenant)?;
+        self.read(|tx| {
+            let ids: Vec<i64> = tx
+                .prepare_cached(
+                    "SELECT id FROM memories WHERE tenant = ?1 AND uri = ?2 ORDER BY version",
+                )
+                .and_then(|mut statement| {
+                    statement
+                        .query_map(params![tenant, uri.as_str()], |row| row.get(0))?
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(MemoryError::storage("reading a memory's history"))?;
+            if ids.is_empty() {
+                return Err(MemoryError::NotFound {
+                    tenant: tenant.to_owned(),
+                    uri: uri.clone(),
+                });
+            }
+            ids.into_iter().map(|id| load_by_id(tx, id)).collect()
+        })
+    }
+
+    fn ls(&self, tenant: &str, dir: &MemoryUri) -> Result<Vec<DirEntry>, MemoryError> {
+        validate_tenant(tenant)?;
+        self.read(|tx| {
+            let entry = if dir.is_entry_location() {
+                live_id(tx, tenant, dir)?
+            } else {
+                None
+            };
+            if let Some(id) = entry {
+                let memory = load_by_id(tx, id)?;
+                return Ok(vec![DirEntry {
+                    uri: memory.uri,
+                    kind: DirEntryKind::Entry {
+                        category: memory.category,
+                        l0: memory.l0,
+                        priority: memory.priority,
+                        updated_at_ms: memory.updated_at_ms,
+                    },
+                }]);
+            }
+            let rows = listed_rows(tx, tenant, dir)?;
+            Ok(children(dir, &rows)?
+                .into_iter()
+                .map(|(entry, _)| entry)
+                .collect())
+        })
+    }
+
+    fn tree(
+        &self,
+        tenant: &str,
+        dir: &MemoryUri,
+        max_depth: usize,
+    ) -> Result<TreeNode, MemoryError> {
+        validate_tenant(tenant)?;
+        self.read(|tx| {
+            if let Some(id) = live_id(tx, tenant, dir)? {
+                let memory = load_by_id(tx, id)?;
+                return Ok(TreeNode {
+                    entry: DirEntry {
+                        uri: memory.uri,
+                        kind: DirEntryKind::Entry {
+                            category: memory.category,
+                            l0: memory.l0,
+                            priority: memory.priority,
+                            updated_at_ms: memory.updated_at_ms,
+                        },
+                    },
+                    children: Vec::new(),
+                });
+            }
+            let rows = listed_rows(tx, tenant, dir)?;
+            let all: Vec<usize> = (0..rows.len()).collect();
+            let root = DirEntry {
+                uri: dir.clone(),
+                kind: DirEntryKind::Directory {
+                    entries: rows.len() as u64,
+                },
+            };
+            build_tree(root, &rows, &all, max_depth)
+        })
+    }
+
+    fn search(&self, tenant: &str, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
+        validate_tenant(tenant)?;
+        validate_query(query)?;
+        let plan = QueryPlan::new(&query.text);
+        if plan.is_empty() && query.vector.is_none() {
+            return Err(MemoryError::InvalidInput {
+                field: "query",
+                reason: "the query has no words to search for and no vector".to_owned(),
+            });
+        }
+        let depth = self.settings.candidates.max(query.limit);
+        self.read(|tx| {
+            let mut text: Vec<(i64, f64)> = Vec::new();
+            let mut dated: Vec<i64> = Vec::new();
+            if let Some(fts_query) = plan.fts_query() {
+                text = self.text_ranking(tx, tenant, &fts_query, &query.filter, &[], depth)?;
+                if query.date_ranking && !plan.dates().is_empty() {
+                    let windows: Vec<(i64, i64)> = plan
+                        .dates()
+                        .iter()
+                        .map(|window| (window.start_ms, window.end_ms))
+                        .collect();
+                    dated = self
+                        .text_ranking(tx, tenant, &fts_query, &query.filter, &windows, depth)?
+                        .into_iter()
+                        .map(|(id, _)| id)
+                        .collect();
+                }
+            }
+            let vectors = match &query.vector {
+                Some(vector) => self.vector_ranking(tx, tenant, vector, &query.filter, depth)?,
+                None => Vec::new(),
+            };
+            let text_ids: Vec<i64> = text.iter().map(|(id, _)| *id).collect();
+            let vector_ids: Vec<i64> = vectors.iter().map(|(id, _)| *id).collect();
+            let fused = reciprocal_rank_fusion(
+                &[
+                    RankedList::new(&text_ids),
+                    RankedList::new(&dated),
+                    RankedList::new(&vector_ids),
+                ],
+                RRF_K,
+            );
+            fused
+                .into_iter()
+                .take(query.limit)
+                .map(|entry| {
+                    let rank = |list: usize| entry.ranks.get(list).copied().flatten();
+                    Ok(SearchHit {
+                        memory: load_by_id(tx, entry.item)?,
+                        score: entry.score,
+                        text_rank: rank(0),
+                        bm25: rank(0).and_then(|at| text.get(at)).map(|(_, score)| *score),
+                        date_rank: rank(1),
+                        vector_rank: rank(2),
+                        cosine: rank(2).and_then(|at| vectors.get(at)).map(|(_, c)| *c),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn set_embedding(
+        &self,
+        tenant: &str,
+        uri: &MemoryUri,
+        vector: &[f32],
+    ) -> Result<(), MemoryError> {
+        validate_tenant(tenant)?;
+        validate_vector("embedding", vector)?;
+        self.write(|tx, _| {
+            let live = live_memory(tx, tenant, uri)?;
+            tx.prepare_cached("UPDATE memories SET embedding = ?1 WHERE id = ?2")
+                .and_then(|mut statement| statement.execute(params![vector_bytes(vector), live.id]))
+                .map_err(MemoryError::storage("storing a vector"))?;
+            Ok(())
+        })
+    }
+
+    fn stats(&self, tenant: &str) -> Result<MemoryStats, MemoryError> {
+        validate_tenant(tenant)?;
+        self.read(|tx| {
+            let counts = tx
+                .query_row(
+                    &format!(
+                        "SELECT \
+                         COALESCE(SUM({LIVE}), 0), \
+                         COALESCE(SUM(superseded_by IS NOT NULL), 0), \
+                         COALESCE(SUM(superseded_by IS NULL AND forgotten_at_ms IS NOT NULL), 0), \
+                         COALESCE(SUM({LIVE} AND embedding IS NOT NULL), 0) \
+                         FROM memories WHERE tenant = ?1"
+                    ),
+                    [tenant],
+                    |row| {
+                        Ok((
+                            row.get::<_, i64>(0)?,
+                            row.get::<_, i64>(1)?,
+                            row.get::<_, i64>(2)?,
+                            row.get::<_, i64>(3)?,
+                        ))
+                    },
+                )
+                .map_err(MemoryError::storage("counting memories"))?;
+            let merged: i64 = tx
+                .query_row(
+                    "SELECT COUNT(*) FROM memory_merges g JOIN memories m ON m.id = g.memory_id \
+                     WHERE m.tenant = ?1",
+                    [tenant],
+                    |row| row.get(0),
+                )
+                .map_err(MemoryError::storage("counting merges"))?;
+            let count = |n: i64| u64::try_from(n).unwrap_or(0);
+            Ok(MemoryStats {
+                live: count(counts.0),
+                superseded: count(counts.1),
+                forgotten: count(counts.2),
+                merged: count(merged),
+                with_embedding: count(counts.3),
+            })
+        })
+    }
+}
