@@ -4,7 +4,7 @@
 //! `memory_bands` (MinHash LSH keys of live versions, for near-duplicate candidates) and
 //! `memories_fts` (a contentless FTS5 index of live versions, rowid = version id).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -213,6 +213,57 @@ impl SqliteMemoryStore {
         )?;
         Ok(AddOutcome::Added(load_by_id(tx, id)?))
     }
+}
+
+/// An entry of the BM25 ranking.
+struct Ranked {
+    id: i64,
+    /// FTS5's bm25: negative, lower is better.
+    bm25: f64,
+    parent: String,
+}
+
+/// How many of a directory's best entries make up its score.
+const DIRECTORY_SCORE_ENTRIES: usize = 3;
+
+/// The BM25 ranking re-ordered by directory: directories scored by the sum of their best
+/// [`DIRECTORY_SCORE_ENTRIES`] entries' BM25 relevance, entries ordered by their directory's
+/// rank, then by their own. A directory where several entries match lifts all of them, as
+/// OpenViking's hierarchical retrieval propagates a directory's score to its children.
+fn directory_ranking(text: &[Ranked]) -> Vec<i64> {
+    let mut scores: HashMap<&str, (f64, usize)> = HashMap::new();
+    for entry in text {
+        let slot = scores.entry(entry.parent.as_str()).or_insert((0.0, 0));
+        if slot.1 < DIRECTORY_SCORE_ENTRIES {
+            slot.0 -= entry.bm25;
+            slot.1 += 1;
+        }
+    }
+    let mut directories: Vec<(&str, f64)> = scores
+        .into_iter()
+        .map(|(parent, (score, _))| (parent, score))
+        .collect();
+    directories.sort_by(|(a, x), (b, y)| y.total_cmp(x).then(a.cmp(b)));
+    let rank: HashMap<&str, usize> = directories
+        .iter()
+        .enumerate()
+        .map(|(index, (parent, _))| (*parent, index))
+        .collect();
+    let mut order: Vec<(usize, usize, i64)> = text
+        .iter()
+        .enumerate()
+        .map(|(own, entry)| {
+            (
+                rank.get(entry.parent.as_str())
+                    .copied()
+                    .unwrap_or(usize::MAX),
+                own,
+                entry.id,
+            )
+        })
+        .collect();
+    order.sort_unstable();
+    order.into_iter().map(|(_, _, id)| id).collect()
 }
 
 /// A version's identity, for writing the next one.
@@ -779,7 +830,7 @@ impl SqliteMemoryStore {
         filter: &SearchFilter,
         windows: &[(i64, i64)],
         depth: usize,
-    ) -> Result<Vec<(i64, f64)>, MemoryError> {
+    ) -> Result<Vec<Ranked>, MemoryError> {
         let weights = self.settings.weights;
         let mut values: Vec<SqlValue> = vec![
             SqlValue::Text(fts_query.to_owned()),
@@ -799,7 +850,7 @@ impl SqliteMemoryStore {
         }
         values.push(SqlValue::Integer(i64::try_from(depth).unwrap_or(i64::MAX)));
         let sql = format!(
-            "SELECT m.id, bm25(memories_fts, {}, {}, {}, {}) AS score \
+            "SELECT m.id, bm25(memories_fts, {}, {}, {}, {}) AS score, m.parent \
              FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
              WHERE memories_fts MATCH ? AND m.tenant = ?{conditions} \
              ORDER BY score, m.id LIMIT ?",
@@ -810,7 +861,11 @@ impl SqliteMemoryStore {
             .map_err(MemoryError::storage("preparing a full-text search"))?;
         statement
             .query_map(params_from_iter(values), |row| {
-                Ok((row.get::<_, i64>(0)?, row.get::<_, f64>(1)?))
+                Ok(Ranked {
+                    id: row.get(0)?,
+                    bm25: row.get(1)?,
+                    parent: row.get(2)?,
+                })
             })
             .map_err(MemoryError::storage("running a full-text search"))?
             .collect::<Result<Vec<_>, _>>()
@@ -1274,7 +1329,7 @@ impl MemoryStore for SqliteMemoryStore {
         }
         let depth = self.settings.candidates.max(query.limit);
         self.read(|tx| {
-            let mut text: Vec<(i64, f64)> = Vec::new();
+            let mut text: Vec<Ranked> = Vec::new();
             let mut dated: Vec<i64> = Vec::new();
             if let Some(fts_query) = plan.fts_query() {
                 text = self.text_ranking(tx, tenant, &fts_query, &query.filter, &[], depth)?;
@@ -1287,21 +1342,30 @@ impl MemoryStore for SqliteMemoryStore {
                     dated = self
                         .text_ranking(tx, tenant, &fts_query, &query.filter, &windows, depth)?
                         .into_iter()
-                        .map(|(id, _)| id)
+                        .map(|ranked| ranked.id)
                         .collect();
                 }
             }
+            let by_directory = if self.settings.directory_weight > 0.0 {
+                directory_ranking(&text)
+            } else {
+                Vec::new()
+            };
             let vectors = match &query.vector {
                 Some(vector) => self.vector_ranking(tx, tenant, vector, &query.filter, depth)?,
                 None => Vec::new(),
             };
-            let text_ids: Vec<i64> = text.iter().map(|(id, _)| *id).collect();
+            let text_ids: Vec<i64> = text.iter().map(|ranked| ranked.id).collect();
             let vector_ids: Vec<i64> = vectors.iter().map(|(id, _)| *id).collect();
             let fused = reciprocal_rank_fusion(
                 &[
                     RankedList::new(&text_ids),
                     RankedList::new(&dated),
                     RankedList::new(&vector_ids),
+                    RankedList {
+                        weight: self.settings.directory_weight,
+                        items: &by_directory,
+                    },
                 ],
                 RRF_K,
             );
@@ -1314,10 +1378,13 @@ impl MemoryStore for SqliteMemoryStore {
                         memory: load_by_id(tx, entry.item)?,
                         score: entry.score,
                         text_rank: rank(0),
-                        bm25: rank(0).and_then(|at| text.get(at)).map(|(_, score)| *score),
+                        bm25: rank(0)
+                            .and_then(|at| text.get(at))
+                            .map(|ranked| ranked.bm25),
                         date_rank: rank(1),
                         vector_rank: rank(2),
                         cosine: rank(2).and_then(|at| vectors.get(at)).map(|(_, c)| *c),
+                        directory_rank: rank(3),
                     })
                 })
                 .collect()
