@@ -361,8 +361,7 @@ pub fn session_memories(
     let mut memories = Vec::new();
     for (position, turn) in session.turns.iter().enumerate() {
         let uri = MemoryUri::parse_entry(&format!(
-            "viking://user/{}/memories/events/{sample}/session-{}/{}",
-            slug(&turn.speaker),
+            "viking://session/{sample}-session-{}/{}",
             session.number,
             turn.dia_id
                 .replace(|c: char| !c.is_alphanumeric() && c != ':', "-")

@@ -1,7 +1,14 @@
 //! Memory store speed: search at 10,000 memories (BM25, date ranking, directory ranking; and
 //! hybrid with 384-dimension vectors) and ingest (memories per second, in batches, no vectors).
-//! The memories are synthetic conversation turns from a fixed vocabulary and a fixed seed, so
-//! every run measures the same store.
+//!
+//! Two synthetic corpora of conversation turns, from a fixed seed so every run measures the same
+//! store:
+//! - `zipf`: like natural text — words drawn from a Zipf distribution over 20,000 words whose
+//!   most frequent 100 are English function words, with the speaker's name in front of every
+//!   turn; questions name a speaker and three content words (rank above 100) drawn from the
+//!   same distribution.
+//! - `dense`: a worst case — content words from only 84, so every question word is in about
+//!   1,500 of the 10,000 memories and each query makes FTS5 score thousands of rows.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
@@ -160,6 +167,80 @@ impl Seeded {
     }
 }
 
+/// Zipf(1) over `VOCABULARY` pronounceable words, by inverse transform on the cumulative weights.
+struct Zipf {
+    words: Vec<String>,
+    cumulative: Vec<f64>,
+}
+
+const VOCABULARY: usize = 20_000;
+
+impl Zipf {
+    fn new() -> Zipf {
+        let mut words: Vec<String> = FUNCTION_WORDS.iter().map(|w| (*w).to_owned()).collect();
+        let consonants = [
+            "b", "c", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v",
+        ];
+        let vowels = ["a", "e", "i", "o", "u", "ai", "ou"];
+        let mut rng = Seeded(3);
+        while words.len() < VOCABULARY {
+            let syllables = 2 + (rng.next() % 3) as usize;
+            let word: String = (0..syllables)
+                .map(|_| format!("{}{}", rng.pick(&consonants), rng.pick(&vowels)))
+                .collect();
+            words.push(word);
+        }
+        let mut total = 0.0;
+        let cumulative = (1..=VOCABULARY)
+            .map(|rank| {
+                total += 1.0 / rank as f64;
+                total
+            })
+            .collect();
+        Zipf { words, cumulative }
+    }
+
+    fn rank(&self, rng: &mut Seeded) -> usize {
+        let total = self.cumulative[VOCABULARY - 1];
+        let target = (rng.next() % 1_000_000_000) as f64 / 1e9 * total;
+        self.cumulative
+            .partition_point(|c| *c < target)
+            .min(VOCABULARY - 1)
+    }
+
+    fn draw(&self, rng: &mut Seeded) -> &str {
+        &self.words[self.rank(rng)]
+    }
+
+    /// A word drawn from the distribution below its function words: what a question asks about.
+    fn draw_content(&self, rng: &mut Seeded) -> &str {
+        loop {
+            let rank = self.rank(rng);
+            if rank >= FUNCTION_WORDS.len() {
+                return &self.words[rank];
+            }
+        }
+    }
+}
+
+/// The 100 most frequent English words (function words), in frequency order.
+const FUNCTION_WORDS: &[&str] = &[
+    "the", "be", "to", "of", "and", "a", "in", "that", "have", "i", "it", "for", "not", "on",
+    "with", "he", "as", "you", "do", "at", "this", "but", "his", "by", "from", "they", "we", "say",
+    "her", "she", "or", "an", "will", "my", "one", "all", "would", "there", "their", "what", "so",
+    "up", "out", "if", "about", "who", "get", "which", "go", "me", "when", "make", "can", "like",
+    "time", "no", "just", "him", "know", "take", "people", "into", "year", "your", "good", "some",
+    "could", "them", "see", "other", "than", "then", "now", "look", "only", "come", "its", "over",
+    "think", "also", "back", "after", "use", "two", "how", "our", "work", "first", "well", "way",
+    "even", "new", "want", "because", "any", "these", "give", "day", "most", "us",
+];
+
+fn zipf_text(zipf: &Zipf, rng: &mut Seeded, speaker: &str) -> String {
+    let length = 10 + (rng.next() % 30) as usize;
+    let words: Vec<&str> = (0..length).map(|_| zipf.draw(rng)).collect();
+    format!("{speaker}: {}.", words.join(" "))
+}
+
 fn turn_text(rng: &mut Seeded, n: usize) -> String {
     let length = 12 + (rng.next() % 30) as usize;
     let mut words: Vec<&str> = Vec::with_capacity(length + 2);
@@ -174,14 +255,24 @@ fn turn_text(rng: &mut Seeded, n: usize) -> String {
     format!("{} (turn {n}).", words.join(" "))
 }
 
-fn memory(rng: &mut Seeded, n: usize, vectors: bool) -> NewMemory {
+#[derive(Clone, Copy)]
+enum Corpus<'a> {
+    Zipf(&'a Zipf),
+    Dense,
+}
+
+fn memory(corpus: Corpus<'_>, rng: &mut Seeded, n: usize, vectors: bool) -> NewMemory {
     let session = n / TURNS_PER_SESSION;
     let speaker = if n % 2 == 0 { "caroline" } else { "melanie" };
+    let text = match corpus {
+        Corpus::Zipf(zipf) => zipf_text(zipf, rng, speaker),
+        Corpus::Dense => turn_text(rng, n),
+    };
     let uri = MemoryUri::parse(&format!(
         "viking://user/{speaker}/memories/events/conv/session-{session}/D{session}:{n}"
     ))
     .unwrap();
-    let mut memory = NewMemory::new(uri, turn_text(rng, n))
+    let mut memory = NewMemory::new(uri, text)
         .with_source(MemorySource::new(
             format!("s{session}"),
             [format!("D{session}:{n}")],
@@ -199,7 +290,7 @@ fn vector(rng: &mut Seeded) -> Vec<f32> {
         .collect()
 }
 
-fn filled_store(vectors: bool) -> SqliteMemoryStore {
+fn filled_store(corpus: Corpus<'_>, vectors: bool) -> SqliteMemoryStore {
     let store = SqliteMemoryStore::in_memory_with(
         MemorySettings::default(),
         Arc::new(ManualClock::new(T0)),
@@ -207,7 +298,7 @@ fn filled_store(vectors: bool) -> SqliteMemoryStore {
     .unwrap();
     let mut rng = Seeded(7);
     let all: Vec<NewMemory> = (0..MEMORIES)
-        .map(|n| memory(&mut rng, n, vectors))
+        .map(|n| memory(corpus, &mut rng, n, vectors))
         .collect();
     for batch in all.chunks(TURNS_PER_SESSION) {
         store.add_many("bench", batch.to_vec()).unwrap();
@@ -224,30 +315,49 @@ const QUESTIONS: &[&str] = &[
     "What song did Melanie play on the violin at the concert?",
 ];
 
-fn search(c: &mut Criterion) {
-    let store = filled_store(false);
-    let mut group = c.benchmark_group("memory_store/search_10k");
-    for (name, limit) in [("limit_10", 10), ("limit_50", 50)] {
-        let mut next = 0;
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                next = (next + 1) % QUESTIONS.len();
-                let query = SearchQuery::text(QUESTIONS[next], limit);
-                black_box(store.search("bench", &query).unwrap())
-            });
-        });
-    }
-    group.finish();
+fn zipf_questions(zipf: &Zipf) -> Vec<String> {
+    let mut rng = Seeded(5);
+    (0..64)
+        .map(|n| {
+            let speaker = if n % 2 == 0 { "Caroline" } else { "Melanie" };
+            let words: Vec<&str> = (0..3).map(|_| zipf.draw_content(&mut rng)).collect();
+            format!("What did {speaker} say about the {}?", words.join(" "))
+        })
+        .collect()
+}
 
-    let hybrid = filled_store(true);
+fn search(c: &mut Criterion) {
+    let zipf = Zipf::new();
+    let questions = zipf_questions(&zipf);
+    let dense_questions: Vec<String> = QUESTIONS.iter().map(|q| (*q).to_owned()).collect();
+    for (name, corpus, questions) in [
+        ("zipf", Corpus::Zipf(&zipf), &questions),
+        ("dense", Corpus::Dense, &dense_questions),
+    ] {
+        let store = filled_store(corpus, false);
+        let mut group = c.benchmark_group(format!("memory_store/search_10k_{name}"));
+        for (label, limit) in [("limit_10", 10), ("limit_50", 50)] {
+            let mut next = 0;
+            group.bench_function(label, |b| {
+                b.iter(|| {
+                    next = (next + 1) % questions.len();
+                    let query = SearchQuery::text(&questions[next], limit);
+                    black_box(store.search("bench", &query).unwrap())
+                });
+            });
+        }
+        group.finish();
+    }
+
+    let hybrid = filled_store(Corpus::Zipf(&zipf), true);
     let mut rng = Seeded(99);
     let query_vector = vector(&mut rng);
-    let mut group = c.benchmark_group("memory_store/hybrid_10k_384d");
+    let mut group = c.benchmark_group("memory_store/hybrid_10k_zipf_384d");
     let mut next = 0;
     group.bench_function("limit_10", |b| {
         b.iter(|| {
-            next = (next + 1) % QUESTIONS.len();
-            let query = SearchQuery::text(QUESTIONS[next], 10).with_vector(query_vector.clone());
+            next = (next + 1) % questions.len();
+            let query = SearchQuery::text(&questions[next], 10).with_vector(query_vector.clone());
             black_box(hybrid.search("bench", &query).unwrap())
         });
     });
@@ -255,24 +365,29 @@ fn search(c: &mut Criterion) {
 }
 
 fn ingest(c: &mut Criterion) {
+    let zipf = Zipf::new();
     let mut group = c.benchmark_group("memory_store/ingest");
     group.throughput(Throughput::Elements(1000));
-    group.bench_function("1000_memories_batches_of_25_into_5k", |b| {
+    group.bench_function("zipf_1000_memories_batches_of_25_into_5k", |b| {
         b.iter_batched(
             || {
                 // A store that already holds 5,000 memories, and 1,000 new ones to add.
+                let corpus = Corpus::Zipf(&zipf);
                 let store = SqliteMemoryStore::in_memory_with(
                     MemorySettings::default(),
                     Arc::new(ManualClock::new(T0)),
                 )
                 .unwrap();
                 let mut rng = Seeded(11);
-                let old: Vec<NewMemory> = (0..5000).map(|n| memory(&mut rng, n, false)).collect();
+                let old: Vec<NewMemory> = (0..5000)
+                    .map(|n| memory(corpus, &mut rng, n, false))
+                    .collect();
                 for batch in old.chunks(TURNS_PER_SESSION) {
                     store.add_many("bench", batch.to_vec()).unwrap();
                 }
-                let new: Vec<NewMemory> =
-                    (5000..6000).map(|n| memory(&mut rng, n, false)).collect();
+                let new: Vec<NewMemory> = (5000..6000)
+                    .map(|n| memory(corpus, &mut rng, n, false))
+                    .collect();
                 (store, new)
             },
             |(store, new)| {

@@ -486,7 +486,7 @@ impl Default for ColumnWeights {
         ColumnWeights {
             path: 0.5,
             l0: 1.0,
-            l1: 0.3,
+            l1: 0.4,
             l2: 1.0,
         }
     }

@@ -16,6 +16,7 @@ use skald_core::memory::fusion::{RRF_K, RankedList, reciprocal_rank_fusion};
 use skald_core::memory::levels::{derive_abstract, derive_overview};
 use skald_core::memory::query::QueryPlan;
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
+use xxhash_rust::xxh3::xxh3_64;
 
 use super::{
     AddOutcome, DEFAULT_PRIORITY, DirEntry, DirEntryKind, DuplicateKind, MAX_SEARCH_LIMIT, Memory,
@@ -376,6 +377,13 @@ fn status_of(
 
 /// A row of [`COLUMNS`], with its merges' sources added.
 fn memory_from_row(tx: &Connection, row: &rusqlite::Row<'_>) -> Result<Memory, MemoryError> {
+    let mut memory = memory_from_row_alone(row)?;
+    memory.sources.extend(merged_sources(tx, memory.id)?);
+    Ok(memory)
+}
+
+/// A row of [`COLUMNS`], with its own source only.
+fn memory_from_row_alone(row: &rusqlite::Row<'_>) -> Result<Memory, MemoryError> {
     let read = |error: rusqlite::Error| MemoryError::Corrupt(format!("a memory row: {error}"));
     let id: i64 = row.get(0).map_err(read)?;
     let uri_text: String = row.get(2).map_err(read)?;
@@ -393,7 +401,6 @@ fn memory_from_row(tx: &Connection, row: &rusqlite::Row<'_>) -> Result<Memory, M
     if !own.is_empty() {
         sources.push(own);
     }
-    sources.extend(merged_sources(tx, id)?);
     let embedding_bytes: Option<i64> = row.get(17).map_err(read)?;
     Ok(Memory {
         id,
@@ -440,6 +447,58 @@ fn merged_sources(tx: &Connection, id: i64) -> Result<Vec<MemorySource>, MemoryE
         }
     }
     Ok(sources)
+}
+
+/// The versions `ids`, in that order, with two queries whatever their number.
+fn load_many(tx: &Connection, ids: &[i64]) -> Result<Vec<Memory>, MemoryError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let placeholders = vec!["?"; ids.len()].join(", ");
+    let mut by_id: HashMap<i64, Memory> = HashMap::with_capacity(ids.len());
+    {
+        let mut statement = tx
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM memories WHERE id IN ({placeholders})"
+            ))
+            .map_err(MemoryError::storage("reading memories"))?;
+        let mut rows = statement
+            .query(params_from_iter(ids))
+            .map_err(MemoryError::storage("reading memories"))?;
+        while let Some(row) = rows
+            .next()
+            .map_err(MemoryError::storage("reading memories"))?
+        {
+            let memory = memory_from_row_alone(row)?;
+            by_id.insert(memory.id, memory);
+        }
+    }
+    let mut statement = tx
+        .prepare_cached(&format!(
+            "SELECT memory_id, source FROM memory_merges WHERE memory_id IN ({placeholders}) \
+             ORDER BY rowid"
+        ))
+        .map_err(MemoryError::storage("reading merges"))?;
+    let merges = statement
+        .query_map(params_from_iter(ids), |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+        })
+        .map_err(MemoryError::storage("reading merges"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(MemoryError::storage("reading merges"))?;
+    for (id, text) in merges {
+        let source = source_from_json(&text)?;
+        if let Some(memory) = by_id.get_mut(&id).filter(|_| !source.is_empty()) {
+            memory.sources.push(source);
+        }
+    }
+    ids.iter()
+        .map(|id| {
+            by_id
+                .remove(id)
+                .ok_or_else(|| MemoryError::Corrupt(format!("memory version {id} vanished")))
+        })
+        .collect()
 }
 
 fn load_by_id(tx: &Connection, id: i64) -> Result<Memory, MemoryError> {
@@ -629,6 +688,12 @@ fn merged(
     }))
 }
 
+/// The token that stands for a tenant in the full-text index: one word, whatever characters the
+/// tenant name has, so a tenant's rows are a phrase query away.
+fn tenant_token(tenant: &str) -> String {
+    format!("t{:016x}", xxh3_64(tenant.as_bytes()))
+}
+
 /// The exclusive upper bound of the URIs starting with `prefix` (which ends with `/`).
 fn prefix_end(prefix: &str) -> String {
     match prefix.strip_suffix('/') {
@@ -737,11 +802,13 @@ fn insert_version(
     let indexed_l0 = if memory.l0.is_some() { l0.as_str() } else { "" };
     let indexed_l1 = if memory.l1.is_some() { l1.as_str() } else { "" };
     tx.prepare_cached(
-        "INSERT INTO memories_fts (rowid, path, l0, l1, l2) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO memories_fts (rowid, tenant, path, l0, l1, l2) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )
     .and_then(|mut statement| {
         statement.execute(params![
             id,
+            tenant_token(tenant),
             index_path(&memory.uri),
             indexed_l0,
             indexed_l1,
@@ -820,8 +887,13 @@ fn filter_sql(filter: &SearchFilter, values: &mut Vec<SqlValue>) -> String {
 }
 
 impl SqliteMemoryStore {
-    /// The BM25 ranking of live entries for `fts_query`, under the filter and within `windows`
-    /// (no restriction when empty).
+    /// The BM25 ranking of the tenant's live entries for `fts_query` (terms already joined by
+    /// `OR`), under the filter and within `windows` (no restriction when empty), best first.
+    ///
+    /// The tenant is part of the full-text query (its token column), so FTS5 only scores the
+    /// tenant's rows. With no filter, the best `depth` rows are picked inside FTS5 and only they
+    /// are joined with `memories`; a filter needs the join first, so it is applied to every
+    /// match before the cut.
     fn text_ranking(
         &self,
         tx: &Connection,
@@ -832,30 +904,44 @@ impl SqliteMemoryStore {
         depth: usize,
     ) -> Result<Vec<Ranked>, MemoryError> {
         let weights = self.settings.weights;
-        let mut values: Vec<SqlValue> = vec![
-            SqlValue::Text(fts_query.to_owned()),
-            SqlValue::Text(tenant.to_owned()),
-        ];
-        let mut conditions = filter_sql(filter, &mut values);
-        if !windows.is_empty() {
-            let any: Vec<&str> = windows
-                .iter()
-                .map(|_| "(m.created_at_ms >= ? AND m.created_at_ms < ?)")
-                .collect();
-            conditions.push_str(&format!(" AND ({})", any.join(" OR ")));
-            for (start, end) in windows {
-                values.push(SqlValue::Integer(*start));
-                values.push(SqlValue::Integer(*end));
-            }
-        }
-        values.push(SqlValue::Integer(i64::try_from(depth).unwrap_or(i64::MAX)));
-        let sql = format!(
-            "SELECT m.id, bm25(memories_fts, {}, {}, {}, {}) AS score, m.parent \
-             FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
-             WHERE memories_fts MATCH ? AND m.tenant = ?{conditions} \
-             ORDER BY score, m.id LIMIT ?",
+        let bm25 = format!(
+            "bm25(memories_fts, 0.0, {}, {}, {}, {})",
             weights.path, weights.l0, weights.l1, weights.l2
         );
+        let matched = format!("tenant : \"{}\" AND ({fts_query})", tenant_token(tenant));
+        let mut values: Vec<SqlValue> = vec![SqlValue::Text(matched)];
+        let unfiltered = *filter == SearchFilter::default() && windows.is_empty();
+        let sql = if unfiltered {
+            values.push(SqlValue::Integer(i64::try_from(depth).unwrap_or(i64::MAX)));
+            values.push(SqlValue::Text(tenant.to_owned()));
+            format!(
+                "SELECT m.id, f.score, m.parent FROM \
+                 (SELECT rowid, {bm25} AS score FROM memories_fts WHERE memories_fts MATCH ? \
+                  ORDER BY score, rowid LIMIT ?) f \
+                 JOIN memories m ON m.id = f.rowid WHERE m.tenant = ? ORDER BY f.score, m.id"
+            )
+        } else {
+            values.push(SqlValue::Text(tenant.to_owned()));
+            let mut conditions = filter_sql(filter, &mut values);
+            if !windows.is_empty() {
+                let any: Vec<&str> = windows
+                    .iter()
+                    .map(|_| "(m.created_at_ms >= ? AND m.created_at_ms < ?)")
+                    .collect();
+                conditions.push_str(&format!(" AND ({})", any.join(" OR ")));
+                for (start, end) in windows {
+                    values.push(SqlValue::Integer(*start));
+                    values.push(SqlValue::Integer(*end));
+                }
+            }
+            values.push(SqlValue::Integer(i64::try_from(depth).unwrap_or(i64::MAX)));
+            format!(
+                "SELECT m.id, {bm25} AS score, m.parent \
+                 FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
+                 WHERE memories_fts MATCH ? AND m.tenant = ?{conditions} \
+                 ORDER BY score, m.id LIMIT ?"
+            )
+        };
         let mut statement = tx
             .prepare_cached(&sql)
             .map_err(MemoryError::storage("preparing a full-text search"))?;
@@ -870,6 +956,43 @@ impl SqliteMemoryStore {
             .map_err(MemoryError::storage("running a full-text search"))?
             .collect::<Result<Vec<_>, _>>()
             .map_err(MemoryError::storage("running a full-text search"))
+    }
+
+    /// The query's terms that can change the ranking. FTS5's BM25 gives a term found in half
+    /// the indexed rows or more an IDF of 10⁻⁶ (`log((N - n + 0.5) / (n + 0.5))` clamped), so
+    /// it adds nothing to any score but makes FTS5 score every row it is in (a user's name in
+    /// all of their memories). Such terms are dropped, unless every term is one.
+    fn informative_terms<'a>(
+        &self,
+        tx: &Connection,
+        terms: &'a [String],
+    ) -> Result<Vec<&'a str>, MemoryError> {
+        if terms.len() < 2 {
+            return Ok(terms.iter().map(String::as_str).collect());
+        }
+        let indexed: i64 = tx
+            .prepare_cached(&format!("SELECT count(*) FROM memories WHERE {LIVE}"))
+            .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
+            .map_err(MemoryError::storage("counting indexed memories"))?;
+        let mut count = tx
+            .prepare_cached("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?1")
+            .map_err(MemoryError::storage("counting a term's rows"))?;
+        let mut kept = Vec::new();
+        for term in terms {
+            let Some(single) = QueryPlan::fts_query_of(std::slice::from_ref(term)) else {
+                continue;
+            };
+            let rows: i64 = count
+                .query_row([single], |row| row.get(0))
+                .map_err(MemoryError::storage("counting a term's rows"))?;
+            if 2 * rows < indexed {
+                kept.push(term.as_str());
+            }
+        }
+        if kept.is_empty() {
+            return Ok(terms.iter().map(String::as_str).collect());
+        }
+        Ok(kept)
     }
 
     /// The cosine ranking of live entries with a vector of the query's dimensions.
@@ -1331,7 +1454,8 @@ impl MemoryStore for SqliteMemoryStore {
         self.read(|tx| {
             let mut text: Vec<Ranked> = Vec::new();
             let mut dated: Vec<i64> = Vec::new();
-            if let Some(fts_query) = plan.fts_query() {
+            let terms = self.informative_terms(tx, plan.terms())?;
+            if let Some(fts_query) = QueryPlan::fts_query_of(&terms) {
                 text = self.text_ranking(tx, tenant, &fts_query, &query.filter, &[], depth)?;
                 if query.date_ranking && !plan.dates().is_empty() {
                     let windows: Vec<(i64, i64)> = plan
@@ -1369,13 +1493,16 @@ impl MemoryStore for SqliteMemoryStore {
                 ],
                 RRF_K,
             );
-            fused
+            let top: Vec<_> = fused.into_iter().take(query.limit).collect();
+            let ids: Vec<i64> = top.iter().map(|entry| entry.item).collect();
+            let memories = load_many(tx, &ids)?;
+            Ok(top
                 .into_iter()
-                .take(query.limit)
-                .map(|entry| {
+                .zip(memories)
+                .map(|(entry, memory)| {
                     let rank = |list: usize| entry.ranks.get(list).copied().flatten();
-                    Ok(SearchHit {
-                        memory: load_by_id(tx, entry.item)?,
+                    SearchHit {
+                        memory,
                         score: entry.score,
                         text_rank: rank(0),
                         bm25: rank(0)
@@ -1385,9 +1512,9 @@ impl MemoryStore for SqliteMemoryStore {
                         vector_rank: rank(2),
                         cosine: rank(2).and_then(|at| vectors.get(at)).map(|(_, c)| *c),
                         directory_rank: rank(3),
-                    })
+                    }
                 })
-                .collect()
+                .collect())
         })
     }
 
