@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rusqlite::types::Value as SqlValue;
@@ -48,7 +49,27 @@ pub struct SqliteMemoryStore {
     clock: Arc<dyn Clock>,
     settings: MemorySettings,
     path: Option<PathBuf>,
+    /// Commits made through this store; with SQLite's `data_version` (commits by other
+    /// connections) it tells when [`IndexCounts`] are stale.
+    writes: AtomicU64,
+    counts: Mutex<Option<IndexCounts>>,
 }
+
+/// Row counts of the full-text index that searches need, kept until the database changes:
+/// counting a common term's rows walks its whole doclist, and the same names recur in query
+/// after query.
+struct IndexCounts {
+    /// `(data_version, writes)` when counted.
+    generation: (i64, u64),
+    /// Live (indexed) versions of every tenant: FTS5's row count, which its BM25 uses.
+    indexed: i64,
+    tenants: HashMap<String, i64>,
+    /// Indexed rows holding each term (every tenant, as FTS5's IDF counts them).
+    terms: HashMap<String, i64>,
+}
+
+/// At most this many term counts are kept; past it they are counted again.
+const MAX_COUNTED_TERMS: usize = 4096;
 
 impl std::fmt::Debug for SqliteMemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -115,6 +136,8 @@ impl SqliteMemoryStore {
             clock,
             settings,
             path,
+            writes: AtomicU64::new(0),
+            counts: Mutex::new(None),
         })
     }
 
@@ -149,6 +172,7 @@ impl SqliteMemoryStore {
         let value = work(&tx, now)?;
         tx.commit()
             .map_err(MemoryError::storage("committing a memory write"))?;
+        self.writes.fetch_add(1, Ordering::SeqCst);
         Ok(value)
     }
 
@@ -214,6 +238,16 @@ impl SqliteMemoryStore {
         )?;
         Ok(AddOutcome::Added(load_by_id(tx, id)?))
     }
+}
+
+/// Where a full-text ranking looks.
+#[derive(Clone, Copy)]
+struct TextScope<'a> {
+    tenant: &'a str,
+    /// The tenant holds every indexed row.
+    whole_index: bool,
+    filter: &'a SearchFilter,
+    depth: usize,
 }
 
 /// An entry of the BM25 ranking.
@@ -897,18 +931,28 @@ impl SqliteMemoryStore {
     fn text_ranking(
         &self,
         tx: &Connection,
-        tenant: &str,
+        scope: &TextScope<'_>,
         fts_query: &str,
-        filter: &SearchFilter,
         windows: &[(i64, i64)],
-        depth: usize,
     ) -> Result<Vec<Ranked>, MemoryError> {
+        let TextScope {
+            tenant,
+            whole_index,
+            filter,
+            depth,
+        } = *scope;
         let weights = self.settings.weights;
         let bm25 = format!(
             "bm25(memories_fts, 0.0, {}, {}, {}, {})",
             weights.path, weights.l0, weights.l1, weights.l2
         );
-        let matched = format!("tenant : \"{}\" AND ({fts_query})", tenant_token(tenant));
+        // When the tenant holds every indexed row, restricting the match to it changes nothing
+        // but costs a walk of its whole doclist.
+        let matched = if whole_index {
+            fts_query.to_owned()
+        } else {
+            format!("tenant : \"{}\" AND ({fts_query})", tenant_token(tenant))
+        };
         let mut values: Vec<SqlValue> = vec![SqlValue::Text(matched)];
         let unfiltered = *filter == SearchFilter::default() && windows.is_empty();
         let sql = if unfiltered {
@@ -958,41 +1002,88 @@ impl SqliteMemoryStore {
             .map_err(MemoryError::storage("running a full-text search"))
     }
 
-    /// The query's terms that can change the ranking. FTS5's BM25 gives a term found in half
-    /// the indexed rows or more an IDF of 10⁻⁶ (`log((N - n + 0.5) / (n + 0.5))` clamped), so
-    /// it adds nothing to any score but makes FTS5 score every row it is in (a user's name in
-    /// all of their memories). Such terms are dropped, unless every term is one.
+    /// The query's terms that can change the ranking, and whether the tenant holds every
+    /// indexed row (then the full-text query needs no tenant restriction).
+    ///
+    /// FTS5's BM25 gives a term found in half the indexed rows or more an IDF of 10⁻⁶
+    /// (`log((N - n + 0.5) / (n + 0.5))` clamped), so it adds nothing to any score but makes
+    /// FTS5 score every row it is in (a user's name in all of their memories). Such terms are
+    /// dropped, unless every term is one.
     fn informative_terms<'a>(
         &self,
         tx: &Connection,
+        tenant: &str,
         terms: &'a [String],
-    ) -> Result<Vec<&'a str>, MemoryError> {
-        if terms.len() < 2 {
-            return Ok(terms.iter().map(String::as_str).collect());
+    ) -> Result<(Vec<&'a str>, bool), MemoryError> {
+        let data_version: i64 = tx
+            .query_row("PRAGMA data_version", [], |row| row.get(0))
+            .map_err(MemoryError::storage("reading the data version"))?;
+        let generation = (data_version, self.writes.load(Ordering::SeqCst));
+        let mut cache = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache
+            .as_ref()
+            .is_none_or(|counts| counts.generation != generation)
+        {
+            let indexed: i64 = tx
+                .prepare_cached(&format!("SELECT count(*) FROM memories WHERE {LIVE}"))
+                .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
+                .map_err(MemoryError::storage("counting indexed memories"))?;
+            *cache = Some(IndexCounts {
+                generation,
+                indexed,
+                tenants: HashMap::new(),
+                terms: HashMap::new(),
+            });
         }
-        let indexed: i64 = tx
-            .prepare_cached(&format!("SELECT count(*) FROM memories WHERE {LIVE}"))
-            .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
-            .map_err(MemoryError::storage("counting indexed memories"))?;
+        let Some(counts) = cache.as_mut() else {
+            return Ok((terms.iter().map(String::as_str).collect(), false));
+        };
+        let tenant_rows = match counts.tenants.get(tenant) {
+            Some(rows) => *rows,
+            None => {
+                let rows: i64 = tx
+                    .prepare_cached(&format!(
+                        "SELECT count(*) FROM memories WHERE tenant = ?1 AND {LIVE}"
+                    ))
+                    .and_then(|mut statement| statement.query_row([tenant], |row| row.get(0)))
+                    .map_err(MemoryError::storage("counting a tenant's memories"))?;
+                counts.tenants.insert(tenant.to_owned(), rows);
+                rows
+            }
+        };
+        let whole_index = tenant_rows == counts.indexed;
+        if terms.len() < 2 {
+            return Ok((terms.iter().map(String::as_str).collect(), whole_index));
+        }
         let mut count = tx
             .prepare_cached("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?1")
             .map_err(MemoryError::storage("counting a term's rows"))?;
         let mut kept = Vec::new();
         for term in terms {
-            let Some(single) = QueryPlan::fts_query_of(std::slice::from_ref(term)) else {
-                continue;
+            let rows = match counts.terms.get(term) {
+                Some(rows) => *rows,
+                None => {
+                    let Some(single) = QueryPlan::fts_query_of(std::slice::from_ref(term)) else {
+                        continue;
+                    };
+                    let rows: i64 = count
+                        .query_row([single], |row| row.get(0))
+                        .map_err(MemoryError::storage("counting a term's rows"))?;
+                    if counts.terms.len() >= MAX_COUNTED_TERMS {
+                        counts.terms.clear();
+                    }
+                    counts.terms.insert(term.clone(), rows);
+                    rows
+                }
             };
-            let rows: i64 = count
-                .query_row([single], |row| row.get(0))
-                .map_err(MemoryError::storage("counting a term's rows"))?;
-            if 2 * rows < indexed {
+            if 2 * rows < counts.indexed {
                 kept.push(term.as_str());
             }
         }
         if kept.is_empty() {
-            return Ok(terms.iter().map(String::as_str).collect());
+            kept = terms.iter().map(String::as_str).collect();
         }
-        Ok(kept)
+        Ok((kept, whole_index))
     }
 
     /// The cosine ranking of live entries with a vector of the query's dimensions.
@@ -1454,9 +1545,15 @@ impl MemoryStore for SqliteMemoryStore {
         self.read(|tx| {
             let mut text: Vec<Ranked> = Vec::new();
             let mut dated: Vec<i64> = Vec::new();
-            let terms = self.informative_terms(tx, plan.terms())?;
+            let (terms, whole_index) = self.informative_terms(tx, tenant, plan.terms())?;
             if let Some(fts_query) = QueryPlan::fts_query_of(&terms) {
-                text = self.text_ranking(tx, tenant, &fts_query, &query.filter, &[], depth)?;
+                let scope = TextScope {
+                    tenant,
+                    whole_index,
+                    filter: &query.filter,
+                    depth,
+                };
+                text = self.text_ranking(tx, &scope, &fts_query, &[])?;
                 if query.date_ranking && !plan.dates().is_empty() {
                     let windows: Vec<(i64, i64)> = plan
                         .dates()
@@ -1464,7 +1561,7 @@ impl MemoryStore for SqliteMemoryStore {
                         .map(|window| (window.start_ms, window.end_ms))
                         .collect();
                     dated = self
-                        .text_ranking(tx, tenant, &fts_query, &query.filter, &windows, depth)?
+                        .text_ranking(tx, &scope, &fts_query, &windows)?
                         .into_iter()
                         .map(|ranked| ranked.id)
                         .collect();
