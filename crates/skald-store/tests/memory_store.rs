@@ -996,3 +996,33 @@ fn add_many_merges_within_the_batch_and_survives_reopening() {
         .unwrap();
     assert_eq!(hits.len(), 1);
 }
+
+#[test]
+fn a_second_connection_sees_what_the_first_wrote_after_its_own_searches() {
+    // Each store caches term counts and vectors per database state; a write through another
+    // connection to the same file must not leave them stale.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("skald.sqlite3");
+    let reader = SqliteMemoryStore::open(&path).unwrap();
+    let writer = SqliteMemoryStore::open(&path).unwrap();
+    let first = uri("viking://resources/a.md");
+    writer
+        .add(
+            "acme",
+            NewMemory::new(first, "kiln firing schedule").with_embedding(vec![1.0, 0.0]),
+        )
+        .unwrap();
+    let query = SearchQuery::text("kiln glaze", 5).with_vector(vec![0.0, 1.0]);
+    assert_eq!(reader.search("acme", &query).unwrap().len(), 1);
+    let second = uri("viking://resources/b.md");
+    writer
+        .add(
+            "acme",
+            NewMemory::new(second.clone(), "glaze recipes").with_embedding(vec![0.0, 1.0]),
+        )
+        .unwrap();
+    let hits = reader.search("acme", &query).unwrap();
+    assert_eq!(hits.len(), 2);
+    assert_eq!(hits[0].memory.uri, second);
+    assert_eq!(hits[0].vector_rank, Some(0));
+}

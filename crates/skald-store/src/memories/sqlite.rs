@@ -53,7 +53,20 @@ pub struct SqliteMemoryStore {
     /// connections) it tells when [`IndexCounts`] are stale.
     writes: AtomicU64,
     counts: Mutex<Option<IndexCounts>>,
+    vectors: Mutex<Option<VectorCache>>,
 }
+
+/// A tenant's live vectors: version id and components.
+type TenantVectors = Arc<Vec<(i64, Vec<f32>)>>;
+
+/// Live vectors per tenant, kept until the database changes.
+struct VectorCache {
+    generation: (i64, u64),
+    tenants: HashMap<String, TenantVectors>,
+}
+
+/// Vectors of at most this many tenants are kept; past it the cache starts over.
+const MAX_CACHED_VECTOR_TENANTS: usize = 16;
 
 /// Row counts of the full-text index that searches need, kept until the database changes:
 /// counting a common term's rows walks its whole doclist, and the same names recur in query
@@ -138,6 +151,7 @@ impl SqliteMemoryStore {
             path,
             writes: AtomicU64::new(0),
             counts: Mutex::new(None),
+            vectors: Mutex::new(None),
         })
     }
 
@@ -1015,10 +1029,7 @@ impl SqliteMemoryStore {
         tenant: &str,
         terms: &'a [String],
     ) -> Result<(Vec<&'a str>, bool), MemoryError> {
-        let data_version: i64 = tx
-            .query_row("PRAGMA data_version", [], |row| row.get(0))
-            .map_err(MemoryError::storage("reading the data version"))?;
-        let generation = (data_version, self.writes.load(Ordering::SeqCst));
+        let generation = self.generation(tx)?;
         let mut cache = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
         if cache
             .as_ref()
@@ -1095,41 +1106,40 @@ impl SqliteMemoryStore {
         filter: &SearchFilter,
         depth: usize,
     ) -> Result<Vec<(i64, f32)>, MemoryError> {
-        let mut values: Vec<SqlValue> = vec![SqlValue::Text(tenant.to_owned())];
-        let conditions = filter_sql(filter, &mut values);
-        let sql = format!(
-            "SELECT m.id, m.embedding FROM memories m WHERE m.tenant = ? AND \
-             m.superseded_by IS NULL AND m.forgotten_at_ms IS NULL AND m.embedding IS NOT NULL\
-             {conditions}"
-        );
-        let mut statement = tx
-            .prepare_cached(&sql)
-            .map_err(MemoryError::storage("preparing a vector search"))?;
-        let mut rows = statement
-            .query(params_from_iter(values))
-            .map_err(MemoryError::storage("running a vector search"))?;
+        let vectors = self.tenant_vectors(tx, tenant)?;
+        // A filter is checked in SQL (no vectors read); the vectors come from the cache.
+        let allowed: Option<HashSet<i64>> = if *filter == SearchFilter::default() {
+            None
+        } else {
+            let mut values: Vec<SqlValue> = vec![SqlValue::Text(tenant.to_owned())];
+            let conditions = filter_sql(filter, &mut values);
+            let sql = format!(
+                "SELECT m.id FROM memories m WHERE m.tenant = ? AND m.superseded_by IS NULL \
+                 AND m.forgotten_at_ms IS NULL AND m.embedding IS NOT NULL{conditions}"
+            );
+            let mut statement = tx
+                .prepare_cached(&sql)
+                .map_err(MemoryError::storage("preparing a vector search"))?;
+            let ids = statement
+                .query_map(params_from_iter(values), |row| row.get::<_, i64>(0))
+                .map_err(MemoryError::storage("running a vector search"))?
+                .collect::<Result<HashSet<_>, _>>()
+                .map_err(MemoryError::storage("running a vector search"))?;
+            Some(ids)
+        };
         let mut scored: Vec<(i64, f32)> = Vec::new();
         let mut other_dimensions: Vec<usize> = Vec::new();
-        while let Some(row) = rows
-            .next()
-            .map_err(MemoryError::storage("running a vector search"))?
-        {
-            let id: i64 = row
-                .get(0)
-                .map_err(MemoryError::storage("running a vector search"))?;
-            let bytes = row
-                .get_ref(1)
-                .map_err(MemoryError::storage("running a vector search"))?
-                .as_blob()
-                .map_err(|error| MemoryError::Corrupt(format!("memory {id}'s vector: {error}")))?;
-            if bytes.len() != query.len() * 4 {
-                let dimensions = bytes.len() / 4;
-                if !other_dimensions.contains(&dimensions) {
-                    other_dimensions.push(dimensions);
+        for (id, vector) in vectors.iter() {
+            if allowed.as_ref().is_some_and(|ids| !ids.contains(id)) {
+                continue;
+            }
+            if vector.len() != query.len() {
+                if !other_dimensions.contains(&vector.len()) {
+                    other_dimensions.push(vector.len());
                 }
                 continue;
             }
-            scored.push((id, cosine(query, &vector_from_bytes(bytes))));
+            scored.push((*id, cosine(query, vector)));
         }
         if scored.is_empty() && !other_dimensions.is_empty() {
             other_dimensions.sort_unstable();
@@ -1141,6 +1151,69 @@ impl SqliteMemoryStore {
         scored.sort_by(|(id_a, a), (id_b, b)| b.total_cmp(a).then(id_a.cmp(id_b)));
         scored.truncate(depth);
         Ok(scored)
+    }
+
+    /// Which database state cached data belongs to: SQLite's `data_version` (commits by other
+    /// connections) and this store's own commits.
+    fn generation(&self, tx: &Connection) -> Result<(i64, u64), MemoryError> {
+        let data_version: i64 = tx
+            .query_row("PRAGMA data_version", [], |row| row.get(0))
+            .map_err(MemoryError::storage("reading the data version"))?;
+        Ok((data_version, self.writes.load(Ordering::SeqCst)))
+    }
+
+    /// The tenant's live vectors, read once per database state: a search then compares vectors
+    /// in memory instead of reading every blob again.
+    fn tenant_vectors(&self, tx: &Connection, tenant: &str) -> Result<TenantVectors, MemoryError> {
+        let generation = self.generation(tx)?;
+        let mut cache = self.vectors.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache
+            .as_ref()
+            .is_none_or(|cached| cached.generation != generation)
+        {
+            *cache = Some(VectorCache {
+                generation,
+                tenants: HashMap::new(),
+            });
+        }
+        let Some(cached) = cache.as_mut() else {
+            return Ok(Arc::new(Vec::new()));
+        };
+        if let Some(vectors) = cached.tenants.get(tenant) {
+            return Ok(Arc::clone(vectors));
+        }
+        let mut statement = tx
+            .prepare_cached(&format!(
+                "SELECT id, embedding FROM memories WHERE tenant = ?1 AND {LIVE} \
+                 AND embedding IS NOT NULL ORDER BY id"
+            ))
+            .map_err(MemoryError::storage("reading vectors"))?;
+        let mut rows = statement
+            .query([tenant])
+            .map_err(MemoryError::storage("reading vectors"))?;
+        let mut vectors = Vec::new();
+        while let Some(row) = rows
+            .next()
+            .map_err(MemoryError::storage("reading vectors"))?
+        {
+            let id: i64 = row
+                .get(0)
+                .map_err(MemoryError::storage("reading vectors"))?;
+            let bytes = row
+                .get_ref(1)
+                .map_err(MemoryError::storage("reading vectors"))?
+                .as_blob()
+                .map_err(|error| MemoryError::Corrupt(format!("memory {id}'s vector: {error}")))?;
+            vectors.push((id, vector_from_bytes(bytes)));
+        }
+        let vectors = Arc::new(vectors);
+        if cached.tenants.len() >= MAX_CACHED_VECTOR_TENANTS {
+            cached.tenants.clear();
+        }
+        cached
+            .tenants
+            .insert(tenant.to_owned(), Arc::clone(&vectors));
+        Ok(vectors)
     }
 }
 
