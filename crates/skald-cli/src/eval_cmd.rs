@@ -1,6 +1,6 @@
 //! `skald eval locomo`: retrieval recall of the memory store on LoCoMo. Each conversation's turns
-//! become memories in a fresh in-memory store (one tenant per conversation, each turn dated by
-//! its session), every question is searched, and the evidence turns it cites (corrected by the
+//! become memories in a fresh in-memory store (one tenant per conversation, each turn a
+//! session-archive memory dated by its session), then every question is searched, and the evidence turns it cites (corrected by the
 //! errors file) are looked for in the results — at turn level and at session level, by question
 //! category — with the search latency and the ingest rate.
 //!
@@ -44,9 +44,9 @@ pub struct EvalArgs {
 pub enum Benchmark {
     /// Retrieval recall of the memory store on LoCoMo (long multi-session conversations).
     ///
-    /// Every turn of each conversation becomes a memory (its speaker's event, dated by its
+    /// Every turn of each conversation becomes a memory (under viking://session/…, dated by its
     /// session, with the two turns before and the one after as its L1 overview), in a fresh
-    /// in-memory store with one tenant per conversation. Every question is searched (BM25, a
+    /// in-memory store with one tenant per conversation; then every question is asked. Every question is searched (BM25, a
     /// second ranking inside the dates the question names, fused by reciprocal rank fusion) and
     /// the turns its evidence cites are looked for in the results.
     ///
@@ -551,7 +551,6 @@ pub fn evaluate(
     if let Some(weight) = args.path_weight {
         settings.weights.path = weight;
     }
-    let store = SqliteMemoryStore::in_memory_with(settings, Arc::new(SystemClock))?;
     let mut tally = Tally::default();
     let mut by_category: BTreeMap<i64, Tally> = BTreeMap::new();
     let mut latencies: Vec<f64> = Vec::new();
@@ -560,6 +559,11 @@ pub fn evaluate(
     let mut ingest_seconds = 0.0;
     let total_questions: usize = conversations.iter().map(|c| c.questions.len()).sum();
     progress.set_length(total_questions as u64);
+    // One store, one tenant per conversation, every conversation written before any question
+    // is asked: FTS5's BM25 statistics cover the whole index, so asking in between would make
+    // each conversation's ranking depend on the order the conversations were read in.
+    let store = SqliteMemoryStore::in_memory_with(settings, Arc::new(SystemClock))?;
+    let mut memory_turns: HashMap<i64, Vec<TurnRef>> = HashMap::new();
     for (index, conversation) in conversations.iter().enumerate() {
         let tenant = tenant_of(&conversation.sample_id, index);
         progress.set_message(format!("ingesting {}", conversation.sample_id));
@@ -573,7 +577,6 @@ pub fn evaluate(
             )?);
         }
         let started = Instant::now();
-        let mut memory_turns: HashMap<i64, Vec<TurnRef>> = HashMap::new();
         for batch in batches {
             turns += batch.len();
             for outcome in store.add_many(&tenant, batch)? {
@@ -593,6 +596,9 @@ pub fn evaluate(
             }
         }
         ingest_seconds += started.elapsed().as_secs_f64();
+    }
+    for (index, conversation) in conversations.iter().enumerate() {
+        let tenant = tenant_of(&conversation.sample_id, index);
         let known: HashSet<TurnRef> = conversation
             .sessions
             .iter()
@@ -724,7 +730,30 @@ fn run_locomo(args: &LocomoArgs, mode: Mode) -> Result<ExitCode> {
     let mut report = evaluate(&conversations, args, &progress)?;
     report.evidence_corrections = corrections.len();
     output::emit(mode, &report, render_table)?;
+    if mode == Mode::Table {
+        println!("{}", summary_line(&report));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the table does not show, on a line under it.
+fn summary_line(report: &LocomoReport) -> String {
+    format!(
+        "{} conversations, {} turns ({} stored, {} exact + {} near duplicates merged); \
+         {} questions scored, {} without evidence; search p50 {:.2} ms, p95 {:.2} ms \
+         (depth {}); ingest {:.0} memories/s",
+        report.conversations,
+        report.turns,
+        report.memories_stored,
+        report.merged_exact,
+        report.merged_near,
+        report.questions_scored,
+        report.questions_without_evidence,
+        report.search_p50_ms,
+        report.search_p95_ms,
+        report.search_depth,
+        report.ingest_memories_per_s,
+    )
 }
 
 fn render_table(report: &LocomoReport) -> comfy_table::Table {
@@ -768,29 +797,6 @@ fn render_table(report: &LocomoReport) -> comfy_table::Table {
         turn_all_at_10: report.turn_all_at_10,
     };
     table.add_row(row("all".to_owned(), &overall));
-    table.add_row(vec![
-        format!(
-            "{} conversations, {} turns ({} stored, {} exact + {} near duplicates merged); \
-             search p50 {:.2} ms, p95 {:.2} ms; ingest {:.0} memories/s; {} questions without \
-             evidence",
-            report.conversations,
-            report.turns,
-            report.memories_stored,
-            report.merged_exact,
-            report.merged_near,
-            report.search_p50_ms,
-            report.search_p95_ms,
-            report.ingest_memories_per_s,
-            report.questions_without_evidence
-        ),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-    ]);
     table
 }
 

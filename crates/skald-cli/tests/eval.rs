@@ -27,10 +27,10 @@ fn eval(extra: &[&str]) -> Value {
 fn reports_recall_latency_and_ingest_with_the_corrected_evidence() {
     let report = eval(&["--errors", ERRORS, "--json"]);
     assert_eq!(report["conversations"], 2);
-    assert_eq!(report["turns"], 11);
+    assert_eq!(report["turns"], 19);
     // Ada's two "Thanks!" are one memory with both turns as sources.
     assert_eq!(report["merged_exact"], 1);
-    assert_eq!(report["memories_stored"], 10);
+    assert_eq!(report["memories_stored"], 18);
     assert_eq!(report["questions"], 5);
     // Only the entry with a correct_evidence counts as a correction.
     assert_eq!(report["evidence_corrections"], 1);
