@@ -8,6 +8,7 @@ mod compact_cmd;
 mod compare_cmd;
 mod config;
 mod context_cmd;
+mod eval_cmd;
 mod fetch_cmd;
 mod files;
 mod home;
@@ -145,6 +146,12 @@ enum Command {
     ///   skald compact --compare ../shared/data/trajectories/claude-code
     #[command(verbatim_doc_comment)]
     Compact(compact_cmd::CompactArgs),
+    /// Measure skald on public benchmarks (no model calls, no data directory).
+    ///
+    /// Examples:
+    ///   skald eval locomo ../shared/data/locomo/locomo-dev.json --errors ../shared/data/locomo/locomo-dev-errors.json
+    #[command(verbatim_doc_comment)]
+    Eval(eval_cmd::EvalArgs),
     /// Print the data directory skald uses and where that choice came from.
     Home,
 }
@@ -177,6 +184,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let config = config::Config::load(cli.config.as_deref(), &home)?;
             compact_cmd::run(&args, &home, &config, mode)
         }
+        Command::Eval(args) => eval_cmd::run(&args, mode),
         Command::Home => {
             let report = HomeReport {
                 path: home.path.display().to_string(),

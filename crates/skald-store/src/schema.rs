@@ -112,7 +112,7 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tenant, band, memory_id)
     ) WITHOUT ROWID;
     CREATE VIRTUAL TABLE memories_fts USING fts5(
-        path, l0, l1, l2,
+        tenant, path, l0, l1, l2,
         content = '', contentless_delete = 1,
         tokenize = 'porter unicode61 remove_diacritics 2'
     );

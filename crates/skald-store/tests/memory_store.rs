@@ -621,7 +621,13 @@ fn a_named_date_ranks_memories_of_that_time_higher() {
 
 #[test]
 fn vectors_fuse_with_text_by_reciprocal_rank() {
-    let (store, _) = store();
+    // Only the text and vector rankings, so the fused scores are easy to check.
+    let settings = MemorySettings {
+        directory_weight: 0.0,
+        ..MemorySettings::default()
+    };
+    let store =
+        SqliteMemoryStore::in_memory_with(settings, Arc::new(ManualClock::new(T0))).unwrap();
     // Text ranks a then b; vectors rank c then b (a has no vector). b is in both lists, so
     // fusion puts it first; a and c tie at 1/61 and the text ranking's comes first.
     for (name, content, vector) in [
@@ -698,6 +704,126 @@ fn vectors_fuse_with_text_by_reciprocal_rank() {
         .unwrap();
     assert_eq!(first[0].memory.uri, d);
     assert_eq!(first[0].memory.embedding_dimensions, Some(3));
+}
+
+#[test]
+fn a_directory_where_several_entries_match_lifts_them() {
+    let (store, _) = store();
+    for (at, content) in [
+        (
+            "viking://resources/notes/glaze.md",
+            "Pottery glaze recipes.",
+        ),
+        (
+            "viking://resources/studio/class.md",
+            "The pottery class meets on Tuesdays.",
+        ),
+        (
+            "viking://resources/studio/kiln.md",
+            "Glaze firing happens in the studio kiln.",
+        ),
+        (
+            "viking://resources/studio/wheel.md",
+            "Pottery wheel maintenance checklist.",
+        ),
+        (
+            "viking://resources/garden/roses.md",
+            "Prune the roses in March.",
+        ),
+        (
+            "viking://resources/garden/tomatoes.md",
+            "Tomatoes need sun and water.",
+        ),
+        (
+            "viking://resources/garden/compost.md",
+            "Turn the compost every week.",
+        ),
+        (
+            "viking://resources/kitchen/bread.md",
+            "Sourdough bread needs a starter.",
+        ),
+        (
+            "viking://resources/kitchen/soup.md",
+            "Lentil soup with cumin.",
+        ),
+        ("viking://resources/travel/rome.md", "Rome trip in May."),
+    ] {
+        store.add("acme", NewMemory::new(uri(at), content)).unwrap();
+    }
+    let hits = store
+        .search("acme", &SearchQuery::text("pottery glaze", 10))
+        .unwrap();
+    let glaze = hits
+        .iter()
+        .find(|hit| hit.memory.uri.name() == Some("glaze.md"))
+        .unwrap();
+    assert_eq!(
+        glaze.text_rank,
+        Some(0),
+        "alone, the notes entry matches best"
+    );
+    // The studio, with three matching entries, outranks the notes folder as a directory.
+    assert_eq!(glaze.directory_rank, Some(3));
+    let studio_best = hits
+        .iter()
+        .find(|hit| hit.directory_rank == Some(0))
+        .unwrap();
+    assert_eq!(
+        studio_best.memory.uri.parent().unwrap().as_str(),
+        "viking://resources/studio"
+    );
+    assert!(
+        hits.iter()
+            .all(|hit| hit.memory.uri.name() != Some("roses.md"))
+    );
+
+    let settings = MemorySettings {
+        directory_weight: 0.0,
+        ..MemorySettings::default()
+    };
+    let flat = SqliteMemoryStore::in_memory_with(settings, Arc::new(ManualClock::new(T0))).unwrap();
+    flat.add(
+        "acme",
+        NewMemory::new(uri("viking://resources/a.md"), "pottery"),
+    )
+    .unwrap();
+    let hits = flat
+        .search("acme", &SearchQuery::text("pottery", 10))
+        .unwrap();
+    assert_eq!(hits[0].directory_rank, None);
+}
+
+#[test]
+fn terms_in_half_the_memories_or_more_do_not_count() {
+    // "alice" is in every memory (FTS5 gives it an IDF of 10^-6), so only "rome" decides.
+    let (store, _) = store();
+    for (name, content) in [
+        ("a", "Alice Alice Alice likes tea."),
+        ("b", "Alice flew to Rome."),
+        ("c", "Alice reads."),
+    ] {
+        store
+            .add(
+                "acme",
+                NewMemory::new(
+                    uri(&format!("viking://user/alice/memories/events/{name}")),
+                    content,
+                ),
+            )
+            .unwrap();
+    }
+    let hits = store
+        .search("acme", &SearchQuery::text("Alice Rome", 10))
+        .unwrap();
+    assert_eq!(uris(&hits), ["b"]);
+    // A query of such terms alone still searches them.
+    assert_eq!(
+        store
+            .search("acme", &SearchQuery::text("Alice", 10))
+            .unwrap()
+            .len(),
+        3
+    );
 }
 
 #[test]
@@ -869,4 +995,34 @@ fn add_many_merges_within_the_batch_and_survives_reopening() {
         .search("acme", &SearchQuery::text("see you", 5))
         .unwrap();
     assert_eq!(hits.len(), 1);
+}
+
+#[test]
+fn a_second_connection_sees_what_the_first_wrote_after_its_own_searches() {
+    // Each store caches term counts and vectors per database state; a write through another
+    // connection to the same file must not leave them stale.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("skald.sqlite3");
+    let reader = SqliteMemoryStore::open(&path).unwrap();
+    let writer = SqliteMemoryStore::open(&path).unwrap();
+    let first = uri("viking://resources/a.md");
+    writer
+        .add(
+            "acme",
+            NewMemory::new(first, "kiln firing schedule").with_embedding(vec![1.0, 0.0]),
+        )
+        .unwrap();
+    let query = SearchQuery::text("kiln glaze", 5).with_vector(vec![0.0, 1.0]);
+    assert_eq!(reader.search("acme", &query).unwrap().len(), 1);
+    let second = uri("viking://resources/b.md");
+    writer
+        .add(
+            "acme",
+            NewMemory::new(second.clone(), "glaze recipes").with_embedding(vec![0.0, 1.0]),
+        )
+        .unwrap();
+    let hits = reader.search("acme", &query).unwrap();
+    assert_eq!(hits.len(), 2);
+    assert_eq!(hits[0].memory.uri, second);
+    assert_eq!(hits[0].vector_rank, Some(0));
 }

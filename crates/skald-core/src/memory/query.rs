@@ -227,13 +227,17 @@ impl QueryPlan {
     /// are no terms). Terms are runs of letters and digits, and quotes are doubled anyway, so
     /// no query text can become FTS5 syntax.
     pub fn fts_query(&self) -> Option<String> {
-        if self.terms.is_empty() {
+        QueryPlan::fts_query_of(&self.terms)
+    }
+
+    /// The FTS5 query of any terms, as [`QueryPlan::fts_query`] writes it.
+    pub fn fts_query_of(terms: &[impl AsRef<str>]) -> Option<String> {
+        if terms.is_empty() {
             return None;
         }
-        let quoted: Vec<String> = self
-            .terms
+        let quoted: Vec<String> = terms
             .iter()
-            .map(|term| format!("\"{}\"", term.replace('"', "\"\"")))
+            .map(|term| format!("\"{}\"", term.as_ref().replace('"', "\"\"")))
             .collect();
         Some(quoted.join(" OR "))
     }

@@ -21,8 +21,10 @@
 //!   (word-pair Jaccard ≥ [`MemorySettings::near_duplicate_threshold`]) is merged into the entry
 //!   already there — the new sources are recorded on it — and [`AddOutcome::Merged`] says which.
 //! - **Search.** [`MemoryStore::search`]: BM25 over SQLite FTS5 (porter stemming, unicode61),
-//!   a second BM25 ranking inside the dates the query names, and cosine similarity over stored
-//!   vectors when the caller passes a query vector; fused by reciprocal rank fusion (k = 60).
+//!   a second BM25 ranking inside the dates the query names, the BM25 ranking re-ordered by
+//!   directory (a directory where several entries match lifts them all), and cosine similarity
+//!   over stored vectors when the caller passes a query vector; fused by reciprocal rank fusion
+//!   (k = 60).
 //!   Filters: categories, a directory, a creation-time range. Everything works with no vectors.
 //! - **A tree.** [`MemoryStore::ls`] and [`MemoryStore::tree`] list directories as they follow
 //!   from the live entries' URIs.
@@ -452,6 +454,8 @@ pub struct SearchHit {
     /// 0-based rank in the vector ranking, and the cosine similarity.
     pub vector_rank: Option<usize>,
     pub cosine: Option<f32>,
+    /// 0-based rank in the BM25 ranking re-ordered by directory relevance.
+    pub directory_rank: Option<usize>,
 }
 
 /// Counts of a tenant's versions.
@@ -482,7 +486,7 @@ impl Default for ColumnWeights {
         ColumnWeights {
             path: 0.5,
             l0: 1.0,
-            l1: 0.3,
+            l1: 0.4,
             l2: 1.0,
         }
     }
@@ -497,6 +501,9 @@ pub struct MemorySettings {
     pub weights: ColumnWeights,
     /// How deep each ranking goes before fusion (at least the search limit).
     pub candidates: usize,
+    /// The RRF weight of the directory ranking (the BM25 ranking re-ordered by how well each
+    /// entry's directory matches as a whole); 0 turns it off.
+    pub directory_weight: f64,
 }
 
 impl Default for MemorySettings {
@@ -505,6 +512,7 @@ impl Default for MemorySettings {
             near_duplicate_threshold: Some(DEFAULT_NEAR_DUPLICATE_THRESHOLD),
             weights: ColumnWeights::default(),
             candidates: 100,
+            directory_weight: 0.5,
         }
     }
 }
@@ -533,6 +541,12 @@ impl MemorySettings {
                     "the {name} weight is {weight}; weights are finite and not negative"
                 )));
             }
+        }
+        if !self.directory_weight.is_finite() || self.directory_weight < 0.0 {
+            return Err(MemoryError::InvalidSettings(format!(
+                "directory_weight is {}; it is finite and not negative",
+                self.directory_weight
+            )));
         }
         if self.candidates == 0 || self.candidates > 10 * MAX_SEARCH_LIMIT {
             return Err(MemoryError::InvalidSettings(format!(

@@ -4,8 +4,9 @@
 //! `memory_bands` (MinHash LSH keys of live versions, for near-duplicate candidates) and
 //! `memories_fts` (a contentless FTS5 index of live versions, rowid = version id).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rusqlite::types::Value as SqlValue;
@@ -16,6 +17,7 @@ use skald_core::memory::fusion::{RRF_K, RankedList, reciprocal_rank_fusion};
 use skald_core::memory::levels::{derive_abstract, derive_overview};
 use skald_core::memory::query::QueryPlan;
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
+use xxhash_rust::xxh3::xxh3_64;
 
 use super::{
     AddOutcome, DEFAULT_PRIORITY, DirEntry, DirEntryKind, DuplicateKind, MAX_SEARCH_LIMIT, Memory,
@@ -47,7 +49,40 @@ pub struct SqliteMemoryStore {
     clock: Arc<dyn Clock>,
     settings: MemorySettings,
     path: Option<PathBuf>,
+    /// Commits made through this store; with SQLite's `data_version` (commits by other
+    /// connections) it tells when [`IndexCounts`] are stale.
+    writes: AtomicU64,
+    counts: Mutex<Option<IndexCounts>>,
+    vectors: Mutex<Option<VectorCache>>,
 }
+
+/// A tenant's live vectors: version id and components.
+type TenantVectors = Arc<Vec<(i64, Vec<f32>)>>;
+
+/// Live vectors per tenant, kept until the database changes.
+struct VectorCache {
+    generation: (i64, u64),
+    tenants: HashMap<String, TenantVectors>,
+}
+
+/// Vectors of at most this many tenants are kept; past it the cache starts over.
+const MAX_CACHED_VECTOR_TENANTS: usize = 16;
+
+/// Row counts of the full-text index that searches need, kept until the database changes:
+/// counting a common term's rows walks its whole doclist, and the same names recur in query
+/// after query.
+struct IndexCounts {
+    /// `(data_version, writes)` when counted.
+    generation: (i64, u64),
+    /// Live (indexed) versions of every tenant: FTS5's row count, which its BM25 uses.
+    indexed: i64,
+    tenants: HashMap<String, i64>,
+    /// Indexed rows holding each term (every tenant, as FTS5's IDF counts them).
+    terms: HashMap<String, i64>,
+}
+
+/// At most this many term counts are kept; past it they are counted again.
+const MAX_COUNTED_TERMS: usize = 4096;
 
 impl std::fmt::Debug for SqliteMemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -114,6 +149,9 @@ impl SqliteMemoryStore {
             clock,
             settings,
             path,
+            writes: AtomicU64::new(0),
+            counts: Mutex::new(None),
+            vectors: Mutex::new(None),
         })
     }
 
@@ -148,6 +186,7 @@ impl SqliteMemoryStore {
         let value = work(&tx, now)?;
         tx.commit()
             .map_err(MemoryError::storage("committing a memory write"))?;
+        self.writes.fetch_add(1, Ordering::SeqCst);
         Ok(value)
     }
 
@@ -213,6 +252,67 @@ impl SqliteMemoryStore {
         )?;
         Ok(AddOutcome::Added(load_by_id(tx, id)?))
     }
+}
+
+/// Where a full-text ranking looks.
+#[derive(Clone, Copy)]
+struct TextScope<'a> {
+    tenant: &'a str,
+    /// The tenant holds every indexed row.
+    whole_index: bool,
+    filter: &'a SearchFilter,
+    depth: usize,
+}
+
+/// An entry of the BM25 ranking.
+struct Ranked {
+    id: i64,
+    /// FTS5's bm25: negative, lower is better.
+    bm25: f64,
+    parent: String,
+}
+
+/// How many of a directory's best entries make up its score.
+const DIRECTORY_SCORE_ENTRIES: usize = 3;
+
+/// The BM25 ranking re-ordered by directory: directories scored by the sum of their best
+/// [`DIRECTORY_SCORE_ENTRIES`] entries' BM25 relevance, entries ordered by their directory's
+/// rank, then by their own. A directory where several entries match lifts all of them, as
+/// OpenViking's hierarchical retrieval propagates a directory's score to its children.
+fn directory_ranking(text: &[Ranked]) -> Vec<i64> {
+    let mut scores: HashMap<&str, (f64, usize)> = HashMap::new();
+    for entry in text {
+        let slot = scores.entry(entry.parent.as_str()).or_insert((0.0, 0));
+        if slot.1 < DIRECTORY_SCORE_ENTRIES {
+            slot.0 -= entry.bm25;
+            slot.1 += 1;
+        }
+    }
+    let mut directories: Vec<(&str, f64)> = scores
+        .into_iter()
+        .map(|(parent, (score, _))| (parent, score))
+        .collect();
+    directories.sort_by(|(a, x), (b, y)| y.total_cmp(x).then(a.cmp(b)));
+    let rank: HashMap<&str, usize> = directories
+        .iter()
+        .enumerate()
+        .map(|(index, (parent, _))| (*parent, index))
+        .collect();
+    let mut order: Vec<(usize, usize, i64)> = text
+        .iter()
+        .enumerate()
+        .map(|(own, entry)| {
+            (
+                rank.get(entry.parent.as_str())
+                    .copied()
+                    .unwrap_or(usize::MAX),
+                own,
+                entry.id,
+            )
+        })
+        .collect();
+    order.sort_unstable();
+    order.into_iter().map(|(_, _, id)| id).collect()
 }
 
 /// A version's identity, for writing the next one.
@@ -325,6 +425,13 @@ fn status_of(
 
 /// A row of [`COLUMNS`], with its merges' sources added.
 fn memory_from_row(tx: &Connection, row: &rusqlite::Row<'_>) -> Result<Memory, MemoryError> {
+    let mut memory = memory_from_row_alone(row)?;
+    memory.sources.extend(merged_sources(tx, memory.id)?);
+    Ok(memory)
+}
+
+/// A row of [`COLUMNS`], with its own source only.
+fn memory_from_row_alone(row: &rusqlite::Row<'_>) -> Result<Memory, MemoryError> {
     let read = |error: rusqlite::Error| MemoryError::Corrupt(format!("a memory row: {error}"));
     let id: i64 = row.get(0).map_err(read)?;
     let uri_text: String = row.get(2).map_err(read)?;
@@ -342,7 +449,6 @@ fn memory_from_row(tx: &Connection, row: &rusqlite::Row<'_>) -> Result<Memory, M
     if !own.is_empty() {
         sources.push(own);
     }
-    sources.extend(merged_sources(tx, id)?);
     let embedding_bytes: Option<i64> = row.get(17).map_err(read)?;
     Ok(Memory {
         id,
@@ -389,6 +495,58 @@ fn merged_sources(tx: &Connection, id: i64) -> Result<Vec<MemorySource>, MemoryE
         }
     }
     Ok(sources)
+}
+
+/// The versions `ids`, in that order, with two queries whatever their number.
+fn load_many(tx: &Connection, ids: &[i64]) -> Result<Vec<Memory>, MemoryError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let placeholders = vec!["?"; ids.len()].join(", ");
+    let mut by_id: HashMap<i64, Memory> = HashMap::with_capacity(ids.len());
+    {
+        let mut statement = tx
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM memories WHERE id IN ({placeholders})"
+            ))
+            .map_err(MemoryError::storage("reading memories"))?;
+        let mut rows = statement
+            .query(params_from_iter(ids))
+            .map_err(MemoryError::storage("reading memories"))?;
+        while let Some(row) = rows
+            .next()
+            .map_err(MemoryError::storage("reading memories"))?
+        {
+            let memory = memory_from_row_alone(row)?;
+            by_id.insert(memory.id, memory);
+        }
+    }
+    let mut statement = tx
+        .prepare_cached(&format!(
+            "SELECT memory_id, source FROM memory_merges WHERE memory_id IN ({placeholders}) \
+             ORDER BY rowid"
+        ))
+        .map_err(MemoryError::storage("reading merges"))?;
+    let merges = statement
+        .query_map(params_from_iter(ids), |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+        })
+        .map_err(MemoryError::storage("reading merges"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(MemoryError::storage("reading merges"))?;
+    for (id, text) in merges {
+        let source = source_from_json(&text)?;
+        if let Some(memory) = by_id.get_mut(&id).filter(|_| !source.is_empty()) {
+            memory.sources.push(source);
+        }
+    }
+    ids.iter()
+        .map(|id| {
+            by_id
+                .remove(id)
+                .ok_or_else(|| MemoryError::Corrupt(format!("memory version {id} vanished")))
+        })
+        .collect()
 }
 
 fn load_by_id(tx: &Connection, id: i64) -> Result<Memory, MemoryError> {
@@ -578,6 +736,12 @@ fn merged(
     }))
 }
 
+/// The token that stands for a tenant in the full-text index: one word, whatever characters the
+/// tenant name has, so a tenant's rows are a phrase query away.
+fn tenant_token(tenant: &str) -> String {
+    format!("t{:016x}", xxh3_64(tenant.as_bytes()))
+}
+
 /// The exclusive upper bound of the URIs starting with `prefix` (which ends with `/`).
 fn prefix_end(prefix: &str) -> String {
     match prefix.strip_suffix('/') {
@@ -686,11 +850,13 @@ fn insert_version(
     let indexed_l0 = if memory.l0.is_some() { l0.as_str() } else { "" };
     let indexed_l1 = if memory.l1.is_some() { l1.as_str() } else { "" };
     tx.prepare_cached(
-        "INSERT INTO memories_fts (rowid, path, l0, l1, l2) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO memories_fts (rowid, tenant, path, l0, l1, l2) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )
     .and_then(|mut statement| {
         statement.execute(params![
             id,
+            tenant_token(tenant),
             index_path(&memory.uri),
             indexed_l0,
             indexed_l1,
@@ -769,52 +935,166 @@ fn filter_sql(filter: &SearchFilter, values: &mut Vec<SqlValue>) -> String {
 }
 
 impl SqliteMemoryStore {
-    /// The BM25 ranking of live entries for `fts_query`, under the filter and within `windows`
-    /// (no restriction when empty).
+    /// The BM25 ranking of the tenant's live entries for `fts_query` (terms already joined by
+    /// `OR`), under the filter and within `windows` (no restriction when empty), best first.
+    ///
+    /// The tenant is part of the full-text query (its token column), so FTS5 only scores the
+    /// tenant's rows. With no filter, the best `depth` rows are picked inside FTS5 and only they
+    /// are joined with `memories`; a filter needs the join first, so it is applied to every
+    /// match before the cut.
     fn text_ranking(
         &self,
         tx: &Connection,
-        tenant: &str,
+        scope: &TextScope<'_>,
         fts_query: &str,
-        filter: &SearchFilter,
         windows: &[(i64, i64)],
-        depth: usize,
-    ) -> Result<Vec<(i64, f64)>, MemoryError> {
+    ) -> Result<Vec<Ranked>, MemoryError> {
+        let TextScope {
+            tenant,
+            whole_index,
+            filter,
+            depth,
+        } = *scope;
         let weights = self.settings.weights;
-        let mut values: Vec<SqlValue> = vec![
-            SqlValue::Text(fts_query.to_owned()),
-            SqlValue::Text(tenant.to_owned()),
-        ];
-        let mut conditions = filter_sql(filter, &mut values);
-        if !windows.is_empty() {
-            let any: Vec<&str> = windows
-                .iter()
-                .map(|_| "(m.created_at_ms >= ? AND m.created_at_ms < ?)")
-                .collect();
-            conditions.push_str(&format!(" AND ({})", any.join(" OR ")));
-            for (start, end) in windows {
-                values.push(SqlValue::Integer(*start));
-                values.push(SqlValue::Integer(*end));
-            }
-        }
-        values.push(SqlValue::Integer(i64::try_from(depth).unwrap_or(i64::MAX)));
-        let sql = format!(
-            "SELECT m.id, bm25(memories_fts, {}, {}, {}, {}) AS score \
-             FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
-             WHERE memories_fts MATCH ? AND m.tenant = ?{conditions} \
-             ORDER BY score, m.id LIMIT ?",
+        let bm25 = format!(
+            "bm25(memories_fts, 0.0, {}, {}, {}, {})",
             weights.path, weights.l0, weights.l1, weights.l2
         );
+        // When the tenant holds every indexed row, restricting the match to it changes nothing
+        // but costs a walk of its whole doclist.
+        let matched = if whole_index {
+            fts_query.to_owned()
+        } else {
+            format!("tenant : \"{}\" AND ({fts_query})", tenant_token(tenant))
+        };
+        let mut values: Vec<SqlValue> = vec![SqlValue::Text(matched)];
+        let unfiltered = *filter == SearchFilter::default() && windows.is_empty();
+        let sql = if unfiltered {
+            values.push(SqlValue::Integer(i64::try_from(depth).unwrap_or(i64::MAX)));
+            values.push(SqlValue::Text(tenant.to_owned()));
+            format!(
+                "SELECT m.id, f.score, m.parent FROM \
+                 (SELECT rowid, {bm25} AS score FROM memories_fts WHERE memories_fts MATCH ? \
+                  ORDER BY score, rowid LIMIT ?) f \
+                 JOIN memories m ON m.id = f.rowid WHERE m.tenant = ? ORDER BY f.score, m.id"
+            )
+        } else {
+            values.push(SqlValue::Text(tenant.to_owned()));
+            let mut conditions = filter_sql(filter, &mut values);
+            if !windows.is_empty() {
+                let any: Vec<&str> = windows
+                    .iter()
+                    .map(|_| "(m.created_at_ms >= ? AND m.created_at_ms < ?)")
+                    .collect();
+                conditions.push_str(&format!(" AND ({})", any.join(" OR ")));
+                for (start, end) in windows {
+                    values.push(SqlValue::Integer(*start));
+                    values.push(SqlValue::Integer(*end));
+                }
+            }
+            values.push(SqlValue::Integer(i64::try_from(depth).unwrap_or(i64::MAX)));
+            format!(
+                "SELECT m.id, {bm25} AS score, m.parent \
+                 FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
+                 WHERE memories_fts MATCH ? AND m.tenant = ?{conditions} \
+                 ORDER BY score, m.id LIMIT ?"
+            )
+        };
         let mut statement = tx
             .prepare_cached(&sql)
             .map_err(MemoryError::storage("preparing a full-text search"))?;
         statement
             .query_map(params_from_iter(values), |row| {
-                Ok((row.get::<_, i64>(0)?, row.get::<_, f64>(1)?))
+                Ok(Ranked {
+                    id: row.get(0)?,
+                    bm25: row.get(1)?,
+                    parent: row.get(2)?,
+                })
             })
             .map_err(MemoryError::storage("running a full-text search"))?
             .collect::<Result<Vec<_>, _>>()
             .map_err(MemoryError::storage("running a full-text search"))
+    }
+
+    /// The query's terms that can change the ranking, and whether the tenant holds every
+    /// indexed row (then the full-text query needs no tenant restriction).
+    ///
+    /// FTS5's BM25 gives a term found in half the indexed rows or more an IDF of 10⁻⁶
+    /// (`log((N - n + 0.5) / (n + 0.5))` clamped), so it adds nothing to any score but makes
+    /// FTS5 score every row it is in (a user's name in all of their memories). Such terms are
+    /// dropped, unless every term is one.
+    fn informative_terms<'a>(
+        &self,
+        tx: &Connection,
+        tenant: &str,
+        terms: &'a [String],
+    ) -> Result<(Vec<&'a str>, bool), MemoryError> {
+        let generation = self.generation(tx)?;
+        let mut cache = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache
+            .as_ref()
+            .is_none_or(|counts| counts.generation != generation)
+        {
+            let indexed: i64 = tx
+                .prepare_cached(&format!("SELECT count(*) FROM memories WHERE {LIVE}"))
+                .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
+                .map_err(MemoryError::storage("counting indexed memories"))?;
+            *cache = Some(IndexCounts {
+                generation,
+                indexed,
+                tenants: HashMap::new(),
+                terms: HashMap::new(),
+            });
+        }
+        let Some(counts) = cache.as_mut() else {
+            return Ok((terms.iter().map(String::as_str).collect(), false));
+        };
+        let tenant_rows = match counts.tenants.get(tenant) {
+            Some(rows) => *rows,
+            None => {
+                let rows: i64 = tx
+                    .prepare_cached(&format!(
+                        "SELECT count(*) FROM memories WHERE tenant = ?1 AND {LIVE}"
+                    ))
+                    .and_then(|mut statement| statement.query_row([tenant], |row| row.get(0)))
+                    .map_err(MemoryError::storage("counting a tenant's memories"))?;
+                counts.tenants.insert(tenant.to_owned(), rows);
+                rows
+            }
+        };
+        let whole_index = tenant_rows == counts.indexed;
+        if terms.len() < 2 {
+            return Ok((terms.iter().map(String::as_str).collect(), whole_index));
+        }
+        let mut count = tx
+            .prepare_cached("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?1")
+            .map_err(MemoryError::storage("counting a term's rows"))?;
+        let mut kept = Vec::new();
+        for term in terms {
+            let rows = match counts.terms.get(term) {
+                Some(rows) => *rows,
+                None => {
+                    let Some(single) = QueryPlan::fts_query_of(std::slice::from_ref(term)) else {
+                        continue;
+                    };
+                    let rows: i64 = count
+                        .query_row([single], |row| row.get(0))
+                        .map_err(MemoryError::storage("counting a term's rows"))?;
+                    if counts.terms.len() >= MAX_COUNTED_TERMS {
+                        counts.terms.clear();
+                    }
+                    counts.terms.insert(term.clone(), rows);
+                    rows
+                }
+            };
+            if 2 * rows < counts.indexed {
+                kept.push(term.as_str());
+            }
+        }
+        if kept.is_empty() {
+            kept = terms.iter().map(String::as_str).collect();
+        }
+        Ok((kept, whole_index))
     }
 
     /// The cosine ranking of live entries with a vector of the query's dimensions.
@@ -826,41 +1106,40 @@ impl SqliteMemoryStore {
         filter: &SearchFilter,
         depth: usize,
     ) -> Result<Vec<(i64, f32)>, MemoryError> {
-        let mut values: Vec<SqlValue> = vec![SqlValue::Text(tenant.to_owned())];
-        let conditions = filter_sql(filter, &mut values);
-        let sql = format!(
-            "SELECT m.id, m.embedding FROM memories m WHERE m.tenant = ? AND \
-             m.superseded_by IS NULL AND m.forgotten_at_ms IS NULL AND m.embedding IS NOT NULL\
-             {conditions}"
-        );
-        let mut statement = tx
-            .prepare_cached(&sql)
-            .map_err(MemoryError::storage("preparing a vector search"))?;
-        let mut rows = statement
-            .query(params_from_iter(values))
-            .map_err(MemoryError::storage("running a vector search"))?;
+        let vectors = self.tenant_vectors(tx, tenant)?;
+        // A filter is checked in SQL (no vectors read); the vectors come from the cache.
+        let allowed: Option<HashSet<i64>> = if *filter == SearchFilter::default() {
+            None
+        } else {
+            let mut values: Vec<SqlValue> = vec![SqlValue::Text(tenant.to_owned())];
+            let conditions = filter_sql(filter, &mut values);
+            let sql = format!(
+                "SELECT m.id FROM memories m WHERE m.tenant = ? AND m.superseded_by IS NULL \
+                 AND m.forgotten_at_ms IS NULL AND m.embedding IS NOT NULL{conditions}"
+            );
+            let mut statement = tx
+                .prepare_cached(&sql)
+                .map_err(MemoryError::storage("preparing a vector search"))?;
+            let ids = statement
+                .query_map(params_from_iter(values), |row| row.get::<_, i64>(0))
+                .map_err(MemoryError::storage("running a vector search"))?
+                .collect::<Result<HashSet<_>, _>>()
+                .map_err(MemoryError::storage("running a vector search"))?;
+            Some(ids)
+        };
         let mut scored: Vec<(i64, f32)> = Vec::new();
         let mut other_dimensions: Vec<usize> = Vec::new();
-        while let Some(row) = rows
-            .next()
-            .map_err(MemoryError::storage("running a vector search"))?
-        {
-            let id: i64 = row
-                .get(0)
-                .map_err(MemoryError::storage("running a vector search"))?;
-            let bytes = row
-                .get_ref(1)
-                .map_err(MemoryError::storage("running a vector search"))?
-                .as_blob()
-                .map_err(|error| MemoryError::Corrupt(format!("memory {id}'s vector: {error}")))?;
-            if bytes.len() != query.len() * 4 {
-                let dimensions = bytes.len() / 4;
-                if !other_dimensions.contains(&dimensions) {
-                    other_dimensions.push(dimensions);
+        for (id, vector) in vectors.iter() {
+            if allowed.as_ref().is_some_and(|ids| !ids.contains(id)) {
+                continue;
+            }
+            if vector.len() != query.len() {
+                if !other_dimensions.contains(&vector.len()) {
+                    other_dimensions.push(vector.len());
                 }
                 continue;
             }
-            scored.push((id, cosine(query, &vector_from_bytes(bytes))));
+            scored.push((*id, cosine(query, vector)));
         }
         if scored.is_empty() && !other_dimensions.is_empty() {
             other_dimensions.sort_unstable();
@@ -872,6 +1151,69 @@ impl SqliteMemoryStore {
         scored.sort_by(|(id_a, a), (id_b, b)| b.total_cmp(a).then(id_a.cmp(id_b)));
         scored.truncate(depth);
         Ok(scored)
+    }
+
+    /// Which database state cached data belongs to: SQLite's `data_version` (commits by other
+    /// connections) and this store's own commits.
+    fn generation(&self, tx: &Connection) -> Result<(i64, u64), MemoryError> {
+        let data_version: i64 = tx
+            .query_row("PRAGMA data_version", [], |row| row.get(0))
+            .map_err(MemoryError::storage("reading the data version"))?;
+        Ok((data_version, self.writes.load(Ordering::SeqCst)))
+    }
+
+    /// The tenant's live vectors, read once per database state: a search then compares vectors
+    /// in memory instead of reading every blob again.
+    fn tenant_vectors(&self, tx: &Connection, tenant: &str) -> Result<TenantVectors, MemoryError> {
+        let generation = self.generation(tx)?;
+        let mut cache = self.vectors.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache
+            .as_ref()
+            .is_none_or(|cached| cached.generation != generation)
+        {
+            *cache = Some(VectorCache {
+                generation,
+                tenants: HashMap::new(),
+            });
+        }
+        let Some(cached) = cache.as_mut() else {
+            return Ok(Arc::new(Vec::new()));
+        };
+        if let Some(vectors) = cached.tenants.get(tenant) {
+            return Ok(Arc::clone(vectors));
+        }
+        let mut statement = tx
+            .prepare_cached(&format!(
+                "SELECT id, embedding FROM memories WHERE tenant = ?1 AND {LIVE} \
+                 AND embedding IS NOT NULL ORDER BY id"
+            ))
+            .map_err(MemoryError::storage("reading vectors"))?;
+        let mut rows = statement
+            .query([tenant])
+            .map_err(MemoryError::storage("reading vectors"))?;
+        let mut vectors = Vec::new();
+        while let Some(row) = rows
+            .next()
+            .map_err(MemoryError::storage("reading vectors"))?
+        {
+            let id: i64 = row
+                .get(0)
+                .map_err(MemoryError::storage("reading vectors"))?;
+            let bytes = row
+                .get_ref(1)
+                .map_err(MemoryError::storage("reading vectors"))?
+                .as_blob()
+                .map_err(|error| MemoryError::Corrupt(format!("memory {id}'s vector: {error}")))?;
+            vectors.push((id, vector_from_bytes(bytes)));
+        }
+        let vectors = Arc::new(vectors);
+        if cached.tenants.len() >= MAX_CACHED_VECTOR_TENANTS {
+            cached.tenants.clear();
+        }
+        cached
+            .tenants
+            .insert(tenant.to_owned(), Arc::clone(&vectors));
+        Ok(vectors)
     }
 }
 
@@ -1274,10 +1616,17 @@ impl MemoryStore for SqliteMemoryStore {
         }
         let depth = self.settings.candidates.max(query.limit);
         self.read(|tx| {
-            let mut text: Vec<(i64, f64)> = Vec::new();
+            let mut text: Vec<Ranked> = Vec::new();
             let mut dated: Vec<i64> = Vec::new();
-            if let Some(fts_query) = plan.fts_query() {
-                text = self.text_ranking(tx, tenant, &fts_query, &query.filter, &[], depth)?;
+            let (terms, whole_index) = self.informative_terms(tx, tenant, plan.terms())?;
+            if let Some(fts_query) = QueryPlan::fts_query_of(&terms) {
+                let scope = TextScope {
+                    tenant,
+                    whole_index,
+                    filter: &query.filter,
+                    depth,
+                };
+                text = self.text_ranking(tx, &scope, &fts_query, &[])?;
                 if query.date_ranking && !plan.dates().is_empty() {
                     let windows: Vec<(i64, i64)> = plan
                         .dates()
@@ -1285,42 +1634,57 @@ impl MemoryStore for SqliteMemoryStore {
                         .map(|window| (window.start_ms, window.end_ms))
                         .collect();
                     dated = self
-                        .text_ranking(tx, tenant, &fts_query, &query.filter, &windows, depth)?
+                        .text_ranking(tx, &scope, &fts_query, &windows)?
                         .into_iter()
-                        .map(|(id, _)| id)
+                        .map(|ranked| ranked.id)
                         .collect();
                 }
             }
+            let by_directory = if self.settings.directory_weight > 0.0 {
+                directory_ranking(&text)
+            } else {
+                Vec::new()
+            };
             let vectors = match &query.vector {
                 Some(vector) => self.vector_ranking(tx, tenant, vector, &query.filter, depth)?,
                 None => Vec::new(),
             };
-            let text_ids: Vec<i64> = text.iter().map(|(id, _)| *id).collect();
+            let text_ids: Vec<i64> = text.iter().map(|ranked| ranked.id).collect();
             let vector_ids: Vec<i64> = vectors.iter().map(|(id, _)| *id).collect();
             let fused = reciprocal_rank_fusion(
                 &[
                     RankedList::new(&text_ids),
                     RankedList::new(&dated),
                     RankedList::new(&vector_ids),
+                    RankedList {
+                        weight: self.settings.directory_weight,
+                        items: &by_directory,
+                    },
                 ],
                 RRF_K,
             );
-            fused
+            let top: Vec<_> = fused.into_iter().take(query.limit).collect();
+            let ids: Vec<i64> = top.iter().map(|entry| entry.item).collect();
+            let memories = load_many(tx, &ids)?;
+            Ok(top
                 .into_iter()
-                .take(query.limit)
-                .map(|entry| {
+                .zip(memories)
+                .map(|(entry, memory)| {
                     let rank = |list: usize| entry.ranks.get(list).copied().flatten();
-                    Ok(SearchHit {
-                        memory: load_by_id(tx, entry.item)?,
+                    SearchHit {
+                        memory,
                         score: entry.score,
                         text_rank: rank(0),
-                        bm25: rank(0).and_then(|at| text.get(at)).map(|(_, score)| *score),
+                        bm25: rank(0)
+                            .and_then(|at| text.get(at))
+                            .map(|ranked| ranked.bm25),
                         date_rank: rank(1),
                         vector_rank: rank(2),
                         cosine: rank(2).and_then(|at| vectors.get(at)).map(|(_, c)| *c),
-                    })
+                        directory_rank: rank(3),
+                    }
                 })
-                .collect()
+                .collect())
         })
     }
 
