@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use skald_core::codec::openclaw::{Entry, EntryKind, Session};
+use skald_core::codec::openclaw::{EntryKind, Session};
 use skald_core::compaction::{
     CancelReason, CompactionInputs, CompactionOutcome, CompactionSettings, CompactionTrigger,
     FileLists, SummaryFailure, plan_compaction,
@@ -67,7 +67,7 @@ pub struct CompactResult {
 pub fn session_context(session: &Session, leaf: Option<&str>) -> Vec<Message> {
     let mut context = session.build_context(leaf);
     let path = session.path_to(leaf);
-    let Some(compaction_at) = path.iter().rposition(|entry| is_compaction(entry)) else {
+    let Some(compaction_at) = path.iter().rposition(|entry| entry.kind.is_compaction()) else {
         return context;
     };
     let visible: std::collections::HashSet<&str> = context
@@ -77,18 +77,11 @@ pub fn session_context(session: &Session, leaf: Option<&str>) -> Vec<Message> {
     let pinned: Vec<Message> = path
         .iter()
         .take(compaction_at)
-        .map_while(|entry| match &entry.kind {
-            EntryKind::Message(message) if message.role == Role::System => Some(message),
-            EntryKind::Message(_)
-            | EntryKind::Compaction { .. }
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => None,
+        .map_while(|entry| {
+            entry
+                .kind
+                .as_message()
+                .filter(|message| message.role == Role::System)
         })
         .filter(|message| {
             message
@@ -105,49 +98,26 @@ pub fn session_context(session: &Session, leaf: Option<&str>) -> Vec<Message> {
     context
 }
 
-fn is_compaction(entry: &Entry) -> bool {
-    match entry.kind {
-        EntryKind::Compaction { .. } => true,
-        EntryKind::Message(_)
-        | EntryKind::BranchSummary { .. }
-        | EntryKind::Custom { .. }
-        | EntryKind::CustomMessage { .. }
-        | EntryKind::ThinkingLevelChange { .. }
-        | EntryKind::ModelChange { .. }
-        | EntryKind::Label { .. }
-        | EntryKind::SessionInfo { .. }
-        | EntryKind::Other(_) => false,
-    }
-}
-
 /// The latest compaction on the active path: its entry id, summary and the file lists it
 /// recorded.
 fn latest_compaction(session: &Session) -> Option<(String, String, Option<FileLists>)> {
-    session
+    let entry = session
         .path_to(None)
         .into_iter()
         .rev()
-        .find_map(|entry| match &entry.kind {
-            EntryKind::Compaction {
-                summary, details, ..
-            } => {
-                let files = details
-                    .as_ref()
-                    .and_then(|details| details.get(DETAILS_KEY))
-                    .and_then(|record| record.get("files"))
-                    .and_then(|files| serde_json::from_value::<FileLists>(files.clone()).ok());
-                Some((entry.id.clone(), summary.clone(), files))
-            }
-            EntryKind::Message(_)
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => None,
-        })
+        .find(|entry| entry.kind.is_compaction())?;
+    let EntryKind::Compaction {
+        summary, details, ..
+    } = &entry.kind
+    else {
+        return None;
+    };
+    let files = details
+        .as_ref()
+        .and_then(|details| details.get(DETAILS_KEY))
+        .and_then(|record| record.get("files"))
+        .and_then(|files| serde_json::from_value::<FileLists>(files.clone()).ok());
+    Some((entry.id.clone(), summary.clone(), files))
 }
 
 /// Compacts the session's active branch. Returns the typed outcome; `Err` only when the session
@@ -260,18 +230,8 @@ fn write_checkpoint(
                     .id
                     .as_deref()
                     .and_then(|id| session.entries().iter().rev().find(|entry| entry.id == id))
-                    .is_some_and(|entry| match &entry.kind {
-                        EntryKind::Message(original) => original != *message,
-                        EntryKind::Compaction { .. }
-                        | EntryKind::BranchSummary { .. }
-                        | EntryKind::Custom { .. }
-                        | EntryKind::CustomMessage { .. }
-                        | EntryKind::ThinkingLevelChange { .. }
-                        | EntryKind::ModelChange { .. }
-                        | EntryKind::Label { .. }
-                        | EntryKind::SessionInfo { .. }
-                        | EntryKind::Other(_) => false,
-                    })
+                    .and_then(|entry| entry.kind.as_message())
+                    .is_some_and(|original| original != *message)
             })
             .filter_map(|message| {
                 let id = message.meta.id.clone()?;

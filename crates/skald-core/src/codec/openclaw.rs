@@ -840,6 +840,38 @@ impl EntryKind {
         })
     }
 
+    /// The message of a `message` entry.
+    pub fn as_message(&self) -> Option<&Message> {
+        match self {
+            EntryKind::Message(message) => Some(message),
+            EntryKind::Compaction { .. }
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => None,
+        }
+    }
+
+    /// True for a `compaction` checkpoint.
+    pub fn is_compaction(&self) -> bool {
+        match self {
+            EntryKind::Compaction { .. } => true,
+            EntryKind::Message(_)
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => false,
+        }
+    }
+
     /// True for the kinds [`Session::build_context`] can turn into model-visible text.
     pub fn feeds_context(&self) -> bool {
         match self {

@@ -316,18 +316,7 @@ fn openclaw_title(session: &skald_core::codec::openclaw::Session) -> Option<Stri
     let messages: Vec<Message> = session
         .entries()
         .iter()
-        .filter_map(|entry| match &entry.kind {
-            EntryKind::Message(message) => Some(message.clone()),
-            EntryKind::Compaction { .. }
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => None,
-        })
+        .filter_map(|entry| entry.kind.as_message().cloned())
         .collect();
     named
         .map(|name| cut_title(&name))
