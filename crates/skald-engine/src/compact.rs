@@ -115,7 +115,8 @@ fn latest_compaction(session: &Session) -> Option<(String, String, Option<FileLi
     let files = details
         .as_ref()
         .and_then(|details| details.get(DETAILS_KEY))
-        .and_then(|record| record.get("files"))
+        .and_then(|record| record.get("details"))
+        .and_then(|compaction| compaction.get("files"))
         .and_then(|files| serde_json::from_value::<FileLists>(files.clone()).ok());
     Some((entry.id.clone(), summary.clone(), files))
 }
@@ -257,9 +258,6 @@ fn write_checkpoint(
     let record = json!({
         DETAILS_KEY: {
             "summarizer": result.summarizer,
-            "trigger": details.trigger,
-            "windowTokens": details.window_tokens,
-            "files": details.files,
             "details": serde_json::to_value(details.as_ref()).unwrap_or(Value::Null),
         }
     });
