@@ -334,13 +334,9 @@ fn tenant_of(sample_id: &str, index: usize) -> String {
     }
 }
 
-/// A turn as text: the speaker and what they said.
+/// A turn as text: the speaker, what they said and the image they shared, if any (what a
+/// memory of the turn holds: a photo is part of what was said).
 fn spoken(turn: &Turn) -> String {
-    format!("{}: {}", turn.speaker, turn.text)
-}
-
-/// A turn as text with the image the speaker shared, if any.
-fn spoken_with_image(turn: &Turn) -> String {
     let image = match (&turn.image_query, &turn.caption) {
         (Some(query), Some(caption)) => format!(" [shared an image of {query}: {caption}]"),
         (Some(query), None) => format!(" [shared an image of {query}]"),
@@ -382,7 +378,7 @@ pub fn session_memories(
                 .get(first..last)
                 .unwrap_or_default()
                 .iter()
-                .map(spoken_with_image)
+                .map(spoken)
                 .collect();
             memory = memory.with_l1(cut_at_word(&lines.join("\n"), MAX_OVERVIEW_CHARS));
         }
