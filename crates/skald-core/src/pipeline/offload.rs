@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 
+use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use serde::{Deserialize, Serialize};
 
 use crate::digest::{DigestSettings, digest_blocks};
@@ -306,6 +307,58 @@ fn replace(original: Vec<Block>, digest: &DigestSettings) -> (CachedOffload, New
     (cached, new_ref)
 }
 
+/// A selected result whose placeholder is not computed yet, and where it is.
+struct FirstSight {
+    message_index: usize,
+    block_index: usize,
+    key: u128,
+    call_id: String,
+    chars_before: usize,
+    /// The result's content, taken out of the message (empty for a repeat of a pending key).
+    original: Vec<Block>,
+}
+
+/// The tool result at a message and block position.
+fn result_at(
+    messages: &mut [Message],
+    message_index: usize,
+    block_index: usize,
+) -> Option<&mut ToolResult> {
+    match messages
+        .get_mut(message_index)?
+        .content
+        .get_mut(block_index)?
+    {
+        Block::ToolResult(result) => Some(result),
+        Block::Text(_)
+        | Block::Image(_)
+        | Block::Thinking(_)
+        | Block::ToolCall(_)
+        | Block::Opaque(_) => None,
+    }
+}
+
+/// Puts a placeholder in the place of `result`'s content; the report line, with its position.
+fn apply(
+    result: &mut ToolResult,
+    cached: CachedOffload,
+    sight: FirstSight,
+) -> (usize, usize, Offloaded) {
+    result.content = cached.replacement;
+    result.content_form = crate::message::ContentForm::Blocks;
+    (
+        sight.message_index,
+        sight.block_index,
+        Offloaded {
+            message_index: sight.message_index,
+            call_id: sight.call_id,
+            ref_id: cached.ref_id,
+            chars_before: sight.chars_before,
+            chars_after: cached.chars_after,
+        },
+    )
+}
+
 /// Offloads the tool results `select` chooses among those over the threshold.
 ///
 /// `select(message_index, result)` is asked only for eligible results (over the threshold, not
@@ -327,8 +380,15 @@ pub fn offload(
         };
     }
     let digest = settings.digest_settings().unwrap_or_default();
+    // Two passes: the first decides every result and takes out the originals seen for the first
+    // time; their digests and hashes, the expensive part of a cold pass, are then computed in
+    // parallel; the second puts each placeholder where its original was.
+    let mut applied: Vec<(usize, usize, Offloaded)> = Vec::new();
+    let mut first_sights: Vec<FirstSight> = Vec::new();
+    let mut repeats: Vec<FirstSight> = Vec::new();
+    let mut pending_keys: std::collections::HashSet<u128> = std::collections::HashSet::new();
     for (message_index, message) in messages.iter_mut().enumerate() {
-        for block in &mut message.content {
+        for (block_index, block) in message.content.iter_mut().enumerate() {
             let Block::ToolResult(result) = block else {
                 continue;
             };
@@ -354,28 +414,71 @@ pub fn offload(
                 continue;
             }
             let chars_before = text_bytes(result);
-            let cached = match slot {
-                Some(cached) => cached.clone(),
+            let sight = FirstSight {
+                message_index,
+                block_index,
+                key,
+                call_id: result.call_id.clone(),
+                chars_before,
+                original: Vec::new(),
+            };
+            match slot {
+                Some(cached) => {
+                    applied.push(apply(result, cached.clone(), sight));
+                }
+                None if pending_keys.contains(&key) => repeats.push(sight),
                 None => {
                     // First sight: the original goes out to be stored; later requests reuse the
                     // placeholder and the caller already holds the ref.
-                    let original = std::mem::take(&mut result.content);
-                    let (cached, new_ref) = replace(original, &digest);
-                    new_refs.push(new_ref);
-                    slot.insert(cached).clone()
+                    pending_keys.insert(key);
+                    first_sights.push(FirstSight {
+                        original: std::mem::take(&mut result.content),
+                        ..sight
+                    });
                 }
-            };
-            report.offloaded.push(Offloaded {
-                message_index,
-                call_id: result.call_id.clone(),
-                ref_id: cached.ref_id,
-                chars_before,
-                chars_after: cached.chars_after,
-            });
-            result.content = cached.replacement;
-            result.content_form = crate::message::ContentForm::Blocks;
+            }
         }
     }
+    let replaced: Vec<(FirstSight, CachedOffload, NewRef)> = if first_sights.len() > 1 {
+        first_sights
+            .into_par_iter()
+            .map(|mut sight| {
+                let (cached, new_ref) = replace(std::mem::take(&mut sight.original), &digest);
+                (sight, cached, new_ref)
+            })
+            .collect()
+    } else {
+        first_sights
+            .into_iter()
+            .map(|mut sight| {
+                let (cached, new_ref) = replace(std::mem::take(&mut sight.original), &digest);
+                (sight, cached, new_ref)
+            })
+            .collect()
+    };
+    for (sight, cached, new_ref) in replaced {
+        new_refs.push(new_ref);
+        if let Some(Memo::Eligible(slot)) = cache.entries.get_mut(&sight.key) {
+            *slot = Some(cached.clone());
+        }
+        if let Some(result) = result_at(&mut messages, sight.message_index, sight.block_index) {
+            applied.push(apply(result, cached, sight));
+        }
+    }
+    for sight in repeats {
+        let cached = match cache.entries.get(&sight.key) {
+            Some(Memo::Eligible(Some(cached))) => cached.clone(),
+            Some(Memo::Eligible(None) | Memo::Ineligible { .. }) | None => continue,
+        };
+        if let Some(result) = result_at(&mut messages, sight.message_index, sight.block_index) {
+            applied.push(apply(result, cached, sight));
+        }
+    }
+    applied.sort_by_key(|(message_index, block_index, _)| (*message_index, *block_index));
+    report.offloaded = applied
+        .into_iter()
+        .map(|(_, _, offloaded)| offloaded)
+        .collect();
     OffloadOutcome {
         messages,
         new_refs,
@@ -685,6 +788,68 @@ mod tests {
         );
         assert_eq!(fresh.messages, first.messages);
         assert_eq!(fresh.new_refs, first.new_refs);
+    }
+
+    #[test]
+    fn many_first_sights_in_one_request_match_one_at_a_time_and_keep_message_order() {
+        // Several results digested at once (in parallel) in one request, two of them in the
+        // same message, one repeated with the same call id and content: the outcome must equal
+        // offloading them one request at a time, in message order.
+        let settings = OffloadSettings::default();
+        let logs: Vec<String> = (0..5).map(|i| big_log(150 + 10 * i)).collect();
+        let mut messages = vec![Message::text(Role::User, "run them")];
+        for (i, log) in logs.iter().enumerate().take(3) {
+            let id = format!("c{i}");
+            messages.push(call(&id, "bash"));
+            messages.push(result(&id, "bash", vec![Block::text(log.as_str())]));
+        }
+        let mut pair = result("c3", "bash", vec![Block::text(logs[3].as_str())]);
+        let Block::ToolResult(mut second) = pair.content[0].clone() else {
+            unreachable!()
+        };
+        second.call_id = "c4".into();
+        second.content = vec![Block::text(logs[4].as_str())];
+        pair.content.push(Block::ToolResult(second));
+        messages.push(pair);
+        messages.push(result("c0", "bash", vec![Block::text(logs[0].as_str())]));
+
+        let mut cache = OffloadCache::default();
+        let together = offload(messages.clone(), &settings, &mut cache, |_, _| true);
+
+        let mut one_by_one = OffloadCache::default();
+        let mut expected_refs = Vec::new();
+        for end in 1..=messages.len() {
+            let out = offload(
+                messages[..end].to_vec(),
+                &settings,
+                &mut one_by_one,
+                |_, _| true,
+            );
+            expected_refs.extend(out.new_refs);
+            if end == messages.len() {
+                assert_eq!(together.messages, out.messages);
+                assert_eq!(together.report, out.report);
+            }
+        }
+        assert_eq!(together.new_refs, expected_refs);
+        assert_eq!(together.new_refs.len(), 5, "the repeat is handed out once");
+        let order: Vec<(usize, &str)> = together
+            .report
+            .offloaded
+            .iter()
+            .map(|o| (o.message_index, o.call_id.as_str()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (2, "c0"),
+                (4, "c1"),
+                (6, "c2"),
+                (7, "c3"),
+                (7, "c4"),
+                (8, "c0")
+            ]
+        );
     }
 
     #[test]
