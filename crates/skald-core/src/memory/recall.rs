@@ -234,7 +234,7 @@ impl Default for RecallSettings {
             profile: true,
             profile_max_chars: 2000,
             directory: true,
-            directory_depth: 4,
+            directory_depth: 3,
             directory_max_chars: 3000,
             tool_memory: true,
             skill_memory: true,
@@ -433,16 +433,16 @@ pub fn recall_query(messages: &[Message], settings: &RecallSettings) -> Result<S
 }
 
 fn skip_reason(text: &str, settings: &RecallSettings) -> Option<SkipReason> {
+    if is_greeting(text) {
+        return Some(SkipReason::Greeting {
+            text: cut_at_word(text, 40),
+        });
+    }
     let chars = text.chars().count();
     if chars < settings.min_query_chars {
         return Some(SkipReason::TooShort {
             chars,
             min: settings.min_query_chars,
-        });
-    }
-    if is_greeting(text) {
-        return Some(SkipReason::Greeting {
-            text: cut_at_word(text, 40),
         });
     }
     None

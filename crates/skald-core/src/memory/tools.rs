@@ -94,8 +94,7 @@ pub fn tool_specs() -> Vec<ToolSpec> {
             "Search long-term memory (what the user told you in earlier sessions, their \
              preferences, people and projects, past events, solved problems, documents). Use \
              specific keywords; search again with other words when the first results miss. \
-             Results come best first with an abstract or overview; read one whole with \
-             memory_read.",
+             Results come best first, each with its abstract; read one whole with memory_read.",
             json!({
                 "type": "object",
                 "properties": {
@@ -145,7 +144,9 @@ pub fn tool_specs() -> Vec<ToolSpec> {
                 "properties": {
                     "memory_content": {"type": "string", "description": "The fact, self-contained (who, what, when)."},
                     "memory_type": {"type": "string", "enum": ["profile", "preference", "entity", "event", "case", "pattern"], "description": "profile: who the user is; preference: what they prefer; entity: a person, project or thing and its state; event: something that happened; case: a problem and how it was solved; pattern: a reusable way of working."},
-                    "priority": {"description": "0 (lowest) to 10, or low / medium / high (default medium).", "anyOf": [{"type": "integer", "minimum": 0, "maximum": 10}, {"type": "string", "enum": ["low", "medium", "high"]}]},
+                    // Strings low/medium/high are accepted too; the schema stays one plain type
+                    // because some providers refuse `anyOf`.
+                    "priority": {"type": "integer", "minimum": 0, "maximum": 10, "description": "How important: 0 (lowest) to 10 (default 5)."},
                     "category": {"type": "string", "description": "The topic it is about, e.g. editor or project-x; a new fact on the same topic replaces the old one for profile, preference, entity and pattern memories."}
                 },
                 "required": ["memory_content", "memory_type"],

@@ -177,8 +177,11 @@ impl ToolStats {
     }
 }
 
-/// `1.2 s`, one decimal.
+/// `1.2 s` (one decimal) from a second up, `15 ms` below.
 fn seconds(ms: u64) -> String {
+    if ms < 1000 {
+        return format!("{ms} ms");
+    }
     let tenths = ms.saturating_add(50) / 100;
     format!("{}.{} s", tenths / 10, tenths % 10)
 }
@@ -528,8 +531,9 @@ mod tests {
     fn seconds_round_to_one_decimal() {
         assert_eq!(seconds(1234), "1.2 s");
         assert_eq!(seconds(1250), "1.3 s");
-        assert_eq!(seconds(999), "1.0 s");
-        assert_eq!(seconds(0), "0.0 s");
+        assert_eq!(seconds(999), "999 ms");
+        assert_eq!(seconds(1999), "2.0 s");
+        assert_eq!(seconds(0), "0 ms");
     }
 
     #[test]
