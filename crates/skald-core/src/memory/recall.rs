@@ -12,8 +12,9 @@
 //! for something never remembered still has the top score. So the threshold applies to two
 //! absolute measures instead, and a hit is kept when either clears its bar:
 //! - **term coverage** ([`term_coverage`]): the share of the query's content words (after
-//!   [`QueryPlan`]'s stopwords, with a light suffix stemmer) that occur in the memory's URI or
-//!   text, counted against at most [`COVERAGE_SATURATION_TERMS`] words. A query made of five
+//!   [`QueryPlan`]'s stopwords, with a light suffix stemmer) that occur in the memory's text or
+//!   the informative part of its URI ([`informative_path`]), counted against at most
+//!   [`COVERAGE_SATURATION_TERMS`] words. A query made of five
 //!   messages has many words and a relevant memory shares a few of them, so matching three is
 //!   full coverage; one word of a long query is 0.33, below the default bar of 0.5 — the
 //!   one-common-word matches users complained of as noisy recall.
@@ -475,7 +476,9 @@ pub fn stem(word: &str) -> &str {
 
 /// How many of `terms` occur in `text`, and the coverage: matched / min(terms,
 /// [`COVERAGE_SATURATION_TERMS`]), at most 1. A term matches a word of the text with the same
-/// [`stem`]; a term in a script written without spaces (CJK) matches when the text contains it.
+/// [`stem`]. A term in a script written without spaces (CJK) is a whole run of characters
+/// ("如何优化数据库"), so it matches when at least half of its character pairs occur in the
+/// text.
 pub fn term_coverage(terms: &[String], text: &str) -> (usize, f64) {
     if terms.is_empty() {
         return (0, 0.0);
@@ -486,12 +489,53 @@ pub fn term_coverage(terms: &[String], text: &str) -> (usize, f64) {
     let matched = terms
         .iter()
         .filter(|term| {
-            stems.contains(stem(term))
-                || (term.chars().any(crate::tokens::estimate::is_cjk) && lowered.contains(*term))
+            if term.chars().any(crate::tokens::estimate::is_cjk) {
+                cjk_pairs_found(term, &lowered)
+            } else {
+                stems.contains(stem(term))
+            }
         })
         .count();
     let denominator = terms.len().min(COVERAGE_SATURATION_TERMS);
     (matched, (matched as f64 / denominator as f64).min(1.0))
+}
+
+/// Whether at least half of the adjacent character pairs of `term` occur in `text` (the whole
+/// term, when it has one or two characters).
+fn cjk_pairs_found(term: &str, text: &str) -> bool {
+    let chars: Vec<char> = term.chars().collect();
+    if chars.len() <= 2 {
+        return text.contains(term);
+    }
+    let pairs: Vec<String> = chars.windows(2).map(|pair| pair.iter().collect()).collect();
+    let found = pairs
+        .iter()
+        .filter(|pair| text.contains(pair.as_str()))
+        .count();
+    found * 2 >= pairs.len()
+}
+
+/// The informative part of a memory URI: the segments below its fixed layout (the user's name,
+/// `memories` and the category say nothing about the content, and would match every memory of
+/// a user named in the query), without a `.md` extension.
+pub fn informative_path(uri: &str) -> String {
+    let Ok(parsed) = super::uri::MemoryUri::parse(uri) else {
+        return String::new();
+    };
+    let segments: Vec<&str> = parsed.segments().collect();
+    let skip = match segments.as_slice() {
+        ["user" | "agent", _, "memories", ..] => 4,
+        ["agent", _, "skills" | "tools", ..] => 3,
+        ["session", ..] => 2,
+        ["resources", ..] => 1,
+        _ => segments.len(),
+    };
+    segments
+        .iter()
+        .skip(skip)
+        .map(|segment| segment.strip_suffix(".md").unwrap_or(segment))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A memory a search found, as recall needs it.
@@ -532,7 +576,10 @@ impl Relevance {
     pub fn of(candidate: &RecallCandidate, terms: &[String]) -> Relevance {
         let searchable = format!(
             "{}\n{}\n{}\n{}",
-            candidate.uri, candidate.l0, candidate.l1, candidate.l2
+            informative_path(&candidate.uri),
+            candidate.l0,
+            candidate.l1,
+            candidate.l2
         );
         let (matched_terms, term_coverage) = term_coverage(terms, &searchable);
         Relevance {
@@ -1070,6 +1117,31 @@ mod tests {
         assert_eq!(term_coverage(&long, "word1").1, 1.0 / 3.0);
         let cjk = vec!["数据库".to_owned()];
         assert_eq!(term_coverage(&cjk, "用户的数据库是Postgres").0, 1);
+        let sentence = vec!["如何优化账单数据库".to_owned()];
+        assert_eq!(term_coverage(&sentence, "账单数据库运行在Postgres上").0, 1);
+        assert_eq!(term_coverage(&sentence, "用户喜欢深色模式").0, 0);
+    }
+
+    #[test]
+    fn the_fixed_layout_of_a_uri_is_not_evidence() {
+        assert_eq!(
+            informative_path("viking://user/alice/memories/events/2023/05/trip.md"),
+            "2023 05 trip"
+        );
+        assert_eq!(informative_path("viking://agent/main/tools/bash"), "bash");
+        assert_eq!(informative_path("viking://resources/docs/a.md"), "docs a");
+        let memory = candidate(
+            "viking://user/alice/memories/preferences/editor.md",
+            "Prefers dark mode.",
+            "Prefers dark mode.",
+            "Prefers dark mode.",
+        );
+        let terms = vec![
+            "alice".to_owned(),
+            "memories".to_owned(),
+            "editor".to_owned(),
+        ];
+        assert_eq!(Relevance::of(&memory, &terms).matched_terms, 1);
     }
 
     #[test]
