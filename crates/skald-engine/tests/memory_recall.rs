@@ -484,3 +484,42 @@ async fn tool_reports_merge_into_versioned_stats() {
     assert_eq!(stats[0].calls, 3);
     assert_eq!(stats[0].errors[0].pattern, "exit status N");
 }
+
+#[tokio::test]
+async fn a_second_turn_with_profile_listing_and_recall() {
+    let store = fixture_store();
+    let settings = RecallSettings {
+        directory_max_chars: 600,
+        ..RecallSettings::default()
+    };
+    let session = session_start_memory(&store, TENANT, &identity(), &settings);
+    let mut messages = conversation();
+    messages.push(Message::text(
+        Role::Assistant,
+        "Check the invoices index first.",
+    ));
+    messages.push(Message::text(
+        Role::User,
+        "Did we already fix slow invoices queries before?",
+    ));
+    // The system prompt addition goes into the system message; the listing stays after the
+    // first user message; recall goes after the latest one.
+    if let Some(Block::Text(system)) = messages[0].content.first_mut() {
+        system.text.push_str("\n\n");
+        system
+            .text
+            .push_str(session.system_prompt_addition.as_deref().unwrap());
+    }
+    let with_listing = session.apply(messages);
+    let outcome = recall_for_turn(
+        &store,
+        None,
+        TENANT,
+        &identity(),
+        &settings,
+        with_listing.clone(),
+    )
+    .await;
+    assert_eq!(&outcome.messages[..7], &with_listing[..7]);
+    insta::assert_snapshot!(render_messages(&outcome.messages));
+}

@@ -842,13 +842,35 @@ pub fn recall_messages(
 }
 
 /// `messages` with `injection` inserted right after the latest user message a person wrote
-/// (see [`user_text`]); unchanged when there is none. The injection is for one model call: the
-/// caller never stores it.
+/// (see [`user_text`]) and the simulated calls already following it; unchanged when there is
+/// none. The injection is for one model call: the caller never stores it. Passing over the
+/// session-start injection keeps it where every request of the session has it, whichever is
+/// inserted first, so the cached prefix reaches past it.
 pub fn insert_after_latest_user(messages: Vec<Message>, injection: Vec<Message>) -> Vec<Message> {
     let at = messages
         .iter()
-        .rposition(|message| !user_text(message).is_empty());
+        .rposition(|message| !user_text(message).is_empty())
+        .map(|at| {
+            let simulated = messages
+                .iter()
+                .skip(at + 1)
+                .take_while(|message| is_simulated(message))
+                .count();
+            at + simulated
+        });
     insert_after(messages, at, injection)
+}
+
+/// Whether `message` is part of a simulated call of this module: an assistant message whose
+/// blocks are all calls with a simulated id, or a result message answering such calls only.
+pub fn is_simulated(message: &Message) -> bool {
+    let simulated = |id: &str| id.starts_with(SIMULATED_CALL_PREFIX);
+    !message.content.is_empty()
+        && message.content.iter().all(|block| match block {
+            Block::ToolCall(call) => simulated(&call.id),
+            Block::ToolResult(result) => simulated(&result.call_id),
+            Block::Text(_) | Block::Image(_) | Block::Thinking(_) | Block::Opaque(_) => false,
+        })
 }
 
 /// `messages` with `injection` inserted right after the first user message a person wrote (where
@@ -938,21 +960,42 @@ impl ListingEntry {
     }
 }
 
-/// The `memory_ls` result: the listing in order, one line per entry, as many as fit in
-/// `max_chars`, then how many were left out.
+/// The `memory_ls` result: the listing in order, one line per entry. When it does not fit in
+/// `max_chars`, the deepest levels go first, so the answer stays an overview of everything
+/// (every top directory with its count) rather than the first subtree in full; `omitted` says
+/// how many lines were left out.
 pub fn listing_result_text(path: &str, entries: &[ListingEntry], max_chars: usize) -> String {
+    let items: Vec<(usize, Value, usize)> = listing_levels(entries)
+        .into_iter()
+        .zip(entries)
+        .map(|(level, entry)| {
+            let item = entry.to_json();
+            let chars = estimate_string_chars(&item.to_string()) + 2;
+            (level, item, chars)
+        })
+        .collect();
+    let deepest = items.iter().map(|(level, _, _)| *level).max().unwrap_or(0);
+    let cost = |limit: usize| -> usize {
+        items
+            .iter()
+            .filter(|(level, _, _)| *level <= limit)
+            .map(|(_, _, chars)| chars)
+            .sum()
+    };
+    let limit = (0..=deepest).rev().find(|limit| cost(*limit) <= max_chars);
     let mut shown = Vec::new();
     let mut used = 0usize;
-    for entry in entries {
-        let item = entry.to_json();
-        let chars = estimate_string_chars(&item.to_string()) + 2;
-        if used + chars > max_chars {
-            break;
+    for (level, item, chars) in &items {
+        let wanted = match limit {
+            Some(limit) => *level <= limit,
+            None => *level == 0 && used + chars <= max_chars,
+        };
+        if wanted {
+            used += chars;
+            shown.push(item.clone());
         }
-        used += chars;
-        shown.push(item);
     }
-    let omitted = entries.len() - shown.len();
+    let omitted = items.len() - shown.len();
     let mut fields = vec![
         ("success", json!(true)),
         ("path", json!(path)),
@@ -960,8 +1003,35 @@ pub fn listing_result_text(path: &str, entries: &[ListingEntry], max_chars: usiz
     ];
     if omitted > 0 {
         fields.push(("omitted", json!(omitted)));
+        fields.push((
+            "more",
+            json!("call memory_ls on a directory to see what is below it"),
+        ));
     }
     render_result_json(&fields)
+}
+
+/// How deep each line of a listing (parents before children) is below the lines above it: 0
+/// for a line with no listed ancestor.
+fn listing_levels(entries: &[ListingEntry]) -> Vec<usize> {
+    let mut open: Vec<String> = Vec::new();
+    let mut levels = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let uri = match entry {
+            ListingEntry::Directory { uri, .. } | ListingEntry::Entry { uri, .. } => uri,
+        };
+        while open
+            .last()
+            .is_some_and(|dir| !uri.starts_with(&format!("{}/", dir.trim_end_matches('/'))))
+        {
+            open.pop();
+        }
+        levels.push(open.len());
+        if let ListingEntry::Directory { uri, .. } = entry {
+            open.push(uri.clone());
+        }
+    }
+    levels
 }
 
 /// The simulated `memory_ls {"path": "viking://"}` of session start.
@@ -1274,6 +1344,63 @@ mod tests {
         assert_eq!(out[3].plain_text(), "INJECTED");
         let out = insert_after_first_user(messages, injection);
         assert_eq!(out[1].plain_text(), "INJECTED");
+    }
+
+    #[test]
+    fn a_listing_too_long_loses_its_deepest_levels_first() {
+        let dir = |uri: &str, entries| ListingEntry::Directory {
+            uri: uri.into(),
+            entries,
+        };
+        let entry = |uri: &str| ListingEntry::Entry {
+            uri: uri.into(),
+            abstract_text: "x".repeat(80),
+        };
+        let listing = vec![
+            dir("viking://user/a", 2),
+            dir("viking://user/a/memories", 2),
+            entry("viking://user/a/memories/x.md"),
+            entry("viking://user/a/memories/y.md"),
+            dir("viking://resources", 1),
+            entry("viking://resources/r.md"),
+        ];
+        assert_eq!(listing_levels(&listing), [0, 1, 2, 2, 0, 1]);
+        let full = listing_result_text("viking://", &listing, 10_000);
+        assert!(!full.contains("omitted"));
+        let short = listing_result_text("viking://", &listing, 300);
+        assert!(short.contains("\"viking://user/a/memories/\""), "{short}");
+        assert!(short.contains("\"viking://resources/\""), "{short}");
+        assert!(!short.contains("x.md"), "{short}");
+        assert!(short.contains("\"omitted\":2"), "{short}");
+        let tiny = listing_result_text("viking://", &listing, 60);
+        assert!(tiny.contains("\"omitted\":5"), "{tiny}");
+        assert!(tiny.contains("viking://user/a/"), "{tiny}");
+    }
+
+    #[test]
+    fn recall_goes_after_the_session_start_injection_in_either_order() {
+        let listing = directory_messages(
+            &[ListingEntry::Directory {
+                uri: "viking://user/a".into(),
+                entries: 1,
+            }],
+            1000,
+        );
+        let recall = simulated_call(SEARCH_TOOL_NAME, json!({"query": "q"}), "{}".into());
+        let messages = vec![user("only ask")];
+        let listing_first = insert_after_latest_user(
+            insert_after_first_user(messages.clone(), listing.clone()),
+            recall.clone(),
+        );
+        let recall_first = insert_after_first_user(
+            insert_after_latest_user(messages, recall.clone()),
+            listing.clone(),
+        );
+        assert_eq!(listing_first, recall_first);
+        assert_eq!(&listing_first[1..3], &listing[..]);
+        assert_eq!(&listing_first[3..5], &recall[..]);
+        assert!(is_simulated(&listing_first[1]) && is_simulated(&listing_first[4]));
+        assert!(!is_simulated(&listing_first[0]));
     }
 
     #[test]

@@ -77,7 +77,6 @@ pub struct ErrorCount {
 
 /// Usage statistics of one tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ToolStats {
     pub tool: String,
     pub calls: u64,
