@@ -14,6 +14,40 @@
 //! user and agent of a session; recall and the tools only show the user's own memories, the
 //! agent's own memories, skills and tools, the resources and the session archives
 //! ([`MemoryIdentity::can_see`]), and the tools only forget the user's and agent's own entries.
+//!
+//! **Order of a request.** Run the pipeline (`assemble`) over the stored messages first; then
+//! append [`SessionMemory::system_prompt_addition`] to the system prompt, insert the listing
+//! with [`SessionMemory::apply`] and the recall with [`recall_for_turn`] (in either order: recall
+//! always lands after the listing), and offer `skald_core::memory::tools::tool_specs()` with
+//! the request's tools. None of the injected messages is stored in the session.
+//!
+//! ```
+//! use serde_json::json;
+//! use skald_core::memory::recall::RecallSettings;
+//! use skald_core::message::{Message, Role};
+//! use skald_engine::memory::{MemoryIdentity, execute_memory_tool, recall_for_turn, session_start_memory};
+//! use skald_store::SqliteMemoryStore;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = SqliteMemoryStore::in_memory().unwrap();
+//! let alice = MemoryIdentity::new("alice", "main").unwrap();
+//!
+//! // The agent remembers something when asked to.
+//! let answer = execute_memory_tool(&store, None, "acme", &alice, "commit_memory", &json!({
+//!     "memory_content": "Alice deploys the billing service with `make deploy-billing`.",
+//!     "memory_type": "entity", "category": "billing deploys"
+//! })).await;
+//! assert!(answer.text.contains("\"outcome\":\"added\""), "{}", answer.text);
+//!
+//! // A later session: the listing once at its start, and recall on each turn.
+//! let settings = RecallSettings::default();
+//! let session = session_start_memory(&store, "acme", &alice, &settings);
+//! let messages = session.apply(vec![Message::text(Role::User, "How do I deploy billing again?")]);
+//! let outcome = recall_for_turn(&store, None, "acme", &alice, &settings, messages).await;
+//! assert_eq!(outcome.report.kept.len(), 1);
+//! assert_eq!(outcome.messages.len(), 5); // ask, memory_ls call + result, search call + result
+//! # });
+//! ```
 
 mod recall;
 mod tools;
