@@ -17,7 +17,10 @@
 //!   [`COVERAGE_SATURATION_TERMS`] words. A query made of five
 //!   messages has many words and a relevant memory shares a few of them, so matching three is
 //!   full coverage; one word of a long query is 0.33, below the default bar of 0.5 — the
-//!   one-common-word matches users complained of as noisy recall.
+//!   one-common-word matches users complained of as noisy recall. Measured on LoCoMo (1,155
+//!   questions, the question as query, the store's top 10 hits; the ignored test
+//!   `memory_threshold_locomo` in skald-engine): 0.5 keeps 96% of the evidence hits and drops
+//!   19% of the others; 0.67 drops 70% of the others but also 32% of the evidence.
 //! - **cosine similarity** of the query's and the memory's embeddings, when both exist
 //!   (OpenViking's recall thresholds are cosine values: 0.15 for its plugin's default, 0.35 for
 //!   its experience memory; skald uses 0.35).
