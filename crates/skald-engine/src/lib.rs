@@ -1,6 +1,8 @@
 //! skald's context engine: the pipeline run over a session for each model request
 //! ([`assemble`]), compaction of a stored session ([`compact`]), one model call with overflow
-//! recovery ([`complete_turn`]), the executor of `fetch_original_data` ([`execute_fetch`]), and
+//! recovery ([`complete_turn`]), the executor of `fetch_original_data` ([`execute_fetch`]),
+//! long-term memory — recall, session-start injection, skill and tool memories, the memory
+//! tools ([`memory`]) —, and
 //! [`replay`], which re-creates every model call of a real transcript under each policy and
 //! measures tokens, prompt-cache use, cost and what the model could still see or fetch.
 //!
@@ -34,6 +36,7 @@ mod accounting;
 mod assemble;
 pub mod compact;
 mod fetch;
+pub mod memory;
 pub mod recovery;
 pub mod replay;
 mod session;

@@ -1,6 +1,8 @@
 //! Long-term memory, the pure part: the `viking://` URI layout entries live under ([`uri`]),
 //! the L0/L1 levels derived without an LLM ([`levels`]), duplicate detection ([`dedup`]), query
-//! analysis for full-text search ([`query`]) and reciprocal rank fusion ([`fusion`]).
+//! analysis for full-text search ([`query`]) and reciprocal rank fusion ([`fusion`]); recall and
+//! session-start injection ([`recall`]), the agent's memory tools ([`tools`]), and tool and
+//! skill memories ([`usage`]).
 //!
 //! The store (`skald_store::memories`) keeps the entries; everything here is a computation on
 //! values, so the store, the engine's recall and the CLI agree on what a URI, a duplicate or a
@@ -28,4 +30,7 @@ pub mod dedup;
 pub mod fusion;
 pub mod levels;
 pub mod query;
+pub mod recall;
+pub mod tools;
 pub mod uri;
+pub mod usage;

@@ -1,0 +1,163 @@
+//! Long-term memory in the engine (seed 002, Components 2–5): per-turn recall injected as a
+//! simulated `search_memories` call ([`recall_for_turn`]), what is injected once at session start
+//! — the user's profile and the tool usage memories in the system prompt, a simulated
+//! `memory_ls` of `viking://` ([`session_start_memory`]) —, skill memories appended to reads of
+//! `skills/<name>/SKILL.md` ([`augment_skill_reads`]), tool statistics kept from finished turns
+//! ([`record_tool_reports`]), and the executors of the five memory tools
+//! ([`execute_memory_tool`]).
+//!
+//! Everything here reads and writes through `&dyn MemoryStore` and works with no embedder; with
+//! one, queries and committed memories are embedded too. What the model sees is decided by
+//! `skald_core::memory::{recall, tools, usage}`.
+//!
+//! **Who sees what.** A tenant may hold several users and agents. A [`MemoryIdentity`] names the
+//! user and agent of a session; recall and the tools only show the user's own memories, the
+//! agent's own memories, skills and tools, the resources and the session archives
+//! ([`MemoryIdentity::can_see`]), and the tools only forget the user's and agent's own entries.
+//!
+//! **Order of a request.** Run the pipeline (`assemble`) over the stored messages first; then
+//! append [`SessionMemory::system_prompt_addition`] to the system prompt, insert the listing
+//! with [`SessionMemory::apply`] and the recall with [`recall_for_turn`] (in either order: recall
+//! always lands after the listing), and offer `skald_core::memory::tools::tool_specs()` with
+//! the request's tools. None of the injected messages is stored in the session.
+//!
+//! ```
+//! use serde_json::json;
+//! use skald_core::memory::recall::RecallSettings;
+//! use skald_core::message::{Message, Role};
+//! use skald_engine::memory::{MemoryIdentity, execute_memory_tool, recall_for_turn, session_start_memory};
+//! use skald_store::SqliteMemoryStore;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = SqliteMemoryStore::in_memory().unwrap();
+//! let alice = MemoryIdentity::new("alice", "main").unwrap();
+//!
+//! // The agent remembers something when asked to.
+//! let answer = execute_memory_tool(&store, None, "acme", &alice, "commit_memory", &json!({
+//!     "memory_content": "Alice deploys the billing service with `make deploy-billing`.",
+//!     "memory_type": "entity", "category": "billing deploys"
+//! })).await;
+//! assert!(answer.text.contains("\"outcome\":\"added\""), "{}", answer.text);
+//!
+//! // A later session: the listing once at its start, and recall on each turn.
+//! let settings = RecallSettings::default();
+//! let session = session_start_memory(&store, "acme", &alice, &settings);
+//! let messages = session.apply(vec![Message::text(Role::User, "How do I deploy billing again?")]);
+//! let outcome = recall_for_turn(&store, None, "acme", &alice, &settings, messages).await;
+//! assert_eq!(outcome.report.kept.len(), 1);
+//! assert_eq!(outcome.messages.len(), 5); // ask, memory_ls call + result, search call + result
+//! # });
+//! ```
+
+mod recall;
+mod tools;
+mod usage;
+
+use skald_core::memory::uri::{MemoryUri, UriError};
+
+pub use recall::{
+    DroppedMemory, RecallOutcome, RecallReport, RecalledMemory, SessionMemory, SessionMemoryReport,
+    directory_listing, recall_for_turn, session_start_memory,
+};
+pub use tools::{MemoryToolOutput, execute_memory_tool, execute_memory_tool_at};
+pub use usage::{
+    SkillAugmentation, ToolMemoryUpdate, augment_skill_reads, load_skill_memory, load_tool_stats,
+    record_skill_use, record_tool_reports, skill_directory, tool_uri,
+};
+
+/// The user and the agent a session belongs to, as they appear in `viking://` URIs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryIdentity {
+    user: String,
+    agent: String,
+    user_root: MemoryUri,
+    agent_root: MemoryUri,
+}
+
+impl MemoryIdentity {
+    /// Validates both names as URI segments (letters, digits and `-_.~@+:=,`, starting with a
+    /// letter or digit).
+    pub fn new(user: &str, agent: &str) -> Result<MemoryIdentity, UriError> {
+        let user_root = owner_root("user", user)?;
+        let agent_root = owner_root("agent", agent)?;
+        Ok(MemoryIdentity {
+            user: user.to_owned(),
+            agent: agent.to_owned(),
+            user_root,
+            agent_root,
+        })
+    }
+
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
+    /// `viking://user/{user}`.
+    pub fn user_root(&self) -> &MemoryUri {
+        &self.user_root
+    }
+
+    /// `viking://agent/{agent}`.
+    pub fn agent_root(&self) -> &MemoryUri {
+        &self.agent_root
+    }
+
+    /// Whether `uri` is visible in this session: at or below the user's or the agent's
+    /// directory, the resources or the session archives.
+    pub fn can_see(&self, uri: &MemoryUri) -> bool {
+        self.user_root.contains(uri)
+            || self.agent_root.contains(uri)
+            || matches!(uri.segments().next(), Some("resources" | "session"))
+    }
+
+    /// Whether `uri` is a directory above what this session sees (`viking://`,
+    /// `viking://user`, `viking://agent`): listing it shows only the visible part.
+    pub fn is_visible_ancestor(&self, uri: &MemoryUri) -> bool {
+        !self.can_see(uri) && (uri.contains(&self.user_root) || uri.contains(&self.agent_root))
+    }
+
+    /// Whether the agent may forget `uri`: the user's and the agent's own entries.
+    pub fn can_forget(&self, uri: &MemoryUri) -> bool {
+        self.user_root.contains(uri) || self.agent_root.contains(uri)
+    }
+}
+
+fn owner_root(scope: &str, name: &str) -> Result<MemoryUri, UriError> {
+    let uri = MemoryUri::parse(&format!("viking://{scope}/{name}"))?;
+    if uri.depth() != 2 {
+        return Err(UriError::InvalidSegment {
+            segment: name.chars().take(120).collect(),
+            reason: "a user or agent name is one segment, with no '/'",
+        });
+    }
+    Ok(uri)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn identity_sees_its_own_memories_resources_and_sessions() {
+        let identity = MemoryIdentity::new("alice", "main").unwrap();
+        let see = |text: &str| identity.can_see(&MemoryUri::parse(text).unwrap());
+        assert!(see("viking://user/alice/memories/preferences/x.md"));
+        assert!(see("viking://agent/main/tools/bash"));
+        assert!(see("viking://resources/docs/a.md"));
+        assert!(see("viking://session/s1/archive.md"));
+        assert!(!see("viking://user/bob/memories/preferences/x.md"));
+        assert!(!see("viking://agent/other/tools/bash"));
+        assert!(!see("viking://"));
+        assert!(identity.is_visible_ancestor(&MemoryUri::root()));
+        assert!(identity.is_visible_ancestor(&MemoryUri::parse("viking://user").unwrap()));
+        assert!(!identity.can_forget(&MemoryUri::parse("viking://resources/a").unwrap()));
+        assert!(MemoryIdentity::new("a/b", "main").is_err());
+        assert!(MemoryIdentity::new("alice", "-x").is_err());
+        assert!(MemoryIdentity::new("", "main").is_err());
+    }
+}

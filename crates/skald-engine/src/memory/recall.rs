@@ -1,0 +1,412 @@
+//! Per-turn recall against a store, and the session-start snapshot (profile, tool memories,
+//! directory listing) a caller keeps for the whole session.
+
+use serde::Serialize;
+use skald_core::memory::recall::{
+    DropReason, ListingEntry, ProfileEntry, RecallCandidate, RecallLevel, RecallSettings,
+    Relevance, SkipReason, directory_messages, insert_after_first_user, insert_after_latest_user,
+    recall_messages, recall_query, render_profile_section, select_memories,
+};
+use skald_core::memory::uri::{MemoryCategory, MemoryUri};
+use skald_core::memory::usage::render_tool_memory_section;
+use skald_core::message::Message;
+use skald_llm::embed::Embedder;
+use skald_store::memories::{
+    DirEntryKind, MemoryError, MemoryStore, SearchFilter, SearchHit, SearchQuery, TreeNode,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::MemoryIdentity;
+use super::usage::load_tool_stats;
+
+/// How many hits a recall asks the store for, per result it may inject: the threshold and the
+/// visibility filter drop some, and the next ones take their place.
+const CANDIDATES_PER_RESULT: usize = 3;
+
+/// At most this many tools are described in the system prompt.
+const MAX_TOOLS_IN_PROMPT: usize = 10;
+
+/// A memory recall injected.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecalledMemory {
+    pub uri: String,
+    pub level: RecallLevel,
+    pub relevance: Relevance,
+}
+
+/// A memory a search found that recall did not inject.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DroppedMemory {
+    pub uri: String,
+    pub reason: DropReason,
+    pub relevance: Relevance,
+}
+
+/// What a recall did, for logs and `skald` reports.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RecallReport {
+    /// The query searched for (none when skipped).
+    pub query: Option<String>,
+    /// Why there was no search.
+    pub skipped: Option<SkipReason>,
+    /// The search failed; nothing was injected and the turn goes on.
+    pub error: Option<String>,
+    /// The query could not be embedded; the search ran on text alone.
+    pub embedding_error: Option<String>,
+    /// Visible hits the store returned.
+    pub candidates: usize,
+    pub kept: Vec<RecalledMemory>,
+    pub dropped: Vec<DroppedMemory>,
+    /// Estimated tokens of the injected memories.
+    pub tokens_injected: u64,
+}
+
+/// The messages of one model call, with the recall injected, and what recall did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallOutcome {
+    /// The caller's messages with a simulated `search_memories` call and its result right after
+    /// the latest user message (unchanged when nothing was injected). For this call only: never
+    /// store them in the session.
+    pub messages: Vec<Message>,
+    pub report: RecallReport,
+}
+
+/// Recalls memories for the next model call over `messages` (seed 002, Component 2, Part 2):
+/// skip greetings and short messages, build the query from the last user messages, search the
+/// visible memories (text, and vectors when `embedder` is given), keep the relevant ones within
+/// the budget, and inject them as a simulated tool call. A failing search or embedder never
+/// fails the turn: the report says what happened and nothing is injected.
+pub async fn recall_for_turn(
+    store: &dyn MemoryStore,
+    embedder: Option<&dyn Embedder>,
+    tenant: &str,
+    identity: &MemoryIdentity,
+    settings: &RecallSettings,
+    messages: Vec<Message>,
+) -> RecallOutcome {
+    let mut report = RecallReport::default();
+    let query = match recall_query(&messages, settings) {
+        Ok(query) => query,
+        Err(reason) => {
+            report.skipped = Some(reason);
+            return RecallOutcome { messages, report };
+        }
+    };
+    report.query = Some(query.clone());
+    let vector = match embedder {
+        Some(embedder) => match embed_one(embedder, &query).await {
+            Ok(vector) => vector,
+            Err(error) => {
+                report.embedding_error = Some(error);
+                None
+            }
+        },
+        None => None,
+    };
+    let filter = SearchFilter {
+        categories: recall_categories(settings),
+        ..SearchFilter::default()
+    };
+    let limit = settings
+        .max_results
+        .saturating_mul(CANDIDATES_PER_RESULT)
+        .max(10);
+    let hits = match search_visible(store, tenant, identity, &query, vector, filter, limit) {
+        Ok(hits) => hits,
+        Err(error) => {
+            report.error = Some(error.to_string());
+            return RecallOutcome { messages, report };
+        }
+    };
+    let candidates: Vec<RecallCandidate> = hits.iter().map(candidate_of).collect();
+    report.candidates = candidates.len();
+    let selection = select_memories(&candidates, &query, settings);
+    report.kept = selection
+        .kept
+        .iter()
+        .map(|entry| RecalledMemory {
+            uri: entry.candidate.uri.clone(),
+            level: entry.level,
+            relevance: entry.relevance,
+        })
+        .collect();
+    report.dropped = selection
+        .dropped
+        .iter()
+        .map(|(uri, reason, relevance)| DroppedMemory {
+            uri: uri.clone(),
+            reason: *reason,
+            relevance: *relevance,
+        })
+        .collect();
+    if selection.kept.is_empty() {
+        return RecallOutcome { messages, report };
+    }
+    report.tokens_injected = selection.tokens;
+    let injection = recall_messages(&query, settings, &selection);
+    RecallOutcome {
+        messages: insert_after_latest_user(messages, injection),
+        report,
+    }
+}
+
+/// The categories per-turn recall searches: everything a person would call a memory. Tool
+/// statistics and skill memories have their own injection; the profile is in the system prompt
+/// already when profile injection is on.
+fn recall_categories(settings: &RecallSettings) -> Vec<MemoryCategory> {
+    MemoryCategory::ALL
+        .into_iter()
+        .filter(|category| match category {
+            MemoryCategory::Tools | MemoryCategory::Skills => false,
+            MemoryCategory::Profile => !settings.profile,
+            MemoryCategory::Preferences
+            | MemoryCategory::Entities
+            | MemoryCategory::Events
+            | MemoryCategory::Cases
+            | MemoryCategory::Patterns
+            | MemoryCategory::Resources
+            | MemoryCategory::Session => true,
+        })
+        .collect()
+}
+
+/// One vector for `text`, or why not.
+pub(super) async fn embed_one(
+    embedder: &dyn Embedder,
+    text: &str,
+) -> Result<Option<Vec<f32>>, String> {
+    let cancel = CancellationToken::new();
+    let vectors = embedder
+        .embed(&[text.to_owned()], &cancel)
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(vectors
+        .into_iter()
+        .next()
+        .filter(|vector| !vector.is_empty()))
+}
+
+/// A search of what `identity` may see. A query vector whose dimensions match no stored vector
+/// (the embedding model changed) is dropped and the search runs on text.
+pub(super) fn search_visible(
+    store: &dyn MemoryStore,
+    tenant: &str,
+    identity: &MemoryIdentity,
+    text: &str,
+    vector: Option<Vec<f32>>,
+    filter: SearchFilter,
+    limit: usize,
+) -> Result<Vec<SearchHit>, MemoryError> {
+    let mut query = SearchQuery::text(text, limit).with_filter(filter);
+    query.vector = vector;
+    let hits = match store.search(tenant, &query) {
+        Err(MemoryError::DimensionMismatch { .. }) => {
+            query.vector = None;
+            store.search(tenant, &query)?
+        }
+        Err(MemoryError::InvalidInput { field: "query", .. }) => Vec::new(),
+        other => other?,
+    };
+    Ok(hits
+        .into_iter()
+        .filter(|hit| identity.can_see(&hit.memory.uri))
+        .collect())
+}
+
+pub(super) fn candidate_of(hit: &SearchHit) -> RecallCandidate {
+    RecallCandidate {
+        uri: hit.memory.uri.to_string(),
+        category: hit.memory.category.name().to_owned(),
+        l0: hit.memory.l0.clone(),
+        l1: hit.memory.l1.clone(),
+        l2: hit.memory.l2.clone(),
+        created_at_ms: hit.memory.created_at_ms,
+        cosine: hit.cosine,
+    }
+}
+
+/// What a session is given once, at its start, and keeps for every request: the same bytes each
+/// time, so the provider's prompt cache holds (seed 002: the profile "injected once at session
+/// start"; the directory "at session start").
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionMemory {
+    /// The `## User Profile` and `## Tool Usage Memories` sections, to append to the system
+    /// prompt.
+    pub system_prompt_addition: Option<String>,
+    /// A simulated `memory_ls {"path": "viking://"}` and its result.
+    pub directory_messages: Vec<Message>,
+    pub report: SessionMemoryReport,
+}
+
+impl SessionMemory {
+    /// `messages` with the directory listing right after the first user message.
+    pub fn apply(&self, messages: Vec<Message>) -> Vec<Message> {
+        insert_after_first_user(messages, self.directory_messages.clone())
+    }
+}
+
+/// What the session-start injection found.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct SessionMemoryReport {
+    pub profile_entries: usize,
+    pub tools: usize,
+    pub directory_entries: usize,
+    /// Reads that failed; what they would have added is left out.
+    pub errors: Vec<String>,
+}
+
+/// Builds the session-start snapshot for `identity` (see [`SessionMemory`]). Store failures
+/// leave their part out and are reported; they never fail the session.
+pub fn session_start_memory(
+    store: &dyn MemoryStore,
+    tenant: &str,
+    identity: &MemoryIdentity,
+    settings: &RecallSettings,
+) -> SessionMemory {
+    let mut report = SessionMemoryReport::default();
+    let mut sections: Vec<String> = Vec::new();
+    if settings.profile {
+        match profile_entries(store, tenant, identity) {
+            Ok(entries) => {
+                report.profile_entries = entries.len();
+                sections.extend(render_profile_section(&entries, settings.profile_max_chars));
+            }
+            Err(error) => report.errors.push(format!("profile: {error}")),
+        }
+    }
+    if settings.tool_memory {
+        match load_tool_stats(store, tenant, identity.agent()) {
+            Ok((stats, problems)) => {
+                report.tools = stats.len();
+                report.errors.extend(problems);
+                sections.extend(render_tool_memory_section(&stats, MAX_TOOLS_IN_PROMPT));
+            }
+            Err(error) => report.errors.push(format!("tool memories: {error}")),
+        }
+    }
+    let mut directory = Vec::new();
+    if settings.directory {
+        match directory_listing(
+            store,
+            tenant,
+            identity,
+            &MemoryUri::root(),
+            settings.directory_depth,
+            None,
+        ) {
+            Ok(entries) if !entries.is_empty() => {
+                report.directory_entries = entries.len();
+                directory = directory_messages(&entries, settings.directory_max_chars);
+            }
+            Ok(_) => {}
+            Err(error) => report.errors.push(format!("directory: {error}")),
+        }
+    }
+    SessionMemory {
+        system_prompt_addition: (!sections.is_empty()).then(|| sections.join("\n\n")),
+        directory_messages: directory,
+        report,
+    }
+}
+
+fn profile_entries(
+    store: &dyn MemoryStore,
+    tenant: &str,
+    identity: &MemoryIdentity,
+) -> Result<Vec<ProfileEntry>, MemoryError> {
+    let dir = identity.user_root().join("memories/profile")?;
+    let tree = store.tree(tenant, &dir, 8)?;
+    let mut out = Vec::new();
+    let mut stack = vec![&tree];
+    while let Some(node) = stack.pop() {
+        match &node.entry.kind {
+            DirEntryKind::Entry { l0, .. } => {
+                let uri = &node.entry.uri;
+                let text = if uri.name() == Some(skald_core::memory::recall::PROFILE_FILE) {
+                    store.get(tenant, uri)?.l2
+                } else {
+                    l0.clone()
+                };
+                out.push(ProfileEntry {
+                    uri: uri.to_string(),
+                    text,
+                });
+            }
+            DirEntryKind::Directory { .. } => stack.extend(node.children.iter().rev()),
+        }
+    }
+    Ok(out)
+}
+
+/// The listing of `path` as `memory_ls` shows it: each node once, parents before children,
+/// `depth` levels deep, only what `identity` may see (a directory above it, such as
+/// `viking://`, lists the user's and agent's directories, the resources and the sessions, each
+/// `depth` levels deep; an invisible path lists nothing), and
+/// with `category`, only that category's entries and the directories leading to them.
+pub fn directory_listing(
+    store: &dyn MemoryStore,
+    tenant: &str,
+    identity: &MemoryIdentity,
+    path: &MemoryUri,
+    depth: usize,
+    category: Option<MemoryCategory>,
+) -> Result<Vec<ListingEntry>, MemoryError> {
+    let roots: Vec<MemoryUri> = if identity.can_see(path) {
+        vec![path.clone()]
+    } else if identity.is_visible_ancestor(path) {
+        let mut roots = Vec::new();
+        for root in [
+            identity.user_root().clone(),
+            identity.agent_root().clone(),
+            MemoryUri::root().join("resources")?,
+            MemoryUri::root().join("session")?,
+        ] {
+            if path.contains(&root) {
+                roots.push(root);
+            }
+        }
+        roots
+    } else {
+        Vec::new()
+    };
+    let mut out = Vec::new();
+    for root in roots {
+        let tree = store.tree(tenant, &root, depth)?;
+        flatten(&tree, category, &mut out);
+    }
+    Ok(out)
+}
+
+fn flatten(node: &TreeNode, category: Option<MemoryCategory>, out: &mut Vec<ListingEntry>) {
+    let uri = &node.entry.uri;
+    match &node.entry.kind {
+        DirEntryKind::Directory { entries } => {
+            if *entries == 0 {
+                return;
+            }
+            let wanted = category.is_none_or(|wanted| uri.category().is_none_or(|c| c == wanted));
+            if !wanted {
+                return;
+            }
+            out.push(ListingEntry::Directory {
+                uri: uri.to_string(),
+                entries: *entries,
+            });
+            for child in &node.children {
+                flatten(child, category, out);
+            }
+        }
+        DirEntryKind::Entry {
+            category: entry_category,
+            l0,
+            ..
+        } => {
+            if category.is_none_or(|wanted| wanted == *entry_category) {
+                out.push(ListingEntry::Entry {
+                    uri: uri.to_string(),
+                    abstract_text: l0.clone(),
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! Tool and skill memories in the store: tool statistics merged from finished turns and read
+//! back for the system prompt, skill usage counts, and the skill memory appended to a read of
+//! `skills/<name>/SKILL.md`.
+//!
+//! Layout (see `skald_core::memory::usage`): `viking://agent/{agent}/tools/{tool}` holds a
+//! tool's [`ToolStats`] as JSON (L0: `bash: 42 calls, 95% ok, avg 1.2 s`); under
+//! `viking://agent/{agent}/skills/{skill}/`, `stats.json` holds its [`SkillUsage`] and entries
+//! under `examples/`, `tips/` and `issues/` are its examples, tips and known issues (any other
+//! entry is a tip).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use skald_core::memory::recall::format_date;
+use skald_core::memory::uri::{MemoryUri, UriError};
+use skald_core::memory::usage::{
+    SKILL_MEMORY_MARKER, SkillMemory, SkillUsage, ToolCallReport, ToolStats, merge_reports,
+    render_skill_memory, skill_read,
+};
+use skald_core::message::{Block, Message, ToolCall};
+use skald_store::memories::{DirEntryKind, MemoryError, MemoryStore, NewMemory, TreeNode};
+
+use super::MemoryIdentity;
+
+/// The entry of a skill's usage counts, directly in its directory.
+pub const SKILL_STATS_FILE: &str = "stats.json";
+
+/// Items shown per section of a skill memory (the newest).
+const MAX_SKILL_ITEMS: usize = 5;
+
+/// `viking://agent/{agent}/tools/{tool}`.
+pub fn tool_uri(agent: &str, tool: &str) -> Result<MemoryUri, UriError> {
+    MemoryUri::parse_entry(&format!("viking://agent/{agent}/tools/{tool}"))
+}
+
+/// `viking://agent/{agent}/skills/{skill}`.
+pub fn skill_directory(agent: &str, skill: &str) -> Result<MemoryUri, UriError> {
+    let uri = MemoryUri::parse(&format!("viking://agent/{agent}/skills/{skill}"))?;
+    if uri.depth() != 4 {
+        return Err(UriError::InvalidSegment {
+            segment: skill.chars().take(120).collect(),
+            reason: "a skill name is one segment, with no '/'",
+        });
+    }
+    Ok(uri)
+}
+
+/// What [`record_tool_reports`] wrote.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct ToolMemoryUpdate {
+    /// The statistics now stored, one per tool of the reports.
+    pub updated: Vec<ToolStats>,
+    /// Tools whose name cannot be a URI segment, with why (their reports are not kept).
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Merges the tool call reports of a finished turn into the agent's tool memories: each tool's
+/// entry gets a new version with the updated statistics (or is created). Reports of one tool
+/// are merged in one write.
+pub fn record_tool_reports(
+    store: &dyn MemoryStore,
+    tenant: &str,
+    agent: &str,
+    reports: &[ToolCallReport],
+) -> Result<ToolMemoryUpdate, MemoryError> {
+    let mut by_tool: Vec<(String, Vec<ToolCallReport>)> = Vec::new();
+    for report in reports {
+        match by_tool.iter_mut().find(|(tool, _)| *tool == report.tool) {
+            Some((_, list)) => list.push(report.clone()),
+            None => by_tool.push((report.tool.clone(), vec![report.clone()])),
+        }
+    }
+    let mut update = ToolMemoryUpdate::default();
+    for (tool, reports) in by_tool {
+        let uri = match tool_uri(agent, &tool) {
+            Ok(uri) => uri,
+            Err(error) => {
+                update.skipped.push((tool, error.to_string()));
+                continue;
+            }
+        };
+        let existing = match store.get(tenant, &uri) {
+            Ok(memory) => Some(ToolStats::from_json(&memory.l2).map_err(|error| {
+                MemoryError::Corrupt(format!(
+                    "the tool memory at {uri} is not tool statistics: {error}"
+                ))
+            })?),
+            Err(MemoryError::NotFound { .. } | MemoryError::Forgotten { .. }) => None,
+            Err(error) => return Err(error),
+        };
+        let exists = existing.is_some();
+        let base = existing.unwrap_or_else(|| ToolStats::new(tool.clone()));
+        let merged = merge_reports(vec![base], &reports);
+        let Some(stats) = merged.into_iter().next() else {
+            continue;
+        };
+        let memory = NewMemory::new(uri, stats.to_json()).with_l0(stats.abstract_line());
+        if exists {
+            store.update(tenant, memory)?;
+        } else {
+            store.add(tenant, memory)?;
+        }
+        update.updated.push(stats);
+    }
+    Ok(update)
+}
+
+/// Every tool memory of `agent`, and the entries that could not be read as statistics.
+pub fn load_tool_stats(
+    store: &dyn MemoryStore,
+    tenant: &str,
+    agent: &str,
+) -> Result<(Vec<ToolStats>, Vec<String>), MemoryError> {
+    let dir = MemoryUri::parse(&format!("viking://agent/{agent}/tools"))?;
+    let mut stats = Vec::new();
+    let mut problems = Vec::new();
+    for entry in store.ls(tenant, &dir)? {
+        match entry.kind {
+            DirEntryKind::Entry { .. } => {
+                let memory = store.get(tenant, &entry.uri)?;
+                match ToolStats::from_json(&memory.l2) {
+                    Ok(parsed) => stats.push(parsed),
+                    Err(error) => problems.push(format!("{}: {error}", entry.uri)),
+                }
+            }
+            DirEntryKind::Directory { .. } => {}
+        }
+    }
+    Ok((stats, problems))
+}
+
+/// Counts one use of `skill` (and whether it went well) in its `stats.json`.
+pub fn record_skill_use(
+    store: &dyn MemoryStore,
+    tenant: &str,
+    agent: &str,
+    skill: &str,
+    success: bool,
+) -> Result<SkillUsage, MemoryError> {
+    let uri = skill_directory(agent, skill)?.join(SKILL_STATS_FILE)?;
+    let existing = match store.get(tenant, &uri) {
+        Ok(memory) => Some(
+            serde_json::from_str::<SkillUsage>(&memory.l2).map_err(|error| {
+                MemoryError::Corrupt(format!(
+                    "the skill usage at {uri} is not usage counts: {error}"
+                ))
+            })?,
+        ),
+        Err(MemoryError::NotFound { .. } | MemoryError::Forgotten { .. }) => None,
+        Err(error) => return Err(error),
+    };
+    let exists = existing.is_some();
+    let mut usage = existing.unwrap_or_default();
+    usage.uses = usage.uses.saturating_add(1);
+    if success {
+        usage.successes = usage.successes.saturating_add(1);
+    }
+    let content = serde_json::to_string(&usage).unwrap_or_default();
+    let l0 = format!(
+        "{skill}: used {} times, {}% success",
+        usage.uses,
+        usage.success_percent()
+    );
+    let memory = NewMemory::new(uri, content).with_l0(l0);
+    if exists {
+        store.update(tenant, memory)?;
+    } else {
+        store.add(tenant, memory)?;
+    }
+    Ok(usage)
+}
+
+/// What is remembered about `skill` (empty when nothing is).
+pub fn load_skill_memory(
+    store: &dyn MemoryStore,
+    tenant: &str,
+    agent: &str,
+    skill: &str,
+) -> Result<SkillMemory, MemoryError> {
+    let dir = skill_directory(agent, skill)?;
+    let tree = store.tree(tenant, &dir, 8)?;
+    let mut entries: Vec<&TreeNode> = Vec::new();
+    collect_entries(&tree, &mut entries);
+    let mut memory = SkillMemory::default();
+    let mut examples = Vec::new();
+    let mut tips = Vec::new();
+    let mut issues = Vec::new();
+    for node in entries {
+        let uri = &node.entry.uri;
+        let relative: Vec<&str> = uri.segments().skip(dir.depth()).collect();
+        let full = store.get(tenant, uri)?;
+        match relative.as_slice() {
+            [name] if *name == SKILL_STATS_FILE => {
+                memory.usage = serde_json::from_str::<SkillUsage>(&full.l2).ok();
+            }
+            ["examples", ..] => examples.push((
+                full.created_at_ms,
+                format!("{} ({})", full.l0.trim(), format_date(full.created_at_ms)),
+            )),
+            ["issues", ..] => issues.push((full.created_at_ms, full.l0.clone())),
+            _ => tips.push((full.created_at_ms, full.l0.clone())),
+        }
+    }
+    for (items, out) in [
+        (examples, &mut memory.examples),
+        (tips, &mut memory.tips),
+        (issues, &mut memory.known_issues),
+    ] {
+        let mut items = items;
+        items.sort_by_key(|item| std::cmp::Reverse(item.0));
+        out.extend(
+            items
+                .into_iter()
+                .take(MAX_SKILL_ITEMS)
+                .map(|(_, text)| text),
+        );
+    }
+    Ok(memory)
+}
+
+fn collect_entries<'a>(node: &'a TreeNode, out: &mut Vec<&'a TreeNode>) {
+    match node.entry.kind {
+        DirEntryKind::Entry { .. } => out.push(node),
+        DirEntryKind::Directory { .. } => {
+            for child in &node.children {
+                collect_entries(child, out);
+            }
+        }
+    }
+}
+
+/// A tool result that got a skill memory appended (or could not).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SkillAugmentation {
+    pub call_id: String,
+    pub skill: String,
+    /// Characters appended (0 when nothing is remembered).
+    pub appended_chars: usize,
+    /// Why the skill memory could not be read.
+    pub error: Option<String>,
+}
+
+/// Appends the skill memory to every successful result of a `SKILL.md` read in `messages`
+/// (seed 002, Component 4), matched through the paired tool call. The original text stays a
+/// byte-exact prefix of the result; a result that already carries a skill memory is left alone,
+/// so running this again changes nothing. Call it once, when a result enters the session: the
+/// bytes then stay the same on every later request.
+pub fn augment_skill_reads(
+    store: &dyn MemoryStore,
+    tenant: &str,
+    identity: &MemoryIdentity,
+    messages: &mut [Message],
+) -> Vec<SkillAugmentation> {
+    let calls: HashMap<String, ToolCall> = messages
+        .iter()
+        .flat_map(Message::tool_calls)
+        .map(|call| (call.id.clone(), call.clone()))
+        .collect();
+    let mut out = Vec::new();
+    for message in messages.iter_mut() {
+        for block in &mut message.content {
+            let Block::ToolResult(result) = block else {
+                continue;
+            };
+            let Some(skill) = calls.get(&result.call_id).and_then(skill_read) else {
+                continue;
+            };
+            let text = skald_core::message::join_text(&result.content);
+            if result.failed() || text.contains(SKILL_MEMORY_MARKER) {
+                continue;
+            }
+            let mut augmentation = SkillAugmentation {
+                call_id: result.call_id.clone(),
+                skill: skill.clone(),
+                appended_chars: 0,
+                error: None,
+            };
+            match load_skill_memory(store, tenant, identity.agent(), &skill) {
+                Ok(memory) => {
+                    if let Some(appendix) = render_skill_memory(&skill, &memory) {
+                        augmentation.appended_chars = appendix.chars().count();
+                        append_text(&mut result.content, &appendix);
+                    }
+                }
+                Err(error) => augmentation.error = Some(error.to_string()),
+            }
+            out.push(augmentation);
+        }
+    }
+    out
+}
+
+/// Appends to the last text block (so a result spelled as one string stays one string), or adds
+/// a text block when there is none.
+fn append_text(content: &mut Vec<Block>, appendix: &str) {
+    let last_text = content.iter_mut().rev().find_map(|block| match block {
+        Block::Text(text) => Some(text),
+        Block::Image(_)
+        | Block::Thinking(_)
+        | Block::ToolCall(_)
+        | Block::ToolResult(_)
+        | Block::Opaque(_) => None,
+    });
+    match last_text {
+        Some(text) => text.text.push_str(appendix),
+        None => content.push(Block::text(appendix.trim_start())),
+    }
+}

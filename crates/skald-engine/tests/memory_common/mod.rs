@@ -1,0 +1,242 @@
+//! Fixtures shared by the memory tests: a small store of Alice's (and Bob's) memories, a
+//! store whose search fails, and two embedders.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use skald_core::memory::uri::MemoryUri;
+use skald_engine::memory::MemoryIdentity;
+use skald_llm::LlmError;
+use skald_llm::embed::Embedder;
+use skald_store::ManualClock;
+use skald_store::memories::{
+    AddOutcome, DirEntry, Memory, MemoryError, MemorySettings, MemoryStats, MemoryStore, NewMemory,
+    SearchHit, SearchQuery, SqliteMemoryStore, TreeNode, UpdateOutcome,
+};
+use tokio_util::sync::CancellationToken;
+
+pub const TENANT: &str = "acme";
+pub const DAY_MS: i64 = 86_400_000;
+/// 2023-05-01T00:00:00Z.
+pub const MAY_1_2023: i64 = 1_682_899_200_000;
+
+pub fn identity() -> MemoryIdentity {
+    MemoryIdentity::new("alice", "main").unwrap()
+}
+
+fn uri(text: &str) -> MemoryUri {
+    MemoryUri::parse(text).unwrap()
+}
+
+pub fn empty_store() -> SqliteMemoryStore {
+    SqliteMemoryStore::in_memory_with(
+        MemorySettings::default(),
+        Arc::new(ManualClock::new(MAY_1_2023 + 30 * DAY_MS)),
+    )
+    .unwrap()
+}
+
+pub fn fixture_store() -> SqliteMemoryStore {
+    let store = empty_store();
+    let memories = [
+        (
+            "viking://user/alice/memories/profile/profile.md",
+            "Alice Martin, SRE at Acme in Lyon. Prefers concise answers with commands she can paste.",
+            None,
+            0,
+        ),
+        (
+            "viking://user/alice/memories/profile/languages.md",
+            "Alice speaks French and English.",
+            None,
+            1,
+        ),
+        (
+            "viking://user/alice/memories/preferences/editor.md",
+            "Alice prefers dark mode in every editor.",
+            None,
+            2,
+        ),
+        (
+            "viking://user/alice/memories/entities/billing-db.md",
+            "The billing database runs on Postgres 15 with pgbouncer in front. Slow queries on \
+             the invoices table were traced to a missing index on customer_id; the index was \
+             added on 9 May 2023.",
+            Some("Billing database: Postgres 15 behind pgbouncer."),
+            8,
+        ),
+        (
+            "viking://user/alice/memories/events/2023/05/08/db-migration.md",
+            "On 8 May 2023 Alice migrated the billing database from Postgres 13 to 15.",
+            None,
+            7,
+        ),
+        (
+            "viking://user/alice/memories/events/2023/05/12/team-lunch.md",
+            "Lunch with the database team on Friday.",
+            None,
+            11,
+        ),
+        (
+            "viking://agent/main/memories/cases/slow-invoices.md",
+            "Slow invoice queries: add an index on invoices.customer_id; p95 fell from 2 s to \
+             40 ms.",
+            None,
+            9,
+        ),
+        (
+            "viking://agent/main/skills/pptx/tips/dark-theme.md",
+            "User prefers dark theme templates.",
+            None,
+            3,
+        ),
+        (
+            "viking://agent/main/skills/pptx/examples/q3-report.md",
+            "Successfully created the Q3 financial report deck.",
+            None,
+            4,
+        ),
+        (
+            "viking://agent/main/skills/pptx/issues/large-images.md",
+            "Large images (>10MB) sometimes fail; compress them first.",
+            None,
+            5,
+        ),
+        (
+            "viking://resources/docs/runbook.md",
+            "Runbook: restart pgbouncer with systemctl restart pgbouncer, then check the billing \
+             database connections.",
+            None,
+            6,
+        ),
+        (
+            "viking://user/bob/memories/entities/billing.md",
+            "Bob's notes on the billing database: Postgres 15 tuning for invoices queries.",
+            None,
+            10,
+        ),
+    ];
+    for (text, content, l0, day) in memories {
+        let mut memory = NewMemory::new(uri(text), content).created_at(MAY_1_2023 + day * DAY_MS);
+        if let Some(l0) = l0 {
+            memory = memory.with_l0(l0);
+        }
+        store.add(TENANT, memory).unwrap();
+    }
+    store
+}
+
+/// A store whose search always fails.
+pub struct FailingSearch(pub SqliteMemoryStore);
+
+impl MemoryStore for FailingSearch {
+    fn add(&self, tenant: &str, memory: NewMemory) -> Result<AddOutcome, MemoryError> {
+        self.0.add(tenant, memory)
+    }
+    fn add_many(
+        &self,
+        tenant: &str,
+        memories: Vec<NewMemory>,
+    ) -> Result<Vec<AddOutcome>, MemoryError> {
+        self.0.add_many(tenant, memories)
+    }
+    fn update(&self, tenant: &str, memory: NewMemory) -> Result<UpdateOutcome, MemoryError> {
+        self.0.update(tenant, memory)
+    }
+    fn forget(&self, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError> {
+        self.0.forget(tenant, uri)
+    }
+    fn get(&self, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError> {
+        self.0.get(tenant, uri)
+    }
+    fn history(&self, tenant: &str, uri: &MemoryUri) -> Result<Vec<Memory>, MemoryError> {
+        self.0.history(tenant, uri)
+    }
+    fn ls(&self, tenant: &str, dir: &MemoryUri) -> Result<Vec<DirEntry>, MemoryError> {
+        self.0.ls(tenant, dir)
+    }
+    fn tree(
+        &self,
+        tenant: &str,
+        dir: &MemoryUri,
+        max_depth: usize,
+    ) -> Result<TreeNode, MemoryError> {
+        self.0.tree(tenant, dir, max_depth)
+    }
+    fn search(&self, _: &str, _: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
+        Err(MemoryError::Corrupt("disk I/O error".into()))
+    }
+    fn set_embedding(
+        &self,
+        tenant: &str,
+        uri: &MemoryUri,
+        vector: &[f32],
+    ) -> Result<(), MemoryError> {
+        self.0.set_embedding(tenant, uri, vector)
+    }
+    fn stats(&self, tenant: &str) -> Result<MemoryStats, MemoryError> {
+        self.0.stats(tenant)
+    }
+}
+
+/// An embedder that is always down.
+pub struct FailingEmbedder;
+
+#[async_trait]
+impl Embedder for FailingEmbedder {
+    fn name(&self) -> &str {
+        "down"
+    }
+    fn dimensions(&self) -> Option<usize> {
+        None
+    }
+    async fn embed(&self, _: &[String], _: &CancellationToken) -> Result<Vec<Vec<f32>>, LlmError> {
+        Err(LlmError::Timeout {
+            message: "embedding endpoint timed out".into(),
+        })
+    }
+}
+
+/// A deterministic bag-of-words embedder: each word adds one to a hashed dimension.
+pub struct KeywordEmbedder;
+
+#[async_trait]
+impl Embedder for KeywordEmbedder {
+    fn name(&self) -> &str {
+        "keywords"
+    }
+    fn dimensions(&self) -> Option<usize> {
+        Some(32)
+    }
+    async fn embed(
+        &self,
+        texts: &[String],
+        _: &CancellationToken,
+    ) -> Result<Vec<Vec<f32>>, LlmError> {
+        Ok(texts
+            .iter()
+            .map(|text| {
+                let mut vector = [0.0f32; 32];
+                for word in text.split_whitespace() {
+                    let slot = word
+                        .to_lowercase()
+                        .bytes()
+                        .fold(7usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+                    vector[slot % 32] += 1.0;
+                }
+                vector[0] += 0.01;
+                let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+                vector.iter().map(|x| x / norm).collect()
+            })
+            .collect())
+    }
+}
+
+pub async fn embed(embedder: &dyn Embedder, text: &str) -> Vec<f32> {
+    embedder
+        .embed(&[text.to_owned()], &CancellationToken::new())
+        .await
+        .unwrap()
+        .remove(0)
+}
