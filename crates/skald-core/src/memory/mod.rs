@@ -1,6 +1,8 @@
 //! Long-term memory, the pure part: the `viking://` URI layout entries live under ([`uri`]),
 //! the L0/L1 levels derived without an LLM ([`levels`]), duplicate detection ([`dedup`]), query
-//! analysis for full-text search ([`query`]) and reciprocal rank fusion ([`fusion`]).
+//! analysis for full-text search ([`query`]) and reciprocal rank fusion ([`fusion`]); on the
+//! write path, the deterministic extractor ([`extract`]), the two-threshold upload planner
+//! ([`upload`]) and the write settings ([`write`]).
 //!
 //! The store (`skald_store::memories`) keeps the entries; everything here is a computation on
 //! values, so the store, the engine's recall and the CLI agree on what a URI, a duplicate or a
@@ -25,7 +27,10 @@
 //! ```
 
 pub mod dedup;
+pub mod extract;
 pub mod fusion;
 pub mod levels;
 pub mod query;
+pub mod upload;
 pub mod uri;
+pub mod write;
