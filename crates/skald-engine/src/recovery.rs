@@ -22,6 +22,9 @@
 //! limit or an auth failure is never taken for an overflow, and nothing is retried that the
 //! client did not already retry.
 //!
+//! [`complete_turn_with_memory`] adds the memory write path ([`MemoryHooks`]): the two-threshold
+//! upload before the first call, and the archive and extraction of every compacted span.
+//!
 //! What the user gave is never lost: compaction appends a checkpoint, truncation forks a branch
 //! (the old one stays readable), and nothing is written after the caller cancels.
 //!

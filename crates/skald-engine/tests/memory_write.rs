@@ -839,3 +839,113 @@ async fn a_crash_mid_upload_leaves_a_recorded_state_that_is_retried() {
         ]
     );
 }
+
+#[tokio::test]
+async fn failures_past_the_attempt_limit_stay_recorded_but_are_not_retried() {
+    let fixture = fixture();
+    seed(&fixture, conversation());
+    let result = compact(&fixture).await;
+    let settings = WriteSettings {
+        max_extraction_attempts: 2,
+        ..settings()
+    };
+    let writer = MemoryWriter::new(
+        fixture.memories.clone(),
+        Arc::new(Flaky {
+            failures: 100,
+            calls: AtomicU32::new(0),
+        }),
+        settings,
+    )
+    .unwrap();
+    let cancel = CancellationToken::new();
+    archive_compacted_span(
+        &fixture.sessions,
+        &writer,
+        TENANT,
+        SESSION,
+        &result,
+        None,
+        &cancel,
+    )
+    .await
+    .unwrap();
+    let retried = retry_pending_extractions(&fixture.sessions, &writer, TENANT, SESSION, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(retried[0].attempts, 2);
+    assert!(
+        retry_pending_extractions(&fixture.sessions, &writer, TENANT, SESSION, &cancel)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let outcomes = recorded_outcomes(&fixture.sessions.load(TENANT, SESSION).unwrap());
+    assert_eq!(outcomes.len(), 2);
+    assert!(
+        outcomes
+            .iter()
+            .all(|outcome| outcome.status == ExtractionStatus::Failed)
+    );
+}
+
+#[tokio::test]
+async fn an_archive_over_the_store_limit_is_split_into_parts_and_keeps_everything() {
+    let fixture = fixture();
+    let mut messages = conversation();
+    let huge: String = (0..40_000)
+        .map(|i| format!("line {i:06} of the huge build log\n"))
+        .collect();
+    assert!(huge.len() > skald_store::memories::MAX_CONTENT_BYTES);
+    // Turn 0's tool output is the huge log.
+    if let Some(Block::ToolResult(result)) = messages[2].content.get_mut(0) {
+        result.content = vec![Block::text(huge.clone())];
+    }
+    seed(&fixture, messages);
+    // Compacting 1.3 MB is slow in a debug build: the span is archived directly.
+    let span: Vec<Message> = fixture
+        .sessions
+        .context(TENANT, SESSION, None)
+        .unwrap()
+        .into_iter()
+        .take(8)
+        .collect();
+    let range = skald_engine::memory_write::SpanRange {
+        first_entry_id: span[0].meta.id.clone().unwrap(),
+        last_entry_id: span[7].meta.id.clone().unwrap(),
+        end_entry_id: None,
+        messages: span.len(),
+    };
+    let writer = writer(&fixture, Arc::new(DeterministicExtractor::default()));
+    let outcome = writer
+        .archive(
+            TENANT,
+            &skald_engine::memory_write::ArchiveSpan {
+                session_id: SESSION.into(),
+                messages: span,
+                summary: None,
+                range,
+                origin: skald_engine::memory_write::ArchiveOrigin::Upload {
+                    upload_id: "upload-001".into(),
+                },
+                archived: Vec::new(),
+                previous_attempts: 0,
+            },
+            &CancellationToken::new(),
+        )
+        .await;
+    assert!(outcome.is_done(), "{outcome:?}");
+    assert!(outcome.archive.len() >= 2, "{:?}", outcome.archive);
+    assert_eq!(
+        outcome.archive[0].as_str(),
+        format!("viking://session/{SESSION}/archive_001/part_001")
+    );
+    let whole: String = outcome
+        .archive
+        .iter()
+        .map(|uri| fixture.memories.get(TENANT, uri).unwrap().l2)
+        .collect();
+    assert!(whole.contains("line 000000 of the huge build log"));
+    assert!(whole.contains("line 039999 of the huge build log"));
+    assert!(whole.contains("Remember that I prefer tabs"));
+}
