@@ -136,33 +136,37 @@ fn at_half_the_window_an_upload_starts_for_the_older_messages() {
 
 #[test]
 fn an_upload_never_splits_a_tool_call_from_its_result() {
-    let messages = conversation();
+    // A user message arrived between a call and its result (a host that appends as things
+    // happen): keeping only the last turn would cut between them, so the range ends before the
+    // call instead.
+    let mut messages = conversation();
+    let result_at = messages
+        .iter()
+        .position(|m| m.meta.id.as_deref() == Some("t4"))
+        .unwrap();
+    let result = messages.remove(result_at);
+    messages.push(with_id(Message::text(Role::User, "question 7"), "u7"));
+    messages.push(result);
+    messages.push(with_id(Message::text(Role::Assistant, "answer 7"), "a7"));
     let settings = UploadSettings {
         keep_recent_turns: 1,
         ..UploadSettings::default()
     };
-    // Keeping only turn 6, the range ends before u6; with two turns, before u5 — never
-    // between a4 and t4.
-    for keep in 1..=3 {
-        let settings = UploadSettings {
-            keep_recent_turns: keep,
-            ..settings.clone()
-        };
-        let decision = plan_upload(
-            &UploadInputs {
-                messages: &messages,
-                first_uploadable: 1,
-                context_tokens: 600,
-                window_tokens: WINDOW,
-                state: None,
-            },
-            &settings,
-        );
-        let UploadDecision::StartUpload { range, .. } = decision else {
-            panic!("{decision:?}")
-        };
-        assert!(range.end_entry_id.starts_with('u'), "{range:?}");
-    }
+    let decision = plan_upload(
+        &UploadInputs {
+            messages: &messages,
+            first_uploadable: 1,
+            context_tokens: 600,
+            window_tokens: WINDOW,
+            state: None,
+        },
+        &settings,
+    );
+    let UploadDecision::StartUpload { range, indices, .. } = decision else {
+        panic!("{decision:?}");
+    };
+    assert_eq!(range.end_entry_id, "a4", "{range:?}");
+    assert!(!ids(&messages, indices).contains(&"a4"));
 }
 
 #[test]

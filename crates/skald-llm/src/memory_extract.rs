@@ -12,7 +12,9 @@
 //! instructions included). The answer is parsed tolerantly — code fences and text around the
 //! object are ignored, items with an unknown category or no content are left out — but an
 //! answer with no JSON object in it is an [`LlmError::InvalidResponse`] that says so: an
-//! extraction failure is reported, never taken for "nothing to remember".
+//! extraction failure is reported, never taken for "nothing to remember". A span whose transcript
+//! is over the call budget ([`DEFAULT_MAX_PROMPT_CHARS`]) is extracted in several calls, so the
+//! extraction itself never overflows the model.
 
 use std::sync::Arc;
 
@@ -42,6 +44,11 @@ pub const EXTRACTABLE_CATEGORIES: [MemoryCategory; 6] = [
 
 /// The longest text of one message shown to the model (longer ones are cut, marked).
 pub const MAX_MESSAGE_CHARS: usize = 4000;
+
+/// The default budget of one extraction call's transcript, in characters (about 30,000
+/// tokens): a longer span is extracted in several calls, so no call outgrows the model's
+/// context.
+pub const DEFAULT_MAX_PROMPT_CHARS: usize = 120_000;
 
 /// Extracts memories from a span. Object-safe: the engine holds an `Arc<dyn MemoryExtractor>`.
 #[async_trait]
@@ -98,6 +105,7 @@ pub struct LlmExtractor {
     name: String,
     max_output_tokens: u32,
     temperature: Option<f32>,
+    max_prompt_chars: usize,
 }
 
 impl std::fmt::Debug for LlmExtractor {
@@ -118,7 +126,34 @@ impl LlmExtractor {
             name,
             max_output_tokens: 4096,
             temperature: Some(0.0),
+            max_prompt_chars: DEFAULT_MAX_PROMPT_CHARS,
         }
+    }
+
+    /// The transcript budget of one call (at least one message always goes in a call).
+    pub fn with_max_prompt_chars(mut self, chars: usize) -> LlmExtractor {
+        self.max_prompt_chars = chars;
+        self
+    }
+
+    /// The span in consecutive parts whose rendered transcripts fit the budget.
+    pub fn parts<'a>(&self, span: &'a [Message]) -> Vec<&'a [Message]> {
+        let mut parts = Vec::new();
+        let mut start = 0;
+        let mut used = 0;
+        for (index, message) in span.iter().enumerate() {
+            let size = render_span(std::slice::from_ref(message)).chars().count() + 2;
+            if index > start && used + size > self.max_prompt_chars {
+                parts.push(span.get(start..index).unwrap_or(&[]));
+                start = index;
+                used = 0;
+            }
+            used += size;
+        }
+        if start < span.len() {
+            parts.push(span.get(start..).unwrap_or(&[]));
+        }
+        parts
     }
 
     pub fn with_max_output_tokens(mut self, tokens: u32) -> LlmExtractor {
@@ -150,19 +185,24 @@ impl MemoryExtractor for LlmExtractor {
         existing: &[ExistingMemory],
         cancel: &CancellationToken,
     ) -> Result<Vec<MemoryCandidate>, LlmError> {
-        let response = self
-            .model
-            .complete(&self.chat_request(span, existing), cancel)
-            .await?;
-        if let Some(overflow) = response.overflow_error() {
-            return Err(overflow);
+        let mut found = Vec::new();
+        for part in self.parts(span) {
+            let response = self
+                .model
+                .complete(&self.chat_request(part, existing), cancel)
+                .await?;
+            if let Some(overflow) = response.overflow_error() {
+                return Err(overflow);
+            }
+            if response.stop_reason == Some(StopReason::Error) {
+                return Err(LlmError::InvalidResponse {
+                    message: "memory extraction: the model ended its answer with an error"
+                        .to_owned(),
+                });
+            }
+            found.extend(parse_extraction(&response.text(), part, existing)?);
         }
-        if response.stop_reason == Some(StopReason::Error) {
-            return Err(LlmError::InvalidResponse {
-                message: "memory extraction: the model ended its answer with an error".to_owned(),
-            });
-        }
-        parse_extraction(&response.text(), span, existing)
+        Ok(found)
     }
 }
 

@@ -199,3 +199,41 @@ async fn deterministic_extractor_needs_no_model_and_honours_cancel() {
         LlmError::Aborted
     );
 }
+
+#[tokio::test]
+async fn a_long_span_is_extracted_in_several_calls_that_fit_the_budget() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(answer(
+            "{\"memories\": [{\"action\": \"add\", \"category\": \"profile\", \"content\": \"The user is a nurse.\", \"sources\": [1]}]}",
+        ))
+        .mount(&server)
+        .await;
+    let extractor = extractor_for(&server).await.with_max_prompt_chars(1_000);
+    let span: Vec<Message> = (0..6)
+        .map(|i| {
+            let mut message = Message::text(Role::User, format!("{i} {}", "words ".repeat(60)));
+            message.meta.id = Some(format!("e{i}"));
+            message
+        })
+        .collect();
+    let parts = extractor.parts(&span);
+    assert_eq!(
+        parts.len(),
+        3,
+        "two 380-character messages per 1,000-character call"
+    );
+    let found = extractor
+        .extract(&span, &[], &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 3);
+    // Each call's message numbers name its own part's messages.
+    let sources: Vec<&str> = found
+        .iter()
+        .map(|c| c.source_entry_ids[0].as_str())
+        .collect();
+    assert_eq!(sources, ["e0", "e2", "e4"]);
+    assert_eq!(request_count(&server).await, 3);
+}
