@@ -98,6 +98,16 @@ fn assistant_confirmation_is_a_source_and_fills_a_bare_request() {
 }
 
 #[test]
+fn advice_to_the_listener_is_not_a_request_but_a_standing_rule_is() {
+    assert!(extract(&[user("u1", "Remember to stay positive and motivate others.")]).is_empty());
+    let rule = only(&[user(
+        "u2",
+        "Remember to always run cargo fmt before a commit.",
+    )]);
+    assert_eq!(rule.kind, ExtractionKind::Remember);
+}
+
+#[test]
 fn assistant_text_alone_is_never_a_memory() {
     assert!(
         extract(&[assistant(

@@ -365,6 +365,12 @@ fn remember_fact(body: &str) -> Option<String> {
     if !fact.chars().any(char::is_alphanumeric) {
         return Some(String::new());
     }
+    // "Remember to stay positive" is advice to the listener, not a fact; "remember to always
+    // run fmt" is a standing rule.
+    let lower = fact.to_lowercase();
+    if lower.starts_with("to ") && !(lower.contains(" always ") || lower.contains(" never ")) {
+        return None;
+    }
     Some(fact.to_owned())
 }
 
