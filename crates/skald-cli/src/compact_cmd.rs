@@ -1,7 +1,10 @@
 //! `skald compact`: a manual compaction of a stored session through `skald_engine::compact`,
 //! with the summarizer the configuration names (an LLM, else the extractive one), Ctrl-C wired
 //! to the engine's cancellation token, and the typed outcome printed. `--compare` hands over to
-//! [`crate::compare_cmd`].
+//! [`crate::compare_cmd`]. After a compaction the compacted span is archived under
+//! `viking://session/{id}/archive_NNN` and its memories extracted
+//! (`skald_engine::memory_write::archive_compacted_span`; `--no-archive` skips it), with the
+//! deterministic extractor unless `--extract-with llm` names the summary model.
 //!
 //! Exit status: 0 when the session was compacted or the compaction was skipped (nothing to do is
 //! not a failure), [`EXIT_CANCELLED`] when work started and was abandoned (the session is
@@ -18,7 +21,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::Value;
 use skald_core::compaction::{CancelReason, CompactionOutcome, CompactionTrigger};
+use skald_core::memory::write::WriteSettings;
 use skald_engine::compact::{CompactRequest, CompactResult, compact_session};
+use skald_engine::memory_write::{ArchiveOutcome, MemoryWriter, archive_compacted_span};
+use skald_llm::{DeterministicExtractor, LlmExtractor, MemoryExtractor, client_from_config};
+use skald_store::SqliteMemoryStore;
 use skald_store::sessions::SessionStore;
 use skald_store::{DATABASE_FILE, RefSettings, SqliteRefStore};
 use tokio_util::sync::CancellationToken;
@@ -68,6 +75,16 @@ pub struct CompactArgs {
     /// (`<session>.<n>.<summary>.md`).
     #[arg(long, value_name = "DIR", requires = "compare")]
     pub save_summaries: Option<PathBuf>,
+    /// Do not archive the compacted span to long-term memory nor extract memories from it.
+    #[arg(long, conflicts_with = "compare")]
+    pub no_archive: bool,
+    /// What extracts memories from the compacted span: `deterministic` (patterns, no LLM) or
+    /// `llm` (the model of [llm.summary], else [llm]).
+    #[arg(long, value_name = "EXTRACTOR", default_value = "deterministic", value_parser = ["deterministic", "llm"])]
+    pub extract_with: String,
+    /// The user whose memories are written (`viking://user/{user}/…`).
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub user: String,
 }
 
 /// What `skald compact` prints.
@@ -95,6 +112,13 @@ pub struct CompactReport {
     pub window_tokens: u64,
     /// What the compaction did (stages, calls, quality audit, identifiers, files).
     pub details: Option<Value>,
+    /// The archive of the compacted span and the memories extracted from it (also recorded in
+    /// the session; a failure is retried by the next archive).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_archive: Option<ArchiveOutcome>,
+    /// The archive could not even be recorded (the stores failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_error: Option<String>,
 }
 
 impl CompactReport {
@@ -139,6 +163,8 @@ impl CompactReport {
             summarizer: result.summarizer,
             window_tokens,
             details,
+            memory_archive: None,
+            memory_error: None,
         }
     }
 }
@@ -224,7 +250,25 @@ pub fn run(args: &CompactArgs, home: &Home, config: &Config, mode: Mode) -> Resu
             ..
         }
     );
-    let report = CompactReport::new(session_id, &args.tenant, window_tokens, result);
+    let archive = if result.checkpoint_entry_id.is_some() && !args.no_archive {
+        let progress = self::spinner(mode, "archiving the compacted span");
+        let archived = archive_span(
+            args, home, config, &sessions, session_id, &result, &runtime, &cancel,
+        );
+        progress.finish_and_clear();
+        Some(archived)
+    } else {
+        None
+    };
+    let mut report = CompactReport::new(session_id, &args.tenant, window_tokens, result);
+    match archive {
+        Some(Ok(outcome)) => report.memory_archive = outcome,
+        Some(Err(error)) => {
+            eprintln!("skald: the compaction was written but its span was not archived: {error:#}");
+            report.memory_error = Some(format!("{error:#}"));
+        }
+        None => {}
+    }
     match mode {
         Mode::Json => output::emit(mode, &report, |_| output::table(&[]))?,
         Mode::Table => print!("{}", render(&report)),
@@ -243,6 +287,47 @@ pub fn run(args: &CompactArgs, home: &Home, config: &Config, mode: Mode) -> Resu
         }
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// Archives the span a compaction replaced and extracts its memories into the memory store in
+/// the same database file.
+#[allow(clippy::too_many_arguments)]
+fn archive_span(
+    args: &CompactArgs,
+    home: &Home,
+    config: &Config,
+    sessions: &dyn SessionStore,
+    session_id: &str,
+    result: &CompactResult,
+    runtime: &tokio::runtime::Runtime,
+    cancel: &CancellationToken,
+) -> Result<Option<ArchiveOutcome>> {
+    let extractor: std::sync::Arc<dyn MemoryExtractor> = match args.extract_with.as_str() {
+        "llm" => {
+            let provider = config.llm.summary_or_chat().context(
+                "--extract-with llm needs a model: configure [llm] (or [llm.summary]) in skald.toml",
+            )?;
+            std::sync::Arc::new(LlmExtractor::new(client_from_config(provider)?))
+        }
+        _ => std::sync::Arc::new(DeterministicExtractor::default()),
+    };
+    let path = home.path.join(DATABASE_FILE);
+    let memories = SqliteMemoryStore::open(&path)
+        .with_context(|| format!("cannot open the memory store {}", path.display()))?;
+    let settings = WriteSettings {
+        user: args.user.clone(),
+        ..WriteSettings::default()
+    };
+    let writer = MemoryWriter::new(std::sync::Arc::new(memories), extractor, settings)?;
+    Ok(runtime.block_on(archive_compacted_span(
+        sessions,
+        &writer,
+        &args.tenant,
+        session_id,
+        result,
+        None,
+        cancel,
+    ))?)
 }
 
 /// A spinner on stderr while work runs, only for a person at a terminal.
@@ -294,6 +379,22 @@ fn render(report: &CompactReport) -> String {
                 report.rewritten_entries
             ),
         ]);
+    }
+    if let Some(archive) = &report.memory_archive {
+        let uris: Vec<&str> = archive.archive.iter().map(|uri| uri.as_str()).collect();
+        table.add_row(vec![
+            "archive".to_owned(),
+            if uris.is_empty() {
+                "-".to_owned()
+            } else {
+                uris.join("\n")
+            },
+        ]);
+        let memories = match (&archive.error, archive.memories.len()) {
+            (Some(error), _) => format!("extraction failed (recorded, retried next time): {error}"),
+            (None, count) => format!("{count} written by {}", archive.extractor),
+        };
+        table.add_row(vec!["memories".to_owned(), memories]);
     }
     let mut out = format!("{table}\n");
     if let Some(summary) = &report.summary {

@@ -104,10 +104,16 @@ fn import_compact_then_context_starts_from_the_summary() {
     assert_eq!(report["details"]["trigger"], "manual");
     assert_eq!(report["details"]["preserved_messages"], 12);
 
-    // Only the checkpoint was appended, and the leaf is on it.
+    // The checkpoint was appended, then the record of the span's archive (a custom entry,
+    // never in the context) as its child.
     let (entries, leaf) = entries_and_leaf(home.path());
-    assert_eq!(entries, 25);
-    assert_eq!(leaf, checkpoint);
+    assert_eq!(entries, 26);
+    assert_ne!(leaf, checkpoint);
+    assert_eq!(report["memory_archive"]["status"], "done");
+    assert_eq!(
+        report["memory_archive"]["archive"][0],
+        format!("viking://session/{SESSION_ID}/archive_001")
+    );
 
     // The model now sees the summary, then the kept entries (the last three user turns).
     let context = json(&skald(

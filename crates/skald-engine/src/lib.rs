@@ -1,8 +1,9 @@
 //! skald's context engine: the pipeline run over a session for each model request
-//! ([`assemble`]), compaction of a stored session ([`compact`]), one model call with overflow
-//! recovery ([`complete_turn`]), the executor of `fetch_original_data` ([`execute_fetch`]),
-//! long-term memory — recall, session-start injection, skill and tool memories, the memory
-//! tools ([`memory`]) —, and
+//! ([`assemble`]), compaction of a stored session ([`compact`]), the memory write path
+//! ([`memory_write`]: archives and memory extraction after compaction, the two-threshold
+//! upload), one model call with overflow recovery ([`complete_turn`]), the executor of
+//! `fetch_original_data` ([`execute_fetch`]), long-term memory — recall, session-start
+//! injection, skill and tool memories, the memory tools ([`memory`]) —, and
 //! [`replay`], which re-creates every model call of a real transcript under each policy and
 //! measures tokens, prompt-cache use, cost and what the model could still see or fetch.
 //!
@@ -37,6 +38,7 @@ mod assemble;
 pub mod compact;
 mod fetch;
 pub mod memory;
+pub mod memory_write;
 pub mod recovery;
 pub mod replay;
 mod session;
@@ -44,9 +46,12 @@ mod session;
 pub use accounting::{CacheAccount, Pricing, RequestBill, Segment};
 pub use assemble::{AssembleReport, AssembleRequest, Assembled, StageTimings, assemble};
 pub use fetch::{FetchOutput, execute_fetch};
+pub use memory_write::{
+    MemoryWriter, UploadDriver, archive_compacted_span, retry_pending_extractions,
+};
 pub use recovery::{
-    CONTEXT_OVERFLOW_MESSAGE, RecoveryError, RecoveryReport, RecoverySettings, TurnContext,
-    TurnOutcome, complete_turn,
+    CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, RecoveryError, RecoveryReport, RecoverySettings,
+    TurnContext, TurnOutcome, complete_turn, complete_turn_with_memory,
 };
 pub use session::SessionState;
 

@@ -22,6 +22,9 @@
 //! limit or an auth failure is never taken for an overflow, and nothing is retried that the
 //! client did not already retry.
 //!
+//! [`complete_turn_with_memory`] adds the memory write path ([`MemoryHooks`]): the two-threshold
+//! upload before the first call, and the archive and extraction of every compacted span.
+//!
 //! What the user gave is never lost: compaction appends a checkpoint, truncation forks a branch
 //! (the old one stays readable), and nothing is written after the caller cancels.
 //!
@@ -86,6 +89,9 @@ use tokio_util::sync::CancellationToken;
 use crate::EngineError;
 use crate::assemble::{AssembleRequest, assemble};
 use crate::compact::{CompactRequest, compact_session, session_context};
+use crate::memory_write::{
+    ArchiveOutcome, MemoryWriter, UploadDriver, UploadStep, archive_compacted_span,
+};
 use crate::session::SessionState;
 
 pub use truncation::{AGGREGATE_FLOOR_CHARS, TruncationSummary};
@@ -236,6 +242,10 @@ pub struct CompactionRecord {
     pub checkpoint_entry_id: Option<String>,
     /// A summarizer call of this compaction itself failed with a context overflow.
     pub summarizer_overflowed: bool,
+    /// The archive and memory extraction of the compacted span, when a memory writer was
+    /// given ([`complete_turn_with_memory`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_archive: Option<ArchiveOutcome>,
 }
 
 impl CompactionRecord {
@@ -277,6 +287,13 @@ pub struct RecoveryReport {
     /// Threshold and overflow compactions, with their outcomes.
     pub compactions: Vec<CompactionRecord>,
     pub truncation: Option<TruncationRecord>,
+    /// What the two-threshold upload did before the first call, when a driver was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upload: Option<UploadStep>,
+    /// The memory write path could not record something (the session store failed); the turn
+    /// went on without it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub memory_errors: Vec<String>,
 }
 
 impl RecoveryReport {
@@ -374,6 +391,29 @@ pub async fn complete_turn(
     state: &mut SessionState,
     cancel: &CancellationToken,
 ) -> Result<TurnOutcome, RecoveryError> {
+    complete_turn_with_memory(ctx, MemoryHooks::default(), state, cancel).await
+}
+
+/// The long-term memory write path around a turn (seed 002, Component 1). Both optional.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemoryHooks<'a> {
+    /// Archives and extracts the span of every compaction the turn makes.
+    pub writer: Option<&'a MemoryWriter>,
+    /// Consulted before the first call: the two-threshold background upload.
+    pub uploads: Option<&'a UploadDriver>,
+}
+
+/// [`complete_turn`] with the memory write path: before the first call the upload driver (if
+/// any) runs its planner on the request's size, and after every compaction that wrote a
+/// checkpoint the writer (if any) archives the compacted span and extracts its memories. A
+/// failure of the write path never fails the turn: it is recorded in the session (and retried)
+/// or, when even that failed, listed in [`RecoveryReport::memory_errors`].
+pub async fn complete_turn_with_memory(
+    ctx: &TurnContext<'_>,
+    memory: MemoryHooks<'_>,
+    state: &mut SessionState,
+    cancel: &CancellationToken,
+) -> Result<TurnOutcome, RecoveryError> {
     ctx.settings.validate()?;
     let mut turn = Turn {
         report: RecoveryReport::default(),
@@ -389,6 +429,26 @@ pub async fn complete_turn(
             return Err(turn.aborted());
         }
         let mut call = prepare_call(ctx, state)?;
+        if let (Some(uploads), 1) = (memory.uploads, iteration) {
+            match uploads
+                .before_request(
+                    ctx.sessions,
+                    ctx.tenant,
+                    ctx.session_id,
+                    call.request_tokens,
+                    ctx.window_tokens,
+                )
+                .await
+            {
+                Ok(step) => {
+                    if step.dropped.is_some() {
+                        call = prepare_call(ctx, state)?;
+                    }
+                    turn.report.upload = Some(step);
+                }
+                Err(error) => turn.report.memory_errors.push(error.to_string()),
+            }
+        }
         let mut compacted_this_attempt = false;
         if !turn.threshold_checked {
             // Once per turn: a context still over the threshold after compacting would trigger
@@ -397,6 +457,8 @@ pub async fn complete_turn(
             if should_compact(call.request_tokens, ctx.window_tokens, ctx.compaction) {
                 let record = run_compaction(
                     ctx,
+                    memory,
+                    &mut turn.report.memory_errors,
                     state,
                     CompactionTrigger::Threshold,
                     ctx.window_tokens,
@@ -476,6 +538,8 @@ pub async fn complete_turn(
             let window = compaction_window(ctx.window_tokens, limit_tokens, ctx.compaction);
             let compaction = run_compaction(
                 ctx,
+                memory,
+                &mut turn.report.memory_errors,
                 state,
                 CompactionTrigger::Overflow,
                 window,
@@ -682,8 +746,11 @@ fn compaction_window(window: u64, limit: Option<u64>, settings: &CompactionSetti
 
 /// Runs one compaction through a summarizer that notes whether a summary call overflowed, and
 /// lets the session state know about refs a tail truncation stored.
+#[allow(clippy::too_many_arguments)]
 async fn run_compaction(
     ctx: &TurnContext<'_>,
+    memory: MemoryHooks<'_>,
+    memory_errors: &mut Vec<String>,
     state: &mut SessionState,
     trigger: CompactionTrigger,
     window_tokens: u64,
@@ -717,6 +784,23 @@ async fn run_compaction(
             }
         }
     }
+    let mut memory_archive = None;
+    if let (Some(writer), Some(_)) = (memory.writer, &result.checkpoint_entry_id) {
+        match archive_compacted_span(
+            ctx.sessions,
+            writer,
+            ctx.tenant,
+            ctx.session_id,
+            &result,
+            ctx.system_prompt,
+            cancel,
+        )
+        .await
+        {
+            Ok(outcome) => memory_archive = outcome,
+            Err(error) => memory_errors.push(error.to_string()),
+        }
+    }
     Ok(CompactionRecord {
         attempt,
         trigger,
@@ -724,6 +808,7 @@ async fn run_compaction(
         outcome: result.outcome,
         checkpoint_entry_id: result.checkpoint_entry_id,
         summarizer_overflowed: watch.overflowed.load(Ordering::Relaxed),
+        memory_archive,
     })
 }
 

@@ -976,3 +976,87 @@ async fn an_unknown_session_is_an_error_before_any_call() {
     assert!(error.report().is_none());
     assert_eq!(bodies(&env.server).await.len(), 0);
 }
+
+// ------------------------------------------------------------------------------------------
+// The memory write path around a turn
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn with_a_memory_writer_the_compacted_span_is_archived_and_the_turn_goes_on() {
+    use skald_core::memory::write::WriteSettings;
+    use skald_engine::memory_write::{ExtractionStatus, MemoryWriter, UploadDriver};
+    use skald_engine::recovery::{MemoryHooks, complete_turn_with_memory};
+    use skald_llm::DeterministicExtractor;
+    use skald_store::memories::{MemoryStore, SqliteMemoryStore};
+
+    let env = env(
+        &[8_000, 8_000, 8_000, 300, 300, 300],
+        vec![overflow(8_192, 9_000), answer("Every build fails to link.")],
+    )
+    .await;
+    let setup = Setup::new(8_192, 512);
+    let memories = Arc::new(SqliteMemoryStore::in_memory().unwrap());
+    let writer = MemoryWriter::new(
+        memories.clone(),
+        Arc::new(DeterministicExtractor::default()),
+        WriteSettings::default(),
+    )
+    .unwrap();
+    let uploads = UploadDriver::new(writer.clone());
+    let ctx = TurnContext {
+        sessions: &env.sessions,
+        refs: &env.refs,
+        tenant: TENANT,
+        session_id: SESSION,
+        model: &env.model,
+        summarizer: &ExtractiveSummarizer::default(),
+        policy: &setup.policy,
+        compaction: &setup.compaction,
+        window_tokens: setup.window,
+        system_prompt: Some(SYSTEM_PROMPT),
+        tools: &[],
+        max_output_tokens: Some(1_000),
+        temperature: None,
+        fetch_available: true,
+        now_ms: 1_770_000_000_000,
+        agents_md: None,
+        settings: &setup.settings,
+    };
+    let hooks = MemoryHooks {
+        writer: Some(&writer),
+        uploads: Some(&uploads),
+    };
+    let outcome = complete_turn_with_memory(
+        &ctx,
+        hooks,
+        &mut SessionState::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.response.text(), "Every build fails to link.");
+    let report = &outcome.recovery;
+    assert!(
+        report.memory_errors.is_empty(),
+        "{:?}",
+        report.memory_errors
+    );
+    // The request was over half the window: the upload driver ran first.
+    assert!(report.upload.is_some());
+    let compaction = report
+        .compactions
+        .iter()
+        .find(|record| record.is_compacted())
+        .unwrap();
+    let archive = compaction.memory_archive.as_ref().unwrap();
+    assert_eq!(archive.status, ExtractionStatus::Done, "{archive:?}");
+    let stored = memories.get(TENANT, &archive.archive[0]).unwrap();
+    assert!(stored.l2.contains(SYSTEM_PROMPT));
+    assert!(
+        archive.archive[0]
+            .as_str()
+            .starts_with(&format!("viking://session/{SESSION}/archive_")),
+        "{}",
+        archive.archive[0]
+    );
+}

@@ -10,6 +10,9 @@
 //! - [`retry`] is the backoff policy, [`error`] the typed errors, [`overflow`] the pure
 //!   classification of provider error messages;
 //! - [`summarizer`] holds [`Summarizer`] and [`LlmSummarizer`];
+//! - [`memory_extract`] holds [`MemoryExtractor`], the seam the memory write path extracts
+//!   long-term memories through: [`LlmExtractor`] (structured output, told about similar stored
+//!   memories) and [`DeterministicExtractor`] (no LLM);
 //! - [`embed`] holds [`Embedder`], the `[embedding]` table ([`EmbeddingConfig`]),
 //!   [`OpenAiEmbedder`] (any `/v1/embeddings` server) and, with the `local-embeddings` cargo
 //!   feature (off by default: it adds candle and tokenizers to the build), `LocalEmbedder`, a
@@ -153,6 +156,7 @@ pub mod config;
 pub mod embed;
 pub mod error;
 mod http;
+pub mod memory_extract;
 pub mod openai;
 pub mod overflow;
 pub mod retry;
@@ -171,6 +175,7 @@ pub use embed::{
     OpenAiEmbeddingConfig, embedder_from_config,
 };
 pub use error::LlmError;
+pub use memory_extract::{DeterministicExtractor, LlmExtractor, MemoryExtractor};
 pub use openai::OpenAiCompatible;
 pub use overflow::{ErrorClass, classify_error, parse_overflow_counts};
 pub use retry::{FixedJitter, JitterSource, RandomJitter, RetryPolicy};

@@ -2,7 +2,8 @@
 //! the L0/L1 levels derived without an LLM ([`levels`]), duplicate detection ([`dedup`]), query
 //! analysis for full-text search ([`query`]) and reciprocal rank fusion ([`fusion`]); recall and
 //! session-start injection ([`recall`]), the agent's memory tools ([`tools`]), and tool and
-//! skill memories ([`usage`]).
+//! skill memories ([`usage`]); on the write path, the deterministic extractor ([`extract`]), the
+//! two-threshold upload planner ([`upload`]) and the write settings ([`write`]).
 //!
 //! The store (`skald_store::memories`) keeps the entries; everything here is a computation on
 //! values, so the store, the engine's recall and the CLI agree on what a URI, a duplicate or a
@@ -27,10 +28,13 @@
 //! ```
 
 pub mod dedup;
+pub mod extract;
 pub mod fusion;
 pub mod levels;
 pub mod query;
 pub mod recall;
 pub mod tools;
+pub mod upload;
 pub mod uri;
 pub mod usage;
+pub mod write;
