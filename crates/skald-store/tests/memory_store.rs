@@ -1078,3 +1078,19 @@ fn recent_writes_list_adds_updates_merges_and_forgets_newest_first() {
         Err(MemoryError::InvalidInput { field: "limit", .. })
     ));
 }
+
+#[test]
+fn a_small_store_still_finds_matches_when_other_query_words_match_nothing() {
+    let (store, _) = store();
+    add(
+        &store,
+        "viking://user/alice/memories/profile/allergy.md",
+        "Alice is allergic to peanuts",
+    );
+    // "peanuts" is in every row (no IDF) and "allergy" stems differently from "allergic" (in
+    // no row): the words that match are kept.
+    let hits = store
+        .search("acme", &SearchQuery::text("peanuts allergy", 5))
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+}

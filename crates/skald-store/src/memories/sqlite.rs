@@ -1021,8 +1021,8 @@ impl SqliteMemoryStore {
     ///
     /// FTS5's BM25 gives a term found in half the indexed rows or more an IDF of 10⁻⁶
     /// (`log((N - n + 0.5) / (n + 0.5))` clamped), so it adds nothing to any score but makes
-    /// FTS5 score every row it is in (a user's name in all of their memories). Such terms are
-    /// dropped, unless every term is one.
+    /// FTS5 score every row it is in (a user's name in all of their memories). Such terms, and
+    /// terms in no row, are dropped, unless no term is left.
     fn informative_terms<'a>(
         &self,
         tx: &Connection,
@@ -1087,7 +1087,9 @@ impl SqliteMemoryStore {
                     rows
                 }
             };
-            if 2 * rows < counts.indexed {
+            // A term in no row matches nothing; counting it as informative would drop the
+            // terms that do match (a small store, where every match is in half the rows).
+            if rows > 0 && 2 * rows < counts.indexed {
                 kept.push(term.as_str());
             }
         }
