@@ -909,6 +909,78 @@ mod tests {
         assert_eq!(parse_session_date("sometime"), None);
     }
 
+    /// Bag of words hashed into 64 buckets: texts sharing words point the same way.
+    struct WordsEmbedder;
+
+    #[async_trait::async_trait]
+    impl skald_llm::Embedder for WordsEmbedder {
+        fn name(&self) -> &str {
+            "words"
+        }
+
+        fn dimensions(&self) -> Option<usize> {
+            Some(64)
+        }
+
+        async fn embed(
+            &self,
+            texts: &[String],
+            _cancel: &tokio_util::sync::CancellationToken,
+        ) -> Result<Vec<Vec<f32>>, skald_llm::LlmError> {
+            Ok(texts
+                .iter()
+                .map(|text| {
+                    let mut vector = vec![0.001_f32; 64];
+                    for word in text.split(|c: char| !c.is_alphanumeric()) {
+                        let word = word.to_lowercase();
+                        if word.len() > 3 {
+                            let bucket = word.bytes().map(usize::from).sum::<usize>() % 64;
+                            vector[bucket] += 1.0;
+                        }
+                    }
+                    skald_llm::embed::l2_normalize(&mut vector);
+                    vector
+                })
+                .collect())
+        }
+    }
+
+    #[test]
+    fn hybrid_evaluation_embeds_memories_and_questions() {
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/locomo/tiny.json"
+        );
+        let conversations =
+            parse_locomo(&std::fs::read_to_string(fixture).unwrap(), &HashMap::new()).unwrap();
+        let args = LocomoArgs {
+            file: PathBuf::from(fixture),
+            errors: None,
+            context_before: 2,
+            context_after: 1,
+            no_date_ranking: false,
+            directory_weight: None,
+            l1_weight: None,
+            path_weight: None,
+            embedder: false,
+            model_dir: None,
+        };
+        let embedding = Embedding::new(std::sync::Arc::new(WordsEmbedder)).unwrap();
+        let hybrid = evaluate(
+            &conversations,
+            &args,
+            Some(&embedding),
+            &ProgressBar::hidden(),
+        )
+        .unwrap();
+        assert_eq!(hybrid.mode, "hybrid");
+        assert_eq!(hybrid.embedder.as_deref(), Some("words"));
+        let text = evaluate(&conversations, &args, None, &ProgressBar::hidden()).unwrap();
+        assert_eq!(text.mode, "full-text");
+        assert_eq!(hybrid.questions_scored, text.questions_scored);
+        assert!(hybrid.turn_recall_at_10 > 0.0);
+    }
+
     #[test]
     fn recall_counts_turns_and_distinct_sessions() {
         let turn = |session, turn| TurnRef { session, turn };
