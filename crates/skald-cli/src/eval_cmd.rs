@@ -909,42 +909,6 @@ mod tests {
         assert_eq!(parse_session_date("sometime"), None);
     }
 
-    /// Bag of words hashed into 64 buckets: texts sharing words point the same way.
-    struct WordsEmbedder;
-
-    #[async_trait::async_trait]
-    impl skald_llm::Embedder for WordsEmbedder {
-        fn name(&self) -> &str {
-            "words"
-        }
-
-        fn dimensions(&self) -> Option<usize> {
-            Some(64)
-        }
-
-        async fn embed(
-            &self,
-            texts: &[String],
-            _cancel: &tokio_util::sync::CancellationToken,
-        ) -> Result<Vec<Vec<f32>>, skald_llm::LlmError> {
-            Ok(texts
-                .iter()
-                .map(|text| {
-                    let mut vector = vec![0.001_f32; 64];
-                    for word in text.split(|c: char| !c.is_alphanumeric()) {
-                        let word = word.to_lowercase();
-                        if word.len() > 3 {
-                            let bucket = word.bytes().map(usize::from).sum::<usize>() % 64;
-                            vector[bucket] += 1.0;
-                        }
-                    }
-                    skald_llm::embed::l2_normalize(&mut vector);
-                    vector
-                })
-                .collect())
-        }
-    }
-
     #[test]
     fn hybrid_evaluation_embeds_memories_and_questions() {
         let fixture = concat!(
@@ -965,7 +929,8 @@ mod tests {
             embedder: false,
             model_dir: None,
         };
-        let embedding = Embedding::new(std::sync::Arc::new(WordsEmbedder)).unwrap();
+        let embedding =
+            Embedding::new(std::sync::Arc::new(crate::memory_cmd::WordsEmbedder)).unwrap();
         let hybrid = evaluate(
             &conversations,
             &args,

@@ -340,10 +340,38 @@ fn search(
     }
     let embedding = Embedding::from_config(config)?;
     let store = open_store(home)?;
+    let report = search_store(&store, text, filter, limit, identity, embedding.as_ref())?;
+    output::emit(mode, &report, |report| {
+        let mut table = output::table(&["#", "uri", "category", "score", "abstract"]);
+        for row in &report.results {
+            table.add_row(vec![
+                row.rank.to_string(),
+                row.uri.to_string(),
+                row.category.to_string(),
+                format!("{:.4}", row.score),
+                row.l0.clone(),
+            ]);
+        }
+        table
+    })?;
+    if mode == Mode::Table && report.results.is_empty() {
+        println!("no results for {:?} ({})", report.query, report.mode);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn search_store(
+    store: &dyn MemoryStore,
+    text: &str,
+    filter: SearchFilter,
+    limit: usize,
+    identity: &Identity,
+    embedding: Option<&Embedding>,
+) -> Result<SearchReport> {
     // Other users' and agents' memories of the tenant are not this identity's: ask for more and
     // keep the first `limit` that are.
     let mut query = SearchQuery::text(text, (limit * 4).min(400)).with_filter(filter);
-    if let Some(embedding) = &embedding {
+    if let Some(embedding) = embedding {
         query = query.with_vector(embedding.embed_one(text)?);
     }
     let hits: Vec<SearchHit> = match store.search(&identity.tenant, &query) {
@@ -368,33 +396,16 @@ fn search(
             updated_at: iso(hit.memory.updated_at_ms),
         })
         .collect();
-    let report = SearchReport {
+    Ok(SearchReport {
         query: text.to_owned(),
         mode: if embedding.is_some() {
             "hybrid"
         } else {
             "full-text"
         },
-        embedder: embedding.as_ref().map(|e| e.name().to_owned()),
+        embedder: embedding.map(|e| e.name().to_owned()),
         results,
-    };
-    output::emit(mode, &report, |report| {
-        let mut table = output::table(&["#", "uri", "category", "score", "abstract"]);
-        for row in &report.results {
-            table.add_row(vec![
-                row.rank.to_string(),
-                row.uri.to_string(),
-                row.category.to_string(),
-                format!("{:.4}", row.score),
-                row.l0.clone(),
-            ]);
-        }
-        table
-    })?;
-    if mode == Mode::Table && report.results.is_empty() {
-        println!("no results for {:?} ({})", report.query, report.mode);
-    }
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -852,38 +863,12 @@ pub fn run_remember(
     mode: Mode,
 ) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
-    let content = args.content.trim();
-    if content.is_empty() {
+    if args.content.trim().is_empty() {
         bail!("--content is empty; say what to remember");
     }
-    let uri = identity
-        .category_dir(args.memory_type.category())?
-        .join(&memory_file_name(content))?;
-    let mut memory = NewMemory::new(uri.clone(), content);
-    if let Some(priority) = args.priority {
-        memory = memory.with_priority(priority);
-    }
     let embedding = Embedding::from_config(config)?;
-    if let Some(embedding) = &embedding {
-        memory = memory.with_embedding(embedding.embed_one(content)?);
-    }
     let store = open_store(home)?;
-    let outcome = store.add(&identity.tenant, memory)?;
-    let (name, duplicate) = match &outcome {
-        AddOutcome::Added(_) => ("added", None),
-        AddOutcome::Merged(merge) => ("merged", Some(merge.kind)),
-    };
-    let stored = outcome.memory();
-    let report = RememberReport {
-        outcome: name,
-        uri: stored.uri.clone(),
-        requested_uri: uri,
-        duplicate,
-        category: stored.category,
-        l0: stored.l0.clone(),
-        priority: stored.priority,
-        embedded: stored.embedding_dimensions.is_some(),
-    };
+    let report = remember(&store, args, &identity, embedding.as_ref())?;
     output::emit(mode, &report, |report| {
         let mut table = output::table(&["outcome", "uri", "abstract"]);
         table.add_row(vec![
@@ -894,6 +879,41 @@ pub fn run_remember(
         table
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn remember(
+    store: &dyn MemoryStore,
+    args: &RememberArgs,
+    identity: &Identity,
+    embedding: Option<&Embedding>,
+) -> Result<RememberReport> {
+    let content = args.content.trim();
+    let uri = identity
+        .category_dir(args.memory_type.category())?
+        .join(&memory_file_name(content))?;
+    let mut memory = NewMemory::new(uri.clone(), content);
+    if let Some(priority) = args.priority {
+        memory = memory.with_priority(priority);
+    }
+    if let Some(embedding) = embedding {
+        memory = memory.with_embedding(embedding.embed_one(content)?);
+    }
+    let outcome = store.add(&identity.tenant, memory)?;
+    let (name, duplicate) = match &outcome {
+        AddOutcome::Added(_) => ("added", None),
+        AddOutcome::Merged(merge) => ("merged", Some(merge.kind)),
+    };
+    let stored = outcome.memory();
+    Ok(RememberReport {
+        outcome: name,
+        uri: stored.uri.clone(),
+        requested_uri: uri,
+        duplicate,
+        category: stored.category,
+        l0: stored.l0.clone(),
+        priority: stored.priority,
+        embedded: stored.embedding_dimensions.is_some(),
+    })
 }
 
 #[derive(Debug, Args)]
@@ -941,10 +961,108 @@ pub fn run_forget(args: &ForgetArgs, home: &Home, config: &Config, mode: Mode) -
     Ok(ExitCode::SUCCESS)
 }
 
+/// A deterministic embedder for tests: words (longer than 3 characters) hashed into 64
+/// buckets, so texts that share words point the same way.
+#[cfg(test)]
+pub struct WordsEmbedder;
+
+#[cfg(test)]
+#[async_trait::async_trait]
+impl Embedder for WordsEmbedder {
+    fn name(&self) -> &str {
+        "words"
+    }
+
+    fn dimensions(&self) -> Option<usize> {
+        Some(64)
+    }
+
+    async fn embed(
+        &self,
+        texts: &[String],
+        _cancel: &CancellationToken,
+    ) -> Result<Vec<Vec<f32>>, skald_llm::LlmError> {
+        Ok(texts
+            .iter()
+            .map(|text| {
+                let mut vector = vec![0.001_f32; 64];
+                for word in text.split(|c: char| !c.is_alphanumeric()) {
+                    let word = word.to_lowercase();
+                    if word.len() > 3 {
+                        let bucket = word.bytes().map(usize::from).sum::<usize>() % 64;
+                        if let Some(slot) = vector.get_mut(bucket) {
+                            *slot += 1.0;
+                        }
+                    }
+                }
+                skald_llm::embed::l2_normalize(&mut vector);
+                vector
+            })
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn with_an_embedder_remember_stores_vectors_and_search_is_hybrid() {
+        let store = SqliteMemoryStore::in_memory().unwrap();
+        let embedding = Embedding::new(Arc::new(WordsEmbedder)).unwrap();
+        let identity = Identity::resolve(
+            &IdentityArgs {
+                user: None,
+                agent: None,
+                tenant: None,
+            },
+            &Config::default(),
+        )
+        .unwrap();
+        let remember_args = |content: &str| RememberArgs {
+            content: content.to_owned(),
+            memory_type: MemoryType::Preferences,
+            priority: None,
+            identity: IdentityArgs {
+                user: None,
+                agent: None,
+                tenant: None,
+            },
+        };
+        let report = remember(
+            &store,
+            &remember_args("The user prefers dark themes everywhere"),
+            &identity,
+            Some(&embedding),
+        )
+        .unwrap();
+        assert!(report.embedded);
+        remember(
+            &store,
+            &remember_args("The user drinks green tea"),
+            &identity,
+            Some(&embedding),
+        )
+        .unwrap();
+        let filter = SearchFilter::default();
+        let found = search_store(
+            &store,
+            "dark themes",
+            filter,
+            5,
+            &identity,
+            Some(&embedding),
+        )
+        .unwrap();
+        assert_eq!(found.mode, "hybrid");
+        assert_eq!(found.embedder.as_deref(), Some("words"));
+        assert_eq!(
+            found.results.first().map(|row| row.uri.clone()),
+            Some(report.uri)
+        );
+        assert_eq!(store.stats("default").unwrap().with_embedding, 2);
+    }
 
     #[test]
     fn remembered_names_are_stable_slugs_with_a_content_hash() {
