@@ -764,8 +764,8 @@ pub fn run_history(
         let mut table = output::table(&["when", "action", "uri", "abstract"]);
         for row in rows {
             let uri = match &row.requested_uri {
-                Some(requested) => format!("{requested} → {}", row.uri),
-                None => row.uri.to_string(),
+                Some(requested) if *requested != row.uri => format!("{requested} → {}", row.uri),
+                Some(_) | None => row.uri.to_string(),
             };
             table.add_row(vec![
                 row.at.clone(),
