@@ -26,13 +26,13 @@ use skald_core::memory::chunk::{
 };
 use skald_core::memory::levels::{MAX_ABSTRACT_CHARS, cut_at_word, derive_abstract};
 use skald_core::memory::uri::{MAX_DEPTH, MAX_SEGMENT_LEN, MemoryCategory, MemoryUri};
-use skald_store::memories::{
-    AddOutcome, DirEntryKind, MemoryError, MemoryStore, NewMemory, SqliteMemoryStore, TreeNode,
-};
+use skald_store::memories::{AddOutcome, MemoryError, MemoryStore, NewMemory};
 
 use crate::config::Config;
 use crate::home::Home;
-use crate::memory_cmd::{Embedding, Identity, IdentityArgs, OVERVIEW_NAME, open_store, parse_uri};
+use crate::memory_cmd::{
+    Embedding, Identity, IdentityArgs, OVERVIEW_NAME, live_entries, open_store, parse_uri,
+};
 use crate::output::{self, Mode};
 
 /// Files larger than this are skipped.
@@ -250,31 +250,6 @@ fn overviews(root: &MemoryUri, files: &[FileChunks]) -> Result<Vec<Planned>> {
         });
     }
     Ok(planned)
-}
-
-/// The live entries at or below `dir`.
-fn live_entries(
-    store: &SqliteMemoryStore,
-    tenant: &str,
-    dir: &MemoryUri,
-) -> Result<Vec<MemoryUri>> {
-    fn collect(node: &TreeNode, out: &mut Vec<MemoryUri>) {
-        match node.entry.kind {
-            DirEntryKind::Entry { .. } => out.push(node.entry.uri.clone()),
-            DirEntryKind::Directory { .. } => {}
-        }
-        for child in &node.children {
-            collect(child, out);
-        }
-    }
-    let tree = match store.tree(tenant, dir, MAX_DEPTH) {
-        Ok(tree) => tree,
-        Err(MemoryError::NotFound { .. }) => return Ok(Vec::new()),
-        Err(error) => return Err(error.into()),
-    };
-    let mut out = Vec::new();
-    collect(&tree, &mut out);
-    Ok(out)
 }
 
 pub fn run(args: &AddArgs, home: &Home, config: &Config, mode: Mode) -> Result<ExitCode> {

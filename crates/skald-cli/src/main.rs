@@ -266,12 +266,13 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Remember(memory_cmd::RememberArgs),
     /// Forget one memory entry: search and reads no longer see it (`skald history --uri URI`
-    /// still lists its versions).
+    /// still lists its versions). --recursive forgets every entry at or below a directory.
     ///
-    /// Output (JSON): {uri, forgotten_at, version, l0}.
+    /// Output (JSON): {uri, forgotten_at, version, l0}; with --recursive an array of them.
     ///
     /// Examples:
     ///   skald forget viking://user/default/memories/preferences/dark-mode-3fa2b1c9.md
+    ///   skald forget --recursive viking://resources/my-project/docs/old-guide.md
     #[command(verbatim_doc_comment)]
     Forget(memory_cmd::ForgetArgs),
     /// Print the data directory skald uses and where that choice came from.

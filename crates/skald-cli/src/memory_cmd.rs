@@ -918,9 +918,13 @@ fn remember(
 
 #[derive(Debug, Args)]
 pub struct ForgetArgs {
-    /// The entry to forget, e.g. viking://user/default/memories/preferences/dark-mode-1a2b3c4d.md.
+    /// The entry to forget, e.g. viking://user/default/memories/preferences/dark-mode-1a2b3c4d.md
+    /// (with --recursive: a directory, e.g. viking://resources/my-project/docs).
     #[arg(value_name = "URI")]
     pub uri: String,
+    /// Forget every entry at or below URI (a document added with `skald add`, a directory).
+    #[arg(long, short = 'r')]
+    pub recursive: bool,
     #[command(flatten)]
     pub identity: IdentityArgs,
 }
@@ -933,31 +937,82 @@ struct ForgetReport {
     l0: String,
 }
 
-pub fn run_forget(args: &ForgetArgs, home: &Home, config: &Config, mode: Mode) -> Result<ExitCode> {
-    let identity = Identity::resolve(&args.identity, config)?;
-    let uri = parse_uri(&args.uri, "URI")?;
-    uri.require_entry()?;
-    let store = open_store(home)?;
-    let memory = store.forget(&identity.tenant, &uri)?;
+fn forget_report(memory: Memory) -> ForgetReport {
     let at_ms = match memory.status {
         MemoryStatus::Forgotten { at_ms } => at_ms,
         MemoryStatus::Live | MemoryStatus::Superseded { .. } => memory.updated_at_ms,
     };
-    let report = ForgetReport {
+    ForgetReport {
         uri: memory.uri,
         forgotten_at: iso(at_ms),
         version: memory.version,
         l0: memory.l0,
+    }
+}
+
+/// The live entries at or below `dir` (none when nothing is there).
+pub fn live_entries(
+    store: &dyn MemoryStore,
+    tenant: &str,
+    dir: &MemoryUri,
+) -> Result<Vec<MemoryUri>> {
+    fn collect(node: &TreeNode, out: &mut Vec<MemoryUri>) {
+        match node.entry.kind {
+            DirEntryKind::Entry { .. } => out.push(node.entry.uri.clone()),
+            DirEntryKind::Directory { .. } => {}
+        }
+        for child in &node.children {
+            collect(child, out);
+        }
+    }
+    let tree = match store.tree(tenant, dir, skald_core::memory::uri::MAX_DEPTH) {
+        Ok(tree) => tree,
+        Err(MemoryError::NotFound { .. }) => return Ok(Vec::new()),
+        Err(error) => return Err(error.into()),
     };
-    output::emit(mode, &report, |report| {
-        let mut table = output::table(&["forgotten", "at", "abstract"]);
+    let mut out = Vec::new();
+    collect(&tree, &mut out);
+    Ok(out)
+}
+
+fn render_forgotten(reports: &[ForgetReport]) -> comfy_table::Table {
+    let mut table = output::table(&["forgotten", "at", "abstract"]);
+    for report in reports {
         table.add_row(vec![
             report.uri.to_string(),
             report.forgotten_at.clone(),
             report.l0.clone(),
         ]);
-        table
-    })?;
+    }
+    table
+}
+
+pub fn run_forget(args: &ForgetArgs, home: &Home, config: &Config, mode: Mode) -> Result<ExitCode> {
+    let identity = Identity::resolve(&args.identity, config)?;
+    let uri = parse_uri(&args.uri, "URI")?;
+    if !args.recursive {
+        uri.require_entry()?;
+    }
+    let store = open_store(home)?;
+    if !args.recursive {
+        let report = forget_report(store.forget(&identity.tenant, &uri)?);
+        output::emit(mode, &report, |report| {
+            render_forgotten(std::slice::from_ref(report))
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let entries = live_entries(&store, &identity.tenant, &uri)?;
+    if entries.is_empty() {
+        bail!(
+            "no memory at or below {uri} for tenant {:?}",
+            identity.tenant
+        );
+    }
+    let mut reports = Vec::new();
+    for entry in entries {
+        reports.push(forget_report(store.forget(&identity.tenant, &entry)?));
+    }
+    output::emit(mode, &reports, |reports| render_forgotten(reports))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -347,6 +347,21 @@ fn add_a_directory_then_browse_search_and_re_add() {
         .is_empty()
     );
 
+    // Forgetting a whole document.
+    let gone = json(&skald(
+        home,
+        &["forget", "--recursive", "viking://resources/docs/guide.md"],
+    ));
+    assert_eq!(gone.as_array().unwrap().len(), 4);
+    assert!(
+        uris(&json(&skald(
+            home,
+            &["search-docs", "-q", "tokens expire hours"]
+        )))
+        .iter()
+        .all(|uri| !uri.starts_with("viking://resources/docs/guide.md/"))
+    );
+
     // A single file, under --to.
     let single = json(&skald(
         home,
