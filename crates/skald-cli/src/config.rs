@@ -9,6 +9,11 @@
 //!   does (no provider, no key).
 //! - `[compaction]` overrides `skald_core::compaction::CompactionSettings` (seed 001's constants
 //!   by default), unknown keys and invalid values refused.
+//! - `[memory]` names who the memory commands act for: `user` and `agent` (the ids in
+//!   `viking://user/{user}/…` and `viking://agent/{agent}/…`) and `tenant`; each defaults to
+//!   `default`, and `--user`/`--agent`/`--tenant` override them.
+//! - `[embedding]` configures the embedder (`skald_llm::EmbeddingConfig`): when present, memory
+//!   search embeds the query and writes store vectors; without it search is full-text only.
 //!
 //! ```toml
 //! [policy]
@@ -27,6 +32,14 @@
 //! [compaction]
 //! reserve_tokens = 16000
 //! keep_recent_turns = 4
+//!
+//! [memory]
+//! user = "alice"
+//! agent = "coder"
+//!
+//! [embedding]
+//! kind = "openai"
+//! model = "text-embedding-3-small"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -34,7 +47,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use skald_core::compaction::CompactionSettings;
 use skald_core::pipeline::policy::Policy;
-use skald_llm::{ExtractiveSummarizer, LlmConfig, LlmSummarizer, Summarizer, client_from_config};
+use skald_llm::{
+    EmbeddingConfig, ExtractiveSummarizer, LlmConfig, LlmSummarizer, Summarizer, client_from_config,
+};
 
 use crate::home::Home;
 
@@ -45,7 +60,7 @@ pub const CONFIG_FILE: &str = "skald.toml";
 pub const DEFAULT_WINDOW_TOKENS: u64 = 200_000;
 
 /// The top-level tables `skald.toml` may hold.
-const TABLES: [&str; 3] = ["policy", "llm", "compaction"];
+const TABLES: [&str; 5] = ["policy", "llm", "compaction", "memory", "embedding"];
 
 /// What the configuration file says, and where it was read from.
 #[derive(Debug, Clone, Default)]
@@ -57,6 +72,35 @@ pub struct Config {
     pub llm: LlmConfig,
     /// `[compaction]` over seed 001's defaults, validated.
     pub compaction: CompactionSettings,
+    /// `[memory]`: who the memory commands act for.
+    pub memory: MemoryConfig,
+    /// `[embedding]`; `None`: memory search is full-text only.
+    pub embedding: Option<EmbeddingConfig>,
+}
+
+/// The id every identity has when neither `[memory]` nor a flag names one.
+pub const DEFAULT_IDENTITY: &str = "default";
+
+/// The `[memory]` table.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// The user id in `viking://user/{user}/…`.
+    pub user: String,
+    /// The agent id in `viking://agent/{agent}/…`.
+    pub agent: String,
+    /// The tenant whose memories the commands read and write.
+    pub tenant: String,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> MemoryConfig {
+        MemoryConfig {
+            user: DEFAULT_IDENTITY.to_owned(),
+            agent: DEFAULT_IDENTITY.to_owned(),
+            tenant: DEFAULT_IDENTITY.to_owned(),
+        }
+    }
 }
 
 impl Config {
@@ -86,7 +130,7 @@ impl Config {
         if let Some(unknown) = table.keys().find(|key| !TABLES.contains(&key.as_str())) {
             anyhow::bail!(
                 "{shown}: unknown key `{unknown}`; skald.toml holds only the tables [policy], \
-                 [llm] and [compaction]"
+                 [llm], [compaction], [memory] and [embedding]"
             );
         }
         let policy = match table.get("policy") {
@@ -111,11 +155,23 @@ impl Config {
             }
             Some(_) => anyhow::bail!("[compaction] in {shown} must be a table"),
         };
+        let memory =
+            match table.get("memory") {
+                None => MemoryConfig::default(),
+                Some(toml::Value::Table(settings)) => toml::Value::Table(settings.clone())
+                    .try_into()
+                    .with_context(|| format!("[memory] in {shown}"))?,
+                Some(_) => anyhow::bail!("[memory] in {shown} must be a table"),
+            };
+        let embedding = EmbeddingConfig::from_toml_str(text)
+            .with_context(|| format!("[embedding] in {shown}"))?;
         Ok(Config {
             path: Some(path.to_path_buf()),
             policy,
             llm,
             compaction,
+            memory,
+            embedding,
         })
     }
 
@@ -277,6 +333,29 @@ mod tests {
         );
         assert!(
             error.contains("[llm] in /etc/skald.toml") && error.contains("timeout"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_memory_and_embedding_tables_are_read() {
+        let config = Config::default();
+        assert_eq!(config.memory.user, "default");
+        assert!(config.embedding.is_none());
+        let config =
+            parse("[memory]\nuser = \"alice\"\n[embedding]\nkind = \"openai\"\nmodel = \"e\"\n")
+                .unwrap();
+        assert_eq!(config.memory.user, "alice");
+        assert_eq!(config.memory.agent, "default");
+        assert!(config.embedding.is_some());
+        let error = format!("{:#}", parse("[memory]\nusr = \"a\"\n").unwrap_err());
+        assert!(
+            error.contains("[memory] in") && error.contains("usr"),
+            "{error}"
+        );
+        let error = format!("{:#}", parse("[embedding]\nmodel = \"e\"\n").unwrap_err());
+        assert!(
+            error.contains("[embedding]") && error.contains("kind"),
             "{error}"
         );
     }

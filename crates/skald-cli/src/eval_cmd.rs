@@ -26,12 +26,16 @@ use serde::Serialize;
 use serde_json::Value;
 use skald_core::memory::levels::{MAX_OVERVIEW_CHARS, cut_at_word};
 use skald_core::memory::uri::MemoryUri;
+use skald_llm::{EmbeddingConfig, LocalEmbeddingConfig, embedder_from_config};
 use skald_store::SystemClock;
 use skald_store::memories::{
     AddOutcome, DuplicateKind, MemorySettings, MemorySource, MemoryStore, NewMemory, SearchQuery,
     SqliteMemoryStore,
 };
 
+use crate::config::Config;
+use crate::home::Home;
+use crate::memory_cmd::Embedding;
 use crate::output::{self, Mode};
 
 #[derive(Debug, Args)]
@@ -90,6 +94,14 @@ pub struct LocomoArgs {
     /// BM25 weight of the URI's words (speaker, session, turn id; default: the store's).
     #[arg(long, value_name = "W")]
     pub path_weight: Option<f64>,
+    /// Hybrid search: embed every memory and question with the embedder of [embedding] in
+    /// skald.toml, and fuse the vector ranking with the full-text ones.
+    #[arg(long, conflicts_with = "model_dir")]
+    pub embedder: bool,
+    /// Hybrid search with a local sentence-transformers model directory (config.json,
+    /// tokenizer.json, model.safetensors); needs a build with the `local-embeddings` feature.
+    #[arg(long, value_name = "DIR")]
+    pub model_dir: Option<PathBuf>,
 }
 
 /// How deep each question's ranking goes (enough hits for ten distinct sessions).
@@ -496,6 +508,11 @@ pub struct LocomoReport {
     pub directory_weight: f64,
     pub l1_weight: f64,
     pub path_weight: f64,
+    /// "hybrid" (full text and vectors) or "full-text".
+    pub mode: &'static str,
+    pub embedder: Option<String>,
+    /// Time spent embedding the questions (not in the search latency).
+    pub query_embed_seconds: f64,
 }
 
 /// Recall at each cutoff of `found` (the ranked turns or sessions; `None` separates hits for
@@ -535,6 +552,7 @@ fn percentile(sorted: &[f64], share: f64) -> f64 {
 pub fn evaluate(
     conversations: &[Conversation],
     args: &LocomoArgs,
+    embedding: Option<&Embedding>,
     progress: &ProgressBar,
 ) -> Result<LocomoReport> {
     let mut settings = MemorySettings::default();
@@ -553,6 +571,7 @@ pub fn evaluate(
     let (mut turns, mut stored, mut merged_exact, mut merged_near) = (0, 0, 0, 0);
     let (mut without_evidence, mut missing) = (0, 0);
     let mut ingest_seconds = 0.0;
+    let mut query_embed_seconds = 0.0;
     let total_questions: usize = conversations.iter().map(|c| c.questions.len()).sum();
     progress.set_length(total_questions as u64);
     // One store, one tenant per conversation, every conversation written before any question
@@ -573,8 +592,14 @@ pub fn evaluate(
             )?);
         }
         let started = Instant::now();
-        for batch in batches {
+        for mut batch in batches {
             turns += batch.len();
+            if let Some(embedding) = embedding {
+                let texts: Vec<String> = batch.iter().map(|m| m.content.clone()).collect();
+                for (memory, vector) in batch.iter_mut().zip(embedding.embed(&texts)?) {
+                    memory.embedding = Some(vector);
+                }
+            }
             for outcome in store.add_many(&tenant, batch)? {
                 match &outcome {
                     AddOutcome::Added(_) => stored += 1,
@@ -601,7 +626,23 @@ pub fn evaluate(
             .flat_map(|session| session.turns.iter().map(|turn| turn.id))
             .collect();
         progress.set_message(format!("asking {}", conversation.sample_id));
+        let mut question_vectors = match embedding {
+            Some(embedding) => {
+                let started = Instant::now();
+                let texts: Vec<String> = conversation
+                    .questions
+                    .iter()
+                    .map(|q| q.text.clone())
+                    .collect();
+                let vectors = embedding.embed(&texts)?;
+                query_embed_seconds += started.elapsed().as_secs_f64();
+                vectors.into_iter().map(Some).collect()
+            }
+            None => vec![None; conversation.questions.len()],
+        }
+        .into_iter();
         for question in &conversation.questions {
+            let vector = question_vectors.next().flatten();
             progress.inc(1);
             let evidence: HashSet<TurnRef> = question
                 .evidence
@@ -621,6 +662,9 @@ pub fn evaluate(
             }
             let mut query = SearchQuery::text(&question.text, SEARCH_DEPTH);
             query.date_ranking = !args.no_date_ranking;
+            if let Some(vector) = vector {
+                query = query.with_vector(vector);
+            }
             let started = Instant::now();
             let hits = match store.search(&tenant, &query) {
                 Ok(hits) => hits,
@@ -693,6 +737,13 @@ pub fn evaluate(
         directory_weight: store.settings().directory_weight,
         l1_weight: store.settings().weights.l1,
         path_weight: store.settings().weights.path,
+        mode: if embedding.is_some() {
+            "hybrid"
+        } else {
+            "full-text"
+        },
+        embedder: embedding.map(|embedding| embedding.name().to_owned()),
+        query_embed_seconds: round4(query_embed_seconds),
     })
 }
 
@@ -701,13 +752,42 @@ fn read(path: &Path, what: &str) -> Result<String> {
         .with_context(|| format!("cannot read the {what} {}", path.display()))
 }
 
-pub fn run(args: &EvalArgs, mode: Mode) -> Result<ExitCode> {
+pub fn run(
+    args: &EvalArgs,
+    config_path: Option<&Path>,
+    home: &Home,
+    mode: Mode,
+) -> Result<ExitCode> {
     match &args.benchmark {
-        Benchmark::Locomo(locomo) => run_locomo(locomo, mode),
+        Benchmark::Locomo(locomo) => {
+            let embedding = if locomo.embedder {
+                let config = Config::load(config_path, home)?;
+                if config.embedding.is_none() {
+                    bail!(
+                        "--embedder needs an [embedding] table in the configuration ({}); or \
+                         give --model-dir DIR",
+                        config
+                            .path
+                            .as_deref()
+                            .map_or_else(|| "none found".to_owned(), |p| p.display().to_string())
+                    );
+                }
+                Embedding::from_config(&config)?
+            } else if let Some(dir) = &locomo.model_dir {
+                let config = EmbeddingConfig::Local(LocalEmbeddingConfig::new(dir.clone()));
+                let embedder = embedder_from_config(Some(&config))
+                    .with_context(|| format!("cannot load the model in {}", dir.display()))?
+                    .context("no embedder")?;
+                Some(Embedding::new(embedder)?)
+            } else {
+                None
+            };
+            run_locomo(locomo, embedding.as_ref(), mode)
+        }
     }
 }
 
-fn run_locomo(args: &LocomoArgs, mode: Mode) -> Result<ExitCode> {
+fn run_locomo(args: &LocomoArgs, embedding: Option<&Embedding>, mode: Mode) -> Result<ExitCode> {
     let corrections = match &args.errors {
         Some(path) => parse_corrections(&read(path, "errors file")?)
             .with_context(|| format!("in {}", path.display()))?,
@@ -723,7 +803,7 @@ fn run_locomo(args: &LocomoArgs, mode: Mode) -> Result<ExitCode> {
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         )
     };
-    let mut report = evaluate(&conversations, args, &progress)?;
+    let mut report = evaluate(&conversations, args, embedding, &progress)?;
     report.evidence_corrections = corrections.len();
     output::emit(mode, &report, render_table)?;
     if mode == Mode::Table {
@@ -737,7 +817,7 @@ fn summary_line(report: &LocomoReport) -> String {
     format!(
         "{} conversations, {} turns ({} stored, {} exact + {} near duplicates merged); \
          {} questions scored, {} without evidence; search p50 {:.2} ms, p95 {:.2} ms \
-         (depth {}); ingest {:.0} memories/s",
+         (depth {}); ingest {:.0} memories/s; {}{}",
         report.conversations,
         report.turns,
         report.memories_stored,
@@ -749,6 +829,11 @@ fn summary_line(report: &LocomoReport) -> String {
         report.search_p95_ms,
         report.search_depth,
         report.ingest_memories_per_s,
+        report.mode,
+        report
+            .embedder
+            .as_deref()
+            .map_or_else(String::new, |name| format!(" ({name})")),
     )
 }
 
@@ -818,6 +903,43 @@ mod tests {
         );
         assert!(parse_session_date("10:37 am on 27 June, 2023").is_some());
         assert_eq!(parse_session_date("sometime"), None);
+    }
+
+    #[test]
+    fn hybrid_evaluation_embeds_memories_and_questions() {
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/locomo/tiny.json"
+        );
+        let conversations =
+            parse_locomo(&std::fs::read_to_string(fixture).unwrap(), &HashMap::new()).unwrap();
+        let args = LocomoArgs {
+            file: PathBuf::from(fixture),
+            errors: None,
+            context_before: 2,
+            context_after: 1,
+            no_date_ranking: false,
+            directory_weight: None,
+            l1_weight: None,
+            path_weight: None,
+            embedder: false,
+            model_dir: None,
+        };
+        let embedding =
+            Embedding::new(std::sync::Arc::new(crate::memory_cmd::WordsEmbedder)).unwrap();
+        let hybrid = evaluate(
+            &conversations,
+            &args,
+            Some(&embedding),
+            &ProgressBar::hidden(),
+        )
+        .unwrap();
+        assert_eq!(hybrid.mode, "hybrid");
+        assert_eq!(hybrid.embedder.as_deref(), Some("words"));
+        let text = evaluate(&conversations, &args, None, &ProgressBar::hidden()).unwrap();
+        assert_eq!(text.mode, "full-text");
+        assert_eq!(hybrid.questions_scored, text.questions_scored);
+        assert!(hybrid.turn_recall_at_10 > 0.0);
     }
 
     #[test]

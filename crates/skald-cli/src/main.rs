@@ -3,6 +3,7 @@
 //! Thin by design: each command parses its arguments, calls the library, and prints JSON when
 //! stdout is not a terminal (or with `--json`) and a table on a terminal.
 
+mod add_cmd;
 mod chart;
 mod compact_cmd;
 mod compare_cmd;
@@ -14,6 +15,7 @@ mod files;
 mod home;
 mod import_cmd;
 mod inspect;
+mod memory_cmd;
 mod output;
 mod replay_cmd;
 mod sessions_cmd;
@@ -152,6 +154,127 @@ enum Command {
     ///   skald eval locomo ../shared/data/locomo/locomo-dev.json --errors ../shared/data/locomo/locomo-dev-errors.json
     #[command(verbatim_doc_comment)]
     Eval(eval_cmd::EvalArgs),
+    /// Search long-term memories (the user's and the agent's) for what a query is about.
+    ///
+    /// Ranks entries by full text (BM25) and, when [embedding] is configured in skald.toml,
+    /// by vector similarity too, fused. Searches the current user's memories (profile,
+    /// preferences, entities, events), the current agent's (cases, patterns, skills, tools) and
+    /// session archives; --category narrows that (resources are searched by search-docs).
+    ///
+    /// Output (JSON when stdout is not a terminal): {query, mode: "hybrid"|"full-text",
+    /// results: [{rank, uri, category, score, l0, priority, created_at, updated_at}]}, best
+    /// first; l0 is the entry's one-line abstract. Read a whole entry with `skald read URI`.
+    ///
+    /// Examples:
+    ///   skald search --query "which editor theme does the user like"
+    ///   skald search -q "flaky CI fix" --category cases,patterns --limit 5
+    ///   skald search -q "trip to Lisbon" --user alice --json
+    #[command(verbatim_doc_comment)]
+    Search(memory_cmd::SearchArgs),
+    /// List a memory directory: its subdirectories (with how many entries they hold and their
+    /// abstract) and its entries (with their abstract).
+    ///
+    /// URIs look like viking://user/{user}/memories/{profile|preferences|entities|events}/…,
+    /// viking://agent/{agent}/memories/{cases|patterns}/…, viking://agent/{agent}/skills/…,
+    /// viking://agent/{agent}/tools/{name}, viking://resources/… and viking://session/{id}/….
+    /// Without a URI, lists viking:// (or the --category directory of the current user/agent).
+    ///
+    /// Output (JSON): [{uri, name, type: "directory"|"entry", entries, category, l0, priority,
+    /// updated_at}]; on a terminal one line per item, "name/ (entries) — abstract".
+    ///
+    /// Examples:
+    ///   skald ls
+    ///   skald ls viking://user/default/memories
+    ///   skald ls --category preferences
+    ///   skald ls viking://resources/my-project
+    #[command(verbatim_doc_comment)]
+    Ls(memory_cmd::LsArgs),
+    /// Show a memory directory and everything below it, entries with their abstract.
+    ///
+    /// Output (JSON): {uri, type, entries | l0, children: […]}; on a terminal an indented tree.
+    ///
+    /// Examples:
+    ///   skald tree
+    ///   skald tree viking://resources/my-project --depth 2
+    #[command(verbatim_doc_comment)]
+    Tree(memory_cmd::TreeArgs),
+    /// Print one memory entry at a level: l0 (abstract, ≤ 256 chars), l1 (overview, ≤ 4,000
+    /// chars) or l2 (full content, the default). A directory written by `skald add` reads its
+    /// _overview entry (what the directory holds).
+    ///
+    /// Output (JSON): {uri, entry, level, text, category, version, priority, created_at,
+    /// updated_at, sources}; on a terminal only the text.
+    ///
+    /// Examples:
+    ///   skald read viking://user/default/memories/preferences/dark-mode-3fa2b1c9.md
+    ///   skald read viking://resources/my-project/docs/auth.md --level l1
+    #[command(verbatim_doc_comment)]
+    Read(memory_cmd::ReadArgs),
+    /// Search the documents added with `skald add` (everything under viking://resources).
+    ///
+    /// Same ranking and output as `skald search`; results are chunks of files
+    /// (viking://resources/{dir}/…/{file}/{chunk}) and directory overviews
+    /// (…/{dir}/_overview). --path limits the search to one directory.
+    ///
+    /// Examples:
+    ///   skald search-docs --query "how are tokens refreshed"
+    ///   skald search-docs -q "retry policy" --path viking://resources/my-project/docs
+    #[command(verbatim_doc_comment)]
+    SearchDocs(memory_cmd::SearchDocsArgs),
+    /// Add a file or a directory as resources: chunked, indexed, searchable with search-docs.
+    ///
+    /// Markdown is cut at headings, code and text at blank lines (chunks of at most
+    /// --max-chunk-chars). Each chunk is an entry at viking://resources/{name}/…/{file}/{chunk}
+    /// (or under --to); every directory, each file's included, gets an _overview entry with
+    /// its abstract (L0) and a list of what it holds. Adding again updates what changed and
+    /// forgets entries whose file is gone; unchanged chunks write nothing. Hidden entries
+    /// (.git…), target, node_modules, binary files and files over 1 MiB are skipped.
+    ///
+    /// Output (JSON): {root, files, chunks, directories, added, updated, unchanged, merged,
+    /// forgotten, embedded, skipped: [{path, reason}]}.
+    ///
+    /// Examples:
+    ///   skald add docs/
+    ///   skald add README.md --to viking://resources/my-project
+    #[command(verbatim_doc_comment)]
+    Add(add_cmd::AddArgs),
+    /// List recent memory writes, newest first: added, updated, merged (a duplicate folded
+    /// into an existing entry) and forgotten. --uri lists every version of one entry instead.
+    ///
+    /// Output (JSON): [{at, action, uri, requested_uri (merges), duplicate (merges), version,
+    /// category, l0}]; with --uri: [{version, status, written_at, ended_at, priority, l0, l2}].
+    ///
+    /// Examples:
+    ///   skald history --limit 10
+    ///   skald history --uri viking://user/default/memories/preferences/dark-mode-3fa2b1c9.md
+    #[command(verbatim_doc_comment)]
+    History(memory_cmd::HistoryArgs),
+    /// Store a memory now. --type decides where: profile, preferences, entities, events go to
+    /// viking://user/{user}/memories/{type}/, cases and patterns to
+    /// viking://agent/{agent}/memories/{type}/. The file name is a slug of the first words
+    /// and a hash of the content, so the same content always lands at the same URI.
+    ///
+    /// A duplicate of an existing memory (same or nearly the same words) is not stored twice:
+    /// the outcome is "merged" and uri names the entry it was merged into.
+    ///
+    /// Output (JSON): {outcome: "added"|"merged", uri, requested_uri, duplicate, category, l0,
+    /// priority, embedded}.
+    ///
+    /// Examples:
+    ///   skald remember --content "The user prefers dark mode in every editor" --type preferences
+    ///   skald remember --content "CI flakes were fixed by pinning node 20" --type cases --priority 8
+    #[command(verbatim_doc_comment)]
+    Remember(memory_cmd::RememberArgs),
+    /// Forget one memory entry: search and reads no longer see it (`skald history --uri URI`
+    /// still lists its versions). --recursive forgets every entry at or below a directory.
+    ///
+    /// Output (JSON): {uri, forgotten_at, version, l0}; with --recursive an array of them.
+    ///
+    /// Examples:
+    ///   skald forget viking://user/default/memories/preferences/dark-mode-3fa2b1c9.md
+    ///   skald forget --recursive viking://resources/my-project/docs/old-guide.md
+    #[command(verbatim_doc_comment)]
+    Forget(memory_cmd::ForgetArgs),
     /// Print the data directory skald uses and where that choice came from.
     Home,
 }
@@ -184,7 +307,43 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let config = config::Config::load(cli.config.as_deref(), &home)?;
             compact_cmd::run(&args, &home, &config, mode)
         }
-        Command::Eval(args) => eval_cmd::run(&args, mode),
+        Command::Eval(args) => eval_cmd::run(&args, cli.config.as_deref(), &home, mode),
+        Command::Search(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            memory_cmd::run_search(&args, &home, &config, mode)
+        }
+        Command::Ls(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            memory_cmd::run_ls(&args, &home, &config, mode)
+        }
+        Command::Tree(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            memory_cmd::run_tree(&args, &home, &config, mode)
+        }
+        Command::Read(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            memory_cmd::run_read(&args, &home, &config, mode)
+        }
+        Command::SearchDocs(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            memory_cmd::run_search_docs(&args, &home, &config, mode)
+        }
+        Command::Add(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            add_cmd::run(&args, &home, &config, mode)
+        }
+        Command::History(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            memory_cmd::run_history(&args, &home, &config, mode)
+        }
+        Command::Remember(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            memory_cmd::run_remember(&args, &home, &config, mode)
+        }
+        Command::Forget(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            memory_cmd::run_forget(&args, &home, &config, mode)
+        }
         Command::Home => {
             let report = HomeReport {
                 path: home.path.display().to_string(),

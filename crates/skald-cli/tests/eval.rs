@@ -127,3 +127,35 @@ fn a_missing_or_malformed_file_is_a_clear_error() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("has no `conversation` object"), "{stderr}");
 }
+
+#[test]
+fn hybrid_evaluation_needs_an_embedder() {
+    let home = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_skald"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["eval", "locomo", FIXTURE, "--embedder"])
+        .env_remove("SKALD_HOME")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--embedder needs an [embedding] table"),
+        "{stderr}"
+    );
+
+    let output = Command::new(env!("CARGO_BIN_EXE_skald"))
+        .args([
+            "eval",
+            "locomo",
+            FIXTURE,
+            "--model-dir",
+            "tests/fixtures/no-model",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot load the model in"), "{stderr}");
+}

@@ -10,7 +10,7 @@ use skald_store::ManualClock;
 use skald_store::memories::{
     AddOutcome, DirEntryKind, DuplicateKind, MemoryError, MemorySettings, MemorySource,
     MemoryStatus, MemoryStore, NewMemory, SearchFilter, SearchQuery, SqliteMemoryStore,
-    UpdateOutcome,
+    UpdateOutcome, WriteAction,
 };
 
 const T0: i64 = 1_700_000_000_000;
@@ -1025,4 +1025,72 @@ fn a_second_connection_sees_what_the_first_wrote_after_its_own_searches() {
     assert_eq!(hits.len(), 2);
     assert_eq!(hits[0].memory.uri, second);
     assert_eq!(hits[0].vector_rank, Some(0));
+}
+
+#[test]
+fn recent_writes_list_adds_updates_merges_and_forgets_newest_first() {
+    let (store, clock) = store();
+    let editor = "viking://user/alice/memories/preferences/editor.md";
+    add(&store, editor, "Alice prefers dark mode in every editor.");
+    clock.advance(1000);
+    let merged = add(
+        &store,
+        "viking://user/alice/memories/preferences/theme.md",
+        "alice prefers dark mode in every editor",
+    );
+    assert!(matches!(merged, AddOutcome::Merged(_)));
+    clock.advance(1000);
+    store
+        .update(
+            "acme",
+            NewMemory::new(uri(editor), "Alice prefers light mode."),
+        )
+        .unwrap();
+    clock.advance(1000);
+    store.forget("acme", &uri(editor)).unwrap();
+    clock.advance(1000);
+    add(&store, editor, "Alice has no editor preference now.");
+
+    let writes = store.recent_writes("acme", 10).unwrap();
+    let actions: Vec<(WriteAction, u32)> = writes.iter().map(|w| (w.action, w.version)).collect();
+    assert_eq!(
+        actions,
+        [
+            (WriteAction::Added, 3),
+            (WriteAction::Forgotten, 2),
+            (WriteAction::Updated, 2),
+            (WriteAction::Merged, 1),
+            (WriteAction::Added, 1),
+        ]
+    );
+    let merge = &writes[3];
+    assert_eq!(merge.uri.as_str(), editor);
+    assert_eq!(
+        merge.requested_uri.as_ref().map(MemoryUri::as_str),
+        Some("viking://user/alice/memories/preferences/theme.md")
+    );
+    assert_eq!(merge.duplicate, Some(DuplicateKind::Exact));
+    assert_eq!(writes[0].at_ms, T0 + 4000);
+    assert_eq!(store.recent_writes("acme", 2).unwrap().len(), 2);
+    assert!(store.recent_writes("globex", 10).unwrap().is_empty());
+    assert!(matches!(
+        store.recent_writes("acme", 0),
+        Err(MemoryError::InvalidInput { field: "limit", .. })
+    ));
+}
+
+#[test]
+fn a_small_store_still_finds_matches_when_other_query_words_match_nothing() {
+    let (store, _) = store();
+    add(
+        &store,
+        "viking://user/alice/memories/profile/allergy.md",
+        "Alice is allergic to peanuts",
+    );
+    // "peanuts" is in every row (no IDF) and "allergy" stems differently from "allergic" (in
+    // no row): the words that match are kept.
+    let hits = store
+        .search("acme", &SearchQuery::text("peanuts allergy", 5))
+        .unwrap();
+    assert_eq!(hits.len(), 1);
 }

@@ -1,4 +1,5 @@
 //! Long-term memory, the pure part: the `viking://` URI layout entries live under ([`uri`]),
+//! resource documents cut into chunks ([`chunk`]),
 //! the L0/L1 levels derived without an LLM ([`levels`]), duplicate detection ([`dedup`]), query
 //! analysis for full-text search ([`query`]) and reciprocal rank fusion ([`fusion`]); recall and
 //! session-start injection ([`recall`]), the agent's memory tools ([`tools`]), and tool and
@@ -27,6 +28,7 @@
 //! assert_eq!(plan.dates().len(), 1);
 //! ```
 
+pub mod chunk;
 pub mod dedup;
 pub mod extract;
 pub mod fusion;

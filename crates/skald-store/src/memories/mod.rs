@@ -458,6 +458,42 @@ pub struct SearchHit {
     pub directory_rank: Option<usize>,
 }
 
+/// What one write did ([`MemoryStore::recent_writes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteAction {
+    /// A new entry (or a new version of a forgotten one).
+    Added,
+    /// A new version that superseded the live one.
+    Updated,
+    /// A duplicate merged into the live entry; nothing new was stored.
+    Merged,
+    /// The live version was forgotten.
+    Forgotten,
+}
+
+/// One write of a tenant's memories, as [`MemoryStore::recent_writes`] lists them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryWrite {
+    /// When it happened (ms since the Unix epoch).
+    pub at_ms: i64,
+    pub action: WriteAction,
+    /// The entry written, updated, forgotten, or merged into.
+    pub uri: MemoryUri,
+    /// For a merge: where the writer asked to write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_uri: Option<MemoryUri>,
+    /// For a merge: how the duplicate matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duplicate: Option<DuplicateKind>,
+    /// The version concerned (its [`Memory::id`] and number).
+    pub memory_id: i64,
+    pub version: u32,
+    pub category: MemoryCategory,
+    /// That version's abstract.
+    pub l0: String,
+}
+
 /// Counts of a tenant's versions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct MemoryStats {
@@ -615,6 +651,17 @@ pub trait MemoryStore: Send + Sync {
 
     /// Counts of the tenant's versions.
     fn stats(&self, tenant: &str) -> Result<MemoryStats, MemoryError>;
+
+    /// The tenant's most recent writes across all entries, newest first: adds, updates, merges
+    /// and forgets, at most `limit` (1 to [`MAX_SEARCH_LIMIT`]). A store that keeps no such log
+    /// refuses with [`MemoryError::InvalidInput`].
+    fn recent_writes(&self, tenant: &str, limit: usize) -> Result<Vec<MemoryWrite>, MemoryError> {
+        let _ = (tenant, limit);
+        Err(MemoryError::invalid(
+            "recent_writes",
+            "this memory store does not list its writes",
+        ))
+    }
 }
 
 /// Why a memory operation failed. Nothing was changed.

@@ -21,9 +21,9 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::{
     AddOutcome, DEFAULT_PRIORITY, DirEntry, DirEntryKind, DuplicateKind, MAX_SEARCH_LIMIT, Memory,
-    MemoryError, MemorySettings, MemorySource, MemoryStats, MemoryStatus, MemoryStore, Merge,
-    NewMemory, SearchFilter, SearchHit, SearchQuery, TreeNode, UpdateOutcome, validate_new,
-    validate_vector,
+    MemoryError, MemorySettings, MemorySource, MemoryStats, MemoryStatus, MemoryStore, MemoryWrite,
+    Merge, NewMemory, SearchFilter, SearchHit, SearchQuery, TreeNode, UpdateOutcome, WriteAction,
+    validate_new, validate_vector,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::schema;
@@ -1021,8 +1021,8 @@ impl SqliteMemoryStore {
     ///
     /// FTS5's BM25 gives a term found in half the indexed rows or more an IDF of 10⁻⁶
     /// (`log((N - n + 0.5) / (n + 0.5))` clamped), so it adds nothing to any score but makes
-    /// FTS5 score every row it is in (a user's name in all of their memories). Such terms are
-    /// dropped, unless every term is one.
+    /// FTS5 score every row it is in (a user's name in all of their memories). Such terms, and
+    /// terms in no row, are dropped, unless no term is left.
     fn informative_terms<'a>(
         &self,
         tx: &Connection,
@@ -1087,7 +1087,9 @@ impl SqliteMemoryStore {
                     rows
                 }
             };
-            if 2 * rows < counts.indexed {
+            // A term in no row matches nothing; counting it as informative would drop the
+            // terms that do match (a small store, where every match is in half the rows).
+            if rows > 0 && 2 * rows < counts.indexed {
                 kept.push(term.as_str());
             }
         }
@@ -1702,6 +1704,108 @@ impl MemoryStore for SqliteMemoryStore {
                 .and_then(|mut statement| statement.execute(params![vector_bytes(vector), live.id]))
                 .map_err(MemoryError::storage("storing a vector"))?;
             Ok(())
+        })
+    }
+
+    fn recent_writes(&self, tenant: &str, limit: usize) -> Result<Vec<MemoryWrite>, MemoryError> {
+        validate_tenant(tenant)?;
+        if limit == 0 || limit > MAX_SEARCH_LIMIT {
+            return Err(MemoryError::InvalidInput {
+                field: "limit",
+                reason: format!("{limit}; it must be from 1 to {MAX_SEARCH_LIMIT}"),
+            });
+        }
+        self.read(|tx| {
+            // Three kinds of event, each read from where it is recorded: a version's row (added,
+            // or updated when the version before it points here), a merge row, a forget mark.
+            let sql = "SELECT at, action, id, requested, kind, similarity FROM ( \
+                 SELECT m.updated_at_ms AS at, \
+                   CASE WHEN p.id IS NULL THEN 'added' ELSE 'updated' END AS action, \
+                   m.id AS id, NULL AS requested, NULL AS kind, NULL AS similarity, \
+                   0 AS seq, 0 AS sub \
+                 FROM memories m LEFT JOIN memories p \
+                   ON p.id = m.supersedes AND p.superseded_by = m.id \
+                 WHERE m.tenant = ?1 \
+                 UNION ALL \
+                 SELECT g.merged_at_ms, 'merged', g.memory_id, g.requested_uri, g.kind, \
+                   g.similarity, 1, g.rowid \
+                 FROM memory_merges g JOIN memories m ON m.id = g.memory_id \
+                 WHERE m.tenant = ?1 \
+                 UNION ALL \
+                 SELECT m.forgotten_at_ms, 'forgotten', m.id, NULL, NULL, NULL, 2, 0 \
+                 FROM memories m WHERE m.tenant = ?1 AND m.forgotten_at_ms IS NOT NULL \
+               ) ORDER BY at DESC, id DESC, seq DESC, sub DESC LIMIT ?2";
+            type Row = (
+                i64,
+                String,
+                i64,
+                Option<String>,
+                Option<String>,
+                Option<f64>,
+            );
+            let rows: Vec<Row> = tx
+                .prepare_cached(sql)
+                .and_then(|mut statement| {
+                    statement
+                        .query_map(params![tenant, limit as i64], |row| {
+                            Ok((
+                                row.get(0)?,
+                                row.get(1)?,
+                                row.get(2)?,
+                                row.get(3)?,
+                                row.get(4)?,
+                                row.get(5)?,
+                            ))
+                        })?
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(MemoryError::storage("reading recent memory writes"))?;
+            let ids: Vec<i64> = rows.iter().map(|row| row.2).collect();
+            let mut unique = ids.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            let memories: HashMap<i64, Memory> = load_many(tx, &unique)?
+                .into_iter()
+                .map(|memory| (memory.id, memory))
+                .collect();
+            let mut writes = Vec::with_capacity(rows.len());
+            for (at_ms, action, id, requested, kind, similarity) in rows {
+                let memory = memories.get(&id).ok_or_else(|| {
+                    MemoryError::Corrupt(format!("a write names memory {id}, which is missing"))
+                })?;
+                let action = match action.as_str() {
+                    "added" => WriteAction::Added,
+                    "updated" => WriteAction::Updated,
+                    "merged" => WriteAction::Merged,
+                    _ => WriteAction::Forgotten,
+                };
+                let requested_uri = requested
+                    .map(|text| {
+                        MemoryUri::parse(&text).map_err(|error| {
+                            MemoryError::Corrupt(format!("stored URI {text:?}: {error}"))
+                        })
+                    })
+                    .transpose()?;
+                let duplicate = match kind.as_deref() {
+                    Some("exact") => Some(DuplicateKind::Exact),
+                    Some(_) => Some(DuplicateKind::Near {
+                        similarity: similarity.unwrap_or(0.0),
+                    }),
+                    None => None,
+                };
+                writes.push(MemoryWrite {
+                    at_ms,
+                    action,
+                    uri: memory.uri.clone(),
+                    requested_uri,
+                    duplicate,
+                    memory_id: id,
+                    version: memory.version,
+                    category: memory.category,
+                    l0: memory.l0.clone(),
+                });
+            }
+            Ok(writes)
         })
     }
 
