@@ -75,13 +75,18 @@ use serde_json::{Value, json};
 use skald_core::compaction::{
     CompactionOutcome, CompactionSettings, CompactionTrigger, should_compact,
 };
+use skald_core::memory::recall::RecallSettings;
+use skald_core::memory::tools::tool_specs as memory_tool_specs;
 use skald_core::message::{ToolSpec, Usage};
 use skald_core::pipeline::TruncateSettings;
 use skald_core::pipeline::policy::Policy;
 use skald_core::pipeline::truncate::TruncateSettingsError;
-use skald_core::tokens::estimate::json_estimate_chars;
+use skald_core::tokens::estimate::{estimate_messages_chars, json_estimate_chars};
 use skald_core::tokens::{CHARS_PER_TOKEN, estimate_string_chars};
-use skald_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Summarizer, SummaryRequest};
+use skald_llm::{
+    ChatModel, ChatRequest, ChatResponse, Embedder, LlmError, Summarizer, SummaryRequest,
+};
+use skald_store::MemoryStore;
 use skald_store::RefStore;
 use skald_store::sessions::SessionStore;
 use tokio_util::sync::CancellationToken;
@@ -89,6 +94,7 @@ use tokio_util::sync::CancellationToken;
 use crate::EngineError;
 use crate::assemble::{AssembleRequest, assemble};
 use crate::compact::{CompactRequest, compact_session, session_context};
+use crate::memory::{MemoryIdentity, RecallReport, recall_for_turn, session_start_memory};
 use crate::memory_write::{
     ArchiveOutcome, MemoryWriter, UploadDriver, UploadStep, archive_compacted_span,
 };
@@ -290,6 +296,9 @@ pub struct RecoveryReport {
     /// What the two-threshold upload did before the first call, when a driver was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upload: Option<UploadStep>,
+    /// What recall injected into the last call, when a recall hook was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recall: Option<RecallReport>,
     /// The memory write path could not record something (the session store failed); the turn
     /// went on without it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -394,13 +403,42 @@ pub async fn complete_turn(
     complete_turn_with_memory(ctx, MemoryHooks::default(), state, cancel).await
 }
 
-/// The long-term memory write path around a turn (seed 002, Component 1). Both optional.
-#[derive(Debug, Clone, Copy, Default)]
+/// Long-term memory around a turn (seed 002): the write path (Component 1) and recall
+/// (Components 2–5). Each optional.
+#[derive(Clone, Copy, Default)]
 pub struct MemoryHooks<'a> {
     /// Archives and extracts the span of every compaction the turn makes.
     pub writer: Option<&'a MemoryWriter>,
     /// Consulted before the first call: the two-threshold background upload.
     pub uploads: Option<&'a UploadDriver>,
+    /// What the model is given from memory on every call.
+    pub recall: Option<&'a RecallHook<'a>>,
+}
+
+impl std::fmt::Debug for MemoryHooks<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryHooks")
+            .field("writer", &self.writer.is_some())
+            .field("uploads", &self.uploads.is_some())
+            .field("recall", &self.recall.is_some())
+            .finish()
+    }
+}
+
+/// Recall on every model call of a turn: the session-start snapshot (profile and tool memories
+/// in the system prompt, the `memory_ls` listing after the first user message; taken once per
+/// [`SessionState`] so the prompt cache holds) and the per-turn `search_memories` injection.
+/// Injected messages are for the call only: the session never stores them.
+#[derive(Clone, Copy)]
+pub struct RecallHook<'a> {
+    pub store: &'a dyn MemoryStore,
+    /// Vectors for the query when the memories have them; text search alone without one.
+    pub embedder: Option<&'a dyn Embedder>,
+    pub identity: &'a MemoryIdentity,
+    pub settings: &'a RecallSettings,
+    /// Offer the five memory tools to the model (the host must then run them, e.g. with
+    /// [`crate::memory::execute_memory_tool`]).
+    pub offer_tools: bool,
 }
 
 /// [`complete_turn`] with the memory write path: before the first call the upload driver (if
@@ -428,7 +466,7 @@ pub async fn complete_turn_with_memory(
         if cancel.is_cancelled() {
             return Err(turn.aborted());
         }
-        let mut call = prepare_call(ctx, state)?;
+        let mut call = prepare_call_with_memory(ctx, memory, state, &mut turn.report).await?;
         if let (Some(uploads), 1) = (memory.uploads, iteration) {
             match uploads
                 .before_request(
@@ -442,7 +480,8 @@ pub async fn complete_turn_with_memory(
             {
                 Ok(step) => {
                     if step.dropped.is_some() {
-                        call = prepare_call(ctx, state)?;
+                        call =
+                            prepare_call_with_memory(ctx, memory, state, &mut turn.report).await?;
                     }
                     turn.report.upload = Some(step);
                 }
@@ -474,7 +513,7 @@ pub async fn complete_turn_with_memory(
                 compacted_this_attempt = record.is_compacted();
                 turn.note_compaction(record);
                 if compacted_this_attempt {
-                    call = prepare_call(ctx, state)?;
+                    call = prepare_call_with_memory(ctx, memory, state, &mut turn.report).await?;
                 }
             }
         }
@@ -636,6 +675,64 @@ struct PreparedCall {
     message_tokens: u64,
     /// Estimated tokens of the whole request: messages, system prompt and tools.
     request_tokens: u64,
+}
+
+/// [`prepare_call`], then what recall gives this call (when a hook is given): the session-start
+/// snapshot (taken on the session's first call) and the per-turn memories. Their tokens count
+/// in the request's size, so the threshold sees what the model will be sent.
+async fn prepare_call_with_memory(
+    ctx: &TurnContext<'_>,
+    memory: MemoryHooks<'_>,
+    state: &mut SessionState,
+    report: &mut RecoveryReport,
+) -> Result<PreparedCall, RecoveryError> {
+    let mut call = prepare_call(ctx, state)?;
+    let Some(hook) = memory.recall else {
+        return Ok(call);
+    };
+    let session_memory = state.session_memory.get_or_insert_with(|| {
+        session_start_memory(hook.store, ctx.tenant, hook.identity, hook.settings)
+    });
+    let mut added_chars = 0;
+    if let Some(addition) = &session_memory.system_prompt_addition {
+        added_chars += estimate_string_chars(addition);
+        call.request.system = Some(match call.request.system.take() {
+            Some(system) => format!("{system}\n\n{addition}"),
+            None => addition.clone(),
+        });
+    }
+    added_chars += estimate_messages_chars(&session_memory.directory_messages);
+    let messages = session_memory.apply(std::mem::take(&mut call.request.messages));
+    let recalled = recall_for_turn(
+        hook.store,
+        hook.embedder,
+        ctx.tenant,
+        hook.identity,
+        hook.settings,
+        messages,
+    )
+    .await;
+    call.request.messages = recalled.messages;
+    if hook.offer_tools {
+        for spec in memory_tool_specs() {
+            let offered = call
+                .request
+                .tools
+                .iter()
+                .any(|tool| tool_name(tool) == Some(&spec.name));
+            if !offered {
+                let function = function_spec(&spec);
+                added_chars += json_estimate_chars(&function);
+                call.request.tools.push(function);
+            }
+        }
+    }
+    let added_tokens =
+        added_chars.div_ceil(CHARS_PER_TOKEN) as u64 + recalled.report.tokens_injected;
+    call.message_tokens += added_tokens;
+    call.request_tokens += added_tokens;
+    report.recall = Some(recalled.report);
+    Ok(call)
 }
 
 /// Loads the session, assembles its context and builds the request.

@@ -23,6 +23,9 @@ pub struct SessionState {
     pub(crate) stored_refs: HashSet<String>,
     /// Token estimates of assembled messages by their cheap identity.
     pub(crate) estimates: HashMap<u128, u64>,
+    /// What memory gave the session at its start (profile, tool memories, directory listing),
+    /// kept so every later call sends the same bytes.
+    pub(crate) session_memory: Option<crate::memory::SessionMemory>,
 }
 
 impl SessionState {

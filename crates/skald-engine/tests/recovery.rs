@@ -1025,6 +1025,7 @@ async fn with_a_memory_writer_the_compacted_span_is_archived_and_the_turn_goes_o
     let hooks = MemoryHooks {
         writer: Some(&writer),
         uploads: Some(&uploads),
+        recall: None,
     };
     let outcome = complete_turn_with_memory(
         &ctx,
@@ -1059,4 +1060,159 @@ async fn with_a_memory_writer_the_compacted_span_is_archived_and_the_turn_goes_o
         "{}",
         archive.archive[0]
     );
+}
+
+#[tokio::test]
+async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but_the_session_keeps_neither()
+ {
+    use skald_core::memory::recall::RecallSettings;
+    use skald_core::memory::uri::MemoryUri;
+    use skald_engine::memory::MemoryIdentity;
+    use skald_engine::recovery::{MemoryHooks, RecallHook, complete_turn_with_memory};
+    use skald_store::memories::{MemoryStore, NewMemory, SqliteMemoryStore};
+
+    let env = env(
+        &[300],
+        vec![answer("Use the release profile."), answer("Done.")],
+    )
+    .await;
+    env.sessions
+        .append_message(
+            TENANT,
+            SESSION,
+            Message::text(
+                Role::User,
+                "Why is the linker failing on the release build?",
+            ),
+        )
+        .unwrap();
+    let memories = SqliteMemoryStore::in_memory().unwrap();
+    let profile = MemoryUri::parse("viking://user/alice/memories/profile/profile.md").unwrap();
+    memories
+        .add(
+            TENANT,
+            NewMemory::new(profile, "Alice maintains the build system of Acme."),
+        )
+        .unwrap();
+    let case = MemoryUri::parse("viking://agent/main/memories/cases/linker-release.md").unwrap();
+    memories
+        .add(
+            TENANT,
+            NewMemory::new(
+                case,
+                "The release build linker failed on lld 17; pinning lld 16 in rust-toolchain fixed it.",
+            ),
+        )
+        .unwrap();
+    let identity = MemoryIdentity::new("alice", "main").unwrap();
+    let settings = RecallSettings::default();
+    let hook = RecallHook {
+        store: &memories,
+        embedder: None,
+        identity: &identity,
+        settings: &settings,
+        offer_tools: true,
+    };
+    let setup = Setup::new(200_000, 4_096);
+    let ctx = TurnContext {
+        sessions: &env.sessions,
+        refs: &env.refs,
+        tenant: TENANT,
+        session_id: SESSION,
+        model: &env.model,
+        summarizer: &ExtractiveSummarizer::default(),
+        policy: &setup.policy,
+        compaction: &setup.compaction,
+        window_tokens: setup.window,
+        system_prompt: Some(SYSTEM_PROMPT),
+        tools: &[],
+        max_output_tokens: Some(1_000),
+        temperature: None,
+        fetch_available: true,
+        now_ms: 1_770_000_000_000,
+        agents_md: None,
+        settings: &setup.settings,
+    };
+    let hooks = MemoryHooks {
+        recall: Some(&hook),
+        ..MemoryHooks::default()
+    };
+    let before = env.sessions.load(TENANT, SESSION).unwrap().entries().len();
+    let mut state = SessionState::default();
+    let outcome = complete_turn_with_memory(&ctx, hooks, &mut state, &CancellationToken::new())
+        .await
+        .unwrap();
+    let recall = outcome.recovery.recall.as_ref().unwrap();
+    assert_eq!(recall.kept.len(), 1, "{recall:?}");
+    assert!(recall.kept[0].uri.ends_with("linker-release.md"));
+
+    let sent = bodies(&env.server).await;
+    let body = &sent[0];
+    let text = body.to_string();
+    assert!(
+        text.contains("Alice maintains the build system"),
+        "profile in the system prompt"
+    );
+    assert!(text.contains("pinning lld 16"), "the recalled memory");
+    let tools: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .collect();
+    for name in [
+        "search_memories",
+        "memory_ls",
+        "memory_read",
+        "commit_memory",
+        "memory_forget",
+    ] {
+        assert!(tools.contains(&name), "{name} offered: {tools:?}");
+    }
+    let messages = sent_messages(body);
+    let recall_at = messages
+        .iter()
+        .position(|m| m.tool_calls().any(|call| call.name == "search_memories"))
+        .unwrap();
+    let last_user = messages.iter().rposition(|m| m.role == Role::User).unwrap();
+    assert!(
+        recall_at > last_user,
+        "recall comes after the latest user message"
+    );
+
+    // Only the answer was stored: nothing injected reaches the session.
+    let session = env.sessions.load(TENANT, SESSION).unwrap();
+    assert_eq!(session.entries().len(), before + 1);
+    let stored: String = session
+        .build_context(None)
+        .iter()
+        .map(|message| format!("{message:?}"))
+        .collect();
+    assert!(!stored.contains("search_memories") && !stored.contains("Alice maintains"));
+
+    // The next call sends the same session-start snapshot, byte for byte, even after the
+    // profile changed: the prompt cache holds.
+    let profile = MemoryUri::parse("viking://user/alice/memories/profile/profile.md").unwrap();
+    memories
+        .update(
+            TENANT,
+            NewMemory::new(profile, "Alice now leads the platform team."),
+        )
+        .unwrap();
+    env.sessions
+        .append_message(
+            TENANT,
+            SESSION,
+            Message::text(Role::User, "And on debug builds?"),
+        )
+        .unwrap();
+    complete_turn_with_memory(&ctx, hooks, &mut state, &CancellationToken::new())
+        .await
+        .unwrap();
+    let sent = bodies(&env.server).await;
+    assert_eq!(
+        sent[0]["messages"][0], sent[1]["messages"][0],
+        "same system prompt"
+    );
+    assert!(!sent[1].to_string().contains("platform team"));
 }
