@@ -22,8 +22,10 @@
 //! limit or an auth failure is never taken for an overflow, and nothing is retried that the
 //! client did not already retry.
 //!
-//! [`complete_turn_with_memory`] adds the memory write path ([`MemoryHooks`]): the two-threshold
-//! upload before the first call, and the archive and extraction of every compacted span.
+//! [`complete_turn_with_memory`] adds long-term memory ([`MemoryHooks`]): the two-threshold
+//! upload before the first call, the archive and extraction of every compacted span, and recall
+//! ([`RecallHook`]: the session-start profile and listing, the turn's recalled memories and the
+//! memory tools, given to each call and never stored).
 //!
 //! What the user gave is never lost: compaction appends a checkpoint, truncation forks a branch
 //! (the old one stays readable), and nothing is written after the caller cancels.
