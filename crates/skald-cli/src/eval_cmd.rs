@@ -61,6 +61,11 @@ pub enum Benchmark {
     /// rate. --errors applies the correct_evidence of a locomo-audit errors file
     /// (question_id locomo_{conversation index}_qa{question index}).
     ///
+    /// Hybrid search: --embedder embeds every memory and question with the [embedding] of
+    /// skald.toml, --model-dir with a local sentence-transformers directory (a build with the
+    /// local-embeddings feature); the vector ranking is fused with the others. --embed-context
+    /// embeds each turn with its context instead of alone.
+    ///
     /// Examples:
     ///   skald eval locomo ../shared/data/locomo/locomo-dev.json
     ///   skald eval locomo locomo-dev.json --errors locomo-dev-errors.json --json
@@ -102,6 +107,9 @@ pub struct LocomoArgs {
     /// tokenizer.json, model.safetensors); needs a build with the `local-embeddings` feature.
     #[arg(long, value_name = "DIR")]
     pub model_dir: Option<PathBuf>,
+    /// With an embedder: embed each turn with its context (its L1 overview) instead of alone.
+    #[arg(long)]
+    pub embed_context: bool,
 }
 
 /// How deep each question's ranking goes (enough hits for ten distinct sessions).
@@ -595,7 +603,13 @@ pub fn evaluate(
         for mut batch in batches {
             turns += batch.len();
             if let Some(embedding) = embedding {
-                let texts: Vec<String> = batch.iter().map(|m| m.content.clone()).collect();
+                let texts: Vec<String> = batch
+                    .iter()
+                    .map(|memory| match (&memory.l1, args.embed_context) {
+                        (Some(context), true) => context.clone(),
+                        (Some(_) | None, _) => memory.content.clone(),
+                    })
+                    .collect();
                 for (memory, vector) in batch.iter_mut().zip(embedding.embed(&texts)?) {
                     memory.embedding = Some(vector);
                 }
@@ -924,6 +938,7 @@ mod tests {
             path_weight: None,
             embedder: false,
             model_dir: None,
+            embed_context: false,
         };
         let embedding =
             Embedding::new(std::sync::Arc::new(crate::memory_cmd::WordsEmbedder)).unwrap();
