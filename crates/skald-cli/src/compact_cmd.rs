@@ -82,9 +82,10 @@ pub struct CompactArgs {
     /// `llm` (the model of [llm.summary], else [llm]).
     #[arg(long, value_name = "EXTRACTOR", default_value = "deterministic", value_parser = ["deterministic", "llm"])]
     pub extract_with: String,
-    /// The user whose memories are written (`viking://user/{user}/…`).
-    #[arg(long, value_name = "NAME", default_value = "default")]
-    pub user: String,
+    /// The user whose memories are written (`viking://user/{user}/…`; default: [memory] user
+    /// in skald.toml, else `default`).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
 }
 
 /// What `skald compact` prints.
@@ -315,8 +316,11 @@ fn archive_span(
     let memories = SqliteMemoryStore::open(&path)
         .with_context(|| format!("cannot open the memory store {}", path.display()))?;
     let settings = WriteSettings {
-        user: args.user.clone(),
-        ..WriteSettings::default()
+        user: args
+            .user
+            .clone()
+            .unwrap_or_else(|| config.memory.user.clone()),
+        ..config.memory.write.clone()
     };
     let writer = MemoryWriter::new(std::sync::Arc::new(memories), extractor, settings)?;
     Ok(runtime.block_on(archive_compacted_span(

@@ -1,6 +1,6 @@
 //! `skald.toml`: the user's configuration, read from `--config FILE` or the data directory.
 //!
-//! Three tables, each optional; any other top-level key is an error naming it, so a typo fails
+//! Five tables, each optional; any other top-level key is an error naming it, so a typo fails
 //! at start-up instead of being ignored:
 //! - `[policy]` names a preset (default `skald`) and overrides any of its settings. That policy is
 //!   what `skald` means wherever a command takes policy names.
@@ -11,7 +11,10 @@
 //!   by default), unknown keys and invalid values refused.
 //! - `[memory]` names who the memory commands act for: `user` and `agent` (the ids in
 //!   `viking://user/{user}/…` and `viking://agent/{agent}/…`) and `tenant`; each defaults to
-//!   `default`, and `--user`/`--agent`/`--tenant` override them.
+//!   `default`, and `--user`/`--agent`/`--tenant` override them. `[memory.recall]`
+//!   (`skald_core::memory::recall::RecallSettings`: per-turn recall, profile, listing, budget,
+//!   relevance threshold) and `[memory.write]` (`skald_core::memory::write::WriteSettings`:
+//!   archives, extraction retries, the two-threshold upload) are checked at start-up.
 //! - `[embedding]` configures the embedder (`skald_llm::EmbeddingConfig`): when present, memory
 //!   search embeds the query and writes store vectors; without it search is full-text only.
 //!
@@ -36,6 +39,12 @@
 //! [memory]
 //! user = "alice"
 //! agent = "coder"
+//! [memory.recall]
+//! level = "l0"
+//! max_tokens = 1200
+//! [memory.write.upload]
+//! upload_ratio = 0.5
+//! drop_ratio = 0.7
 //!
 //! [embedding]
 //! kind = "openai"
@@ -46,6 +55,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use skald_core::compaction::CompactionSettings;
+use skald_core::memory::recall::RecallSettings;
+use skald_core::memory::write::WriteSettings;
 use skald_core::pipeline::policy::Policy;
 use skald_llm::{
     EmbeddingConfig, ExtractiveSummarizer, LlmConfig, LlmSummarizer, Summarizer, client_from_config,
@@ -82,7 +93,7 @@ pub struct Config {
 pub const DEFAULT_IDENTITY: &str = "default";
 
 /// The `[memory]` table.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MemoryConfig {
     /// The user id in `viking://user/{user}/…`.
@@ -91,6 +102,11 @@ pub struct MemoryConfig {
     pub agent: String,
     /// The tenant whose memories the commands read and write.
     pub tenant: String,
+    /// `[memory.recall]`: what each model call is given from memory.
+    pub recall: RecallSettings,
+    /// `[memory.write]`: archives, extraction and the two-threshold upload. Its user and agent
+    /// are always the table's own (`[memory]` `user`/`agent`).
+    pub write: WriteSettings,
 }
 
 impl Default for MemoryConfig {
@@ -99,7 +115,37 @@ impl Default for MemoryConfig {
             user: DEFAULT_IDENTITY.to_owned(),
             agent: DEFAULT_IDENTITY.to_owned(),
             tenant: DEFAULT_IDENTITY.to_owned(),
+            recall: RecallSettings::default(),
+            write: WriteSettings::default(),
         }
+    }
+}
+
+impl MemoryConfig {
+    /// Reads `[memory]`, refusing an owner named in `[memory.write]` (it is `[memory]`'s) and
+    /// settings that cannot work.
+    fn from_table(table: &toml::Table) -> Result<MemoryConfig> {
+        if let Some(toml::Value::Table(write)) = table.get("write")
+            && let Some(key) = ["user", "agent"]
+                .iter()
+                .find(|key| write.contains_key(**key))
+        {
+            anyhow::bail!(
+                "[memory.write] sets `{key}`; the user and agent are set once, in [memory]"
+            );
+        }
+        let mut config: MemoryConfig = toml::Value::Table(table.clone()).try_into()?;
+        config.write.user = config.user.clone();
+        config.write.agent = config.agent.clone();
+        config
+            .recall
+            .validate()
+            .context("[memory.recall] is not valid")?;
+        config
+            .write
+            .validate()
+            .context("[memory.write] is not valid")?;
+        Ok(config)
     }
 }
 
@@ -155,14 +201,12 @@ impl Config {
             }
             Some(_) => anyhow::bail!("[compaction] in {shown} must be a table"),
         };
-        let memory =
-            match table.get("memory") {
-                None => MemoryConfig::default(),
-                Some(toml::Value::Table(settings)) => toml::Value::Table(settings.clone())
-                    .try_into()
-                    .with_context(|| format!("[memory] in {shown}"))?,
-                Some(_) => anyhow::bail!("[memory] in {shown} must be a table"),
-            };
+        let memory = match table.get("memory") {
+            None => MemoryConfig::default(),
+            Some(toml::Value::Table(settings)) => MemoryConfig::from_table(settings)
+                .with_context(|| format!("[memory] in {shown}"))?,
+            Some(_) => anyhow::bail!("[memory] in {shown} must be a table"),
+        };
         let embedding = EmbeddingConfig::from_toml_str(text)
             .with_context(|| format!("[embedding] in {shown}"))?;
         Ok(Config {
@@ -351,6 +395,33 @@ mod tests {
         let error = format!("{:#}", parse("[memory]\nusr = \"a\"\n").unwrap_err());
         assert!(
             error.contains("[memory] in") && error.contains("usr"),
+            "{error}"
+        );
+        let config = parse(
+            "[memory]\nuser = \"alice\"\n[memory.recall]\nlevel = \"l0\"\n\
+             [memory.write.upload]\ndrop_ratio = 0.8\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.memory.write.user, "alice",
+            "the owner comes from [memory]"
+        );
+        assert_eq!(config.memory.write.upload.drop_ratio, 0.8);
+        assert_eq!(
+            config.memory.recall.level,
+            skald_core::memory::recall::RecallLevel::L0
+        );
+        let error = format!(
+            "{:#}",
+            parse("[memory.write]\nuser = \"bob\"\n").unwrap_err()
+        );
+        assert!(error.contains("set once, in [memory]"), "{error}");
+        let error = format!(
+            "{:#}",
+            parse("[memory.recall]\nmax_results = 0\n").unwrap_err()
+        );
+        assert!(
+            error.contains("[memory.recall]") && error.contains("max_results"),
             "{error}"
         );
         let error = format!("{:#}", parse("[embedding]\nmodel = \"e\"\n").unwrap_err());

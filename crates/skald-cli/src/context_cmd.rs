@@ -9,9 +9,15 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::Value;
 use skald_core::codec::openclaw::encode_agent_messages;
+use skald_core::memory::tools::tool_specs as memory_tool_specs;
 use skald_core::render::render_messages;
+use skald_core::tokens::estimate::estimate_messages_tokens;
 use skald_engine::compact::session_context;
-use skald_engine::{AssembleRequest, SessionState, assemble};
+use skald_engine::memory::{
+    MemoryIdentity, RecallReport, SessionMemoryReport, recall_for_turn, session_start_memory,
+};
+use skald_engine::{AssembleRequest, Assembled, SessionState, assemble};
+use skald_llm::embedder_from_config;
 use skald_store::sessions::{SessionError, SessionStore};
 use skald_store::{DATABASE_FILE, RefSettings, SqliteRefStore};
 
@@ -43,6 +49,28 @@ pub struct ContextArgs {
     /// Print the readable rendering even when stdout is not a terminal.
     #[arg(long)]
     pub text: bool,
+    /// Add what long-term memory gives the call: the profile and tool memories in the system
+    /// prompt, the `memory_ls` listing after the first user message, the memories recalled for
+    /// the latest user messages (a simulated `search_memories` call), and the memory tools.
+    /// Memories of the session's tenant, for [memory] user and agent of skald.toml.
+    #[arg(long)]
+    pub memory: bool,
+    /// With --memory: the user whose memories are recalled (default: [memory] user).
+    #[arg(long, value_name = "ID", requires = "memory")]
+    pub user: Option<String>,
+    /// With --memory: the agent whose memories are recalled (default: [memory] agent).
+    #[arg(long, value_name = "ID", requires = "memory")]
+    pub agent: Option<String>,
+}
+
+/// What memory added (`--memory`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MemoryView {
+    user: String,
+    agent: String,
+    session_start: SessionMemoryReport,
+    recall: RecallReport,
 }
 
 /// The JSON form: OpenClaw's `assemble` result (`messages` as AgentMessages, `estimatedTokens`,
@@ -58,6 +86,8 @@ struct ContextReport {
     /// Names of the tools the engine adds to the request (`fetch_original_data` once anything is
     /// a ref).
     tools: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory: Option<MemoryView>,
 }
 
 pub fn run(args: &ContextArgs, home: &Home, config: &Config, json: bool) -> Result<ExitCode> {
@@ -93,18 +123,27 @@ pub fn run(args: &ContextArgs, home: &Home, config: &Config, json: bool) -> Resu
         now_ms: now_ms(),
         fetch_available: true,
     };
-    let assembled = assemble(&refs, &policy, &mut state, messages, request)?;
+    let mut assembled = assemble(&refs, &policy, &mut state, messages, request)?;
+    let mut tools: Vec<String> = assembled
+        .tools
+        .iter()
+        .map(|tool| tool.name.clone())
+        .collect();
+    let memory = if args.memory {
+        let view = add_memory(args, home, config, &mut assembled)?;
+        tools.extend(memory_tool_specs().into_iter().map(|spec| spec.name));
+        Some(view)
+    } else {
+        None
+    };
     let report = ContextReport {
         session_id: args.session.clone(),
         policy: policy.name.clone(),
         messages: encode_agent_messages(&assembled.messages),
         estimated_tokens: assembled.estimated_tokens,
         system_prompt_addition: assembled.system_prompt_addition.clone(),
-        tools: assembled
-            .tools
-            .iter()
-            .map(|tool| tool.name.clone())
-            .collect(),
+        tools,
+        memory,
     };
     let mode = if args.text {
         Mode::Table
@@ -118,6 +157,54 @@ pub fn run(args: &ContextArgs, home: &Home, config: &Config, json: bool) -> Resu
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Puts what memory gives the call into `assembled` (system prompt addition, listing, recall;
+/// its tokens counted) and says what it found.
+fn add_memory(
+    args: &ContextArgs,
+    home: &Home,
+    config: &Config,
+    assembled: &mut Assembled,
+) -> Result<MemoryView> {
+    let user = args
+        .user
+        .clone()
+        .unwrap_or_else(|| config.memory.user.clone());
+    let agent = args
+        .agent
+        .clone()
+        .unwrap_or_else(|| config.memory.agent.clone());
+    let identity = MemoryIdentity::new(&user, &agent)
+        .with_context(|| format!("the memory identity (user {user:?}, agent {agent:?})"))?;
+    let embedder = embedder_from_config(config.embedding.as_ref())
+        .context("cannot use the embedder configured in [embedding]")?;
+    let store = crate::memory_cmd::open_store(home)?;
+    let settings = &config.memory.recall;
+    let session_memory = session_start_memory(&store, &args.tenant, &identity, settings);
+    if let Some(addition) = &session_memory.system_prompt_addition {
+        assembled.system_prompt_addition = Some(match assembled.system_prompt_addition.take() {
+            Some(existing) => format!("{existing}\n\n{addition}"),
+            None => addition.clone(),
+        });
+    }
+    let messages = session_memory.apply(std::mem::take(&mut assembled.messages));
+    let recalled = crate::compact_cmd::runtime()?.block_on(recall_for_turn(
+        &store,
+        embedder.as_deref(),
+        &args.tenant,
+        &identity,
+        settings,
+        messages,
+    ));
+    assembled.messages = recalled.messages;
+    assembled.estimated_tokens = estimate_messages_tokens(&assembled.messages);
+    Ok(MemoryView {
+        user,
+        agent,
+        session_start: session_memory.report,
+        recall: recalled.report,
+    })
 }
 
 /// The terminal form: a summary line, what the engine adds around the messages, then the

@@ -93,6 +93,9 @@ pub struct LocomoArgs {
     /// RRF weight of the directory ranking (0 turns it off; default: the store's).
     #[arg(long, value_name = "W")]
     pub directory_weight: Option<f64>,
+    /// RRF weight of the vector ranking in hybrid runs (default: the store's).
+    #[arg(long, value_name = "W")]
+    pub vector_weight: Option<f64>,
     /// BM25 weight of the L1 overview, which holds the turn's context (default: the store's).
     #[arg(long, value_name = "W")]
     pub l1_weight: Option<f64>,
@@ -514,6 +517,7 @@ pub struct LocomoReport {
     pub context_after: usize,
     pub date_ranking: bool,
     pub directory_weight: f64,
+    pub vector_weight: f64,
     pub l1_weight: f64,
     pub path_weight: f64,
     /// "hybrid" (full text and vectors) or "full-text".
@@ -564,6 +568,9 @@ pub fn evaluate(
     progress: &ProgressBar,
 ) -> Result<LocomoReport> {
     let mut settings = MemorySettings::default();
+    if let Some(weight) = args.vector_weight {
+        settings.vector_weight = weight;
+    }
     if let Some(weight) = args.directory_weight {
         settings.directory_weight = weight;
     }
@@ -749,6 +756,7 @@ pub fn evaluate(
         context_after: args.context_after,
         date_ranking: !args.no_date_ranking,
         directory_weight: store.settings().directory_weight,
+        vector_weight: store.settings().vector_weight,
         l1_weight: store.settings().weights.l1,
         path_weight: store.settings().weights.path,
         mode: if embedding.is_some() {
@@ -934,6 +942,7 @@ mod tests {
             context_after: 1,
             no_date_ranking: false,
             directory_weight: None,
+            vector_weight: None,
             l1_weight: None,
             path_weight: None,
             embedder: false,

@@ -231,3 +231,83 @@ fn context_renders_what_the_model_reads() {
         String::from_utf8(output.stdout).unwrap()
     );
 }
+
+#[test]
+fn context_with_memory_shows_the_profile_the_listing_and_the_recalled_memories() {
+    let home = tempfile::tempdir().unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compactable_session.jsonl");
+    let session = "0c0ffee0-1111-4222-8333-444455556666";
+    json(&skald(home.path(), &["import", fixture.to_str().unwrap()]));
+    let remember = |kind: &str, content: &str| {
+        json(&skald(
+            home.path(),
+            &[
+                "remember",
+                "--content",
+                content,
+                "--type",
+                kind,
+                "--user",
+                "dana",
+            ],
+        ))
+    };
+    remember(
+        "profile",
+        "Dana runs the checkout team of the shop and reviews every pricing change.",
+    );
+    remember(
+        "cases",
+        "Coupon totals were wrong when the coupon was applied after tax; the fix applies it \
+         before tax, with a regression test in tests/test_pricing.py.",
+    );
+
+    // Without --memory nothing of memory shows.
+    let plain = json(&skald(home.path(), &["context", session]));
+    assert!(plain.get("memory").is_none());
+    assert!(!plain.to_string().contains("search_memories"));
+
+    let context = json(&skald(
+        home.path(),
+        &["context", session, "--memory", "--user", "dana"],
+    ));
+    let addition = context["systemPromptAddition"].as_str().unwrap();
+    assert!(
+        addition.contains("Dana runs the checkout team"),
+        "{addition}"
+    );
+    let kept = context["memory"]["recall"]["kept"].as_array().unwrap();
+    assert_eq!(kept.len(), 1, "{context:#}");
+    assert!(
+        kept[0]["uri"]
+            .as_str()
+            .unwrap()
+            .contains("/memories/cases/")
+    );
+    let text = context["messages"].to_string();
+    assert!(text.contains("search_memories") && text.contains("memory_ls"));
+    assert!(text.contains("regression test in tests/test_pricing.py"));
+    let tools: Vec<&str> = context["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(tools.contains(&"commit_memory"), "{tools:?}");
+    assert!(
+        context["estimatedTokens"].as_u64() > plain["estimatedTokens"].as_u64(),
+        "the injected memories are counted"
+    );
+
+    // Another user of the same agent: the agent's case, not Dana's profile.
+    let other = json(&skald(
+        home.path(),
+        &["context", session, "--memory", "--user", "erin"],
+    ));
+    assert!(!other.to_string().contains("Dana runs the checkout team"));
+    assert_eq!(
+        other["memory"]["recall"]["kept"].as_array().unwrap().len(),
+        1
+    );
+}

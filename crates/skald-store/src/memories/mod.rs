@@ -74,6 +74,9 @@ use crate::StoreError;
 
 pub use sqlite::SqliteMemoryStore;
 
+/// The RRF weight of the vector ranking by default (see [`MemorySettings::vector_weight`]).
+pub const DEFAULT_VECTOR_WEIGHT: f64 = 1.0;
+
 /// The highest priority.
 pub const MAX_PRIORITY: u8 = 10;
 
@@ -540,6 +543,10 @@ pub struct MemorySettings {
     /// The RRF weight of the directory ranking (the BM25 ranking re-ordered by how well each
     /// entry's directory matches as a whole); 0 turns it off.
     pub directory_weight: f64,
+    /// The RRF weight of the vector ranking (when the query has a vector); 0 turns it off.
+    /// Small sentence embedders rank worse than BM25 on conversational memories, so they
+    /// refine the text ranking rather than outvote it.
+    pub vector_weight: f64,
 }
 
 impl Default for MemorySettings {
@@ -549,6 +556,7 @@ impl Default for MemorySettings {
             weights: ColumnWeights::default(),
             candidates: 100,
             directory_weight: 0.5,
+            vector_weight: DEFAULT_VECTOR_WEIGHT,
         }
     }
 }
@@ -577,6 +585,12 @@ impl MemorySettings {
                     "the {name} weight is {weight}; weights are finite and not negative"
                 )));
             }
+        }
+        if !self.vector_weight.is_finite() || self.vector_weight < 0.0 {
+            return Err(MemoryError::InvalidSettings(format!(
+                "vector_weight is {}; it is finite and not negative",
+                self.vector_weight
+            )));
         }
         if !self.directory_weight.is_finite() || self.directory_weight < 0.0 {
             return Err(MemoryError::InvalidSettings(format!(

@@ -1657,7 +1657,10 @@ impl MemoryStore for SqliteMemoryStore {
                 &[
                     RankedList::new(&text_ids),
                     RankedList::new(&dated),
-                    RankedList::new(&vector_ids),
+                    RankedList {
+                        weight: self.settings.vector_weight,
+                        items: &vector_ids,
+                    },
                     RankedList {
                         weight: self.settings.directory_weight,
                         items: &by_directory,
