@@ -232,9 +232,25 @@ fn projects_and_places() {
         project.content,
         "Project Apollo: Project Apollo moved to the new cluster."
     );
+    let suffix = only(&[user("u3", "I'm leading the Apollo project at work now.")]);
+    assert_eq!(suffix.name, "project-apollo");
     let home = only(&[user("u2", "I live in Berlin with two cats.")]);
     assert_eq!(home.category, MemoryCategory::Profile);
     assert_eq!(home.name, "location");
+}
+
+#[test]
+fn the_word_project_in_a_plan_or_at_a_sentence_start_names_no_project() {
+    // Seen in a real Claude Code session: a pasted task plan became "Project Add", "Project
+    // Close", "Project Launch" and "Project The".
+    let found = extract(&[user(
+        "u1",
+        "Tasks:\n- gqc.5: Add project-level review page (depends on gqc.4).\n\
+         - gqc.6: Close project review session (depends on gqc.4, gqc.5).\n\
+         - gqc.7: Launch project review conversation (depends on gqc.5).\n\
+         The project had no existing LiveView tests at all.",
+    )]);
+    assert!(found.is_empty(), "{found:#?}");
 }
 
 #[test]

@@ -548,6 +548,38 @@ fn topic_of(object: &str) -> String {
     cut.to_owned()
 }
 
+/// Whether a [`PROJECT`] match names a project rather than using the word: "the Apollo project"
+/// and "project Hermes" do; "Add project-level review", "The project had no tests" (a
+/// capitalised word that only starts a sentence or a list item) and "Project The" do not.
+fn names_a_project(body: &str, found: &regex::Captures<'_>) -> bool {
+    let Some(whole) = found.get(0) else {
+        return false;
+    };
+    let name = [group(found, 1), group(found, 2)]
+        .into_iter()
+        .find(|name| !name.is_empty())
+        .unwrap_or("");
+    if name.is_empty() || is_stopword(&name.to_lowercase()) {
+        return false;
+    }
+    let after = body.get(whole.end()..).unwrap_or("");
+    if after.starts_with(['-', '_']) {
+        return false;
+    }
+    if group(found, 2).is_empty() {
+        return true;
+    }
+    // "X project": X must be capitalised for a reason, inside a sentence after a lower-case
+    // word, not because it starts the sentence or follows a list marker or a colon.
+    let before = body.get(..whole.start()).unwrap_or("");
+    before.ends_with(' ')
+        && before
+            .trim_end()
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_lowercase())
+}
+
 fn entity_candidate(body: &str, timestamp: Option<i64>) -> Option<MemoryCandidate> {
     let entity = |name: &str, content: String, category: MemoryCategory| MemoryCandidate {
         action: CandidateAction::Add,
@@ -577,7 +609,7 @@ fn entity_candidate(body: &str, timestamp: Option<i64>) -> Option<MemoryCandidat
             ));
         }
     }
-    if let Some(found) = captures(&PROJECT, body) {
+    if let Some(found) = captures(&PROJECT, body).filter(|found| names_a_project(body, found)) {
         let name = [group(&found, 1), group(&found, 2)]
             .into_iter()
             .find(|name| !name.is_empty())
