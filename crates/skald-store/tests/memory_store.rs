@@ -629,7 +629,7 @@ fn vectors_fuse_with_text_by_reciprocal_rank() {
     let store =
         SqliteMemoryStore::in_memory_with(settings, Arc::new(ManualClock::new(T0))).unwrap();
     // Text ranks a then b; vectors rank c then b (a has no vector). b is in both lists, so
-    // fusion puts it first; a and c tie at 1/61 and the text ranking's comes first.
+    // fusion puts it first; then a (1/61 from text) before c (0.3/61 from vectors).
     for (name, content, vector) in [
         ("a", "garden garden garden tomatoes", None),
         (
@@ -664,7 +664,10 @@ fn vectors_fuse_with_text_by_reciprocal_rank() {
     assert_eq!(uris(&hybrid), ["b", "a", "c"]);
     let b = &hybrid[0];
     assert_eq!((b.text_rank, b.vector_rank), (Some(1), Some(1)));
-    assert!((b.score - 2.0 / 62.0).abs() < 1e-12);
+    // Second in both lists: 1/62 from the text ranking, 0.3/62 from the vector ranking (its
+    // default weight).
+    let expected = (1.0 + skald_store::memories::DEFAULT_VECTOR_WEIGHT) / 62.0;
+    assert!((b.score - expected).abs() < 1e-12, "{}", b.score);
     assert!(b.cosine.unwrap() > 0.8);
 
     let mismatch = store

@@ -75,7 +75,7 @@ use crate::StoreError;
 pub use sqlite::SqliteMemoryStore;
 
 /// The RRF weight of the vector ranking by default (see [`MemorySettings::vector_weight`]).
-pub const DEFAULT_VECTOR_WEIGHT: f64 = 1.0;
+pub const DEFAULT_VECTOR_WEIGHT: f64 = 0.3;
 
 /// The highest priority.
 pub const MAX_PRIORITY: u8 = 10;
