@@ -673,7 +673,7 @@ impl Turn {
 /// One request, ready to send, with skald's estimate of its size.
 struct PreparedCall {
     request: ChatRequest,
-    /// Estimated tokens of the assembled messages.
+    /// Estimated tokens of the assembled session messages (without what memory injects).
     message_tokens: u64,
     /// Estimated tokens of the whole request: messages, system prompt and tools.
     request_tokens: u64,
@@ -731,7 +731,8 @@ async fn prepare_call_with_memory(
     }
     let added_tokens =
         added_chars.div_ceil(CHARS_PER_TOKEN) as u64 + recalled.report.tokens_injected;
-    call.message_tokens += added_tokens;
+    // Overhead, not messages: the persistent truncation shrinks the stored messages, and what
+    // memory adds must still fit beside them.
     call.request_tokens += added_tokens;
     report.recall = Some(recalled.report);
     Ok(call)
