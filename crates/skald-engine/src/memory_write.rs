@@ -790,22 +790,8 @@ pub fn recorded_outcomes(session: &Session) -> Vec<ArchiveOutcome> {
     session
         .entries()
         .iter()
-        .filter_map(|entry| match &entry.kind {
-            EntryKind::Custom {
-                custom_type,
-                data: Some(data),
-            } if custom_type == EXTRACTION_CUSTOM_TYPE => serde_json::from_value(data.clone()).ok(),
-            EntryKind::Message(_)
-            | EntryKind::Compaction { .. }
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => None,
-        })
+        .filter_map(|entry| entry.kind.custom_data(EXTRACTION_CUSTOM_TYPE))
+        .filter_map(|data| serde_json::from_value(data.clone()).ok())
         .collect()
 }
 
@@ -1352,22 +1338,8 @@ fn latest_upload(session: &Session) -> Option<UploadRecord> {
         .path_to(None)
         .into_iter()
         .rev()
-        .find_map(|entry| match &entry.kind {
-            EntryKind::Custom {
-                custom_type,
-                data: Some(data),
-            } if custom_type == UPLOAD_CUSTOM_TYPE => serde_json::from_value(data.clone()).ok(),
-            EntryKind::Message(_)
-            | EntryKind::Compaction { .. }
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => None,
-        })
+        .filter_map(|entry| entry.kind.custom_data(UPLOAD_CUSTOM_TYPE))
+        .find_map(|data| serde_json::from_value(data.clone()).ok())
 }
 
 /// Every upload id the session recorded.
@@ -1375,25 +1347,9 @@ fn upload_ids(session: &Session) -> HashSet<String> {
     session
         .entries()
         .iter()
-        .filter_map(|entry| match &entry.kind {
-            EntryKind::Custom {
-                custom_type,
-                data: Some(data),
-            } if custom_type == UPLOAD_CUSTOM_TYPE => data
-                .get("upload_id")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            EntryKind::Message(_)
-            | EntryKind::Compaction { .. }
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => None,
-        })
+        .filter_map(|entry| entry.kind.custom_data(UPLOAD_CUSTOM_TYPE))
+        .filter_map(|data| data.get("upload_id").and_then(Value::as_str))
+        .map(str::to_owned)
         .collect()
 }
 

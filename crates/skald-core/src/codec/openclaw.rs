@@ -856,6 +856,27 @@ impl EntryKind {
         }
     }
 
+    /// The data of a `custom` entry of type `custom_type` (skald's own records, an
+    /// extension's state).
+    pub fn custom_data(&self, custom_type: &str) -> Option<&serde_json::Value> {
+        match self {
+            EntryKind::Custom {
+                custom_type: found,
+                data,
+            } if found == custom_type => data.as_ref(),
+            EntryKind::Message(_)
+            | EntryKind::Compaction { .. }
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => None,
+        }
+    }
+
     /// True for a `compaction` checkpoint.
     pub fn is_compaction(&self) -> bool {
         match self {
