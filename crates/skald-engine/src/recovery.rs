@@ -717,16 +717,8 @@ async fn prepare_call_with_memory(
     call.request.messages = recalled.messages;
     if hook.offer_tools {
         for spec in memory_tool_specs() {
-            let offered = call
-                .request
-                .tools
-                .iter()
-                .any(|tool| tool_name(tool) == Some(&spec.name));
-            if !offered {
-                let function = function_spec(&spec);
-                added_chars += json_estimate_chars(&function);
-                call.request.tools.push(function);
-            }
+            added_chars +=
+                offer_tool(&mut call.request.tools, &spec).map_or(0, json_estimate_chars);
         }
     }
     let added_tokens =
@@ -768,13 +760,7 @@ fn prepare_call(
     };
     let mut tools = ctx.tools.to_vec();
     for spec in &assembled.tools {
-        let offered = ctx
-            .tools
-            .iter()
-            .any(|tool| tool_name(tool) == Some(&spec.name));
-        if !offered {
-            tools.push(function_spec(spec));
-        }
+        offer_tool(&mut tools, spec);
     }
     let overhead_chars = system.as_deref().map_or(0, estimate_string_chars)
         + tools.iter().map(json_estimate_chars).sum::<usize>();
@@ -790,6 +776,16 @@ fn prepare_call(
             temperature: ctx.temperature,
         },
     })
+}
+
+/// Adds `spec` to the request's tools unless a tool of that name is already there (the host's
+/// own definition wins); the added function spec.
+fn offer_tool<'t>(tools: &'t mut Vec<Value>, spec: &ToolSpec) -> Option<&'t Value> {
+    if tools.iter().any(|tool| tool_name(tool) == Some(&spec.name)) {
+        return None;
+    }
+    tools.push(function_spec(spec));
+    tools.last()
 }
 
 /// The name of an OpenAI function spec (or a bare `{name, …}`).
