@@ -23,6 +23,7 @@ use skald_store::{DATABASE_FILE, RefSettings, SqliteRefStore};
 
 use crate::config::Config;
 use crate::home::Home;
+use crate::memory_cmd::{Identity, IdentityArgs};
 use crate::output::Mode;
 use crate::replay_cmd::load_policy;
 use crate::sessions_cmd::{now_ms, open_existing_store};
@@ -167,14 +168,15 @@ fn add_memory(
     config: &Config,
     assembled: &mut Assembled,
 ) -> Result<MemoryView> {
-    let user = args
-        .user
-        .clone()
-        .unwrap_or_else(|| config.memory.user.clone());
-    let agent = args
-        .agent
-        .clone()
-        .unwrap_or_else(|| config.memory.agent.clone());
+    // The memory commands' identity rules; the tenant is the session's.
+    let Identity { user, agent, .. } = Identity::resolve(
+        &IdentityArgs {
+            user: args.user.clone(),
+            agent: args.agent.clone(),
+            tenant: Some(args.tenant.clone()),
+        },
+        config,
+    )?;
     let identity = MemoryIdentity::new(&user, &agent)
         .with_context(|| format!("the memory identity (user {user:?}, agent {agent:?})"))?;
     let embedder = embedder_from_config(config.embedding.as_ref())
