@@ -377,7 +377,19 @@ async fn run(
             "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}
         }
     })];
-    let ctx = TurnContext {
+    let ctx = turn_context(env, setup, summarizer, &tools);
+    let mut state = SessionState::default();
+    complete_turn(&ctx, &mut state, cancel).await
+}
+
+/// The turn every test runs: the env's session and model, the setup's settings.
+fn turn_context<'a>(
+    env: &'a Env,
+    setup: &'a Setup,
+    summarizer: &'a dyn Summarizer,
+    tools: &'a [Value],
+) -> TurnContext<'a> {
+    TurnContext {
         sessions: &env.sessions,
         refs: &env.refs,
         tenant: TENANT,
@@ -388,16 +400,14 @@ async fn run(
         compaction: &setup.compaction,
         window_tokens: setup.window,
         system_prompt: Some(SYSTEM_PROMPT),
-        tools: &tools,
+        tools,
         max_output_tokens: Some(1_000),
         temperature: None,
         fetch_available: true,
         now_ms: 1_770_000_000_000,
         agents_md: None,
         settings: &setup.settings,
-    };
-    let mut state = SessionState::default();
-    complete_turn(&ctx, &mut state, cancel).await
+    }
 }
 
 /// A summarizer that fails with a context overflow: the compaction itself is too large.
@@ -1003,25 +1013,8 @@ async fn with_a_memory_writer_the_compacted_span_is_archived_and_the_turn_goes_o
     )
     .unwrap();
     let uploads = UploadDriver::new(writer.clone());
-    let ctx = TurnContext {
-        sessions: &env.sessions,
-        refs: &env.refs,
-        tenant: TENANT,
-        session_id: SESSION,
-        model: &env.model,
-        summarizer: &ExtractiveSummarizer::default(),
-        policy: &setup.policy,
-        compaction: &setup.compaction,
-        window_tokens: setup.window,
-        system_prompt: Some(SYSTEM_PROMPT),
-        tools: &[],
-        max_output_tokens: Some(1_000),
-        temperature: None,
-        fetch_available: true,
-        now_ms: 1_770_000_000_000,
-        agents_md: None,
-        settings: &setup.settings,
-    };
+    let summarizer = ExtractiveSummarizer::default();
+    let ctx = turn_context(&env, &setup, &summarizer, &[]);
     let hooks = MemoryHooks {
         writer: Some(&writer),
         uploads: Some(&uploads),
@@ -1114,25 +1107,8 @@ async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but
         offer_tools: true,
     };
     let setup = Setup::new(200_000, 4_096);
-    let ctx = TurnContext {
-        sessions: &env.sessions,
-        refs: &env.refs,
-        tenant: TENANT,
-        session_id: SESSION,
-        model: &env.model,
-        summarizer: &ExtractiveSummarizer::default(),
-        policy: &setup.policy,
-        compaction: &setup.compaction,
-        window_tokens: setup.window,
-        system_prompt: Some(SYSTEM_PROMPT),
-        tools: &[],
-        max_output_tokens: Some(1_000),
-        temperature: None,
-        fetch_available: true,
-        now_ms: 1_770_000_000_000,
-        agents_md: None,
-        settings: &setup.settings,
-    };
+    let summarizer = ExtractiveSummarizer::default();
+    let ctx = turn_context(&env, &setup, &summarizer, &[]);
     let hooks = MemoryHooks {
         recall: Some(&hook),
         ..MemoryHooks::default()
