@@ -67,6 +67,7 @@ mod cache;
 pub mod clock;
 mod codec;
 mod error;
+pub mod keys;
 pub mod memories;
 pub mod refs;
 mod schema;

@@ -9,7 +9,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::StoreError;
 
 /// The schema version this build writes and reads (SQLite's `PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Migration `n` takes a database from version `n` to `n + 1`. Append only: a released
 /// migration never changes, so every database reaches the same schema by the same steps.
@@ -139,6 +139,28 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER memory_merges_are_never_deleted BEFORE DELETE ON memory_merges
     BEGIN
         SELECT RAISE(ABORT, 'memory merges are add-only');
+    END;",
+    // 3 -> 4: API keys of `skald serve`. Only a key's SHA-256 is stored; revoking sets
+    // `revoked_at_ms` once and a key row is never removed, so an audit sees every key there was.
+    "CREATE TABLE api_keys (
+        id            TEXT    NOT NULL PRIMARY KEY,
+        tenant        TEXT    NOT NULL,
+        name          TEXT    NOT NULL,
+        secret_sha256 TEXT    NOT NULL UNIQUE,
+        prefix        TEXT    NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        revoked_at_ms INTEGER
+    );
+    CREATE TRIGGER api_keys_are_never_deleted BEFORE DELETE ON api_keys
+    BEGIN
+        SELECT RAISE(ABORT, 'api keys are revoked, never deleted');
+    END;
+    CREATE TRIGGER api_key_revocation_is_final BEFORE UPDATE ON api_keys
+        WHEN OLD.revoked_at_ms IS NOT NULL
+          OR NEW.id IS NOT OLD.id OR NEW.tenant IS NOT OLD.tenant
+          OR NEW.secret_sha256 IS NOT OLD.secret_sha256
+    BEGIN
+        SELECT RAISE(ABORT, 'an api key changes only by being revoked, once');
     END;",
 ];
 

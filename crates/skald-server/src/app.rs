@@ -1,0 +1,131 @@
+//! The router: every route, its OpenAPI description (utoipa: the document is generated from the
+//! same handlers the router serves, so the two cannot drift), the request-size limit, the metrics
+//! middleware, and [`serve`] with graceful shutdown.
+
+use std::future::Future;
+
+use axum::Json;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::Uri;
+use axum::response::IntoResponse;
+use serde::Serialize;
+use tokio::net::TcpListener;
+use utoipa::{OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "skald",
+        description = "Context engine for LLM agents: engine API (OpenClaw ContextEngine), \
+                       memory and refs API, OpenAI and Anthropic proxy."
+    ),
+    tags(
+        (name = "health", description = "Liveness, metrics and this document"),
+    )
+)]
+struct ApiDoc;
+
+/// `GET /healthz`'s answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// Always `ok` when the server answers.
+    pub status: &'static str,
+    pub version: &'static str,
+    /// Whether requests need an API key.
+    pub auth_required: bool,
+}
+
+/// Liveness.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "The server is up", body = Health)))]
+async fn healthz(State(state): State<AppState>) -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+        auth_required: state.auth_required,
+    })
+}
+
+/// Prometheus metrics, text exposition format. Needs a key when the server has keys (the counts
+/// cover every tenant, so they are not for anonymous callers).
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain"),
+              (status = 401, description = "A key is required")))]
+async fn metrics(State(state): State<AppState>, _caller: crate::auth::Caller) -> impl IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::NotFound(format!(
+        "no route {}; GET /openapi.json lists every route",
+        uri.path()
+    ))
+}
+
+/// Every route with its state, and the OpenAPI document that describes exactly them.
+pub fn router(state: AppState) -> axum::Router {
+    let (router, mut api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(healthz))
+        .routes(routes!(metrics))
+        .merge(crate::routes::engine::router())
+        .merge(crate::routes::memory::router())
+        .merge(crate::routes::refs::router())
+        .merge(crate::proxy::router())
+        .split_for_parts();
+    api.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    let document = api.clone();
+    let max_body = state.config.max_body_bytes;
+    router
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || async move { Json(document) }),
+        )
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::track,
+        ))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+/// The OpenAPI document of [`router`], without starting a server.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let (_, mut api) = OpenApiRouter::<AppState>::with_openapi(ApiDoc::openapi())
+        .routes(routes!(healthz))
+        .routes(routes!(metrics))
+        .merge(crate::routes::engine::router())
+        .merge(crate::routes::memory::router())
+        .merge(crate::routes::refs::router())
+        .merge(crate::proxy::router())
+        .split_for_parts();
+    api.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    api
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves; then in-flight requests finish and
+/// background work (memory uploads, extractions) is waited for, so nothing is lost.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let tasks = state.tasks.clone();
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    tasks.close();
+    tasks.wait().await;
+    Ok(())
+}

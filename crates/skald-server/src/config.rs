@@ -1,0 +1,105 @@
+//! What a server is started with: the pipeline and memory settings every session gets, the
+//! upstreams the proxy forwards to, and the request limits. The CLI builds it from `skald.toml`
+//! (`[proxy]`, `[server]` and the tables the other commands read); tests build it directly.
+
+use std::sync::Arc;
+
+use skald_core::compaction::CompactionSettings;
+use skald_core::memory::recall::RecallSettings;
+use skald_core::memory::write::WriteSettings;
+use skald_core::pipeline::policy::Policy;
+use skald_llm::{Embedder, Summarizer};
+
+/// The largest request body accepted by default (a long session's full history fits; a runaway
+/// upload does not).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// The context window assumed for a session when neither the request nor the configuration
+/// names one.
+pub const DEFAULT_WINDOW_TOKENS: u64 = 200_000;
+
+/// Where the proxy forwards one API's requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// The provider's base URL, as an SDK's `base_url` would be (`https://api.openai.com/v1`,
+    /// `https://api.anthropic.com`); skald appends `/chat/completions` or `/v1/messages`.
+    pub base_url: String,
+    /// A key skald sends upstream itself (the virtual-key pattern: clients hold only skald
+    /// keys). `None`: the client's own provider key passes through.
+    pub api_key: Option<String>,
+}
+
+/// Who memory acts for when a request does not say (`[memory]` user and agent).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryDefaults {
+    pub user: String,
+    pub agent: String,
+    pub recall: RecallSettings,
+    pub write: WriteSettings,
+    /// Whether requests get recall, the session-start snapshot and the memory tools.
+    pub enabled: bool,
+}
+
+impl Default for MemoryDefaults {
+    fn default() -> MemoryDefaults {
+        MemoryDefaults {
+            user: "default".to_owned(),
+            agent: "default".to_owned(),
+            recall: RecallSettings::default(),
+            write: WriteSettings::default(),
+            enabled: true,
+        }
+    }
+}
+
+/// Everything a server runs with.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// The pipeline run over every session on every request.
+    pub policy: Policy,
+    pub compaction: CompactionSettings,
+    /// The window used when a request gives no token budget.
+    pub window_tokens: u64,
+    pub memory: MemoryDefaults,
+    /// `[proxy.openai]`: where `POST /v1/chat/completions` goes.
+    pub openai: Option<Upstream>,
+    /// `[proxy.anthropic]`: where `POST /v1/messages` goes.
+    pub anthropic: Option<Upstream>,
+    /// Requests over this many bytes are refused with 413.
+    pub max_body_bytes: usize,
+    /// Writes compaction summaries (the configured model, or the extractive one).
+    pub summarizer: Arc<dyn Summarizer>,
+    /// Embeds memories and queries; `None`: memory search is full-text only.
+    pub embedder: Option<Arc<dyn Embedder>>,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("window_tokens", &self.window_tokens)
+            .field("memory", &self.memory)
+            .field("openai", &self.openai.as_ref().map(|up| &up.base_url))
+            .field("anthropic", &self.anthropic.as_ref().map(|up| &up.base_url))
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("embedder", &self.embedder.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerConfig {
+    /// The defaults: the `skald` policy, seed 001's compaction, memory on, no upstream, the
+    /// extractive summarizer and no embedder.
+    pub fn new(policy: Policy) -> ServerConfig {
+        ServerConfig {
+            policy,
+            compaction: CompactionSettings::default(),
+            window_tokens: DEFAULT_WINDOW_TOKENS,
+            memory: MemoryDefaults::default(),
+            openai: None,
+            anthropic: None,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            summarizer: Arc::new(skald_llm::ExtractiveSummarizer::default()),
+            embedder: None,
+        }
+    }
+}

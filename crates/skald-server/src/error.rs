@@ -1,0 +1,108 @@
+//! The one error shape every route answers with: a status and a JSON body
+//! `{"error": {"type": …, "message": …}}` whose message says what was wrong, so a client (or an
+//! agent reading it) can fix the request. A refused request changes nothing.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request is malformed: bad JSON, an unknown field, a value out of range.
+    #[error("{0}")]
+    BadRequest(String),
+    /// No key, or a key that is unknown or revoked.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The thing named does not exist for this tenant.
+    #[error("{0}")]
+    NotFound(String),
+    /// A ref that existed has expired.
+    #[error("{0}")]
+    Gone(String),
+    /// The body is over the size limit.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// The request is well formed but cannot be done (e.g. no upstream configured).
+    #[error("{0}")]
+    Unprocessable(String),
+    /// The upstream provider could not be reached or failed.
+    #[error("{0}")]
+    BadGateway(String),
+    /// skald itself failed (storage); the message says what it was doing.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Gone(_) => StatusCode::GONE,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The `type` of the JSON error body.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "invalid_request",
+            ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::Gone(_) => "expired",
+            ApiError::PayloadTooLarge(_) => "payload_too_large",
+            ApiError::Unprocessable(_) => "unprocessable",
+            ApiError::BadGateway(_) => "upstream_error",
+            ApiError::Internal(_) => "internal_error",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"type": self.kind(), "message": self.to_string()}});
+        (self.status(), Json(body)).into_response()
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> ApiError {
+        // axum's rejection enum is non-exhaustive; its status says which kind it is.
+        let status = rejection.status();
+        let text = rejection.body_text();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(format!(
+                "the request body is over the server's size limit: {text}"
+            ))
+        } else if status == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            ApiError::BadRequest(
+                "the request body must be JSON with `content-type: application/json`".to_owned(),
+            )
+        } else {
+            ApiError::BadRequest(format!("the request body is not valid: {text}"))
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> ApiError {
+        ApiError::BadRequest(format!("the path is not valid: {}", rejection.body_text()))
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> ApiError {
+        ApiError::BadRequest(format!(
+            "the query string is not valid: {}",
+            rejection.body_text()
+        ))
+    }
+}

@@ -1,0 +1,122 @@
+//! What every request handler shares: the stores on the data directory's database, the key
+//! store, the configuration, the per-session engine state, the metrics, the HTTP client the proxy
+//! forwards with, and the tracker of background tasks a graceful shutdown waits for.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use skald_engine::SessionState;
+use skald_store::keys::{KeyError, SqliteKeyStore};
+use skald_store::{
+    MemoryError, RefSettings, SessionError, SqliteMemoryStore, SqliteRefStore, SqliteSessionStore,
+    StoreError,
+};
+use tokio_util::task::TaskTracker;
+
+use crate::config::ServerConfig;
+use crate::metrics::Metrics;
+
+/// One session's engine state, behind an async lock: two requests of the same session run one
+/// after the other (their decisions build on each other), requests of different sessions in
+/// parallel.
+pub type SessionSlot = Arc<tokio::sync::Mutex<SessionState>>;
+
+/// The stores and settings of a running server. Cheap to clone (everything is behind `Arc`).
+#[derive(Clone)]
+pub struct AppState {
+    pub sessions: Arc<SqliteSessionStore>,
+    pub refs: Arc<SqliteRefStore>,
+    pub memories: Arc<SqliteMemoryStore>,
+    pub keys: Arc<SqliteKeyStore>,
+    pub config: Arc<ServerConfig>,
+    pub metrics: Arc<Metrics>,
+    /// The proxy's client for upstream calls (rustls, connection pool).
+    pub http: reqwest::Client,
+    /// Background work (memory uploads, extractions) a graceful shutdown waits for.
+    pub tasks: TaskTracker,
+    /// Whether requests must carry a key: true as soon as the key store holds a live key.
+    pub auth_required: bool,
+    session_states: Arc<Mutex<HashMap<(String, String), SessionSlot>>>,
+}
+
+/// The stores could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot open the ref store: {0}")]
+    Refs(#[from] StoreError),
+    #[error("cannot open the session store: {0}")]
+    Sessions(#[from] SessionError),
+    #[error("cannot open the memory store: {0}")]
+    Memories(#[from] MemoryError),
+    #[error("cannot open the key store: {0}")]
+    Keys(#[from] KeyError),
+    #[error("cannot build the HTTP client for upstream calls: {0}")]
+    Http(#[from] reqwest::Error),
+}
+
+impl AppState {
+    /// Opens every store on one database file (created if needed).
+    pub fn open(database: &Path, config: ServerConfig) -> Result<AppState, OpenError> {
+        let refs = SqliteRefStore::open(database, RefSettings::default())?;
+        let sessions = SqliteSessionStore::open(database)?;
+        let memories = SqliteMemoryStore::open(database)?;
+        let keys = SqliteKeyStore::open(database)?;
+        AppState::from_stores(sessions, refs, memories, keys, config)
+    }
+
+    /// Every store in memory; for tests.
+    pub fn in_memory(config: ServerConfig) -> Result<AppState, OpenError> {
+        AppState::from_stores(
+            SqliteSessionStore::in_memory()?,
+            SqliteRefStore::in_memory(RefSettings::default())?,
+            SqliteMemoryStore::in_memory()?,
+            SqliteKeyStore::in_memory()?,
+            config,
+        )
+    }
+
+    /// A state over stores the caller opened.
+    pub fn from_stores(
+        sessions: SqliteSessionStore,
+        refs: SqliteRefStore,
+        memories: SqliteMemoryStore,
+        keys: SqliteKeyStore,
+        config: ServerConfig,
+    ) -> Result<AppState, OpenError> {
+        let auth_required = keys.any_active()?;
+        let http = reqwest::Client::builder()
+            .pool_idle_timeout(std::time::Duration::from_secs(90))
+            .build()?;
+        Ok(AppState {
+            sessions: Arc::new(sessions),
+            refs: Arc::new(refs),
+            memories: Arc::new(memories),
+            keys: Arc::new(keys),
+            config: Arc::new(config),
+            metrics: Arc::new(Metrics::new()),
+            http,
+            tasks: TaskTracker::new(),
+            auth_required,
+            session_states: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    /// Requires a key on every request from now on (a test creates keys after opening).
+    pub fn with_auth_required(mut self, required: bool) -> AppState {
+        self.auth_required = required;
+        self
+    }
+
+    /// The engine state of one session of one tenant, created empty on first use.
+    pub fn session_slot(&self, tenant: &str, session: &str) -> SessionSlot {
+        let mut states = self
+            .session_states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        states
+            .entry((tenant.to_owned(), session.to_owned()))
+            .or_default()
+            .clone()
+    }
+}

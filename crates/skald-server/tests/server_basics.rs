@@ -1,0 +1,132 @@
+//! The server's frame: health, metrics, the OpenAPI document, JSON errors for unknown routes,
+//! and API keys scoping requests to a tenant.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::TestServer;
+use serde_json::Value;
+
+#[tokio::test]
+async fn healthz_answers_and_an_unknown_route_is_a_json_404() {
+    let server = TestServer::open().await;
+    let client = reqwest::Client::new();
+    let health: Value = client
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["auth_required"], false);
+
+    let missing = client.get(server.url("/v1/nope")).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+    let body: Value = missing.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "not_found");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/v1/nope")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn openapi_lists_exactly_the_served_routes() {
+    let server = TestServer::open().await;
+    let client = reqwest::Client::new();
+    let document: Value = client
+        .get(server.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let paths = document["paths"].as_object().unwrap();
+    assert!(paths.contains_key("/healthz"));
+    assert!(paths.contains_key("/metrics"));
+    // Every documented GET without path parameters is served.
+    for (path, item) in paths {
+        if item.get("get").is_some() && !path.contains('{') {
+            let status = client.get(server.url(path)).send().await.unwrap().status();
+            assert_ne!(status, 404, "{path} is documented but not served");
+        }
+    }
+    assert_eq!(
+        document,
+        serde_json::to_value(skald_server::openapi()).unwrap()
+    );
+}
+
+#[tokio::test]
+async fn metrics_count_requests_by_route_template() {
+    let server = TestServer::open().await;
+    let client = reqwest::Client::new();
+    for _ in 0..3 {
+        client.get(server.url("/healthz")).send().await.unwrap();
+    }
+    let text = client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = text
+        .lines()
+        .find(|line| {
+            line.starts_with("skald_http_requests_total{") && line.contains("route=\"/healthz\"")
+        })
+        .unwrap_or_else(|| panic!("no healthz counter in:\n{text}"));
+    assert!(line.ends_with(" 3"), "{line}");
+    assert!(text.contains("skald_http_request_duration_seconds_bucket"));
+}
+
+#[tokio::test]
+async fn with_keys_every_request_needs_a_live_key() {
+    let state = skald_server::AppState::in_memory(common::default_config()).unwrap();
+    let created = state.keys.create("acme", "test").unwrap();
+    let state = state.with_auth_required(true);
+    let server = TestServer::start(state).await;
+    let client = reqwest::Client::new();
+
+    let refused = client.get(server.url("/metrics")).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("x-skald-key")
+    );
+
+    let wrong = client
+        .get(server.url("/metrics"))
+        .header("x-skald-key", "sk-skald-0000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let ok = client
+        .get(server.url("/metrics"))
+        .header("x-skald-key", &created.secret)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+
+    server.state.keys.revoke(&created.key.id).unwrap();
+    let revoked = client
+        .get(server.url("/metrics"))
+        .bearer_auth(&created.secret)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 401);
+}
