@@ -50,8 +50,9 @@ pub use memory_write::{
     MemoryWriter, UploadDriver, archive_compacted_span, retry_pending_extractions,
 };
 pub use recovery::{
-    CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, RecoveryError, RecoveryReport, RecoverySettings,
-    TurnContext, TurnOutcome, complete_turn, complete_turn_with_memory,
+    CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, PrepareContext, PreparedCall, RecoveryError,
+    RecoveryReport, RecoverySettings, TurnContext, TurnDriver, TurnOutcome, complete_turn,
+    complete_turn_with_memory,
 };
 pub use session::SessionState;
 

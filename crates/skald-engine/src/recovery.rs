@@ -27,6 +27,11 @@
 //! ([`RecallHook`]: the session-start profile and listing, the turn's recalled memories and the
 //! memory tools, given to each call and never stored).
 //!
+//! [`TurnDriver`] is the same turn for a caller that sends the requests itself (the proxy, which
+//! forwards raw JSON and streams the answer): it prepares each call ([`PrepareContext`], no
+//! model needed) and takes the overflow decisions; [`complete_turn_with_memory`] is its loop
+//! around a [`ChatModel`].
+//!
 //! What the user gave is never lost: compaction appends a checkpoint, truncation forks a branch
 //! (the old one stays readable), and nothing is written after the caller cancels.
 //!
@@ -94,7 +99,7 @@ use skald_store::sessions::SessionStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::EngineError;
-use crate::assemble::{AssembleRequest, assemble};
+use crate::assemble::{AssembleReport, AssembleRequest, assemble};
 use crate::compact::{CompactRequest, compact_session, session_context};
 use crate::memory::{MemoryIdentity, RecallReport, recall_for_turn, session_start_memory};
 use crate::memory_write::{
@@ -193,6 +198,51 @@ pub struct TurnContext<'a> {
     /// When the call is made (epoch ms), for the prompt-cache clocks.
     pub now_ms: i64,
     /// The workspace's AGENTS.md, for the summary's critical-rules appendix.
+    pub agents_md: Option<&'a str>,
+    pub settings: &'a RecoverySettings,
+}
+
+impl<'a> TurnContext<'a> {
+    /// What preparing a call needs: this context without the model and its sampling settings.
+    pub fn prepare_context(&self) -> PrepareContext<'a> {
+        PrepareContext {
+            sessions: self.sessions,
+            refs: self.refs,
+            tenant: self.tenant,
+            session_id: self.session_id,
+            summarizer: self.summarizer,
+            policy: self.policy,
+            compaction: self.compaction,
+            window_tokens: self.window_tokens,
+            system_prompt: self.system_prompt,
+            tools: self.tools,
+            fetch_available: self.fetch_available,
+            now_ms: self.now_ms,
+            agents_md: self.agents_md,
+            settings: self.settings,
+        }
+    }
+}
+
+/// Everything preparing a turn's calls and recovering from their overflows needs — a
+/// [`TurnContext`] without the model: a caller that sends the requests itself (the proxy, which
+/// forwards raw JSON and streams) drives a [`TurnDriver`] with it. Fields as in [`TurnContext`].
+#[derive(Clone, Copy)]
+pub struct PrepareContext<'a> {
+    pub sessions: &'a dyn SessionStore,
+    pub refs: &'a dyn RefStore,
+    pub tenant: &'a str,
+    pub session_id: &'a str,
+    pub summarizer: &'a dyn Summarizer,
+    pub policy: &'a Policy,
+    pub compaction: &'a CompactionSettings,
+    pub window_tokens: u64,
+    pub system_prompt: Option<&'a str>,
+    /// The host's tools as OpenAI function specs or bare `{name, …}` objects: counted in the
+    /// request's size, and a skald tool of the same name is not offered again.
+    pub tools: &'a [Value],
+    pub fetch_available: bool,
+    pub now_ms: i64,
     pub agents_md: Option<&'a str>,
     pub settings: &'a RecoverySettings,
 }
@@ -454,17 +504,93 @@ pub async fn complete_turn_with_memory(
     state: &mut SessionState,
     cancel: &CancellationToken,
 ) -> Result<TurnOutcome, RecoveryError> {
-    ctx.settings.validate()?;
-    let mut turn = Turn {
-        report: RecoveryReport::default(),
-        threshold_checked: false,
-        truncation_attempted: false,
-        compaction_overflowed: false,
-    };
-    let max_iterations = ctx.settings.max_iterations;
-    let mut iteration = 0;
+    let prepare = ctx.prepare_context();
+    let mut driver = TurnDriver::new(&prepare, memory)?;
     loop {
-        iteration += 1;
+        let mut call = driver.prepare(state, cancel).await?;
+        call.request.max_output_tokens = ctx.max_output_tokens;
+        call.request.temperature = ctx.temperature;
+        let (error, source) = match ctx.model.complete(&call.request, cancel).await {
+            Ok(response) => match response.overflow_error() {
+                Some(error) => (error, OverflowSource::AssistantError),
+                None => {
+                    if cancel.is_cancelled() {
+                        return Err(driver.aborted());
+                    }
+                    let entry = ctx.sessions.append_message(
+                        ctx.tenant,
+                        ctx.session_id,
+                        response.message.clone(),
+                    )?;
+                    return Ok(TurnOutcome {
+                        response,
+                        entry_id: entry.id,
+                        recovery: driver.into_report(),
+                    });
+                }
+            },
+            Err(error) if error.is_context_overflow() => (error, OverflowSource::PromptError),
+            Err(error) => return Err(driver.failed(error)),
+        };
+        driver.recover(state, &call, error, source, cancel).await?;
+    }
+}
+
+/// One turn's preparation and overflow recovery, for a caller that makes the model calls
+/// itself. [`complete_turn_with_memory`] is this loop with a [`ChatModel`]:
+///
+/// 1. [`TurnDriver::prepare`] gives the next request (the first one after the upload planner
+///    and the threshold compaction);
+/// 2. the caller sends it; on success the turn is over ([`TurnDriver::into_report`]);
+/// 3. on a context overflow, [`TurnDriver::recover`] compacts or truncates (seed 003 §4) and
+///    returns `Ok` when the caller should prepare and send again, or the error that ends the
+///    turn; any other failure ends it with [`TurnDriver::failed`].
+///
+/// A caller that continues a turn after running tools itself (the proxy executing skald's
+/// tools) calls [`TurnDriver::prepare`] again: every call counts towards `max_iterations`.
+pub struct TurnDriver<'c> {
+    ctx: &'c PrepareContext<'c>,
+    memory: MemoryHooks<'c>,
+    turn: Turn,
+    iteration: u32,
+    /// The threshold compaction of the current call compacted (branch A on its overflow).
+    compacted_this_attempt: bool,
+}
+
+impl<'c> TurnDriver<'c> {
+    /// A driver for one turn; refuses settings that cannot work.
+    pub fn new(
+        ctx: &'c PrepareContext<'c>,
+        memory: MemoryHooks<'c>,
+    ) -> Result<TurnDriver<'c>, RecoveryError> {
+        ctx.settings.validate()?;
+        Ok(TurnDriver {
+            ctx,
+            memory,
+            turn: Turn {
+                report: RecoveryReport::default(),
+                threshold_checked: false,
+                truncation_attempted: false,
+                compaction_overflowed: false,
+            },
+            iteration: 0,
+            compacted_this_attempt: false,
+        })
+    }
+
+    /// The next model call: the session's context through the pipeline and memory. Before the
+    /// turn's first call the upload planner runs, and once per turn the threshold compaction
+    /// (on the calibrated size, see [`SessionState::observe_usage`]).
+    pub async fn prepare(
+        &mut self,
+        state: &mut SessionState,
+        cancel: &CancellationToken,
+    ) -> Result<PreparedCall, RecoveryError> {
+        let ctx = self.ctx;
+        let memory = self.memory;
+        self.iteration += 1;
+        let iteration = self.iteration;
+        let turn = &mut self.turn;
         if cancel.is_cancelled() {
             return Err(turn.aborted());
         }
@@ -475,7 +601,7 @@ pub async fn complete_turn_with_memory(
                     ctx.sessions,
                     ctx.tenant,
                     ctx.session_id,
-                    call.request_tokens,
+                    state.calibrated_tokens(call.request_tokens),
                     ctx.window_tokens,
                 )
                 .await
@@ -490,12 +616,13 @@ pub async fn complete_turn_with_memory(
                 Err(error) => turn.report.memory_errors.push(error.to_string()),
             }
         }
-        let mut compacted_this_attempt = false;
+        self.compacted_this_attempt = false;
         if !turn.threshold_checked {
             // Once per turn: a context still over the threshold after compacting would trigger
             // again on every retry and never get smaller that way.
             turn.threshold_checked = true;
-            if should_compact(call.request_tokens, ctx.window_tokens, ctx.compaction) {
+            let calibrated = state.calibrated_tokens(call.request_tokens);
+            if should_compact(calibrated, ctx.window_tokens, ctx.compaction) {
                 let record = run_compaction(
                     ctx,
                     memory,
@@ -503,7 +630,7 @@ pub async fn complete_turn_with_memory(
                     state,
                     CompactionTrigger::Threshold,
                     ctx.window_tokens,
-                    Some(call.request_tokens),
+                    Some(calibrated),
                     iteration,
                     cancel,
                 )
@@ -512,43 +639,34 @@ pub async fn complete_turn_with_memory(
                     turn.report.compactions.push(record);
                     return Err(turn.aborted());
                 }
-                compacted_this_attempt = record.is_compacted();
+                self.compacted_this_attempt = record.is_compacted();
                 turn.note_compaction(record);
-                if compacted_this_attempt {
+                if self.compacted_this_attempt {
                     call = prepare_call_with_memory(ctx, memory, state, &mut turn.report).await?;
                 }
             }
         }
-
         turn.report.attempts += 1;
-        let (error, source) = match ctx.model.complete(&call.request, cancel).await {
-            Ok(response) => match response.overflow_error() {
-                Some(error) => (error, OverflowSource::AssistantError),
-                None => {
-                    if cancel.is_cancelled() {
-                        return Err(turn.aborted());
-                    }
-                    let entry = ctx.sessions.append_message(
-                        ctx.tenant,
-                        ctx.session_id,
-                        response.message.clone(),
-                    )?;
-                    return Ok(TurnOutcome {
-                        response,
-                        entry_id: entry.id,
-                        recovery: turn.report,
-                    });
-                }
-            },
-            Err(LlmError::Aborted) => return Err(turn.aborted()),
-            Err(error) if error.is_context_overflow() => (error, OverflowSource::PromptError),
-            Err(error) => {
-                return Err(RecoveryError::Llm {
-                    source: error,
-                    report: Box::new(turn.report),
-                });
-            }
-        };
+        Ok(call)
+    }
+
+    /// The call `call` overflowed (`error` is a [`LlmError::ContextOverflow`] or an
+    /// assistant-error overflow): follows the seed's decision tree. `Ok` means the session was
+    /// made smaller (or the call had just been compacted): prepare and send again. An error
+    /// ends the turn: [`RecoveryError::ContextOverflow`] when every step is spent,
+    /// [`RecoveryError::IterationLimit`] at `max_iterations`.
+    pub async fn recover(
+        &mut self,
+        state: &mut SessionState,
+        call: &PreparedCall,
+        error: LlmError,
+        source: OverflowSource,
+        cancel: &CancellationToken,
+    ) -> Result<RecoveryAction, RecoveryError> {
+        let ctx = self.ctx;
+        let memory = self.memory;
+        let iteration = self.iteration;
+        let turn = &mut self.turn;
         let (requested_tokens, limit_tokens) = overflow_counts(&error);
         let mut record = OverflowRecord {
             attempt: iteration,
@@ -559,19 +677,19 @@ pub async fn complete_turn_with_memory(
             estimated_tokens: call.request_tokens,
             action: RecoveryAction::GaveUp,
         };
-        if iteration >= max_iterations {
+        if iteration >= ctx.settings.max_iterations {
             record.action = RecoveryAction::IterationLimit;
             turn.report.overflows.push(record);
             return Err(RecoveryError::IterationLimit {
                 iterations: iteration,
                 last_error: error,
-                report: Box::new(turn.report),
+                report: Box::new(std::mem::take(&mut turn.report)),
             });
         }
 
         let under_cap =
             turn.report.overflow_compaction_attempts < ctx.settings.max_overflow_compactions;
-        let action = if compacted_this_attempt && under_cap {
+        let action = if self.compacted_this_attempt && under_cap {
             turn.report.overflow_compaction_attempts += 1;
             RecoveryAction::DirectRetry
         } else if under_cap && !turn.compaction_overflowed {
@@ -599,23 +717,51 @@ pub async fn complete_turn_with_memory(
             if compacted {
                 RecoveryAction::Compacted
             } else {
-                turn.fallback(ctx, state, &call, &record, cancel)?
+                turn.fallback(ctx, state, call, &record, cancel)?
             }
         } else {
-            turn.fallback(ctx, state, &call, &record, cancel)?
+            turn.fallback(ctx, state, call, &record, cancel)?
         };
         record.action = action;
         turn.report.overflows.push(record);
         match action {
             RecoveryAction::DirectRetry | RecoveryAction::Compacted | RecoveryAction::Truncated => {
+                Ok(action)
             }
             RecoveryAction::GaveUp | RecoveryAction::IterationLimit => {
-                return Err(RecoveryError::ContextOverflow {
+                Err(RecoveryError::ContextOverflow {
                     last_error: error,
-                    report: Box::new(turn.report),
-                });
+                    report: Box::new(std::mem::take(&mut turn.report)),
+                })
             }
         }
+    }
+
+    /// Ends the turn on a provider failure that is not an overflow ([`LlmError::Aborted`]
+    /// becomes [`RecoveryError::Aborted`]).
+    pub fn failed(mut self, error: LlmError) -> RecoveryError {
+        match error {
+            LlmError::Aborted => self.turn.aborted(),
+            error => RecoveryError::Llm {
+                source: error,
+                report: Box::new(self.turn.report),
+            },
+        }
+    }
+
+    /// Ends the turn because the caller cancelled.
+    pub fn aborted(mut self) -> RecoveryError {
+        self.turn.aborted()
+    }
+
+    /// What recovery did so far.
+    pub fn report(&self) -> &RecoveryReport {
+        &self.turn.report
+    }
+
+    /// What recovery did during the turn.
+    pub fn into_report(self) -> RecoveryReport {
+        self.turn.report
     }
 }
 
@@ -646,7 +792,7 @@ impl Turn {
     /// The fallback: truncate once, else give up.
     fn fallback(
         &mut self,
-        ctx: &TurnContext<'_>,
+        ctx: &PrepareContext<'_>,
         state: &mut SessionState,
         call: &PreparedCall,
         overflow: &OverflowRecord,
@@ -671,19 +817,28 @@ impl Turn {
 }
 
 /// One request, ready to send, with skald's estimate of its size.
-struct PreparedCall {
-    request: ChatRequest,
+#[derive(Debug, Clone)]
+pub struct PreparedCall {
+    /// System prompt: the context's [`PrepareContext::system_prompt`] with skald's additions
+    /// (the REF_ID instruction, memory's profile); only the additions when it has none.
+    /// Tools: the host's, then the skald tools offered (`offered_tools`) as OpenAI function specs.
+    pub request: ChatRequest,
+    /// The skald tools this call offers that the host did not define itself
+    /// (`fetch_original_data` once refs exist, the memory tools with a recall hook).
+    pub offered_tools: Vec<ToolSpec>,
+    /// What the pipeline did to the session's messages.
+    pub assemble: AssembleReport,
     /// Estimated tokens of the assembled session messages (without what memory injects).
-    message_tokens: u64,
+    pub message_tokens: u64,
     /// Estimated tokens of the whole request: messages, system prompt and tools.
-    request_tokens: u64,
+    pub request_tokens: u64,
 }
 
 /// [`prepare_call`], then what recall gives this call (when a hook is given): the session-start
 /// snapshot (taken on the session's first call) and the per-turn memories. Their tokens count
 /// in the request's size, so the threshold sees what the model will be sent.
 async fn prepare_call_with_memory(
-    ctx: &TurnContext<'_>,
+    ctx: &PrepareContext<'_>,
     memory: MemoryHooks<'_>,
     state: &mut SessionState,
     report: &mut RecoveryReport,
@@ -717,8 +872,10 @@ async fn prepare_call_with_memory(
     call.request.messages = recalled.messages;
     if hook.offer_tools {
         for spec in memory_tool_specs() {
-            added_chars +=
-                offer_tool(&mut call.request.tools, &spec).map_or(0, json_estimate_chars);
+            if let Some(offered) = offer_tool(&mut call.request.tools, &spec) {
+                added_chars += json_estimate_chars(offered);
+                call.offered_tools.push(spec);
+            }
         }
     }
     let added_tokens =
@@ -732,7 +889,7 @@ async fn prepare_call_with_memory(
 
 /// Loads the session, assembles its context and builds the request.
 fn prepare_call(
-    ctx: &TurnContext<'_>,
+    ctx: &PrepareContext<'_>,
     state: &mut SessionState,
 ) -> Result<PreparedCall, RecoveryError> {
     let session = ctx.sessions.load(ctx.tenant, ctx.session_id)?;
@@ -759,8 +916,11 @@ fn prepare_call(
         (None, None) => None,
     };
     let mut tools = ctx.tools.to_vec();
-    for spec in &assembled.tools {
-        offer_tool(&mut tools, spec);
+    let mut offered_tools = Vec::new();
+    for spec in assembled.tools {
+        if offer_tool(&mut tools, &spec).is_some() {
+            offered_tools.push(spec);
+        }
     }
     let overhead_chars = system.as_deref().map_or(0, estimate_string_chars)
         + tools.iter().map(json_estimate_chars).sum::<usize>();
@@ -768,12 +928,14 @@ fn prepare_call(
     Ok(PreparedCall {
         message_tokens: assembled.estimated_tokens,
         request_tokens: assembled.estimated_tokens + overhead_tokens,
+        offered_tools,
+        assemble: assembled.report,
         request: ChatRequest {
             system,
             messages: assembled.messages,
             tools,
-            max_output_tokens: ctx.max_output_tokens,
-            temperature: ctx.temperature,
+            max_output_tokens: None,
+            temperature: None,
         },
     })
 }
@@ -844,7 +1006,7 @@ fn compaction_window(window: u64, limit: Option<u64>, settings: &CompactionSetti
 /// lets the session state know about refs a tail truncation stored.
 #[allow(clippy::too_many_arguments)]
 async fn run_compaction(
-    ctx: &TurnContext<'_>,
+    ctx: &PrepareContext<'_>,
     memory: MemoryHooks<'_>,
     memory_errors: &mut Vec<String>,
     state: &mut SessionState,
@@ -911,7 +1073,7 @@ async fn run_compaction(
 /// The fallback: plans the persistent truncation and writes it — originals first, then the
 /// branch.
 fn truncate_session(
-    ctx: &TurnContext<'_>,
+    ctx: &PrepareContext<'_>,
     state: &mut SessionState,
     call: &PreparedCall,
     overflow: &OverflowRecord,
