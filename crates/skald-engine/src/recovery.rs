@@ -740,12 +740,12 @@ impl<'c> TurnDriver<'c> {
     /// Ends the turn on a provider failure that is not an overflow ([`LlmError::Aborted`]
     /// becomes [`RecoveryError::Aborted`]).
     pub fn failed(mut self, error: LlmError) -> RecoveryError {
-        match error {
-            LlmError::Aborted => self.turn.aborted(),
-            error => RecoveryError::Llm {
-                source: error,
-                report: Box::new(self.turn.report),
-            },
+        if matches!(error, LlmError::Aborted) {
+            return self.turn.aborted();
+        }
+        RecoveryError::Llm {
+            source: error,
+            report: Box::new(self.turn.report),
         }
     }
 

@@ -1,9 +1,216 @@
 //! The LLM proxy: `POST /v1/chat/completions` (OpenAI) and `POST /v1/messages` (Anthropic).
+//! A client points its SDK's base URL at skald and changes nothing else.
+//!
+//! Per request: the caller is authenticated (`Caller`), the body decoded with the API's codec
+//! (a malformed one is refused before anything is stored), the session found (`x-skald-session`,
+//! else derived from the conversation's opening) and locked for the whole request, the client's
+//! conversation synced into it, and then every upstream call is prepared by the engine exactly
+//! as for a turn of its own — session context with the compaction checkpoint first, threshold
+//! compaction, the pipeline (offload, pruning, truncation, refs stored first), memory — and
+//! encoded back into the client's API with every field the client sent ([`exchange`]).
+//! skald's tools (`fetch_original_data`, the memory tools) are run by the proxy and the upstream
+//! call continued, so the client never sees a tool it did not define, streaming included
+//! ([`stream`]); an upstream context overflow is recovered from and retried. What the client
+//! sees is the upstream's answer, byte for byte wherever skald had nothing to change.
 
+mod exchange;
+mod ingest;
+mod spelling;
+mod sse;
+mod stream;
+mod tools;
+mod upstream;
+
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::Value;
+use skald_engine::RecoverySettings;
+use skald_engine::memory::MemoryIdentity;
+use skald_store::sessions::validate_session_id;
 use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use crate::auth::Caller;
+use crate::error::ApiError;
 use crate::state::AppState;
+
+pub use exchange::MAX_TOOL_ROUNDS;
+pub use upstream::{Api, SESSION_HEADER};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .routes(routes!(chat_completions))
+        .routes(routes!(messages))
+}
+
+/// OpenAI Chat Completions through skald: the request runs through the engine (offload,
+/// pruning, compaction, recall) and goes to `[proxy.openai]`; the answer comes back as the
+/// upstream gave it (streamed when `stream` is true), without skald's own tool calls.
+#[utoipa::path(post, path = "/v1/chat/completions", tag = "proxy",
+    params(("x-skald-session" = Option<String>, Header,
+        description = "The session; derived from the conversation's first messages when absent")),
+    request_body(content = Object, description = "A Chat Completions request", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The upstream's answer (JSON, or an SSE stream)", body = Object),
+        (status = 400, description = "Malformed JSON or not a Chat Completions request"),
+        (status = 401, description = "A key is required"),
+        (status = 413, description = "The body is over the size limit"),
+        (status = 422, description = "No upstream configured, or no provider key for a skald bearer key"),
+        (status = 502, description = "The upstream cannot be reached")))]
+async fn chat_completions(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    proxy(state, caller, Api::OpenAi, uri, headers, body).await
+}
+
+/// Anthropic Messages through skald: as `/v1/chat/completions`, to `[proxy.anthropic]`.
+#[utoipa::path(post, path = "/v1/messages", tag = "proxy",
+    params(("x-skald-session" = Option<String>, Header,
+        description = "The session; derived from the conversation's first messages when absent")),
+    request_body(content = Object, description = "A Messages request", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The upstream's answer (JSON, or an SSE stream)", body = Object),
+        (status = 400, description = "Malformed JSON or not a Messages request"),
+        (status = 401, description = "A key is required"),
+        (status = 413, description = "The body is over the size limit"),
+        (status = 422, description = "No upstream configured, or no provider key for a skald key in x-api-key"),
+        (status = 502, description = "The upstream cannot be reached")))]
+async fn messages(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    proxy(state, caller, Api::Anthropic, uri, headers, body).await
+}
+
+async fn proxy(
+    state: AppState,
+    caller: Caller,
+    api: Api,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match start(state, caller, api, uri, headers, body).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+/// Everything that can refuse the request before the session is touched, then the exchange.
+async fn start(
+    state: AppState,
+    caller: Caller,
+    api: Api,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(format!(
+                "the request body is over the server's size limit of {} bytes",
+                state.config.max_body_bytes
+            ))
+        } else {
+            ApiError::BadRequest(format!(
+                "the request body cannot be read: {}",
+                rejection.body_text()
+            ))
+        }
+    })?;
+    let upstream = api.upstream(&state.config)?;
+    let upstream_headers = upstream::upstream_headers(api, &caller, &headers, upstream)?;
+    let url = api.url(upstream, uri.query());
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|error| ApiError::BadRequest(format!("the request body is not JSON: {error}")))?;
+    let mut request = api.decode_request(&value).map_err(|error| {
+        ApiError::BadRequest(format!(
+            "the request body is not a valid {} request: {error}",
+            match api {
+                Api::OpenAi => "Chat Completions",
+                Api::Anthropic => "Messages",
+            }
+        ))
+    })?;
+    let streaming = value.get("stream") == Some(&Value::Bool(true));
+    let messages = std::mem::take(&mut request.messages);
+    let session_id = match headers.get(SESSION_HEADER) {
+        Some(value) => {
+            let id = value.to_str().map_err(|_| {
+                ApiError::BadRequest(format!("the {SESSION_HEADER} header is not ASCII text"))
+            })?;
+            validate_session_id(id).map_err(|error| {
+                ApiError::BadRequest(format!("the {SESSION_HEADER} header: {error}"))
+            })?;
+            id.to_owned()
+        }
+        None => ingest::derive_session_id(&messages),
+    };
+    let client_tools = match value.get("tools") {
+        Some(Value::Array(tools)) => tools.clone(),
+        Some(_) | None => Vec::new(),
+    };
+    let identity = if state.config.memory.enabled {
+        match MemoryIdentity::new(&state.config.memory.user, &state.config.memory.agent) {
+            Ok(identity) => Some(identity),
+            Err(error) => {
+                tracing::warn!(%error, "the [memory] user or agent is not a valid name; memory is off");
+                None
+            }
+        }
+    } else {
+        None
+    };
+
+    let slot = state.session_slot(&caller.tenant, &session_id);
+    let session = slot.lock_owned().await;
+    ingest::sync_conversation(
+        &*state.sessions,
+        &caller.tenant,
+        &session_id,
+        &messages,
+        api.origin(),
+    )
+    .map_err(|error| ApiError::Internal(format!("syncing the conversation failed: {error}")))?;
+
+    let exchange = exchange::Exchange {
+        api,
+        state: state.clone(),
+        tenant: caller.tenant,
+        session_id,
+        url,
+        headers: upstream_headers,
+        request,
+        client_tools,
+        client_messages: spelling::ClientMessages::new(messages),
+        identity,
+        now_ms: now_ms(),
+        settings: RecoverySettings::default(),
+    };
+    if !streaming {
+        return Ok(exchange::complete(exchange, session).await);
+    }
+    let (head, response) = tokio::sync::oneshot::channel();
+    state.tasks.spawn(exchange::stream(exchange, session, head));
+    response
+        .await
+        .map_err(|_| ApiError::Internal("the streaming task ended before answering".to_owned()))
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+        })
 }

@@ -1,0 +1,714 @@
+//! One proxied request from the moment its session is locked: the engine prepares each upstream
+//! call (`TurnDriver`: session context, threshold compaction, the pipeline, memory), the call is
+//! encoded back into the client's API with every field the client sent, forwarded, and its
+//! answer handled — skald's tool calls run and the call continued, an overflow recovered from
+//! and retried, usage fed to calibration — before the answer goes back, whole or streamed.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::Value;
+use skald_core::codec::{anthropic, openai};
+use skald_core::memory::recall::RecallSettings;
+use skald_core::memory::usage::ToolCallReport;
+use skald_core::message::{Block, ContentForm, Conversation, Message, Role, ToolCall, Usage};
+use skald_engine::memory::{MemoryIdentity, record_tool_reports};
+use skald_engine::recovery::{OverflowSource, RecallHook, RecoveryAction};
+use skald_engine::{
+    CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, MemoryWriter, PrepareContext, PreparedCall,
+    RecoveryError, RecoverySettings, SessionState, TurnDriver,
+};
+use skald_llm::{DeterministicExtractor, LlmError};
+use skald_store::MemoryStore;
+use tokio::sync::{OwnedMutexGuard, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::ingest;
+use super::spelling::ClientMessages;
+use super::sse::SseSplitter;
+use super::stream::{StreamRewriter, anthropic_usage, error_event, openai_usage};
+use super::tools::{self, Executed, SkaldTools};
+use super::upstream::{Api, response_headers};
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::state::AppState;
+
+/// Upstream calls one request may make to answer skald's own tool calls before the answer goes
+/// to the client as it is (without those calls).
+pub const MAX_TOOL_ROUNDS: u32 = 8;
+
+/// Everything about one request that outlives its parsing.
+pub struct Exchange {
+    pub api: Api,
+    pub state: AppState,
+    pub tenant: String,
+    pub session_id: String,
+    pub url: String,
+    /// The headers of every upstream call (auth settled, skald's own removed).
+    pub headers: HeaderMap,
+    /// The client's request without its messages (they are in the session): model, tools and
+    /// every other field, re-encoded around each prepared call.
+    pub request: Conversation,
+    /// The client's tools as sent, for the request's size and so that a skald tool of the same
+    /// name is not offered.
+    pub client_tools: Vec<Value>,
+    /// The client's messages, for their spelling (see [`ClientMessages`]).
+    pub client_messages: ClientMessages,
+    pub identity: Option<MemoryIdentity>,
+    pub now_ms: i64,
+    pub settings: RecoverySettings,
+}
+
+/// A response the client gets instead of the normal flow's answer (an upstream error as it came,
+/// or skald's own).
+type Early = Response;
+
+/// An upstream call that answered 2xx.
+struct Sent {
+    response: reqwest::Response,
+    call: PreparedCall,
+    skald: SkaldTools,
+}
+
+impl Exchange {
+    fn prepare_context(&self) -> PrepareContext<'_> {
+        let config = &self.state.config;
+        PrepareContext {
+            sessions: &*self.state.sessions,
+            refs: &*self.state.refs,
+            tenant: &self.tenant,
+            session_id: &self.session_id,
+            summarizer: config.summarizer.as_ref(),
+            policy: &config.policy,
+            compaction: &config.compaction,
+            window_tokens: config.window_tokens,
+            system_prompt: None,
+            tools: &self.client_tools,
+            fetch_available: true,
+            now_ms: self.now_ms,
+            agents_md: None,
+            settings: &self.settings,
+        }
+    }
+
+    fn recall_settings(&self) -> &RecallSettings {
+        &self.state.config.memory.recall
+    }
+
+    /// The archive of compacted spans into memory (deterministic extraction), when memory is on.
+    fn memory_writer(&self) -> Option<MemoryWriter> {
+        self.identity.as_ref()?;
+        let store: Arc<dyn MemoryStore> = self.state.memories.clone();
+        let writer = MemoryWriter::new(
+            store,
+            Arc::new(DeterministicExtractor::default()),
+            self.state.config.memory.write.clone(),
+        )
+        .ok()?;
+        Some(match &self.state.config.embedder {
+            Some(embedder) => writer.with_embedder(embedder.clone()),
+            None => writer,
+        })
+    }
+
+    /// The body of one upstream call: the prepared messages (in the client's spelling, and
+    /// marked as the client's format, so the fields the client put on them are written back), skald's system prompt addition on
+    /// the leading system message, the client's tools then skald's, and every other field of
+    /// the client's request.
+    fn encode(&self, call: &mut PreparedCall) -> Value {
+        let origin = self.api.origin();
+        let mut messages = std::mem::take(&mut call.request.messages);
+        self.client_messages.restore(&mut messages);
+        for message in &mut messages {
+            message.extra.insert(
+                openai::ORIGIN_KEY.to_owned(),
+                Value::String(origin.to_owned()),
+            );
+        }
+        if let Some(addition) = call.request.system.as_deref() {
+            add_to_system_prompt(&mut messages, addition, origin);
+        }
+        let mut tools = self.request.tools.clone();
+        tools.extend(call.offered_tools.iter().cloned());
+        let conversation = Conversation {
+            messages,
+            tools,
+            model: self.request.model.clone(),
+            extra: self.request.extra.clone(),
+        };
+        self.api.encode_request(&conversation)
+    }
+
+    /// Prepares and sends calls until one is answered 2xx, recovering from overflows on the way.
+    async fn send(
+        &self,
+        driver: &mut TurnDriver<'_>,
+        session: &mut SessionState,
+        cancel: &CancellationToken,
+        seen_compactions: &mut usize,
+    ) -> Result<Sent, Early> {
+        let metrics = &self.state.metrics;
+        loop {
+            let prepared = driver.prepare(session, cancel).await;
+            self.note_compactions(driver, seen_compactions);
+            let mut call = prepared.map_err(|error| recovery_failure(self.api, error))?;
+            let saved_chars = call.assemble.offload.chars_saved()
+                + call
+                    .assemble
+                    .prune
+                    .chars_before
+                    .saturating_sub(call.assemble.prune.chars_after)
+                + call
+                    .assemble
+                    .truncate
+                    .chars_before
+                    .saturating_sub(call.assemble.truncate.chars_after);
+            metrics
+                .tokens_saved
+                .inc_by((saved_chars / skald_core::tokens::CHARS_PER_TOKEN) as u64);
+            metrics.refs_stored.inc_by(call.assemble.refs_stored as u64);
+            let skald = SkaldTools::new(call.offered_tools.iter().map(|tool| tool.name.clone()));
+            let body = match serde_json::to_vec(&self.encode(&mut call)) {
+                Ok(body) => body,
+                Err(error) => {
+                    return Err(ApiError::Internal(format!(
+                        "cannot serialize the upstream request: {error}"
+                    ))
+                    .into_response());
+                }
+            };
+            let response = self
+                .state
+                .http
+                .post(&self.url)
+                .headers(self.headers.clone())
+                .body(body)
+                .send()
+                .await
+                .map_err(|error| {
+                    ApiError::BadGateway(format!(
+                        "cannot reach the upstream at {}: {}",
+                        self.url,
+                        error_chain(&error)
+                    ))
+                    .into_response()
+                })?;
+            if response.status().is_success() {
+                return Ok(Sent {
+                    response,
+                    call,
+                    skald,
+                });
+            }
+            let status = response.status();
+            let headers = response_headers(response.headers());
+            let body = response.bytes().await.unwrap_or_default();
+            let error = LlmError::from_provider(
+                Some(status.as_u16()),
+                &String::from_utf8_lossy(&body),
+                None,
+            );
+            if !error.is_context_overflow() {
+                return Err(raw_response(status, headers, body));
+            }
+            let recovered = driver
+                .recover(session, &call, error, OverflowSource::PromptError, cancel)
+                .await;
+            self.note_compactions(driver, seen_compactions);
+            match recovered {
+                Ok(action) => Metrics::outcome(&metrics.overflow_recoveries, action_name(action)),
+                Err(error) => {
+                    Metrics::outcome(&metrics.overflow_recoveries, "gave_up");
+                    return Err(match error {
+                        RecoveryError::ContextOverflow { .. }
+                        | RecoveryError::IterationLimit { .. } => {
+                            overflow_response(status, headers, &body)
+                        }
+                        other @ (RecoveryError::Llm { .. }
+                        | RecoveryError::Aborted { .. }
+                        | RecoveryError::Settings(_)
+                        | RecoveryError::Engine(_)) => recovery_failure(self.api, other),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Counts the compactions the driver ran since the last look.
+    fn note_compactions(&self, driver: &TurnDriver<'_>, seen: &mut usize) {
+        let compactions = &driver.report().compactions;
+        for record in compactions.iter().skip(*seen) {
+            let outcome = match &record.outcome {
+                skald_core::compaction::CompactionOutcome::Compacted { .. } => "compacted",
+                skald_core::compaction::CompactionOutcome::Skipped { .. } => "skipped",
+                skald_core::compaction::CompactionOutcome::Cancelled { .. } => "failed",
+            };
+            Metrics::outcome(&self.state.metrics.compactions, outcome);
+        }
+        *seen = compactions.len();
+    }
+
+    /// Runs skald's calls of one answer.
+    async fn execute(&self, calls: &[ToolCall]) -> Vec<Executed> {
+        let mut executed = Vec::with_capacity(calls.len());
+        for call in calls {
+            executed.push(
+                tools::execute(&self.state, &self.tenant, self.identity.as_ref(), call).await,
+            );
+        }
+        executed
+    }
+
+    /// Records what skald ran: the calls and their results as hidden entries (the model's next
+    /// call sees them, the client's next sync skips them), and the tools' statistics.
+    fn record(&self, assistant: Message, executed: Vec<Executed>) -> Result<(), ApiError> {
+        let mut reports = Vec::with_capacity(executed.len());
+        let mut messages = Vec::with_capacity(executed.len() + 1);
+        messages.push(assistant);
+        for run in executed {
+            reports.push(run.report);
+            messages.push(run.result);
+        }
+        ingest::append_hidden(
+            &*self.state.sessions,
+            &self.tenant,
+            &self.session_id,
+            messages,
+        )
+        .map_err(|error| {
+            ApiError::Internal(format!("recording skald's tool calls failed: {error}"))
+        })?;
+        self.record_tool_reports(&reports);
+        Ok(())
+    }
+
+    /// Tool statistics for memory (failures to record them never fail the request).
+    fn record_tool_reports(&self, reports: &[ToolCallReport]) {
+        if let (Some(identity), false) = (&self.identity, reports.is_empty()) {
+            if let Err(error) = record_tool_reports(
+                &*self.state.memories,
+                &self.tenant,
+                identity.agent(),
+                reports,
+            ) {
+                tracing::warn!(%error, "recording tool statistics failed");
+            }
+        }
+    }
+
+    /// Feeds calibration with what the provider reported for `call`.
+    fn observe(
+        &self,
+        session: &mut SessionState,
+        call: &PreparedCall,
+        usage: Option<Usage>,
+        model: Option<&str>,
+    ) {
+        let Some(usage) = usage else {
+            return;
+        };
+        let model = model.or(self.request.model.as_deref()).unwrap_or("unknown");
+        session.observe_usage(model, call.request_tokens, usage.total_input());
+    }
+}
+
+/// Adds skald's addition to the system prompt: to the leading system message when there is
+/// one (as more text, in the form it has), else as a new one in front.
+fn add_to_system_prompt(messages: &mut Vec<Message>, addition: &str, origin: &str) {
+    match messages
+        .first_mut()
+        .filter(|message| message.role == Role::System)
+    {
+        Some(system) => match (system.content_form, system.content.as_mut_slice()) {
+            (ContentForm::Text, [Block::Text(text)]) => {
+                text.text.push_str("\n\n");
+                text.text.push_str(addition);
+            }
+            _ => {
+                system.content_form = ContentForm::Blocks;
+                system.content.push(Block::text(addition));
+            }
+        },
+        None => {
+            let mut system = Message::text(Role::System, addition);
+            system.extra.insert(
+                openai::ORIGIN_KEY.to_owned(),
+                Value::String(origin.to_owned()),
+            );
+            messages.insert(0, system);
+        }
+    }
+}
+
+/// A non-streamed answer, after skald's tools.
+pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionState>) -> Response {
+    let prepare = exchange.prepare_context();
+    let writer = exchange.memory_writer();
+    let recall = exchange.identity.as_ref().map(|identity| RecallHook {
+        store: &*exchange.state.memories,
+        embedder: exchange.state.config.embedder.as_deref(),
+        identity,
+        settings: exchange.recall_settings(),
+        offer_tools: true,
+    });
+    let hooks = MemoryHooks {
+        writer: writer.as_ref(),
+        uploads: None,
+        recall: recall.as_ref(),
+    };
+    let mut driver = match TurnDriver::new(&prepare, hooks) {
+        Ok(driver) => driver,
+        Err(error) => return recovery_failure(exchange.api, error),
+    };
+    let cancel = CancellationToken::new();
+    let mut seen_compactions = 0;
+    let mut rounds = 0;
+    loop {
+        let sent = match exchange
+            .send(&mut driver, &mut session, &cancel, &mut seen_compactions)
+            .await
+        {
+            Ok(sent) => sent,
+            Err(early) => return early,
+        };
+        let status = sent.response.status();
+        let headers = response_headers(sent.response.headers());
+        let body = match sent.response.bytes().await {
+            Ok(body) => body,
+            Err(error) => {
+                return ApiError::BadGateway(format!(
+                    "the upstream's answer broke off: {}",
+                    error_chain(&error)
+                ))
+                .into_response();
+            }
+        };
+        let Ok(mut value) = serde_json::from_slice::<Value>(&body) else {
+            return raw_response(status, headers, body);
+        };
+        let Some((message, model)) = decode_answer(exchange.api, &value) else {
+            return raw_response(status, headers, body);
+        };
+        exchange.observe(
+            &mut session,
+            &sent.call,
+            message.meta.usage,
+            model.as_deref(),
+        );
+        if let Some(error) = skald_llm::overflow::assistant_error_overflow(&message) {
+            let recovered = driver
+                .recover(
+                    &mut session,
+                    &sent.call,
+                    error,
+                    OverflowSource::AssistantError,
+                    &cancel,
+                )
+                .await;
+            exchange.note_compactions(&driver, &mut seen_compactions);
+            match recovered {
+                Ok(action) => {
+                    Metrics::outcome(
+                        &exchange.state.metrics.overflow_recoveries,
+                        action_name(action),
+                    );
+                    continue;
+                }
+                Err(_) => {
+                    Metrics::outcome(&exchange.state.metrics.overflow_recoveries, "gave_up");
+                    return raw_response(status, headers, body);
+                }
+            }
+        }
+        let (skald_calls, client_calls): (Vec<&ToolCall>, Vec<&ToolCall>) = message
+            .tool_calls()
+            .partition(|call| sent.skald.contains(&call.name));
+        if skald_calls.is_empty() {
+            return raw_response(status, headers, body);
+        }
+        let skald_calls: Vec<ToolCall> = skald_calls.into_iter().cloned().collect();
+        let executed = exchange.execute(&skald_calls).await;
+        rounds += 1;
+        if client_calls.is_empty() && rounds < MAX_TOOL_ROUNDS {
+            // Only skald's tools: the client never sees this answer, the model gets the results.
+            let assistant = tools::hidden_assistant(Some(&message), &skald_calls);
+            if let Err(error) = exchange.record(assistant, executed) {
+                return error.into_response();
+            }
+            continue;
+        }
+        // The client's tools too (or no rounds left): the client gets the answer without
+        // skald's calls; its text comes back in the client's next request.
+        let assistant = tools::hidden_assistant(None, &skald_calls);
+        if let Err(error) = exchange.record(assistant, executed) {
+            return error.into_response();
+        }
+        tools::strip_skald_calls(exchange.api, &mut value, &sent.skald);
+        return json_response(status, headers, &value);
+    }
+}
+
+/// A streamed answer: the response starts with the first upstream call that answers 2xx, and
+/// its events go to the client as they arrive; `head` gets the response (or the early error).
+pub async fn stream(
+    exchange: Exchange,
+    mut session: OwnedMutexGuard<SessionState>,
+    head: oneshot::Sender<Response>,
+) {
+    let prepare = exchange.prepare_context();
+    let writer = exchange.memory_writer();
+    let recall = exchange.identity.as_ref().map(|identity| RecallHook {
+        store: &*exchange.state.memories,
+        embedder: exchange.state.config.embedder.as_deref(),
+        identity,
+        settings: exchange.recall_settings(),
+        offer_tools: true,
+    });
+    let hooks = MemoryHooks {
+        writer: writer.as_ref(),
+        uploads: None,
+        recall: recall.as_ref(),
+    };
+    let mut driver = match TurnDriver::new(&prepare, hooks) {
+        Ok(driver) => driver,
+        Err(error) => {
+            let _ = head.send(recovery_failure(exchange.api, error));
+            return;
+        }
+    };
+    let cancel = CancellationToken::new();
+    let mut seen_compactions = 0;
+    let first = match exchange
+        .send(&mut driver, &mut session, &cancel, &mut seen_compactions)
+        .await
+    {
+        Ok(sent) => sent,
+        Err(early) => {
+            let _ = head.send(early);
+            return;
+        }
+    };
+    if !is_event_stream(first.response.headers()) {
+        // The upstream answered a stream request with a whole answer: it goes back as it is.
+        let status = first.response.status();
+        let headers = response_headers(first.response.headers());
+        let response = match first.response.bytes().await {
+            Ok(body) => raw_response(status, headers, body),
+            Err(error) => ApiError::BadGateway(format!(
+                "the upstream's answer broke off: {}",
+                error_chain(&error)
+            ))
+            .into_response(),
+        };
+        let _ = head.send(response);
+        return;
+    }
+    let (sender, receiver) = mpsc::channel::<Bytes>(64);
+    let body = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver
+            .recv()
+            .await
+            .map(|bytes| (Ok::<Bytes, Infallible>(bytes), receiver))
+    });
+    let mut response = Response::new(Body::from_stream(body));
+    *response.status_mut() = first.response.status();
+    *response.headers_mut() = response_headers(first.response.headers());
+    if head.send(response).is_err() {
+        return;
+    }
+    let mut rewriter = StreamRewriter::new(exchange.api);
+    let mut current = first;
+    let mut rounds = 0;
+    loop {
+        rewriter.start_round(current.skald.clone());
+        let mut splitter = SseSplitter::default();
+        let mut upstream = current.response;
+        loop {
+            match upstream.chunk().await {
+                Ok(Some(chunk)) => {
+                    for event in splitter.push(&chunk) {
+                        if let Some(bytes) = rewriter.on_event(event) {
+                            if sender.send(bytes).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    let message = format!("the upstream stream broke off: {}", error_chain(&error));
+                    for bytes in error_event(exchange.api, &message) {
+                        let _ = sender.send(bytes).await;
+                    }
+                    return;
+                }
+            }
+        }
+        if let Some(event) = splitter.finish() {
+            if let Some(bytes) = rewriter.on_event(event) {
+                if sender.send(bytes).await.is_err() {
+                    return;
+                }
+            }
+        }
+        let round = rewriter.end_round();
+        exchange.observe(
+            &mut session,
+            &current.call,
+            round.usage,
+            round.model.as_deref(),
+        );
+        if round.skald_calls.is_empty() {
+            break;
+        }
+        let executed = exchange.execute(&round.skald_calls).await;
+        rounds += 1;
+        // The client saw the text already (it comes back in its next request): the hidden
+        // assistant message holds the calls alone.
+        let assistant = tools::hidden_assistant(None, &round.skald_calls);
+        if exchange.record(assistant, executed).is_err() {
+            let message = "recording skald's tool calls failed";
+            for bytes in error_event(exchange.api, message) {
+                let _ = sender.send(bytes).await;
+            }
+            return;
+        }
+        if round.client_calls > 0 || rounds >= MAX_TOOL_ROUNDS {
+            break;
+        }
+        current = match exchange
+            .send(&mut driver, &mut session, &cancel, &mut seen_compactions)
+            .await
+        {
+            Ok(sent) if is_event_stream(sent.response.headers()) => sent,
+            Ok(sent) => {
+                let message = format!(
+                    "the upstream answered the continuation with {} instead of a stream",
+                    sent.response.status()
+                );
+                for bytes in error_event(exchange.api, &message) {
+                    let _ = sender.send(bytes).await;
+                }
+                return;
+            }
+            Err(early) => {
+                let status = early.status();
+                let body = axum::body::to_bytes(early.into_body(), 64 * 1024)
+                    .await
+                    .unwrap_or_default();
+                let message = format!(
+                    "continuing the answer after skald's tool call failed ({status}): {}",
+                    String::from_utf8_lossy(&body)
+                );
+                for bytes in error_event(exchange.api, &message) {
+                    let _ = sender.send(bytes).await;
+                }
+                return;
+            }
+        };
+    }
+    for bytes in rewriter.release_held() {
+        if sender.send(bytes).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The answer's message and model, from a non-streamed response body.
+fn decode_answer(api: Api, value: &Value) -> Option<(Message, Option<String>)> {
+    let model = value
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let mut message = match api {
+        Api::OpenAi => openai::decode_response(value).ok()?.message,
+        Api::Anthropic => anthropic::decode_response(value).ok()?.message,
+    };
+    if message.meta.usage.is_none() {
+        message.meta.usage = value.get("usage").map(|usage| match api {
+            Api::OpenAi => openai_usage(usage),
+            Api::Anthropic => anthropic_usage(usage, None),
+        });
+    }
+    Some((message, model))
+}
+
+fn is_event_stream(headers: &reqwest::header::HeaderMap) -> bool {
+    headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"))
+}
+
+fn raw_response(status: StatusCode, headers: HeaderMap, body: Bytes) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+fn json_response(status: StatusCode, headers: HeaderMap, value: &Value) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    raw_response(status, headers, Bytes::from(body))
+}
+
+/// The upstream's overflow error when recovery gave up, its message led by the seed's.
+fn overflow_response(status: StatusCode, headers: HeaderMap, body: &[u8]) -> Response {
+    let Ok(mut value) = serde_json::from_slice::<Value>(body) else {
+        return raw_response(status, headers, Bytes::copy_from_slice(body));
+    };
+    if let Some(Value::String(message)) = value
+        .get_mut("error")
+        .and_then(|error| error.get_mut("message"))
+    {
+        *message = format!("{CONTEXT_OVERFLOW_MESSAGE} (upstream: {message})");
+    }
+    json_response(status, headers, &value)
+}
+
+/// skald's own failure while preparing a call.
+fn recovery_failure(api: Api, error: RecoveryError) -> Response {
+    let _ = api;
+    match error {
+        RecoveryError::Aborted { .. } => {
+            ApiError::Internal("the request was cancelled".to_owned()).into_response()
+        }
+        other @ (RecoveryError::ContextOverflow { .. }
+        | RecoveryError::Llm { .. }
+        | RecoveryError::IterationLimit { .. }
+        | RecoveryError::Settings(_)
+        | RecoveryError::Engine(_)) => {
+            ApiError::Internal(format!("preparing the upstream request failed: {other}"))
+                .into_response()
+        }
+    }
+}
+
+fn action_name(action: RecoveryAction) -> &'static str {
+    match action {
+        RecoveryAction::DirectRetry => "direct_retry",
+        RecoveryAction::Compacted => "compacted",
+        RecoveryAction::Truncated => "truncated",
+        RecoveryAction::GaveUp => "gave_up",
+        RecoveryAction::IterationLimit => "iteration_limit",
+    }
+}
+
+/// An error and its causes (reqwest's own message alone rarely says why).
+fn error_chain(error: &reqwest::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}

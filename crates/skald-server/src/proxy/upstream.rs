@@ -1,0 +1,320 @@
+//! The two proxied APIs and what goes upstream besides the body: which configured upstream a
+//! request goes to, its URL, and its headers — the client's own provider auth passed through, or
+//! the configured key when the skald key took the provider header's place (a skald key never
+//! leaves), the provider headers (`anthropic-version`, `anthropic-beta`, `openai-organization`…)
+//! passed on, hop-by-hop and skald's own headers dropped. Also which upstream response headers
+//! go back to the client.
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use serde_json::Value;
+use skald_core::codec::{anthropic, openai};
+use skald_core::message::Conversation;
+use skald_store::keys::KEY_PREFIX;
+
+use crate::auth::{Caller, KeySource, SKALD_KEY_HEADER};
+use crate::config::{ServerConfig, Upstream};
+use crate::error::ApiError;
+
+/// The header naming the session a proxy request belongs to.
+pub const SESSION_HEADER: &str = "x-skald-session";
+
+/// Which provider API a request speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
+    OpenAi,
+    /// Anthropic Messages (`POST /v1/messages`).
+    Anthropic,
+}
+
+impl Api {
+    /// The configuration table that names this API's upstream.
+    pub fn table(self) -> &'static str {
+        match self {
+            Api::OpenAi => "[proxy.openai]",
+            Api::Anthropic => "[proxy.anthropic]",
+        }
+    }
+
+    /// The codec's origin mark (also the session's source format).
+    pub fn origin(self) -> &'static str {
+        match self {
+            Api::OpenAi => openai::ORIGIN,
+            Api::Anthropic => anthropic::ORIGIN,
+        }
+    }
+
+    /// The configured upstream, or the error saying what to configure.
+    pub fn upstream(self, config: &ServerConfig) -> Result<&Upstream, ApiError> {
+        let upstream = match self {
+            Api::OpenAi => config.openai.as_ref(),
+            Api::Anthropic => config.anthropic.as_ref(),
+        };
+        upstream.ok_or_else(|| {
+            ApiError::Unprocessable(format!(
+                "no upstream is configured for this API: set `base_url` under {} in skald.toml \
+                 (e.g. {})",
+                self.table(),
+                match self {
+                    Api::OpenAi => "https://api.openai.com/v1",
+                    Api::Anthropic => "https://api.anthropic.com",
+                }
+            ))
+        })
+    }
+
+    /// Decodes a request body; the error names the field.
+    pub fn decode_request(self, body: &Value) -> Result<Conversation, String> {
+        match self {
+            Api::OpenAi => openai::decode_request(body).map_err(|error| error.to_string()),
+            Api::Anthropic => anthropic::decode_request(body).map_err(|error| error.to_string()),
+        }
+    }
+
+    pub fn encode_request(self, conversation: &Conversation) -> Value {
+        match self {
+            Api::OpenAi => openai::encode_request(conversation),
+            Api::Anthropic => anthropic::encode_request(conversation),
+        }
+    }
+
+    /// `{base_url}/chat/completions` or `{base_url}/v1/messages`, with the client's query string.
+    pub fn url(self, upstream: &Upstream, query: Option<&str>) -> String {
+        let base = upstream.base_url.trim_end_matches('/');
+        let path = match self {
+            Api::OpenAi => "/chat/completions",
+            Api::Anthropic => "/v1/messages",
+        };
+        match query.filter(|query| !query.is_empty()) {
+            Some(query) => format!("{base}{path}?{query}"),
+            None => format!("{base}{path}"),
+        }
+    }
+
+    /// The header a provider key goes in.
+    fn key_header(self) -> HeaderName {
+        match self {
+            Api::OpenAi => header::AUTHORIZATION,
+            Api::Anthropic => HeaderName::from_static("x-api-key"),
+        }
+    }
+
+    fn key_value(self, key: &str) -> Result<HeaderValue, ApiError> {
+        let text = match self {
+            Api::OpenAi => format!("Bearer {key}"),
+            Api::Anthropic => key.to_owned(),
+        };
+        HeaderValue::from_str(&text).map_err(|_| {
+            ApiError::Internal(format!(
+                "the api_key under {} is not a valid header value",
+                self.table()
+            ))
+        })
+    }
+}
+
+/// Request headers never forwarded: hop-by-hop ones, those reqwest sets itself, and skald's.
+fn is_dropped_request_header(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "host"
+            | "content-length"
+            | "content-type"
+            | "transfer-encoding"
+            | "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authorization"
+            | "proxy-authenticate"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "expect"
+            // skald reads the answer: it must come uncompressed.
+            | "accept-encoding"
+    ) || name.as_str().starts_with("x-skald-")
+}
+
+/// The headers of the upstream request.
+pub fn upstream_headers(
+    api: Api,
+    caller: &Caller,
+    incoming: &HeaderMap,
+    upstream: &Upstream,
+) -> Result<HeaderMap, ApiError> {
+    let mut out = HeaderMap::with_capacity(incoming.len() + 2);
+    for (name, value) in incoming {
+        if !is_dropped_request_header(name) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    let carried_skald_key = match caller.key_source {
+        KeySource::Bearer => Some(header::AUTHORIZATION),
+        KeySource::XApiKey => Some(HeaderName::from_static("x-api-key")),
+        KeySource::None | KeySource::SkaldHeader => None,
+    };
+    if let Some(carrier) = carried_skald_key {
+        // The virtual-key pattern: the client holds only a skald key, skald the provider's.
+        out.remove(&carrier);
+        let Some(key) = upstream.api_key.as_deref() else {
+            return Err(ApiError::Unprocessable(format!(
+                "the skald key came in the `{carrier}` header, where the provider key belongs, \
+                 but skald holds no provider key: set `api_key` under {} in skald.toml, or send \
+                 your provider key in `{}` and the skald key in `{SKALD_KEY_HEADER}`",
+                api.table(),
+                api.key_header()
+            )));
+        };
+        out.insert(api.key_header(), api.key_value(key)?);
+    } else if !out.contains_key(header::AUTHORIZATION) && !out.contains_key("x-api-key") {
+        if let Some(key) = upstream.api_key.as_deref() {
+            out.insert(api.key_header(), api.key_value(key)?);
+        }
+    }
+    // Whatever happened above, no header holding a skald key goes out.
+    for name in [header::AUTHORIZATION, HeaderName::from_static("x-api-key")] {
+        let leaks = out
+            .get_all(&name)
+            .iter()
+            .any(|value| value.to_str().is_ok_and(|text| text.contains(KEY_PREFIX)));
+        if leaks {
+            out.remove(&name);
+        }
+    }
+    out.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(out)
+}
+
+/// The upstream response headers passed back to the client: everything but hop-by-hop ones and
+/// the body's framing (the proxy may change the body, and axum frames it).
+pub fn response_headers(upstream: &reqwest::header::HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(upstream.len());
+    for (name, value) in upstream {
+        let dropped = matches!(
+            name.as_str(),
+            "content-length"
+                | "transfer-encoding"
+                | "connection"
+                | "keep-alive"
+                | "proxy-connection"
+                | "te"
+                | "trailer"
+                | "upgrade"
+                | "content-encoding"
+        );
+        if !dropped {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn caller(source: KeySource) -> Caller {
+        Caller {
+            tenant: "acme".to_owned(),
+            key_id: None,
+            key_source: source,
+        }
+    }
+
+    fn upstream(key: Option<&str>) -> Upstream {
+        Upstream {
+            base_url: "http://127.0.0.1:9/v1/".to_owned(),
+            api_key: key.map(str::to_owned),
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn urls_join_the_base_and_keep_the_query() {
+        let up = upstream(None);
+        assert_eq!(
+            Api::OpenAi.url(&up, None),
+            "http://127.0.0.1:9/v1/chat/completions"
+        );
+        assert_eq!(
+            Api::Anthropic.url(&up, Some("beta=true")),
+            "http://127.0.0.1:9/v1/v1/messages?beta=true"
+        );
+    }
+
+    #[test]
+    fn the_clients_own_key_passes_and_skald_headers_stay_home() {
+        let incoming = headers(&[
+            ("authorization", "Bearer sk-openai-123"),
+            ("x-skald-key", "sk-skald-abc"),
+            ("x-skald-session", "s1"),
+            ("openai-organization", "org-1"),
+            ("connection", "keep-alive"),
+            ("accept-encoding", "gzip"),
+        ]);
+        let out = upstream_headers(
+            Api::OpenAi,
+            &caller(KeySource::SkaldHeader),
+            &incoming,
+            &upstream(Some("sk-configured")),
+        )
+        .unwrap();
+        assert_eq!(out["authorization"], "Bearer sk-openai-123");
+        assert_eq!(out["openai-organization"], "org-1");
+        assert!(out.get("x-skald-key").is_none());
+        assert!(out.get("x-skald-session").is_none());
+        assert!(out.get("connection").is_none());
+        assert!(out.get("accept-encoding").is_none());
+    }
+
+    #[test]
+    fn a_skald_key_in_the_provider_header_is_replaced_by_the_configured_key() {
+        let incoming = headers(&[
+            ("x-api-key", "sk-skald-abc"),
+            ("anthropic-version", "2023-06-01"),
+        ]);
+        let out = upstream_headers(
+            Api::Anthropic,
+            &caller(KeySource::XApiKey),
+            &incoming,
+            &upstream(Some("sk-ant-configured")),
+        )
+        .unwrap();
+        assert_eq!(out["x-api-key"], "sk-ant-configured");
+        assert_eq!(out["anthropic-version"], "2023-06-01");
+
+        let refused = upstream_headers(
+            Api::OpenAi,
+            &caller(KeySource::Bearer),
+            &headers(&[("authorization", "Bearer sk-skald-abc")]),
+            &upstream(None),
+        )
+        .unwrap_err();
+        assert!(refused.to_string().contains("api_key"), "{refused}");
+        assert!(refused.to_string().contains("[proxy.openai]"), "{refused}");
+    }
+
+    #[test]
+    fn a_skald_key_never_leaves_even_when_the_caller_was_not_authenticated_by_it() {
+        let out = upstream_headers(
+            Api::OpenAi,
+            &caller(KeySource::None),
+            &headers(&[("authorization", "Bearer sk-skald-abc")]),
+            &upstream(None),
+        )
+        .unwrap();
+        assert!(out.get("authorization").is_none());
+    }
+}

@@ -1,0 +1,453 @@
+//! A scripted provider the proxy tests put behind skald: an axum server on an ephemeral loopback
+//! port that records every request it gets (path, headers, JSON body) and answers from a script —
+//! JSON with a status, an SSE stream sent one event per chunk (optionally pausing after the
+//! first events until the test opens a gate), or an answer computed from the request. With the
+//! script empty it answers a short text in the request's own API, streamed when asked.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+/// One request the upstream got.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// The names of the tools the request offered (both APIs).
+    pub fn tool_names(&self) -> Vec<String> {
+        self.body["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|tool| {
+                        tool.pointer("/function/name")
+                            .or_else(|| tool.get("name"))
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// One scripted answer.
+#[derive(Clone)]
+pub enum Reply {
+    Json(u16, Value),
+    /// SSE events (each `event:`/`data:` text without the blank line), one per chunk.
+    Sse(Vec<String>),
+    /// The first events, then a pause until `gate` is notified, then the rest.
+    GatedSse {
+        first: Vec<String>,
+        gate: Arc<Notify>,
+        rest: Vec<String>,
+    },
+    /// An answer computed from the request body.
+    Dynamic(Arc<dyn Fn(&Value) -> Reply + Send + Sync>),
+}
+
+#[derive(Clone, Default)]
+struct Shared {
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    script: Arc<Mutex<VecDeque<Reply>>>,
+}
+
+/// The running upstream; dropping it stops it.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    shared: Shared,
+    _shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Upstream {
+    pub async fn start() -> Upstream {
+        let shared = Shared::default();
+        let app = axum::Router::new()
+            .fallback(answer)
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+        });
+        Upstream {
+            addr,
+            shared,
+            _shutdown: tx,
+        }
+    }
+
+    /// The OpenAI base URL (`…/v1`).
+    pub fn openai_base(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The Anthropic base URL.
+    pub fn anthropic_base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn push(&self, reply: Reply) {
+        self.shared.script.lock().unwrap().push_back(reply);
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.requests.lock().unwrap().clone()
+    }
+
+    pub fn request_count(&self) -> usize {
+        self.shared.requests.lock().unwrap().len()
+    }
+}
+
+async fn answer(
+    axum::extract::State(shared): axum::extract::State<Shared>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    shared.requests.lock().unwrap().push(Recorded {
+        path: uri.path().to_owned(),
+        headers,
+        body: body.clone(),
+    });
+    let scripted = shared.script.lock().unwrap().pop_front();
+    let reply = scripted.unwrap_or_else(|| default_reply(uri.path(), &body));
+    respond(reply, &body)
+}
+
+fn respond(reply: Reply, body: &Value) -> Response {
+    match reply {
+        Reply::Json(status, value) => Response::builder()
+            .status(StatusCode::from_u16(status).unwrap())
+            .header("content-type", "application/json")
+            .header("x-request-id", "req-upstream")
+            .body(Body::from(value.to_string()))
+            .unwrap(),
+        Reply::Sse(events) => sse(events, None, Vec::new()),
+        Reply::GatedSse { first, gate, rest } => sse(first, Some(gate), rest),
+        Reply::Dynamic(compute) => respond(compute(body), body),
+    }
+}
+
+fn sse(first: Vec<String>, gate: Option<Arc<Notify>>, rest: Vec<String>) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+    tokio::spawn(async move {
+        for event in first {
+            if tx.send(Bytes::from(format!("{event}\n\n"))).await.is_err() {
+                return;
+            }
+        }
+        if let Some(gate) = gate {
+            gate.notified().await;
+        }
+        for event in rest {
+            if tx.send(Bytes::from(format!("{event}\n\n"))).await.is_err() {
+                return;
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|bytes| (Ok::<Bytes, Infallible>(bytes), rx))
+    });
+    Response::builder()
+        .status(200)
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
+fn default_reply(path: &str, body: &Value) -> Reply {
+    let streaming = body["stream"] == true;
+    let anthropic = path.ends_with("/messages");
+    match (anthropic, streaming) {
+        (false, false) => Reply::Json(200, openai_text("ok")),
+        (false, true) => Reply::Sse(openai_sse_text(&["o", "k"])),
+        (true, false) => Reply::Json(200, anthropic_text("ok")),
+        (true, true) => Reply::Sse(anthropic_sse_text(&["o", "k"])),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenAI answers
+// ---------------------------------------------------------------------------------------------
+
+pub fn openai_text(text: &str) -> Value {
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1770000000, "model": "gpt-test",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": null},
+                     "logprobs": null, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 5, "total_tokens": 125},
+        "system_fingerprint": "fp_test"
+    })
+}
+
+/// An answer calling tools: `(id, name, arguments JSON)`.
+pub fn openai_tool_calls(calls: &[(&str, &str, Value)]) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, arguments)| {
+            json!({"id": id, "type": "function",
+                   "function": {"name": name, "arguments": arguments.to_string()}})
+        })
+        .collect();
+    json!({
+        "id": "chatcmpl-2", "object": "chat.completion", "created": 1770000000, "model": "gpt-test",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": calls,
+                     "refusal": null}, "logprobs": null, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 130, "completion_tokens": 9, "total_tokens": 139}
+    })
+}
+
+fn openai_chunk(id: &str, delta: Value, finish: Option<&str>) -> String {
+    format!(
+        "data: {}",
+        json!({"id": id, "object": "chat.completion.chunk", "created": 1770000000,
+               "model": "gpt-test",
+               "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]})
+    )
+}
+
+pub fn openai_sse_text(pieces: &[&str]) -> Vec<String> {
+    openai_sse_text_with_id("chatcmpl-s1", pieces)
+}
+
+pub fn openai_sse_text_with_id(id: &str, pieces: &[&str]) -> Vec<String> {
+    let mut events = vec![openai_chunk(
+        id,
+        json!({"role": "assistant", "content": ""}),
+        None,
+    )];
+    for piece in pieces {
+        events.push(openai_chunk(id, json!({"content": piece}), None));
+    }
+    events.push(openai_chunk(id, json!({}), Some("stop")));
+    events.push(format!(
+        "data: {}",
+        json!({"id": id, "object": "chat.completion.chunk", "created": 1770000000,
+               "model": "gpt-test", "choices": [],
+               "usage": {"prompt_tokens": 100, "completion_tokens": 2, "total_tokens": 102}})
+    ));
+    events.push("data: [DONE]".to_owned());
+    events
+}
+
+/// A stream that says `text`, then calls tools `(id, name, arguments JSON)` in pieces.
+pub fn openai_sse_tool_calls(id: &str, text: &str, calls: &[(&str, &str, Value)]) -> Vec<String> {
+    let mut events = vec![openai_chunk(
+        id,
+        json!({"role": "assistant", "content": ""}),
+        None,
+    )];
+    if !text.is_empty() {
+        events.push(openai_chunk(id, json!({"content": text}), None));
+    }
+    for (index, (call_id, name, arguments)) in calls.iter().enumerate() {
+        events.push(openai_chunk(
+            id,
+            json!({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                   "function": {"name": name, "arguments": ""}}]}),
+            None,
+        ));
+        let text = arguments.to_string();
+        let (head, tail) = text.split_at(text.len() / 2);
+        for part in [head, tail] {
+            events.push(openai_chunk(
+                id,
+                json!({"tool_calls": [{"index": index, "function": {"arguments": part}}]}),
+                None,
+            ));
+        }
+    }
+    events.push(openai_chunk(id, json!({}), Some("tool_calls")));
+    events.push("data: [DONE]".to_owned());
+    events
+}
+
+// ---------------------------------------------------------------------------------------------
+// Anthropic answers
+// ---------------------------------------------------------------------------------------------
+
+pub fn anthropic_text(text: &str) -> Value {
+    json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 120, "output_tokens": 5}
+    })
+}
+
+pub fn anthropic_tool_uses(text: Option<&str>, calls: &[(&str, &str, Value)]) -> Value {
+    let mut content = Vec::new();
+    if let Some(text) = text {
+        content.push(json!({"type": "text", "text": text}));
+    }
+    for (id, name, input) in calls {
+        content.push(json!({"type": "tool_use", "id": id, "name": name, "input": input}));
+    }
+    json!({
+        "id": "msg_2", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": content, "stop_reason": "tool_use", "stop_sequence": null,
+        "usage": {"input_tokens": 130, "output_tokens": 9}
+    })
+}
+
+fn anthropic_event(kind: &str, data: Value) -> String {
+    format!("event: {kind}\ndata: {data}")
+}
+
+fn anthropic_start(id: &str) -> String {
+    anthropic_event(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": id, "type": "message",
+               "role": "assistant", "content": [], "model": "claude-test", "stop_reason": null,
+               "stop_sequence": null, "usage": {"input_tokens": 100, "output_tokens": 1}}}),
+    )
+}
+
+fn anthropic_end(reason: &str) -> Vec<String> {
+    vec![
+        anthropic_event(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": null},
+                   "usage": {"output_tokens": 7}}),
+        ),
+        anthropic_event("message_stop", json!({"type": "message_stop"})),
+    ]
+}
+
+pub fn anthropic_sse_text(pieces: &[&str]) -> Vec<String> {
+    anthropic_sse_text_with_id("msg_s1", pieces)
+}
+
+pub fn anthropic_sse_text_with_id(id: &str, pieces: &[&str]) -> Vec<String> {
+    let mut events = vec![
+        anthropic_start(id),
+        anthropic_event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "text", "text": ""}}),
+        ),
+        anthropic_event("ping", json!({"type": "ping"})),
+    ];
+    for piece in pieces {
+        events.push(anthropic_event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "text_delta", "text": piece}}),
+        ));
+    }
+    events.push(anthropic_event(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    events.extend(anthropic_end("end_turn"));
+    events
+}
+
+/// A stream that says `text` (block 0), then calls tools `(id, name, input)`.
+pub fn anthropic_sse_tool_uses(id: &str, text: &str, calls: &[(&str, &str, Value)]) -> Vec<String> {
+    let mut events = vec![anthropic_start(id)];
+    let mut index = 0;
+    if !text.is_empty() {
+        events.push(anthropic_event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "text", "text": ""}}),
+        ));
+        events.push(anthropic_event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "text_delta", "text": text}}),
+        ));
+        events.push(anthropic_event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ));
+        index += 1;
+    }
+    for (call_id, name, input) in calls {
+        events.push(anthropic_event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index,
+                   "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}}),
+        ));
+        let text = input.to_string();
+        let (head, tail) = text.split_at(text.len() / 2);
+        for part in [head, tail] {
+            events.push(anthropic_event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "input_json_delta", "partial_json": part}}),
+            ));
+        }
+        events.push(anthropic_event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    events.extend(anthropic_end("tool_use"));
+    events
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+/// OpenAI's context overflow (HTTP 400).
+pub fn openai_overflow() -> Reply {
+    Reply::Json(
+        400,
+        json!({"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9500 tokens. Please reduce the length of the messages.",
+                         "type": "invalid_request_error", "param": "messages",
+                         "code": "context_length_exceeded"}}),
+    )
+}
+
+/// Anthropic's context overflow (HTTP 400).
+pub fn anthropic_overflow() -> Reply {
+    Reply::Json(
+        400,
+        json!({"type": "error", "error": {"type": "invalid_request_error",
+               "message": "prompt is too long: 9500 tokens > 8192 maximum"}}),
+    )
+}
+
+/// The first `[REF_ID: …]` id in a request body.
+pub fn first_ref_id(body: &Value) -> Option<String> {
+    let text = body.to_string();
+    text.match_indices("[REF_ID: ").find_map(|(at, marker)| {
+        let id = text.get(at + marker.len()..at + marker.len() + 64)?;
+        id.bytes()
+            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
+            .then(|| id.to_owned())
+    })
+}
