@@ -175,7 +175,7 @@ async fn a_big_tool_result_goes_up_as_a_ref_placeholder_with_the_fetch_tool_and_
         .as_array()
         .unwrap()
         .iter()
-        .find(|message| message["role"] == "tool")
+        .find(|message| message["tool_call_id"] == "call_build")
         .unwrap();
     let content = tool_message["content"].as_str().unwrap();
     assert!(content.contains("[REF_ID: "), "{content}");
@@ -422,27 +422,59 @@ async fn a_fetch_call_is_run_by_the_proxy_and_the_client_only_sees_the_final_ans
     post(&server, "/v1/chat/completions", "s-fetch", &next).await;
     let third = &upstream.requests()[2].body;
     let messages = third["messages"].as_array().unwrap();
-    let roles: Vec<&str> = messages
+    let fetch = messages
         .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
+        .position(|m| m["tool_calls"][0]["id"] == "call_fetch")
+        .unwrap();
+    assert_eq!(messages[fetch + 1]["tool_call_id"], "call_fetch");
     assert_eq!(
-        roles,
-        [
-            "system",
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "user"
-        ]
+        messages[fetch + 2]["content"],
+        "Step 150 compiled module_150.rs."
     );
-    assert_eq!(messages[6]["tool_calls"][0]["id"], "call_fetch");
-    assert_eq!(messages[8]["content"], "Step 150 compiled module_150.rs.");
+    assert_eq!(messages[fetch + 3]["content"], "Thanks.");
+    assert_eq!(messages.len(), fetch + 4);
+    let answers = messages
+        .iter()
+        .filter(|m| m["content"] == "Step 150 compiled module_150.rs.")
+        .count();
+    assert_eq!(answers, 1);
+}
+
+#[tokio::test]
+async fn tool_statistics_count_the_clients_results_once_and_skalds_own_calls() {
+    let upstream = Upstream::start().await;
+    let server = start(config_for(&upstream)).await;
+    upstream.push(fetch_reply(|id| {
+        Reply::Json(
+            200,
+            openai_tool_calls(&[(
+                "call_fetch",
+                "fetch_original_data",
+                json!({"ref_ids": [id]}),
+            )]),
+        )
+    }));
+    post(
+        &server,
+        "/v1/chat/completions",
+        "s-stats",
+        &openai_request(&[]),
+    )
+    .await;
+    // The same conversation again: its bash result is not new and is not counted twice.
+    post(
+        &server,
+        "/v1/chat/completions",
+        "s-stats",
+        &openai_request(&[]),
+    )
+    .await;
+    let (stats, problems) =
+        skald_engine::memory::load_tool_stats(&*server.state.memories, TENANT, "default").unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    let calls = |tool: &str| stats.iter().find(|s| s.tool == tool).map(|s| s.calls);
+    assert_eq!(calls("bash"), Some(1), "{stats:?}");
+    assert_eq!(calls("fetch_original_data"), Some(1), "{stats:?}");
 }
 
 #[tokio::test]

@@ -287,7 +287,7 @@ impl Exchange {
     }
 
     /// Tool statistics for memory (failures to record them never fail the request).
-    fn record_tool_reports(&self, reports: &[ToolCallReport]) {
+    pub fn record_tool_reports(&self, reports: &[ToolCallReport]) {
         if let (Some(identity), false) = (&self.identity, reports.is_empty()) {
             if let Err(error) = record_tool_reports(
                 &*self.state.memories,

@@ -174,7 +174,7 @@ async fn start(
 
     let slot = state.session_slot(&caller.tenant, &session_id);
     let session = slot.lock_owned().await;
-    ingest::sync_conversation(
+    let synced = ingest::sync_conversation(
         &*state.sessions,
         &caller.tenant,
         &session_id,
@@ -182,6 +182,14 @@ async fn start(
         api.origin(),
     )
     .map_err(|error| ApiError::Internal(format!("syncing the conversation failed: {error}")))?;
+    let client_reports = if identity.is_some() {
+        tools::client_tool_reports(
+            messages.get(synced.matched..).unwrap_or_default(),
+            &messages,
+        )
+    } else {
+        Vec::new()
+    };
 
     let exchange = exchange::Exchange {
         api,
@@ -197,6 +205,8 @@ async fn start(
         now_ms: now_ms(),
         settings: RecoverySettings::default(),
     };
+    // after_turn: the results of the client's tool calls arrive with its next request.
+    exchange.record_tool_reports(&client_reports);
     if !streaming {
         return Ok(exchange::complete(exchange, session).await);
     }
