@@ -54,7 +54,7 @@ pub use recovery::{
     RecoveryReport, RecoverySettings, TurnContext, TurnDriver, TurnOutcome, complete_turn,
     complete_turn_with_memory,
 };
-pub use session::SessionState;
+pub use session::{SessionState, SyncMark};
 
 /// Why the engine could not do what was asked.
 #[derive(Debug, thiserror::Error)]

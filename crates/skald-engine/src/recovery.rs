@@ -892,8 +892,7 @@ fn prepare_call(
     ctx: &PrepareContext<'_>,
     state: &mut SessionState,
 ) -> Result<PreparedCall, RecoveryError> {
-    let session = ctx.sessions.load(ctx.tenant, ctx.session_id)?;
-    let messages = session_context(&session, None);
+    let messages = state.session_context(ctx.sessions, ctx.tenant, ctx.session_id)?;
     let assembled = assemble(
         ctx.refs,
         ctx.policy,

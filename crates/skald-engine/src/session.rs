@@ -4,9 +4,11 @@
 
 use std::collections::{HashMap, HashSet};
 
+use skald_core::message::Message;
 use skald_core::pipeline::offload::{ArgumentsCache, OffloadCache};
 use skald_core::pipeline::prune::PruneClock;
 use skald_core::tokens::Calibration;
+use skald_store::sessions::{SessionError, SessionStore};
 
 /// Per-session state kept by whoever drives the engine (the server keeps one per session; replay
 /// keeps one per transcript and policy). Start with `SessionState::default()`.
@@ -31,6 +33,29 @@ pub struct SessionState {
     /// report: the threshold decisions of later calls use the corrected size.
     pub(crate) calibration: Calibration,
     pub(crate) calibration_model: Option<String>,
+    /// The stored session's context as last rebuilt, and the state it was rebuilt from.
+    pub(crate) context: Option<CachedContext>,
+    sync_mark: Option<SyncMark>,
+}
+
+/// What a host last brought into the session from a client's full conversation (the proxy's
+/// sync): a fingerprint per client message and the stored session's state right after. A next
+/// request whose conversation starts with those messages, with the session unchanged since,
+/// only has its new tail to append — no need to read the session back and compare.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncMark {
+    pub fingerprints: Vec<u128>,
+    pub entry_count: u64,
+    pub leaf_id: Option<String>,
+}
+
+/// A rebuilt context and what identifies the stored session it came from: sessions are
+/// append-only, so the same entry count and leaf mean the same entries on the same path.
+#[derive(Debug, Clone)]
+pub(crate) struct CachedContext {
+    entry_count: u64,
+    leaf_id: Option<String>,
+    messages: Vec<Message>,
 }
 
 impl SessionState {
@@ -54,6 +79,42 @@ impl SessionState {
         }
     }
 
+    /// The host's last [`SyncMark`], if it left one.
+    pub fn sync_mark(&self) -> Option<&SyncMark> {
+        self.sync_mark.as_ref()
+    }
+
+    /// Records (or forgets) what the host synced last.
+    pub fn set_sync_mark(&mut self, mark: Option<SyncMark>) {
+        self.sync_mark = mark;
+    }
+
+    /// The stored session's context (`compact::session_context` from its leaf), read and rebuilt
+    /// only when the session changed since the last call: a request over a long session that
+    /// added nothing costs one row read, not a decode of every entry.
+    pub fn session_context(
+        &mut self,
+        sessions: &dyn SessionStore,
+        tenant: &str,
+        session_id: &str,
+    ) -> Result<Vec<Message>, SessionError> {
+        let info = sessions.get(tenant, session_id)?;
+        if let Some(cached) = &self.context {
+            if cached.entry_count == info.entry_count && cached.leaf_id == info.leaf_id {
+                return Ok(cached.messages.clone());
+            }
+        }
+        let session = sessions.load(tenant, session_id)?;
+        let messages = crate::compact::session_context(&session, None);
+        self.context = Some(CachedContext {
+            // What was loaded, which a write between the two reads may have moved past.
+            entry_count: session.entries().len() as u64,
+            leaf_id: session.leaf_id().map(str::to_owned),
+            messages: messages.clone(),
+        });
+        Ok(messages)
+    }
+
     /// `counted` corrected by what the latest reporting model taught (unchanged before any
     /// report).
     pub fn calibrated_tokens(&self, counted: u64) -> u64 {
@@ -61,5 +122,52 @@ impl SessionState {
             Some(model) => self.calibration.correct(model, counted),
             None => counted,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use skald_core::codec::openclaw::SessionHeader;
+    use skald_core::message::Role;
+    use skald_store::SqliteSessionStore;
+    use skald_store::sessions::NewSession;
+
+    use super::*;
+
+    #[test]
+    fn the_context_is_rebuilt_exactly_when_the_session_changed() {
+        let store = SqliteSessionStore::in_memory().unwrap();
+        let header = SessionHeader {
+            id: "s".into(),
+            ..SessionHeader::default()
+        };
+        store
+            .create("t", NewSession::new(header, "openai"))
+            .unwrap();
+        let first = store
+            .append_message("t", "s", Message::text(Role::User, "one"))
+            .unwrap();
+        let mut state = SessionState::default();
+        assert_eq!(state.session_context(&store, "t", "s").unwrap().len(), 1);
+        assert_eq!(state.session_context(&store, "t", "s").unwrap().len(), 1);
+        store
+            .append_message("t", "s", Message::text(Role::Assistant, "two"))
+            .unwrap();
+        assert_eq!(state.session_context(&store, "t", "s").unwrap().len(), 2);
+        // A leaf moved back: same entry count, another path.
+        store.set_leaf("t", "s", Some(&first.id)).unwrap();
+        let context = state.session_context(&store, "t", "s").unwrap();
+        assert_eq!(context.len(), 1);
+        assert_eq!(context[0].plain_text(), "one");
+    }
+
+    #[test]
+    fn calibration_corrects_only_after_a_report() {
+        let mut state = SessionState::default();
+        assert_eq!(state.calibrated_tokens(1_000), 1_000);
+        state.observe_usage("gpt-test", 1_000, 1_500);
+        assert_eq!(state.calibrated_tokens(1_000), 1_500);
     }
 }

@@ -2,12 +2,12 @@
 //! database file, and clients in the same process.
 //!
 //! ```text
-//! cargo run --release -p skald-server --example proxy_load -- [--requests 2000] [--concurrency 32] [--soak-seconds 60]
+//! cargo run --release -p skald-server --example proxy_load -- [--requests 2000] [--concurrency 32] [--soak-seconds 60] [--growing 500]
 //! ```
 //!
 //! 1. **Overhead**: one client, the same 50-message conversation `--requests` times, straight to
 //!    the upstream and through skald (steady state: nothing new to store); then a growing
-//!    conversation (each request adds the previous answer and a new question). Percentiles of
+//!    conversation (`--growing` requests, each adding the previous answer and a new question). Percentiles of
 //!    the latency and of skald's overhead (through skald minus direct).
 //! 2. **Throughput**: `--concurrency` clients, each on its own session, for `--requests` × 2
 //!    requests; requests per second, direct and through skald.
@@ -27,6 +27,7 @@ struct Args {
     requests: usize,
     concurrency: usize,
     soak_seconds: u64,
+    growing: usize,
 }
 
 fn args() -> Args {
@@ -34,6 +35,7 @@ fn args() -> Args {
         requests: 2_000,
         concurrency: 32,
         soak_seconds: 60,
+        growing: 500,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -42,8 +44,11 @@ fn args() -> Args {
             ("--requests", Some(value)) => parsed.requests = value as usize,
             ("--concurrency", Some(value)) => parsed.concurrency = value as usize,
             ("--soak-seconds", Some(value)) => parsed.soak_seconds = value,
+            ("--growing", Some(value)) => parsed.growing = value as usize,
             _ => {
-                eprintln!("usage: proxy_load [--requests N] [--concurrency N] [--soak-seconds N]");
+                eprintln!(
+                    "usage: proxy_load [--requests N] [--concurrency N] [--soak-seconds N] [--growing N]"
+                );
                 std::process::exit(2);
             }
         }
@@ -259,7 +264,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A conversation that grows by an answer and a question per request, from 50 messages.
     let mut growing = conversation(1, 50);
     let mut grow_samples = Vec::with_capacity(args.requests);
-    let grow_requests = args.requests.min(1_000);
+    let grow_requests = args.growing.max(1);
     for turn in 0..grow_requests {
         grow_samples.push(send(&client, &proxied, "growing", body(&growing)).await);
         growing.push(json!({"role": "assistant", "content": "ok"}));

@@ -27,12 +27,12 @@ use skald_store::MemoryStore;
 use tokio::sync::{OwnedMutexGuard, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::ingest;
 use super::spelling::ClientMessages;
 use super::sse::SseSplitter;
 use super::stream::{StreamRewriter, anthropic_usage, error_event, openai_usage};
 use super::tools::{self, Executed, SkaldTools};
 use super::upstream::{Api, response_headers};
+use super::{conversation, ingest};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::state::AppState;
@@ -265,7 +265,12 @@ impl Exchange {
 
     /// Records what skald ran: the calls and their results as hidden entries (the model's next
     /// call sees them, the client's next sync skips them), and the tools' statistics.
-    fn record(&self, assistant: Message, executed: Vec<Executed>) -> Result<(), ApiError> {
+    fn record(
+        &self,
+        session: &mut SessionState,
+        assistant: Message,
+        executed: Vec<Executed>,
+    ) -> Result<(), ApiError> {
         let mut reports = Vec::with_capacity(executed.len());
         let mut messages = Vec::with_capacity(executed.len() + 1);
         messages.push(assistant);
@@ -279,6 +284,14 @@ impl Exchange {
             &self.session_id,
             messages,
         )
+        .and_then(|_| {
+            conversation::note_write(
+                session,
+                &*self.state.sessions,
+                &self.tenant,
+                &self.session_id,
+            )
+        })
         .map_err(|error| {
             ApiError::Internal(format!("recording skald's tool calls failed: {error}"))
         })?;
@@ -436,7 +449,7 @@ pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionSt
         if client_calls.is_empty() && rounds < MAX_TOOL_ROUNDS {
             // Only skald's tools: the client never sees this answer, the model gets the results.
             let assistant = tools::hidden_assistant(Some(&message), &skald_calls);
-            if let Err(error) = exchange.record(assistant, executed) {
+            if let Err(error) = exchange.record(&mut session, assistant, executed) {
                 return error.into_response();
             }
             continue;
@@ -444,7 +457,7 @@ pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionSt
         // The client's tools too (or no rounds left): the client gets the answer without
         // skald's calls; its text comes back in the client's next request.
         let assistant = tools::hidden_assistant(None, &skald_calls);
-        if let Err(error) = exchange.record(assistant, executed) {
+        if let Err(error) = exchange.record(&mut session, assistant, executed) {
             return error.into_response();
         }
         tools::strip_skald_calls(exchange.api, &mut value, &sent.skald);
@@ -570,7 +583,7 @@ pub async fn stream(
         // The client saw the text already (it comes back in its next request): the hidden
         // assistant message holds the calls alone.
         let assistant = tools::hidden_assistant(None, &round.skald_calls);
-        if exchange.record(assistant, executed).is_err() {
+        if exchange.record(&mut session, assistant, executed).is_err() {
             let message = "recording skald's tool calls failed";
             for bytes in error_event(exchange.api, message) {
                 let _ = sender.send(bytes).await;

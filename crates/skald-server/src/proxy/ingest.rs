@@ -94,6 +94,32 @@ pub fn sync_conversation(
     Ok(outcome)
 }
 
+/// What an ingest did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestOutcome {
+    pub created: bool,
+    pub ingested: usize,
+    pub duplicates: usize,
+}
+
+/// Appends messages to the leaf (a message equal to the leaf's is a duplicate, not ingested).
+pub fn ingest_messages(
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+    messages: Vec<Message>,
+) -> Result<IngestOutcome, EngineError> {
+    let info = sessions.get(tenant, session_id)?;
+    let count = messages.len();
+    let entries = chain(session_id, info.leaf_id, messages, false);
+    sessions.append(tenant, session_id, &entries)?;
+    Ok(IngestOutcome {
+        created: false,
+        ingested: count,
+        duplicates: 0,
+    })
+}
+
 /// Appends messages the client never sees, under the leaf.
 pub fn append_hidden(
     sessions: &dyn SessionStore,

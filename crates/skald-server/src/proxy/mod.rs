@@ -13,6 +13,7 @@
 //! ([`stream`]); an upstream context overflow is recovered from and retried. What the client
 //! sees is the upstream's answer, byte for byte wherever skald had nothing to change.
 
+mod conversation;
 mod exchange;
 mod ingest;
 mod spelling;
@@ -173,8 +174,9 @@ async fn start(
     };
 
     let slot = state.session_slot(&caller.tenant, &session_id);
-    let session = slot.lock_owned().await;
-    let synced = ingest::sync_conversation(
+    let mut session = slot.lock_owned().await;
+    let synced = conversation::sync(
+        &mut session,
         &*state.sessions,
         &caller.tenant,
         &session_id,

@@ -15,7 +15,9 @@ use skald_core::message::{Block, ContentForm, Message};
 #[derive(Debug, Default)]
 pub struct ClientMessages {
     messages: Vec<Message>,
-    by_identity: HashMap<u128, usize>,
+    /// Every position of each content, in order: the k-th prepared copy of a content takes the
+    /// k-th original's spelling (a repeated "ok" may carry a cache breakpoint only the last time).
+    by_identity: HashMap<u128, Vec<usize>>,
     by_call_id: HashMap<String, usize>,
 }
 
@@ -26,7 +28,8 @@ impl ClientMessages {
         for (at, message) in messages.iter().enumerate() {
             by_identity
                 .entry(quick_message_identity(message))
-                .or_insert(at);
+                .or_insert_with(Vec::new)
+                .push(at);
             for result in message.tool_results() {
                 by_call_id.entry(result.call_id.clone()).or_insert(at);
             }
@@ -40,12 +43,17 @@ impl ClientMessages {
 
     /// Puts the client's spelling back on every prepared message it has an original of.
     pub fn restore(&self, prepared: &mut [Message]) {
+        let mut seen: HashMap<u128, usize> = HashMap::new();
         for message in prepared {
-            if let Some(original) = self
-                .by_identity
-                .get(&quick_message_identity(message))
-                .and_then(|at| self.messages.get(*at))
-                .filter(|original| same_content(&original.content, &message.content))
+            let identity = quick_message_identity(message);
+            let original = self.by_identity.get(&identity).and_then(|positions| {
+                let nth = seen.entry(identity).or_insert(0);
+                let at = positions.get(*nth).or_else(|| positions.last())?;
+                *nth += 1;
+                self.messages.get(*at)
+            });
+            if let Some(original) =
+                original.filter(|original| same_content(&original.content, &message.content))
             {
                 *message = original.clone();
                 continue;
@@ -158,6 +166,27 @@ mod tests {
             ..decoded.clone()
         };
         assert_eq!(openai::encode_request(&conversation), request);
+    }
+
+    #[test]
+    fn repeated_contents_keep_each_occurrences_own_fields() {
+        let request = json!({"max_tokens": 10, "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "go on"}]},
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": [{"type": "text", "text": "go on",
+                                          "cache_control": {"type": "ephemeral"}}]}]});
+        let decoded = skald_core::codec::anthropic::decode_request(&request).unwrap();
+        let client = ClientMessages::new(decoded.messages.clone());
+        let mut prepared: Vec<Message> = decoded.messages.iter().map(stored).collect();
+        client.restore(&mut prepared);
+        let conversation = skald_core::message::Conversation {
+            messages: prepared,
+            ..decoded
+        };
+        assert_eq!(
+            skald_core::codec::anthropic::encode_request(&conversation),
+            request
+        );
     }
 
     #[test]

@@ -1,0 +1,183 @@
+//! Bringing a client's conversation into its session on every request, cheaply: the engine's
+//! `sync_conversation` reads the session back and matches every message; the proxy remembers
+//! what it synced last ([`SyncMark`]: a full-content fingerprint per message and the session's
+//! state after) so that a request that repeats or extends that conversation, with the session
+//! unchanged since, costs one row read and an append of its new tail — nothing is read back or
+//! written for a request that brings nothing new.
+
+use skald_core::message::{Block, Message};
+use skald_engine::{EngineError, SessionState, SyncMark};
+use skald_store::sessions::SessionStore;
+use xxhash_rust::xxh3::Xxh3;
+
+use super::ingest;
+
+/// What a sync did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Synced {
+    /// Leading client messages that were already in the session.
+    pub matched: usize,
+    /// Client messages appended.
+    pub appended: usize,
+    /// Whether the fast path was enough.
+    pub fast: bool,
+}
+
+/// Brings `messages` into the session.
+pub fn sync(
+    state: &mut SessionState,
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+    messages: &[Message],
+    source_format: &str,
+) -> Result<Synced, EngineError> {
+    let fingerprints: Vec<u128> = messages.iter().map(fingerprint).collect();
+    if let Some(mark) = state.sync_mark() {
+        if fingerprints.starts_with(&mark.fingerprints) {
+            let info = sessions.get(tenant, session_id)?;
+            if info.entry_count == mark.entry_count && info.leaf_id == mark.leaf_id {
+                let matched = mark.fingerprints.len();
+                let tail = messages.get(matched..).unwrap_or_default();
+                if !tail.is_empty() {
+                    ingest::ingest_messages(sessions, tenant, session_id, tail.to_vec())?;
+                }
+                remember(state, sessions, tenant, session_id, fingerprints)?;
+                return Ok(Synced {
+                    matched,
+                    appended: tail.len(),
+                    fast: true,
+                });
+            }
+        }
+    }
+    let outcome = ingest::sync_conversation(sessions, tenant, session_id, messages, source_format)?;
+    remember(state, sessions, tenant, session_id, fingerprints)?;
+    Ok(Synced {
+        matched: outcome.matched,
+        appended: outcome.appended,
+        fast: false,
+    })
+}
+
+/// Notes the session's state after a write of the proxy's own (hidden entries), so the next
+/// request's sync still takes the fast path.
+pub fn note_write(
+    state: &mut SessionState,
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+) -> Result<(), EngineError> {
+    let Some(fingerprints) = state.sync_mark().map(|mark| mark.fingerprints.clone()) else {
+        return Ok(());
+    };
+    remember(state, sessions, tenant, session_id, fingerprints)
+}
+
+fn remember(
+    state: &mut SessionState,
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+    fingerprints: Vec<u128>,
+) -> Result<(), EngineError> {
+    let info = sessions.get(tenant, session_id)?;
+    state.set_sync_mark(Some(SyncMark {
+        fingerprints,
+        entry_count: info.entry_count,
+        leaf_id: info.leaf_id,
+    }));
+    Ok(())
+}
+
+/// A hash of everything a message says (role, every block's full content), unlike the engine's
+/// cheap identities that read only lengths and edges: an edit in the middle of a message must
+/// not go unnoticed.
+fn fingerprint(message: &Message) -> u128 {
+    let mut hasher = Xxh3::new();
+    hasher.update(message.role.name().as_bytes());
+    blocks(&mut hasher, &message.content);
+    hasher.digest128()
+}
+
+fn blocks(hasher: &mut Xxh3, content: &[Block]) {
+    for block in content {
+        match block {
+            Block::Text(text) => field(hasher, b't', text.text.as_bytes()),
+            Block::Thinking(thinking) => {
+                field(hasher, b'k', thinking.thinking.as_bytes());
+                field(
+                    hasher,
+                    b's',
+                    thinking.signature.as_deref().unwrap_or_default().as_bytes(),
+                );
+            }
+            Block::ToolCall(call) => {
+                field(hasher, b'c', call.id.as_bytes());
+                field(hasher, b'n', call.name.as_bytes());
+                field(hasher, b'a', call.arguments.to_string().as_bytes());
+            }
+            Block::ToolResult(result) => {
+                field(hasher, b'r', result.call_id.as_bytes());
+                field(hasher, b'e', &[u8::from(result.failed())]);
+                blocks(hasher, &result.content);
+                hasher.update(b"/r");
+            }
+            Block::Image(image) => field(hasher, b'i', format!("{:?}", image.source).as_bytes()),
+            Block::Opaque(value) => field(hasher, b'o', value.to_string().as_bytes()),
+        }
+    }
+}
+
+/// A tagged, length-prefixed field: no two different block sequences hash the same input.
+fn field(hasher: &mut Xxh3, tag: u8, bytes: &[u8]) {
+    hasher.update(&[tag]);
+    hasher.update(&(bytes.len() as u64).to_le_bytes());
+    hasher.update(bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use skald_core::message::Role;
+    use skald_store::SqliteSessionStore;
+
+    use super::*;
+
+    fn say(role: Role, text: &str) -> Message {
+        Message::text(role, text)
+    }
+
+    #[test]
+    fn a_repeated_or_extended_conversation_takes_the_fast_path_and_an_edit_does_not() {
+        let store = SqliteSessionStore::in_memory().unwrap();
+        let mut state = SessionState::default();
+        let mut conversation = vec![say(Role::User, "hello there"), say(Role::Assistant, "hi")];
+        let first = sync(&mut state, &store, "t", "s", &conversation, "openai").unwrap();
+        assert!(!first.fast);
+        let before = store.get("t", "s").unwrap();
+
+        let again = sync(&mut state, &store, "t", "s", &conversation, "openai").unwrap();
+        assert!(again.fast);
+        assert_eq!(again.appended, 0);
+        assert_eq!(
+            store.get("t", "s").unwrap().updated_at_ms,
+            before.updated_at_ms
+        );
+
+        conversation.push(say(Role::User, "next"));
+        let extended = sync(&mut state, &store, "t", "s", &conversation, "openai").unwrap();
+        assert_eq!(
+            (extended.fast, extended.matched, extended.appended),
+            (true, 2, 1)
+        );
+        assert_eq!(store.get("t", "s").unwrap().message_count, 3);
+
+        // The same length and edges, another middle: not the same message.
+        conversation[0] = say(Role::User, "hello thEre");
+        let edited = sync(&mut state, &store, "t", "s", &conversation, "openai").unwrap();
+        assert!(!edited.fast);
+        assert_eq!(edited.matched, 0);
+    }
+}
