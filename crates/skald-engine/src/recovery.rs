@@ -74,6 +74,7 @@
 
 mod truncation;
 
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
@@ -101,7 +102,7 @@ use tokio_util::sync::CancellationToken;
 use crate::EngineError;
 use crate::assemble::{AssembleReport, AssembleRequest, assemble};
 use crate::compact::{CompactRequest, compact_session, session_context};
-use crate::memory::{MemoryIdentity, RecallReport, recall_for_turn, session_start_memory};
+use crate::memory::{MemoryIdentity, RecallReport, recall_for_turn_memo, session_start_memory};
 use crate::memory_write::{
     ArchiveOutcome, MemoryWriter, UploadDriver, UploadStep, archive_compacted_span,
 };
@@ -860,7 +861,8 @@ async fn prepare_call_with_memory(
     }
     added_chars += estimate_messages_chars(&session_memory.directory_messages);
     let messages = session_memory.apply(std::mem::take(&mut call.request.messages));
-    let recalled = recall_for_turn(
+    let recalled = recall_for_turn_memo(
+        &mut state.recall_memo,
         hook.store,
         hook.embedder,
         ctx.tenant,
@@ -871,10 +873,16 @@ async fn prepare_call_with_memory(
     .await;
     call.request.messages = recalled.messages;
     if hook.offer_tools {
-        for spec in memory_tool_specs() {
-            if let Some(offered) = offer_tool(&mut call.request.tools, &spec) {
-                added_chars += json_estimate_chars(offered);
-                call.offered_tools.push(spec);
+        for (spec, function, chars) in MEMORY_TOOLS.iter() {
+            let defined = call
+                .request
+                .tools
+                .iter()
+                .any(|tool| tool_name(tool) == Some(&spec.name));
+            if !defined {
+                call.request.tools.push(function.clone());
+                added_chars += chars;
+                call.offered_tools.push(spec.clone());
             }
         }
     }
@@ -886,6 +894,18 @@ async fn prepare_call_with_memory(
     report.recall = Some(recalled.report);
     Ok(call)
 }
+
+/// The memory tools, their function specs and estimated sizes, built once.
+static MEMORY_TOOLS: LazyLock<Vec<(ToolSpec, Value, usize)>> = LazyLock::new(|| {
+    memory_tool_specs()
+        .into_iter()
+        .map(|spec| {
+            let function = function_spec(&spec);
+            let chars = json_estimate_chars(&function);
+            (spec, function, chars)
+        })
+        .collect()
+});
 
 /// Loads the session, assembles its context and builds the request.
 fn prepare_call(

@@ -29,6 +29,8 @@ pub struct SessionState {
     /// What memory gave the session at its start (profile, tool memories, directory listing),
     /// kept so every later call sends the same bytes.
     pub(crate) session_memory: Option<crate::memory::SessionMemory>,
+    /// What recall chose for the current turn (see [`crate::memory::RecallMemo`]).
+    pub(crate) recall_memo: Option<crate::memory::RecallMemo>,
     /// What providers reported against skald's counts, per model, and the model of the latest
     /// report: the threshold decisions of later calls use the corrected size.
     pub(crate) calibration: Calibration,

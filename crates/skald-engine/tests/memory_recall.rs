@@ -11,8 +11,8 @@ use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::render::render_messages;
 use skald_engine::memory::{
-    augment_skill_reads, load_tool_stats, recall_for_turn, record_skill_use, record_tool_reports,
-    session_start_memory,
+    augment_skill_reads, load_tool_stats, recall_for_turn, recall_for_turn_memo, record_skill_use,
+    record_tool_reports, session_start_memory,
 };
 use skald_store::memories::{MemoryStore, NewMemory};
 
@@ -522,4 +522,78 @@ async fn a_second_turn_with_profile_listing_and_recall() {
     .await;
     assert_eq!(&outcome.messages[..7], &with_listing[..7]);
     insta::assert_snapshot!(render_messages(&outcome.messages));
+}
+
+#[tokio::test]
+async fn the_calls_of_one_turn_reuse_its_recall_and_a_new_question_searches_again() {
+    let store = fixture_store();
+    let settings = RecallSettings::default();
+    let mut memo = None;
+    let first = recall_for_turn_memo(
+        &mut memo,
+        &store,
+        None,
+        TENANT,
+        &identity(),
+        &settings,
+        conversation(),
+    )
+    .await;
+    assert!(first.report.tokens_injected > 0);
+    // A memory that would change the ranking arrives mid-turn: the turn keeps what it injected.
+    store
+        .add(
+            TENANT,
+            NewMemory::new(
+                skald_core::memory::uri::MemoryUri::parse(
+                    "viking://user/alice/memories/preferences/billing-queries",
+                )
+                .unwrap(),
+                "Billing database queries on invoices: always use the invoices_by_customer index.",
+            ),
+        )
+        .unwrap();
+    let mut longer = conversation();
+    longer.push(Message::text(
+        Role::Assistant,
+        "Looking at the invoices table.",
+    ));
+    let second = recall_for_turn_memo(
+        &mut memo,
+        &store,
+        None,
+        TENANT,
+        &identity(),
+        &settings,
+        longer,
+    )
+    .await;
+    assert_eq!(second.report, first.report);
+    assert_eq!(second.messages[..first.messages.len()], first.messages[..]);
+
+    let mut next = conversation();
+    next.push(Message::text(
+        Role::User,
+        "Which index should the billing invoices queries use?",
+    ));
+    let third = recall_for_turn_memo(
+        &mut memo,
+        &store,
+        None,
+        TENANT,
+        &identity(),
+        &settings,
+        next,
+    )
+    .await;
+    assert_ne!(third.report.query, first.report.query);
+    assert!(
+        third
+            .report
+            .kept
+            .iter()
+            .any(|memory| memory.uri.ends_with("billing-queries")),
+        "{:?}",
+        third.report
+    );
 }

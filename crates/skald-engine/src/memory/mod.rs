@@ -56,8 +56,9 @@ mod usage;
 use skald_core::memory::uri::{MemoryUri, UriError};
 
 pub use recall::{
-    DroppedMemory, RecallOutcome, RecallReport, RecalledMemory, SessionMemory, SessionMemoryReport,
-    directory_listing, recall_for_turn, session_start_memory,
+    DroppedMemory, RecallMemo, RecallOutcome, RecallReport, RecalledMemory, SessionMemory,
+    SessionMemoryReport, directory_listing, recall_for_turn, recall_for_turn_memo,
+    session_start_memory,
 };
 pub use tools::{MemoryToolOutput, execute_memory_tool, execute_memory_tool_at};
 pub use usage::{

@@ -84,17 +84,90 @@ pub async fn recall_for_turn(
     settings: &RecallSettings,
     messages: Vec<Message>,
 ) -> RecallOutcome {
-    let mut report = RecallReport::default();
+    recall_for_turn_memo(
+        &mut None, store, embedder, tenant, identity, settings, messages,
+    )
+    .await
+}
+
+/// What one turn's recall chose, kept so that every model call of the same turn (the same
+/// query: the agent's tool loop after one user message) gets the same memories — the same
+/// bytes, so the prompt cache holds — without searching again. A new user message is a new
+/// query, and a new search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallMemo {
+    query: String,
+    injection: Vec<Message>,
+    report: RecallReport,
+}
+
+/// [`recall_for_turn`] that reuses `memo` when the query is the one it was made for, and
+/// keeps the new search's choice there otherwise (a search that failed is not kept).
+pub async fn recall_for_turn_memo(
+    memo: &mut Option<RecallMemo>,
+    store: &dyn MemoryStore,
+    embedder: Option<&dyn Embedder>,
+    tenant: &str,
+    identity: &MemoryIdentity,
+    settings: &RecallSettings,
+    messages: Vec<Message>,
+) -> RecallOutcome {
     let query = match recall_query(&messages, settings) {
         Ok(query) => query,
         Err(reason) => {
-            report.skipped = Some(reason);
+            let report = RecallReport {
+                skipped: Some(reason),
+                ..RecallReport::default()
+            };
             return RecallOutcome { messages, report };
         }
     };
-    report.query = Some(query.clone());
+    if let Some(kept) = memo.as_ref().filter(|kept| kept.query == query) {
+        return RecallOutcome {
+            messages: inject(messages, &kept.injection),
+            report: kept.report.clone(),
+        };
+    }
+    let (injection, report) =
+        search_and_select(store, embedder, tenant, identity, settings, &query).await;
+    let outcome = RecallOutcome {
+        messages: inject(messages, &injection),
+        report: report.clone(),
+    };
+    if report.error.is_none() && report.embedding_error.is_none() {
+        *memo = Some(RecallMemo {
+            query,
+            injection,
+            report,
+        });
+    }
+    outcome
+}
+
+fn inject(messages: Vec<Message>, injection: &[Message]) -> Vec<Message> {
+    if injection.is_empty() {
+        messages
+    } else {
+        insert_after_latest_user(messages, injection.to_vec())
+    }
+}
+
+/// The search for `query` and the memories kept: the messages to inject (none when nothing
+/// was kept) and the report.
+async fn search_and_select(
+    store: &dyn MemoryStore,
+    embedder: Option<&dyn Embedder>,
+    tenant: &str,
+    identity: &MemoryIdentity,
+    settings: &RecallSettings,
+    query: &str,
+) -> (Vec<Message>, RecallReport) {
+    let mut report = RecallReport {
+        query: Some(query.to_owned()),
+        ..RecallReport::default()
+    };
     let vector = match embedder {
-        Some(embedder) => match embed_one(embedder, &query).await {
+        Some(embedder) => match embed_one(embedder, query).await {
             Ok(vector) => vector,
             Err(error) => {
                 report.embedding_error = Some(error);
@@ -111,16 +184,16 @@ pub async fn recall_for_turn(
         .max_results
         .saturating_mul(CANDIDATES_PER_RESULT)
         .max(10);
-    let hits = match search_visible(store, tenant, identity, &query, vector, filter, limit) {
+    let hits = match search_visible(store, tenant, identity, query, vector, filter, limit) {
         Ok(hits) => hits,
         Err(error) => {
             report.error = Some(error.to_string());
-            return RecallOutcome { messages, report };
+            return (Vec::new(), report);
         }
     };
     let candidates: Vec<RecallCandidate> = hits.iter().map(candidate_of).collect();
     report.candidates = candidates.len();
-    let selection = select_memories(&candidates, &query, settings);
+    let selection = select_memories(&candidates, query, settings);
     report.kept = selection
         .kept
         .iter()
@@ -140,14 +213,10 @@ pub async fn recall_for_turn(
         })
         .collect();
     if selection.kept.is_empty() {
-        return RecallOutcome { messages, report };
+        return (Vec::new(), report);
     }
     report.tokens_injected = selection.tokens;
-    let injection = recall_messages(&query, settings, &selection);
-    RecallOutcome {
-        messages: insert_after_latest_user(messages, injection),
-        report,
-    }
+    (recall_messages(query, settings, &selection), report)
 }
 
 /// The categories per-turn recall searches: everything a person would call a memory. Tool

@@ -41,8 +41,8 @@ pub fn sync(
                 let tail = messages.get(matched..).unwrap_or_default();
                 if !tail.is_empty() {
                     ingest::ingest_messages(sessions, tenant, session_id, tail.to_vec())?;
+                    remember(state, sessions, tenant, session_id, fingerprints)?;
                 }
-                remember(state, sessions, tenant, session_id, fingerprints)?;
                 return Ok(Synced {
                     matched,
                     appended: tail.len(),

@@ -124,23 +124,35 @@ impl Exchange {
         let mut messages = std::mem::take(&mut call.request.messages);
         self.client_messages.restore(&mut messages);
         for message in &mut messages {
-            message.extra.insert(
-                openai::ORIGIN_KEY.to_owned(),
-                Value::String(origin.to_owned()),
-            );
+            if !message.extra.contains_key(openai::ORIGIN_KEY) {
+                message.extra.insert(
+                    openai::ORIGIN_KEY.to_owned(),
+                    Value::String(origin.to_owned()),
+                );
+            }
         }
         if let Some(addition) = call.request.system.as_deref() {
             add_to_system_prompt(&mut messages, addition, origin);
         }
-        let mut tools = self.request.tools.clone();
-        tools.extend(call.offered_tools.iter().cloned());
+        // The client's tools go back as it sent them (decoding and encoding them again on every
+        // call would give the same JSON, slower); skald's follow.
         let conversation = Conversation {
             messages,
-            tools,
+            tools: Vec::new(),
             model: self.request.model.clone(),
             extra: self.request.extra.clone(),
         };
-        self.api.encode_request(&conversation)
+        let mut body = self.api.encode_request(&conversation);
+        let mut tools = self.client_tools.clone();
+        tools.extend(
+            call.offered_tools
+                .iter()
+                .map(|spec| self.api.tool_json(spec)),
+        );
+        if let (Some(body), false) = (body.as_object_mut(), tools.is_empty()) {
+            body.insert("tools".to_owned(), Value::Array(tools));
+        }
+        body
     }
 
     /// Prepares and sends calls until one is answered 2xx, recovering from overflows on the way.

@@ -6,9 +6,9 @@
 //! go back to the client.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 use skald_core::codec::{anthropic, openai};
-use skald_core::message::Conversation;
+use skald_core::message::{Conversation, ToolSpec};
 use skald_store::keys::KEY_PREFIX;
 
 use crate::auth::{Caller, KeySource, SKALD_KEY_HEADER};
@@ -75,6 +75,32 @@ impl Api {
         match self {
             Api::OpenAi => openai::encode_request(conversation),
             Api::Anthropic => anthropic::encode_request(conversation),
+        }
+    }
+
+    /// A skald tool as this API defines tools.
+    pub fn tool_json(self, spec: &ToolSpec) -> Value {
+        let mut out = Map::new();
+        out.insert("name".to_owned(), Value::String(spec.name.clone()));
+        if let Some(description) = &spec.description {
+            out.insert("description".to_owned(), Value::String(description.clone()));
+        }
+        match self {
+            Api::OpenAi => {
+                if !spec.parameters.is_null() {
+                    out.insert("parameters".to_owned(), spec.parameters.clone());
+                }
+                json!({"type": "function", "function": Value::Object(out)})
+            }
+            Api::Anthropic => {
+                let schema = if spec.parameters.is_null() {
+                    json!({"type": "object", "properties": {}})
+                } else {
+                    spec.parameters.clone()
+                };
+                out.insert("input_schema".to_owned(), schema);
+                Value::Object(out)
+            }
         }
     }
 
