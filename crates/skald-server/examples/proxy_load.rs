@@ -149,6 +149,21 @@ async fn send(client: &reqwest::Client, url: &str, session: &str, body: Vec<u8>)
     started.elapsed()
 }
 
+/// CPU seconds the whole process used so far (user + system; clients and upstream included).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the command name.
+    let ticks = |at: usize| {
+        fields
+            .get(at)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -293,6 +308,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect(),
     );
     let total = args.requests * 2;
+    let cpu = cpu_seconds();
     let direct_rate = load(
         &client,
         &direct,
@@ -303,7 +319,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "t",
     )
     .await;
-    println!("direct to upstream                 {direct_rate:>8.0} req/s");
+    let direct_cpu = (cpu_seconds() - cpu) / total as f64;
+    println!(
+        "direct to upstream                 {direct_rate:>8.0} req/s  cpu {:.3} ms/request",
+        direct_cpu * 1e3
+    );
     // The first request of each session stores its conversation; measure after it.
     load(
         &client,
@@ -315,6 +335,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "t",
     )
     .await;
+    let cpu = cpu_seconds();
     let proxied_rate = load(
         &client,
         &proxied,
@@ -325,7 +346,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "t",
     )
     .await;
-    println!("through skald                      {proxied_rate:>8.0} req/s");
+    let proxied_cpu = (cpu_seconds() - cpu) / total as f64;
+    println!(
+        "through skald                      {proxied_rate:>8.0} req/s  cpu {:.3} ms/request \
+         (client, skald and upstream; skald's share {:.3} ms)",
+        proxied_cpu * 1e3,
+        (proxied_cpu - direct_cpu) * 1e3
+    );
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+    println!(
+        "cpu-bound capacity at {cores} idle cores: {:.0} req/s through skald (load average now: {})",
+        cores / proxied_cpu,
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
 
     println!("\n== memory, {} s of load ==", args.soak_seconds);
     let started = Instant::now();

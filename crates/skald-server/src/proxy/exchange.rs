@@ -143,11 +143,18 @@ impl Exchange {
             extra: self.request.extra.clone(),
         };
         let mut body = self.api.encode_request(&conversation);
+        // The prepared tools are the client's, then skald's as OpenAI function specs.
+        let first_skald = call
+            .request
+            .tools
+            .len()
+            .saturating_sub(call.offered_tools.len());
+        let skald_tools = call.request.tools.split_off(first_skald);
         let mut tools = self.client_tools.clone();
         tools.extend(
-            call.offered_tools
-                .iter()
-                .map(|spec| self.api.tool_json(spec)),
+            skald_tools
+                .into_iter()
+                .map(|tool| self.api.from_function_spec(tool)),
         );
         if let (Some(body), false) = (body.as_object_mut(), tools.is_empty()) {
             body.insert("tools".to_owned(), Value::Array(tools));

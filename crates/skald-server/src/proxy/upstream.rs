@@ -6,9 +6,9 @@
 //! go back to the client.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use skald_core::codec::{anthropic, openai};
-use skald_core::message::{Conversation, ToolSpec};
+use skald_core::message::Conversation;
 use skald_store::keys::KEY_PREFIX;
 
 use crate::auth::{Caller, KeySource, SKALD_KEY_HEADER};
@@ -78,28 +78,22 @@ impl Api {
         }
     }
 
-    /// A skald tool as this API defines tools.
-    pub fn tool_json(self, spec: &ToolSpec) -> Value {
-        let mut out = Map::new();
-        out.insert("name".to_owned(), Value::String(spec.name.clone()));
-        if let Some(description) = &spec.description {
-            out.insert("description".to_owned(), Value::String(description.clone()));
-        }
+    /// A skald tool, given as an OpenAI function spec, as this API defines tools.
+    pub fn from_function_spec(self, tool: Value) -> Value {
         match self {
-            Api::OpenAi => {
-                if !spec.parameters.is_null() {
-                    out.insert("parameters".to_owned(), spec.parameters.clone());
-                }
-                json!({"type": "function", "function": Value::Object(out)})
-            }
+            Api::OpenAi => tool,
             Api::Anthropic => {
-                let schema = if spec.parameters.is_null() {
-                    json!({"type": "object", "properties": {}})
-                } else {
-                    spec.parameters.clone()
+                let Value::Object(mut outer) = tool else {
+                    return tool;
                 };
-                out.insert("input_schema".to_owned(), schema);
-                Value::Object(out)
+                let Some(Value::Object(mut function)) = outer.remove("function") else {
+                    return Value::Object(outer);
+                };
+                let schema = function
+                    .remove("parameters")
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+                function.insert("input_schema".to_owned(), schema);
+                Value::Object(function)
             }
         }
     }
@@ -265,6 +259,18 @@ mod tests {
             map.append(*name, HeaderValue::from_str(value).unwrap());
         }
         map
+    }
+
+    #[test]
+    fn skald_tools_are_written_in_each_apis_shape() {
+        let function = serde_json::json!({"type": "function", "function": {
+            "name": "fetch_original_data", "description": "d", "parameters": {"type": "object"}}});
+        assert_eq!(Api::OpenAi.from_function_spec(function.clone()), function);
+        assert_eq!(
+            Api::Anthropic.from_function_spec(function),
+            serde_json::json!({"name": "fetch_original_data", "description": "d",
+                               "input_schema": {"type": "object"}})
+        );
     }
 
     #[test]
