@@ -174,7 +174,7 @@ impl Exchange {
         loop {
             let prepared = driver.prepare(session, cancel).await;
             self.note_compactions(driver, seen_compactions);
-            let mut call = prepared.map_err(|error| recovery_failure(self.api, error))?;
+            let mut call = prepared.map_err(recovery_failure)?;
             let saved_chars = call.assemble.offload.chars_saved()
                 + call
                     .assemble
@@ -250,7 +250,7 @@ impl Exchange {
                         other @ (RecoveryError::Llm { .. }
                         | RecoveryError::Aborted { .. }
                         | RecoveryError::Settings(_)
-                        | RecoveryError::Engine(_)) => recovery_failure(self.api, other),
+                        | RecoveryError::Engine(_)) => recovery_failure(other),
                     });
                 }
             }
@@ -394,7 +394,7 @@ pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionSt
     };
     let mut driver = match TurnDriver::new(&prepare, hooks) {
         Ok(driver) => driver,
-        Err(error) => return recovery_failure(exchange.api, error),
+        Err(error) => return recovery_failure(error),
     };
     let cancel = CancellationToken::new();
     let mut seen_compactions = 0;
@@ -508,7 +508,7 @@ pub async fn stream(
     let mut driver = match TurnDriver::new(&prepare, hooks) {
         Ok(driver) => driver,
         Err(error) => {
-            let _ = head.send(recovery_failure(exchange.api, error));
+            let _ = head.send(recovery_failure(error));
             return;
         }
     };
@@ -703,8 +703,7 @@ fn overflow_response(status: StatusCode, headers: HeaderMap, body: &[u8]) -> Res
 }
 
 /// skald's own failure while preparing a call.
-fn recovery_failure(api: Api, error: RecoveryError) -> Response {
-    let _ = api;
+fn recovery_failure(error: RecoveryError) -> Response {
     match error {
         RecoveryError::Aborted { .. } => {
             ApiError::Internal("the request was cancelled".to_owned()).into_response()
