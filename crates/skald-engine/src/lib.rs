@@ -42,6 +42,7 @@ pub mod memory_write;
 pub mod recovery;
 pub mod replay;
 mod session;
+pub mod view;
 
 pub use accounting::{CacheAccount, Pricing, RequestBill, Segment};
 pub use assemble::{AssembleReport, AssembleRequest, Assembled, StageTimings, assemble};
@@ -53,7 +54,8 @@ pub use recovery::{
     CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, RecoveryError, RecoveryReport, RecoverySettings,
     TurnContext, TurnOutcome, complete_turn, complete_turn_with_memory,
 };
-pub use session::SessionState;
+pub use session::{SessionState, UNNAMED_MODEL, UsageObservation};
+pub use view::{ModelView, RecallHook, ViewRequest, prepare_view};
 
 /// Why the engine could not do what was asked.
 #[derive(Debug, thiserror::Error)]

@@ -77,31 +77,28 @@ use serde_json::{Value, json};
 use skald_core::compaction::{
     CompactionOutcome, CompactionSettings, CompactionTrigger, should_compact,
 };
-use skald_core::memory::recall::RecallSettings;
-use skald_core::memory::tools::tool_specs as memory_tool_specs;
+use skald_core::memory::tools::is_memory_tool;
 use skald_core::message::{ToolSpec, Usage};
 use skald_core::pipeline::TruncateSettings;
 use skald_core::pipeline::policy::Policy;
 use skald_core::pipeline::truncate::TruncateSettingsError;
-use skald_core::tokens::estimate::{estimate_messages_chars, json_estimate_chars};
+use skald_core::tokens::estimate::json_estimate_chars;
 use skald_core::tokens::{CHARS_PER_TOKEN, estimate_string_chars};
-use skald_llm::{
-    ChatModel, ChatRequest, ChatResponse, Embedder, LlmError, Summarizer, SummaryRequest,
-};
-use skald_store::MemoryStore;
+use skald_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Summarizer, SummaryRequest};
 use skald_store::RefStore;
 use skald_store::sessions::SessionStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::EngineError;
-use crate::assemble::{AssembleRequest, assemble};
 use crate::compact::{CompactRequest, compact_session, session_context};
-use crate::memory::{MemoryIdentity, RecallReport, recall_for_turn, session_start_memory};
+use crate::memory::RecallReport;
 use crate::memory_write::{
     ArchiveOutcome, MemoryWriter, UploadDriver, UploadStep, archive_compacted_span,
 };
 use crate::session::SessionState;
+use crate::view::{ViewRequest, prepare_view};
 
+pub use crate::view::RecallHook;
 pub use truncation::{AGGREGATE_FLOOR_CHARS, TruncationSummary};
 
 /// The seed's answer when every recovery step is spent.
@@ -427,22 +424,6 @@ impl std::fmt::Debug for MemoryHooks<'_> {
     }
 }
 
-/// Recall on every model call of a turn: the session-start snapshot (profile and tool memories
-/// in the system prompt, the `memory_ls` listing after the first user message; taken once per
-/// [`SessionState`] so the prompt cache holds) and the per-turn `search_memories` injection.
-/// Injected messages are for the call only: the session never stores them.
-#[derive(Clone, Copy)]
-pub struct RecallHook<'a> {
-    pub store: &'a dyn MemoryStore,
-    /// Vectors for the query when the memories have them; text search alone without one.
-    pub embedder: Option<&'a dyn Embedder>,
-    pub identity: &'a MemoryIdentity,
-    pub settings: &'a RecallSettings,
-    /// Offer the five memory tools to the model (the host must then run them, e.g. with
-    /// [`crate::memory::execute_memory_tool`]).
-    pub offer_tools: bool,
-}
-
 /// [`complete_turn`] with the memory write path: before the first call the upload driver (if
 /// any) runs its planner on the request's size, and after every compaction that wrote a
 /// checkpoint the writer (if any) archives the compacted span and extracts its memories. A
@@ -679,98 +660,67 @@ struct PreparedCall {
     request_tokens: u64,
 }
 
-/// [`prepare_call`], then what recall gives this call (when a hook is given): the session-start
-/// snapshot (taken on the session's first call) and the per-turn memories. Their tokens count
-/// in the request's size, so the threshold sees what the model will be sent.
+/// The view of the session for this call ([`prepare_view`]: the pipeline, then what recall
+/// gives it when a hook is given), as a request. Memory's additions count in the request's
+/// size, so the threshold sees what the model will be sent.
 async fn prepare_call_with_memory(
     ctx: &TurnContext<'_>,
     memory: MemoryHooks<'_>,
     state: &mut SessionState,
     report: &mut RecoveryReport,
 ) -> Result<PreparedCall, RecoveryError> {
-    let mut call = prepare_call(ctx, state)?;
-    let Some(hook) = memory.recall else {
-        return Ok(call);
-    };
-    let session_memory = state.session_memory.get_or_insert_with(|| {
-        session_start_memory(hook.store, ctx.tenant, hook.identity, hook.settings)
-    });
-    let mut added_chars = 0;
-    if let Some(addition) = &session_memory.system_prompt_addition {
-        added_chars += estimate_string_chars(addition);
-        call.request.system = Some(match call.request.system.take() {
-            Some(system) => format!("{system}\n\n{addition}"),
-            None => addition.clone(),
-        });
-    }
-    added_chars += estimate_messages_chars(&session_memory.directory_messages);
-    let messages = session_memory.apply(std::mem::take(&mut call.request.messages));
-    let recalled = recall_for_turn(
-        hook.store,
-        hook.embedder,
-        ctx.tenant,
-        hook.identity,
-        hook.settings,
-        messages,
-    )
-    .await;
-    call.request.messages = recalled.messages;
-    if hook.offer_tools {
-        for spec in memory_tool_specs() {
-            added_chars +=
-                offer_tool(&mut call.request.tools, &spec).map_or(0, json_estimate_chars);
-        }
-    }
-    let added_tokens =
-        added_chars.div_ceil(CHARS_PER_TOKEN) as u64 + recalled.report.tokens_injected;
-    // Overhead, not messages: the persistent truncation shrinks the stored messages, and what
-    // memory adds must still fit beside them.
-    call.request_tokens += added_tokens;
-    report.recall = Some(recalled.report);
-    Ok(call)
-}
-
-/// Loads the session, assembles its context and builds the request.
-fn prepare_call(
-    ctx: &TurnContext<'_>,
-    state: &mut SessionState,
-) -> Result<PreparedCall, RecoveryError> {
-    let session = ctx.sessions.load(ctx.tenant, ctx.session_id)?;
-    let messages = session_context(&session, None);
-    let assembled = assemble(
-        ctx.refs,
-        ctx.policy,
-        state,
-        messages,
-        AssembleRequest {
+    let view = prepare_view(
+        &ViewRequest {
+            sessions: ctx.sessions,
+            refs: ctx.refs,
             tenant: ctx.tenant,
-            context_window_tokens: ctx.window_tokens,
+            session_id: ctx.session_id,
+            policy: ctx.policy,
+            window_tokens: ctx.window_tokens,
             now_ms: ctx.now_ms,
             fetch_available: ctx.fetch_available,
+            memory: memory.recall,
+            pending_prompt: None,
         },
-    )?;
-    let system = match (
-        ctx.system_prompt,
-        assembled.system_prompt_addition.as_deref(),
-    ) {
+        state,
+    )
+    .await?;
+    let system = match (ctx.system_prompt, view.pipeline_addition.as_deref()) {
         (Some(host), Some(addition)) => Some(format!("{host}\n\n{addition}")),
         (Some(host), None) => Some(host.to_owned()),
         (None, Some(addition)) => Some(addition.to_owned()),
         (None, None) => None,
     };
     let mut tools = ctx.tools.to_vec();
-    for spec in &assembled.tools {
-        offer_tool(&mut tools, spec);
-    }
-    let overhead_chars = system.as_deref().map_or(0, estimate_string_chars)
+    let mut overhead_chars = system.as_deref().map_or(0, estimate_string_chars)
         + tools.iter().map(json_estimate_chars).sum::<usize>();
+    // Overhead, not messages: the persistent truncation shrinks the stored messages, and what
+    // memory adds must still fit beside them.
+    let mut memory_chars = view.memory_chars;
+    for spec in &view.tools {
+        let added = offer_tool(&mut tools, spec).map_or(0, json_estimate_chars);
+        if is_memory_tool(&spec.name) {
+            memory_chars += added;
+        } else {
+            overhead_chars += added;
+        }
+    }
+    let system = match (system, view.memory_addition.as_deref()) {
+        (Some(system), Some(addition)) => Some(format!("{system}\n\n{addition}")),
+        (None, Some(addition)) => Some(addition.to_owned()),
+        (system, None) => system,
+    };
     let overhead_tokens = overhead_chars.div_ceil(CHARS_PER_TOKEN) as u64;
+    let memory_tokens = memory_chars.div_ceil(CHARS_PER_TOKEN) as u64 + view.recall_tokens;
+    if let Some(memory) = view.memory {
+        report.recall = Some(memory.recall);
+    }
     Ok(PreparedCall {
-        message_tokens: assembled.estimated_tokens,
-        request_tokens: assembled.estimated_tokens + overhead_tokens,
+        message_tokens: view.message_tokens,
+        request_tokens: view.message_tokens + overhead_tokens + memory_tokens,
         request: ChatRequest {
             system,
-            messages: assembled.messages,
+            messages: view.messages,
             tools,
             max_output_tokens: ctx.max_output_tokens,
             temperature: ctx.temperature,
@@ -869,17 +819,7 @@ async fn run_compaction(
         context_tokens,
     };
     let result = compact_session(ctx.sessions, ctx.refs, &watch, &request, cancel).await?;
-    if result.checkpoint_entry_id.is_some() {
-        if let CompactionOutcome::Compacted {
-            tail_truncation: Some(truncation),
-            ..
-        } = &result.outcome
-        {
-            for new_ref in &truncation.new_refs {
-                state.stored_refs.insert(new_ref.id.to_string());
-            }
-        }
-    }
+    state.note_compaction(&result);
     let mut memory_archive = None;
     if let (Some(writer), Some(_)) = (memory.writer, &result.checkpoint_entry_id) {
         match archive_compacted_span(
