@@ -15,9 +15,11 @@ mod files;
 mod home;
 mod import_cmd;
 mod inspect;
+mod keys_cmd;
 mod memory_cmd;
 mod output;
 mod replay_cmd;
+mod serve_cmd;
 mod sessions_cmd;
 mod tokens_cmd;
 
@@ -275,6 +277,31 @@ enum Command {
     ///   skald forget --recursive viking://resources/my-project/docs/old-guide.md
     #[command(verbatim_doc_comment)]
     Forget(memory_cmd::ForgetArgs),
+    /// Run the HTTP server: the engine API, the memory and refs API, and the OpenAI / Anthropic
+    /// proxy, on the data directory's database.
+    ///
+    /// Agents point their base URL at it (OPENAI_BASE_URL=http://127.0.0.1:7420/v1 or
+    /// ANTHROPIC_BASE_URL=http://127.0.0.1:7420) once skald.toml names the upstream:
+    ///   [proxy.openai]
+    ///   base_url = "https://api.openai.com/v1"
+    /// Without API keys the server accepts only loopback addresses; with keys (`skald keys
+    /// create`) every request needs one (x-skald-key, or Authorization: Bearer sk-skald-… when
+    /// [proxy.*] api_key_env gives skald the provider key) and sees only its tenant's data.
+    /// GET /openapi.json describes every route. Ctrl-C or SIGTERM stops it gracefully.
+    ///
+    /// Examples:
+    ///   skald serve
+    ///   skald serve --addr 0.0.0.0:7420 --config /etc/skald/skald.toml
+    #[command(verbatim_doc_comment)]
+    Serve(serve_cmd::ServeArgs),
+    /// Manage the API keys of `skald serve`: each key belongs to one tenant.
+    ///
+    /// Examples:
+    ///   skald keys create --tenant acme --name "ci runner"
+    ///   skald keys list
+    ///   skald keys revoke key_3fa2b1c9d0e4f5a6
+    #[command(verbatim_doc_comment)]
+    Keys(keys_cmd::KeysArgs),
     /// Print the data directory skald uses and where that choice came from.
     Home,
 }
@@ -344,6 +371,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let config = config::Config::load(cli.config.as_deref(), &home)?;
             memory_cmd::run_forget(&args, &home, &config, mode)
         }
+        Command::Serve(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            serve_cmd::run(&args, &config, &home)
+        }
+        Command::Keys(args) => keys_cmd::run(&args, &home, mode),
         Command::Home => {
             let report = HomeReport {
                 path: home.path.display().to_string(),

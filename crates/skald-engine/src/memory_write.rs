@@ -754,7 +754,7 @@ fn now_iso() -> String {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` of epoch milliseconds.
-fn iso_of_millis(ms: i64) -> String {
+pub(crate) fn iso_of_millis(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);
     let in_day = ms.rem_euclid(86_400_000);
     let z = days + 719_468;

@@ -47,7 +47,7 @@ async fn healthz(State(state): State<AppState>) -> Json<Health> {
     Json(Health {
         status: "ok",
         version: env!("CARGO_PKG_VERSION"),
-        auth_required: state.auth_required,
+        auth_required: state.auth_required(),
     })
 }
 

@@ -29,7 +29,6 @@ mod app;
 pub mod auth;
 pub mod config;
 pub mod error;
-mod ingest_placeholder;
 pub mod metrics;
 pub mod proxy;
 pub mod routes;

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use skald_engine::memory_write::MemoryWriteError;
@@ -41,8 +42,9 @@ pub struct AppState {
     pub memory_writer: MemoryWriter,
     /// The two-threshold memory upload of every session; its tasks run on `tasks`.
     pub uploads: Arc<UploadDriver>,
-    /// Whether requests must carry a key: true as soon as the key store holds a live key.
-    pub auth_required: bool,
+    /// Whether requests must carry a key: true once the key store has held a live key while
+    /// this server ran, and never false again (revoking every key does not open the server).
+    auth_required: Arc<AtomicBool>,
     session_states: Arc<Mutex<HashMap<(String, String), SessionSlot>>>,
 }
 
@@ -119,15 +121,22 @@ impl AppState {
             tasks,
             memory_writer,
             uploads,
-            auth_required,
+            auth_required: Arc::new(AtomicBool::new(auth_required)),
             session_states: Arc::new(Mutex::new(HashMap::new())),
         })
     }
 
-    /// Requires a key on every request from now on (a test creates keys after opening).
-    pub fn with_auth_required(mut self, required: bool) -> AppState {
-        self.auth_required = required;
-        self
+    /// Whether requests must carry a key. While the server is open this looks at the key
+    /// store, so a key created by `skald keys create` while it runs closes it at once.
+    pub fn auth_required(&self) -> bool {
+        if self.auth_required.load(Ordering::Relaxed) {
+            return true;
+        }
+        let found = self.keys.any_active().unwrap_or(true);
+        if found {
+            self.auth_required.store(true, Ordering::Relaxed);
+        }
+        found
     }
 
     /// The engine state of one session of one tenant, created empty on first use.

@@ -16,7 +16,7 @@ async fn a_tenants_sessions_refs_and_memories_do_not_exist_for_another() {
     let state = AppState::in_memory(common::default_config()).unwrap();
     let key_a = state.keys.create("tenant-a", "a").unwrap().secret;
     let key_b = state.keys.create("tenant-b", "b").unwrap().secret;
-    let server = TestServer::start(state.with_auth_required(true)).await;
+    let server = TestServer::start(state).await;
     let a = Api::new(server.url(""), Some(key_a));
     let b = Api::new(server.url(""), Some(key_b));
     let anonymous = Api::new(server.url(""), None);

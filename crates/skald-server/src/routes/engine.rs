@@ -31,6 +31,7 @@ use skald_core::message::{Block, Message, ToolSpec};
 use skald_core::pipeline::offload::FETCH_TOOL_NAME;
 use skald_core::time::format_rfc3339_seconds;
 use skald_engine::compact::{CompactRequest, compact_session};
+use skald_engine::ingest;
 use skald_engine::memory::{MemoryIdentity, record_tool_reports};
 use skald_engine::{
     ModelView, RecallHook, SessionState, ViewRequest, archive_compacted_span, prepare_view,
@@ -45,7 +46,6 @@ use utoipa_axum::routes;
 use super::{ApiJson, ApiPath, ApiQuery, engine_error, now_ms, session_error, session_id};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::ingest_placeholder as ingest;
 use crate::metrics::Metrics;
 use crate::state::AppState;
 
@@ -300,8 +300,9 @@ pub struct SyncReport {
     pub matched: usize,
     /// Messages appended.
     pub appended: usize,
-    /// Where the host's history diverged and a new branch started (the entry it hangs from;
-    /// empty: a new root).
+    /// Whether the host's history diverged from the stored one and a new branch started.
+    pub forked: bool,
+    /// The entry the new branch grows from (absent with `forked`: a new root).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_at: Option<String>,
 }
@@ -312,6 +313,7 @@ impl From<ingest::SyncOutcome> for SyncReport {
             created: outcome.created,
             matched: outcome.matched,
             appended: outcome.appended,
+            forked: outcome.forked,
             forked_at: outcome.forked_at,
         }
     }
@@ -1165,7 +1167,7 @@ async fn bootstrap_route(
             let outcome =
                 ingest::sync_conversation(store, &caller.tenant, &id, &messages, source_format())
                     .map_err(engine_error)?;
-            (!outcome.created && outcome.appended == 0 && outcome.forked_at.is_none())
+            (!outcome.created && outcome.appended == 0 && !outcome.forked)
                 .then(|| "already bootstrapped: the session holds these messages".to_owned())
         }
         (None, None) => {
