@@ -16,7 +16,7 @@ use skald_core::codec::openclaw::{
 use skald_core::memory::extract::{ExistingMemory, MemoryCandidate};
 use skald_core::message::Message;
 use skald_core::render::render_messages;
-use skald_llm::{DeterministicExtractor, LlmError, MemoryExtractor};
+use skald_llm::{DeterministicExtractor, LlmError, MemoryExtractor, Summarizer, SummaryRequest};
 use skald_server::AppState;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -286,6 +286,63 @@ async fn compact_writes_a_summary_and_the_next_assemble_starts_with_it() {
     server.shutdown().await;
 }
 
+/// A summarizer whose provider is down.
+struct DownSummarizer;
+
+#[async_trait::async_trait]
+impl Summarizer for DownSummarizer {
+    fn name(&self) -> &str {
+        "down"
+    }
+
+    async fn summarize(
+        &self,
+        _request: &SummaryRequest,
+        _cancel: &CancellationToken,
+    ) -> Result<String, LlmError> {
+        Err(LlmError::Server {
+            status: 503,
+            retry_after_ms: None,
+            message: "upstream unavailable".into(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_failed_compaction_is_ok_false_with_its_reason_and_writes_nothing() {
+    let mut config = server_config();
+    config.summarizer = Arc::new(DownSummarizer);
+    let server = TestServer::start(AppState::in_memory(config).unwrap()).await;
+    let api = Api::new(server.url(""), None);
+    api.post(
+        "/v1/sessions/long/messages",
+        json!({"messages": long_conversation()}),
+    )
+    .await;
+    let (_, before) = api.get("/v1/sessions/long/entries").await;
+    let (status, body) = api
+        .post(
+            "/v1/sessions/long/compact",
+            json!({"tokenBudget": 32_000, "force": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ok"], false, "{body}");
+    assert_eq!(body["compacted"], false);
+    assert!(
+        body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("upstream unavailable"),
+        "{body}"
+    );
+    let (_, after) = api.get("/v1/sessions/long/entries").await;
+    assert_eq!(after, before);
+    let metrics = server.state.metrics.render();
+    assert!(metrics.contains("skald_compactions_total{outcome=\"failed\"} 1"));
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn after_turn_feeds_usage_to_calibration_and_tool_statistics_to_memory() {
     let (server, api) = start().await;
@@ -422,6 +479,45 @@ async fn an_upload_started_by_after_turn_finishes_before_shutdown_returns() {
         metrics.contains("skald_memory_uploads_total{outcome=\"started\"} 1"),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn assemble_with_a_diverging_history_makes_the_hosts_view_a_new_branch() {
+    let (server, api) = start().await;
+    let first = vec![
+        user("Name a colour.", 0),
+        assistant_text("Blue.", 1),
+        user("Another one.", 2),
+    ];
+    let (_, one) = api
+        .post("/v1/sessions/edit/assemble", json!({"messages": first}))
+        .await;
+    assert_eq!(one["sync"]["appended"], 3);
+    // The host edited its last message: the stored branch stays, the host's view wins.
+    let edited = vec![
+        user("Name a colour.", 0),
+        assistant_text("Blue.", 1),
+        user("Name a fruit instead.", 3),
+    ];
+    let (status, two) = api
+        .post("/v1/sessions/edit/assemble", json!({"messages": edited}))
+        .await;
+    assert_eq!(status, 200, "{two}");
+    assert_eq!(two["sync"]["forked"], true, "{two}");
+    assert_eq!(two["sync"]["matched"], 2);
+    assert_eq!(
+        two["messages"][2]["content"][0]["text"],
+        "Name a fruit instead."
+    );
+    let (_, entries) = api.get("/v1/sessions/edit/entries").await;
+    let texts: Vec<&str> = entries["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|entry| entry["message"]["content"][0]["text"].as_str())
+        .collect();
+    assert!(texts.contains(&"Another one.") && texts.contains(&"Name a fruit instead."));
+    server.shutdown().await;
 }
 
 const SESSION_FILE: &str = r#"{"type":"session","version":3,"id":"0c1d2e3f-aaaa-bbbb-cccc-000000000001","timestamp":"2026-03-08T12:15:35.580Z","cwd":"/work/app"}
