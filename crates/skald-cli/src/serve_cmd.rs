@@ -90,6 +90,7 @@ pub fn run(args: &ServeArgs, config: &Config, home: &Home) -> Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
+        let shutdown = shutdown_signal()?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
@@ -120,7 +121,7 @@ pub fn run(args: &ServeArgs, config: &Config, home: &Home) -> Result<ExitCode> {
         };
         upstream("openai", &state.config.openai);
         upstream("anthropic", &state.config.anthropic);
-        skald_server::serve(listener, state, shutdown_signal())
+        skald_server::serve(listener, state, shutdown)
             .await
             .context("the server failed")?;
         eprintln!("skald: stopped; in-flight requests and background work finished");
@@ -129,25 +130,22 @@ pub fn run(args: &ServeArgs, config: &Config, home: &Home) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Ctrl-C, or SIGTERM on Unix (what service managers and containers send).
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Ctrl-C, or SIGTERM on Unix (what service managers and containers send). The handlers are
+/// installed when this is called, not when the future is first polled, so a signal that arrives
+/// while the server is still printing its banner is not lost to the default action (exit).
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot install the SIGTERM handler")?;
+    let ctrl_c = tokio::signal::ctrl_c();
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = terminate.recv() => {}
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
-    eprintln!("skald: shutting down: finishing in-flight requests and background work…");
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        eprintln!("skald: shutting down: finishing in-flight requests and background work…");
+    })
 }
