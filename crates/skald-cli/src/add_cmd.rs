@@ -15,20 +15,26 @@
 //! Hidden files and directories (`.git`…), `target`, `node_modules` and `__pycache__` are not
 //! read; symbolic links are not followed; binary files and files over [`MAX_FILE_BYTES`] are
 //! skipped with a note. All new entries are written in one transaction.
+//!
+//! With `--url` the files are read here the same way and sent to the server's
+//! `POST /v1/memory/resources` (as `documents`, with the files skipped here), which runs the same
+//! `add_documents` on its store.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use serde_json::json;
 use skald_core::memory::chunk::{DEFAULT_MAX_CHUNK_CHARS, MIN_CHUNK_CHARS};
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
-use skald_engine::memory::manage::{self, Document, Skipped, segment_of};
+use skald_engine::memory::manage::{self, AddReport, Document, Skipped, segment_of};
 
 use crate::config::Config;
 use crate::home::Home;
 use crate::memory_cmd::{Embedding, Identity, IdentityArgs, open_store, parse_uri, run_memory_op};
 use crate::output::{self, Mode};
+use crate::remote::Remote;
 
 /// Files larger than this are skipped.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -89,8 +95,91 @@ fn walk(dir: &Path, prefix: &[String], files: &mut Vec<(Vec<String>, PathBuf)>) 
     Ok(())
 }
 
-pub fn run(args: &AddArgs, home: &Home, config: &Config, mode: Mode) -> Result<ExitCode> {
+/// What `add` read: the root's name and parent, the documents (each with its path below the
+/// added directory), and the files left out.
+struct Gathered {
+    /// A file was added, not a directory.
+    single_file: bool,
+    parent: MemoryUri,
+    name: String,
+    root: MemoryUri,
+    documents: Vec<(String, Document)>,
+    skipped: Vec<Skipped>,
+}
+
+pub fn run(
+    args: &AddArgs,
+    home: &Home,
+    config: Option<&Config>,
+    remote: Option<&Remote>,
+    mode: Mode,
+) -> Result<ExitCode> {
+    let report = match (remote, config) {
+        (Some(remote), _) => add_remote(args, remote)?,
+        (None, Some(config)) => add_local(args, home, config)?,
+        (None, None) => bail!("the configuration was not loaded"),
+    };
+    print(&report, mode)
+}
+
+fn add_remote(args: &AddArgs, remote: &Remote) -> Result<AddReport> {
+    args.identity.check_remote_uri_only("resources route")?;
+    let gathered = gather(args)?;
+    let mut body = json!({
+        "name": gathered.name,
+        "skipped": gathered.skipped,
+        "maxChunkChars": args.max_chunk_chars,
+    });
+    match (gathered.single_file, gathered.documents.as_slice()) {
+        // A file added on its own is the root: its chunks go right below it.
+        (true, [(_, document)]) => {
+            body["content"] = json!(document.text);
+            body["source"] = json!(document.shown);
+        }
+        _ => {
+            let documents: Vec<_> = gathered
+                .documents
+                .iter()
+                .map(|(path, document)| {
+                    json!({"path": path, "content": document.text, "source": document.shown})
+                })
+                .collect();
+            body["documents"] = json!(documents);
+        }
+    }
+    if args.to.is_some() {
+        body["uri"] = json!(gathered.parent.as_str());
+    }
+    remote.post(&["v1", "memory", "resources"], &body)
+}
+
+fn add_local(args: &AddArgs, home: &Home, config: &Config) -> Result<AddReport> {
     let identity = Identity::resolve(&args.identity, config)?;
+    let gathered = gather(args)?;
+    let documents: Vec<Document> = gathered
+        .documents
+        .into_iter()
+        .map(|(_, document)| document)
+        .collect();
+    let (root, skipped) = (gathered.root, gathered.skipped);
+    let embedding = Embedding::from_config(config)?;
+    let store = open_store(home)?;
+    run_memory_op(embedding.as_ref(), async |embedder| {
+        manage::add_documents(
+            &store,
+            embedder,
+            &identity.tenant,
+            &root,
+            documents,
+            args.max_chunk_chars,
+            skipped,
+        )
+        .await
+    })
+}
+
+/// Reads the file or the directory's files, checking the arguments first.
+fn gather(args: &AddArgs) -> Result<Gathered> {
     let metadata = std::fs::metadata(&args.path)
         .with_context(|| format!("no file or directory at {}", args.path.display()))?;
     let parent = match &args.to {
@@ -131,7 +220,7 @@ pub fn run(args: &AddArgs, home: &Home, config: &Config, mode: Mode) -> Result<E
     }
 
     let mut skipped = Vec::new();
-    let mut documents: Vec<Document> = Vec::new();
+    let mut documents: Vec<(String, Document)> = Vec::new();
     for (segments, path) in sources {
         let shown = path.display().to_string();
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -154,29 +243,39 @@ pub fn run(args: &AddArgs, home: &Home, config: &Config, mode: Mode) -> Result<E
             .file_name()
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
-        documents.push(Document {
-            segments,
-            file_name,
-            text,
-            shown,
-        });
+        // Its path below the added directory, as the server's `documents` take it.
+        let relative = path
+            .strip_prefix(&absolute)
+            .map(|relative| {
+                relative
+                    .components()
+                    .map(|part| part.as_os_str().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
+            .unwrap_or_default();
+        documents.push((
+            relative,
+            Document {
+                segments,
+                file_name,
+                text,
+                shown,
+            },
+        ));
     }
+    Ok(Gathered {
+        single_file: !metadata.is_dir(),
+        parent,
+        name,
+        root,
+        documents,
+        skipped,
+    })
+}
 
-    let embedding = Embedding::from_config(config)?;
-    let store = open_store(home)?;
-    let report = run_memory_op(embedding.as_ref(), async |embedder| {
-        manage::add_documents(
-            &store,
-            embedder,
-            &identity.tenant,
-            &root,
-            documents,
-            args.max_chunk_chars,
-            skipped,
-        )
-        .await
-    })?;
-    output::emit(mode, &report, |report| {
+fn print(report: &AddReport, mode: Mode) -> Result<ExitCode> {
+    output::emit(mode, report, |report| {
         let mut table = output::table(&[
             "added at",
             "files",

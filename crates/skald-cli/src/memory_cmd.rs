@@ -7,15 +7,23 @@
 //! search is full-text only), and prints.
 //!
 //! Every argument is checked before the store is opened, so bad input writes nothing.
+//!
+//! With `--url` each command calls the server's memory API instead (`/v1/memory/…`: the same
+//! `manage` code on the server's store, for the key's tenant) and prints the answer with the same
+//! structs and tables; the user and agent default to the server's `[memory]` ones, and flags the
+//! route has no field for are refused.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use skald_core::memory::uri::{MemoryCategory, MemoryUri};
+use serde_json::json;
+use skald_core::memory::uri::{MAX_DEPTH, MemoryCategory, MemoryUri};
 use skald_engine::memory::MemoryIdentity;
-use skald_engine::memory::manage::{self, ForgetReport, LsRow, SearchReport};
+use skald_engine::memory::manage::{
+    self, ForgetReport, LsRow, ReadReport, RememberReport, SearchReport, VersionRow, WriteRow,
+};
 use skald_llm::{Embedder, embedder_from_config};
 use skald_store::DATABASE_FILE;
 use skald_store::memories::{MemoryLevel, MemoryStore, SearchFilter, SqliteMemoryStore, TreeNode};
@@ -25,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::home::Home;
 use crate::output::{self, Mode};
+use crate::remote::{self, Remote};
 
 /// Who a memory command acts for.
 #[derive(Debug, Clone, Args)]
@@ -39,6 +48,22 @@ pub struct IdentityArgs {
     /// The tenant whose memories to use (default: `tenant` of [memory], else "default").
     #[arg(long, value_name = "NAME")]
     pub tenant: Option<String>,
+}
+
+impl IdentityArgs {
+    /// Refuses `--tenant` against a server (the key decides it); `--user`/`--agent` go along.
+    pub fn check_remote(&self) -> Result<()> {
+        remote::refuse("--tenant", self.tenant.is_some(), remote::TENANT_FROM_KEY)
+    }
+
+    /// Refuses `--tenant`, `--user` and `--agent` against a server route that takes none: the
+    /// URI says whose memories it is.
+    pub fn check_remote_uri_only(&self, command: &str) -> Result<()> {
+        self.check_remote()?;
+        let why = format!("the server's {command} takes a URI, which names whose memories it is");
+        remote::refuse("--user", self.user.is_some(), &why)?;
+        remote::refuse("--agent", self.agent.is_some(), &why)
+    }
 }
 
 /// The resolved identity: ids checked against the URI layout and the tenant rules.
@@ -201,6 +226,70 @@ pub struct SearchDocsArgs {
     pub identity: IdentityArgs,
 }
 
+/// Runs a search on the server.
+fn search_remote(
+    remote: &Remote,
+    mut body: serde_json::Value,
+    identity: &IdentityArgs,
+) -> Result<SearchReport> {
+    identity.check_remote()?;
+    if let Some(user) = &identity.user {
+        body["user"] = json!(user);
+    }
+    if let Some(agent) = &identity.agent {
+        body["agent"] = json!(agent);
+    }
+    remote.post(&["v1", "memory", "search"], &body)
+}
+
+pub fn run_search_remote(args: &SearchArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    check_query(&args.query)?;
+    let mut body = json!({"query": args.query, "limit": args.limit});
+    if !args.category.is_empty() {
+        body["category"] = json!(args.category);
+    }
+    let report = search_remote(remote, body, &args.identity)?;
+    print_search(&report, mode)
+}
+
+pub fn run_search_docs_remote(
+    args: &SearchDocsArgs,
+    remote: &Remote,
+    mode: Mode,
+) -> Result<ExitCode> {
+    check_query(&args.query)?;
+    let mut body = json!({"query": args.query, "limit": args.limit, "category": "resources"});
+    if let Some(path) = docs_path(args)? {
+        body["path"] = json!(path.as_str());
+    }
+    let report = search_remote(remote, body, &args.identity)?;
+    print_search(&report, mode)
+}
+
+fn check_query(text: &str) -> Result<()> {
+    if text.trim().is_empty() {
+        bail!("--query is empty; say what to look for");
+    }
+    Ok(())
+}
+
+/// `--path` of search-docs, checked to be under viking://resources.
+fn docs_path(args: &SearchDocsArgs) -> Result<Option<MemoryUri>> {
+    args.path
+        .as_deref()
+        .map(|text| {
+            let uri = parse_uri(text, "--path")?;
+            if uri.category() != Some(MemoryCategory::Resources) {
+                bail!(
+                    "--path {text:?} is not under viking://resources; search-docs searches the \
+                     resources added with `skald add` (use `skald search` for memories)"
+                );
+            }
+            Ok(uri)
+        })
+        .transpose()
+}
+
 pub fn run_search(args: &SearchArgs, home: &Home, config: &Config, mode: Mode) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
     let categories = if args.category.is_empty() {
@@ -233,19 +322,7 @@ pub fn run_search_docs(
     mode: Mode,
 ) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
-    let under = match &args.path {
-        Some(text) => {
-            let uri = parse_uri(text, "--path")?;
-            if uri.category() != Some(MemoryCategory::Resources) {
-                bail!(
-                    "--path {text:?} is not under viking://resources; search-docs searches the \
-                     resources added with `skald add` (use `skald search` for memories)"
-                );
-            }
-            Some(uri)
-        }
-        None => None,
-    };
+    let under = docs_path(args)?;
     let filter = SearchFilter {
         categories: vec![MemoryCategory::Resources],
         under,
@@ -271,13 +348,15 @@ fn search(
     config: &Config,
     mode: Mode,
 ) -> Result<ExitCode> {
-    if text.trim().is_empty() {
-        bail!("--query is empty; say what to look for");
-    }
+    check_query(text)?;
     let embedding = Embedding::from_config(config)?;
     let store = open_store(home)?;
     let report = search_store(&store, text, filter, limit, identity, embedding.as_ref())?;
-    output::emit(mode, &report, |report| {
+    print_search(&report, mode)
+}
+
+fn print_search(report: &SearchReport, mode: Mode) -> Result<ExitCode> {
+    output::emit(mode, report, |report| {
         let mut table = output::table(&["#", "uri", "category", "score", "abstract"]);
         for row in &report.results {
             table.add_row(vec![
@@ -357,14 +436,40 @@ pub fn run_ls(args: &LsArgs, home: &Home, config: &Config, mode: Mode) -> Result
     };
     let store = open_store(home)?;
     let rows: Vec<LsRow> = manage::list_directory(&store, &identity.tenant, &dir)?;
+    print_ls(&rows, dir.as_str(), mode)
+}
+
+pub fn run_ls_remote(args: &LsArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    args.identity.check_remote()?;
+    let uri = args
+        .uri
+        .as_deref()
+        .map(|text| parse_uri(text, "URI"))
+        .transpose()?;
+    let shown = match (&uri, &args.category) {
+        (Some(uri), _) => uri.to_string(),
+        (None, Some(category)) => format!("the {category} directory"),
+        (None, None) => MemoryUri::root().to_string(),
+    };
+    let query = [
+        ("uri", uri.map(|uri| uri.to_string())),
+        ("category", args.category.clone()),
+        ("user", args.identity.user.clone()),
+        ("agent", args.identity.agent.clone()),
+    ];
+    let rows: Vec<LsRow> = remote.get(&["v1", "memory", "ls"], &query)?;
+    print_ls(&rows, &shown, mode)
+}
+
+fn print_ls(rows: &[LsRow], dir: &str, mode: Mode) -> Result<ExitCode> {
     match mode {
         Mode::Json => output::emit(mode, &rows, |_| output::table(&[]))?,
         Mode::Table => {
             if rows.is_empty() {
                 println!("{dir}: empty");
             }
-            for row in &rows {
-                let detail = match (row.kind, row.entries) {
+            for row in rows {
+                let detail = match (row.kind.as_str(), row.entries) {
                     ("directory", Some(entries)) => format!(" ({entries})"),
                     _ => String::new(),
                 };
@@ -386,8 +491,28 @@ pub fn run_tree(args: &TreeArgs, home: &Home, config: &Config, mode: Mode) -> Re
     };
     let store = open_store(home)?;
     let tree: TreeNode = store.tree(&identity.tenant, &dir, args.depth)?;
+    print_tree(&tree, mode)
+}
+
+pub fn run_tree_remote(args: &TreeArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    args.identity.check_remote_uri_only("tree")?;
+    let uri = args
+        .uri
+        .as_deref()
+        .map(|text| parse_uri(text, "URI"))
+        .transpose()?;
+    let query = [
+        ("uri", uri.map(|uri| uri.to_string())),
+        // Nothing is deeper than a URI can be: the server refuses more, the store shows the same.
+        ("depth", Some(args.depth.min(MAX_DEPTH).to_string())),
+    ];
+    let tree: TreeNode = remote.get(&["v1", "memory", "tree"], &query)?;
+    print_tree(&tree, mode)
+}
+
+fn print_tree(tree: &TreeNode, mode: Mode) -> Result<ExitCode> {
     match mode {
-        Mode::Json => output::emit(mode, &tree, |_| output::table(&[]))?,
+        Mode::Json => output::emit(mode, tree, |_| output::table(&[]))?,
         Mode::Table => print!("{}", tree.render()),
     }
     Ok(ExitCode::SUCCESS)
@@ -408,6 +533,15 @@ pub enum LevelArg {
 }
 
 impl LevelArg {
+    /// The name the server's `level` takes.
+    fn name(self) -> &'static str {
+        match self {
+            LevelArg::L0 => "l0",
+            LevelArg::L1 => "l1",
+            LevelArg::L2 => "l2",
+        }
+    }
+
     fn level(self) -> MemoryLevel {
         match self {
             LevelArg::L0 => MemoryLevel::L0,
@@ -441,8 +575,23 @@ pub fn run_read(args: &ReadArgs, home: &Home, config: &Config, mode: Mode) -> Re
         ),
         other => other?,
     };
+    print_read(&report, mode)
+}
+
+pub fn run_read_remote(args: &ReadArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    args.identity.check_remote_uri_only("read")?;
+    let uri = parse_uri(&args.uri, "URI")?;
+    let query = [
+        ("uri", Some(uri.to_string())),
+        ("level", Some(args.level.name().to_owned())),
+    ];
+    let report: ReadReport = remote.get(&["v1", "memory", "read"], &query)?;
+    print_read(&report, mode)
+}
+
+fn print_read(report: &ReadReport, mode: Mode) -> Result<ExitCode> {
     match mode {
-        Mode::Json => output::emit(mode, &report, |_| output::table(&[]))?,
+        Mode::Json => output::emit(mode, report, |_| output::table(&[]))?,
         Mode::Table => println!("{}", report.text),
     }
     Ok(ExitCode::SUCCESS)
@@ -471,36 +620,62 @@ pub fn run_history(
     mode: Mode,
 ) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
-    let entry = args
-        .uri
+    let entry = history_entry(args)?;
+    let store = open_store(home)?;
+    if let Some(uri) = entry {
+        let versions = manage::entry_versions(&store, &identity.tenant, &uri)?;
+        return print_versions(&versions, mode);
+    }
+    let rows = manage::recent_writes(&store, &identity.tenant, usize::from(args.limit))?;
+    print_writes(&rows, mode)
+}
+
+/// `--uri` of history, checked to name an entry.
+fn history_entry(args: &HistoryArgs) -> Result<Option<MemoryUri>> {
+    args.uri
         .as_deref()
         .map(|text| -> Result<MemoryUri> {
             let uri = parse_uri(text, "--uri")?;
             uri.require_entry()?;
             Ok(uri)
         })
-        .transpose()?;
-    let store = open_store(home)?;
-    if let Some(uri) = entry {
-        let versions = manage::entry_versions(&store, &identity.tenant, &uri)?;
-        output::emit(mode, &versions, |versions| {
-            let mut table = output::table(&["version", "status", "written", "abstract"]);
-            for row in versions {
-                table.add_row(vec![
-                    row.version.to_string(),
-                    row.status.to_owned(),
-                    row.written_at.clone(),
-                    row.l0.clone(),
-                ]);
-            }
-            table
-        })?;
-        return Ok(ExitCode::SUCCESS);
+        .transpose()
+}
+
+pub fn run_history_remote(args: &HistoryArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    args.identity.check_remote_uri_only("history")?;
+    let entry = history_entry(args)?;
+    let query = [
+        ("limit", Some(args.limit.to_string())),
+        ("uri", entry.as_ref().map(ToString::to_string)),
+    ];
+    let path = ["v1", "memory", "history"];
+    match entry {
+        Some(_) => print_versions(&remote.get::<Vec<VersionRow>>(&path, &query)?, mode),
+        None => print_writes(&remote.get::<Vec<WriteRow>>(&path, &query)?, mode),
     }
-    let rows = manage::recent_writes(&store, &identity.tenant, usize::from(args.limit))?;
+}
+
+fn print_versions(versions: &[VersionRow], mode: Mode) -> Result<ExitCode> {
+    output::emit(mode, &versions, |versions| {
+        let mut table = output::table(&["version", "status", "written", "abstract"]);
+        for row in versions.iter() {
+            table.add_row(vec![
+                row.version.to_string(),
+                row.status.clone(),
+                row.written_at.clone(),
+                row.l0.clone(),
+            ]);
+        }
+        table
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_writes(rows: &[WriteRow], mode: Mode) -> Result<ExitCode> {
     output::emit(mode, &rows, |rows| {
         let mut table = output::table(&["when", "action", "uri", "abstract"]);
-        for row in rows {
+        for row in rows.iter() {
             let uri = match &row.requested_uri {
                 Some(requested) if *requested != row.uri => format!("{requested} → {}", row.uri),
                 Some(_) | None => row.uri.to_string(),
@@ -538,6 +713,18 @@ pub enum MemoryType {
 }
 
 impl MemoryType {
+    /// The name the server's `type` takes.
+    fn name(self) -> &'static str {
+        match self {
+            MemoryType::Profile => "profile",
+            MemoryType::Preferences => "preferences",
+            MemoryType::Entities => "entities",
+            MemoryType::Events => "events",
+            MemoryType::Cases => "cases",
+            MemoryType::Patterns => "patterns",
+        }
+    }
+
     pub fn category(self) -> MemoryCategory {
         match self {
             MemoryType::Profile => MemoryCategory::Profile,
@@ -573,9 +760,7 @@ pub fn run_remember(
     mode: Mode,
 ) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
-    if args.content.trim().is_empty() {
-        bail!("--content is empty; say what to remember");
-    }
+    check_content(&args.content)?;
     let embedding = Embedding::from_config(config)?;
     let store = open_store(home)?;
     let memory_identity = identity.memory_identity()?;
@@ -591,10 +776,38 @@ pub fn run_remember(
         )
         .await
     })?;
-    output::emit(mode, &report, |report| {
+    print_remember(&report, mode)
+}
+
+pub fn run_remember_remote(args: &RememberArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    args.identity.check_remote()?;
+    check_content(&args.content)?;
+    let mut body = json!({"content": args.content, "type": args.memory_type.name()});
+    if let Some(priority) = args.priority {
+        body["priority"] = json!(priority);
+    }
+    if let Some(user) = &args.identity.user {
+        body["user"] = json!(user);
+    }
+    if let Some(agent) = &args.identity.agent {
+        body["agent"] = json!(agent);
+    }
+    let report: RememberReport = remote.post(&["v1", "memory", "remember"], &body)?;
+    print_remember(&report, mode)
+}
+
+fn check_content(content: &str) -> Result<()> {
+    if content.trim().is_empty() {
+        bail!("--content is empty; say what to remember");
+    }
+    Ok(())
+}
+
+fn print_remember(report: &RememberReport, mode: Mode) -> Result<ExitCode> {
+    output::emit(mode, report, |report| {
         let mut table = output::table(&["outcome", "uri", "abstract"]);
         table.add_row(vec![
-            report.outcome.to_owned(),
+            report.outcome.clone(),
             report.uri.to_string(),
             report.l0.clone(),
         ]);
@@ -636,7 +849,22 @@ pub fn run_forget(args: &ForgetArgs, home: &Home, config: &Config, mode: Mode) -
     }
     let store = open_store(home)?;
     let reports = manage::forget(&store, &identity.tenant, &uri, args.recursive)?;
-    match (args.recursive, reports.as_slice()) {
+    print_forgotten(args, &reports, mode)
+}
+
+pub fn run_forget_remote(args: &ForgetArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    args.identity.check_remote_uri_only("forget")?;
+    let uri = parse_uri(&args.uri, "URI")?;
+    if !args.recursive {
+        uri.require_entry()?;
+    }
+    let body = json!({"uri": uri.as_str(), "recursive": args.recursive});
+    let reports: Vec<ForgetReport> = remote.post(&["v1", "memory", "forget"], &body)?;
+    print_forgotten(args, &reports, mode)
+}
+
+fn print_forgotten(args: &ForgetArgs, reports: &[ForgetReport], mode: Mode) -> Result<ExitCode> {
+    match (args.recursive, reports) {
         (false, [report]) => output::emit(mode, report, |report| {
             render_forgotten(std::slice::from_ref(report))
         })?,

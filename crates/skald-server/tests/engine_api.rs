@@ -536,7 +536,22 @@ async fn bootstrap_imports_a_session_file_once() {
         )
         .await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body, json!({"bootstrapped": true, "importedMessages": 2}));
+    assert_eq!(
+        body,
+        json!({"bootstrapped": true, "importedMessages": 2, "import": {
+            "sessionId": "boot", "tenant": "default", "format": "openclaw-session",
+            "status": "created", "entriesAdded": 3, "entries": 3, "messages": 2,
+            "title": "Where is the service configured?", "issues": []}})
+    );
+    // The host's file path is the session's source; the summary estimates its context.
+    let (_, info) = api.get("/v1/sessions/boot").await;
+    assert_eq!(info["source"], "/home/a/.openclaw/x.jsonl");
+    assert!(info["estimatedTokens"].as_u64().unwrap() > 10, "{info}");
+    let (_, list) = api.get("/v1/sessions").await;
+    assert_eq!(
+        list["sessions"][0]["estimatedTokens"],
+        info["estimatedTokens"]
+    );
     let (_, again) = api
         .post(
             "/v1/sessions/boot/bootstrap",
@@ -546,6 +561,8 @@ async fn bootstrap_imports_a_session_file_once() {
     assert_eq!(again["bootstrapped"], false);
     assert_eq!(again["importedMessages"], 0);
     assert!(again["reason"].as_str().unwrap().contains("already"));
+    assert_eq!(again["import"]["status"], "already_imported");
+    assert_eq!(again["import"]["entriesAdded"], 0);
 
     let (_, entries) = api.get("/v1/sessions/boot/entries").await;
     let ids: Vec<&str> = entries["entries"]
@@ -619,6 +636,7 @@ async fn openapi_documents_the_engine_memory_and_refs_routes() {
         "/v1/memory/resources",
         "/v1/memory/history",
         "/v1/refs/{id}",
+        "/v1/refs/fetch",
     ] {
         assert!(paths.contains_key(path), "{path} is not documented");
     }
@@ -633,4 +651,135 @@ async fn openapi_documents_the_engine_memory_and_refs_routes() {
     ] {
         assert!(schemas.contains_key(schema), "{schema} has no schema");
     }
+}
+
+#[tokio::test]
+async fn compact_reports_what_skald_compact_prints_and_takes_agents_md_and_archive() {
+    let (server, api) = start().await;
+    api.post(
+        "/v1/sessions/long/messages",
+        json!({"messages": long_conversation()}),
+    )
+    .await;
+    let agents_md = "# Agents\n\n## Red Lines\n\n- Never push to main without a review.\n";
+    let (status, body) = api
+        .post(
+            "/v1/sessions/long/compact",
+            json!({"tokenBudget": 32_000, "force": true, "agentsMd": agents_md,
+                   "archive": false}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let report = &body["report"];
+    assert_eq!(report["session_id"], "long");
+    assert_eq!(report["tenant"], "default");
+    assert_eq!(report["outcome"], "compacted");
+    assert_eq!(report["window_tokens"], 32_000);
+    assert_eq!(report["summary"], body["result"]["summary"]);
+    assert_eq!(
+        report["checkpoint_entry_id"],
+        body["result"]["details"]["checkpointEntryId"]
+    );
+    assert!(
+        report["summary"]
+            .as_str()
+            .unwrap()
+            .contains("Never push to main without a review"),
+        "{report:#}"
+    );
+    // Not archived when asked not to, though memory is on.
+    assert!(report.get("memory_archive").is_none(), "{report:#}");
+    assert_eq!(body["result"]["details"]["memoryArchive"], Value::Null);
+
+    let (_, skipped) = api
+        .post("/v1/sessions/long/compact", json!({"tokenBudget": 200_000}))
+        .await;
+    assert_eq!(skipped["report"]["outcome"], "skipped");
+    assert!(skipped["report"]["reason_detail"]["kind"].is_string());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_context_route_names_whose_memories_it_used() {
+    let (server, api) = start().await;
+    api.post(
+        "/v1/sessions/mem/messages",
+        json!({"messages": build_conversation()}),
+    )
+    .await;
+    api.post(
+        "/v1/memory/remember",
+        json!({"content": "Dana owns the build pipeline and its linker flags.",
+               "type": "profile", "user": "dana"}),
+    )
+    .await;
+    let (status, context) = api
+        .get("/v1/sessions/mem/context?memory=true&user=dana")
+        .await;
+    assert_eq!(status, 200, "{context}");
+    assert_eq!(context["memory"]["user"], "dana");
+    assert_eq!(context["memory"]["agent"], "default");
+    assert_eq!(context["memory"]["sessionStart"]["profile_entries"], 1);
+    assert!(context["memory"]["recall"].is_object());
+    assert_eq!(context["report"]["memory"]["user"], "dana");
+    assert!(
+        context["systemPromptAddition"]
+            .as_str()
+            .unwrap()
+            .contains("Dana owns the build pipeline")
+    );
+    // The server's own user has no profile.
+    let (_, own) = api.get("/v1/sessions/mem/context?memory=true").await;
+    assert_eq!(own["memory"]["user"], "default");
+    assert_eq!(own["memory"]["sessionStart"]["profile_entries"], 0);
+    let (_, plain) = api.get("/v1/sessions/mem/context").await;
+    assert!(plain.get("memory").is_none());
+
+    for bad in [
+        "/v1/sessions/mem/context?user=dana",
+        "/v1/sessions/mem/context?memory=true&user=a/b",
+    ] {
+        let (status, body) = api.get(bad).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_fetch_tool_route_answers_as_fetch_original_data_does() {
+    let (server, api) = start().await;
+    let (_, body) = api
+        .post(
+            "/v1/sessions/build/assemble",
+            json!({"messages": build_conversation()}),
+        )
+        .await;
+    let id = first_ref_id(&body["messages"]).unwrap();
+    let unknown = "0".repeat(64);
+    let (status, answer) = api
+        .post(
+            "/v1/refs/fetch",
+            json!({"ref_ids": [format!("[REF_ID: {id}]"), unknown, "not-an-id"],
+                   "grep": "error", "context": 1}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["found"], 1);
+    assert_eq!(answer["failed"], 2);
+    let text = answer["text"].as_str().unwrap();
+    assert!(text.contains("150| [150] error: linker failed"), "{text}");
+    assert!(text.contains(&format!("=== REF_ID {unknown}")), "{text}");
+    assert!(text.contains("=== not-an-id"), "{text}");
+    // The same text as the single-ref route for a found ref.
+    let (_, single) = api
+        .get(&format!("/v1/refs/{id}?grep=error&context=1"))
+        .await;
+    assert!(text.starts_with(single["text"].as_str().unwrap()), "{text}");
+
+    let (status, refused) = api
+        .post("/v1/refs/fetch", json!({"ref_ids": [id], "slice": "1:2"}))
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(message(&refused).contains("slice"), "{refused}");
+    server.shutdown().await;
 }

@@ -226,3 +226,73 @@ async fn a_resource_is_chunked_searchable_and_mirrored_on_re_add() {
     assert!(!forgotten.as_array().unwrap().is_empty());
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_directory_of_documents_is_added_in_one_request() {
+    let server = TestServer::open().await;
+    let api = Api::new(server.url(""), None);
+    let request = json!({
+        "uri": "viking://resources/ops",
+        "name": "handbook",
+        "documents": [
+            {"path": "deploy.md", "content": GUIDE, "source": "/srv/handbook/deploy.md"},
+            {"path": "oncall/pager.txt", "content": "Page the secondary after 15 minutes.\n"},
+            {"path": "empty.md", "content": ""},
+        ],
+        "skipped": [{"path": "/srv/handbook/logo.png", "reason": "binary (not UTF-8 text)"}],
+        "maxChunkChars": 200,
+    });
+    let (status, added) = api.post("/v1/memory/resources", request.clone()).await;
+    assert_eq!(status, 200, "{added}");
+    assert_eq!(added["root"], "viking://resources/ops/handbook");
+    assert_eq!(added["files"], 2, "{added}");
+    assert_eq!(
+        added["skipped"],
+        json!([{"path": "/srv/handbook/logo.png", "reason": "binary (not UTF-8 text)"},
+               {"path": "empty.md", "reason": "empty"}])
+    );
+    let (_, listed) = api
+        .get("/v1/memory/ls?uri=viking://resources/ops/handbook")
+        .await;
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["deploy.md/", "oncall/", "_overview"], "{listed}");
+    let (_, pager) = api
+        .get("/v1/memory/ls?uri=viking://resources/ops/handbook/oncall/pager.txt")
+        .await;
+    assert!(!pager.as_array().unwrap().is_empty(), "{pager}");
+
+    // Without a document the directory is mirrored as empty: everything below it is forgotten.
+    let (_, emptied) = api
+        .post(
+            "/v1/memory/resources",
+            json!({"uri": "viking://resources/ops", "name": "handbook", "documents": []}),
+        )
+        .await;
+    assert_eq!(emptied["forgotten"], added["added"], "{emptied}");
+
+    for (body, expected) in [
+        (
+            json!({"name": "h", "content": "x", "documents": []}),
+            "either `content`",
+        ),
+        (json!({"name": "h"}), "either `content`"),
+        (
+            json!({"name": "h", "documents": [{"path": "../etc/passwd", "content": "x"}]}),
+            "relative path",
+        ),
+        (
+            json!({"name": "h", "documents": [{"path": "a//b.md", "content": "x"}]}),
+            "relative path",
+        ),
+    ] {
+        let (status, answer) = api.post("/v1/memory/resources", body.clone()).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert!(message(&answer).contains(expected), "{answer}");
+    }
+    server.shutdown().await;
+}

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use skald_core::memory::chunk::{Chunk, DocumentKind, MIN_CHUNK_CHARS, chunk_document, slugify};
 use skald_core::memory::dedup::content_hash;
 use skald_core::memory::levels::{MAX_ABSTRACT_CHARS, cut_at_word, derive_abstract};
@@ -134,19 +134,19 @@ async fn embed_one(embedder: &dyn Embedder, text: &str) -> Result<Vec<f32>, Mana
 // search
 
 /// The results of a search.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchReport {
     pub query: String,
     /// "hybrid" (full text and vectors) or "full-text".
-    pub mode: &'static str,
+    pub mode: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embedder: Option<String>,
     pub results: Vec<SearchRow>,
 }
 
 /// One search result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchRow {
     pub rank: usize,
@@ -219,7 +219,8 @@ pub async fn search_memories(
             "hybrid"
         } else {
             "full-text"
-        },
+        }
+        .to_owned(),
         embedder: embedder.map(|embedder| embedder.name().to_owned()),
         results,
     })
@@ -229,7 +230,7 @@ pub async fn search_memories(
 // ls
 
 /// One line of a directory listing.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LsRow {
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
@@ -237,7 +238,7 @@ pub struct LsRow {
     pub name: String,
     /// "directory" or "entry".
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: String,
     /// Directories: live entries below it at any depth.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entries: Option<u64>,
@@ -265,7 +266,7 @@ fn ls_row(store: &dyn MemoryStore, tenant: &str, entry: DirEntry) -> LsRow {
             l0: directory_abstract(store, tenant, &entry.uri),
             uri: entry.uri,
             name: format!("{name}/"),
-            kind: "directory",
+            kind: "directory".to_owned(),
             entries: Some(entries),
             category: None,
             priority: None,
@@ -279,7 +280,7 @@ fn ls_row(store: &dyn MemoryStore, tenant: &str, entry: DirEntry) -> LsRow {
         } => LsRow {
             uri: entry.uri,
             name,
-            kind: "entry",
+            kind: "entry".to_owned(),
             entries: None,
             category: Some(category),
             l0: Some(l0),
@@ -306,7 +307,7 @@ pub fn list_directory(
 // read
 
 /// One level of an entry.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReadReport {
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
@@ -374,7 +375,7 @@ pub fn read_memory(
 // history
 
 /// One write of the tenant's memories.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WriteRow {
     pub at: String,
@@ -411,12 +412,12 @@ impl From<MemoryWrite> for WriteRow {
 }
 
 /// One version of an entry.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VersionRow {
     pub version: u32,
     /// live, superseded or forgotten.
-    pub status: &'static str,
+    pub status: String,
     pub written_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
@@ -436,7 +437,7 @@ impl From<Memory> for VersionRow {
         };
         VersionRow {
             version: memory.version,
-            status,
+            status: status.to_owned(),
             written_at: format_rfc3339_seconds(memory.updated_at_ms),
             ended_at,
             priority: memory.priority,
@@ -490,12 +491,12 @@ pub fn memory_file_name(content: &str) -> String {
 }
 
 /// What `remember` wrote.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RememberReport {
     /// "added" (stored as a new entry) or "merged" (a duplicate of `uri`, which now records
     /// this write too).
-    pub outcome: &'static str,
+    pub outcome: String,
     /// Where the memory lives now.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub uri: MemoryUri,
@@ -551,7 +552,7 @@ pub async fn remember(
     };
     let stored = outcome.memory();
     Ok(RememberReport {
-        outcome: name,
+        outcome: name.to_owned(),
         uri: stored.uri.clone(),
         requested_uri: uri,
         duplicate,
@@ -566,7 +567,7 @@ pub async fn remember(
 // forget
 
 /// An entry forgotten.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ForgetReport {
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
@@ -657,7 +658,7 @@ pub struct Document {
 }
 
 /// A document skipped, and why.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Skipped {
     pub path: String,
@@ -665,7 +666,7 @@ pub struct Skipped {
 }
 
 /// What adding documents did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AddReport {
     /// The URI the document(s) were added at.

@@ -30,9 +30,11 @@ use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, Message, ToolSpec};
 use skald_core::pipeline::offload::FETCH_TOOL_NAME;
 use skald_core::time::format_rfc3339_seconds;
-use skald_engine::compact::{CompactRequest, compact_session};
+use skald_engine::compact::{CompactReport, CompactRequest, compact_session};
 use skald_engine::ingest;
-use skald_engine::memory::{MemoryIdentity, record_tool_reports};
+use skald_engine::memory::{
+    MemoryIdentity, RecallReport, SessionMemoryReport, record_tool_reports,
+};
 use skald_engine::{
     ModelView, RecallHook, SessionState, ViewRequest, archive_compacted_span, prepare_view,
 };
@@ -178,6 +180,8 @@ pub struct MemoryReport {
 struct BuiltView {
     view: ModelView,
     tools: Vec<ToolDefinition>,
+    /// Whose memories the view used (memory on).
+    identity: Option<MemoryIdentity>,
 }
 
 /// Which of skald's tools the host runs: all of them when it does not say.
@@ -191,6 +195,8 @@ struct ViewOptions<'a> {
     /// The tools the host runs (`None`: all of skald's).
     available: Option<&'a HashSet<String>>,
     with_memory: bool,
+    /// Whose memories (default: the server's `[memory]` user and agent).
+    identity: Option<MemoryIdentity>,
     pending_prompt: Option<&'a str>,
 }
 
@@ -206,12 +212,13 @@ async fn build_view(
         window_tokens,
         available,
         with_memory,
+        identity,
         pending_prompt,
     } = options;
-    let identity = if with_memory {
-        Some(configured_identity(state)?)
-    } else {
-        None
+    let identity = match (with_memory, identity) {
+        (false, _) => None,
+        (true, Some(identity)) => Some(identity),
+        (true, None) => Some(configured_identity(state)?),
     };
     let hook = identity.as_ref().map(|identity| RecallHook {
         store: state.memories.as_ref(),
@@ -243,13 +250,22 @@ async fn build_view(
         .filter(|tool| host_runs(available, &tool.name))
         .map(ToolDefinition::from)
         .collect();
-    Ok(BuiltView { view, tools })
+    Ok(BuiltView {
+        view,
+        tools,
+        identity,
+    })
 }
 
-fn view_report(state: &AppState, view: &ModelView) -> ViewReport {
+fn view_report(built: &BuiltView) -> ViewReport {
+    let view = &built.view;
+    let (user, agent) = built
+        .identity
+        .as_ref()
+        .map_or(("", ""), |identity| (identity.user(), identity.agent()));
     let memory = view.memory.as_ref().map(|memory| MemoryReport {
-        user: state.config.memory.user.clone(),
-        agent: state.config.memory.agent.clone(),
+        user: user.to_owned(),
+        agent: agent.to_owned(),
         recall_query: memory.recall.query.clone(),
         recalled: memory
             .recall
@@ -515,6 +531,7 @@ async fn assemble_route(
             window_tokens: window,
             available: body.available_tools.as_ref(),
             with_memory: state.config.memory.enabled,
+            identity: None,
             pending_prompt: body.prompt.as_deref(),
         },
     )
@@ -526,7 +543,7 @@ async fn assemble_route(
         messages: encode_agent_messages(&built.view.messages),
         estimated_tokens: engine_state.calibrated_tokens(body.model.as_deref(), counted),
         system_prompt_addition: built.view.system_prompt_addition(),
-        report: view_report(&state, &built.view),
+        report: view_report(&built),
         tools: built.tools,
         sync,
     }))
@@ -548,6 +565,12 @@ pub struct CompactRequestBody {
     pub force_reason: Option<String>,
     /// Instructions for this summary.
     pub custom_instructions: Option<String>,
+    /// The workspace's AGENTS.md: its "Session Startup" and "Red Lines" sections are appended
+    /// to the summary as critical rules.
+    pub agents_md: Option<String>,
+    /// Archive the compacted span to memory and extract memories from it (default: when the
+    /// server's memory is on).
+    pub archive: Option<bool>,
     /// What the context really costs (the provider's last input tokens), when known.
     pub current_token_count: Option<u64>,
     /// OpenClaw's compaction target; informational.
@@ -573,6 +596,10 @@ pub struct CompactResponse {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<CompactResultBody>,
+    /// skald's whole record of the compaction, as `skald compact --json` prints it (its own
+    /// snake_case fields).
+    #[schema(value_type = Object)]
+    pub report: CompactReport,
 }
 
 /// What a compaction produced.
@@ -627,7 +654,7 @@ async fn compact_route(
         },
         settings: &state.config.compaction,
         custom_instructions: body.custom_instructions.as_deref(),
-        agents_md: None,
+        agents_md: body.agents_md.as_deref(),
         context_tokens: body.current_token_count,
     };
     let cancel = CancellationToken::new();
@@ -641,7 +668,8 @@ async fn compact_route(
     .await
     .map_err(engine_error)?;
     engine_state.note_compaction(&result);
-    let archive = if state.config.memory.enabled {
+    let mut report = CompactReport::new(&id, &caller.tenant, window, &result);
+    let archive = if state.config.memory.enabled && body.archive.unwrap_or(true) {
         match archive_compacted_span(
             state.sessions.as_ref(),
             &state.memory_writer,
@@ -653,8 +681,15 @@ async fn compact_route(
         )
         .await
         {
-            Ok(outcome) => serde_json::to_value(outcome).unwrap_or(Value::Null),
-            Err(error) => serde_json::json!({"error": error.to_string()}),
+            Ok(outcome) => {
+                let value = serde_json::to_value(&outcome).unwrap_or(Value::Null);
+                report.memory_archive = outcome;
+                value
+            }
+            Err(error) => {
+                report.memory_error = Some(error.to_string());
+                serde_json::json!({"error": error.to_string()})
+            }
         }
     } else {
         Value::Null
@@ -683,6 +718,7 @@ async fn compact_route(
                         "memoryArchive": archive,
                     })),
                 }),
+                report,
             }
         }
         CompactionOutcome::Skipped {
@@ -701,6 +737,7 @@ async fn compact_route(
                     tokens_after: None,
                     details: None,
                 }),
+                report,
             }
         }
         CompactionOutcome::Cancelled {
@@ -719,6 +756,7 @@ async fn compact_route(
                     tokens_after: None,
                     details: None,
                 }),
+                report,
             }
         }
     };
@@ -1077,11 +1115,12 @@ pub struct BootstrapRequest {
     #[schema(value_type = Option<Vec<Object>>)]
     pub messages: Option<Vec<Value>>,
     pub session_key: Option<String>,
-    /// The file's path on the host; informational (send its content in `sessionJsonl`).
+    /// The file's path on the host, kept as the session's source for listings (send its
+    /// content in `sessionJsonl`).
     pub session_file: Option<String>,
 }
 
-/// OpenClaw's `BootstrapResult`.
+/// OpenClaw's `BootstrapResult`, with what an import of `sessionJsonl` did.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BootstrapResponse {
@@ -1091,6 +1130,29 @@ pub struct BootstrapResponse {
     pub imported_messages: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What importing `sessionJsonl` did (what `skald import` reports).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub import: Option<ImportReport>,
+}
+
+/// What importing a session file did.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportReport {
+    pub session_id: String,
+    pub tenant: String,
+    /// The transcript's format (`openclaw-session`, `openai-request`…).
+    pub format: String,
+    /// `created`, `appended` or `already_imported`.
+    pub status: String,
+    /// Entries this call stored.
+    pub entries_added: usize,
+    /// Entries the session holds now, of every branch.
+    pub entries: u64,
+    pub messages: u64,
+    pub title: Option<String>,
+    /// Lines the reader skipped or repaired, with the reason.
+    pub issues: Vec<String>,
 }
 
 fn import_error(error: ImportError) -> ApiError {
@@ -1132,7 +1194,7 @@ async fn bootstrap_route(
     ApiJson(body): ApiJson<BootstrapRequest>,
 ) -> Result<Json<BootstrapResponse>, ApiError> {
     let id = session_id(id)?;
-    let _ = (&body.session_key, &body.session_file);
+    let _ = &body.session_key;
     let messages = body
         .messages
         .as_deref()
@@ -1142,6 +1204,7 @@ async fn bootstrap_route(
     let slot = state.session_slot(&caller.tenant, &id);
     let _guard = slot.lock().await;
     let before = message_count(store, &caller.tenant, &id)?;
+    let mut import = None;
     let reason = match (body.session_jsonl, messages) {
         (Some(_), Some(_)) => {
             return Err(ApiError::BadRequest(
@@ -1150,18 +1213,31 @@ async fn bootstrap_route(
         }
         (Some(text), None) => {
             let options = ImportOptions {
-                source: None,
+                source: body.session_file,
                 session_id: Some(id.clone()),
                 now_ms: now_ms(),
             };
             let outcome =
                 import_transcript(store, &caller.tenant, &text, &options).map_err(import_error)?;
-            match outcome.status {
+            let info = store.get(&caller.tenant, &id).map_err(session_error)?;
+            let reason = match outcome.status {
                 ImportStatus::AlreadyImported => {
                     Some("already bootstrapped: the session holds this whole history".to_owned())
                 }
                 ImportStatus::Created | ImportStatus::Appended => None,
-            }
+            };
+            import = Some(ImportReport {
+                session_id: outcome.session_id,
+                tenant: caller.tenant.clone(),
+                format: outcome.format.name().to_owned(),
+                status: outcome.status.name().to_owned(),
+                entries_added: outcome.entries_added,
+                entries: info.entry_count,
+                messages: info.message_count,
+                title: info.title,
+                issues: outcome.issues.iter().map(ToString::to_string).collect(),
+            });
+            reason
         }
         (None, Some(messages)) => {
             let outcome =
@@ -1181,6 +1257,7 @@ async fn bootstrap_route(
         bootstrapped: reason.is_none(),
         imported_messages: after.saturating_sub(before),
         reason,
+        import,
     }))
 }
 
@@ -1201,15 +1278,22 @@ pub struct SessionSummary {
     pub entries: u64,
     /// Message entries of every branch.
     pub messages: u64,
+    /// Estimated tokens (chars/4) of the context rebuilt from the leaf, before any policy.
+    pub estimated_tokens: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leaf_id: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }
 
-impl From<SessionInfo> for SessionSummary {
-    fn from(info: SessionInfo) -> SessionSummary {
-        SessionSummary {
+impl SessionSummary {
+    /// The summary of a stored session, its context estimated.
+    fn read(store: &dyn SessionStore, tenant: &str, info: SessionInfo) -> Result<Self, ApiError> {
+        let context = store
+            .context(tenant, &info.id, None)
+            .map_err(session_error)?;
+        Ok(SessionSummary {
+            estimated_tokens: skald_core::tokens::estimate::estimate_messages_tokens(&context),
             session_id: info.id,
             title: info.title,
             source_format: info.source_format,
@@ -1219,7 +1303,7 @@ impl From<SessionInfo> for SessionSummary {
             leaf_id: info.leaf_id,
             created_at: format_rfc3339_seconds(info.created_at_ms),
             updated_at: format_rfc3339_seconds(info.updated_at_ms),
-        }
+        })
     }
 }
 
@@ -1237,13 +1321,13 @@ async fn list_sessions(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<SessionList>, ApiError> {
-    let sessions = state
-        .sessions
+    let store = state.sessions.as_ref();
+    let sessions = store
         .list(&caller.tenant)
         .map_err(session_error)?
         .into_iter()
-        .map(SessionSummary::from)
-        .collect();
+        .map(|info| SessionSummary::read(store, &caller.tenant, info))
+        .collect::<Result<_, _>>()?;
     Ok(Json(SessionList { sessions }))
 }
 
@@ -1260,11 +1344,9 @@ async fn session_info(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<SessionSummary>, ApiError> {
     let id = session_id(id)?;
-    let info = state
-        .sessions
-        .get(&caller.tenant, &id)
-        .map_err(session_error)?;
-    Ok(Json(info.into()))
+    let store = state.sessions.as_ref();
+    let info = store.get(&caller.tenant, &id).map_err(session_error)?;
+    Ok(Json(SessionSummary::read(store, &caller.tenant, info)?))
 }
 
 /// A session's entries as OpenClaw writes them.
@@ -1316,6 +1398,25 @@ pub struct ContextQuery {
     pub memory: bool,
     /// The window in tokens (default: the server's window).
     pub token_budget: Option<u64>,
+    /// With `memory`: the user whose memories are used (default: the server's `[memory]` user).
+    pub user: Option<String>,
+    /// With `memory`: the agent whose memories are used (default: the server's `[memory]`
+    /// agent).
+    pub agent: Option<String>,
+}
+
+/// What memory added to a context, in full (as `skald context --memory` prints it).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextMemory {
+    pub user: String,
+    pub agent: String,
+    /// The session-start snapshot: profile and tool memories, the directory listing.
+    #[schema(value_type = Object)]
+    pub session_start: SessionMemoryReport,
+    /// What recall searched for, injected and dropped.
+    #[schema(value_type = Object)]
+    pub recall: RecallReport,
 }
 
 /// The assembled context of a session.
@@ -1331,6 +1432,9 @@ pub struct ContextResponse {
     pub system_prompt_addition: Option<String>,
     pub tools: Vec<ToolDefinition>,
     pub report: ViewReport,
+    /// With `memory`: what memory added, in full.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<ContextMemory>,
 }
 
 /// What the next assemble would give the model, computed on a copy of the session's engine
@@ -1350,6 +1454,25 @@ async fn session_context_route(
 ) -> Result<Json<ContextResponse>, ApiError> {
     let id = session_id(id)?;
     let window = token_budget(&state, query.token_budget)?;
+    let identity = match (query.memory, &query.user, &query.agent) {
+        (_, None, None) => None,
+        (false, _, _) => {
+            return Err(ApiError::BadRequest(
+                "`user` and `agent` choose whose memories `memory=true` adds; without it they \
+                 mean nothing"
+                    .to_owned(),
+            ));
+        }
+        (true, user, agent) => {
+            let user = user.as_deref().unwrap_or(&state.config.memory.user);
+            let agent = agent.as_deref().unwrap_or(&state.config.memory.agent);
+            Some(MemoryIdentity::new(user, agent).map_err(|error| {
+                ApiError::BadRequest(format!(
+                    "user {user:?} and agent {agent:?} must each be one URI segment: {error}"
+                ))
+            })?)
+        }
+    };
     let mut copy = state.session_slot(&caller.tenant, &id).lock().await.clone();
     let built = build_view(
         &state,
@@ -1360,17 +1483,28 @@ async fn session_context_route(
             window_tokens: window,
             available: None,
             with_memory: query.memory,
+            identity,
             pending_prompt: None,
         },
     )
     .await?;
+    let memory = match (&built.view.memory, &built.identity) {
+        (Some(memory), Some(identity)) => Some(ContextMemory {
+            user: identity.user().to_owned(),
+            agent: identity.agent().to_owned(),
+            session_start: memory.session_start.clone(),
+            recall: memory.recall.clone(),
+        }),
+        (Some(_), None) | (None, _) => None,
+    };
     Ok(Json(ContextResponse {
         session_id: id,
         policy: state.config.policy.name.clone(),
         messages: encode_agent_messages(&built.view.messages),
         estimated_tokens: built.view.estimated_tokens(),
         system_prompt_addition: built.view.system_prompt_addition(),
-        report: view_report(&state, &built.view),
+        report: view_report(&built),
         tools: built.tools,
+        memory,
     }))
 }

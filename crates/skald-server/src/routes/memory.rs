@@ -5,7 +5,8 @@
 //! - `GET /v1/memory/ls`, `GET /v1/memory/tree`, `GET /v1/memory/read` — browse and read.
 //! - `POST /v1/memory/search` — BM25 (and vectors with an embedder), fused.
 //! - `POST /v1/memory/remember`, `POST /v1/memory/forget` — write by hand.
-//! - `POST /v1/memory/resources` — add a document (chunked, with `_overview` entries).
+//! - `POST /v1/memory/resources` — add a document, or a directory of them (chunked, with
+//!   `_overview` entries).
 //! - `GET /v1/memory/history` — the tenant's latest writes, or one entry's versions.
 //!
 //! The user and the agent default to the server's `[memory]` user and agent; a request may name
@@ -19,7 +20,7 @@ use skald_core::memory::uri::{MAX_DEPTH, MemoryCategory, MemoryUri};
 use skald_engine::memory::MemoryIdentity;
 use skald_engine::memory::manage::{
     self, AddReport, Document, ForgetReport, LsRow, ReadReport, RememberReport, SearchReport,
-    VersionRow, WriteRow,
+    Skipped, VersionRow, WriteRow,
 };
 use skald_store::memories::{MemoryLevel, MemoryStore, SearchFilter, TreeNode};
 use utoipa::{IntoParams, ToSchema};
@@ -410,24 +411,74 @@ async fn forget(
 // ---------------------------------------------------------------------------------------------
 // resources
 
-/// `POST /v1/memory/resources`.
+/// `POST /v1/memory/resources`: one document (`content`) or a directory of them (`documents`).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ResourceRequest {
     /// The resources directory to add under (default: `viking://resources`).
     pub uri: Option<String>,
-    /// The document's file name (`auth.md`): its directory's name, and Markdown or text.
+    /// With `content`: the document's file name (`auth.md`), its directory's name, and
+    /// Markdown or text. With `documents`: the directory's name.
     pub name: String,
     /// The document's text.
-    pub content: String,
+    pub content: Option<String>,
+    /// With `content`: how the report names the document (the client's path; default: `name`).
+    pub source: Option<String>,
+    /// Instead of `content`: the files of the directory `name`, each at its path below it.
+    pub documents: Option<Vec<ResourceDocument>>,
+    /// Files the client left out (binary, too large), listed in the report's `skipped`.
+    #[serde(default)]
+    pub skipped: Vec<Skipped>,
     /// The largest chunk, in characters (default 3000, at least 200).
     pub max_chunk_chars: Option<usize>,
 }
 
-/// Adds a document as a resource at `{uri}/{name}`: cut into chunks (Markdown at headings, text
-/// at blank lines), each chunk an entry with its L0, and an `_overview` entry per directory.
-/// Adding it again mirrors it: unchanged chunks write nothing, changed ones become new versions,
-/// chunks that are gone are forgotten.
+/// A file of a directory added with `documents`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceDocument {
+    /// Its path below the directory, `/`-separated (`docs/auth.md`): its chunks go in
+    /// `{uri}/{name}/docs/auth.md/`.
+    pub path: String,
+    /// Its text.
+    pub content: String,
+    /// How the report names it (the client's path; default: `path`).
+    pub source: Option<String>,
+}
+
+impl ResourceDocument {
+    /// The engine's document: each part of `path` becomes a URI segment (the file's own, too:
+    /// its chunks get a directory), its last part is the file name.
+    fn into_document(self) -> Result<Document, ApiError> {
+        let parts: Vec<&str> = self.path.split('/').collect();
+        let Some(file_name) = parts.last() else {
+            return Err(ApiError::BadRequest(
+                "a document's path is empty".to_owned(),
+            ));
+        };
+        if parts
+            .iter()
+            .any(|part| part.is_empty() || *part == "." || *part == "..")
+        {
+            return Err(ApiError::BadRequest(format!(
+                "document path {:?} is not a relative path of names (no empty, `.` or `..` \
+                 parts)",
+                self.path
+            )));
+        }
+        Ok(Document {
+            segments: parts.iter().map(|part| manage::segment_of(part)).collect(),
+            file_name: (*file_name).to_owned(),
+            text: self.content,
+            shown: self.source.unwrap_or(self.path),
+        })
+    }
+}
+
+/// Adds a document as a resource at `{uri}/{name}` (or a directory of them: `documents`): cut
+/// into chunks (Markdown at headings, text at blank lines), each chunk an entry with its L0, and
+/// an `_overview` entry per directory. Adding it again mirrors it: unchanged chunks write
+/// nothing, changed ones become new versions, chunks (and files) that are gone are forgotten.
 #[utoipa::path(post, path = "/v1/memory/resources", tag = "memory", request_body = ResourceRequest,
     responses(
         (status = 200, description = "What was written", body = AddReport),
@@ -458,21 +509,33 @@ async fn add_resource(
                 body.name
             ))
         })?;
-    let document = Document {
-        segments: Vec::new(),
-        file_name: body.name.clone(),
-        text: body.content,
-        shown: body.name,
+    let documents = match (body.content, body.documents) {
+        (Some(content), None) => vec![Document {
+            segments: Vec::new(),
+            file_name: body.name.clone(),
+            text: content,
+            shown: body.source.unwrap_or(body.name),
+        }],
+        (None, Some(documents)) => documents
+            .into_iter()
+            .map(ResourceDocument::into_document)
+            .collect::<Result<_, _>>()?,
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(ApiError::BadRequest(
+                "give either `content` (one document) or `documents` (a directory's files)"
+                    .to_owned(),
+            ));
+        }
     };
     let report = manage::add_documents(
         state.memories.as_ref(),
         state.config.embedder.as_deref(),
         &caller.tenant,
         &root,
-        vec![document],
+        documents,
         body.max_chunk_chars
             .unwrap_or(skald_core::memory::chunk::DEFAULT_MAX_CHUNK_CHARS),
-        Vec::new(),
+        body.skipped,
     )
     .await
     .map_err(manage_error)?;

@@ -65,7 +65,7 @@
 
 mod sqlite;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use skald_core::memory::dedup::{DEFAULT_NEAR_DUPLICATE_THRESHOLD, MIN_NEAR_DUPLICATE_THRESHOLD};
 use skald_core::memory::levels::{MAX_ABSTRACT_CHARS, MAX_OVERVIEW_CHARS};
 use skald_core::memory::uri::{MemoryCategory, MemoryUri, UriError};
@@ -97,7 +97,8 @@ pub const MAX_SOURCE_ENTRY_IDS: usize = 1000;
 
 /// Where a memory came from: the session and the session entries it was extracted from (both
 /// optional: a memory the user dictated has neither).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct MemorySource {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
@@ -205,7 +206,7 @@ pub enum MemoryStatus {
 }
 
 /// Which level of an entry to read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MemoryLevel {
     /// The abstract (≤ 256 chars).
@@ -267,7 +268,7 @@ impl Memory {
 }
 
 /// How a duplicate matched.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum DuplicateKind {
     /// Same normalised text.
@@ -329,7 +330,7 @@ impl UpdateOutcome {
 }
 
 /// One line of a directory listing.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DirEntry {
     pub uri: MemoryUri,
     #[serde(flatten)]
@@ -337,7 +338,7 @@ pub struct DirEntry {
 }
 
 /// A directory or an entry.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum DirEntryKind {
     /// A directory, with the number of live entries below it at any depth.
@@ -352,12 +353,12 @@ pub enum DirEntryKind {
 }
 
 /// A directory and what is below it, to a depth.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TreeNode {
     #[serde(flatten)]
     pub entry: DirEntry,
     /// Empty for entries, and for directories at the depth limit.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<TreeNode>,
 }
 
@@ -462,7 +463,7 @@ pub struct SearchHit {
 }
 
 /// What one write did ([`MemoryStore::recent_writes`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WriteAction {
     /// A new entry (or a new version of a forgotten one).
