@@ -18,11 +18,11 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::json;
 use skald_core::compaction::{CancelReason, CompactionOutcome, CompactionTrigger};
 use skald_core::memory::write::WriteSettings;
-use skald_engine::compact::{CompactRequest, CompactResult, compact_session};
+use skald_engine::compact::{CompactReport, CompactRequest, CompactResult, compact_session};
 use skald_engine::memory_write::{ArchiveOutcome, MemoryWriter, archive_compacted_span};
 use skald_llm::{DeterministicExtractor, LlmExtractor, MemoryExtractor, client_from_config};
 use skald_store::SqliteMemoryStore;
@@ -34,7 +34,8 @@ use crate::compare_cmd;
 use crate::config::Config;
 use crate::home::Home;
 use crate::output::{self, Mode};
-use crate::sessions_cmd::open_existing_store;
+use crate::remote::{self, Remote};
+use crate::sessions_cmd::{DEFAULT_TENANT, open_existing_store};
 
 /// Exit status of a compaction that started and was abandoned (timeout, summarizer failures,
 /// quality guard, a context that would not shrink).
@@ -59,9 +60,9 @@ pub struct CompactArgs {
     /// configuration, else 200000).
     #[arg(long, value_name = "TOKENS")]
     pub window: Option<u64>,
-    /// The tenant the session belongs to.
-    #[arg(long, default_value = "default")]
-    pub tenant: String,
+    /// The tenant the session belongs to (default: default; with --url the key's).
+    #[arg(long, value_name = "NAME")]
+    pub tenant: Option<String>,
     /// The workspace's AGENTS.md: its "Session Startup" and "Red Lines" sections are appended
     /// to the summary as critical rules.
     #[arg(long, value_name = "FILE")]
@@ -78,96 +79,14 @@ pub struct CompactArgs {
     /// Do not archive the compacted span to long-term memory nor extract memories from it.
     #[arg(long, conflicts_with = "compare")]
     pub no_archive: bool,
-    /// What extracts memories from the compacted span: `deterministic` (patterns, no LLM) or
-    /// `llm` (the model of [llm.summary], else [llm]).
-    #[arg(long, value_name = "EXTRACTOR", default_value = "deterministic", value_parser = ["deterministic", "llm"])]
-    pub extract_with: String,
+    /// What extracts memories from the compacted span: `deterministic` (patterns, no LLM; the
+    /// default) or `llm` (the model of [llm.summary], else [llm]).
+    #[arg(long, value_name = "EXTRACTOR", value_parser = ["deterministic", "llm"])]
+    pub extract_with: Option<String>,
     /// The user whose memories are written (`viking://user/{user}/…`; default: [memory] user
     /// in skald.toml, else `default`).
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
-}
-
-/// What `skald compact` prints.
-#[derive(Debug, Serialize)]
-pub struct CompactReport {
-    pub session_id: String,
-    pub tenant: String,
-    /// `compacted`, `skipped` or `cancelled`.
-    pub outcome: &'static str,
-    /// Why it was skipped or cancelled, for people (`None` when compacted).
-    pub reason: Option<String>,
-    /// The same reason, typed (`{"kind": "nothing_to_compact"}`…).
-    pub reason_detail: Option<Value>,
-    pub tokens_before: u64,
-    pub tokens_after: u64,
-    pub summary: Option<String>,
-    /// The entry the model sees first after the summary.
-    pub first_kept_entry_id: Option<String>,
-    /// The compaction entry written (only when compacted).
-    pub checkpoint_entry_id: Option<String>,
-    /// Entries copied onto a new branch because the kept tail had to be shrunk.
-    pub rewritten_entries: usize,
-    /// `extractive` or `llm:<model>`.
-    pub summarizer: String,
-    pub window_tokens: u64,
-    /// What the compaction did (stages, calls, quality audit, identifiers, files).
-    pub details: Option<Value>,
-    /// The archive of the compacted span and the memories extracted from it (also recorded in
-    /// the session; a failure is retried by the next archive).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub memory_archive: Option<ArchiveOutcome>,
-    /// The archive could not even be recorded (the stores failed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub memory_error: Option<String>,
-}
-
-impl CompactReport {
-    fn new(session_id: &str, tenant: &str, window_tokens: u64, result: CompactResult) -> Self {
-        let (outcome, reason, reason_detail, summary, details) = match &result.outcome {
-            CompactionOutcome::Compacted {
-                summary, details, ..
-            } => (
-                "compacted",
-                None,
-                None,
-                Some(summary.clone()),
-                serde_json::to_value(details.as_ref()).ok(),
-            ),
-            CompactionOutcome::Skipped { reason, .. } => (
-                "skipped",
-                Some(reason.describe()),
-                serde_json::to_value(reason).ok(),
-                None,
-                None,
-            ),
-            CompactionOutcome::Cancelled { reason, .. } => (
-                "cancelled",
-                Some(reason.describe()),
-                serde_json::to_value(reason).ok(),
-                None,
-                None,
-            ),
-        };
-        CompactReport {
-            session_id: session_id.to_owned(),
-            tenant: tenant.to_owned(),
-            outcome,
-            reason,
-            reason_detail,
-            tokens_before: result.outcome.tokens_before(),
-            tokens_after: result.outcome.tokens_after(),
-            summary,
-            first_kept_entry_id: result.first_kept_entry_id,
-            checkpoint_entry_id: result.checkpoint_entry_id,
-            rewritten_entries: result.rewritten_entries,
-            summarizer: result.summarizer,
-            window_tokens,
-            details,
-            memory_archive: None,
-            memory_error: None,
-        }
-    }
 }
 
 /// A multi-threaded runtime: the summary call runs on it while a worker waits for Ctrl-C.
@@ -194,34 +113,56 @@ fn cancel_on_ctrl_c(runtime: &tokio::runtime::Runtime, cancel: CancellationToken
     });
 }
 
-pub fn run(args: &CompactArgs, home: &Home, config: &Config, mode: Mode) -> Result<ExitCode> {
+/// The server's compact answer, as far as `compact` reads it.
+#[derive(Debug, Deserialize)]
+struct CompactAnswer {
+    report: CompactReport,
+}
+
+pub fn run(
+    args: &CompactArgs,
+    home: &Home,
+    config: Option<&Config>,
+    remote: Option<&Remote>,
+    mode: Mode,
+) -> Result<ExitCode> {
+    let missing_session = || {
+        anyhow::anyhow!(
+            "name the session to compact (`skald sessions` lists them), or use --compare FILE"
+        )
+    };
+    if let Some(remote) = remote {
+        if args.compare.is_some() {
+            bail!(
+                "--compare measures transcript files on this machine and uses no store; drop \
+                 --url (or unset SKALD_URL)"
+            );
+        }
+        let session_id = args.session.as_deref().ok_or_else(missing_session)?;
+        return compact_remote(args, session_id, remote, mode);
+    }
+    let Some(config) = config else {
+        bail!("the configuration was not loaded");
+    };
     if let Some(path) = &args.compare {
         return compare_cmd::run(path, args, config, mode);
     }
-    let Some(session_id) = args.session.as_deref() else {
-        bail!("name the session to compact (`skald sessions` lists them), or use --compare FILE");
-    };
+    let session_id = args.session.as_deref().ok_or_else(missing_session)?;
+    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
     let window_tokens = config.window_tokens(args.window);
     if window_tokens < 1_000 {
         bail!("--window is {window_tokens} tokens: a context window is at least 1000 tokens");
     }
-    let agents_md = args
-        .agents_md
-        .as_ref()
-        .map(|path| {
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --agents-md {}", path.display()))
-        })
-        .transpose()?;
+    let agents_md = read_agents_md(args)?;
     let sessions = open_existing_store(home)?;
     // An unknown session fails here, before a summarizer (and its key) is even looked at.
-    sessions.get(&args.tenant, session_id)?;
+    sessions.get(tenant, session_id)?;
     let summarizer = config.summarizer()?;
     let refs_path = home.path.join(DATABASE_FILE);
     let refs = SqliteRefStore::open(&refs_path, RefSettings::default())
         .with_context(|| format!("cannot open the ref store {}", refs_path.display()))?;
     let request = CompactRequest {
-        tenant: &args.tenant,
+        tenant,
         session_id,
         window_tokens,
         trigger: CompactionTrigger::Manual,
@@ -261,7 +202,7 @@ pub fn run(args: &CompactArgs, home: &Home, config: &Config, mode: Mode) -> Resu
     } else {
         None
     };
-    let mut report = CompactReport::new(session_id, &args.tenant, window_tokens, result);
+    let mut report = CompactReport::new(session_id, tenant, window_tokens, &result);
     match archive {
         Some(Ok(outcome)) => report.memory_archive = outcome,
         Some(Err(error)) => {
@@ -270,24 +211,76 @@ pub fn run(args: &CompactArgs, home: &Home, config: &Config, mode: Mode) -> Resu
         }
         None => {}
     }
-    match mode {
-        Mode::Json => output::emit(mode, &report, |_| output::table(&[]))?,
-        Mode::Table => print!("{}", render(&report)),
-    }
-    Ok(match report.outcome {
-        "cancelled" => {
-            eprintln!(
-                "skald: compaction cancelled: {}; session {session_id:?} is unchanged",
-                report.reason.as_deref().unwrap_or("no reason given")
-            );
-            ExitCode::from(if aborted {
-                EXIT_INTERRUPTED
-            } else {
-                EXIT_CANCELLED
-            })
+    print(&report, aborted, mode)
+}
+
+/// Compacts the session on the server (`POST /v1/sessions/{id}/compact`, forced as a manual
+/// compaction is), which summarises with its own summarizer and archives with its own memory
+/// settings.
+fn compact_remote(
+    args: &CompactArgs,
+    session_id: &str,
+    remote: &Remote,
+    mode: Mode,
+) -> Result<ExitCode> {
+    remote::refuse("--tenant", args.tenant.is_some(), remote::TENANT_FROM_KEY)?;
+    let server_memory = "the server archives and extracts with its own [memory] settings";
+    remote::refuse("--extract-with", args.extract_with.is_some(), server_memory)?;
+    remote::refuse("--user", args.user.is_some(), server_memory)?;
+    let agents_md = read_agents_md(args)?;
+    let mut body = json!({"force": true, "archive": !args.no_archive});
+    if let Some(window) = args.window {
+        if window < 1_000 {
+            bail!("--window is {window} tokens: a context window is at least 1000 tokens");
         }
-        _ => ExitCode::SUCCESS,
-    })
+        body["tokenBudget"] = json!(window);
+    }
+    if let Some(instructions) = &args.instructions {
+        body["customInstructions"] = json!(instructions);
+    }
+    if let Some(agents_md) = agents_md {
+        body["agentsMd"] = json!(agents_md);
+    }
+    let spinner = spinner(mode, &format!("compacting on {}", remote.base()));
+    let answer = remote.post::<_, CompactAnswer>(&["v1", "sessions", session_id, "compact"], &body);
+    spinner.finish_and_clear();
+    let answer = answer.with_context(|| format!("cannot compact session {session_id:?}"))?;
+    if let Some(error) = &answer.report.memory_error {
+        eprintln!("skald: the compaction was written but its span was not archived: {error}");
+    }
+    print(&answer.report, false, mode)
+}
+
+/// Prints the report; the exit status says whether the compaction was cancelled.
+fn print(report: &CompactReport, aborted: bool, mode: Mode) -> Result<ExitCode> {
+    match mode {
+        Mode::Json => output::emit(mode, report, |_| output::table(&[]))?,
+        Mode::Table => print!("{}", render(report)),
+    }
+    if !report.cancelled() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "skald: compaction cancelled: {}; session {:?} is unchanged",
+        report.reason.as_deref().unwrap_or("no reason given"),
+        report.session_id
+    );
+    Ok(ExitCode::from(if aborted {
+        EXIT_INTERRUPTED
+    } else {
+        EXIT_CANCELLED
+    }))
+}
+
+/// The content of --agents-md, if given.
+fn read_agents_md(args: &CompactArgs) -> Result<Option<String>> {
+    args.agents_md
+        .as_ref()
+        .map(|path| {
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --agents-md {}", path.display()))
+        })
+        .transpose()
 }
 
 /// Archives the span a compaction replaced and extracts its memories into the memory store in
@@ -303,14 +296,14 @@ fn archive_span(
     runtime: &tokio::runtime::Runtime,
     cancel: &CancellationToken,
 ) -> Result<Option<ArchiveOutcome>> {
-    let extractor: std::sync::Arc<dyn MemoryExtractor> = match args.extract_with.as_str() {
-        "llm" => {
+    let extractor: std::sync::Arc<dyn MemoryExtractor> = match args.extract_with.as_deref() {
+        Some("llm") => {
             let provider = config.llm.summary_or_chat().context(
                 "--extract-with llm needs a model: configure [llm] (or [llm.summary]) in skald.toml",
             )?;
             std::sync::Arc::new(LlmExtractor::new(client_from_config(provider)?))
         }
-        _ => std::sync::Arc::new(DeterministicExtractor::default()),
+        Some(_) | None => std::sync::Arc::new(DeterministicExtractor::default()),
     };
     let path = home.path.join(DATABASE_FILE);
     let memories = SqliteMemoryStore::open(&path)
@@ -326,7 +319,7 @@ fn archive_span(
     Ok(runtime.block_on(archive_compacted_span(
         sessions,
         &writer,
-        &args.tenant,
+        args.tenant.as_deref().unwrap_or(DEFAULT_TENANT),
         session_id,
         result,
         None,
@@ -355,7 +348,7 @@ fn render(report: &CompactReport) -> String {
     let dash = || "-".to_owned();
     let rows = [
         ("session", report.session_id.clone()),
-        ("outcome", report.outcome.to_owned()),
+        ("outcome", report.outcome.clone()),
         ("reason", report.reason.clone().unwrap_or_else(dash)),
         (
             "tokens",

@@ -17,6 +17,10 @@
 //!   archives, extraction retries, the two-threshold upload) are checked at start-up.
 //! - `[embedding]` configures the embedder (`skald_llm::EmbeddingConfig`): when present, memory
 //!   search embeds the query and writes store vectors; without it search is full-text only.
+//! - `[proxy.openai]` and `[proxy.anthropic]` name the upstreams `skald serve` forwards
+//!   `/v1/chat/completions` and `/v1/messages` to: `base_url`, and optionally `api_key_env`, the
+//!   environment variable holding a provider key skald sends itself (then clients hold only
+//!   skald keys). `[server]` sets `addr` and `max_body_bytes`.
 //!
 //! ```toml
 //! [policy]
@@ -49,6 +53,15 @@
 //! [embedding]
 //! kind = "openai"
 //! model = "text-embedding-3-small"
+//!
+//! [proxy.openai]
+//! base_url = "http://127.0.0.1:8000/v1"
+//! [proxy.anthropic]
+//! base_url = "https://api.anthropic.com"
+//! api_key_env = "ANTHROPIC_API_KEY"
+//!
+//! [server]
+//! addr = "127.0.0.1:7420"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -71,7 +84,15 @@ pub const CONFIG_FILE: &str = "skald.toml";
 pub const DEFAULT_WINDOW_TOKENS: u64 = 200_000;
 
 /// The top-level tables `skald.toml` may hold.
-const TABLES: [&str; 5] = ["policy", "llm", "compaction", "memory", "embedding"];
+const TABLES: [&str; 7] = [
+    "policy",
+    "llm",
+    "compaction",
+    "memory",
+    "embedding",
+    "proxy",
+    "server",
+];
 
 /// What the configuration file says, and where it was read from.
 #[derive(Debug, Clone, Default)]
@@ -87,6 +108,71 @@ pub struct Config {
     pub memory: MemoryConfig,
     /// `[embedding]`; `None`: memory search is full-text only.
     pub embedding: Option<EmbeddingConfig>,
+    /// `[proxy]`: the upstreams of `skald serve`'s proxy.
+    pub proxy: ProxyConfig,
+    /// `[server]`: how `skald serve` listens.
+    pub server: ServerTable,
+}
+
+/// The `[proxy]` table.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProxyConfig {
+    pub openai: Option<UpstreamTable>,
+    pub anthropic: Option<UpstreamTable>,
+}
+
+/// `[proxy.openai]` / `[proxy.anthropic]`.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamTable {
+    /// The provider's base URL as its SDK takes it (`https://api.openai.com/v1`).
+    pub base_url: String,
+    /// The environment variable with a provider key skald sends upstream itself.
+    pub api_key_env: Option<String>,
+}
+
+impl UpstreamTable {
+    /// The upstream with its key read from the environment; a named variable that is unset is
+    /// an error (the user asked for that key).
+    pub fn resolve(&self, table: &str) -> Result<skald_server::Upstream> {
+        let base_url = self.base_url.trim_end_matches('/').to_owned();
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            anyhow::bail!(
+                "{table} base_url {:?} is not an http:// or https:// URL",
+                self.base_url
+            );
+        }
+        let api_key = match &self.api_key_env {
+            None => None,
+            Some(variable) => Some(std::env::var(variable).with_context(|| {
+                format!("{table} api_key_env names {variable}, which is not set")
+            })?),
+        };
+        Ok(skald_server::Upstream { base_url, api_key })
+    }
+}
+
+/// The `[server]` table.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerTable {
+    /// Where `skald serve` listens unless `--addr` says.
+    pub addr: String,
+    /// Requests over this many bytes are refused (413).
+    pub max_body_bytes: usize,
+}
+
+/// Where `skald serve` listens by default.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:7420";
+
+impl Default for ServerTable {
+    fn default() -> ServerTable {
+        ServerTable {
+            addr: DEFAULT_ADDR.to_owned(),
+            max_body_bytes: skald_server::config::DEFAULT_MAX_BODY_BYTES,
+        }
+    }
 }
 
 /// The id every identity has when neither `[memory]` nor a flag names one.
@@ -176,7 +262,7 @@ impl Config {
         if let Some(unknown) = table.keys().find(|key| !TABLES.contains(&key.as_str())) {
             anyhow::bail!(
                 "{shown}: unknown key `{unknown}`; skald.toml holds only the tables [policy], \
-                 [llm], [compaction], [memory] and [embedding]"
+                 [llm], [compaction], [memory], [embedding], [proxy] and [server]"
             );
         }
         let policy = match table.get("policy") {
@@ -209,6 +295,28 @@ impl Config {
         };
         let embedding = EmbeddingConfig::from_toml_str(text)
             .with_context(|| format!("[embedding] in {shown}"))?;
+        let proxy: ProxyConfig = match table.get("proxy") {
+            None => ProxyConfig::default(),
+            Some(value @ toml::Value::Table(_)) => value
+                .clone()
+                .try_into()
+                .with_context(|| format!("[proxy] in {shown}"))?,
+            Some(_) => anyhow::bail!("[proxy] in {shown} must be a table"),
+        };
+        let server: ServerTable = match table.get("server") {
+            None => ServerTable::default(),
+            Some(value @ toml::Value::Table(_)) => value
+                .clone()
+                .try_into()
+                .with_context(|| format!("[server] in {shown}"))?,
+            Some(_) => anyhow::bail!("[server] in {shown} must be a table"),
+        };
+        if server.max_body_bytes < 1024 {
+            anyhow::bail!(
+                "[server] max_body_bytes in {shown} is {}; it must be at least 1024",
+                server.max_body_bytes
+            );
+        }
         Ok(Config {
             path: Some(path.to_path_buf()),
             policy,
@@ -216,6 +324,8 @@ impl Config {
             compaction,
             memory,
             embedding,
+            proxy,
+            server,
         })
     }
 

@@ -1,49 +1,48 @@
-//! `skald context`: what the model would see for a stored session — the context rebuilt from the
-//! leaf, run through a policy's pipeline (`assemble`) with a cold state, the refs it hands out
-//! stored in the local ref store.
+//! `skald context`: what the model would see for a stored session — the engine's view
+//! (`skald_engine::prepare_view`, the one builder the server's assemble and context routes use)
+//! from the session's leaf with a cold state, the refs it hands out stored in the local ref
+//! store; with `--url`, the server's `GET /v1/sessions/{id}/context`, printed the same way.
 
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use skald_core::codec::openclaw::encode_agent_messages;
-use skald_core::memory::tools::tool_specs as memory_tool_specs;
+use skald_core::codec::openclaw::{decode_agent_message_at, encode_agent_messages};
+use skald_core::message::Message;
 use skald_core::render::render_messages;
-use skald_core::tokens::estimate::estimate_messages_tokens;
-use skald_engine::compact::session_context;
-use skald_engine::memory::{
-    MemoryIdentity, RecallReport, SessionMemoryReport, recall_for_turn, session_start_memory,
-};
-use skald_engine::{AssembleRequest, Assembled, SessionState, assemble};
+use skald_engine::memory::{MemoryIdentity, RecallReport, SessionMemoryReport};
+use skald_engine::{RecallHook, SessionState, ViewRequest, prepare_view};
 use skald_llm::embedder_from_config;
-use skald_store::sessions::{SessionError, SessionStore};
+use skald_store::sessions::{NewSession, SessionError, SessionStore, SqliteSessionStore};
 use skald_store::{DATABASE_FILE, RefSettings, SqliteRefStore};
 
 use crate::config::Config;
 use crate::home::Home;
 use crate::memory_cmd::{Identity, IdentityArgs};
 use crate::output::Mode;
+use crate::remote::{self, Remote};
 use crate::replay_cmd::load_policy;
-use crate::sessions_cmd::{now_ms, open_existing_store};
+use crate::sessions_cmd::{DEFAULT_TENANT, now_ms, open_existing_store};
 
 #[derive(Debug, Args)]
 pub struct ContextArgs {
     /// The session id (`skald sessions` lists them).
     #[arg(value_name = "SESSION")]
     pub session: String,
-    /// The policy: a preset (none, openclaw, sccs, skald) or a policy TOML file. `skald` carries
-    /// the overrides of the configuration's [policy] table.
-    #[arg(long, default_value = "skald")]
-    pub policy: String,
+    /// The policy: a preset (none, openclaw, sccs, skald) or a policy TOML file (default:
+    /// skald, which carries the overrides of the configuration's [policy] table; with --url
+    /// the server's policy).
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Option<String>,
     /// The model's context window in tokens (default: [llm] context_window_tokens of the
-    /// configuration, else 200000).
+    /// configuration, else 200000; with --url the server's window).
     #[arg(long, value_name = "TOKENS")]
     pub window: Option<u64>,
-    /// The tenant the session belongs to.
-    #[arg(long, default_value = "default")]
-    pub tenant: String,
+    /// The tenant the session belongs to (default: default; with --url the key's).
+    #[arg(long, value_name = "NAME")]
+    pub tenant: Option<String>,
     /// Rebuild from this entry instead of the session's leaf (another branch, an earlier point).
     #[arg(long, value_name = "ENTRY_ID")]
     pub leaf: Option<String>,
@@ -64,7 +63,7 @@ pub struct ContextArgs {
     pub agent: Option<String>,
 }
 
-/// What memory added (`--memory`).
+/// What memory added (`--memory`); the server's context route answers the same under `memory`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct MemoryView {
@@ -82,69 +81,49 @@ struct ContextReport {
     session_id: String,
     policy: String,
     messages: Vec<Value>,
+    /// The messages and the system prompt addition (tools excluded).
     estimated_tokens: u64,
     system_prompt_addition: Option<String>,
     /// Names of the tools the engine adds to the request (`fetch_original_data` once anything is
-    /// a ref).
+    /// a ref, the memory tools with --memory).
     tools: Vec<String>,
+    /// [`MemoryView`], as JSON (the server's answer is passed on as it came).
     #[serde(skip_serializing_if = "Option::is_none")]
-    memory: Option<MemoryView>,
+    memory: Option<Value>,
 }
 
-pub fn run(args: &ContextArgs, home: &Home, config: &Config, json: bool) -> Result<ExitCode> {
+/// The server's context answer, as far as `context` reads it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ServerContext {
+    session_id: String,
+    policy: String,
+    messages: Vec<Value>,
+    estimated_tokens: u64,
+    system_prompt_addition: Option<String>,
+    tools: Vec<ServerTool>,
+    memory: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ServerTool {
+    name: String,
+}
+
+pub fn run(
+    args: &ContextArgs,
+    home: &Home,
+    config: Option<&Config>,
+    remote: Option<&Remote>,
+    json: bool,
+) -> Result<ExitCode> {
     if args.text && json {
         bail!("--text and --json exclude each other: choose one output");
     }
-    let window = config.window_tokens(args.window);
-    if window < 1_000 {
-        bail!("--window is {window} tokens: a context window is at least 1000 tokens");
-    }
-    let policy = load_policy(&args.policy, config)?;
-    let sessions = open_existing_store(home)?;
-    let session = sessions.load(&args.tenant, &args.session)?;
-    if let Some(leaf) = args.leaf.as_deref() {
-        if session.entry(leaf).is_none() {
-            return Err(SessionError::UnknownEntry {
-                session: args.session.clone(),
-                id: leaf.to_owned(),
-            }
-            .into());
-        }
-    }
-    // The engine's view: what compaction summarises is what `context` shows (system messages
-    // stored at the root stay in front of a compaction summary).
-    let messages = session_context(&session, args.leaf.as_deref());
-    let refs_path = home.path.join(DATABASE_FILE);
-    let refs = SqliteRefStore::open(&refs_path, RefSettings::default())
-        .with_context(|| format!("cannot open the ref store {}", refs_path.display()))?;
-    let mut state = SessionState::default();
-    let request = AssembleRequest {
-        tenant: &args.tenant,
-        context_window_tokens: window,
-        now_ms: now_ms(),
-        fetch_available: true,
-    };
-    let mut assembled = assemble(&refs, &policy, &mut state, messages, request)?;
-    let mut tools: Vec<String> = assembled
-        .tools
-        .iter()
-        .map(|tool| tool.name.clone())
-        .collect();
-    let memory = if args.memory {
-        let view = add_memory(args, home, config, &mut assembled)?;
-        tools.extend(memory_tool_specs().into_iter().map(|spec| spec.name));
-        Some(view)
-    } else {
-        None
-    };
-    let report = ContextReport {
-        session_id: args.session.clone(),
-        policy: policy.name.clone(),
-        messages: encode_agent_messages(&assembled.messages),
-        estimated_tokens: assembled.estimated_tokens,
-        system_prompt_addition: assembled.system_prompt_addition.clone(),
-        tools,
-        memory,
+    let (report, messages) = match (remote, config) {
+        (Some(remote), _) => context_remote(args, remote)?,
+        (None, Some(config)) => context_local(args, home, config)?,
+        (None, None) => bail!("the configuration was not loaded"),
     };
     let mode = if args.text {
         Mode::Table
@@ -154,59 +133,176 @@ pub fn run(args: &ContextArgs, home: &Home, config: &Config, json: bool) -> Resu
     match mode {
         Mode::Json => crate::output::emit(mode, &report, |_| crate::output::table(&[]))?,
         Mode::Table => {
-            print!("{}", render_report(&report, &assembled.messages));
+            print!("{}", render_report(&report, &messages));
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Puts what memory gives the call into `assembled` (system prompt addition, listing, recall;
-/// its tokens counted) and says what it found.
-fn add_memory(
+/// The server's context of the session (its policy, its window unless --window, its memory).
+fn context_remote(args: &ContextArgs, remote: &Remote) -> Result<(ContextReport, Vec<Message>)> {
+    remote::refuse("--tenant", args.tenant.is_some(), remote::TENANT_FROM_KEY)?;
+    remote::refuse(
+        "--policy",
+        args.policy.is_some(),
+        "the server assembles with its own policy ([policy] of its skald.toml)",
+    )?;
+    remote::refuse(
+        "--leaf",
+        args.leaf.is_some(),
+        "the server builds the context from the session's leaf",
+    )?;
+    let query = [
+        ("memory", args.memory.then(|| "true".to_owned())),
+        ("tokenBudget", args.window.map(|window| window.to_string())),
+        ("user", args.user.clone()),
+        ("agent", args.agent.clone()),
+    ];
+    let answer: ServerContext =
+        remote.get(&["v1", "sessions", &args.session, "context"], &query)?;
+    let messages = decode_messages(&answer.messages)?;
+    let report = ContextReport {
+        session_id: answer.session_id,
+        policy: answer.policy,
+        messages: answer.messages,
+        estimated_tokens: answer.estimated_tokens,
+        system_prompt_addition: answer.system_prompt_addition,
+        tools: answer.tools.into_iter().map(|tool| tool.name).collect(),
+        memory: answer.memory,
+    };
+    Ok((report, messages))
+}
+
+fn decode_messages(values: &[Value]) -> Result<Vec<Message>> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(index, value)| {
+            decode_agent_message_at(value, &format!("messages[{index}]"))
+                .context("the server's context holds a message this skald cannot read")
+        })
+        .collect()
+}
+
+/// A copy of `session` in an in-memory store with its leaf at `leaf`: the view of another
+/// branch or an earlier point, built by the same code as the view of the leaf.
+fn at_leaf(
+    store: &SqliteSessionStore,
+    tenant: &str,
+    session_id: &str,
+    leaf: &str,
+) -> Result<SqliteSessionStore> {
+    let session = store.load(tenant, session_id)?;
+    if session.entry(leaf).is_none() {
+        return Err(SessionError::UnknownEntry {
+            session: session_id.to_owned(),
+            id: leaf.to_owned(),
+        }
+        .into());
+    }
+    let info = store.get(tenant, session_id)?;
+    let copy = SqliteSessionStore::in_memory()?;
+    copy.create(
+        tenant,
+        NewSession {
+            header: session.header.clone(),
+            source_format: info.source_format,
+            source: info.source,
+            title: info.title,
+            entries: session.entries().to_vec(),
+        },
+    )?;
+    copy.set_leaf(tenant, session_id, Some(leaf))?;
+    Ok(copy)
+}
+
+fn context_local(
     args: &ContextArgs,
     home: &Home,
     config: &Config,
-    assembled: &mut Assembled,
-) -> Result<MemoryView> {
-    // The memory commands' identity rules; the tenant is the session's.
-    let Identity { user, agent, .. } = Identity::resolve(
-        &IdentityArgs {
-            user: args.user.clone(),
-            agent: args.agent.clone(),
-            tenant: Some(args.tenant.clone()),
-        },
-        config,
-    )?;
-    let identity = MemoryIdentity::new(&user, &agent)
-        .with_context(|| format!("the memory identity (user {user:?}, agent {agent:?})"))?;
-    let embedder = embedder_from_config(config.embedding.as_ref())
-        .context("cannot use the embedder configured in [embedding]")?;
-    let store = crate::memory_cmd::open_store(home)?;
-    let settings = &config.memory.recall;
-    let session_memory = session_start_memory(&store, &args.tenant, &identity, settings);
-    if let Some(addition) = &session_memory.system_prompt_addition {
-        assembled.system_prompt_addition = Some(match assembled.system_prompt_addition.take() {
-            Some(existing) => format!("{existing}\n\n{addition}"),
-            None => addition.clone(),
-        });
+) -> Result<(ContextReport, Vec<Message>)> {
+    let window = config.window_tokens(args.window);
+    if window < 1_000 {
+        bail!("--window is {window} tokens: a context window is at least 1000 tokens");
     }
-    let messages = session_memory.apply(std::mem::take(&mut assembled.messages));
-    let recalled = crate::compact_cmd::runtime()?.block_on(recall_for_turn(
-        &store,
-        embedder.as_deref(),
-        &args.tenant,
-        &identity,
-        settings,
-        messages,
-    ));
-    assembled.messages = recalled.messages;
-    assembled.estimated_tokens = estimate_messages_tokens(&assembled.messages);
-    Ok(MemoryView {
-        user,
-        agent,
-        session_start: session_memory.report,
-        recall: recalled.report,
-    })
+    let policy = load_policy(args.policy.as_deref().unwrap_or("skald"), config)?;
+    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+    let sessions = open_existing_store(home)?;
+    // An unknown session (or tenant) fails here, with the store's own error.
+    sessions.get(tenant, &args.session)?;
+    let leaf_copy = args
+        .leaf
+        .as_deref()
+        .map(|leaf| at_leaf(&sessions, tenant, &args.session, leaf))
+        .transpose()?;
+    let view_sessions: &dyn SessionStore = match &leaf_copy {
+        Some(copy) => copy,
+        None => &sessions,
+    };
+    let refs_path = home.path.join(DATABASE_FILE);
+    let refs = SqliteRefStore::open(&refs_path, RefSettings::default())
+        .with_context(|| format!("cannot open the ref store {}", refs_path.display()))?;
+    let memory = if args.memory {
+        // The memory commands' identity rules; the tenant is the session's.
+        let Identity { user, agent, .. } = Identity::resolve(
+            &IdentityArgs {
+                user: args.user.clone(),
+                agent: args.agent.clone(),
+                tenant: Some(tenant.to_owned()),
+            },
+            config,
+        )?;
+        let identity = MemoryIdentity::new(&user, &agent)
+            .with_context(|| format!("the memory identity (user {user:?}, agent {agent:?})"))?;
+        let embedder = embedder_from_config(config.embedding.as_ref())
+            .context("cannot use the embedder configured in [embedding]")?;
+        let store = crate::memory_cmd::open_store(home)?;
+        Some((user, agent, identity, embedder, store))
+    } else {
+        None
+    };
+    let hook = memory
+        .as_ref()
+        .map(|(_, _, identity, embedder, store)| RecallHook {
+            store,
+            embedder: embedder.as_deref(),
+            identity,
+            settings: &config.memory.recall,
+            offer_tools: true,
+        });
+    let request = ViewRequest {
+        sessions: view_sessions,
+        refs: &refs,
+        tenant,
+        session_id: &args.session,
+        policy: &policy,
+        window_tokens: window,
+        now_ms: now_ms(),
+        fetch_available: true,
+        memory: hook.as_ref(),
+        pending_prompt: None,
+    };
+    let mut state = SessionState::default();
+    let view = crate::compact_cmd::runtime()?.block_on(prepare_view(&request, &mut state))?;
+    let memory_view = match (view.memory.clone(), &memory) {
+        (Some(report), Some((user, agent, ..))) => Some(serde_json::to_value(MemoryView {
+            user: user.clone(),
+            agent: agent.clone(),
+            session_start: report.session_start,
+            recall: report.recall,
+        })?),
+        (Some(_), None) | (None, _) => None,
+    };
+    let report = ContextReport {
+        session_id: args.session.clone(),
+        policy: policy.name.clone(),
+        messages: encode_agent_messages(&view.messages),
+        estimated_tokens: view.estimated_tokens(),
+        system_prompt_addition: view.system_prompt_addition(),
+        tools: view.tools.iter().map(|tool| tool.name.clone()).collect(),
+        memory: memory_view,
+    };
+    Ok((report, view.messages))
 }
 
 /// The terminal form: a summary line, what the engine adds around the messages, then the

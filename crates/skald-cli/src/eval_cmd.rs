@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::Value;
@@ -29,8 +29,8 @@ use skald_core::memory::uri::MemoryUri;
 use skald_llm::{EmbeddingConfig, LocalEmbeddingConfig, embedder_from_config};
 use skald_store::SystemClock;
 use skald_store::memories::{
-    AddOutcome, DuplicateKind, MemorySettings, MemorySource, MemoryStore, NewMemory, SearchQuery,
-    SqliteMemoryStore,
+    AddOutcome, DEFAULT_VECTOR_SHARE, DEFAULT_VECTOR_WEIGHT, DuplicateKind, MemorySettings,
+    MemorySource, MemoryStore, NewMemory, SearchQuery, SqliteMemoryStore, VectorFusion,
 };
 
 use crate::config::Config;
@@ -63,7 +63,9 @@ pub enum Benchmark {
     ///
     /// Hybrid search: --embedder embeds every memory and question with the [embedding] of
     /// skald.toml, --model-dir with a local sentence-transformers directory (a build with the
-    /// local-embeddings feature); the vector ranking is fused with the others. --embed-context
+    /// local-embeddings feature). --fusion score (the default) combines the min-max normalised
+    /// BM25 and cosine scores, the vector side weighing --vector-weight (0.4); --fusion rank
+    /// makes the vector ranking one more RRF list of weight --vector-weight (0.3). --embed-context
     /// embeds each turn with its context instead of alone.
     ///
     /// Examples:
@@ -93,7 +95,12 @@ pub struct LocomoArgs {
     /// RRF weight of the directory ranking (0 turns it off; default: the store's).
     #[arg(long, value_name = "W")]
     pub directory_weight: Option<f64>,
-    /// RRF weight of the vector ranking in hybrid runs (default: the store's).
+    /// How hybrid runs combine the vector ranking with the text ranking (default: the
+    /// store's, score).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub fusion: Option<FusionArg>,
+    /// The vector side's weight in hybrid runs: its share of the relevance score (0 to 1) with
+    /// --fusion score, its RRF weight with --fusion rank (default: 0.4 and 0.3).
     #[arg(long, value_name = "W")]
     pub vector_weight: Option<f64>,
     /// BM25 weight of the L1 overview, which holds the turn's context (default: the store's).
@@ -113,6 +120,31 @@ pub struct LocomoArgs {
     /// With an embedder: embed each turn with its context (its L1 overview) instead of alone.
     #[arg(long)]
     pub embed_context: bool,
+}
+
+/// `--fusion`: the store's [`VectorFusion`] modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FusionArg {
+    /// Min-max normalised BM25 and cosine scores, combined convexly.
+    Score,
+    /// The vector ranking as one more list of the reciprocal rank fusion.
+    Rank,
+}
+
+/// The store setting for `--fusion` and `--vector-weight` (each defaulting to the store's).
+fn vector_fusion(mode: Option<FusionArg>, weight: Option<f64>) -> VectorFusion {
+    let mode = mode.unwrap_or(match VectorFusion::default() {
+        VectorFusion::Score { .. } => FusionArg::Score,
+        VectorFusion::Rank { .. } => FusionArg::Rank,
+    });
+    match mode {
+        FusionArg::Score => VectorFusion::Score {
+            share: weight.unwrap_or(DEFAULT_VECTOR_SHARE),
+        },
+        FusionArg::Rank => VectorFusion::Rank {
+            weight: weight.unwrap_or(DEFAULT_VECTOR_WEIGHT),
+        },
+    }
 }
 
 /// How deep each question's ranking goes (enough hits for ten distinct sessions).
@@ -517,6 +549,9 @@ pub struct LocomoReport {
     pub context_after: usize,
     pub date_ranking: bool,
     pub directory_weight: f64,
+    /// "score" or "rank" (see `--fusion`).
+    pub fusion: &'static str,
+    /// The vector share (score fusion) or RRF weight (rank fusion).
     pub vector_weight: f64,
     pub l1_weight: f64,
     pub path_weight: f64,
@@ -567,10 +602,10 @@ pub fn evaluate(
     embedding: Option<&Embedding>,
     progress: &ProgressBar,
 ) -> Result<LocomoReport> {
-    let mut settings = MemorySettings::default();
-    if let Some(weight) = args.vector_weight {
-        settings.vector_weight = weight;
-    }
+    let mut settings = MemorySettings {
+        vector_fusion: vector_fusion(args.fusion, args.vector_weight),
+        ..MemorySettings::default()
+    };
     if let Some(weight) = args.directory_weight {
         settings.directory_weight = weight;
     }
@@ -756,7 +791,14 @@ pub fn evaluate(
         context_after: args.context_after,
         date_ranking: !args.no_date_ranking,
         directory_weight: store.settings().directory_weight,
-        vector_weight: store.settings().vector_weight,
+        fusion: match store.settings().vector_fusion {
+            VectorFusion::Score { .. } => "score",
+            VectorFusion::Rank { .. } => "rank",
+        },
+        vector_weight: match store.settings().vector_fusion {
+            VectorFusion::Score { share } => share,
+            VectorFusion::Rank { weight } => weight,
+        },
         l1_weight: store.settings().weights.l1,
         path_weight: store.settings().weights.path,
         mode: if embedding.is_some() {
@@ -942,6 +984,7 @@ mod tests {
             context_after: 1,
             no_date_ranking: false,
             directory_weight: None,
+            fusion: None,
             vector_weight: None,
             l1_weight: None,
             path_weight: None,
@@ -964,6 +1007,30 @@ mod tests {
         assert_eq!(text.mode, "full-text");
         assert_eq!(hybrid.questions_scored, text.questions_scored);
         assert!(hybrid.turn_recall_at_10 > 0.0);
+    }
+
+    #[test]
+    fn fusion_flags_choose_the_store_setting() {
+        assert_eq!(
+            vector_fusion(None, None),
+            VectorFusion::Score {
+                share: DEFAULT_VECTOR_SHARE
+            }
+        );
+        assert_eq!(
+            vector_fusion(None, Some(0.25)),
+            VectorFusion::Score { share: 0.25 }
+        );
+        assert_eq!(
+            vector_fusion(Some(FusionArg::Rank), None),
+            VectorFusion::Rank {
+                weight: DEFAULT_VECTOR_WEIGHT
+            }
+        );
+        assert_eq!(
+            vector_fusion(Some(FusionArg::Rank), Some(0.5)),
+            VectorFusion::Rank { weight: 0.5 }
+        );
     }
 
     #[test]

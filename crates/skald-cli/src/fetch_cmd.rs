@@ -1,17 +1,20 @@
-//! `skald fetch`: the original content behind a ref id, from the local ref store — the same
-//! slices (`--lines`, `--grep`) a model gets from `fetch_original_data`.
+//! `skald fetch`: the original content behind a ref id, from the local ref store (or a server's,
+//! `POST /v1/refs/fetch`) — the same slices (`--lines`, `--grep`) a model gets from
+//! `fetch_original_data`.
 
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use skald_engine::execute_fetch;
 use skald_store::{DATABASE_FILE, RefSettings, SqliteRefStore};
 
 use crate::home::Home;
 use crate::output::Mode;
+use crate::remote::{self, Remote};
+use crate::sessions_cmd::DEFAULT_TENANT;
 
 #[derive(Debug, Args)]
 pub struct FetchArgs {
@@ -30,19 +33,52 @@ pub struct FetchArgs {
     /// Cap on characters printed per ref.
     #[arg(long, default_value_t = 20_000)]
     pub max_chars: u64,
-    /// The tenant whose refs to read.
-    #[arg(long, default_value = "default")]
-    pub tenant: String,
+    /// The tenant whose refs to read (default: default; with --url the key's).
+    #[arg(long, value_name = "NAME")]
+    pub tenant: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+/// What `fetch` prints; the server's `POST /v1/refs/fetch` answers the same fields.
+#[derive(Debug, Serialize, Deserialize)]
 struct FetchReport {
     found: usize,
     failed: usize,
     text: String,
 }
 
-pub fn run(args: &FetchArgs, home: &Home, mode: Mode) -> Result<ExitCode> {
+pub fn run(args: &FetchArgs, home: &Home, remote: Option<&Remote>, mode: Mode) -> Result<ExitCode> {
+    let report = match remote {
+        Some(remote) => fetch_remote(args, remote)?,
+        None => fetch_local(args, home)?,
+    };
+    match mode {
+        Mode::Json => crate::output::emit(mode, &report, |_| crate::output::table(&[]))?,
+        Mode::Table => print!("{}", report.text),
+    }
+    Ok(if report.failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn fetch_remote(args: &FetchArgs, remote: &Remote) -> Result<FetchReport> {
+    remote::refuse("--tenant", args.tenant.is_some(), remote::TENANT_FROM_KEY)?;
+    let mut body = json!({
+        "ref_ids": args.ref_ids,
+        "context": args.context,
+        "max_chars": args.max_chars,
+    });
+    if let Some(lines) = &args.lines {
+        body["lines"] = json!(lines);
+    }
+    if let Some(grep) = &args.grep {
+        body["grep"] = json!(grep);
+    }
+    remote.post(&["v1", "refs", "fetch"], &body)
+}
+
+fn fetch_local(args: &FetchArgs, home: &Home) -> Result<FetchReport> {
     let path = home.path.join(DATABASE_FILE);
     if !path.exists() {
         bail!(
@@ -63,19 +99,11 @@ pub fn run(args: &FetchArgs, home: &Home, mode: Mode) -> Result<ExitCode> {
     if let Some(grep) = &args.grep {
         arguments["grep"] = json!(grep);
     }
-    let output = execute_fetch(&store, &args.tenant, &arguments);
-    let report = FetchReport {
+    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+    let output = execute_fetch(&store, tenant, &arguments);
+    Ok(FetchReport {
         found: output.found_ids,
         failed: output.failed_ids,
         text: output.text,
-    };
-    match mode {
-        Mode::Json => crate::output::emit(mode, &report, |_| crate::output::table(&[]))?,
-        Mode::Table => print!("{}", report.text),
-    }
-    Ok(if report.failed > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
     })
 }

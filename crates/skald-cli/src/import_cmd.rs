@@ -1,18 +1,21 @@
-//! `skald import`: a transcript into the local session store, once — OpenClaw sessions with their
-//! whole entry tree, every other format as a chain of messages.
+//! `skald import`: a transcript into the local session store (or a server's, through
+//! `POST /v1/sessions/{id}/bootstrap`), once — OpenClaw sessions with their whole entry tree,
+//! every other format as a chain of messages.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 use skald_store::sessions::SessionStore;
-use skald_store::sessions::import::{ImportOptions, import_transcript};
+use skald_store::sessions::import::{ImportOptions, import_transcript, plan_import};
 
 use crate::home::Home;
 use crate::output::{self, Mode};
-use crate::sessions_cmd::{now_ms, open_store};
+use crate::remote::{self, Remote};
+use crate::sessions_cmd::{DEFAULT_TENANT, now_ms, open_store};
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
@@ -20,22 +23,25 @@ pub struct ImportArgs {
     /// request or response, a mini-swe-agent or SWE-agent trajectory.
     #[arg(value_name = "TRANSCRIPT")]
     pub path: PathBuf,
-    /// The tenant the session belongs to.
-    #[arg(long, default_value = "default")]
-    pub tenant: String,
+    /// The tenant the session belongs to (default: default; with --url the key's).
+    #[arg(long, value_name = "NAME")]
+    pub tenant: Option<String>,
     /// Store it under this session id instead of the transcript's own (OpenClaw's header id) or
     /// the one derived from its opening messages.
     #[arg(long, value_name = "ID")]
     pub session_id: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+/// What `import` prints; the server's bootstrap answers the same fields (in the engine API's
+/// camelCase) under `import`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all(deserialize = "camelCase"))]
 struct ImportReport {
     session_id: String,
     tenant: String,
-    format: &'static str,
+    format: String,
     /// `created`, `appended` or `already_imported`.
-    status: &'static str,
+    status: String,
     entries_added: usize,
     /// Entries the session holds now, of every branch.
     entries: u64,
@@ -45,31 +51,86 @@ struct ImportReport {
     issues: Vec<String>,
 }
 
-pub fn run(args: &ImportArgs, home: &Home, mode: Mode) -> Result<ExitCode> {
+/// The server's bootstrap answer, as far as `import` reads it.
+#[derive(Debug, Deserialize)]
+struct BootstrapAnswer {
+    import: Option<ImportReport>,
+}
+
+pub fn run(
+    args: &ImportArgs,
+    home: &Home,
+    remote: Option<&Remote>,
+    mode: Mode,
+) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&args.path)
         .with_context(|| format!("cannot read {}", args.path.display()))?;
-    home.ensure()?;
-    let store = open_store(home)?;
     let options = ImportOptions {
         source: Some(args.path.display().to_string()),
         session_id: args.session_id.clone(),
         now_ms: now_ms(),
     };
-    let outcome = import_transcript(&store, &args.tenant, &text, &options)
+    let report = match remote {
+        Some(remote) => import_remote(args, &text, &options, remote)?,
+        None => import_local(args, &text, &options, home)?,
+    };
+    print(&report, mode)
+}
+
+/// Bootstraps the session on the server with the transcript's content. The session id is the
+/// transcript's own (or `--session-id`), decided here exactly as a local import decides it.
+fn import_remote(
+    args: &ImportArgs,
+    text: &str,
+    options: &ImportOptions,
+    remote: &Remote,
+) -> Result<ImportReport> {
+    remote::refuse("--tenant", args.tenant.is_some(), remote::TENANT_FROM_KEY)?;
+    let plan = plan_import(text, options)
         .with_context(|| format!("cannot import {}", args.path.display()))?;
-    let info = store.get(&args.tenant, &outcome.session_id)?;
-    let report = ImportReport {
+    let session_id = plan.header.id;
+    let body = json!({
+        "sessionJsonl": text,
+        "sessionFile": options.source,
+    });
+    let answer: BootstrapAnswer = remote
+        .post(&["v1", "sessions", &session_id, "bootstrap"], &body)
+        .with_context(|| format!("cannot import {}", args.path.display()))?;
+    answer.import.with_context(|| {
+        format!(
+            "the server at {} bootstrapped session {session_id:?} but did not say what it              imported (is it an older skald?)",
+            remote.base()
+        )
+    })
+}
+
+fn import_local(
+    args: &ImportArgs,
+    text: &str,
+    options: &ImportOptions,
+    home: &Home,
+) -> Result<ImportReport> {
+    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+    home.ensure()?;
+    let store = open_store(home)?;
+    let outcome = import_transcript(&store, tenant, text, options)
+        .with_context(|| format!("cannot import {}", args.path.display()))?;
+    let info = store.get(tenant, &outcome.session_id)?;
+    Ok(ImportReport {
         session_id: outcome.session_id,
-        tenant: args.tenant.clone(),
-        format: outcome.format.name(),
-        status: outcome.status.name(),
+        tenant: tenant.to_owned(),
+        format: outcome.format.name().to_owned(),
+        status: outcome.status.name().to_owned(),
         entries_added: outcome.entries_added,
         entries: info.entry_count,
         messages: info.message_count,
         title: info.title,
         issues: outcome.issues.iter().map(ToString::to_string).collect(),
-    };
-    output::emit(mode, &report, |r| {
+    })
+}
+
+fn print(report: &ImportReport, mode: Mode) -> Result<ExitCode> {
+    output::emit(mode, report, |r| {
         let mut table = output::table(&[
             "session_id",
             "format",
@@ -80,8 +141,8 @@ pub fn run(args: &ImportArgs, home: &Home, mode: Mode) -> Result<ExitCode> {
         ]);
         table.add_row(vec![
             r.session_id.clone(),
-            r.format.to_owned(),
-            r.status.to_owned(),
+            r.format.clone(),
+            r.status.clone(),
             r.entries_added.to_string(),
             r.entries.to_string(),
             r.messages.to_string(),

@@ -1,7 +1,9 @@
 //! `skald`: the command-line interface of the skald context engine.
 //!
 //! Thin by design: each command parses its arguments, calls the library, and prints JSON when
-//! stdout is not a terminal (or with `--json`) and a table on a terminal.
+//! stdout is not a terminal (or with `--json`) and a table on a terminal. With `--url` the
+//! session, memory and ref commands call a `skald serve` instead of the data directory
+//! ([`remote`]) and print the same output.
 
 mod add_cmd;
 mod chart;
@@ -15,9 +17,12 @@ mod files;
 mod home;
 mod import_cmd;
 mod inspect;
+mod keys_cmd;
 mod memory_cmd;
 mod output;
+mod remote;
 mod replay_cmd;
+mod serve_cmd;
 mod sessions_cmd;
 mod tokens_cmd;
 
@@ -30,6 +35,7 @@ use serde::Serialize;
 
 use crate::home::Home;
 use crate::output::Mode;
+use crate::remote::Remote;
 
 /// skald decides what an LLM agent's model sees on every call: it offloads large tool outputs,
 /// prunes and compacts history, recovers from context overflows and remembers across sessions,
@@ -47,6 +53,31 @@ struct Cli {
     /// [policy] table overrides the settings of the default `skald` policy.
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Run the command against a skald server (`skald serve`, e.g. http://127.0.0.1:7420)
+    /// instead of the data directory, with the same output: sessions, context, import,
+    /// compact, fetch, search, search-docs, ls, tree, read, history, remember, forget and add
+    /// (which sends the local files). The other commands (inspect, tokens, replay, eval,
+    /// serve, keys, home) always work locally and ignore it.
+    #[arg(
+        long,
+        global = true,
+        env = "SKALD_URL",
+        value_name = "URL",
+        hide_env_values = true,
+        display_order = 900
+    )]
+    url: Option<String>,
+    /// The API key for --url (`skald keys create` on the server), sent in x-skald-key; the
+    /// commands see its tenant's data. Needed once the server has keys.
+    #[arg(
+        long,
+        global = true,
+        env = "SKALD_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true,
+        display_order = 901
+    )]
+    key: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -93,15 +124,18 @@ enum Command {
     ///   skald replay runs/ --policy none,my-policy.toml --json
     #[command(verbatim_doc_comment)]
     Replay(replay_cmd::ReplayArgs),
-    /// Print the original content behind a ref id from the local ref store, whole or sliced.
+    /// Print the original content behind a ref id from the local ref store (or a server's,
+    /// with --url), whole or sliced.
     ///
     /// Examples:
     ///   skald fetch 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
     ///   skald fetch "[REF_ID: 9f86…]" --lines 120:180
     ///   skald fetch 9f86d0… --grep "error|panic" --context 3
+    ///   skald fetch 9f86d0… --url http://127.0.0.1:7420 --key sk-skald-…
     #[command(verbatim_doc_comment)]
     Fetch(fetch_cmd::FetchArgs),
-    /// Import a transcript into the local session store and print its session id.
+    /// Import a transcript into the local session store (or a server's, with --url: its
+    /// bootstrap route) and print its session id.
     ///
     /// An OpenClaw session keeps its whole entry tree (ids, branches, compactions, leaf), so its
     /// context rebuilds exactly as OpenClaw builds it; any other format becomes a chain of
@@ -111,13 +145,20 @@ enum Command {
     /// Examples:
     ///   skald import ~/.openclaw/agents/main/sessions/8555a0a4-….jsonl
     ///   skald import request.json --tenant acme --json
+    ///   SKALD_URL=http://127.0.0.1:7420 skald import session.jsonl
     #[command(verbatim_doc_comment)]
     Import(import_cmd::ImportArgs),
-    /// List the sessions in the local store: title, source, entries, messages, the estimated
-    /// tokens of their context and when they last changed.
+    /// List the sessions in the local store (or a server's, with --url): title, source,
+    /// entries, messages, the estimated tokens of their context and when they last changed.
+    ///
+    /// Examples:
+    ///   skald sessions
+    ///   skald sessions --url http://127.0.0.1:7420 --key sk-skald-…
+    #[command(verbatim_doc_comment)]
     Sessions(sessions_cmd::SessionsArgs),
     /// Show what the model would see for a stored session: the context rebuilt from its leaf,
     /// after the policy's pipeline (cold state; the refs it hands out go to the local ref store).
+    /// With --url, what the server's next assemble would give (its policy and window).
     ///
     /// On a terminal (or with --text), a readable rendering; otherwise JSON with the messages
     /// as OpenClaw AgentMessages, estimatedTokens and systemPromptAddition.
@@ -125,6 +166,7 @@ enum Command {
     /// Examples:
     ///   skald context 8555a0a4-0b79-459d-939c-e17cdbbf4fe2
     ///   skald context openai-request-1f2e3d4c5b6a7980 --policy none --window 128000 --json
+    ///   skald context 8555a0a4-… --memory --url http://127.0.0.1:7420
     #[command(verbatim_doc_comment)]
     Context(context_cmd::ContextArgs),
     /// Compact a stored session now: summarise its older history (the recent turns stay
@@ -142,9 +184,13 @@ enum Command {
     /// with a <session>/subagents/agent-acompact-*.jsonl), the tokens, the share of the
     /// span's exact identifiers kept and the five required sections of each summary.
     ///
+    /// With --url the server compacts with its own summarizer and archives with its own
+    /// [memory] settings (--user and --extract-with are refused; --compare runs locally only).
+    ///
     /// Examples:
     ///   skald compact 8555a0a4-0b79-459d-939c-e17cdbbf4fe2
     ///   skald compact 8555a0a4-… --instructions "focus on the failing migration" --json
+    ///   skald compact 8555a0a4-… --url http://127.0.0.1:7420 --key sk-skald-…
     ///   skald compact --compare ../shared/data/trajectories/claude-code
     #[command(verbatim_doc_comment)]
     Compact(compact_cmd::CompactArgs),
@@ -169,6 +215,7 @@ enum Command {
     ///   skald search --query "which editor theme does the user like"
     ///   skald search -q "flaky CI fix" --category cases,patterns --limit 5
     ///   skald search -q "trip to Lisbon" --user alice --json
+    ///   skald search -q "dark mode" --url http://127.0.0.1:7420 --key sk-skald-…
     #[command(verbatim_doc_comment)]
     Search(memory_cmd::SearchArgs),
     /// List a memory directory: its subdirectories (with how many entries they hold and their
@@ -187,6 +234,7 @@ enum Command {
     ///   skald ls viking://user/default/memories
     ///   skald ls --category preferences
     ///   skald ls viking://resources/my-project
+    ///   skald ls --category cases --url http://127.0.0.1:7420
     #[command(verbatim_doc_comment)]
     Ls(memory_cmd::LsArgs),
     /// Show a memory directory and everything below it, entries with their abstract.
@@ -196,6 +244,7 @@ enum Command {
     /// Examples:
     ///   skald tree
     ///   skald tree viking://resources/my-project --depth 2
+    ///   skald tree --url http://127.0.0.1:7420
     #[command(verbatim_doc_comment)]
     Tree(memory_cmd::TreeArgs),
     /// Print one memory entry at a level: l0 (abstract, ≤ 256 chars), l1 (overview, ≤ 4,000
@@ -208,6 +257,7 @@ enum Command {
     /// Examples:
     ///   skald read viking://user/default/memories/preferences/dark-mode-3fa2b1c9.md
     ///   skald read viking://resources/my-project/docs/auth.md --level l1
+    ///   skald read viking://resources/my-project --url http://127.0.0.1:7420
     #[command(verbatim_doc_comment)]
     Read(memory_cmd::ReadArgs),
     /// Search the documents added with `skald add` (everything under viking://resources).
@@ -219,6 +269,7 @@ enum Command {
     /// Examples:
     ///   skald search-docs --query "how are tokens refreshed"
     ///   skald search-docs -q "retry policy" --path viking://resources/my-project/docs
+    ///   skald search-docs -q "retry policy" --url http://127.0.0.1:7420
     #[command(verbatim_doc_comment)]
     SearchDocs(memory_cmd::SearchDocsArgs),
     /// Add a file or a directory as resources: chunked, indexed, searchable with search-docs.
@@ -236,6 +287,7 @@ enum Command {
     /// Examples:
     ///   skald add docs/
     ///   skald add README.md --to viking://resources/my-project
+    ///   skald add docs/ --url http://127.0.0.1:7420 --key sk-skald-…   (reads docs/ here)
     #[command(verbatim_doc_comment)]
     Add(add_cmd::AddArgs),
     /// List recent memory writes, newest first: added, updated, merged (a duplicate folded
@@ -247,6 +299,7 @@ enum Command {
     /// Examples:
     ///   skald history --limit 10
     ///   skald history --uri viking://user/default/memories/preferences/dark-mode-3fa2b1c9.md
+    ///   skald history --url http://127.0.0.1:7420
     #[command(verbatim_doc_comment)]
     History(memory_cmd::HistoryArgs),
     /// Store a memory now. --type decides where: profile, preferences, entities, events go to
@@ -263,6 +316,7 @@ enum Command {
     /// Examples:
     ///   skald remember --content "The user prefers dark mode in every editor" --type preferences
     ///   skald remember --content "CI flakes were fixed by pinning node 20" --type cases --priority 8
+    ///   SKALD_URL=http://127.0.0.1:7420 SKALD_API_KEY=sk-skald-… skald remember --content "…"
     #[command(verbatim_doc_comment)]
     Remember(memory_cmd::RememberArgs),
     /// Forget one memory entry: search and reads no longer see it (`skald history --uri URI`
@@ -273,8 +327,34 @@ enum Command {
     /// Examples:
     ///   skald forget viking://user/default/memories/preferences/dark-mode-3fa2b1c9.md
     ///   skald forget --recursive viking://resources/my-project/docs/old-guide.md
+    ///   skald forget viking://user/default/memories/events/… --url http://127.0.0.1:7420
     #[command(verbatim_doc_comment)]
     Forget(memory_cmd::ForgetArgs),
+    /// Run the HTTP server: the engine API, the memory and refs API, and the OpenAI / Anthropic
+    /// proxy, on the data directory's database.
+    ///
+    /// Agents point their base URL at it (OPENAI_BASE_URL=http://127.0.0.1:7420/v1 or
+    /// ANTHROPIC_BASE_URL=http://127.0.0.1:7420) once skald.toml names the upstream:
+    ///   [proxy.openai]
+    ///   base_url = "https://api.openai.com/v1"
+    /// Without API keys the server accepts only loopback addresses; with keys (`skald keys
+    /// create`) every request needs one (x-skald-key, or Authorization: Bearer sk-skald-… when
+    /// [proxy.*] api_key_env gives skald the provider key) and sees only its tenant's data.
+    /// GET /openapi.json describes every route. Ctrl-C or SIGTERM stops it gracefully.
+    ///
+    /// Examples:
+    ///   skald serve
+    ///   skald serve --addr 0.0.0.0:7420 --config /etc/skald/skald.toml
+    #[command(verbatim_doc_comment)]
+    Serve(serve_cmd::ServeArgs),
+    /// Manage the API keys of `skald serve`: each key belongs to one tenant.
+    ///
+    /// Examples:
+    ///   skald keys create --tenant acme --name "ci runner"
+    ///   skald keys list
+    ///   skald keys revoke key_3fa2b1c9d0e4f5a6
+    #[command(verbatim_doc_comment)]
+    Keys(keys_cmd::KeysArgs),
     /// Print the data directory skald uses and where that choice came from.
     Home,
 }
@@ -285,65 +365,140 @@ struct HomeReport {
     source: &'static str,
 }
 
+impl Command {
+    /// Whether the command can run against a server (`--url`).
+    fn has_server_counterpart(&self) -> bool {
+        match self {
+            Command::Fetch(_)
+            | Command::Import(_)
+            | Command::Sessions(_)
+            | Command::Context(_)
+            | Command::Compact(_)
+            | Command::Search(_)
+            | Command::Ls(_)
+            | Command::Tree(_)
+            | Command::Read(_)
+            | Command::SearchDocs(_)
+            | Command::Add(_)
+            | Command::History(_)
+            | Command::Remember(_)
+            | Command::Forget(_) => true,
+            Command::Inspect(_)
+            | Command::Tokens(_)
+            | Command::Replay(_)
+            | Command::Eval(_)
+            | Command::Serve(_)
+            | Command::Keys(_)
+            | Command::Home => false,
+        }
+    }
+}
+
+/// The server the command talks to, if any.
+fn connect(cli: &Cli) -> Result<Option<Remote>> {
+    if !cli.command.has_server_counterpart() {
+        return Ok(None);
+    }
+    match (&cli.url, &cli.key) {
+        (Some(url), key) if !url.trim().is_empty() => {
+            remote::refuse(
+                "--config",
+                cli.config.is_some(),
+                "the server runs with its own configuration (its skald.toml)",
+            )?;
+            Ok(Some(Remote::new(url, key.as_deref())?))
+        }
+        (Some(_) | None, Some(_)) if std::env::var_os("SKALD_API_KEY").is_none() => {
+            anyhow::bail!(
+                "--key is the API key of a skald server: give the server's address with --url \
+                 (or SKALD_URL) too"
+            )
+        }
+        (Some(_) | None, _) => Ok(None),
+    }
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     let mode = Mode::detect(cli.json);
     let env_home = std::env::var_os("SKALD_HOME");
     let home = Home::resolve(cli.home.as_deref(), env_home.as_deref())?;
-    match cli.command {
-        Command::Inspect(args) => inspect::run(&args, mode),
-        Command::Tokens(args) => tokens_cmd::run(&args, mode),
+    let remote = connect(&cli)?;
+    let remote = remote.as_ref();
+    // Against a server the local configuration has no say (the server's applies).
+    let config = || -> Result<Option<config::Config>> {
+        match remote {
+            Some(_) => Ok(None),
+            None => Ok(Some(config::Config::load(cli.config.as_deref(), &home)?)),
+        }
+    };
+    // A memory command: on the server, or locally with the configuration.
+    macro_rules! memory_command {
+        ($args:expr, $remote_fn:path, $local_fn:path) => {
+            match remote {
+                Some(remote) => $remote_fn(&$args, remote, mode),
+                None => {
+                    let config = config::Config::load(cli.config.as_deref(), &home)?;
+                    $local_fn(&$args, &home, &config, mode)
+                }
+            }
+        };
+    }
+    match &cli.command {
+        Command::Inspect(args) => inspect::run(args, mode),
+        Command::Tokens(args) => tokens_cmd::run(args, mode),
         Command::Replay(args) => {
             let config = config::Config::load(cli.config.as_deref(), &home)?;
-            replay_cmd::run(&args, &config, mode)
+            replay_cmd::run(args, &config, mode)
         }
-        Command::Fetch(args) => fetch_cmd::run(&args, &home, mode),
-        Command::Import(args) => import_cmd::run(&args, &home, mode),
-        Command::Sessions(args) => sessions_cmd::run(&args, &home, mode),
+        Command::Fetch(args) => fetch_cmd::run(args, &home, remote, mode),
+        Command::Import(args) => import_cmd::run(args, &home, remote, mode),
+        Command::Sessions(args) => sessions_cmd::run(args, &home, remote, mode),
         Command::Context(args) => {
-            let config = config::Config::load(cli.config.as_deref(), &home)?;
-            context_cmd::run(&args, &home, &config, cli.json)
+            let config = config()?;
+            context_cmd::run(args, &home, config.as_ref(), remote, cli.json)
         }
         Command::Compact(args) => {
-            let config = config::Config::load(cli.config.as_deref(), &home)?;
-            compact_cmd::run(&args, &home, &config, mode)
+            let config = config()?;
+            compact_cmd::run(args, &home, config.as_ref(), remote, mode)
         }
-        Command::Eval(args) => eval_cmd::run(&args, cli.config.as_deref(), &home, mode),
+        Command::Eval(args) => eval_cmd::run(args, cli.config.as_deref(), &home, mode),
         Command::Search(args) => {
-            let config = config::Config::load(cli.config.as_deref(), &home)?;
-            memory_cmd::run_search(&args, &home, &config, mode)
+            memory_command!(args, memory_cmd::run_search_remote, memory_cmd::run_search)
         }
-        Command::Ls(args) => {
-            let config = config::Config::load(cli.config.as_deref(), &home)?;
-            memory_cmd::run_ls(&args, &home, &config, mode)
-        }
+        Command::Ls(args) => memory_command!(args, memory_cmd::run_ls_remote, memory_cmd::run_ls),
         Command::Tree(args) => {
-            let config = config::Config::load(cli.config.as_deref(), &home)?;
-            memory_cmd::run_tree(&args, &home, &config, mode)
+            memory_command!(args, memory_cmd::run_tree_remote, memory_cmd::run_tree)
         }
         Command::Read(args) => {
-            let config = config::Config::load(cli.config.as_deref(), &home)?;
-            memory_cmd::run_read(&args, &home, &config, mode)
+            memory_command!(args, memory_cmd::run_read_remote, memory_cmd::run_read)
         }
-        Command::SearchDocs(args) => {
-            let config = config::Config::load(cli.config.as_deref(), &home)?;
-            memory_cmd::run_search_docs(&args, &home, &config, mode)
-        }
+        Command::SearchDocs(args) => memory_command!(
+            args,
+            memory_cmd::run_search_docs_remote,
+            memory_cmd::run_search_docs
+        ),
         Command::Add(args) => {
-            let config = config::Config::load(cli.config.as_deref(), &home)?;
-            add_cmd::run(&args, &home, &config, mode)
+            let config = config()?;
+            add_cmd::run(args, &home, config.as_ref(), remote, mode)
         }
-        Command::History(args) => {
-            let config = config::Config::load(cli.config.as_deref(), &home)?;
-            memory_cmd::run_history(&args, &home, &config, mode)
-        }
-        Command::Remember(args) => {
-            let config = config::Config::load(cli.config.as_deref(), &home)?;
-            memory_cmd::run_remember(&args, &home, &config, mode)
-        }
+        Command::History(args) => memory_command!(
+            args,
+            memory_cmd::run_history_remote,
+            memory_cmd::run_history
+        ),
+        Command::Remember(args) => memory_command!(
+            args,
+            memory_cmd::run_remember_remote,
+            memory_cmd::run_remember
+        ),
         Command::Forget(args) => {
-            let config = config::Config::load(cli.config.as_deref(), &home)?;
-            memory_cmd::run_forget(&args, &home, &config, mode)
+            memory_command!(args, memory_cmd::run_forget_remote, memory_cmd::run_forget)
         }
+        Command::Serve(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            serve_cmd::run(args, &config, &home)
+        }
+        Command::Keys(args) => keys_cmd::run(args, &home, mode),
         Command::Home => {
             let report = HomeReport {
                 path: home.path.display().to_string(),

@@ -1,38 +1,39 @@
 //! The memory commands: `skald search`, `ls`, `tree`, `read`, `search-docs`, `history`,
 //! `remember` and `forget` over the memory store in the data directory's database (`skald add`
-//! is `add_cmd`). Also what they share: who they act for ([`Identity`]: `[memory]` in
-//! skald.toml, overridden by `--user`/`--agent`/`--tenant`), the store, and the embedder of
+//! is `add_cmd`). What they do is `skald_engine::memory::manage` (the server's memory API runs
+//! the same code); this module parses, resolves who they act for ([`Identity`]: `[memory]` in
+//! skald.toml, overridden by `--user`/`--agent`/`--tenant`), opens the store and the embedder of
 //! `[embedding]` (when configured, queries are embedded and writes store vectors; without one,
-//! search is full-text only).
+//! search is full-text only), and prints.
 //!
 //! Every argument is checked before the store is opened, so bad input writes nothing.
+//!
+//! With `--url` each command calls the server's memory API instead (`/v1/memory/…`: the same
+//! `manage` code on the server's store, for the key's tenant) and prints the answer with the same
+//! structs and tables; the user and agent default to the server's `[memory]` ones, and flags the
+//! route has no field for are refused.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use serde::Serialize;
-use skald_core::memory::chunk::slugify;
-use skald_core::memory::dedup::content_hash;
-use skald_core::memory::uri::{MemoryCategory, MemoryUri};
+use serde_json::json;
+use skald_core::memory::uri::{MAX_DEPTH, MemoryCategory, MemoryUri};
+use skald_engine::memory::MemoryIdentity;
+use skald_engine::memory::manage::{
+    self, ForgetReport, LsRow, ReadReport, RememberReport, SearchReport, VersionRow, WriteRow,
+};
 use skald_llm::{Embedder, embedder_from_config};
 use skald_store::DATABASE_FILE;
-use skald_store::memories::{
-    AddOutcome, DirEntry, DirEntryKind, DuplicateKind, Memory, MemoryError, MemoryLevel,
-    MemorySource, MemoryStatus, MemoryStore, MemoryWrite, NewMemory, SearchFilter, SearchHit,
-    SearchQuery, SqliteMemoryStore, TreeNode, WriteAction,
-};
+use skald_store::memories::{MemoryLevel, MemoryStore, SearchFilter, SqliteMemoryStore, TreeNode};
+#[cfg(test)]
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::home::Home;
 use crate::output::{self, Mode};
-
-/// The entry that holds a directory's L0/L1 (`skald add` writes one in every directory it
-/// creates; `skald read DIR` reads it). A segment may not start with `.`, so OpenViking's
-/// `.abstract.md`/`.overview.md` sidecars become this one entry.
-pub const OVERVIEW_NAME: &str = "_overview";
+use crate::remote::{self, Remote};
 
 /// Who a memory command acts for.
 #[derive(Debug, Clone, Args)]
@@ -47,6 +48,22 @@ pub struct IdentityArgs {
     /// The tenant whose memories to use (default: `tenant` of [memory], else "default").
     #[arg(long, value_name = "NAME")]
     pub tenant: Option<String>,
+}
+
+impl IdentityArgs {
+    /// Refuses `--tenant` against a server (the key decides it); `--user`/`--agent` go along.
+    pub fn check_remote(&self) -> Result<()> {
+        remote::refuse("--tenant", self.tenant.is_some(), remote::TENANT_FROM_KEY)
+    }
+
+    /// Refuses `--tenant`, `--user` and `--agent` against a server route that takes none: the
+    /// URI says whose memories it is.
+    pub fn check_remote_uri_only(&self, command: &str) -> Result<()> {
+        self.check_remote()?;
+        let why = format!("the server's {command} takes a URI, which names whose memories it is");
+        remote::refuse("--user", self.user.is_some(), &why)?;
+        remote::refuse("--agent", self.agent.is_some(), &why)
+    }
 }
 
 /// The resolved identity: ids checked against the URI layout and the tenant rules.
@@ -85,46 +102,25 @@ impl Identity {
         Ok(identity)
     }
 
-    /// The directory of a memory category for this user or agent.
-    pub fn category_dir(&self, category: MemoryCategory) -> Result<MemoryUri> {
-        let text = match category {
-            MemoryCategory::Profile
-            | MemoryCategory::Preferences
-            | MemoryCategory::Entities
-            | MemoryCategory::Events => {
-                format!("viking://user/{}/memories/{}", self.user, category.name())
-            }
-            MemoryCategory::Cases | MemoryCategory::Patterns => {
-                format!("viking://agent/{}/memories/{}", self.agent, category.name())
-            }
-            MemoryCategory::Skills => format!("viking://agent/{}/skills", self.agent),
-            MemoryCategory::Tools => format!("viking://agent/{}/tools", self.agent),
-            MemoryCategory::Resources => "viking://resources".to_owned(),
-            MemoryCategory::Session => "viking://session".to_owned(),
-        };
-        Ok(MemoryUri::parse(&text)?)
+    /// The user and agent as the engine names them.
+    pub fn memory_identity(&self) -> Result<MemoryIdentity> {
+        MemoryIdentity::new(&self.user, &self.agent).with_context(|| {
+            format!(
+                "the memory identity (user {:?}, agent {:?})",
+                self.user, self.agent
+            )
+        })
     }
 
-    /// Whether `uri` belongs to this user's or agent's memories, the resources or a session
-    /// archive (what `search` may return).
-    fn owns(&self, uri: &MemoryUri) -> bool {
-        let segments: Vec<&str> = uri.segments().collect();
-        match segments.as_slice() {
-            ["user", user, ..] => *user == self.user,
-            ["agent", agent, ..] => *agent == self.agent,
-            _ => true,
-        }
+    /// The directory of a memory category for this user or agent.
+    pub fn category_dir(&self, category: MemoryCategory) -> Result<MemoryUri> {
+        Ok(manage::category_dir(&self.memory_identity()?, category)?)
     }
 }
 
 /// Parses a `--category` value, naming the accepted ones when it is unknown.
 pub fn parse_category(text: &str) -> Result<MemoryCategory> {
-    MemoryCategory::from_name(text.trim()).with_context(|| {
-        format!(
-            "unknown category {text:?}; the categories are {}",
-            category_names()
-        )
-    })
+    Ok(manage::parse_category(text)?)
 }
 
 /// Parses a URI argument, saying which argument it was.
@@ -165,41 +161,32 @@ impl Embedding {
         self.embedder.name()
     }
 
+    /// The embedder itself, for the engine's async calls run through [`Embedding::block_on`].
+    pub fn embedder(&self) -> &dyn Embedder {
+        self.embedder.as_ref()
+    }
+
+    /// Runs an engine future on this embedding's runtime.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
     /// One vector per text, in order.
     pub fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        let cancel = CancellationToken::new();
-        let vectors = self
-            .runtime
-            .block_on(self.embedder.embed(texts, &cancel))
-            .with_context(|| format!("embedding with {}", self.embedder.name()))?;
-        if vectors.len() != texts.len() {
-            bail!(
-                "the embedder {} returned {} vectors for {} texts",
-                self.embedder.name(),
-                vectors.len(),
-                texts.len()
-            );
-        }
-        Ok(vectors)
-    }
-
-    pub fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
-        self.embed(&[text.to_owned()])?
-            .pop()
-            .context("the embedder returned no vector")
+        Ok(self.block_on(manage::embed_texts(self.embedder(), texts))?)
     }
 }
 
-/// ISO 8601 (UTC) of milliseconds since the Unix epoch.
-pub fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
-        || ms.to_string(),
-        |time| time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-    )
-}
-
-fn category_names() -> String {
-    MemoryCategory::ALL.map(MemoryCategory::name).join(", ")
+/// Runs a memory operation of the engine, with the embedder when one is configured (on its
+/// runtime), else on a runtime of its own.
+pub fn run_memory_op<T>(
+    embedding: Option<&Embedding>,
+    op: impl AsyncFnOnce(Option<&dyn Embedder>) -> Result<T, manage::ManageError>,
+) -> Result<T> {
+    Ok(match embedding {
+        Some(embedding) => embedding.block_on(op(Some(embedding.embedder())))?,
+        None => crate::compact_cmd::runtime()?.block_on(op(None))?,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -239,36 +226,74 @@ pub struct SearchDocsArgs {
     pub identity: IdentityArgs,
 }
 
-#[derive(Debug, Serialize)]
-struct SearchReport {
-    query: String,
-    /// "hybrid" (full text and vectors) or "full-text".
-    mode: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    embedder: Option<String>,
-    results: Vec<SearchRow>,
+/// Runs a search on the server.
+fn search_remote(
+    remote: &Remote,
+    mut body: serde_json::Value,
+    identity: &IdentityArgs,
+) -> Result<SearchReport> {
+    identity.check_remote()?;
+    if let Some(user) = &identity.user {
+        body["user"] = json!(user);
+    }
+    if let Some(agent) = &identity.agent {
+        body["agent"] = json!(agent);
+    }
+    remote.post(&["v1", "memory", "search"], &body)
 }
 
-#[derive(Debug, Serialize)]
-struct SearchRow {
-    rank: usize,
-    uri: MemoryUri,
-    category: MemoryCategory,
-    score: f64,
-    /// The entry's abstract (L0); read the rest with `skald read URI`.
-    l0: String,
-    priority: u8,
-    created_at: String,
-    updated_at: String,
+pub fn run_search_remote(args: &SearchArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    check_query(&args.query)?;
+    let mut body = json!({"query": args.query, "limit": args.limit});
+    if !args.category.is_empty() {
+        body["category"] = json!(args.category);
+    }
+    let report = search_remote(remote, body, &args.identity)?;
+    print_search(&report, mode)
+}
+
+pub fn run_search_docs_remote(
+    args: &SearchDocsArgs,
+    remote: &Remote,
+    mode: Mode,
+) -> Result<ExitCode> {
+    check_query(&args.query)?;
+    let mut body = json!({"query": args.query, "limit": args.limit, "category": "resources"});
+    if let Some(path) = docs_path(args)? {
+        body["path"] = json!(path.as_str());
+    }
+    let report = search_remote(remote, body, &args.identity)?;
+    print_search(&report, mode)
+}
+
+fn check_query(text: &str) -> Result<()> {
+    if text.trim().is_empty() {
+        bail!("--query is empty; say what to look for");
+    }
+    Ok(())
+}
+
+/// `--path` of search-docs, checked to be under viking://resources.
+fn docs_path(args: &SearchDocsArgs) -> Result<Option<MemoryUri>> {
+    args.path
+        .as_deref()
+        .map(|text| {
+            let uri = parse_uri(text, "--path")?;
+            if uri.category() != Some(MemoryCategory::Resources) {
+                bail!(
+                    "--path {text:?} is not under viking://resources; search-docs searches the \
+                     resources added with `skald add` (use `skald search` for memories)"
+                );
+            }
+            Ok(uri)
+        })
+        .transpose()
 }
 
 pub fn run_search(args: &SearchArgs, home: &Home, config: &Config, mode: Mode) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
     let categories = if args.category.is_empty() {
-        MemoryCategory::ALL
-            .into_iter()
-            .filter(|category| *category != MemoryCategory::Resources)
-            .collect()
+        manage::memory_categories()
     } else {
         args.category
             .iter()
@@ -297,19 +322,7 @@ pub fn run_search_docs(
     mode: Mode,
 ) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
-    let under = match &args.path {
-        Some(text) => {
-            let uri = parse_uri(text, "--path")?;
-            if uri.category() != Some(MemoryCategory::Resources) {
-                bail!(
-                    "--path {text:?} is not under viking://resources; search-docs searches the \
-                     resources added with `skald add` (use `skald search` for memories)"
-                );
-            }
-            Some(uri)
-        }
-        None => None,
-    };
+    let under = docs_path(args)?;
     let filter = SearchFilter {
         categories: vec![MemoryCategory::Resources],
         under,
@@ -335,13 +348,15 @@ fn search(
     config: &Config,
     mode: Mode,
 ) -> Result<ExitCode> {
-    if text.trim().is_empty() {
-        bail!("--query is empty; say what to look for");
-    }
+    check_query(text)?;
     let embedding = Embedding::from_config(config)?;
     let store = open_store(home)?;
     let report = search_store(&store, text, filter, limit, identity, embedding.as_ref())?;
-    output::emit(mode, &report, |report| {
+    print_search(&report, mode)
+}
+
+fn print_search(report: &SearchReport, mode: Mode) -> Result<ExitCode> {
+    output::emit(mode, report, |report| {
         let mut table = output::table(&["#", "uri", "category", "score", "abstract"]);
         for row in &report.results {
             table.add_row(vec![
@@ -361,50 +376,25 @@ fn search(
 }
 
 fn search_store(
-    store: &dyn MemoryStore,
+    store: &SqliteMemoryStore,
     text: &str,
     filter: SearchFilter,
     limit: usize,
     identity: &Identity,
     embedding: Option<&Embedding>,
 ) -> Result<SearchReport> {
-    // Other users' and agents' memories of the tenant are not this identity's: ask for more and
-    // keep the first `limit` that are.
-    let mut query = SearchQuery::text(text, (limit * 4).min(400)).with_filter(filter);
-    if let Some(embedding) = embedding {
-        query = query.with_vector(embedding.embed_one(text)?);
-    }
-    let hits: Vec<SearchHit> = match store.search(&identity.tenant, &query) {
-        Ok(hits) => hits,
-        // Only stopwords and no vector: nothing can match.
-        Err(MemoryError::InvalidInput { field: "query", .. }) => Vec::new(),
-        Err(error) => return Err(error.into()),
-    };
-    let results: Vec<SearchRow> = hits
-        .into_iter()
-        .filter(|hit| identity.owns(&hit.memory.uri))
-        .take(limit)
-        .enumerate()
-        .map(|(index, hit)| SearchRow {
-            rank: index + 1,
-            uri: hit.memory.uri,
-            category: hit.memory.category,
-            score: (hit.score * 10_000.0).round() / 10_000.0,
-            l0: hit.memory.l0,
-            priority: hit.memory.priority,
-            created_at: iso(hit.memory.created_at_ms),
-            updated_at: iso(hit.memory.updated_at_ms),
-        })
-        .collect();
-    Ok(SearchReport {
-        query: text.to_owned(),
-        mode: if embedding.is_some() {
-            "hybrid"
-        } else {
-            "full-text"
-        },
-        embedder: embedding.map(|e| e.name().to_owned()),
-        results,
+    let memory_identity = identity.memory_identity()?;
+    run_memory_op(embedding, async |embedder| {
+        manage::search_memories(
+            store,
+            embedder,
+            &identity.tenant,
+            &memory_identity,
+            text,
+            filter,
+            limit,
+        )
+        .await
     })
 }
 
@@ -437,63 +427,6 @@ pub struct TreeArgs {
     pub identity: IdentityArgs,
 }
 
-#[derive(Debug, Serialize)]
-struct LsRow {
-    uri: MemoryUri,
-    name: String,
-    /// "directory" or "entry".
-    #[serde(rename = "type")]
-    kind: &'static str,
-    /// Directories: live entries below it at any depth.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    entries: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    category: Option<MemoryCategory>,
-    /// Entries: the abstract; directories: the abstract of their `_overview`, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    l0: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    priority: Option<u8>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    updated_at: Option<String>,
-}
-
-fn directory_abstract(store: &SqliteMemoryStore, tenant: &str, dir: &MemoryUri) -> Option<String> {
-    let overview = dir.join(OVERVIEW_NAME).ok()?;
-    store.get(tenant, &overview).ok().map(|memory| memory.l0)
-}
-
-fn ls_row(store: &SqliteMemoryStore, tenant: &str, entry: DirEntry) -> LsRow {
-    let name = entry.uri.name().unwrap_or("viking://").to_owned();
-    match entry.kind {
-        DirEntryKind::Directory { entries } => LsRow {
-            l0: directory_abstract(store, tenant, &entry.uri),
-            uri: entry.uri,
-            name: format!("{name}/"),
-            kind: "directory",
-            entries: Some(entries),
-            category: None,
-            priority: None,
-            updated_at: None,
-        },
-        DirEntryKind::Entry {
-            category,
-            l0,
-            priority,
-            updated_at_ms,
-        } => LsRow {
-            uri: entry.uri,
-            name,
-            kind: "entry",
-            entries: None,
-            category: Some(category),
-            l0: Some(l0),
-            priority: Some(priority),
-            updated_at: Some(iso(updated_at_ms)),
-        },
-    }
-}
-
 pub fn run_ls(args: &LsArgs, home: &Home, config: &Config, mode: Mode) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
     let dir = match (&args.uri, &args.category) {
@@ -502,19 +435,41 @@ pub fn run_ls(args: &LsArgs, home: &Home, config: &Config, mode: Mode) -> Result
         (None, None) => MemoryUri::root(),
     };
     let store = open_store(home)?;
-    let rows: Vec<LsRow> = store
-        .ls(&identity.tenant, &dir)?
-        .into_iter()
-        .map(|entry| ls_row(&store, &identity.tenant, entry))
-        .collect();
+    let rows: Vec<LsRow> = manage::list_directory(&store, &identity.tenant, &dir)?;
+    print_ls(&rows, dir.as_str(), mode)
+}
+
+pub fn run_ls_remote(args: &LsArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    args.identity.check_remote()?;
+    let uri = args
+        .uri
+        .as_deref()
+        .map(|text| parse_uri(text, "URI"))
+        .transpose()?;
+    let shown = match (&uri, &args.category) {
+        (Some(uri), _) => uri.to_string(),
+        (None, Some(category)) => format!("the {category} directory"),
+        (None, None) => MemoryUri::root().to_string(),
+    };
+    let query = [
+        ("uri", uri.map(|uri| uri.to_string())),
+        ("category", args.category.clone()),
+        ("user", args.identity.user.clone()),
+        ("agent", args.identity.agent.clone()),
+    ];
+    let rows: Vec<LsRow> = remote.get(&["v1", "memory", "ls"], &query)?;
+    print_ls(&rows, &shown, mode)
+}
+
+fn print_ls(rows: &[LsRow], dir: &str, mode: Mode) -> Result<ExitCode> {
     match mode {
         Mode::Json => output::emit(mode, &rows, |_| output::table(&[]))?,
         Mode::Table => {
             if rows.is_empty() {
                 println!("{dir}: empty");
             }
-            for row in &rows {
-                let detail = match (row.kind, row.entries) {
+            for row in rows {
+                let detail = match (row.kind.as_str(), row.entries) {
                     ("directory", Some(entries)) => format!(" ({entries})"),
                     _ => String::new(),
                 };
@@ -536,8 +491,28 @@ pub fn run_tree(args: &TreeArgs, home: &Home, config: &Config, mode: Mode) -> Re
     };
     let store = open_store(home)?;
     let tree: TreeNode = store.tree(&identity.tenant, &dir, args.depth)?;
+    print_tree(&tree, mode)
+}
+
+pub fn run_tree_remote(args: &TreeArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    args.identity.check_remote_uri_only("tree")?;
+    let uri = args
+        .uri
+        .as_deref()
+        .map(|text| parse_uri(text, "URI"))
+        .transpose()?;
+    let query = [
+        ("uri", uri.map(|uri| uri.to_string())),
+        // Nothing is deeper than a URI can be: the server refuses more, the store shows the same.
+        ("depth", Some(args.depth.min(MAX_DEPTH).to_string())),
+    ];
+    let tree: TreeNode = remote.get(&["v1", "memory", "tree"], &query)?;
+    print_tree(&tree, mode)
+}
+
+fn print_tree(tree: &TreeNode, mode: Mode) -> Result<ExitCode> {
     match mode {
-        Mode::Json => output::emit(mode, &tree, |_| output::table(&[]))?,
+        Mode::Json => output::emit(mode, tree, |_| output::table(&[]))?,
         Mode::Table => print!("{}", tree.render()),
     }
     Ok(ExitCode::SUCCESS)
@@ -558,6 +533,15 @@ pub enum LevelArg {
 }
 
 impl LevelArg {
+    /// The name the server's `level` takes.
+    fn name(self) -> &'static str {
+        match self {
+            LevelArg::L0 => "l0",
+            LevelArg::L1 => "l1",
+            LevelArg::L2 => "l2",
+        }
+    }
+
     fn level(self) -> MemoryLevel {
         match self {
             LevelArg::L0 => MemoryLevel::L0,
@@ -580,62 +564,34 @@ pub struct ReadArgs {
     pub identity: IdentityArgs,
 }
 
-#[derive(Debug, Serialize)]
-struct ReadReport {
-    uri: MemoryUri,
-    /// The entry the text came from (the `_overview` entry for a directory).
-    entry: MemoryUri,
-    level: MemoryLevel,
-    text: String,
-    category: MemoryCategory,
-    version: u32,
-    priority: u8,
-    created_at: String,
-    updated_at: String,
-    sources: Vec<MemorySource>,
-}
-
 pub fn run_read(args: &ReadArgs, home: &Home, config: &Config, mode: Mode) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
     let uri = parse_uri(&args.uri, "URI")?;
     let store = open_store(home)?;
-    let direct = if uri.is_entry_location() {
-        store.get(&identity.tenant, &uri).map_err(Some)
-    } else {
-        Err(None)
+    let report = match manage::read_memory(&store, &identity.tenant, &uri, args.level.level()) {
+        Err(manage::ManageError::DirectoryWithoutOverview { uri }) => bail!(
+            "{uri} is a directory with no overview; list it with `skald ls {uri}` or \
+             `skald tree {uri}`"
+        ),
+        other => other?,
     };
-    let memory = match direct {
-        Ok(memory) => memory,
-        Err(error) => {
-            let overview = uri
-                .join(OVERVIEW_NAME)
-                .ok()
-                .and_then(|overview| store.get(&identity.tenant, &overview).ok());
-            match (overview, error) {
-                (Some(memory), _) => memory,
-                (None, Some(error)) => return Err(error.into()),
-                (None, None) => bail!(
-                    "{uri} is a directory with no overview; list it with `skald ls {uri}` or \
-                     `skald tree {uri}`"
-                ),
-            }
-        }
-    };
-    let level = args.level.level();
-    let report = ReadReport {
-        uri,
-        entry: memory.uri.clone(),
-        level,
-        text: memory.text(level).to_owned(),
-        category: memory.category,
-        version: memory.version,
-        priority: memory.priority,
-        created_at: iso(memory.created_at_ms),
-        updated_at: iso(memory.updated_at_ms),
-        sources: memory.sources.clone(),
-    };
+    print_read(&report, mode)
+}
+
+pub fn run_read_remote(args: &ReadArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    args.identity.check_remote_uri_only("read")?;
+    let uri = parse_uri(&args.uri, "URI")?;
+    let query = [
+        ("uri", Some(uri.to_string())),
+        ("level", Some(args.level.name().to_owned())),
+    ];
+    let report: ReadReport = remote.get(&["v1", "memory", "read"], &query)?;
+    print_read(&report, mode)
+}
+
+fn print_read(report: &ReadReport, mode: Mode) -> Result<ExitCode> {
     match mode {
-        Mode::Json => output::emit(mode, &report, |_| output::table(&[]))?,
+        Mode::Json => output::emit(mode, report, |_| output::table(&[]))?,
         Mode::Table => println!("{}", report.text),
     }
     Ok(ExitCode::SUCCESS)
@@ -657,66 +613,6 @@ pub struct HistoryArgs {
     pub identity: IdentityArgs,
 }
 
-#[derive(Debug, Serialize)]
-struct WriteRow {
-    at: String,
-    /// added, updated, merged or forgotten.
-    action: WriteAction,
-    uri: MemoryUri,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    requested_uri: Option<MemoryUri>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    duplicate: Option<DuplicateKind>,
-    version: u32,
-    category: MemoryCategory,
-    l0: String,
-}
-
-impl From<MemoryWrite> for WriteRow {
-    fn from(write: MemoryWrite) -> WriteRow {
-        WriteRow {
-            at: iso(write.at_ms),
-            action: write.action,
-            uri: write.uri,
-            requested_uri: write.requested_uri,
-            duplicate: write.duplicate,
-            version: write.version,
-            category: write.category,
-            l0: write.l0,
-        }
-    }
-}
-
-#[derive(Debug, Serialize)]
-struct VersionRow {
-    version: u32,
-    /// live, superseded or forgotten.
-    status: &'static str,
-    written_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ended_at: Option<String>,
-    priority: u8,
-    l0: String,
-    l2: String,
-}
-
-fn version_row(memory: Memory) -> VersionRow {
-    let (status, ended_at) = match memory.status {
-        MemoryStatus::Live => ("live", None),
-        MemoryStatus::Superseded { at_ms, .. } => ("superseded", Some(iso(at_ms))),
-        MemoryStatus::Forgotten { at_ms } => ("forgotten", Some(iso(at_ms))),
-    };
-    VersionRow {
-        version: memory.version,
-        status,
-        written_at: iso(memory.updated_at_ms),
-        ended_at,
-        priority: memory.priority,
-        l0: memory.l0,
-        l2: memory.l2,
-    }
-}
-
 pub fn run_history(
     args: &HistoryArgs,
     home: &Home,
@@ -724,45 +620,62 @@ pub fn run_history(
     mode: Mode,
 ) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
-    let entry = args
-        .uri
+    let entry = history_entry(args)?;
+    let store = open_store(home)?;
+    if let Some(uri) = entry {
+        let versions = manage::entry_versions(&store, &identity.tenant, &uri)?;
+        return print_versions(&versions, mode);
+    }
+    let rows = manage::recent_writes(&store, &identity.tenant, usize::from(args.limit))?;
+    print_writes(&rows, mode)
+}
+
+/// `--uri` of history, checked to name an entry.
+fn history_entry(args: &HistoryArgs) -> Result<Option<MemoryUri>> {
+    args.uri
         .as_deref()
         .map(|text| -> Result<MemoryUri> {
             let uri = parse_uri(text, "--uri")?;
             uri.require_entry()?;
             Ok(uri)
         })
-        .transpose()?;
-    let store = open_store(home)?;
-    if let Some(uri) = entry {
-        let mut versions: Vec<VersionRow> = store
-            .history(&identity.tenant, &uri)?
-            .into_iter()
-            .map(version_row)
-            .collect();
-        versions.reverse();
-        output::emit(mode, &versions, |versions| {
-            let mut table = output::table(&["version", "status", "written", "abstract"]);
-            for row in versions {
-                table.add_row(vec![
-                    row.version.to_string(),
-                    row.status.to_owned(),
-                    row.written_at.clone(),
-                    row.l0.clone(),
-                ]);
-            }
-            table
-        })?;
-        return Ok(ExitCode::SUCCESS);
+        .transpose()
+}
+
+pub fn run_history_remote(args: &HistoryArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    args.identity.check_remote_uri_only("history")?;
+    let entry = history_entry(args)?;
+    let query = [
+        ("limit", Some(args.limit.to_string())),
+        ("uri", entry.as_ref().map(ToString::to_string)),
+    ];
+    let path = ["v1", "memory", "history"];
+    match entry {
+        Some(_) => print_versions(&remote.get::<Vec<VersionRow>>(&path, &query)?, mode),
+        None => print_writes(&remote.get::<Vec<WriteRow>>(&path, &query)?, mode),
     }
-    let rows: Vec<WriteRow> = store
-        .recent_writes(&identity.tenant, usize::from(args.limit))?
-        .into_iter()
-        .map(WriteRow::from)
-        .collect();
+}
+
+fn print_versions(versions: &[VersionRow], mode: Mode) -> Result<ExitCode> {
+    output::emit(mode, &versions, |versions| {
+        let mut table = output::table(&["version", "status", "written", "abstract"]);
+        for row in versions.iter() {
+            table.add_row(vec![
+                row.version.to_string(),
+                row.status.clone(),
+                row.written_at.clone(),
+                row.l0.clone(),
+            ]);
+        }
+        table
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_writes(rows: &[WriteRow], mode: Mode) -> Result<ExitCode> {
     output::emit(mode, &rows, |rows| {
         let mut table = output::table(&["when", "action", "uri", "abstract"]);
-        for row in rows {
+        for row in rows.iter() {
             let uri = match &row.requested_uri {
                 Some(requested) if *requested != row.uri => format!("{requested} → {}", row.uri),
                 Some(_) | None => row.uri.to_string(),
@@ -800,6 +713,18 @@ pub enum MemoryType {
 }
 
 impl MemoryType {
+    /// The name the server's `type` takes.
+    fn name(self) -> &'static str {
+        match self {
+            MemoryType::Profile => "profile",
+            MemoryType::Preferences => "preferences",
+            MemoryType::Entities => "entities",
+            MemoryType::Events => "events",
+            MemoryType::Cases => "cases",
+            MemoryType::Patterns => "patterns",
+        }
+    }
+
     pub fn category(self) -> MemoryCategory {
         match self {
             MemoryType::Profile => MemoryCategory::Profile,
@@ -828,34 +753,6 @@ pub struct RememberArgs {
     pub identity: IdentityArgs,
 }
 
-/// The file name `remember` gives a memory: up to eight of its words as a slug, then eight hex
-/// digits of its normalised content hash, so the same content always gets the same name and
-/// different contents never share one.
-pub fn memory_file_name(content: &str) -> String {
-    let words: Vec<&str> = content.split_whitespace().take(8).collect();
-    let words = slugify(&words.join(" ")).unwrap_or_else(|| "memory".to_owned());
-    let words = skald_core::memory::levels::prefix_chars(&words, 48).trim_end_matches('-');
-    let hash = content_hash(content);
-    format!("{words}-{}.md", hash.get(..8).unwrap_or(&hash))
-}
-
-#[derive(Debug, Serialize)]
-struct RememberReport {
-    /// "added" (stored as a new entry) or "merged" (a duplicate of `uri`, which now records
-    /// this write too).
-    outcome: &'static str,
-    /// Where the memory lives now.
-    uri: MemoryUri,
-    /// Where it would have been stored.
-    requested_uri: MemoryUri,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    duplicate: Option<DuplicateKind>,
-    category: MemoryCategory,
-    l0: String,
-    priority: u8,
-    embedded: bool,
-}
-
 pub fn run_remember(
     args: &RememberArgs,
     home: &Home,
@@ -863,57 +760,60 @@ pub fn run_remember(
     mode: Mode,
 ) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
-    if args.content.trim().is_empty() {
-        bail!("--content is empty; say what to remember");
-    }
+    check_content(&args.content)?;
     let embedding = Embedding::from_config(config)?;
     let store = open_store(home)?;
-    let report = remember(&store, args, &identity, embedding.as_ref())?;
-    output::emit(mode, &report, |report| {
+    let memory_identity = identity.memory_identity()?;
+    let report = run_memory_op(embedding.as_ref(), async |embedder| {
+        manage::remember(
+            &store,
+            embedder,
+            &identity.tenant,
+            &memory_identity,
+            &args.content,
+            args.memory_type.category(),
+            args.priority,
+        )
+        .await
+    })?;
+    print_remember(&report, mode)
+}
+
+pub fn run_remember_remote(args: &RememberArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    args.identity.check_remote()?;
+    check_content(&args.content)?;
+    let mut body = json!({"content": args.content, "type": args.memory_type.name()});
+    if let Some(priority) = args.priority {
+        body["priority"] = json!(priority);
+    }
+    if let Some(user) = &args.identity.user {
+        body["user"] = json!(user);
+    }
+    if let Some(agent) = &args.identity.agent {
+        body["agent"] = json!(agent);
+    }
+    let report: RememberReport = remote.post(&["v1", "memory", "remember"], &body)?;
+    print_remember(&report, mode)
+}
+
+fn check_content(content: &str) -> Result<()> {
+    if content.trim().is_empty() {
+        bail!("--content is empty; say what to remember");
+    }
+    Ok(())
+}
+
+fn print_remember(report: &RememberReport, mode: Mode) -> Result<ExitCode> {
+    output::emit(mode, report, |report| {
         let mut table = output::table(&["outcome", "uri", "abstract"]);
         table.add_row(vec![
-            report.outcome.to_owned(),
+            report.outcome.clone(),
             report.uri.to_string(),
             report.l0.clone(),
         ]);
         table
     })?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn remember(
-    store: &dyn MemoryStore,
-    args: &RememberArgs,
-    identity: &Identity,
-    embedding: Option<&Embedding>,
-) -> Result<RememberReport> {
-    let content = args.content.trim();
-    let uri = identity
-        .category_dir(args.memory_type.category())?
-        .join(&memory_file_name(content))?;
-    let mut memory = NewMemory::new(uri.clone(), content);
-    if let Some(priority) = args.priority {
-        memory = memory.with_priority(priority);
-    }
-    if let Some(embedding) = embedding {
-        memory = memory.with_embedding(embedding.embed_one(content)?);
-    }
-    let outcome = store.add(&identity.tenant, memory)?;
-    let (name, duplicate) = match &outcome {
-        AddOutcome::Added(_) => ("added", None),
-        AddOutcome::Merged(merge) => ("merged", Some(merge.kind)),
-    };
-    let stored = outcome.memory();
-    Ok(RememberReport {
-        outcome: name,
-        uri: stored.uri.clone(),
-        requested_uri: uri,
-        duplicate,
-        category: stored.category,
-        l0: stored.l0.clone(),
-        priority: stored.priority,
-        embedded: stored.embedding_dimensions.is_some(),
-    })
 }
 
 #[derive(Debug, Args)]
@@ -927,52 +827,6 @@ pub struct ForgetArgs {
     pub recursive: bool,
     #[command(flatten)]
     pub identity: IdentityArgs,
-}
-
-#[derive(Debug, Serialize)]
-struct ForgetReport {
-    uri: MemoryUri,
-    forgotten_at: String,
-    version: u32,
-    l0: String,
-}
-
-fn forget_report(memory: Memory) -> ForgetReport {
-    let at_ms = match memory.status {
-        MemoryStatus::Forgotten { at_ms } => at_ms,
-        MemoryStatus::Live | MemoryStatus::Superseded { .. } => memory.updated_at_ms,
-    };
-    ForgetReport {
-        uri: memory.uri,
-        forgotten_at: iso(at_ms),
-        version: memory.version,
-        l0: memory.l0,
-    }
-}
-
-/// The live entries at or below `dir` (none when nothing is there).
-pub fn live_entries(
-    store: &dyn MemoryStore,
-    tenant: &str,
-    dir: &MemoryUri,
-) -> Result<Vec<MemoryUri>> {
-    fn collect(node: &TreeNode, out: &mut Vec<MemoryUri>) {
-        match node.entry.kind {
-            DirEntryKind::Entry { .. } => out.push(node.entry.uri.clone()),
-            DirEntryKind::Directory { .. } => {}
-        }
-        for child in &node.children {
-            collect(child, out);
-        }
-    }
-    let tree = match store.tree(tenant, dir, skald_core::memory::uri::MAX_DEPTH) {
-        Ok(tree) => tree,
-        Err(MemoryError::NotFound { .. }) => return Ok(Vec::new()),
-        Err(error) => return Err(error.into()),
-    };
-    let mut out = Vec::new();
-    collect(&tree, &mut out);
-    Ok(out)
 }
 
 fn render_forgotten(reports: &[ForgetReport]) -> comfy_table::Table {
@@ -994,25 +848,28 @@ pub fn run_forget(args: &ForgetArgs, home: &Home, config: &Config, mode: Mode) -
         uri.require_entry()?;
     }
     let store = open_store(home)?;
+    let reports = manage::forget(&store, &identity.tenant, &uri, args.recursive)?;
+    print_forgotten(args, &reports, mode)
+}
+
+pub fn run_forget_remote(args: &ForgetArgs, remote: &Remote, mode: Mode) -> Result<ExitCode> {
+    args.identity.check_remote_uri_only("forget")?;
+    let uri = parse_uri(&args.uri, "URI")?;
     if !args.recursive {
-        let report = forget_report(store.forget(&identity.tenant, &uri)?);
-        output::emit(mode, &report, |report| {
+        uri.require_entry()?;
+    }
+    let body = json!({"uri": uri.as_str(), "recursive": args.recursive});
+    let reports: Vec<ForgetReport> = remote.post(&["v1", "memory", "forget"], &body)?;
+    print_forgotten(args, &reports, mode)
+}
+
+fn print_forgotten(args: &ForgetArgs, reports: &[ForgetReport], mode: Mode) -> Result<ExitCode> {
+    match (args.recursive, reports) {
+        (false, [report]) => output::emit(mode, report, |report| {
             render_forgotten(std::slice::from_ref(report))
-        })?;
-        return Ok(ExitCode::SUCCESS);
+        })?,
+        _ => output::emit(mode, &reports, |reports| render_forgotten(reports))?,
     }
-    let entries = live_entries(&store, &identity.tenant, &uri)?;
-    if entries.is_empty() {
-        bail!(
-            "no memory at or below {uri} for tenant {:?}",
-            identity.tenant
-        );
-    }
-    let mut reports = Vec::new();
-    for entry in entries {
-        reports.push(forget_report(store.forget(&identity.tenant, &entry)?));
-    }
-    output::emit(mode, &reports, |reports| render_forgotten(reports))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1075,31 +932,25 @@ mod tests {
             &Config::default(),
         )
         .unwrap();
-        let remember_args = |content: &str| RememberArgs {
-            content: content.to_owned(),
-            memory_type: MemoryType::Preferences,
-            priority: None,
-            identity: IdentityArgs {
-                user: None,
-                agent: None,
-                tenant: None,
-            },
+        let memory_identity = identity.memory_identity().unwrap();
+        let remember = |content: &'static str| {
+            run_memory_op(Some(&embedding), async |embedder| {
+                manage::remember(
+                    &store,
+                    embedder,
+                    &identity.tenant,
+                    &memory_identity,
+                    content,
+                    MemoryCategory::Preferences,
+                    None,
+                )
+                .await
+            })
+            .unwrap()
         };
-        let report = remember(
-            &store,
-            &remember_args("The user prefers dark themes everywhere"),
-            &identity,
-            Some(&embedding),
-        )
-        .unwrap();
+        let report = remember("The user prefers dark themes everywhere");
         assert!(report.embedded);
-        remember(
-            &store,
-            &remember_args("The user drinks green tea"),
-            &identity,
-            Some(&embedding),
-        )
-        .unwrap();
+        remember("The user drinks green tea");
         let filter = SearchFilter::default();
         let found = search_store(
             &store,
@@ -1117,26 +968,6 @@ mod tests {
             Some(report.uri)
         );
         assert_eq!(store.stats("default").unwrap().with_embedding, 2);
-    }
-
-    #[test]
-    fn remembered_names_are_stable_slugs_with_a_content_hash() {
-        let name = memory_file_name("Alice prefers dark mode in every editor.");
-        assert!(
-            name.starts_with("alice-prefers-dark-mode-in-every-editor-"),
-            "{name}"
-        );
-        assert!(name.ends_with(".md"));
-        assert_eq!(
-            name,
-            memory_file_name("alice prefers  dark mode in every editor")
-        );
-        assert_ne!(
-            name,
-            memory_file_name("Alice prefers light mode in every editor.")
-        );
-        assert!(memory_file_name("!!!").starts_with("memory-"));
-        assert!(memory_file_name(&"long ".repeat(100)).len() < 70);
     }
 
     #[test]

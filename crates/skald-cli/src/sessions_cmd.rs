@@ -1,23 +1,29 @@
-//! `skald sessions`: the sessions in the local store, with their size and the tokens their
-//! context holds; and the opening of that store, shared by the session commands.
+//! `skald sessions`: the sessions in the local store (or a server's, `GET /v1/sessions`), with
+//! their size and the tokens their context holds; and the opening of that store, shared by the
+//! session commands.
 
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use skald_core::time::format_rfc3339_seconds;
 use skald_core::tokens::estimate_messages_tokens;
 use skald_store::DATABASE_FILE;
 use skald_store::sessions::{SessionStore, SqliteSessionStore};
 
 use crate::home::Home;
 use crate::output::{self, Mode};
+use crate::remote::{self, Remote};
+
+/// The tenant of the local commands when none is given.
+pub const DEFAULT_TENANT: &str = "default";
 
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
-    /// The tenant whose sessions to list.
-    #[arg(long, default_value = "default")]
-    pub tenant: String,
+    /// The tenant whose sessions to list (default: default; with --url the key's).
+    #[arg(long, value_name = "NAME")]
+    pub tenant: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -68,18 +74,60 @@ pub fn now_ms() -> i64 {
         })
 }
 
-fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+/// A session as the server's `GET /v1/sessions` lists it (the fields `skald sessions` prints).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ServerSession {
+    session_id: String,
+    title: Option<String>,
+    source_format: String,
+    source: Option<String>,
+    entries: u64,
+    messages: u64,
+    estimated_tokens: u64,
+    leaf_id: Option<String>,
+    updated_at: String,
 }
 
-pub fn run(args: &SessionsArgs, home: &Home, mode: Mode) -> Result<ExitCode> {
+#[derive(Debug, Deserialize)]
+struct ServerSessions {
+    sessions: Vec<ServerSession>,
+}
+
+impl From<ServerSession> for SessionRow {
+    fn from(session: ServerSession) -> SessionRow {
+        SessionRow {
+            session_id: session.session_id,
+            title: session.title,
+            source_format: session.source_format,
+            source: session.source,
+            entries: session.entries,
+            messages: session.messages,
+            estimated_tokens: session.estimated_tokens,
+            leaf_id: session.leaf_id,
+            updated_at: session.updated_at,
+        }
+    }
+}
+
+pub fn run(
+    args: &SessionsArgs,
+    home: &Home,
+    remote: Option<&Remote>,
+    mode: Mode,
+) -> Result<ExitCode> {
+    if let Some(remote) = remote {
+        remote::refuse("--tenant", args.tenant.is_some(), remote::TENANT_FROM_KEY)?;
+        let listed: ServerSessions = remote.get(&["v1", "sessions"], &[])?;
+        let rows: Vec<SessionRow> = listed.sessions.into_iter().map(SessionRow::from).collect();
+        return print_rows(&rows, mode);
+    }
+    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
     let rows = if home.path.join(DATABASE_FILE).exists() {
         let store = open_store(home)?;
         let mut rows = Vec::new();
-        for info in store.list(&args.tenant)? {
-            let context = store.context(&args.tenant, &info.id, None)?;
+        for info in store.list(tenant)? {
+            let context = store.context(tenant, &info.id, None)?;
             rows.push(SessionRow {
                 estimated_tokens: estimate_messages_tokens(&context),
                 session_id: info.id,
@@ -89,13 +137,17 @@ pub fn run(args: &SessionsArgs, home: &Home, mode: Mode) -> Result<ExitCode> {
                 entries: info.entry_count,
                 messages: info.message_count,
                 leaf_id: info.leaf_id,
-                updated_at: iso(info.updated_at_ms),
+                updated_at: format_rfc3339_seconds(info.updated_at_ms),
             });
         }
         rows
     } else {
         Vec::new()
     };
+    print_rows(&rows, mode)
+}
+
+fn print_rows(rows: &[SessionRow], mode: Mode) -> Result<ExitCode> {
     output::emit(mode, &rows, |rows| {
         let mut table = output::table(&[
             "session_id",
@@ -106,7 +158,7 @@ pub fn run(args: &SessionsArgs, home: &Home, mode: Mode) -> Result<ExitCode> {
             "est. tokens",
             "updated",
         ]);
-        for row in rows {
+        for row in rows.iter() {
             let source = match &row.source {
                 Some(source) => format!("{} ({source})", row.source_format),
                 None => row.source_format.clone(),

@@ -458,6 +458,8 @@ fn bad_input_is_named_and_writes_nothing() {
 fn help(command: &str) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_skald"))
         .args([command, "--help"])
+        .env_remove("SKALD_URL")
+        .env_remove("SKALD_API_KEY")
         .output()
         .unwrap();
     assert!(output.status.success());

@@ -87,7 +87,7 @@ pub struct Assembled {
 
 /// Sums the token estimates of `messages`, estimating only messages not seen before: a request
 /// costs work in proportion to what is new in it.
-fn estimate_with_memo(
+pub(crate) fn estimate_with_memo(
     memo: &mut std::collections::HashMap<u128, u64>,
     messages: &[Message],
 ) -> u64 {

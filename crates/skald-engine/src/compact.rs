@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use skald_core::codec::openclaw::{EntryKind, Session};
 use skald_core::compaction::{
@@ -25,6 +26,7 @@ use skald_store::sessions::{CompactionCheckpoint, SessionStore};
 use tokio_util::sync::CancellationToken;
 
 use crate::EngineError;
+use crate::memory_write::ArchiveOutcome;
 
 /// The key under a checkpoint's `details` that holds skald's own record of the compaction.
 pub const DETAILS_KEY: &str = "skald";
@@ -58,6 +60,96 @@ pub struct CompactResult {
     pub rewritten_entries: usize,
     /// Summarizer used.
     pub summarizer: String,
+}
+
+/// What a manual compaction did, as `skald compact` prints it and the server's compact route
+/// returns it under `report`: the same struct on both sides, so a compaction reads the same
+/// whether it ran on the local store or on a server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactReport {
+    pub session_id: String,
+    pub tenant: String,
+    /// `compacted`, `skipped` or `cancelled`.
+    pub outcome: String,
+    /// Why it was skipped or cancelled, for people (`None` when compacted).
+    pub reason: Option<String>,
+    /// The same reason, typed (`{"kind": "nothing_to_compact"}`…).
+    pub reason_detail: Option<Value>,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub summary: Option<String>,
+    /// The entry the model sees first after the summary.
+    pub first_kept_entry_id: Option<String>,
+    /// The compaction entry written (only when compacted).
+    pub checkpoint_entry_id: Option<String>,
+    /// Entries copied onto a new branch because the kept tail had to be shrunk.
+    pub rewritten_entries: usize,
+    /// `extractive` or `llm:<model>`.
+    pub summarizer: String,
+    pub window_tokens: u64,
+    /// What the compaction did (stages, calls, quality audit, identifiers, files).
+    pub details: Option<Value>,
+    /// The archive of the compacted span and the memories extracted from it (also recorded in
+    /// the session; a failure is retried by the next archive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_archive: Option<ArchiveOutcome>,
+    /// The archive could not even be recorded (the stores failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_error: Option<String>,
+}
+
+impl CompactReport {
+    /// The report of `result`; the archive fields are the caller's to fill.
+    pub fn new(session_id: &str, tenant: &str, window_tokens: u64, result: &CompactResult) -> Self {
+        let (outcome, reason, reason_detail, summary, details) = match &result.outcome {
+            CompactionOutcome::Compacted {
+                summary, details, ..
+            } => (
+                "compacted",
+                None,
+                None,
+                Some(summary.clone()),
+                serde_json::to_value(details.as_ref()).ok(),
+            ),
+            CompactionOutcome::Skipped { reason, .. } => (
+                "skipped",
+                Some(reason.describe()),
+                serde_json::to_value(reason).ok(),
+                None,
+                None,
+            ),
+            CompactionOutcome::Cancelled { reason, .. } => (
+                "cancelled",
+                Some(reason.describe()),
+                serde_json::to_value(reason).ok(),
+                None,
+                None,
+            ),
+        };
+        CompactReport {
+            session_id: session_id.to_owned(),
+            tenant: tenant.to_owned(),
+            outcome: outcome.to_owned(),
+            reason,
+            reason_detail,
+            tokens_before: result.outcome.tokens_before(),
+            tokens_after: result.outcome.tokens_after(),
+            summary,
+            first_kept_entry_id: result.first_kept_entry_id.clone(),
+            checkpoint_entry_id: result.checkpoint_entry_id.clone(),
+            rewritten_entries: result.rewritten_entries,
+            summarizer: result.summarizer.clone(),
+            window_tokens,
+            details,
+            memory_archive: None,
+            memory_error: None,
+        }
+    }
+
+    /// Whether work started and was abandoned (the session is unchanged).
+    pub fn cancelled(&self) -> bool {
+        self.outcome == "cancelled"
+    }
 }
 
 /// The model-visible context of a stored session from its leaf, as [`Session::build_context`]

@@ -37,11 +37,13 @@ mod accounting;
 mod assemble;
 pub mod compact;
 mod fetch;
+pub mod ingest;
 pub mod memory;
 pub mod memory_write;
 pub mod recovery;
 pub mod replay;
 mod session;
+pub mod view;
 
 pub use accounting::{CacheAccount, Pricing, RequestBill, Segment};
 pub use assemble::{AssembleReport, AssembleRequest, Assembled, StageTimings, assemble};
@@ -54,7 +56,8 @@ pub use recovery::{
     RecoveryReport, RecoverySettings, TurnContext, TurnDriver, TurnOutcome, complete_turn,
     complete_turn_with_memory,
 };
-pub use session::{SessionState, SyncMark};
+pub use session::{SessionState, SyncMark, UNNAMED_MODEL, UsageObservation};
+pub use view::{ModelView, RecallHook, ViewRequest, prepare_view};
 
 /// Why the engine could not do what was asked.
 #[derive(Debug, thiserror::Error)]

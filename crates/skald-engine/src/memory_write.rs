@@ -59,6 +59,7 @@ use skald_store::memories::{
 use skald_store::sessions::{CompactionCheckpoint, SessionError, SessionStore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::compact::{CompactResult, DETAILS_KEY, session_context};
 
@@ -753,7 +754,7 @@ fn now_iso() -> String {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` of epoch milliseconds.
-fn iso_of_millis(ms: i64) -> String {
+pub(crate) fn iso_of_millis(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);
     let in_day = ms.rem_euclid(86_400_000);
     let z = days + 719_468;
@@ -995,6 +996,8 @@ pub struct UploadStep {
 pub struct UploadDriver {
     writer: MemoryWriter,
     running: Mutex<HashMap<(String, String), RunningUpload>>,
+    /// Where upload tasks are spawned, when the host waits for them at shutdown.
+    tracker: Option<TaskTracker>,
 }
 
 impl std::fmt::Debug for UploadDriver {
@@ -1029,7 +1032,15 @@ impl UploadDriver {
         UploadDriver {
             writer,
             running: Mutex::new(HashMap::new()),
+            tracker: None,
         }
+    }
+
+    /// Spawns upload tasks on `tracker`, so a host that waits for it at shutdown (a server's
+    /// graceful stop) lets running uploads finish instead of leaving them to be retried.
+    pub fn with_tracker(mut self, tracker: TaskTracker) -> UploadDriver {
+        self.tracker = Some(tracker);
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), RunningUpload>> {
@@ -1288,14 +1299,18 @@ impl UploadDriver {
         )?;
         let writer = self.writer.clone();
         let owned_tenant = tenant.to_owned();
-        let handle = tokio::spawn(async move {
+        let upload = async move {
             let cancel = CancellationToken::new();
             let mut outcomes = Vec::new();
             for job in jobs {
                 outcomes.push(writer.archive(&owned_tenant, &job, &cancel).await);
             }
             outcomes
-        });
+        };
+        let handle = match &self.tracker {
+            Some(tracker) => tracker.spawn(upload),
+            None => tokio::spawn(upload),
+        };
         self.lock().insert(
             (tenant.to_owned(), session_id.to_owned()),
             RunningUpload {

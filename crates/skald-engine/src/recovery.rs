@@ -83,31 +83,29 @@ use serde_json::{Value, json};
 use skald_core::compaction::{
     CompactionOutcome, CompactionSettings, CompactionTrigger, should_compact,
 };
-use skald_core::memory::recall::RecallSettings;
-use skald_core::memory::tools::tool_specs as memory_tool_specs;
+use skald_core::memory::tools::{is_memory_tool, tool_specs as memory_tool_specs};
 use skald_core::message::{ToolSpec, Usage};
 use skald_core::pipeline::TruncateSettings;
 use skald_core::pipeline::policy::Policy;
 use skald_core::pipeline::truncate::TruncateSettingsError;
-use skald_core::tokens::estimate::{estimate_messages_chars, json_estimate_chars};
+use skald_core::tokens::estimate::json_estimate_chars;
 use skald_core::tokens::{CHARS_PER_TOKEN, estimate_string_chars};
-use skald_llm::{
-    ChatModel, ChatRequest, ChatResponse, Embedder, LlmError, Summarizer, SummaryRequest,
-};
-use skald_store::MemoryStore;
+use skald_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Summarizer, SummaryRequest};
 use skald_store::RefStore;
 use skald_store::sessions::SessionStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::EngineError;
-use crate::assemble::{AssembleReport, AssembleRequest, assemble};
+use crate::assemble::AssembleReport;
 use crate::compact::{CompactRequest, compact_session, session_context};
-use crate::memory::{MemoryIdentity, RecallReport, recall_for_turn_memo, session_start_memory};
+use crate::memory::RecallReport;
 use crate::memory_write::{
     ArchiveOutcome, MemoryWriter, UploadDriver, UploadStep, archive_compacted_span,
 };
 use crate::session::SessionState;
+use crate::view::{ViewRequest, prepare_view};
 
+pub use crate::view::RecallHook;
 pub use truncation::{AGGREGATE_FLOOR_CHARS, TruncationSummary};
 
 /// The seed's answer when every recovery step is spent.
@@ -204,9 +202,11 @@ pub struct TurnContext<'a> {
 }
 
 impl<'a> TurnContext<'a> {
-    /// What preparing a call needs: this context without the model and its sampling settings.
+    /// What preparing a call needs: this context without the model (but its name) and its
+    /// sampling settings.
     pub fn prepare_context(&self) -> PrepareContext<'a> {
         PrepareContext {
+            model: Some(self.model.model_name()),
             sessions: self.sessions,
             refs: self.refs,
             tenant: self.tenant,
@@ -230,6 +230,9 @@ impl<'a> TurnContext<'a> {
 /// forwards raw JSON and streams) drives a [`TurnDriver`] with it. Fields as in [`TurnContext`].
 #[derive(Clone, Copy)]
 pub struct PrepareContext<'a> {
+    /// The model the requests go to, when the caller knows it: token calibration is per model
+    /// ([`SessionState::calibrated_tokens`]).
+    pub model: Option<&'a str>,
     pub sessions: &'a dyn SessionStore,
     pub refs: &'a dyn RefStore,
     pub tenant: &'a str,
@@ -478,22 +481,6 @@ impl std::fmt::Debug for MemoryHooks<'_> {
     }
 }
 
-/// Recall on every model call of a turn: the session-start snapshot (profile and tool memories
-/// in the system prompt, the `memory_ls` listing after the first user message; taken once per
-/// [`SessionState`] so the prompt cache holds) and the per-turn `search_memories` injection.
-/// Injected messages are for the call only: the session never stores them.
-#[derive(Clone, Copy)]
-pub struct RecallHook<'a> {
-    pub store: &'a dyn MemoryStore,
-    /// Vectors for the query when the memories have them; text search alone without one.
-    pub embedder: Option<&'a dyn Embedder>,
-    pub identity: &'a MemoryIdentity,
-    pub settings: &'a RecallSettings,
-    /// Offer the five memory tools to the model (the host must then run them, e.g. with
-    /// [`crate::memory::execute_memory_tool`]).
-    pub offer_tools: bool,
-}
-
 /// [`complete_turn`] with the memory write path: before the first call the upload driver (if
 /// any) runs its planner on the request's size, and after every compaction that wrote a
 /// checkpoint the writer (if any) archives the compacted span and extracts its memories. A
@@ -581,7 +568,9 @@ impl<'c> TurnDriver<'c> {
 
     /// The next model call: the session's context through the pipeline and memory. Before the
     /// turn's first call the upload planner runs, and once per turn the threshold compaction
-    /// (on the calibrated size, see [`SessionState::observe_usage`]).
+    /// (on the calibrated size, see [`SessionState::calibrated_tokens`]). The call's estimate is
+    /// recorded for the model ([`SessionState::record_counted`]): a caller that reads the
+    /// provider's usage feeds it back with [`SessionState::observe_usage`].
     pub async fn prepare(
         &mut self,
         state: &mut SessionState,
@@ -602,7 +591,7 @@ impl<'c> TurnDriver<'c> {
                     ctx.sessions,
                     ctx.tenant,
                     ctx.session_id,
-                    state.calibrated_tokens(call.request_tokens),
+                    state.calibrated_tokens(ctx.model, call.request_tokens),
                     ctx.window_tokens,
                 )
                 .await
@@ -622,7 +611,7 @@ impl<'c> TurnDriver<'c> {
             // Once per turn: a context still over the threshold after compacting would trigger
             // again on every retry and never get smaller that way.
             turn.threshold_checked = true;
-            let calibrated = state.calibrated_tokens(call.request_tokens);
+            let calibrated = state.calibrated_tokens(ctx.model, call.request_tokens);
             if should_compact(calibrated, ctx.window_tokens, ctx.compaction) {
                 let record = run_compaction(
                     ctx,
@@ -648,6 +637,7 @@ impl<'c> TurnDriver<'c> {
             }
         }
         turn.report.attempts += 1;
+        state.record_counted(ctx.model, call.request_tokens);
         Ok(call)
     }
 
@@ -835,123 +825,74 @@ pub struct PreparedCall {
     pub request_tokens: u64,
 }
 
-/// [`prepare_call`], then what recall gives this call (when a hook is given): the session-start
-/// snapshot (taken on the session's first call) and the per-turn memories. Their tokens count
-/// in the request's size, so the threshold sees what the model will be sent.
+/// The view of the session for this call ([`prepare_view`]: the pipeline, then what recall
+/// gives it when a hook is given), as a request. Memory's additions count in the request's
+/// size, so the threshold sees what the model will be sent.
 async fn prepare_call_with_memory(
     ctx: &PrepareContext<'_>,
     memory: MemoryHooks<'_>,
     state: &mut SessionState,
     report: &mut RecoveryReport,
 ) -> Result<PreparedCall, RecoveryError> {
-    let mut call = prepare_call(ctx, state)?;
-    let Some(hook) = memory.recall else {
-        return Ok(call);
-    };
-    let session_memory = state.session_memory.get_or_insert_with(|| {
-        session_start_memory(hook.store, ctx.tenant, hook.identity, hook.settings)
-    });
-    let mut added_chars = 0;
-    if let Some(addition) = &session_memory.system_prompt_addition {
-        added_chars += estimate_string_chars(addition);
-        call.request.system = Some(match call.request.system.take() {
-            Some(system) => format!("{system}\n\n{addition}"),
-            None => addition.clone(),
-        });
-    }
-    added_chars += estimate_messages_chars(&session_memory.directory_messages);
-    let messages = session_memory.apply(std::mem::take(&mut call.request.messages));
-    let recalled = recall_for_turn_memo(
-        &mut state.recall_memo,
-        hook.store,
-        hook.embedder,
-        ctx.tenant,
-        hook.identity,
-        hook.settings,
-        messages,
-    )
-    .await;
-    call.request.messages = recalled.messages;
-    if hook.offer_tools {
-        for (spec, function, chars) in MEMORY_TOOLS.iter() {
-            let defined = call
-                .request
-                .tools
-                .iter()
-                .any(|tool| tool_name(tool) == Some(&spec.name));
-            if !defined {
-                call.request.tools.push(function.clone());
-                added_chars += chars;
-                call.offered_tools.push(spec.clone());
-            }
-        }
-    }
-    let added_tokens =
-        added_chars.div_ceil(CHARS_PER_TOKEN) as u64 + recalled.report.tokens_injected;
-    // Overhead, not messages: the persistent truncation shrinks the stored messages, and what
-    // memory adds must still fit beside them.
-    call.request_tokens += added_tokens;
-    report.recall = Some(recalled.report);
-    Ok(call)
-}
-
-/// The memory tools, their function specs and estimated sizes, built once.
-static MEMORY_TOOLS: LazyLock<Vec<(ToolSpec, Value, usize)>> = LazyLock::new(|| {
-    memory_tool_specs()
-        .into_iter()
-        .map(|spec| {
-            let function = function_spec(&spec);
-            let chars = json_estimate_chars(&function);
-            (spec, function, chars)
-        })
-        .collect()
-});
-
-/// Loads the session, assembles its context and builds the request.
-fn prepare_call(
-    ctx: &PrepareContext<'_>,
-    state: &mut SessionState,
-) -> Result<PreparedCall, RecoveryError> {
-    let messages = state.session_context(ctx.sessions, ctx.tenant, ctx.session_id)?;
-    let assembled = assemble(
-        ctx.refs,
-        ctx.policy,
-        state,
-        messages,
-        AssembleRequest {
+    let view = prepare_view(
+        &ViewRequest {
+            sessions: ctx.sessions,
+            refs: ctx.refs,
             tenant: ctx.tenant,
-            context_window_tokens: ctx.window_tokens,
+            session_id: ctx.session_id,
+            policy: ctx.policy,
+            window_tokens: ctx.window_tokens,
             now_ms: ctx.now_ms,
             fetch_available: ctx.fetch_available,
+            memory: memory.recall,
+            pending_prompt: None,
         },
-    )?;
-    let system = match (
-        ctx.system_prompt,
-        assembled.system_prompt_addition.as_deref(),
-    ) {
+        state,
+    )
+    .await?;
+    let system = match (ctx.system_prompt, view.pipeline_addition.as_deref()) {
         (Some(host), Some(addition)) => Some(format!("{host}\n\n{addition}")),
         (Some(host), None) => Some(host.to_owned()),
         (None, Some(addition)) => Some(addition.to_owned()),
         (None, None) => None,
     };
     let mut tools = ctx.tools.to_vec();
-    let mut offered_tools = Vec::new();
-    for spec in assembled.tools {
-        if offer_tool(&mut tools, &spec).is_some() {
-            offered_tools.push(spec);
-        }
-    }
-    let overhead_chars = system.as_deref().map_or(0, estimate_string_chars)
+    let mut overhead_chars = system.as_deref().map_or(0, estimate_string_chars)
         + tools.iter().map(json_estimate_chars).sum::<usize>();
+    // Overhead, not messages: the persistent truncation shrinks the stored messages, and what
+    // memory adds must still fit beside them.
+    let mut memory_chars = view.memory_chars;
+    let mut offered_tools = Vec::new();
+    for spec in view.tools {
+        let Some((function, chars)) = offered_function(&tools, &spec) else {
+            continue;
+        };
+        tools.push(function);
+        if is_memory_tool(&spec.name) {
+            memory_chars += chars;
+        } else {
+            overhead_chars += chars;
+        }
+        offered_tools.push(spec);
+    }
+    let system = match (system, view.memory_addition.as_deref()) {
+        (Some(system), Some(addition)) => Some(format!("{system}\n\n{addition}")),
+        (None, Some(addition)) => Some(addition.to_owned()),
+        (system, None) => system,
+    };
     let overhead_tokens = overhead_chars.div_ceil(CHARS_PER_TOKEN) as u64;
+    let memory_tokens = memory_chars.div_ceil(CHARS_PER_TOKEN) as u64 + view.recall_tokens;
+    if let Some(memory) = view.memory {
+        report.recall = Some(memory.recall);
+    }
     Ok(PreparedCall {
-        message_tokens: assembled.estimated_tokens,
-        request_tokens: assembled.estimated_tokens + overhead_tokens,
+        message_tokens: view.message_tokens,
+        request_tokens: view.message_tokens + overhead_tokens + memory_tokens,
         offered_tools,
-        assemble: assembled.report,
+        assemble: view.report,
         request: ChatRequest {
             system,
-            messages: assembled.messages,
+            messages: view.messages,
             tools,
             max_output_tokens: None,
             temperature: None,
@@ -959,15 +900,35 @@ fn prepare_call(
     })
 }
 
-/// Adds `spec` to the request's tools unless a tool of that name is already there (the host's
-/// own definition wins); the added function spec.
-fn offer_tool<'t>(tools: &'t mut Vec<Value>, spec: &ToolSpec) -> Option<&'t Value> {
+/// `spec` as an OpenAI function spec and its estimated size, unless the request's tools already
+/// have one of that name (the host's own definition wins).
+fn offered_function(tools: &[Value], spec: &ToolSpec) -> Option<(Value, usize)> {
     if tools.iter().any(|tool| tool_name(tool) == Some(&spec.name)) {
         return None;
     }
-    tools.push(function_spec(spec));
-    tools.last()
+    if let Some((_, function, chars)) = MEMORY_FUNCTIONS
+        .iter()
+        .find(|(name, _, _)| *name == spec.name)
+    {
+        return Some((function.clone(), *chars));
+    }
+    let function = function_spec(spec);
+    let chars = json_estimate_chars(&function);
+    Some((function, chars))
 }
+
+/// The memory tools as function specs with their estimated sizes, built once: every call of a
+/// session with recall offers them.
+static MEMORY_FUNCTIONS: LazyLock<Vec<(String, Value, usize)>> = LazyLock::new(|| {
+    memory_tool_specs()
+        .iter()
+        .map(|spec| {
+            let function = function_spec(spec);
+            let chars = json_estimate_chars(&function);
+            (spec.name.clone(), function, chars)
+        })
+        .collect()
+});
 
 /// The name of an OpenAI function spec (or a bare `{name, …}`).
 fn tool_name(tool: &Value) -> Option<&str> {
@@ -1050,17 +1011,7 @@ async fn run_compaction(
         context_tokens,
     };
     let result = compact_session(ctx.sessions, ctx.refs, &watch, &request, cancel).await?;
-    if result.checkpoint_entry_id.is_some() {
-        if let CompactionOutcome::Compacted {
-            tail_truncation: Some(truncation),
-            ..
-        } = &result.outcome
-        {
-            for new_ref in &truncation.new_refs {
-                state.stored_refs.insert(new_ref.id.to_string());
-            }
-        }
-    }
+    state.note_compaction(&result);
     let mut memory_archive = None;
     if let (Some(writer), Some(_)) = (memory.writer, &result.checkpoint_entry_id) {
         match archive_compacted_span(

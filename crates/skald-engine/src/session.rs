@@ -1,14 +1,24 @@
 //! What the engine remembers about one session between requests: the decisions that must repeat
-//! byte for byte (which results left the context), the memo that makes repeating them cheap, the
-//! prompt-cache clocks and the refs already stored.
+//! byte for byte (which results left the context, which skill memories were appended), the memo
+//! that makes repeating them cheap, the prompt-cache clocks, the refs already stored, the
+//! calibration of its token estimates against what the provider reported, and what makes a
+//! request that brings nothing new cheap (the rebuilt context, the turn's recall, the host's
+//! last sync).
 
 use std::collections::{HashMap, HashSet};
 
+use serde::Serialize;
+use skald_core::compaction::CompactionOutcome;
 use skald_core::message::Message;
 use skald_core::pipeline::offload::{ArgumentsCache, OffloadCache};
 use skald_core::pipeline::prune::PruneClock;
 use skald_core::tokens::Calibration;
 use skald_store::sessions::{SessionError, SessionStore};
+
+use crate::compact::CompactResult;
+
+/// The model name calibration uses when the host does not name one.
+pub const UNNAMED_MODEL: &str = "unnamed";
 
 /// Per-session state kept by whoever drives the engine (the server keeps one per session; replay
 /// keeps one per transcript and policy). Start with `SessionState::default()`.
@@ -29,15 +39,29 @@ pub struct SessionState {
     /// What memory gave the session at its start (profile, tool memories, directory listing),
     /// kept so every later call sends the same bytes.
     pub(crate) session_memory: Option<crate::memory::SessionMemory>,
+    /// The skill memory appended to each `SKILL.md` read, by tool call id ("" when nothing was
+    /// remembered then): decided once, so later requests send the same bytes.
+    pub(crate) skill_memories: HashMap<String, String>,
     /// What recall chose for the current turn (see [`crate::memory::RecallMemo`]).
     pub(crate) recall_memo: Option<crate::memory::RecallMemo>,
-    /// What providers reported against skald's counts, per model, and the model of the latest
-    /// report: the threshold decisions of later calls use the corrected size.
+    /// What the provider reported against what skald counted, per model.
     pub(crate) calibration: Calibration,
-    pub(crate) calibration_model: Option<String>,
+    /// The model and the tokens skald counted for the last view it prepared, to pair with the
+    /// usage the provider reports for that call.
+    pub(crate) last_counted: Option<(String, u64)>,
     /// The stored session's context as last rebuilt, and the state it was rebuilt from.
     pub(crate) context: Option<CachedContext>,
     sync_mark: Option<SyncMark>,
+}
+
+/// One pairing of skald's count with the provider's, fed to the calibration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UsageObservation {
+    pub model: String,
+    /// Tokens skald estimated for the call's view.
+    pub counted: u64,
+    /// Input tokens the provider reported (uncached, cache reads and cache writes).
+    pub reported: u64,
 }
 
 /// What a host last brought into the session from a client's full conversation (the proxy's
@@ -71,14 +95,47 @@ impl SessionState {
         self.stored_refs.len()
     }
 
-    /// Feeds token calibration: a request skald estimated at `counted` tokens was reported by
-    /// the provider as `reported` input tokens (cache reads and writes included) for `model`.
-    /// From then on [`SessionState::calibrated_tokens`] corrects for that model.
-    pub fn observe_usage(&mut self, model: &str, counted: u64, reported: u64) {
-        self.calibration.observe(model, counted, reported);
-        if self.calibration_model.as_deref() != Some(model) {
-            self.calibration_model = Some(model.to_owned());
+    /// Takes note of a compaction that wrote a checkpoint: the refs its tail truncation stored
+    /// are refs of this session (the REF_ID instruction and the fetch tool stay from now on).
+    pub fn note_compaction(&mut self, result: &CompactResult) {
+        if result.checkpoint_entry_id.is_none() {
+            return;
         }
+        if let CompactionOutcome::Compacted {
+            tail_truncation: Some(truncation),
+            ..
+        } = &result.outcome
+        {
+            for new_ref in &truncation.new_refs {
+                self.stored_refs.insert(new_ref.id.to_string());
+            }
+        }
+    }
+
+    /// Remembers that skald counted `counted` tokens for the call about to be made to `model`.
+    pub fn record_counted(&mut self, model: Option<&str>, counted: u64) {
+        let model = model.unwrap_or(UNNAMED_MODEL).to_owned();
+        self.last_counted = Some((model, counted));
+    }
+
+    /// Feeds the provider's reported input tokens for the last counted call to the
+    /// calibration; `None` when no call was counted since the last report (the pairing would be
+    /// a guess).
+    pub fn observe_usage(&mut self, reported: u64) -> Option<UsageObservation> {
+        let (model, counted) = self.last_counted.take()?;
+        self.calibration.observe(&model, counted, reported);
+        Some(UsageObservation {
+            model,
+            counted,
+            reported,
+        })
+    }
+
+    /// `counted` corrected by what this session learnt about `model` (unchanged until the
+    /// provider has reported usage for it).
+    pub fn calibrated_tokens(&self, model: Option<&str>, counted: u64) -> u64 {
+        self.calibration
+            .correct(model.unwrap_or(UNNAMED_MODEL), counted)
     }
 
     /// The host's last [`SyncMark`], if it left one.
@@ -115,15 +172,6 @@ impl SessionState {
             messages: messages.clone(),
         });
         Ok(messages)
-    }
-
-    /// `counted` corrected by what the latest reporting model taught (unchanged before any
-    /// report).
-    pub fn calibrated_tokens(&self, counted: u64) -> u64 {
-        match &self.calibration_model {
-            Some(model) => self.calibration.correct(model, counted),
-            None => counted,
-        }
     }
 }
 
@@ -168,8 +216,9 @@ mod tests {
     #[test]
     fn calibration_corrects_only_after_a_report() {
         let mut state = SessionState::default();
-        assert_eq!(state.calibrated_tokens(1_000), 1_000);
-        state.observe_usage("gpt-test", 1_000, 1_500);
-        assert_eq!(state.calibrated_tokens(1_000), 1_500);
+        assert_eq!(state.calibrated_tokens(Some("gpt-test"), 1_000), 1_000);
+        state.record_counted(Some("gpt-test"), 1_000);
+        state.observe_usage(1_500);
+        assert_eq!(state.calibrated_tokens(Some("gpt-test"), 1_000), 1_500);
     }
 }

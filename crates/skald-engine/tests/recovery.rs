@@ -18,8 +18,8 @@ use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, To
 use skald_core::pipeline::policy::Policy;
 use skald_engine::SessionState;
 use skald_engine::recovery::{
-    CONTEXT_OVERFLOW_MESSAGE, OverflowSource, RecoveryAction, RecoveryError, RecoverySettings,
-    TurnContext, TurnOutcome, complete_turn,
+    CONTEXT_OVERFLOW_MESSAGE, OverflowSource, PrepareContext, RecoveryAction, RecoveryError,
+    RecoverySettings, TurnContext, TurnDriver, TurnOutcome, complete_turn,
 };
 use skald_llm::{
     ExtractiveSummarizer, FixedJitter, LlmError, OpenAiCompatible, ProviderConfig, ProviderKind,
@@ -1191,4 +1191,73 @@ async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but
         "same system prompt"
     );
     assert!(!sent[1].to_string().contains("platform team"));
+}
+
+/// A caller that sends the requests itself (the proxy): each prepared call's estimate is
+/// recorded for the context's model, the provider's reported usage pairs with it, and the next
+/// turn's threshold decision uses the calibrated size.
+#[tokio::test]
+async fn a_driver_records_each_calls_count_and_reported_usage_calibrates_the_next_threshold() {
+    let (sessions, refs) = stores();
+    seed(&sessions, &[3_000, 3_000]);
+    let summarizer = ExtractiveSummarizer::default();
+    let cancel = CancellationToken::new();
+    let mut state = SessionState::default();
+
+    let roomy = Setup::new(1_000_000, CompactionSettings::default().reserve_tokens);
+    let first_ctx = driver_context(&sessions, &refs, &summarizer, &roomy, "gpt-test");
+    let mut first = TurnDriver::new(&first_ctx, Default::default()).unwrap();
+    let call = first.prepare(&mut state, &cancel).await.unwrap();
+    let counted = call.request_tokens;
+    assert!(first.report().compactions.is_empty());
+    let observed = state.observe_usage(counted * 4).unwrap();
+    assert_eq!(
+        (observed.model.as_str(), observed.counted, observed.reported),
+        ("gpt-test", counted, counted * 4)
+    );
+    assert_eq!(
+        state.calibrated_tokens(Some("gpt-test"), counted),
+        counted * 4
+    );
+
+    // A window skald's estimate fits in and the provider's count does not.
+    let tight = Setup::new(counted * 2, counted / 2);
+    let other_ctx = driver_context(&sessions, &refs, &summarizer, &tight, "another-model");
+    let mut other = TurnDriver::new(&other_ctx, Default::default()).unwrap();
+    other.prepare(&mut state, &cancel).await.unwrap();
+    assert!(other.report().compactions.is_empty());
+
+    let next_ctx = driver_context(&sessions, &refs, &summarizer, &tight, "gpt-test");
+    let mut next = TurnDriver::new(&next_ctx, Default::default()).unwrap();
+    next.prepare(&mut state, &cancel).await.unwrap();
+    let compactions = &next.report().compactions;
+    assert_eq!(compactions.len(), 1, "{compactions:?}");
+    assert_eq!(compactions[0].trigger, CompactionTrigger::Threshold);
+}
+
+/// What a driver of the test session needs, for `model`.
+fn driver_context<'a>(
+    sessions: &'a SqliteSessionStore,
+    refs: &'a SqliteRefStore,
+    summarizer: &'a dyn Summarizer,
+    setup: &'a Setup,
+    model: &'a str,
+) -> PrepareContext<'a> {
+    PrepareContext {
+        model: Some(model),
+        sessions,
+        refs,
+        tenant: TENANT,
+        session_id: SESSION,
+        summarizer,
+        policy: &setup.policy,
+        compaction: &setup.compaction,
+        window_tokens: setup.window,
+        system_prompt: Some(SYSTEM_PROMPT),
+        tools: &[],
+        fetch_available: true,
+        now_ms: 1_770_000_000_000,
+        agents_md: None,
+        settings: &setup.settings,
+    }
 }

@@ -47,7 +47,7 @@ async fn healthz(State(state): State<AppState>) -> Json<Health> {
     Json(Health {
         status: "ok",
         version: env!("CARGO_PKG_VERSION"),
-        auth_required: state.auth_required,
+        auth_required: state.auth_required(),
     })
 }
 
@@ -122,10 +122,13 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let tasks = state.tasks.clone();
+    // The upload driver aborts its tasks when dropped: it must outlive the wait below.
+    let uploads = state.uploads.clone();
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await?;
     tasks.close();
     tasks.wait().await;
+    drop(uploads);
     Ok(())
 }

@@ -73,7 +73,7 @@ pub fn find_key(headers: &HeaderMap) -> Result<Option<(String, KeySource)>, ApiE
 pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
     let found = find_key(headers)?;
     let Some((secret, source)) = found else {
-        if state.auth_required {
+        if state.auth_required() {
             return Err(ApiError::Unauthorized(format!(
                 "this server requires an API key: send it in the {SKALD_KEY_HEADER} header, or \
                  as `Authorization: Bearer {KEY_PREFIX}…` (`skald keys create` makes one)"

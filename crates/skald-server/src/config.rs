@@ -8,7 +8,7 @@ use skald_core::compaction::CompactionSettings;
 use skald_core::memory::recall::RecallSettings;
 use skald_core::memory::write::WriteSettings;
 use skald_core::pipeline::policy::Policy;
-use skald_llm::{Embedder, Summarizer};
+use skald_llm::{DeterministicExtractor, Embedder, MemoryExtractor, Summarizer};
 
 /// The largest request body accepted by default (a long session's full history fits; a runaway
 /// upload does not).
@@ -71,6 +71,8 @@ pub struct ServerConfig {
     pub summarizer: Arc<dyn Summarizer>,
     /// Embeds memories and queries; `None`: memory search is full-text only.
     pub embedder: Option<Arc<dyn Embedder>>,
+    /// Extracts memories from what leaves a session's context (compacted spans, uploads).
+    pub extractor: Arc<dyn MemoryExtractor>,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -82,13 +84,14 @@ impl std::fmt::Debug for ServerConfig {
             .field("anthropic", &self.anthropic.as_ref().map(|up| &up.base_url))
             .field("max_body_bytes", &self.max_body_bytes)
             .field("embedder", &self.embedder.is_some())
+            .field("extractor", &self.extractor.name())
             .finish_non_exhaustive()
     }
 }
 
 impl ServerConfig {
     /// The defaults: the `skald` policy, seed 001's compaction, memory on, no upstream, the
-    /// extractive summarizer and no embedder.
+    /// extractive summarizer, the deterministic memory extractor and no embedder.
     pub fn new(policy: Policy) -> ServerConfig {
         ServerConfig {
             policy,
@@ -100,6 +103,7 @@ impl ServerConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             summarizer: Arc::new(skald_llm::ExtractiveSummarizer::default()),
             embedder: None,
+            extractor: Arc::new(DeterministicExtractor::default()),
         }
     }
 }

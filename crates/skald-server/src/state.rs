@@ -1,12 +1,15 @@
 //! What every request handler shares: the stores on the data directory's database, the key
-//! store, the configuration, the per-session engine state, the metrics, the HTTP client the proxy
-//! forwards with, and the tracker of background tasks a graceful shutdown waits for.
+//! store, the configuration, the per-session engine state, the memory write path (the writer
+//! and the two-threshold upload driver), the metrics, the HTTP client the proxy forwards with,
+//! and the tracker of background tasks a graceful shutdown waits for.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use skald_engine::SessionState;
+use skald_engine::memory_write::MemoryWriteError;
+use skald_engine::{MemoryWriter, SessionState, UploadDriver};
 use skald_store::keys::{KeyError, SqliteKeyStore};
 use skald_store::{
     MemoryError, RefSettings, SessionError, SqliteMemoryStore, SqliteRefStore, SqliteSessionStore,
@@ -35,8 +38,13 @@ pub struct AppState {
     pub http: reqwest::Client,
     /// Background work (memory uploads, extractions) a graceful shutdown waits for.
     pub tasks: TaskTracker,
-    /// Whether requests must carry a key: true as soon as the key store holds a live key.
-    pub auth_required: bool,
+    /// Archives what leaves a session's context and extracts its memories (`[memory.write]`).
+    pub memory_writer: MemoryWriter,
+    /// The two-threshold memory upload of every session; its tasks run on `tasks`.
+    pub uploads: Arc<UploadDriver>,
+    /// Whether requests must carry a key: true once the key store has held a live key while
+    /// this server ran, and never false again (revoking every key does not open the server).
+    auth_required: Arc<AtomicBool>,
     session_states: Arc<Mutex<HashMap<(String, String), SessionSlot>>>,
 }
 
@@ -53,6 +61,8 @@ pub enum OpenError {
     Keys(#[from] KeyError),
     #[error("cannot build the HTTP client for upstream calls: {0}")]
     Http(#[from] reqwest::Error),
+    #[error("the memory write settings are not usable: {0}")]
+    MemoryWrite(#[from] MemoryWriteError),
 }
 
 impl AppState {
@@ -88,24 +98,45 @@ impl AppState {
         let http = reqwest::Client::builder()
             .pool_idle_timeout(std::time::Duration::from_secs(90))
             .build()?;
+        let memories = Arc::new(memories);
+        let mut memory_writer = MemoryWriter::new(
+            memories.clone(),
+            config.extractor.clone(),
+            config.memory.write.clone(),
+        )?;
+        if let Some(embedder) = &config.embedder {
+            memory_writer = memory_writer.with_embedder(embedder.clone());
+        }
+        let tasks = TaskTracker::new();
+        let uploads =
+            Arc::new(UploadDriver::new(memory_writer.clone()).with_tracker(tasks.clone()));
         Ok(AppState {
             sessions: Arc::new(sessions),
             refs: Arc::new(refs),
-            memories: Arc::new(memories),
+            memories,
             keys: Arc::new(keys),
             config: Arc::new(config),
             metrics: Arc::new(Metrics::new()),
             http,
-            tasks: TaskTracker::new(),
-            auth_required,
+            tasks,
+            memory_writer,
+            uploads,
+            auth_required: Arc::new(AtomicBool::new(auth_required)),
             session_states: Arc::new(Mutex::new(HashMap::new())),
         })
     }
 
-    /// Requires a key on every request from now on (a test creates keys after opening).
-    pub fn with_auth_required(mut self, required: bool) -> AppState {
-        self.auth_required = required;
-        self
+    /// Whether requests must carry a key. While the server is open this looks at the key
+    /// store, so a key created by `skald keys create` while it runs closes it at once.
+    pub fn auth_required(&self) -> bool {
+        if self.auth_required.load(Ordering::Relaxed) {
+            return true;
+        }
+        let found = self.keys.any_active().unwrap_or(true);
+        if found {
+            self.auth_required.store(true, Ordering::Relaxed);
+        }
+        found
     }
 
     /// The engine state of one session of one tenant, created empty on first use.

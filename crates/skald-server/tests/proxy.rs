@@ -215,7 +215,8 @@ async fn the_conversation_is_stored_once_and_a_repeated_request_writes_nothing()
     )
     .await;
     let first = server.state.sessions.get(TENANT, "s-sync").unwrap();
-    assert_eq!(first.message_count, 6);
+    // The conversation without the system prompt: that is the host's, sent with every request.
+    assert_eq!(first.message_count, 5);
 
     // The same request again (a client retry): nothing new, nothing written.
     post(
@@ -236,7 +237,7 @@ async fn the_conversation_is_stored_once_and_a_repeated_request_writes_nothing()
     ]);
     post(&server, "/v1/chat/completions", "s-sync", &next).await;
     let after = server.state.sessions.get(TENANT, "s-sync").unwrap();
-    assert_eq!(after.message_count, 8);
+    assert_eq!(after.message_count, 7);
     let context = server
         .state
         .sessions
@@ -267,8 +268,8 @@ async fn without_a_session_header_the_session_is_derived_from_the_opening() {
     }
     let sessions = server.state.sessions.list(TENANT).unwrap();
     assert_eq!(sessions.len(), 1, "{sessions:?}");
-    assert!(sessions[0].id.starts_with("proxy-"));
-    assert_eq!(sessions[0].message_count, 8);
+    assert!(sessions[0].id.starts_with("conv-"));
+    assert_eq!(sessions[0].message_count, 7);
 }
 
 #[tokio::test]
@@ -773,9 +774,10 @@ async fn an_upstream_overflow_is_compacted_and_retried_transparently() {
         metric(&text, "skald_compactions_total{outcome=\"compacted\"}"),
         1.0
     );
-    // The compaction is a checkpoint in the session: nothing the client sent was lost.
+    // The compaction is a checkpoint in the session: nothing the client sent was lost (the
+    // system prompt is the host's, not the session's).
     let info = server.state.sessions.get(TENANT, "s-overflow").unwrap();
-    assert_eq!(info.message_count, 26);
+    assert_eq!(info.message_count, 25);
 }
 
 #[tokio::test]
@@ -852,7 +854,7 @@ async fn with_the_skald_key_in_its_own_header_the_clients_provider_key_passes_th
     let upstream = Upstream::start().await;
     let state = AppState::in_memory(config_for(&upstream)).unwrap();
     let key = state.keys.create("acme", "proxy").unwrap();
-    let server = TestServer::start(state.with_auth_required(true)).await;
+    let server = TestServer::start(state).await;
     let client = reqwest::Client::new();
     let response = client
         .post(server.url("/v1/chat/completions"))
@@ -891,7 +893,7 @@ async fn with_the_skald_key_as_the_provider_key_skald_sends_its_configured_key()
     config.anthropic.as_mut().unwrap().api_key = Some("sk-ant-configured".to_owned());
     let state = AppState::in_memory(config).unwrap();
     let key = state.keys.create("acme", "virtual").unwrap();
-    let server = TestServer::start(state.with_auth_required(true)).await;
+    let server = TestServer::start(state).await;
     let client = reqwest::Client::new();
     let openai = client
         .post(server.url("/v1/chat/completions"))
@@ -927,7 +929,7 @@ async fn a_skald_bearer_key_without_a_configured_provider_key_is_refused_before_
     let upstream = Upstream::start().await;
     let state = AppState::in_memory(config_for(&upstream)).unwrap();
     let key = state.keys.create("acme", "virtual").unwrap();
-    let server = TestServer::start(state.with_auth_required(true)).await;
+    let server = TestServer::start(state).await;
     let response = reqwest::Client::new()
         .post(server.url("/v1/chat/completions"))
         .bearer_auth(&key.secret)

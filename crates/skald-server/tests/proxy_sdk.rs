@@ -118,7 +118,7 @@ async fn keyed_server(upstream: &Upstream) -> (TestServer, String) {
     });
     let state = AppState::in_memory(config).unwrap();
     let key = state.keys.create("sdk", "python").unwrap();
-    let server = TestServer::start(state.with_auth_required(true)).await;
+    let server = TestServer::start(state).await;
     (server, key.secret)
 }
 

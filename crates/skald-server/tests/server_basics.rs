@@ -92,7 +92,6 @@ async fn metrics_count_requests_by_route_template() {
 async fn with_keys_every_request_needs_a_live_key() {
     let state = skald_server::AppState::in_memory(common::default_config()).unwrap();
     let created = state.keys.create("acme", "test").unwrap();
-    let state = state.with_auth_required(true);
     let server = TestServer::start(state).await;
     let client = reqwest::Client::new();
 

@@ -10,7 +10,7 @@ use skald_store::ManualClock;
 use skald_store::memories::{
     AddOutcome, DirEntryKind, DuplicateKind, MemoryError, MemorySettings, MemorySource,
     MemoryStatus, MemoryStore, NewMemory, SearchFilter, SearchQuery, SqliteMemoryStore,
-    UpdateOutcome, WriteAction,
+    UpdateOutcome, VectorFusion, WriteAction,
 };
 
 const T0: i64 = 1_700_000_000_000;
@@ -624,6 +624,9 @@ fn vectors_fuse_with_text_by_reciprocal_rank() {
     // Only the text and vector rankings, so the fused scores are easy to check.
     let settings = MemorySettings {
         directory_weight: 0.0,
+        vector_fusion: VectorFusion::Rank {
+            weight: skald_store::memories::DEFAULT_VECTOR_WEIGHT,
+        },
         ..MemorySettings::default()
     };
     let store =
@@ -707,6 +710,97 @@ fn vectors_fuse_with_text_by_reciprocal_rank() {
         .unwrap();
     assert_eq!(first[0].memory.uri, d);
     assert_eq!(first[0].memory.embedding_dimensions, Some(3));
+}
+
+/// Text barely prefers `t` over `v`; the query vector is `v`'s. With `fusion`, the hybrid order.
+fn hybrid_order(fusion: VectorFusion) -> (Vec<String>, Vec<skald_store::memories::SearchHit>) {
+    let settings = MemorySettings {
+        directory_weight: 0.0,
+        vector_fusion: fusion,
+        ..MemorySettings::default()
+    };
+    let store =
+        SqliteMemoryStore::in_memory_with(settings, Arc::new(ManualClock::new(T0))).unwrap();
+    for (name, content, vector) in [
+        ("t", "garden garden tomatoes", [0.0, 1.0, 0.0]),
+        ("v", "garden basil seeds", [1.0, 0.0, 0.0]),
+        (
+            "y",
+            "a long note that mentions the garden once among many other words about taxes, \
+             cars, invoices, the weather and the neighbours",
+            [0.0, 0.0, 1.0],
+        ),
+    ] {
+        let at = uri(&format!("viking://user/alice/memories/events/{name}"));
+        store
+            .add(
+                "acme",
+                NewMemory::new(at, content).with_embedding(vector.to_vec()),
+            )
+            .unwrap();
+    }
+    let text_only = store
+        .search("acme", &SearchQuery::text("garden", 3))
+        .unwrap();
+    assert_eq!(uris(&text_only), ["t", "v", "y"]);
+    let hits = store
+        .search(
+            "acme",
+            &SearchQuery::text("garden", 3).with_vector(vec![1.0, 0.0, 0.0]),
+        )
+        .unwrap();
+    (uris(&hits), hits)
+}
+
+#[test]
+fn score_fusion_by_default_lifts_a_hit_far_ahead_in_the_vector_ranking() {
+    assert_eq!(
+        MemorySettings::default().vector_fusion,
+        VectorFusion::Score {
+            share: skald_store::memories::DEFAULT_VECTOR_SHARE
+        }
+    );
+    // Rank fusion sees t first in the heavier list and v first in the lighter one: t wins.
+    let (by_rank, _) = hybrid_order(VectorFusion::Rank { weight: 0.3 });
+    assert_eq!(by_rank, ["t", "v", "y"]);
+    // Score fusion sees v a little behind in text and far ahead in vectors: v wins.
+    let (by_score, hits) = hybrid_order(VectorFusion::default());
+    assert_eq!(by_score, ["v", "t", "y"]);
+    // The hit still reports its own rank in each ranking, not its place in the relevance list.
+    let v = &hits[0];
+    assert_eq!((v.text_rank, v.vector_rank), (Some(1), Some(0)));
+    assert!((v.cosine.unwrap() - 1.0).abs() < 1e-6);
+    assert!(v.bm25.unwrap() < 0.0);
+    assert_eq!((hits[1].text_rank, hits[1].vector_rank), (Some(0), Some(1)));
+    // Share 0 is text only; share 1 is vectors only.
+    let (text_share, _) = hybrid_order(VectorFusion::Score { share: 0.0 });
+    assert_eq!(text_share, ["t", "v", "y"]);
+    let (vector_share, _) = hybrid_order(VectorFusion::Score { share: 1.0 });
+    assert_eq!(vector_share[0], "v");
+}
+
+#[test]
+fn vector_fusion_settings_out_of_range_are_refused() {
+    for fusion in [
+        VectorFusion::Score { share: 1.5 },
+        VectorFusion::Score { share: -0.1 },
+        VectorFusion::Score { share: f64::NAN },
+        VectorFusion::Rank { weight: -1.0 },
+        VectorFusion::Rank {
+            weight: f64::INFINITY,
+        },
+    ] {
+        let settings = MemorySettings {
+            vector_fusion: fusion,
+            ..MemorySettings::default()
+        };
+        let error = SqliteMemoryStore::in_memory_with(settings, Arc::new(ManualClock::new(T0)))
+            .unwrap_err();
+        assert!(
+            matches!(error, MemoryError::InvalidSettings(_)),
+            "{fusion:?}: {error}"
+        );
+    }
 }
 
 #[test]

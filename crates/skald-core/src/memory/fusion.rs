@@ -1,6 +1,12 @@
-//! Reciprocal rank fusion: several rankings of the same items (full-text, vectors, a date
-//! window…) merged into one by `Σ weight / (k + rank)`, ranks counted from 1. It needs no score
-//! calibration between rankers, which is why hybrid search uses it (Cormack et al., 2009; k = 60).
+//! Fusion of several rankings of the same items into one.
+//!
+//! - Reciprocal rank fusion ([`reciprocal_rank_fusion`]): rankings (full-text, vectors, a date
+//!   window…) merged by `Σ weight / (k + rank)`, ranks counted from 1. It needs no score
+//!   calibration between rankers (Cormack et al., 2009; k = 60), but it keeps only the order:
+//!   a first hit far ahead of the second counts as much as one barely ahead.
+//! - Min-max score fusion ([`min_max_score_fusion`]): scored lists (BM25, cosine similarity)
+//!   each mapped to [0, 1] by their own best and worst score in this query, then combined
+//!   convexly, so how far ahead a hit is in one list counts.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -74,6 +80,81 @@ pub fn reciprocal_rank_fusion<T: Clone + Eq + Hash>(
     fused.into_iter().map(|(entry, _)| entry).collect()
 }
 
+/// One scored list to fuse: its items with their scores (higher is better, any order), and how
+/// much it counts.
+#[derive(Debug, Clone, Copy)]
+pub struct ScoredList<'a, T> {
+    pub weight: f64,
+    pub items: &'a [(T, f64)],
+}
+
+/// Fuses scored lists by their min-max normalised scores: in each list an item's score becomes
+/// `(score - worst) / (best - worst)` (1 for every item when all scores are equal), and its fused
+/// score is `Σ weight × normalised score` over the lists that hold it; a list without the item
+/// adds nothing, as if the item were that list's worst. With weights summing to 1 this is a
+/// convex combination. Non-finite scores are ignored.
+///
+/// Best first; ties go to the item that appears first (earlier list, then earlier position).
+/// [`Fused::ranks`] holds each item's 0-based rank by score in each list. An item listed twice
+/// in one list counts at its best score.
+pub fn min_max_score_fusion<T: Clone + Eq + Hash>(lists: &[ScoredList<'_, T>]) -> Vec<Fused<T>> {
+    let mut index: HashMap<&T, usize> = HashMap::new();
+    let mut fused: Vec<Fused<T>> = Vec::new();
+    for (list_index, list) in lists.iter().enumerate() {
+        let mut best: HashMap<&T, f64> = HashMap::new();
+        let mut order: Vec<&T> = Vec::new();
+        for (item, score) in list.items {
+            if !score.is_finite() {
+                continue;
+            }
+            match best.get_mut(item) {
+                Some(seen) => *seen = seen.max(*score),
+                None => {
+                    best.insert(item, *score);
+                    order.push(item);
+                }
+            }
+        }
+        let (low, high) = best
+            .values()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), score| {
+                (low.min(*score), high.max(*score))
+            });
+        let span = high - low;
+        // Stable: equal scores keep the list's order.
+        let mut ranked: Vec<(&T, f64)> = order
+            .iter()
+            .map(|item| (*item, best.get(item).copied().unwrap_or(low)))
+            .collect();
+        ranked.sort_by(|(_, a), (_, b)| b.total_cmp(a));
+        for (rank, (item, score)) in ranked.into_iter().enumerate() {
+            let slot = *index.entry(item).or_insert_with(|| {
+                fused.push(Fused {
+                    item: item.clone(),
+                    score: 0.0,
+                    ranks: vec![None; lists.len()],
+                });
+                fused.len() - 1
+            });
+            let Some(entry) = fused.get_mut(slot) else {
+                continue;
+            };
+            if let Some(seen) = entry.ranks.get_mut(list_index) {
+                *seen = Some(rank);
+            }
+            let normalised = if span > 0.0 {
+                (score - low) / span
+            } else {
+                1.0
+            };
+            entry.score += list.weight * normalised;
+        }
+    }
+    // Slots are in order of first appearance, so a stable sort keeps that as the tie-break.
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score));
+    fused
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -120,5 +201,75 @@ mod tests {
         assert_eq!(order(&fused), ["b", "a"]);
         assert_eq!(fused[1].ranks, [Some(0), None]);
         assert!(reciprocal_rank_fusion::<&str>(&[], RRF_K).is_empty());
+    }
+
+    #[test]
+    fn min_max_scores_are_combined_convexly() {
+        let text = [("a", 10.0), ("b", 6.0), ("c", 2.0)];
+        let vector = [("c", 0.8), ("b", 0.7), ("d", 0.4)];
+        let fused = min_max_score_fusion(&[
+            ScoredList {
+                weight: 0.6,
+                items: &text,
+            },
+            ScoredList {
+                weight: 0.4,
+                items: &vector,
+            },
+        ]);
+        // a: 0.6; b: 0.6 × 0.5 + 0.4 × 0.75 = 0.6; c: 0.4; d: 0. a and b tie: a appeared first.
+        assert_eq!(order(&fused), ["a", "b", "c", "d"]);
+        assert!((fused[1].score - 0.6).abs() < 1e-12);
+        assert_eq!(fused[1].ranks, [Some(1), Some(1)]);
+        assert_eq!(fused[2].ranks, [Some(2), Some(0)]);
+        assert_eq!(fused[3].ranks, [None, Some(2)]);
+    }
+
+    #[test]
+    fn score_fusion_ranks_a_strong_vector_hit_above_reciprocal_rank_fusion_choice() {
+        // The text ranking barely prefers "text-first" over "vector-first"; the vector ranking
+        // puts "vector-first" far ahead of everything else. Rank fusion sees two lists that each
+        // put one of them first and the other second, and lets the heavier text list decide;
+        // score fusion sees that the vector margin is large and the text margin small.
+        let text = [("text-first", 10.0), ("vector-first", 9.8), ("other", 1.0)];
+        let vector = [("vector-first", 0.9), ("text-first", 0.3), ("other", 0.2)];
+        let text_ids: Vec<&str> = text.iter().map(|(id, _)| *id).collect();
+        let vector_ids: Vec<&str> = vector.iter().map(|(id, _)| *id).collect();
+        let by_rank = reciprocal_rank_fusion(
+            &[
+                RankedList::new(&text_ids),
+                RankedList {
+                    weight: 0.5,
+                    items: &vector_ids,
+                },
+            ],
+            RRF_K,
+        );
+        assert_eq!(by_rank[0].item, "text-first");
+        let by_score = min_max_score_fusion(&[
+            ScoredList {
+                weight: 0.6,
+                items: &text,
+            },
+            ScoredList {
+                weight: 0.4,
+                items: &vector,
+            },
+        ]);
+        assert_eq!(order(&by_score), ["vector-first", "text-first", "other"]);
+    }
+
+    #[test]
+    fn score_fusion_edge_cases() {
+        // Equal scores all normalise to 1; non-finite scores are skipped; a duplicate counts at
+        // its best score; nothing in, nothing out.
+        let flat = [("a", 2.0), ("b", 2.0), ("c", f64::NAN), ("a", 1.0)];
+        let fused = min_max_score_fusion(&[ScoredList {
+            weight: 1.0,
+            items: &flat,
+        }]);
+        assert_eq!(order(&fused), ["a", "b"]);
+        assert!(fused.iter().all(|entry| (entry.score - 1.0).abs() < 1e-12));
+        assert!(min_max_score_fusion::<&str>(&[]).is_empty());
     }
 }

@@ -3,8 +3,9 @@
 //! — the user's profile and the tool usage memories in the system prompt, a simulated
 //! `memory_ls` of `viking://` ([`session_start_memory`]) —, skill memories appended to reads of
 //! `skills/<name>/SKILL.md` ([`augment_skill_reads`]), tool statistics kept from finished turns
-//! ([`record_tool_reports`]), and the executors of the five memory tools
-//! ([`execute_memory_tool`]).
+//! ([`record_tool_reports`]), the executors of the five memory tools ([`execute_memory_tool`]),
+//! and what the memory commands and the memory API do by hand ([`manage`]: search, ls, read,
+//! history, remember, forget, adding documents).
 //!
 //! Everything here reads and writes through `&dyn MemoryStore` and works with no embedder; with
 //! one, queries and committed memories are embedded too. What the model sees is decided by
@@ -49,6 +50,7 @@
 //! # });
 //! ```
 
+pub mod manage;
 mod recall;
 mod tools;
 mod usage;
@@ -62,8 +64,9 @@ pub use recall::{
 };
 pub use tools::{MemoryToolOutput, execute_memory_tool, execute_memory_tool_at};
 pub use usage::{
-    SkillAugmentation, ToolMemoryUpdate, augment_skill_reads, load_skill_memory, load_tool_stats,
-    record_skill_use, record_tool_reports, skill_directory, tool_uri,
+    SkillAugmentation, ToolMemoryUpdate, augment_skill_reads, augment_skill_reads_with,
+    load_skill_memory, load_tool_stats, record_skill_use, record_tool_reports, skill_directory,
+    tool_uri,
 };
 
 /// The user and the agent a session belongs to, as they appear in `viking://` URIs.

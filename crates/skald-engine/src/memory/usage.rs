@@ -251,6 +251,21 @@ pub fn augment_skill_reads(
     identity: &MemoryIdentity,
     messages: &mut [Message],
 ) -> Vec<SkillAugmentation> {
+    augment_skill_reads_with(store, tenant, identity, messages, &mut HashMap::new())
+}
+
+/// [`augment_skill_reads`] for a view rebuilt from the stored session on every request:
+/// `decided` holds, by tool call id, the appendix chosen the first time a read was seen (""
+/// when nothing was remembered then), and a read found there gets exactly that again, so the
+/// request's bytes do not change when the skill's memories do. New reads are decided and added
+/// to `decided`; a read whose skill memory could not be loaded is not, and is tried again.
+pub fn augment_skill_reads_with(
+    store: &dyn MemoryStore,
+    tenant: &str,
+    identity: &MemoryIdentity,
+    messages: &mut [Message],
+    decided: &mut HashMap<String, String>,
+) -> Vec<SkillAugmentation> {
     let calls: HashMap<String, ToolCall> = messages
         .iter()
         .flat_map(Message::tool_calls)
@@ -275,14 +290,23 @@ pub fn augment_skill_reads(
                 appended_chars: 0,
                 error: None,
             };
-            match load_skill_memory(store, tenant, identity.agent(), &skill) {
-                Ok(memory) => {
-                    if let Some(appendix) = render_skill_memory(&skill, &memory) {
-                        augmentation.appended_chars = appendix.chars().count();
-                        append_text(&mut result.content, &appendix);
+            let appendix = match decided.get(&result.call_id) {
+                Some(appendix) => Some(appendix.clone()),
+                None => match load_skill_memory(store, tenant, identity.agent(), &skill) {
+                    Ok(memory) => {
+                        let appendix = render_skill_memory(&skill, &memory).unwrap_or_default();
+                        decided.insert(result.call_id.clone(), appendix.clone());
+                        Some(appendix)
                     }
-                }
-                Err(error) => augmentation.error = Some(error.to_string()),
+                    Err(error) => {
+                        augmentation.error = Some(error.to_string());
+                        None
+                    }
+                },
+            };
+            if let Some(appendix) = appendix.filter(|appendix| !appendix.is_empty()) {
+                augmentation.appended_chars = appendix.chars().count();
+                append_text(&mut result.content, &appendix);
             }
             out.push(augmentation);
         }

@@ -5,17 +5,17 @@
 //! unchanged since, costs one row read and an append of its new tail — nothing is read back or
 //! written for a request that brings nothing new.
 
-use skald_core::message::{Block, Message};
+use skald_core::message::{Block, Message, Role};
+use skald_engine::ingest;
 use skald_engine::{EngineError, SessionState, SyncMark};
 use skald_store::sessions::SessionStore;
 use xxhash_rust::xxh3::Xxh3;
 
-use super::ingest;
-
 /// What a sync did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Synced {
-    /// Leading client messages that were already in the session.
+    /// Leading request messages that were already in the session (the system prompt included):
+    /// `messages[matched..]` is what the request brought.
     pub matched: usize,
     /// Client messages appended.
     pub appended: usize,
@@ -39,13 +39,13 @@ pub fn sync(
             if info.entry_count == mark.entry_count && info.leaf_id == mark.leaf_id {
                 let matched = mark.fingerprints.len();
                 let tail = messages.get(matched..).unwrap_or_default();
+                let appended = ingest::append_synced_tail(sessions, tenant, session_id, tail)?;
                 if !tail.is_empty() {
-                    ingest::ingest_messages(sessions, tenant, session_id, tail.to_vec())?;
                     remember(state, sessions, tenant, session_id, fingerprints)?;
                 }
                 return Ok(Synced {
                     matched,
-                    appended: tail.len(),
+                    appended,
                     fast: true,
                 });
             }
@@ -54,10 +54,29 @@ pub fn sync(
     let outcome = ingest::sync_conversation(sessions, tenant, session_id, messages, source_format)?;
     remember(state, sessions, tenant, session_id, fingerprints)?;
     Ok(Synced {
-        matched: outcome.matched,
+        matched: leading_messages(messages, outcome.matched),
         appended: outcome.appended,
         fast: false,
     })
+}
+
+/// How many of `messages` lead up to and include the `matched`-th that is not the host's system
+/// prompt (the engine's sync counts only the conversation; [`Synced::matched`] indexes the
+/// request's messages).
+fn leading_messages(messages: &[Message], matched: usize) -> usize {
+    if matched == 0 {
+        return 0;
+    }
+    let mut seen = 0;
+    for (at, message) in messages.iter().enumerate() {
+        if message.role != Role::System {
+            seen += 1;
+            if seen == matched {
+                return at + 1;
+            }
+        }
+    }
+    messages.len()
 }
 
 /// Notes the session's state after a write of the proxy's own (hidden entries), so the next
@@ -147,6 +166,35 @@ mod tests {
 
     fn say(role: Role, text: &str) -> Message {
         Message::text(role, text)
+    }
+
+    #[test]
+    fn matched_indexes_the_requests_messages_system_prompt_included() {
+        let store = SqliteSessionStore::in_memory().unwrap();
+        let mut conversation = vec![
+            say(Role::System, "be brief"),
+            say(Role::User, "hello there"),
+            say(Role::Assistant, "hi"),
+        ];
+        sync(
+            &mut SessionState::default(),
+            &store,
+            "t",
+            "s",
+            &conversation,
+            "openai",
+        )
+        .unwrap();
+        conversation.push(say(Role::User, "next"));
+        // A state without a mark: the engine's sync, which counts the conversation only.
+        let mut state = SessionState::default();
+        let slow = sync(&mut state, &store, "t", "s", &conversation, "openai").unwrap();
+        assert_eq!((slow.fast, slow.matched, slow.appended), (false, 3, 1));
+        conversation.push(say(Role::Assistant, "ok"));
+        conversation.push(say(Role::User, "ok"));
+        let fast = sync(&mut state, &store, "t", "s", &conversation, "openai").unwrap();
+        assert_eq!((fast.fast, fast.matched, fast.appended), (true, 4, 2));
+        assert_eq!(store.get("t", "s").unwrap().message_count, 5);
     }
 
     #[test]

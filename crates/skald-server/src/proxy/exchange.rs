@@ -16,6 +16,7 @@ use skald_core::codec::{anthropic, openai};
 use skald_core::memory::recall::RecallSettings;
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, ContentForm, Conversation, Message, Role, ToolCall, Usage};
+use skald_engine::ingest;
 use skald_engine::memory::{MemoryIdentity, record_tool_reports};
 use skald_engine::recovery::{OverflowSource, RecallHook, RecoveryAction};
 use skald_engine::{
@@ -27,12 +28,12 @@ use skald_store::MemoryStore;
 use tokio::sync::{OwnedMutexGuard, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::conversation;
 use super::spelling::ClientMessages;
 use super::sse::SseSplitter;
 use super::stream::{StreamRewriter, anthropic_usage, error_event, openai_usage};
 use super::tools::{self, Executed, SkaldTools};
 use super::upstream::{Api, response_headers};
-use super::{conversation, ingest};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::state::AppState;
@@ -58,6 +59,8 @@ pub struct Exchange {
     pub client_tools: Vec<Value>,
     /// The client's messages, for their spelling (see [`ClientMessages`]).
     pub client_messages: ClientMessages,
+    /// The client's system prompt (see [`HostPrompt`]).
+    pub host_prompt: HostPrompt,
     pub identity: Option<MemoryIdentity>,
     pub now_ms: i64,
     pub settings: RecoverySettings,
@@ -78,6 +81,7 @@ impl Exchange {
     fn prepare_context(&self) -> PrepareContext<'_> {
         let config = &self.state.config;
         PrepareContext {
+            model: self.request.model.as_deref(),
             sessions: &*self.state.sessions,
             refs: &*self.state.refs,
             tenant: &self.tenant,
@@ -86,7 +90,7 @@ impl Exchange {
             policy: &config.policy,
             compaction: &config.compaction,
             window_tokens: config.window_tokens,
-            system_prompt: None,
+            system_prompt: self.host_prompt.text.as_deref(),
             tools: &self.client_tools,
             fetch_available: true,
             now_ms: self.now_ms,
@@ -115,13 +119,14 @@ impl Exchange {
         })
     }
 
-    /// The body of one upstream call: the prepared messages (in the client's spelling, and
-    /// marked as the client's format, so the fields the client put on them are written back), skald's system prompt addition on
-    /// the leading system message, the client's tools then skald's, and every other field of
-    /// the client's request.
+    /// The body of one upstream call: the client's system prompt, then the prepared messages (in
+    /// the client's spelling, and marked as the client's format, so the fields the client put on
+    /// them are written back), skald's system prompt addition on the leading system message, the
+    /// client's tools then skald's, and every other field of the client's request.
     fn encode(&self, call: &mut PreparedCall) -> Value {
         let origin = self.api.origin();
-        let mut messages = std::mem::take(&mut call.request.messages);
+        let mut messages = self.host_prompt.messages.clone();
+        messages.append(&mut call.request.messages);
         self.client_messages.restore(&mut messages);
         for message in &mut messages {
             if !message.extra.contains_key(openai::ORIGIN_KEY) {
@@ -131,7 +136,10 @@ impl Exchange {
                 );
             }
         }
-        if let Some(addition) = call.request.system.as_deref() {
+        if let Some(addition) = self
+            .host_prompt
+            .skald_addition(call.request.system.as_deref())
+        {
             add_to_system_prompt(&mut messages, addition, origin);
         }
         // The client's tools go back as it sent them (decoding and encoding them again on every
@@ -332,19 +340,53 @@ impl Exchange {
         }
     }
 
-    /// Feeds calibration with what the provider reported for `call`.
-    fn observe(
-        &self,
-        session: &mut SessionState,
-        call: &PreparedCall,
-        usage: Option<Usage>,
-        model: Option<&str>,
-    ) {
-        let Some(usage) = usage else {
-            return;
-        };
-        let model = model.or(self.request.model.as_deref()).unwrap_or("unknown");
-        session.observe_usage(model, call.request_tokens, usage.total_input());
+    /// Feeds calibration with what the provider reported for the call the driver prepared last
+    /// (it recorded skald's count for the request's model).
+    fn observe(session: &mut SessionState, usage: Option<Usage>) {
+        if let Some(usage) = usage {
+            session.observe_usage(usage.total_input());
+        }
+    }
+}
+
+/// The client's system prompt: its leading system messages, as sent. The session holds the
+/// conversation only (the engine's sync leaves the host's prompt out, as it is sent again with
+/// every request), so every upstream call puts them back in front. Their text is the turn's
+/// system prompt for the engine: counted in each request's size and given to the memory archive.
+#[derive(Debug, Clone, Default)]
+pub struct HostPrompt {
+    messages: Vec<Message>,
+    text: Option<String>,
+}
+
+impl HostPrompt {
+    /// The system messages `messages` opens with.
+    pub fn of(messages: &[Message]) -> HostPrompt {
+        let messages: Vec<Message> = messages
+            .iter()
+            .take_while(|message| message.role == Role::System)
+            .cloned()
+            .collect();
+        let text = messages
+            .iter()
+            .map(Message::plain_text)
+            .filter(|text| !text.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        HostPrompt {
+            messages,
+            text: (!text.is_empty()).then_some(text),
+        }
+    }
+
+    /// What skald added to the prepared system prompt: the engine writes the host's prompt
+    /// first, then a blank line and its additions.
+    fn skald_addition<'s>(&self, prepared: Option<&'s str>) -> Option<&'s str> {
+        let prepared = prepared?;
+        match &self.text {
+            None => Some(prepared),
+            Some(host) => prepared.strip_prefix(host.as_str())?.strip_prefix("\n\n"),
+        }
     }
 }
 
@@ -422,15 +464,10 @@ pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionSt
         let Ok(mut value) = serde_json::from_slice::<Value>(&body) else {
             return raw_response(status, headers, body);
         };
-        let Some((message, model)) = decode_answer(exchange.api, &value) else {
+        let Some(message) = decode_answer(exchange.api, &value) else {
             return raw_response(status, headers, body);
         };
-        exchange.observe(
-            &mut session,
-            &sent.call,
-            message.meta.usage,
-            model.as_deref(),
-        );
+        Exchange::observe(&mut session, message.meta.usage);
         if let Some(error) = skald_llm::overflow::assistant_error_overflow(&message) {
             let recovered = driver
                 .recover(
@@ -588,12 +625,7 @@ pub async fn stream(
             }
         }
         let round = rewriter.end_round();
-        exchange.observe(
-            &mut session,
-            &current.call,
-            round.usage,
-            round.model.as_deref(),
-        );
+        Exchange::observe(&mut session, round.usage);
         if round.skald_calls.is_empty() {
             break;
         }
@@ -651,11 +683,7 @@ pub async fn stream(
 }
 
 /// The answer's message and model, from a non-streamed response body.
-fn decode_answer(api: Api, value: &Value) -> Option<(Message, Option<String>)> {
-    let model = value
-        .get("model")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+fn decode_answer(api: Api, value: &Value) -> Option<Message> {
     let mut message = match api {
         Api::OpenAi => openai::decode_response(value).ok()?.message,
         Api::Anthropic => anthropic::decode_response(value).ok()?.message,
@@ -666,7 +694,7 @@ fn decode_answer(api: Api, value: &Value) -> Option<(Message, Option<String>)> {
             Api::Anthropic => anthropic_usage(usage, None),
         });
     }
-    Some((message, model))
+    Some(message)
 }
 
 fn is_event_stream(headers: &reqwest::header::HeaderMap) -> bool {
@@ -742,4 +770,35 @@ fn error_chain(error: &reqwest::Error) -> String {
         source = cause.source();
     }
     message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_prompt_is_the_leading_system_messages_and_skald_adds_after_it() {
+        let conversation = [
+            Message::text(Role::System, "You are terse."),
+            Message::text(Role::System, "Use tools."),
+            Message::text(Role::User, "hi"),
+            Message::text(Role::System, "a late reminder"),
+        ];
+        let host = HostPrompt::of(&conversation);
+        assert_eq!(host.messages.len(), 2);
+        assert_eq!(host.text.as_deref(), Some("You are terse.\n\nUse tools."));
+        assert_eq!(
+            host.skald_addition(Some("You are terse.\n\nUse tools.\n\nREF_ID instruction")),
+            Some("REF_ID instruction")
+        );
+        assert_eq!(
+            host.skald_addition(Some("You are terse.\n\nUse tools.")),
+            None
+        );
+        assert_eq!(host.skald_addition(None), None);
+
+        let none = HostPrompt::of(&conversation[2..]);
+        assert_eq!(none.text, None);
+        assert_eq!(none.skald_addition(Some("addition")), Some("addition"));
+    }
 }

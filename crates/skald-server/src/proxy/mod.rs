@@ -15,7 +15,6 @@
 
 mod conversation;
 mod exchange;
-mod ingest;
 mod spelling;
 mod sse;
 mod stream;
@@ -29,6 +28,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
 use skald_engine::RecoverySettings;
+use skald_engine::ingest;
 use skald_engine::memory::MemoryIdentity;
 use skald_store::sessions::validate_session_id;
 use utoipa_axum::router::OpenApiRouter;
@@ -202,6 +202,7 @@ async fn start(
         headers: upstream_headers,
         request,
         client_tools,
+        host_prompt: exchange::HostPrompt::of(&messages),
         client_messages: spelling::ClientMessages::new(messages),
         identity,
         now_ms: now_ms(),

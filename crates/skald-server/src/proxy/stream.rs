@@ -28,7 +28,6 @@ pub struct Round {
     /// Tool calls of the client's own tools in this call's answer.
     pub client_calls: usize,
     pub usage: Option<Usage>,
-    pub model: Option<String>,
 }
 
 /// A skald tool call being streamed.
@@ -170,9 +169,6 @@ impl StreamRewriter {
         };
         if chunk.contains_key("error") {
             return Some(event.raw);
-        }
-        if let Some(model) = chunk.get("model").and_then(Value::as_str) {
-            self.current.model = Some(model.to_owned());
         }
         if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
             self.current.usage = Some(openai_usage(usage));
@@ -323,9 +319,6 @@ impl StreamRewriter {
         match kind {
             "message_start" => {
                 if let Some(message) = data.get("message") {
-                    if let Some(model) = message.get("model").and_then(Value::as_str) {
-                        self.current.model = Some(model.to_owned());
-                    }
                     if let Some(usage) = message.get("usage") {
                         self.current.usage = Some(anthropic_usage(usage, None));
                     }

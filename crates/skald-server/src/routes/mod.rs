@@ -1,7 +1,137 @@
 //! The non-proxy routes, one module per API: `engine` (sessions: ingest, assemble, compact,
-//! after-turn, bootstrap, reads), `memory` (ls, tree, read, search, remember, forget, resources)
-//! and `refs` (fetch with slices).
+//! after-turn, bootstrap, reads), `memory` (ls, tree, read, search, remember, forget, resources,
+//! history) and `refs` (fetch with slices). Also what they share: extractors whose rejections
+//! are [`ApiError`]s (so a malformed body, query or path is a JSON 4xx that says what was
+//! wrong), and the mapping of the engine's and the stores' errors to statuses.
 
 pub mod engine;
 pub mod memory;
 pub mod refs;
+
+use axum::extract::{FromRequest, FromRequestParts};
+use skald_engine::EngineError;
+use skald_engine::memory::manage::ManageError;
+use skald_store::memories::MemoryError;
+use skald_store::sessions::SessionError;
+use skald_store::{StoreError, sessions::validate_session_id};
+
+use crate::error::ApiError;
+
+/// A JSON body; a malformed one, an unknown field or a wrong type is a 400 naming it, an
+/// over-size one a 413.
+#[derive(Debug, FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct ApiJson<T>(pub T);
+
+/// A query string, checked like [`ApiJson`].
+#[derive(Debug, FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct ApiQuery<T>(pub T);
+
+/// Path parameters, checked like [`ApiJson`].
+#[derive(Debug, FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+/// A session id from the path, checked before any store is touched.
+pub fn session_id(raw: String) -> Result<String, ApiError> {
+    validate_session_id(&raw).map_err(session_error)?;
+    Ok(raw)
+}
+
+/// What a session-store failure means for the caller.
+pub fn session_error(error: SessionError) -> ApiError {
+    match error {
+        SessionError::InvalidSessionId { .. }
+        | SessionError::InvalidEntryId { .. }
+        | SessionError::InvalidEntry { .. }
+        | SessionError::NothingToRewrite => ApiError::BadRequest(error.to_string()),
+        SessionError::NotFound { ref id, .. } => ApiError::NotFound(format!(
+            "no session {id:?}: ingest messages into it or bootstrap it first (GET /v1/sessions \
+             lists this key's sessions)"
+        )),
+        SessionError::UnknownEntry { .. } => ApiError::NotFound(error.to_string()),
+        SessionError::AlreadyExists { .. }
+        | SessionError::DuplicateEntryId { .. }
+        | SessionError::UnknownParent { .. }
+        | SessionError::NotOnActivePath { .. } => ApiError::Unprocessable(error.to_string()),
+        SessionError::Store(store) => store_error(store),
+        SessionError::Storage { .. } | SessionError::Corrupt(_) => {
+            ApiError::Internal(format!("the session store failed: {error}"))
+        }
+    }
+}
+
+/// What a ref-store failure means for the caller.
+pub fn store_error(error: StoreError) -> ApiError {
+    match error {
+        StoreError::InvalidId(_) | StoreError::InvalidTenant { .. } => {
+            ApiError::BadRequest(error.to_string())
+        }
+        StoreError::NotFound { .. } => ApiError::NotFound(error.to_string()),
+        StoreError::Expired { .. } => ApiError::Gone(error.to_string()),
+        StoreError::InvalidSettings(_)
+        | StoreError::Storage { .. }
+        | StoreError::Io { .. }
+        | StoreError::UnsupportedSchema { .. }
+        | StoreError::Corrupt(_) => ApiError::Internal(format!("the store failed: {error}")),
+    }
+}
+
+/// What an engine failure means for the caller.
+pub fn engine_error(error: EngineError) -> ApiError {
+    match error {
+        EngineError::Session(session) => session_error(session),
+        EngineError::Store(store) => store_error(store),
+        EngineError::Plan(plan) => {
+            ApiError::BadRequest(format!("the compaction cannot be planned: {plan}"))
+        }
+        EngineError::Policy(policy) => {
+            ApiError::Internal(format!("the server's policy is not usable: {policy}"))
+        }
+    }
+}
+
+/// What a memory-store failure means for the caller.
+pub fn memory_error(error: MemoryError) -> ApiError {
+    match error {
+        MemoryError::InvalidUri(_) | MemoryError::InvalidInput { .. } => {
+            ApiError::BadRequest(error.to_string())
+        }
+        MemoryError::NotFound { ref uri, .. } => ApiError::NotFound(format!(
+            "no memory at {uri}; GET /v1/memory/ls lists what exists"
+        )),
+        MemoryError::Forgotten { .. } => ApiError::NotFound(error.to_string()),
+        MemoryError::AlreadyExists { .. }
+        | MemoryError::PathConflict { .. }
+        | MemoryError::DimensionMismatch { .. } => ApiError::Unprocessable(error.to_string()),
+        MemoryError::InBatch { source, .. } => memory_error(*source),
+        MemoryError::Store(store) => store_error(store),
+        MemoryError::InvalidSettings(_) | MemoryError::Storage { .. } | MemoryError::Corrupt(_) => {
+            ApiError::Internal(format!("the memory store failed: {error}"))
+        }
+    }
+}
+
+/// What a failed memory operation means for the caller.
+pub fn manage_error(error: ManageError) -> ApiError {
+    match error {
+        ManageError::Store(store) => memory_error(store),
+        ManageError::Uri(_) | ManageError::InvalidInput { .. } => {
+            ApiError::BadRequest(error.to_string())
+        }
+        ManageError::DirectoryWithoutOverview { .. } | ManageError::NothingToForget { .. } => {
+            ApiError::NotFound(error.to_string())
+        }
+        ManageError::Embedding { .. } => ApiError::BadGateway(error.to_string()),
+    }
+}

@@ -13,7 +13,9 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
 use serde_json::{Value, json};
 use skald_core::memory::dedup::{Fingerprint, content_hash, jaccard_of, shingles};
-use skald_core::memory::fusion::{RRF_K, RankedList, reciprocal_rank_fusion};
+use skald_core::memory::fusion::{
+    RRF_K, RankedList, ScoredList, min_max_score_fusion, reciprocal_rank_fusion,
+};
 use skald_core::memory::levels::{derive_abstract, derive_overview};
 use skald_core::memory::query::QueryPlan;
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
@@ -22,8 +24,8 @@ use xxhash_rust::xxh3::xxh3_64;
 use super::{
     AddOutcome, DEFAULT_PRIORITY, DirEntry, DirEntryKind, DuplicateKind, MAX_SEARCH_LIMIT, Memory,
     MemoryError, MemorySettings, MemorySource, MemoryStats, MemoryStatus, MemoryStore, MemoryWrite,
-    Merge, NewMemory, SearchFilter, SearchHit, SearchQuery, TreeNode, UpdateOutcome, WriteAction,
-    validate_new, validate_vector,
+    Merge, NewMemory, SearchFilter, SearchHit, SearchQuery, TreeNode, UpdateOutcome, VectorFusion,
+    WriteAction, validate_new, validate_vector,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::schema;
@@ -313,6 +315,32 @@ fn directory_ranking(text: &[Ranked]) -> Vec<i64> {
         .collect();
     order.sort_unstable();
     order.into_iter().map(|(_, _, id)| id).collect()
+}
+
+/// The relevance ranking of [`VectorFusion::Score`]: the text candidates' BM25 relevance (FTS5's
+/// bm25 negated) and the vector candidates' cosines, min-max fused with the vectors' `share`.
+fn relevance_by_score(text: &[Ranked], vectors: &[(i64, f32)], share: f64) -> Vec<i64> {
+    let text_scores: Vec<(i64, f64)> = text
+        .iter()
+        .map(|ranked| (ranked.id, -ranked.bm25))
+        .collect();
+    let vector_scores: Vec<(i64, f64)> = vectors
+        .iter()
+        .map(|(id, cosine)| (*id, f64::from(*cosine)))
+        .collect();
+    min_max_score_fusion(&[
+        ScoredList {
+            weight: 1.0 - share,
+            items: &text_scores,
+        },
+        ScoredList {
+            weight: share,
+            items: &vector_scores,
+        },
+    ])
+    .into_iter()
+    .map(|entry| entry.item)
+    .collect()
 }
 
 /// A version's identity, for writing the next one.
@@ -1653,13 +1681,26 @@ impl MemoryStore for SqliteMemoryStore {
             };
             let text_ids: Vec<i64> = text.iter().map(|ranked| ranked.id).collect();
             let vector_ids: Vec<i64> = vectors.iter().map(|(id, _)| *id).collect();
+            let (scored_relevance, vector_rank_weight) = match self.settings.vector_fusion {
+                VectorFusion::Score { share } if !vectors.is_empty() => {
+                    (Some(relevance_by_score(&text, &vectors, share)), 0.0)
+                }
+                VectorFusion::Score { .. } => (None, 0.0),
+                VectorFusion::Rank { weight } => (None, weight),
+            };
+            // Score fusion replaces the BM25 list by the relevance list and leaves the vector
+            // list empty, so the lists keep their places (and `ranks` their meaning) either way.
             let fused = reciprocal_rank_fusion(
                 &[
-                    RankedList::new(&text_ids),
+                    RankedList::new(scored_relevance.as_deref().unwrap_or(&text_ids)),
                     RankedList::new(&dated),
                     RankedList {
-                        weight: self.settings.vector_weight,
-                        items: &vector_ids,
+                        weight: vector_rank_weight,
+                        items: if scored_relevance.is_some() {
+                            &[]
+                        } else {
+                            &vector_ids
+                        },
                     },
                     RankedList {
                         weight: self.settings.directory_weight,
@@ -1668,6 +1709,18 @@ impl MemoryStore for SqliteMemoryStore {
                 ],
                 RRF_K,
             );
+            let positions = |ids: &[i64]| -> HashMap<i64, usize> {
+                ids.iter()
+                    .enumerate()
+                    .rev()
+                    .map(|(rank, id)| (*id, rank))
+                    .collect()
+            };
+            let (text_positions, vector_positions) = if scored_relevance.is_some() {
+                (positions(&text_ids), positions(&vector_ids))
+            } else {
+                (HashMap::new(), HashMap::new())
+            };
             let top: Vec<_> = fused.into_iter().take(query.limit).collect();
             let ids: Vec<i64> = top.iter().map(|entry| entry.item).collect();
             let memories = load_many(tx, &ids)?;
@@ -1676,16 +1729,24 @@ impl MemoryStore for SqliteMemoryStore {
                 .zip(memories)
                 .map(|(entry, memory)| {
                     let rank = |list: usize| entry.ranks.get(list).copied().flatten();
+                    let (text_rank, vector_rank) = if scored_relevance.is_some() {
+                        (
+                            text_positions.get(&entry.item).copied(),
+                            vector_positions.get(&entry.item).copied(),
+                        )
+                    } else {
+                        (rank(0), rank(2))
+                    };
                     SearchHit {
                         memory,
                         score: entry.score,
-                        text_rank: rank(0),
-                        bm25: rank(0)
+                        text_rank,
+                        bm25: text_rank
                             .and_then(|at| text.get(at))
                             .map(|ranked| ranked.bm25),
                         date_rank: rank(1),
-                        vector_rank: rank(2),
-                        cosine: rank(2).and_then(|at| vectors.get(at)).map(|(_, c)| *c),
+                        vector_rank,
+                        cosine: vector_rank.and_then(|at| vectors.get(at)).map(|(_, c)| *c),
                         directory_rank: rank(3),
                     }
                 })

@@ -1,0 +1,134 @@
+//! `skald keys create|list|revoke`: the API keys of `skald serve`, each bound to one tenant.
+//! The secret is printed once, at creation; the store keeps only its hash.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use skald_store::DATABASE_FILE;
+use skald_store::keys::{ApiKey, SqliteKeyStore};
+
+use crate::home::Home;
+use crate::output::{self, Mode};
+
+#[derive(Debug, Args)]
+pub struct KeysArgs {
+    #[command(subcommand)]
+    pub command: KeysCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key for a tenant and print its secret (shown only this once).
+    ///
+    /// Output (JSON): {id, tenant, name, prefix, created_at, secret}.
+    ///
+    /// Examples:
+    ///   skald keys create --tenant acme --name "ci runner"
+    #[command(verbatim_doc_comment)]
+    Create {
+        /// The tenant whose sessions, refs and memories the key reaches.
+        #[arg(long)]
+        tenant: String,
+        /// Who or what uses the key.
+        #[arg(long, default_value = "default")]
+        name: String,
+    },
+    /// List every key (revoked ones too), without secrets.
+    ///
+    /// Output (JSON): [{id, tenant, name, prefix, created_at, revoked_at}].
+    List,
+    /// Revoke a key by id; it stops working at once.
+    ///
+    /// Examples:
+    ///   skald keys revoke key_3fa2b1c9d0e4f5a6
+    #[command(verbatim_doc_comment)]
+    Revoke {
+        /// The key's id, from `skald keys list`.
+        id: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct KeyView {
+    id: String,
+    tenant: String,
+    name: String,
+    prefix: String,
+    created_at: String,
+    revoked_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
+}
+
+fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |time| time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    )
+}
+
+fn view(key: ApiKey, secret: Option<String>) -> KeyView {
+    KeyView {
+        id: key.id,
+        tenant: key.tenant,
+        name: key.name,
+        prefix: key.prefix,
+        created_at: iso(key.created_at_ms),
+        revoked_at: key.revoked_at_ms.map(iso),
+        secret,
+    }
+}
+
+pub fn run(args: &KeysArgs, home: &Home, mode: Mode) -> Result<ExitCode> {
+    // Bad input is refused before the store is opened (and so before a data directory is made).
+    if let KeysCommand::Create { tenant, name } = &args.command {
+        skald_store::validate_tenant(tenant)?;
+        if name.trim().is_empty() {
+            anyhow::bail!("--name is empty: say who or what uses the key");
+        }
+    }
+    let path = home.ensure()?.join(DATABASE_FILE);
+    let keys = SqliteKeyStore::open(&path)
+        .with_context(|| format!("cannot open the key store {}", path.display()))?;
+    let rows = match &args.command {
+        KeysCommand::Create { tenant, name } => {
+            let created = keys.create(tenant, name)?;
+            vec![view(created.key, Some(created.secret))]
+        }
+        KeysCommand::List => keys
+            .list()?
+            .into_iter()
+            .map(|key| view(key, None))
+            .collect(),
+        KeysCommand::Revoke { id } => vec![view(keys.revoke(id)?, None)],
+    };
+    let render = |rows: &[KeyView]| {
+        let mut table = output::table(&[
+            "id", "tenant", "name", "prefix", "created", "revoked", "secret",
+        ]);
+        for row in rows {
+            table.add_row(vec![
+                row.id.clone(),
+                row.tenant.clone(),
+                row.name.clone(),
+                row.prefix.clone(),
+                row.created_at.clone(),
+                row.revoked_at.clone().unwrap_or_default(),
+                row.secret.clone().unwrap_or_default(),
+            ]);
+        }
+        table
+    };
+    match (&args.command, rows.first()) {
+        (KeysCommand::List, _) | (_, None) => output::emit(mode, &rows, |rows| render(rows))?,
+        (KeysCommand::Create { .. } | KeysCommand::Revoke { .. }, Some(row)) => {
+            output::emit(mode, row, |row| render(std::slice::from_ref(row)))?;
+        }
+    }
+    if let KeysCommand::Create { .. } = &args.command {
+        eprintln!("skald: store the secret now: it is not shown again (only its hash is kept)");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,151 @@
+//! `skald serve`: the HTTP server (engine API, memory and refs API, OpenAI / Anthropic proxy)
+//! on the data directory's database, until Ctrl-C or SIGTERM; then in-flight requests and
+//! background memory uploads finish before the process exits.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use skald_core::pipeline::policy::Policy;
+use skald_llm::embedder_from_config;
+use skald_server::{AppState, MemoryDefaults, ServerConfig};
+use skald_store::DATABASE_FILE;
+
+use crate::config::Config;
+use crate::home::Home;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (default: [server] addr in skald.toml, else 127.0.0.1:7420). A
+    /// non-loopback address needs at least one API key (`skald keys create`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub addr: Option<String>,
+    /// Context window of the sessions' model, in tokens (default: [llm] context_window_tokens,
+    /// else 200000).
+    #[arg(long, value_name = "TOKENS")]
+    pub window: Option<u64>,
+    /// Do not give requests long-term memory (recall, profile, memory tools).
+    #[arg(long)]
+    pub no_memory: bool,
+}
+
+/// What the server is built from, checked before anything listens.
+pub fn server_config(config: &Config, args: &ServeArgs) -> Result<ServerConfig> {
+    let policy = match &config.policy {
+        Some(policy) => policy.clone(),
+        None => Policy::preset("skald")?,
+    };
+    let mut server = ServerConfig::new(policy);
+    server.compaction = config.compaction.clone();
+    server.window_tokens = config.window_tokens(args.window);
+    server.memory = MemoryDefaults {
+        user: config.memory.user.clone(),
+        agent: config.memory.agent.clone(),
+        recall: config.memory.recall.clone(),
+        write: config.memory.write.clone(),
+        enabled: !args.no_memory,
+    };
+    server.openai = config
+        .proxy
+        .openai
+        .as_ref()
+        .map(|table| table.resolve("[proxy.openai]"))
+        .transpose()?;
+    server.anthropic = config
+        .proxy
+        .anthropic
+        .as_ref()
+        .map(|table| table.resolve("[proxy.anthropic]"))
+        .transpose()?;
+    server.max_body_bytes = config.server.max_body_bytes;
+    server.summarizer = Arc::from(config.summarizer()?);
+    server.embedder = embedder_from_config(config.embedding.as_ref())
+        .context("cannot use the embedder configured in [embedding]")?;
+    Ok(server)
+}
+
+pub fn run(args: &ServeArgs, config: &Config, home: &Home) -> Result<ExitCode> {
+    let text = args
+        .addr
+        .clone()
+        .unwrap_or_else(|| config.server.addr.clone());
+    let addr: SocketAddr = text.parse().with_context(|| {
+        format!("--addr {text:?} is not HOST:PORT with a numeric host (e.g. 127.0.0.1:7420)")
+    })?;
+    let server_config = server_config(config, args)?;
+    let database = home.ensure()?.join(DATABASE_FILE);
+    let state = AppState::open(&database, server_config)
+        .with_context(|| format!("cannot open the store {}", database.display()))?;
+    if !state.auth_required() && !addr.ip().is_loopback() {
+        bail!(
+            "refusing to listen on {addr} without API keys: anyone who can reach it could read \
+             and write every session and memory. Create a key first (`skald keys create --tenant \
+             NAME`), or listen on a loopback address (127.0.0.1)"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let shutdown = shutdown_signal()?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        let bound = listener.local_addr().unwrap_or(addr);
+        eprintln!(
+            "skald {} serving on http://{bound}",
+            env!("CARGO_PKG_VERSION")
+        );
+        eprintln!("  data: {}", database.display());
+        if state.auth_required() {
+            eprintln!(
+                "  auth: API keys required (x-skald-key or Authorization: Bearer sk-skald-…)"
+            );
+        } else {
+            eprintln!("  auth: none — no API keys exist, so only this machine can connect");
+        }
+        let upstream = |name: &str, upstream: &Option<skald_server::Upstream>| match upstream {
+            Some(upstream) => eprintln!(
+                "  proxy {name}: {} ({})",
+                upstream.base_url,
+                if upstream.api_key.is_some() {
+                    "skald's key"
+                } else {
+                    "client's key passes through"
+                }
+            ),
+            None => eprintln!("  proxy {name}: not configured ([proxy.{name}] base_url)"),
+        };
+        upstream("openai", &state.config.openai);
+        upstream("anthropic", &state.config.anthropic);
+        skald_server::serve(listener, state, shutdown)
+            .await
+            .context("the server failed")?;
+        eprintln!("skald: stopped; in-flight requests and background work finished");
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl-C, or SIGTERM on Unix (what service managers and containers send). The handlers are
+/// installed when this is called, not when the future is first polled, so a signal that arrives
+/// while the server is still printing its banner is not lost to the default action (exit).
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot install the SIGTERM handler")?;
+    let ctrl_c = tokio::signal::ctrl_c();
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        eprintln!("skald: shutting down: finishing in-flight requests and background work…");
+    })
+}

@@ -1,0 +1,428 @@
+//! Getting what a host or a client sends into a stored session.
+//!
+//! Two shapes of input arrive:
+//! - **Messages one at a time** (OpenClaw's `ingest` / `ingestBatch`): [`ingest_messages`]
+//!   appends them under the leaf; a message equal to the leaf's is a re-send, not a new one.
+//! - **A whole conversation** on every call (an OpenAI or Anthropic request through the proxy,
+//!   an `assemble` that carries the host's messages): [`sync_conversation`] lines the client's
+//!   history up with the session's active path and appends only what is new. Where the two
+//!   differ (the client edited, rewound or regenerated) the client's history wins as a new
+//!   branch from the last message they share; the old branch stays in the tree.
+//!
+//! Matching knows what skald itself changed: a tool result matches by its call id even when
+//! skald's persistent truncation rewrote its content, and messages skald appended that the client
+//! never saw ([`append_hidden`]: the proxy's own tool calls and their results) are skipped on the
+//! stored side while they stay in the model's context. System messages are the host's prompt,
+//! sent again with every request, and never take part.
+//!
+//! A sync whose conversation holds nothing new writes nothing.
+//!
+//! ```
+//! use skald_core::message::{Message, Role};
+//! use skald_engine::ingest::sync_conversation;
+//! use skald_store::{SessionStore, SqliteSessionStore};
+//!
+//! # fn main() -> Result<(), skald_engine::EngineError> {
+//! let sessions = SqliteSessionStore::in_memory()?;
+//! let mut conversation = vec![
+//!     Message::text(Role::System, "You are terse."),
+//!     Message::text(Role::User, "list the files"),
+//! ];
+//! let first = sync_conversation(&sessions, "acme", "s1", &conversation, "openai")?;
+//! assert!(first.created);
+//! assert_eq!(first.appended, 1); // the system prompt is the host's, not the session's
+//!
+//! conversation.push(Message::text(Role::Assistant, "a.txt b.txt"));
+//! conversation.push(Message::text(Role::User, "and the hidden ones?"));
+//! let next = sync_conversation(&sessions, "acme", "s1", &conversation, "openai")?;
+//! assert_eq!((next.matched, next.appended), (1, 2));
+//!
+//! // The same request again (a client retry) writes nothing.
+//! let again = sync_conversation(&sessions, "acme", "s1", &conversation, "openai")?;
+//! assert_eq!((again.matched, again.appended), (3, 0));
+//! assert_eq!(sessions.context("acme", "s1", None)?.len(), 3);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+use skald_core::codec::openclaw::{Entry, EntryKind, Session, SessionHeader};
+use skald_core::message::{Block, Message, Role};
+use skald_core::refs::RefId;
+use skald_store::sessions::{NewSession, SessionError, SessionStore};
+
+use crate::EngineError;
+
+/// The entry field (beside the message, never part of it) that marks a message the client
+/// never saw.
+pub const HIDDEN_ENTRY_KEY: &str = "skaldHidden";
+
+/// Hex digits of a derived session id's hash.
+const DERIVED_ID_HEX: usize = 24;
+
+/// What [`sync_conversation`] did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SyncOutcome {
+    /// The session did not exist and was created.
+    pub created: bool,
+    /// Client messages found on the session's active path.
+    pub matched: usize,
+    /// Client messages appended.
+    pub appended: usize,
+    /// Where the client's history left the stored one: the entry the new branch grows from
+    /// (`Some("")` never occurs; `None` with `forked` means a new root).
+    pub forked_at: Option<String>,
+    /// Whether the client's history diverged and a new branch was started.
+    pub forked: bool,
+}
+
+/// What [`ingest_messages`] did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct IngestOutcome {
+    pub created: bool,
+    pub ingested: usize,
+    /// Messages equal to the one before them (a re-send), not stored again.
+    pub duplicates: usize,
+}
+
+/// A stable session id for a conversation that names none: a hash of its system prompt and first
+/// user message, so every request of one conversation lands in the same session.
+pub fn derive_session_id(messages: &[Message]) -> String {
+    let opening = messages
+        .iter()
+        .position(|message| message.role == Role::User)
+        .map_or(messages.len(), |at| at + 1);
+    let mut bytes = Vec::new();
+    for message in messages.get(..opening).unwrap_or_default() {
+        bytes.extend_from_slice(role_tag(&message.role).as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(message_key(message).as_bytes());
+        bytes.push(b'\n');
+    }
+    let hash = RefId::of_bytes(&bytes);
+    let hex = hash.as_str().get(..DERIVED_ID_HEX).unwrap_or(hash.as_str());
+    format!("conv-{hex}")
+}
+
+/// Brings the stored session in line with a client's whole conversation: creates the session if
+/// needed, appends the client's messages that are new, and forks a branch where the client's
+/// history leaves the stored one (see the module docs).
+pub fn sync_conversation(
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+    messages: &[Message],
+    source_format: &str,
+) -> Result<SyncOutcome, EngineError> {
+    let client: Vec<&Message> = messages.iter().filter(|m| !is_prompt(m)).collect();
+    let (session, created) = load_or_create(sessions, tenant, session_id, source_format)?;
+    let path = session.path_to(None);
+    let stored: Vec<(&str, &Message)> = path
+        .iter()
+        .filter(|entry| !is_hidden(entry))
+        .filter_map(|entry| entry_message(entry).map(|message| (entry.id.as_str(), message)))
+        .filter(|(_, message)| !is_prompt(message))
+        .collect();
+    let matched = stored
+        .iter()
+        .zip(&client)
+        .take_while(|((_, stored), client)| same_message(stored, client))
+        .count();
+    let new: Vec<Message> = client
+        .get(matched..)
+        .unwrap_or_default()
+        .iter()
+        .map(|message| (*message).clone())
+        .collect();
+    let diverged = matched < stored.len();
+    if !diverged && new.is_empty() {
+        return Ok(SyncOutcome {
+            created,
+            matched,
+            appended: 0,
+            forked_at: None,
+            forked: false,
+        });
+    }
+    let parent = if diverged {
+        // The last shared message: the client's history continues from there (hidden messages
+        // and checkpoints after it belong to the abandoned continuation).
+        matched
+            .checked_sub(1)
+            .and_then(|last| stored.get(last))
+            .map(|(id, _)| (*id).to_owned())
+    } else {
+        session.leaf_id().map(str::to_owned)
+    };
+    if diverged && new.is_empty() {
+        // The client's history is a prefix of the stored one (a regenerate): move back to it.
+        sessions.set_leaf(tenant, session_id, parent.as_deref())?;
+    } else {
+        let entries = chain(&session, parent.clone(), new.clone(), false);
+        sessions.append(tenant, session_id, &entries)?;
+    }
+    Ok(SyncOutcome {
+        created,
+        matched,
+        appended: new.len(),
+        forked_at: if diverged { parent } else { None },
+        forked: diverged,
+    })
+}
+
+/// Appends the messages a client added after a conversation already synced, under the leaf,
+/// exactly as [`sync_conversation`] would have appended them (the host's prompt left out) but
+/// without reading the session back to match: for a caller that knows the session is still in
+/// line with the conversation's earlier part (the proxy's [`crate::SyncMark`]). No re-send
+/// detection either: a client that says the same thing twice said it twice. The number of
+/// messages appended.
+pub fn append_synced_tail(
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+    tail: &[Message],
+) -> Result<usize, EngineError> {
+    let new: Vec<Message> = tail
+        .iter()
+        .filter(|message| !is_prompt(message))
+        .cloned()
+        .collect();
+    if new.is_empty() {
+        return Ok(0);
+    }
+    let session = sessions.load(tenant, session_id)?;
+    let count = new.len();
+    let entries = chain(&session, session.leaf_id().map(str::to_owned), new, false);
+    sessions.append(tenant, session_id, &entries)?;
+    Ok(count)
+}
+
+/// Appends messages the client never sees — skald's own tool calls and their results, run by the
+/// proxy — under the leaf. They are in the model's context from now on; [`sync_conversation`]
+/// skips them when it lines the client's history up.
+pub fn append_hidden(
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+    messages: Vec<Message>,
+) -> Result<Vec<Entry>, EngineError> {
+    if messages.is_empty() {
+        return Ok(Vec::new());
+    }
+    let session = sessions.load(tenant, session_id)?;
+    let entries = chain(
+        &session,
+        session.leaf_id().map(str::to_owned),
+        messages,
+        true,
+    );
+    sessions.append(tenant, session_id, &entries)?;
+    Ok(entries)
+}
+
+/// OpenClaw's `ingest` / `ingestBatch`: appends messages under the leaf, creating the session if
+/// needed. A message equal to the one before it (the leaf's, or the previous one of the batch) is
+/// a re-send and is not stored again.
+pub fn ingest_messages(
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+    messages: Vec<Message>,
+) -> Result<IngestOutcome, EngineError> {
+    let (session, created) = load_or_create(sessions, tenant, session_id, "openclaw-session")?;
+    let mut previous: Option<Message> = session
+        .leaf_id()
+        .and_then(|leaf| session.entry(leaf))
+        .and_then(entry_message)
+        .cloned();
+    let mut fresh = Vec::new();
+    let mut duplicates = 0;
+    for message in messages {
+        if previous
+            .as_ref()
+            .is_some_and(|before| before.role == message.role && before.content == message.content)
+        {
+            duplicates += 1;
+            continue;
+        }
+        previous = Some(message.clone());
+        fresh.push(message);
+    }
+    let ingested = fresh.len();
+    if !fresh.is_empty() {
+        let entries = chain(&session, session.leaf_id().map(str::to_owned), fresh, false);
+        sessions.append(tenant, session_id, &entries)?;
+    }
+    Ok(IngestOutcome {
+        created,
+        ingested,
+        duplicates,
+    })
+}
+
+/// The message an entry holds, if it is a message entry.
+fn entry_message(entry: &Entry) -> Option<&Message> {
+    match &entry.kind {
+        EntryKind::Message(message) => Some(message),
+        EntryKind::Compaction { .. }
+        | EntryKind::BranchSummary { .. }
+        | EntryKind::Custom { .. }
+        | EntryKind::CustomMessage { .. }
+        | EntryKind::ThinkingLevelChange { .. }
+        | EntryKind::ModelChange { .. }
+        | EntryKind::Label { .. }
+        | EntryKind::SessionInfo { .. }
+        | EntryKind::Other(_) => None,
+    }
+}
+
+/// Whether an entry holds a message the client never saw.
+pub fn is_hidden(entry: &Entry) -> bool {
+    entry
+        .extra
+        .get(HIDDEN_ENTRY_KEY)
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+fn load_or_create(
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+    source_format: &str,
+) -> Result<(Session, bool), EngineError> {
+    match sessions.load(tenant, session_id) {
+        Ok(session) => Ok((session, false)),
+        Err(SessionError::NotFound { .. }) => {
+            let header = SessionHeader {
+                id: session_id.to_owned(),
+                timestamp: Some(now_iso()),
+                ..SessionHeader::default()
+            };
+            match sessions.create(tenant, NewSession::new(header, source_format)) {
+                Ok(_) => {}
+                // Another request of the same session created it first.
+                Err(SessionError::AlreadyExists { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+            Ok((sessions.load(tenant, session_id)?, true))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Entries for `messages`, each the child of the one before, the first under `parent`, with ids
+/// new to the session.
+fn chain(
+    session: &Session,
+    parent: Option<String>,
+    messages: Vec<Message>,
+    hidden: bool,
+) -> Vec<Entry> {
+    let timestamp = now_iso();
+    let mut taken: HashSet<String> = HashSet::new();
+    let mut parent = parent;
+    let mut candidate = (session.entries().len() as u32)
+        .wrapping_mul(2_654_435_761)
+        .wrapping_add(0x5bd1_e995);
+    let mut entries = Vec::with_capacity(messages.len());
+    for message in messages {
+        let id = loop {
+            let id = session.fresh_id(candidate);
+            candidate = candidate
+                .wrapping_mul(1_664_525)
+                .wrapping_add(1_013_904_223);
+            if taken.insert(id.clone()) {
+                break id;
+            }
+        };
+        let mut extra = skald_core::message::Extra::new();
+        if hidden {
+            extra.insert(HIDDEN_ENTRY_KEY.to_owned(), Value::Bool(true));
+        }
+        entries.push(Entry {
+            id: id.clone(),
+            parent_id: parent.take(),
+            timestamp: timestamp.clone(),
+            kind: EntryKind::Message(message),
+            extra,
+        });
+        parent = Some(id);
+    }
+    entries
+}
+
+/// The host's prompt: sent with every request, never part of the session's history.
+fn is_prompt(message: &Message) -> bool {
+    message.role == Role::System
+}
+
+/// Whether a stored message and a client's are the same turn. Tool results match by call id (skald
+/// may have truncated the stored one); everything else by role and content, ignoring how the
+/// format spelled it (a string or blocks, extra fields, timestamps).
+fn same_message(stored: &Message, client: &Message) -> bool {
+    same_role(&stored.role, &client.role) && message_key(stored) == message_key(client)
+}
+
+fn same_role(a: &Role, b: &Role) -> bool {
+    a == b || (is_user_side(a) && is_user_side(b))
+}
+
+/// Anthropic carries tool results in user messages, OpenAI in tool messages: one side of the
+/// conversation either way.
+fn is_user_side(role: &Role) -> bool {
+    matches!(role, Role::User | Role::ToolResult)
+}
+
+fn role_tag(role: &Role) -> &str {
+    match role {
+        Role::System => "system",
+        Role::User | Role::ToolResult => "user",
+        Role::Assistant => "assistant",
+        Role::Custom(name) => name,
+    }
+}
+
+/// The content that identifies a message for matching.
+fn message_key(message: &Message) -> String {
+    let mut key = String::new();
+    for block in &message.content {
+        match block {
+            Block::Text(text) => {
+                key.push_str("t:");
+                key.push_str(&text.text);
+            }
+            Block::Image(image) => {
+                key.push_str("i:");
+                key.push_str(RefId::of_bytes(format!("{image:?}").as_bytes()).as_str());
+            }
+            Block::Thinking(thinking) => {
+                key.push_str("k:");
+                key.push_str(&thinking.thinking);
+            }
+            Block::ToolCall(call) => {
+                key.push_str("c:");
+                key.push_str(&call.id);
+            }
+            Block::ToolResult(result) => {
+                key.push_str("r:");
+                key.push_str(&result.call_id);
+            }
+            Block::Opaque(value) => {
+                key.push_str("o:");
+                key.push_str(&value.to_string());
+            }
+        }
+        key.push('\u{1f}');
+    }
+    key
+}
+
+fn now_iso() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64);
+    crate::memory_write::iso_of_millis(ms)
+}

@@ -1,0 +1,238 @@
+//! The model's view of a stored session for one call: the context rebuilt from the session's
+//! leaf ([`crate::compact::session_context`], only when the session changed since the state's
+//! last view), skill memories appended to `SKILL.md` reads, the policy's pipeline
+//! ([`assemble`], refs stored first), then what long-term memory gives the call — the
+//! session-start snapshot (profile and tool memories for the system prompt, the `memory_ls`
+//! listing), the turn's recall and the memory tools. [`prepare_view`] is the one place that
+//! builds it: `complete_turn`, the server's engine API and its proxy all send what it returns.
+//!
+//! Nothing here is stored in the session: injected memory and appended skill memories exist for
+//! the call only. Decisions that shape the bytes of a request are kept in the [`SessionState`]
+//! (offloads, the session-start snapshot, each skill read's appendix), so a later call repeats
+//! them and the provider's prompt cache keeps its prefix.
+
+use std::sync::LazyLock;
+
+use skald_core::memory::recall::RecallSettings;
+use skald_core::memory::tools::tool_specs as memory_tool_specs;
+use skald_core::message::{Message, Role, ToolSpec};
+use skald_core::pipeline::policy::Policy;
+use skald_core::tokens::estimate::estimate_messages_chars;
+use skald_core::tokens::{CHARS_PER_TOKEN, estimate_string_chars};
+use skald_llm::Embedder;
+use skald_store::MemoryStore;
+use skald_store::RefStore;
+use skald_store::sessions::SessionStore;
+
+use crate::EngineError;
+use crate::assemble::{AssembleReport, AssembleRequest, assemble, estimate_with_memo};
+use crate::memory::{
+    MemoryIdentity, RecallReport, SessionMemoryReport, SkillAugmentation, augment_skill_reads_with,
+    recall_for_turn_memo, session_start_memory,
+};
+use crate::session::SessionState;
+
+/// The memory tools, built once: every call of a session with recall offers them.
+static MEMORY_TOOL_SPECS: LazyLock<Vec<ToolSpec>> = LazyLock::new(memory_tool_specs);
+
+/// Skill-read decisions kept per session at most; past it they are forgotten (a read seen
+/// again is decided again).
+const MAX_SKILL_DECISIONS: usize = 10_000;
+
+/// Recall on every model call: the session-start snapshot (profile and tool memories in the
+/// system prompt, the `memory_ls` listing after the first user message; taken once per
+/// [`SessionState`] so the prompt cache holds), skill memories on `SKILL.md` reads, and the
+/// per-turn `search_memories` injection. Injected messages are for the call only: the session
+/// never stores them.
+#[derive(Clone, Copy)]
+pub struct RecallHook<'a> {
+    pub store: &'a dyn MemoryStore,
+    /// Vectors for the query when the memories have them; text search alone without one.
+    pub embedder: Option<&'a dyn Embedder>,
+    pub identity: &'a MemoryIdentity,
+    pub settings: &'a RecallSettings,
+    /// Offer the five memory tools to the model (the host must then run them, e.g. with
+    /// [`crate::memory::execute_memory_tool`]).
+    pub offer_tools: bool,
+}
+
+/// Which session to view, and how.
+#[derive(Clone, Copy)]
+pub struct ViewRequest<'a> {
+    pub sessions: &'a dyn SessionStore,
+    pub refs: &'a dyn RefStore,
+    pub tenant: &'a str,
+    pub session_id: &'a str,
+    pub policy: &'a Policy,
+    /// The model's context window in tokens.
+    pub window_tokens: u64,
+    /// When the call is made (epoch ms), for the prompt-cache clocks.
+    pub now_ms: i64,
+    /// Whether the host runs `fetch_original_data` (see [`AssembleRequest::fetch_available`]).
+    pub fetch_available: bool,
+    /// Long-term memory for the call; `None`: none.
+    pub memory: Option<&'a RecallHook<'a>>,
+    /// The user's prompt when the host sends it after the view (OpenClaw's `assemble` gets it
+    /// apart from the messages): recall searches with it. It is not in the returned messages.
+    pub pending_prompt: Option<&'a str>,
+}
+
+/// What memory added to a view.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MemoryViewReport {
+    pub session_start: SessionMemoryReport,
+    pub recall: RecallReport,
+    /// `SKILL.md` reads that got (or would have got) a skill memory.
+    pub skills: Vec<SkillAugmentation>,
+}
+
+/// A session's context, ready to send.
+#[derive(Debug, Clone)]
+pub struct ModelView {
+    /// The messages, memory's injections included.
+    pub messages: Vec<Message>,
+    /// What the pipeline adds to the system prompt (the REF_ID instruction once the session has
+    /// refs).
+    pub pipeline_addition: Option<String>,
+    /// What memory adds to the system prompt (the profile and tool memory sections).
+    pub memory_addition: Option<String>,
+    /// skald's tools for the request: `fetch_original_data` once the session has refs (and the
+    /// host runs it), then the memory tools when the hook offers them.
+    pub tools: Vec<ToolSpec>,
+    /// Estimated tokens of the session's context before the pipeline.
+    pub tokens_before: u64,
+    /// Estimated tokens of the pipeline's messages, before memory's injections.
+    pub message_tokens: u64,
+    /// Estimator characters memory added outside recall: its system prompt sections and the
+    /// directory listing.
+    pub memory_chars: usize,
+    /// Estimated tokens of the recalled memories.
+    pub recall_tokens: u64,
+    pub report: AssembleReport,
+    /// `None` without a memory hook.
+    pub memory: Option<MemoryViewReport>,
+}
+
+impl ModelView {
+    /// Both additions, the pipeline's first, separated by a blank line.
+    pub fn system_prompt_addition(&self) -> Option<String> {
+        match (&self.pipeline_addition, &self.memory_addition) {
+            (Some(pipeline), Some(memory)) => Some(format!("{pipeline}\n\n{memory}")),
+            (Some(one), None) | (None, Some(one)) => Some(one.clone()),
+            (None, None) => None,
+        }
+    }
+
+    /// Estimated tokens of the messages and the system prompt addition (tools excluded).
+    pub fn estimated_tokens(&self) -> u64 {
+        let pipeline_chars = self
+            .pipeline_addition
+            .as_deref()
+            .map_or(0, estimate_string_chars);
+        let added = (pipeline_chars + self.memory_chars).div_ceil(CHARS_PER_TOKEN) as u64;
+        self.message_tokens + added + self.recall_tokens
+    }
+
+    /// Estimated tokens the pipeline took out of the session's context.
+    pub fn tokens_saved(&self) -> u64 {
+        self.tokens_before.saturating_sub(self.message_tokens)
+    }
+}
+
+/// Builds the model's view of the stored session (see the module docs). Fails only when the
+/// session cannot be read or the ref store cannot keep an original (then no placeholder naming
+/// it is handed out); memory failures are reported in [`MemoryViewReport`] and leave their part
+/// out.
+pub async fn prepare_view(
+    request: &ViewRequest<'_>,
+    state: &mut SessionState,
+) -> Result<ModelView, EngineError> {
+    let mut messages =
+        state.session_context(request.sessions, request.tenant, request.session_id)?;
+    let mut memory_report = request.memory.map(|_| MemoryViewReport::default());
+    if let (Some(hook), Some(report)) = (request.memory, memory_report.as_mut()) {
+        if state.skill_memories.len() > MAX_SKILL_DECISIONS {
+            state.skill_memories.clear();
+        }
+        report.skills = augment_skill_reads_with(
+            hook.store,
+            request.tenant,
+            hook.identity,
+            &mut messages,
+            &mut state.skill_memories,
+        );
+    }
+    let tokens_before = estimate_with_memo(&mut state.estimates, &messages);
+    let assembled = assemble(
+        request.refs,
+        request.policy,
+        state,
+        messages,
+        AssembleRequest {
+            tenant: request.tenant,
+            context_window_tokens: request.window_tokens,
+            now_ms: request.now_ms,
+            fetch_available: request.fetch_available,
+        },
+    )?;
+    let mut view = ModelView {
+        messages: assembled.messages,
+        pipeline_addition: assembled.system_prompt_addition,
+        memory_addition: None,
+        tools: assembled.tools,
+        tokens_before,
+        message_tokens: assembled.estimated_tokens,
+        memory_chars: 0,
+        recall_tokens: 0,
+        report: assembled.report,
+        memory: None,
+    };
+    let (Some(hook), Some(mut report)) = (request.memory, memory_report) else {
+        return Ok(view);
+    };
+    let session_memory = state.session_memory.get_or_insert_with(|| {
+        session_start_memory(hook.store, request.tenant, hook.identity, hook.settings)
+    });
+    if let Some(addition) = &session_memory.system_prompt_addition {
+        view.memory_chars += estimate_string_chars(addition);
+        view.memory_addition = Some(addition.clone());
+    }
+    view.memory_chars += estimate_messages_chars(&session_memory.directory_messages);
+    report.session_start = session_memory.report.clone();
+    let mut messages = std::mem::take(&mut view.messages);
+    let prompt = request
+        .pending_prompt
+        .filter(|prompt| !prompt.trim().is_empty())
+        .map(|prompt| Message::text(Role::User, prompt));
+    if let Some(prompt) = &prompt {
+        messages.push(prompt.clone());
+    }
+    let messages = session_memory.apply(messages);
+    let recalled = recall_for_turn_memo(
+        &mut state.recall_memo,
+        hook.store,
+        hook.embedder,
+        request.tenant,
+        hook.identity,
+        hook.settings,
+        messages,
+    )
+    .await;
+    view.messages = recalled.messages;
+    if let Some(prompt) = &prompt {
+        if let Some(at) = view.messages.iter().rposition(|message| message == prompt) {
+            view.messages.remove(at);
+        }
+    }
+    view.recall_tokens = recalled.report.tokens_injected;
+    report.recall = recalled.report;
+    if hook.offer_tools {
+        for spec in MEMORY_TOOL_SPECS.iter() {
+            if !view.tools.iter().any(|tool| tool.name == spec.name) {
+                view.tools.push(spec.clone());
+            }
+        }
+    }
+    view.memory = Some(report);
+    Ok(view)
+}

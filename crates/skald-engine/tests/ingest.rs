@@ -1,0 +1,295 @@
+//! Getting hosts' and clients' messages into stored sessions: OpenClaw's one-at-a-time ingest and
+//! the proxy's whole-conversation sync, with the cases a real client produces (retries, edits,
+//! regenerates, skald's own truncations and hidden tool calls).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use skald_core::codec::openclaw::EntryKind;
+use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_engine::ingest::{
+    append_hidden, append_synced_tail, derive_session_id, ingest_messages, is_hidden,
+    sync_conversation,
+};
+use skald_store::{SessionStore, SqliteSessionStore};
+
+fn call(id: &str) -> Message {
+    Message::new(
+        Role::Assistant,
+        vec![Block::ToolCall(ToolCall {
+            id: id.into(),
+            name: "bash".into(),
+            arguments: serde_json::json!({"command": "ls"}),
+            arguments_text: None,
+            extra: Extra::new(),
+        })],
+    )
+}
+
+fn result(role: Role, id: &str, text: &str) -> Message {
+    Message::new(
+        role,
+        vec![Block::ToolResult(ToolResult {
+            call_id: id.into(),
+            tool_name: None,
+            content: vec![Block::text(text)],
+            content_form: ContentForm::Text,
+            is_error: None,
+            details: None,
+            extra: Extra::new(),
+        })],
+    )
+}
+
+fn texts(sessions: &SqliteSessionStore, session: &str) -> Vec<String> {
+    sessions
+        .context("t", session, None)
+        .unwrap()
+        .iter()
+        .map(|message| {
+            let text = message.plain_text();
+            if text.is_empty() {
+                format!("{:?}", message.role)
+            } else {
+                text
+            }
+        })
+        .collect()
+}
+
+fn conversation() -> Vec<Message> {
+    vec![
+        Message::text(Role::System, "be brief"),
+        Message::text(Role::User, "what is here?"),
+        call("c1"),
+        result(Role::ToolResult, "c1", "a.txt\nb.txt"),
+        Message::text(Role::Assistant, "two files"),
+    ]
+}
+
+#[test]
+fn a_conversation_that_grows_appends_only_its_new_messages() {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let mut messages = conversation();
+    let first = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    assert!(first.created);
+    assert_eq!((first.matched, first.appended, first.forked), (0, 4, false));
+    messages.push(Message::text(Role::User, "delete b.txt"));
+    let second = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    assert_eq!(
+        (second.created, second.matched, second.appended),
+        (false, 4, 1)
+    );
+    assert_eq!(sessions.entries("t", "s").unwrap().len(), 5);
+}
+
+#[test]
+fn a_retry_of_the_same_request_writes_nothing() {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let messages = conversation();
+    sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    let before = sessions.get("t", "s").unwrap();
+    let again = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    assert_eq!((again.matched, again.appended, again.forked), (4, 0, false));
+    assert_eq!(sessions.get("t", "s").unwrap(), before);
+}
+
+#[test]
+fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let mut messages = conversation();
+    sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    // Overflow recovery rewrote the stored result persistently (a new branch).
+    let stored = sessions.entries("t", "s").unwrap();
+    let result_entry = stored
+        .iter()
+        .find(|entry| matches!(&entry.kind, EntryKind::Message(m) if m.role == Role::ToolResult))
+        .unwrap();
+    let rewrites = BTreeMap::from([(
+        result_entry.id.clone(),
+        EntryKind::Message(result(Role::ToolResult, "c1", "[truncated: ref …]")),
+    )]);
+    sessions
+        .rewrite_branch("t", "s", rewrites, "test truncation")
+        .unwrap();
+    messages.push(Message::text(Role::User, "and now?"));
+    let outcome = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    assert_eq!(
+        (outcome.matched, outcome.appended, outcome.forked),
+        (4, 1, false)
+    );
+    let context = sessions.context("t", "s", None).unwrap();
+    let kept = context.iter().any(|message| {
+        message.content.iter().any(|block| {
+            matches!(block, Block::ToolResult(result)
+                if matches!(result.content.first(), Some(Block::Text(t)) if t.text.contains("[truncated")))
+        })
+    });
+    assert!(
+        kept,
+        "the model still sees the truncated result, not a re-sent original"
+    );
+}
+
+#[test]
+fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let mut messages = vec![Message::text(Role::User, "what did the log say?")];
+    sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    // The proxy ran skald's fetch tool for the model; the client never saw it.
+    let hidden = append_hidden(
+        &sessions,
+        "t",
+        "s",
+        vec![
+            call("skald-1"),
+            result(Role::ToolResult, "skald-1", "line 12: error"),
+        ],
+    )
+    .unwrap();
+    assert!(hidden.iter().all(is_hidden));
+    messages.push(Message::text(Role::Assistant, "line 12 has the error"));
+    messages.push(Message::text(Role::User, "fix it"));
+    let outcome = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    assert_eq!(
+        (outcome.matched, outcome.appended, outcome.forked),
+        (1, 2, false)
+    );
+    let context = sessions.context("t", "s", None).unwrap();
+    assert_eq!(
+        context.len(),
+        5,
+        "the hidden call and result are in the model's context"
+    );
+    assert_eq!(context[1].role, Role::Assistant);
+    assert_eq!(context[2].role, Role::ToolResult);
+}
+
+#[test]
+fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let mut messages = conversation();
+    messages.push(Message::text(Role::User, "delete b.txt"));
+    sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    let old_leaf = sessions.get("t", "s").unwrap().leaf_id.unwrap();
+    // The user edited their last message.
+    messages.pop();
+    messages.push(Message::text(Role::User, "delete a.txt"));
+    let outcome = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    assert!(outcome.forked);
+    assert_eq!((outcome.matched, outcome.appended), (4, 1));
+    assert_eq!(texts(&sessions, "s").last().unwrap(), "delete a.txt");
+    let old = sessions.context("t", "s", Some(&old_leaf)).unwrap();
+    assert_eq!(old.last().unwrap().plain_text(), "delete b.txt");
+}
+
+#[test]
+fn a_regenerate_moves_back_to_the_shorter_history_without_writing_messages() {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let messages = conversation();
+    sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    let entries_before = sessions.entries("t", "s").unwrap().len();
+    // The client asks for the last answer again: its history stops before that answer.
+    let outcome = sync_conversation(&sessions, "t", "s", &messages[..4], "openai").unwrap();
+    assert!(outcome.forked);
+    assert_eq!((outcome.matched, outcome.appended), (3, 0));
+    assert_eq!(sessions.entries("t", "s").unwrap().len(), entries_before);
+    assert_eq!(sessions.context("t", "s", None).unwrap().len(), 3);
+}
+
+#[test]
+fn anthropic_tool_results_in_user_messages_match_openai_tool_messages() {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let openai = conversation();
+    sync_conversation(&sessions, "t", "s", &openai, "openai").unwrap();
+    let mut anthropic = openai.clone();
+    anthropic[3] = result(Role::User, "c1", "a.txt\nb.txt");
+    let outcome = sync_conversation(&sessions, "t", "s", &anthropic, "anthropic").unwrap();
+    assert_eq!((outcome.matched, outcome.forked), (4, false));
+}
+
+#[test]
+fn a_message_spelled_differently_is_the_same_message() {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let as_string = vec![Message::text(Role::User, "hello there")];
+    sync_conversation(&sessions, "t", "s", &as_string, "openai").unwrap();
+    let mut as_blocks = Message::new(Role::User, vec![Block::text("hello there")]);
+    as_blocks
+        .extra
+        .insert("name".into(), serde_json::json!("alice"));
+    let outcome = sync_conversation(&sessions, "t", "s", &[as_blocks], "openai").unwrap();
+    assert_eq!(
+        (outcome.matched, outcome.appended, outcome.forked),
+        (1, 0, false)
+    );
+}
+
+#[test]
+fn ingest_skips_a_resent_message_and_counts_it() {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let first =
+        ingest_messages(&sessions, "t", "s", vec![Message::text(Role::User, "hi")]).unwrap();
+    assert_eq!(
+        (first.created, first.ingested, first.duplicates),
+        (true, 1, 0)
+    );
+    let again = ingest_messages(
+        &sessions,
+        "t",
+        "s",
+        vec![
+            Message::text(Role::User, "hi"),
+            Message::text(Role::Assistant, "hello"),
+            Message::text(Role::Assistant, "hello"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        (again.created, again.ingested, again.duplicates),
+        (false, 1, 2)
+    );
+    assert_eq!(texts(&sessions, "s"), vec!["hi", "hello"]);
+}
+
+#[test]
+fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
+    let tail = [
+        Message::text(Role::User, "again"),
+        Message::text(Role::System, "a late system prompt"),
+        Message::text(Role::User, "again"),
+    ];
+    let by_tail = SqliteSessionStore::in_memory().unwrap();
+    sync_conversation(&by_tail, "t", "s", &conversation(), "openai").unwrap();
+    assert_eq!(append_synced_tail(&by_tail, "t", "s", &tail).unwrap(), 2);
+    let by_sync = SqliteSessionStore::in_memory().unwrap();
+    let mut whole = conversation();
+    whole.extend(tail.iter().cloned());
+    sync_conversation(&by_sync, "t", "s", &whole, "openai").unwrap();
+    assert_eq!(texts(&by_tail, "s"), texts(&by_sync, "s"));
+    assert_eq!(texts(&by_tail, "s").len(), 6);
+    // The next full sync of the same conversation finds everything in place.
+    let next = sync_conversation(&by_tail, "t", "s", &whole, "openai").unwrap();
+    assert_eq!((next.matched, next.appended, next.forked), (6, 0, false));
+    assert_eq!(append_synced_tail(&by_tail, "t", "s", &[]).unwrap(), 0);
+}
+
+#[test]
+fn a_derived_session_id_follows_the_conversation_not_its_length() {
+    let messages = conversation();
+    let id = derive_session_id(&messages);
+    assert!(id.starts_with("conv-"));
+    skald_store::sessions::validate_session_id(&id).unwrap();
+    assert_eq!(id, derive_session_id(&messages[..2]));
+    let mut other = messages.clone();
+    other[1] = Message::text(Role::User, "something else");
+    assert_ne!(id, derive_session_id(&other));
+}
+
+#[test]
+fn sessions_of_one_tenant_are_invisible_to_another() {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    sync_conversation(&sessions, "a", "s", &conversation(), "openai").unwrap();
+    let other = sync_conversation(&sessions, "b", "s", &conversation()[..2], "openai").unwrap();
+    assert!(other.created);
+    assert_eq!(sessions.context("b", "s", None).unwrap().len(), 1);
+}

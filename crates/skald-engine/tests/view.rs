@@ -1,0 +1,258 @@
+//! `prepare_view`: the one builder of a stored session's view for a call — the pipeline, then
+//! memory (snapshot, recall, skill memories, tools) — and what the session state keeps so later
+//! calls send the same bytes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod memory_common;
+
+use memory_common::*;
+use serde_json::json;
+use skald_core::codec::openclaw::SessionHeader;
+use skald_core::memory::recall::RecallSettings;
+use skald_core::memory::tools::MEMORY_TOOL_NAMES;
+use skald_core::memory::usage::SKILL_MEMORY_MARKER;
+use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_core::pipeline::policy::Policy;
+use skald_engine::memory::record_skill_use;
+use skald_engine::{RecallHook, SessionState, ViewRequest, prepare_view};
+use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
+use skald_store::{RefSettings, SqliteRefStore};
+
+const SESSION: &str = "s1";
+
+fn stores() -> (SqliteSessionStore, SqliteRefStore) {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let header = SessionHeader {
+        id: SESSION.to_owned(),
+        ..SessionHeader::default()
+    };
+    sessions
+        .create(TENANT, NewSession::new(header, "openclaw-session"))
+        .unwrap();
+    (
+        sessions,
+        SqliteRefStore::in_memory(RefSettings::default()).unwrap(),
+    )
+}
+
+fn skill_read(call_id: &str) -> Vec<Message> {
+    vec![
+        Message::new(
+            Role::Assistant,
+            vec![Block::ToolCall(ToolCall {
+                id: call_id.into(),
+                name: "read".into(),
+                arguments: json!({"path": "skills/pptx/SKILL.md"}),
+                arguments_text: None,
+                extra: Extra::new(),
+            })],
+        ),
+        Message::new(
+            Role::ToolResult,
+            vec![Block::ToolResult(ToolResult {
+                call_id: call_id.into(),
+                tool_name: Some("read".into()),
+                content: vec![Block::text("## Create Presentation\nUse python-pptx.\n")],
+                content_form: ContentForm::Text,
+                is_error: None,
+                details: None,
+                extra: Extra::new(),
+            })],
+        ),
+    ]
+}
+
+fn request<'a>(
+    sessions: &'a SqliteSessionStore,
+    refs: &'a SqliteRefStore,
+    policy: &'a Policy,
+    memory: Option<&'a RecallHook<'a>>,
+    pending_prompt: Option<&'a str>,
+) -> ViewRequest<'a> {
+    ViewRequest {
+        sessions,
+        refs,
+        tenant: TENANT,
+        session_id: SESSION,
+        policy,
+        window_tokens: 200_000,
+        now_ms: MAY_1_2023,
+        fetch_available: true,
+        memory,
+        pending_prompt,
+    }
+}
+
+#[tokio::test]
+async fn a_skill_read_keeps_the_appendix_it_got_first_while_the_memory_changes() {
+    let (sessions, refs) = stores();
+    let store = fixture_store();
+    record_skill_use(&store, TENANT, "main", "pptx", true).unwrap();
+    sessions
+        .append_message(TENANT, SESSION, Message::text(Role::User, "Make a deck."))
+        .unwrap();
+    for message in skill_read("call_1") {
+        sessions.append_message(TENANT, SESSION, message).unwrap();
+    }
+    let policy = Policy::preset("none").unwrap();
+    let identity = identity();
+    let settings = RecallSettings::default();
+    let hook = RecallHook {
+        store: &store,
+        embedder: None,
+        identity: &identity,
+        settings: &settings,
+        offer_tools: true,
+    };
+    let mut state = SessionState::default();
+    let first = prepare_view(
+        &request(&sessions, &refs, &policy, Some(&hook), None),
+        &mut state,
+    )
+    .await
+    .unwrap();
+    let text_of = |messages: &[Message]| {
+        messages
+            .iter()
+            .flat_map(Message::tool_results)
+            .find(|result| result.call_id == "call_1")
+            .map(|result| skald_core::message::join_text(&result.content))
+            .unwrap()
+    };
+    let first_text = text_of(&first.messages);
+    assert!(first_text.contains(SKILL_MEMORY_MARKER), "{first_text}");
+    // The stored session holds the read as the tool returned it.
+    let stored = sessions.context(TENANT, SESSION, None).unwrap();
+    assert!(!text_of(&stored).contains(SKILL_MEMORY_MARKER));
+
+    for _ in 0..3 {
+        record_skill_use(&store, TENANT, "main", "pptx", false).unwrap();
+    }
+    let second = prepare_view(
+        &request(&sessions, &refs, &policy, Some(&hook), None),
+        &mut state,
+    )
+    .await
+    .unwrap();
+    assert_eq!(text_of(&second.messages), first_text);
+    // A new session state decides again, with what is remembered now.
+    let fresh = prepare_view(
+        &request(&sessions, &refs, &policy, Some(&hook), None),
+        &mut SessionState::default(),
+    )
+    .await
+    .unwrap();
+    assert_ne!(text_of(&fresh.messages), first_text);
+
+    let memory = first.memory.unwrap();
+    assert_eq!(memory.skills.len(), 1);
+    let tools: Vec<&str> = first.tools.iter().map(|tool| tool.name.as_str()).collect();
+    assert_eq!(tools, MEMORY_TOOL_NAMES.to_vec());
+}
+
+#[tokio::test]
+async fn a_pending_prompt_drives_recall_and_is_not_in_the_messages() {
+    let (sessions, refs) = stores();
+    let store = fixture_store();
+    sessions
+        .append_message(TENANT, SESSION, Message::text(Role::User, "Hello there."))
+        .unwrap();
+    sessions
+        .append_message(TENANT, SESSION, Message::text(Role::Assistant, "Hi!"))
+        .unwrap();
+    let policy = Policy::preset("none").unwrap();
+    let identity = identity();
+    let settings = RecallSettings::default();
+    let hook = RecallHook {
+        store: &store,
+        embedder: None,
+        identity: &identity,
+        settings: &settings,
+        offer_tools: false,
+    };
+    let prompt = "How do I optimise the billing database queries on invoices?";
+    let view = prepare_view(
+        &request(&sessions, &refs, &policy, Some(&hook), Some(prompt)),
+        &mut SessionState::default(),
+    )
+    .await
+    .unwrap();
+    let memory = view.memory.as_ref().unwrap();
+    assert_eq!(
+        memory.recall.query.as_deref().map(|q| q.contains(prompt)),
+        Some(true)
+    );
+    assert!(!memory.recall.kept.is_empty());
+    assert!(view.recall_tokens > 0);
+    assert!(
+        !view
+            .messages
+            .iter()
+            .any(|message| message.plain_text() == prompt)
+    );
+    // The recall comes last, for the prompt the host sends after it.
+    assert_eq!(
+        view.messages.last().map(|m| m.role.clone()),
+        Some(Role::ToolResult)
+    );
+    assert!(view.tools.is_empty());
+    assert!(view.estimated_tokens() > view.message_tokens);
+
+    let without = prepare_view(
+        &request(&sessions, &refs, &policy, None, None),
+        &mut SessionState::default(),
+    )
+    .await
+    .unwrap();
+    assert!(without.memory.is_none());
+    assert_eq!(without.messages.len(), 2);
+    assert_eq!(without.estimated_tokens(), without.message_tokens);
+}
+
+#[tokio::test]
+async fn the_pipeline_reports_what_it_saved_and_offers_the_fetch_tool() {
+    let (sessions, refs) = stores();
+    sessions
+        .append_message(TENANT, SESSION, Message::text(Role::User, "run the build"))
+        .unwrap();
+    let log = "2026-01-01 INFO step ok\n".repeat(2_000);
+    let mut read = skill_read("c1");
+    if let Some(Block::ToolCall(call)) = read[0].content.first_mut() {
+        call.name = "bash".into();
+        call.arguments = json!({"command": "make"});
+    }
+    if let Some(Block::ToolResult(result)) = read[1].content.first_mut() {
+        result.content = vec![Block::text(log)];
+    }
+    for message in read {
+        sessions.append_message(TENANT, SESSION, message).unwrap();
+    }
+    sessions
+        .append_message(TENANT, SESSION, Message::text(Role::Assistant, "built"))
+        .unwrap();
+    let policy = Policy::preset("sccs").unwrap();
+    let mut state = SessionState::default();
+    let view = prepare_view(&request(&sessions, &refs, &policy, None, None), &mut state)
+        .await
+        .unwrap();
+    assert_eq!(view.report.refs_stored, 1);
+    assert!(view.tokens_saved() > 1_000, "{}", view.tokens_saved());
+    assert_eq!(view.tools[0].name, "fetch_original_data");
+    assert!(view.system_prompt_addition().unwrap().contains("REF_ID"));
+    assert_eq!(state.stored_ref_count(), 1);
+}
+
+#[test]
+fn usage_is_paired_with_the_last_count_once() {
+    let mut state = SessionState::default();
+    assert_eq!(state.observe_usage(1_200), None);
+    state.record_counted(Some("gpt-x"), 1_000);
+    let observed = state.observe_usage(1_200).unwrap();
+    assert_eq!(
+        (observed.model.as_str(), observed.counted),
+        ("gpt-x", 1_000)
+    );
+    assert_eq!(state.observe_usage(1_200), None);
+    assert_eq!(state.calibrated_tokens(Some("gpt-x"), 1_000), 1_200);
+    assert_eq!(state.calibrated_tokens(Some("other"), 1_000), 1_000);
+}
