@@ -12,8 +12,9 @@
 //! Matching knows what skald itself changed: a tool result matches by its call id even when
 //! skald's persistent truncation rewrote its content, and messages skald appended that the client
 //! never saw ([`append_hidden`]: the proxy's own tool calls and their results) are skipped on the
-//! stored side while they stay in the model's context. System messages are the host's prompt,
-//! sent again with every request, and never take part.
+//! stored side while they stay in the model's context. The system messages a conversation opens
+//! with are the host's prompt, sent again with every request, and never take part ([`prompt_len`]);
+//! a system message later on (a harness's reminder) is history and is stored like any other.
 //!
 //! A sync whose conversation holds nothing new writes nothing.
 //!
@@ -116,15 +117,19 @@ pub fn sync_conversation(
     messages: &[Message],
     source_format: &str,
 ) -> Result<SyncOutcome, EngineError> {
-    let client: Vec<&Message> = messages.iter().filter(|m| !is_prompt(m)).collect();
+    let client: Vec<&Message> = messages.iter().skip(prompt_len(messages)).collect();
     let (session, created) = load_or_create(sessions, tenant, session_id, source_format)?;
     let path = session.path_to(None);
     let stored: Vec<(&str, &Message)> = path
         .iter()
         .filter(|entry| !is_hidden(entry))
         .filter_map(|entry| entry_message(entry).map(|message| (entry.id.as_str(), message)))
-        .filter(|(_, message)| !is_prompt(message))
         .collect();
+    let stored_prompt = stored
+        .iter()
+        .take_while(|(_, message)| is_prompt(message))
+        .count();
+    let stored = stored.get(stored_prompt..).unwrap_or_default();
     let matched = stored
         .iter()
         .zip(&client)
@@ -184,15 +189,20 @@ pub fn append_synced_tail(
     session_id: &str,
     tail: &[Message],
 ) -> Result<usize, EngineError> {
-    let new: Vec<Message> = tail
+    let session = sessions.load(tenant, session_id)?;
+    let starts_the_conversation = !session
+        .path_to(None)
         .iter()
-        .filter(|message| !is_prompt(message))
-        .cloned()
-        .collect();
+        .any(|entry| entry_message(entry).is_some());
+    let skip = if starts_the_conversation {
+        prompt_len(tail)
+    } else {
+        0
+    };
+    let new: Vec<Message> = tail.get(skip..).unwrap_or_default().to_vec();
     if new.is_empty() {
         return Ok(0);
     }
-    let session = sessions.load(tenant, session_id)?;
     let count = new.len();
     let entries = chain(&session, session.leaf_id().map(str::to_owned), new, false);
     sessions.append(tenant, session_id, &entries)?;
@@ -354,7 +364,16 @@ fn chain(
     entries
 }
 
-/// The host's prompt: sent with every request, never part of the session's history.
+/// The host's prompt: the system messages a conversation opens with, sent again with every
+/// request and never part of the session's history. A system message later in the conversation
+/// (a harness's reminder) is history like any other message and is stored.
+pub fn prompt_len(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .take_while(|message| is_prompt(message))
+        .count()
+}
+
 fn is_prompt(message: &Message) -> bool {
     message.role == Role::System
 }

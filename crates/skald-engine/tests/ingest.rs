@@ -260,16 +260,17 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
     ];
     let by_tail = SqliteSessionStore::in_memory().unwrap();
     sync_conversation(&by_tail, "t", "s", &conversation(), "openai").unwrap();
-    assert_eq!(append_synced_tail(&by_tail, "t", "s", &tail).unwrap(), 2);
+    // A late system message is history (only the opening prompt is the host's).
+    assert_eq!(append_synced_tail(&by_tail, "t", "s", &tail).unwrap(), 3);
     let by_sync = SqliteSessionStore::in_memory().unwrap();
     let mut whole = conversation();
     whole.extend(tail.iter().cloned());
     sync_conversation(&by_sync, "t", "s", &whole, "openai").unwrap();
     assert_eq!(texts(&by_tail, "s"), texts(&by_sync, "s"));
-    assert_eq!(texts(&by_tail, "s").len(), 6);
+    assert_eq!(texts(&by_tail, "s").len(), 7);
     // The next full sync of the same conversation finds everything in place.
     let next = sync_conversation(&by_tail, "t", "s", &whole, "openai").unwrap();
-    assert_eq!((next.matched, next.appended, next.forked), (6, 0, false));
+    assert_eq!((next.matched, next.appended, next.forked), (7, 0, false));
     assert_eq!(append_synced_tail(&by_tail, "t", "s", &[]).unwrap(), 0);
 }
 
@@ -292,4 +293,22 @@ fn sessions_of_one_tenant_are_invisible_to_another() {
     let other = sync_conversation(&sessions, "b", "s", &conversation()[..2], "openai").unwrap();
     assert!(other.created);
     assert_eq!(sessions.context("b", "s", None).unwrap().len(), 1);
+}
+
+#[test]
+fn a_system_message_later_in_the_conversation_is_history_and_is_stored() {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let mut messages = conversation();
+    messages.push(Message::text(Role::System, "reminder: the tests are slow"));
+    messages.push(Message::text(Role::User, "run them"));
+    let outcome = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    assert_eq!(
+        outcome.appended, 6,
+        "only the opening system prompt is left out"
+    );
+    let context = sessions.context("t", "s", None).unwrap();
+    assert_eq!(context[4].role, Role::System);
+    assert_eq!(context[4].plain_text(), "reminder: the tests are slow");
+    let again = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    assert_eq!((again.matched, again.appended, again.forked), (6, 0, false));
 }

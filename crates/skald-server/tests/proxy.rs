@@ -247,6 +247,36 @@ async fn the_conversation_is_stored_once_and_a_repeated_request_writes_nothing()
 }
 
 #[tokio::test]
+async fn a_system_reminder_later_in_the_conversation_reaches_the_upstream_once() {
+    let upstream = Upstream::start().await;
+    let server = start(config_for(&upstream)).await;
+    let request = openai_request(&[
+        json!({"role": "assistant", "content": "It did."}),
+        json!({"role": "system", "content": "Reminder: answer in one line."}),
+        json!({"role": "user", "content": "And step 151?"}),
+    ]);
+    let response = post(&server, "/v1/chat/completions", "s-reminder", &request).await;
+    assert_eq!(response.status(), 200);
+    post(&server, "/v1/chat/completions", "s-reminder", &request).await;
+    for sent in upstream.requests() {
+        let messages = sent.body["messages"].as_array().unwrap();
+        let systems: Vec<&str> = messages
+            .iter()
+            .filter(|m| m["role"] == "system")
+            .filter_map(|m| m["content"].as_str())
+            .collect();
+        assert_eq!(systems.len(), 2, "{systems:?}");
+        assert!(systems[0].starts_with("You are a build assistant."));
+        assert_eq!(systems[1], "Reminder: answer in one line.");
+        let reminder = messages
+            .iter()
+            .position(|m| m["role"] == "system" && m["content"] == "Reminder: answer in one line.")
+            .unwrap();
+        assert_eq!(messages[reminder + 1]["content"], "And step 151?");
+    }
+}
+
+#[tokio::test]
 async fn without_a_session_header_the_session_is_derived_from_the_opening() {
     let upstream = Upstream::start().await;
     let server = start(config_for(&upstream)).await;

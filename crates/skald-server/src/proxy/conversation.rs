@@ -5,7 +5,7 @@
 //! unchanged since, costs one row read and an append of its new tail — nothing is read back or
 //! written for a request that brings nothing new.
 
-use skald_core::message::{Block, Message, Role};
+use skald_core::message::{Block, Message};
 use skald_engine::ingest;
 use skald_engine::{EngineError, SessionState, SyncMark};
 use skald_store::sessions::SessionStore;
@@ -60,23 +60,14 @@ pub fn sync(
     })
 }
 
-/// How many of `messages` lead up to and include the `matched`-th that is not the host's system
-/// prompt (the engine's sync counts only the conversation; [`Synced::matched`] indexes the
+/// How many of `messages` lead up to and include the `matched`-th message after the host's
+/// system prompt (the engine's sync counts only the conversation; [`Synced::matched`] indexes the
 /// request's messages).
 fn leading_messages(messages: &[Message], matched: usize) -> usize {
     if matched == 0 {
         return 0;
     }
-    let mut seen = 0;
-    for (at, message) in messages.iter().enumerate() {
-        if message.role != Role::System {
-            seen += 1;
-            if seen == matched {
-                return at + 1;
-            }
-        }
-    }
-    messages.len()
+    (ingest::prompt_len(messages) + matched).min(messages.len())
 }
 
 /// Notes the session's state after a write of the proxy's own (hidden entries), so the next
