@@ -67,6 +67,9 @@ pub struct ServerConfig {
     pub anthropic: Option<Upstream>,
     /// Requests over this many bytes are refused with 413.
     pub max_body_bytes: usize,
+    /// Sessions whose engine state stays in memory (least recently used idle ones are evicted
+    /// and rebuilt on their next request).
+    pub max_cached_sessions: usize,
     /// Writes compaction summaries (the configured model, or the extractive one).
     pub summarizer: Arc<dyn Summarizer>,
     /// Embeds memories and queries; `None`: memory search is full-text only.
@@ -101,6 +104,7 @@ impl ServerConfig {
             openai: None,
             anthropic: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_cached_sessions: crate::state::MAX_CACHED_SESSIONS,
             summarizer: Arc::new(skald_llm::ExtractiveSummarizer::default()),
             embedder: None,
             extractor: Arc::new(DeterministicExtractor::default()),

@@ -3,7 +3,7 @@
 //! and the two-threshold upload driver), the metrics, the HTTP client the proxy forwards with,
 //! and the tracker of background tasks a graceful shutdown waits for.
 
-use std::collections::HashMap;
+use lru::LruCache;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,8 +45,15 @@ pub struct AppState {
     /// Whether requests must carry a key: true once the key store has held a live key while
     /// this server ran, and never false again (revoking every key does not open the server).
     auth_required: Arc<AtomicBool>,
-    session_states: Arc<Mutex<HashMap<(String, String), SessionSlot>>>,
+    session_states: Arc<Mutex<LruCache<(String, String), SessionSlot>>>,
 }
+
+/// Sessions whose engine state is kept in memory at most, by default
+/// ([`ServerConfig::max_cached_sessions`](crate::ServerConfig::max_cached_sessions)). The state is a cache (memoised
+/// decisions, the session-start memory snapshot, calibration): a session evicted after being
+/// idle rebuilds it on its next request, so a long-running server's memory follows its active
+/// sessions, not every session it ever saw.
+pub const MAX_CACHED_SESSIONS: usize = 10_000;
 
 /// The stores could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -122,7 +129,7 @@ impl AppState {
             memory_writer,
             uploads,
             auth_required: Arc::new(AtomicBool::new(auth_required)),
-            session_states: Arc::new(Mutex::new(HashMap::new())),
+            session_states: Arc::new(Mutex::new(LruCache::unbounded())),
         })
     }
 
@@ -145,9 +152,51 @@ impl AppState {
             .session_states
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        states
-            .entry((tenant.to_owned(), session.to_owned()))
-            .or_default()
-            .clone()
+        let key = (tenant.to_owned(), session.to_owned());
+        let slot = states.get_or_insert(key, SessionSlot::default).clone();
+        // Evict the least recently used idle states over the cap; one a request holds stays.
+        let mut scanned = 0;
+        let cap = self.config.max_cached_sessions.max(1);
+        while states.len() > cap && scanned < states.len() {
+            scanned += 1;
+            match states.pop_lru() {
+                Some((key, held)) if Arc::strong_count(&held) > 1 => {
+                    states.put(key, held);
+                }
+                Some(_) | None => {}
+            }
+        }
+        slot
+    }
+
+    /// Sessions whose engine state is in memory now.
+    pub fn cached_sessions(&self) -> usize {
+        self.session_states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn idle_session_states_are_evicted_over_the_cap_and_held_ones_stay() {
+        let mut config =
+            ServerConfig::new(skald_core::pipeline::policy::Policy::preset("skald").unwrap());
+        config.max_cached_sessions = 2;
+        let state = AppState::in_memory(config).unwrap();
+        let held = state.session_slot("t", "a");
+        drop(state.session_slot("t", "b"));
+        drop(state.session_slot("t", "c"));
+        assert_eq!(state.cached_sessions(), 2);
+        // "a" is held by a request: "b", the least recently used idle one, went instead.
+        assert!(Arc::ptr_eq(&held, &state.session_slot("t", "a")));
+        let slots = state.session_states.lock().unwrap();
+        assert!(slots.peek(&("t".to_owned(), "b".to_owned())).is_none());
+        assert!(slots.peek(&("t".to_owned(), "c".to_owned())).is_some());
     }
 }
