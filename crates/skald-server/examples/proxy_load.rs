@@ -13,6 +13,10 @@
 //!    requests; requests per second, direct and through skald.
 //! 3. **Memory**: the throughput load for `--soak-seconds`, the process's RSS every few seconds.
 
+/// The allocator of the `skald` binary, so the figures are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
