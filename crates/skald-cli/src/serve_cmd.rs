@@ -71,9 +71,14 @@ pub fn run(args: &ServeArgs, config: &Config, home: &Home) -> Result<ExitCode> {
         .addr
         .clone()
         .unwrap_or_else(|| config.server.addr.clone());
-    let addr: SocketAddr = text.parse().with_context(|| {
-        format!("--addr {text:?} is not HOST:PORT with a numeric host (e.g. 127.0.0.1:7420)")
-    })?;
+    // A name (`localhost:7420`) is resolved here, so the loopback check below sees the address
+    // the server will really listen on.
+    let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(text.as_str())
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .with_context(|| {
+            format!("--addr {text:?} is not HOST:PORT (e.g. 127.0.0.1:7420 or localhost:7420)")
+        })?;
     let server_config = server_config(config, args)?;
     let database = home.ensure()?.join(DATABASE_FILE);
     let state = AppState::open(&database, server_config)

@@ -73,6 +73,17 @@ fn an_open_server_refuses_a_public_address() {
 }
 
 #[test]
+fn an_address_that_is_not_host_and_port_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    for bad in ["7420", "127.0.0.1", "no such host:99999"] {
+        let output = skald(home.path(), &["serve", "--addr", bad]);
+        assert!(!output.status.success(), "{bad} was accepted");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("is not HOST:PORT"), "{bad}: {stderr}");
+    }
+}
+
+#[test]
 fn a_bad_proxy_table_is_refused_at_start() {
     let home = tempfile::tempdir().unwrap();
     for (toml, expected) in [
