@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use skald_core::time::format_rfc3339_seconds;
 use skald_store::DATABASE_FILE;
 use skald_store::keys::{ApiKey, SqliteKeyStore};
 
@@ -62,21 +63,14 @@ struct KeyView {
     secret: Option<String>,
 }
 
-fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
-        || ms.to_string(),
-        |time| time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-    )
-}
-
 fn view(key: ApiKey, secret: Option<String>) -> KeyView {
     KeyView {
         id: key.id,
         tenant: key.tenant,
         name: key.name,
         prefix: key.prefix,
-        created_at: iso(key.created_at_ms),
-        revoked_at: key.revoked_at_ms.map(iso),
+        created_at: format_rfc3339_seconds(key.created_at_ms),
+        revoked_at: key.revoked_at_ms.map(format_rfc3339_seconds),
         secret,
     }
 }

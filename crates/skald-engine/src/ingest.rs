@@ -123,7 +123,12 @@ pub fn sync_conversation(
     let stored: Vec<(&str, &Message)> = path
         .iter()
         .filter(|entry| !is_hidden(entry))
-        .filter_map(|entry| entry_message(entry).map(|message| (entry.id.as_str(), message)))
+        .filter_map(|entry| {
+            entry
+                .kind
+                .as_message()
+                .map(|message| (entry.id.as_str(), message))
+        })
         .collect();
     let stored_prompt = stored
         .iter()
@@ -193,7 +198,7 @@ pub fn append_synced_tail(
     let starts_the_conversation = !session
         .path_to(None)
         .iter()
-        .any(|entry| entry_message(entry).is_some());
+        .any(|entry| entry.kind.as_message().is_some());
     let skip = if starts_the_conversation {
         prompt_len(tail)
     } else {
@@ -245,7 +250,7 @@ pub fn ingest_messages(
     let mut previous: Option<Message> = session
         .leaf_id()
         .and_then(|leaf| session.entry(leaf))
-        .and_then(entry_message)
+        .and_then(|entry| entry.kind.as_message())
         .cloned();
     let mut fresh = Vec::new();
     let mut duplicates = 0;
@@ -272,22 +277,6 @@ pub fn ingest_messages(
     })
 }
 
-/// The message an entry holds, if it is a message entry.
-fn entry_message(entry: &Entry) -> Option<&Message> {
-    match &entry.kind {
-        EntryKind::Message(message) => Some(message),
-        EntryKind::Compaction { .. }
-        | EntryKind::BranchSummary { .. }
-        | EntryKind::Custom { .. }
-        | EntryKind::CustomMessage { .. }
-        | EntryKind::ThinkingLevelChange { .. }
-        | EntryKind::ModelChange { .. }
-        | EntryKind::Label { .. }
-        | EntryKind::SessionInfo { .. }
-        | EntryKind::Other(_) => None,
-    }
-}
-
 /// Whether an entry holds a message the client never saw.
 pub fn is_hidden(entry: &Entry) -> bool {
     entry
@@ -308,7 +297,7 @@ fn load_or_create(
         Err(SessionError::NotFound { .. }) => {
             let header = SessionHeader {
                 id: session_id.to_owned(),
-                timestamp: Some(now_iso()),
+                timestamp: Some(crate::memory_write::now_iso()),
                 ..SessionHeader::default()
             };
             match sessions.create(tenant, NewSession::new(header, source_format)) {
@@ -331,7 +320,7 @@ fn chain(
     messages: Vec<Message>,
     hidden: bool,
 ) -> Vec<Entry> {
-    let timestamp = now_iso();
+    let timestamp = crate::memory_write::now_iso();
     let mut taken: HashSet<String> = HashSet::new();
     let mut parent = parent;
     let mut candidate = (session.entries().len() as u32)
@@ -437,11 +426,4 @@ fn message_key(message: &Message) -> String {
         key.push('\u{1f}');
     }
     key
-}
-
-fn now_iso() -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as i64);
-    crate::memory_write::iso_of_millis(ms)
 }

@@ -746,7 +746,7 @@ fn fxhash(text: &str) -> u32 {
     })
 }
 
-fn now_iso() -> String {
+pub(crate) fn now_iso() -> String {
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as i64);
@@ -754,7 +754,7 @@ fn now_iso() -> String {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` of epoch milliseconds.
-pub(crate) fn iso_of_millis(ms: i64) -> String {
+fn iso_of_millis(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);
     let in_day = ms.rem_euclid(86_400_000);
     let z = days + 719_468;

@@ -29,7 +29,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, params};
-use sha2::{Digest, Sha256};
+use skald_core::refs::RefId;
 
 use crate::clock::{Clock, SystemClock};
 use crate::{StoreError, validate_tenant};
@@ -120,15 +120,7 @@ impl SqliteKeyStore {
         clock: Arc<dyn Clock>,
     ) -> Result<SqliteKeyStore, KeyError> {
         let path = path.as_ref();
-        if let Some(parent) = path
-            .parent()
-            .filter(|parent| !parent.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(parent).map_err(|source| StoreError::Io {
-                path: parent.to_path_buf(),
-                source,
-            })?;
-        }
+        crate::schema::create_parent_dir(path)?;
         let conn = Connection::open(path).map_err(StoreError::storage("opening the database"))?;
         SqliteKeyStore::with_connection(conn, clock)
     }
@@ -305,9 +297,10 @@ fn validate_name(name: &str) -> Result<(), KeyError> {
     Ok(())
 }
 
-/// The SHA-256 of a secret, as stored: a leaked database gives no usable key.
+/// The SHA-256 of a secret (lowercase hex, as a ref id is), as stored: a leaked database gives
+/// no usable key.
 fn secret_hash(secret: &str) -> String {
-    hex(&Sha256::digest(secret.as_bytes()))
+    RefId::of_bytes(secret.as_bytes()).as_str().to_owned()
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -167,6 +167,20 @@ const MIGRATIONS: &[&str] = &[
 /// How long a writer waits for another connection (another process on the same file) to finish.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Creates the directory that will hold the database file at `path`, if it has one.
+pub(crate) fn create_parent_dir(path: &std::path::Path) -> Result<(), StoreError> {
+    match path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+    {
+        Some(parent) => std::fs::create_dir_all(parent).map_err(|source| StoreError::Io {
+            path: parent.to_path_buf(),
+            source,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Applies connection settings and brings the schema up to [`SCHEMA_VERSION`].
 pub(crate) fn prepare(conn: &mut Connection) -> Result<(), StoreError> {
     conn.busy_timeout(BUSY_TIMEOUT)

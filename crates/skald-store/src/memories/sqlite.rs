@@ -110,15 +110,7 @@ impl SqliteMemoryStore {
     ) -> Result<SqliteMemoryStore, MemoryError> {
         settings.validate()?;
         let path = path.as_ref();
-        if let Some(parent) = path
-            .parent()
-            .filter(|parent| !parent.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(parent).map_err(|source| crate::StoreError::Io {
-                path: parent.to_path_buf(),
-                source,
-            })?;
-        }
+        crate::schema::create_parent_dir(path)?;
         let conn = Connection::open(path).map_err(MemoryError::storage("opening the database"))?;
         SqliteMemoryStore::with_connection(conn, settings, clock, Some(path.to_path_buf()))
     }

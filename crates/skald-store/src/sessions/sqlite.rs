@@ -71,15 +71,7 @@ impl SqliteSessionStore {
         clock: Arc<dyn Clock>,
     ) -> Result<SqliteSessionStore, SessionError> {
         let path = path.as_ref();
-        if let Some(parent) = path
-            .parent()
-            .filter(|parent| !parent.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(parent).map_err(|source| crate::StoreError::Io {
-                path: parent.to_path_buf(),
-                source,
-            })?;
-        }
+        crate::schema::create_parent_dir(path)?;
         let conn = Connection::open(path).map_err(SessionError::storage("opening the database"))?;
         SqliteSessionStore::with_connection(conn, clock, Some(path.to_path_buf()))
     }
