@@ -194,6 +194,10 @@ pub fn append_synced_tail(
     session_id: &str,
     tail: &[Message],
 ) -> Result<usize, EngineError> {
+    // A repeated request brings nothing: no need to read the session back.
+    if tail.is_empty() {
+        return Ok(0);
+    }
     let session = sessions.load(tenant, session_id)?;
     let starts_the_conversation = !session
         .path_to(None)

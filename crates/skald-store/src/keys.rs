@@ -204,14 +204,11 @@ impl SqliteKeyStore {
 
     /// Whether any key was ever created (a server with keys requires one on every request).
     pub fn any_active(&self) -> Result<bool, KeyError> {
+        // Cached: an open server asks on every request.
         let found: Option<i64> = self
             .conn()
-            .query_row(
-                "SELECT 1 FROM api_keys WHERE revoked_at_ms IS NULL LIMIT 1",
-                [],
-                |row| row.get(0),
-            )
-            .optional()
+            .prepare_cached("SELECT 1 FROM api_keys WHERE revoked_at_ms IS NULL LIMIT 1")
+            .and_then(|mut statement| statement.query_row([], |row| row.get(0)).optional())
             .map_err(StoreError::storage("looking for API keys"))?;
         Ok(found.is_some())
     }
@@ -251,13 +248,15 @@ impl SqliteKeyStore {
         }
         let key = self
             .conn()
-            .query_row(
+            .prepare_cached(
                 "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms FROM api_keys \
                  WHERE secret_sha256 = ?1",
-                [secret_hash(secret)],
-                read_key,
             )
-            .optional()
+            .and_then(|mut statement| {
+                statement
+                    .query_row([secret_hash(secret)], read_key)
+                    .optional()
+            })
             .map_err(StoreError::storage("looking up the API key"))?
             .ok_or(KeyError::Unknown)?;
         match key.revoked_at_ms {

@@ -494,25 +494,26 @@ fn point_at_copies(kind: EntryKind, new_ids: &HashMap<&str, String>) -> EntryKin
 }
 
 fn read_session(conn: &Connection, tenant: &str, id: &str) -> Result<SessionRow, SessionError> {
-    conn.query_row(
+    // Cached: the proxy reads a session's row on every request.
+    conn.prepare_cached(
         "SELECT header, source_format, source, title, leaf_id, entry_count, message_count,
                 created_at_ms, updated_at_ms
          FROM sessions WHERE tenant = ?1 AND id = ?2",
-        params![tenant, id],
-        |row| {
-            Ok(SessionRow {
-                header: row.get(0)?,
-                source_format: row.get(1)?,
-                source: row.get(2)?,
-                title: row.get(3)?,
-                leaf_id: row.get(4)?,
-                entry_count: row.get(5)?,
-                message_count: row.get(6)?,
-                created_at_ms: row.get(7)?,
-                updated_at_ms: row.get(8)?,
-            })
-        },
     )
+    .map_err(SessionError::storage("reading a session"))?
+    .query_row(params![tenant, id], |row| {
+        Ok(SessionRow {
+            header: row.get(0)?,
+            source_format: row.get(1)?,
+            source: row.get(2)?,
+            title: row.get(3)?,
+            leaf_id: row.get(4)?,
+            entry_count: row.get(5)?,
+            message_count: row.get(6)?,
+            created_at_ms: row.get(7)?,
+            updated_at_ms: row.get(8)?,
+        })
+    })
     .optional()
     .map_err(SessionError::storage("reading a session"))?
     .ok_or_else(|| SessionError::NotFound {
