@@ -54,7 +54,7 @@ use skald_core::message::{Block, Message, Role};
 use skald_core::refs::RefId;
 use skald_store::sessions::{NewSession, SessionError, SessionStore};
 
-use crate::EngineError;
+use crate::{EngineError, SessionState};
 
 /// The entry field (beside the message, never part of it) that marks a message the client
 /// never saw.
@@ -189,6 +189,7 @@ pub fn sync_conversation(
 /// detection either: a client that says the same thing twice said it twice. The number of
 /// messages appended.
 pub fn append_synced_tail(
+    state: &mut SessionState,
     sessions: &dyn SessionStore,
     tenant: &str,
     session_id: &str,
@@ -198,7 +199,7 @@ pub fn append_synced_tail(
     if tail.is_empty() {
         return Ok(0);
     }
-    let session = sessions.load(tenant, session_id)?;
+    let session = state.stored_session(sessions, tenant, session_id)?;
     let starts_the_conversation = !session
         .path_to(None)
         .iter()
@@ -213,7 +214,7 @@ pub fn append_synced_tail(
         return Ok(0);
     }
     let count = new.len();
-    let entries = chain(&session, session.leaf_id().map(str::to_owned), new, false);
+    let entries = chain(session, session.leaf_id().map(str::to_owned), new, false);
     sessions.append(tenant, session_id, &entries)?;
     Ok(count)
 }
@@ -222,6 +223,7 @@ pub fn append_synced_tail(
 /// proxy — under the leaf. They are in the model's context from now on; [`sync_conversation`]
 /// skips them when it lines the client's history up.
 pub fn append_hidden(
+    state: &mut SessionState,
     sessions: &dyn SessionStore,
     tenant: &str,
     session_id: &str,
@@ -230,9 +232,9 @@ pub fn append_hidden(
     if messages.is_empty() {
         return Ok(Vec::new());
     }
-    let session = sessions.load(tenant, session_id)?;
+    let session = state.stored_session(sessions, tenant, session_id)?;
     let entries = chain(
-        &session,
+        session,
         session.leaf_id().map(str::to_owned),
         messages,
         true,
@@ -245,12 +247,14 @@ pub fn append_hidden(
 /// needed. A message equal to the one before it (the leaf's, or the previous one of the batch) is
 /// a re-send and is not stored again.
 pub fn ingest_messages(
+    state: &mut SessionState,
     sessions: &dyn SessionStore,
     tenant: &str,
     session_id: &str,
     messages: Vec<Message>,
 ) -> Result<IngestOutcome, EngineError> {
-    let (session, created) = load_or_create(sessions, tenant, session_id, "openclaw-session")?;
+    let created = create_if_missing(sessions, tenant, session_id, "openclaw-session")?;
+    let session = state.stored_session(sessions, tenant, session_id)?;
     let mut previous: Option<Message> = session
         .leaf_id()
         .and_then(|leaf| session.entry(leaf))
@@ -271,7 +275,7 @@ pub fn ingest_messages(
     }
     let ingested = fresh.len();
     if !fresh.is_empty() {
-        let entries = chain(&session, session.leaf_id().map(str::to_owned), fresh, false);
+        let entries = chain(session, session.leaf_id().map(str::to_owned), fresh, false);
         sessions.append(tenant, session_id, &entries)?;
     }
     Ok(IngestOutcome {
@@ -299,19 +303,45 @@ fn load_or_create(
     match sessions.load(tenant, session_id) {
         Ok(session) => Ok((session, false)),
         Err(SessionError::NotFound { .. }) => {
-            let header = SessionHeader {
-                id: session_id.to_owned(),
-                timestamp: Some(crate::memory_write::now_iso()),
-                ..SessionHeader::default()
-            };
-            match sessions.create(tenant, NewSession::new(header, source_format)) {
-                Ok(_) => {}
-                // Another request of the same session created it first.
-                Err(SessionError::AlreadyExists { .. }) => {}
-                Err(error) => return Err(error.into()),
-            }
+            create(sessions, tenant, session_id, source_format)?;
             Ok((sessions.load(tenant, session_id)?, true))
         }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Creates the session unless it exists; whether it was created.
+fn create_if_missing(
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+    source_format: &str,
+) -> Result<bool, EngineError> {
+    match sessions.get(tenant, session_id) {
+        Ok(_) => Ok(false),
+        Err(SessionError::NotFound { .. }) => {
+            create(sessions, tenant, session_id, source_format)?;
+            Ok(true)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn create(
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+    source_format: &str,
+) -> Result<(), EngineError> {
+    let header = SessionHeader {
+        id: session_id.to_owned(),
+        timestamp: Some(crate::memory_write::now_iso()),
+        ..SessionHeader::default()
+    };
+    match sessions.create(tenant, NewSession::new(header, source_format)) {
+        Ok(_) => Ok(()),
+        // Another request of the same session created it first.
+        Err(SessionError::AlreadyExists { .. }) => Ok(()),
         Err(error) => Err(error.into()),
     }
 }

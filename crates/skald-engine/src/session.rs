@@ -3,17 +3,19 @@
 //! that makes repeating them cheap, the prompt-cache clocks, the refs already stored, the
 //! calibration of its token estimates against what the provider reported, and what makes a
 //! request that brings nothing new cheap (the rebuilt context, the turn's recall, the host's
-//! last sync).
+//! last sync) and one that brings a little cheap too (the stored session, caught up with by
+//! reading only what was appended).
 
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
+use skald_core::codec::openclaw::Session;
 use skald_core::compaction::CompactionOutcome;
 use skald_core::message::Message;
 use skald_core::pipeline::offload::{ArgumentsCache, OffloadCache};
 use skald_core::pipeline::prune::PruneClock;
 use skald_core::tokens::Calibration;
-use skald_store::sessions::{SessionError, SessionStore};
+use skald_store::sessions::{SessionError, SessionInfo, SessionStore};
 
 use crate::compact::CompactResult;
 
@@ -51,6 +53,9 @@ pub struct SessionState {
     pub(crate) last_counted: Option<(String, u64)>,
     /// The stored session's context as last rebuilt, and the state it was rebuilt from.
     pub(crate) context: Option<CachedContext>,
+    /// The stored session as last read, caught up with incrementally (see
+    /// [`SessionState::stored_session`]).
+    stored: Option<Session>,
     sync_mark: Option<SyncMark>,
 }
 
@@ -163,15 +168,60 @@ impl SessionState {
                 return Ok(cached.messages.clone());
             }
         }
-        let session = sessions.load(tenant, session_id)?;
-        let messages = crate::compact::session_context(&session, None);
+        let session = self.catch_up(sessions, tenant, session_id, &info)?;
+        let messages = crate::compact::session_context(session, None);
         self.context = Some(CachedContext {
-            // What was loaded, which a write between the two reads may have moved past.
+            // What was read, which a write between the two reads may have moved past.
             entry_count: session.entries().len() as u64,
             leaf_id: session.leaf_id().map(str::to_owned),
             messages: messages.clone(),
         });
         Ok(messages)
+    }
+
+    /// The stored session, up to date. Sessions are append-only (the store refuses to change or
+    /// delete an entry), so the entries held from an earlier read are still the first ones: only
+    /// those appended since are read, and a growing conversation costs its new entries, not its
+    /// whole history.
+    pub fn stored_session(
+        &mut self,
+        sessions: &dyn SessionStore,
+        tenant: &str,
+        session_id: &str,
+    ) -> Result<&Session, SessionError> {
+        let info = sessions.get(tenant, session_id)?;
+        self.catch_up(sessions, tenant, session_id, &info)
+    }
+
+    fn catch_up(
+        &mut self,
+        sessions: &dyn SessionStore,
+        tenant: &str,
+        session_id: &str,
+        info: &SessionInfo,
+    ) -> Result<&Session, SessionError> {
+        let caught_up = match self.stored.take() {
+            Some(mut held)
+                if held.header.id == info.id
+                    && (held.entries().len() as u64) <= info.entry_count =>
+            {
+                let have = held.entries().len() as u64;
+                if have < info.entry_count {
+                    held.extend_from_entries(sessions.entries_after(tenant, session_id, have)?);
+                }
+                // A write between the two reads leaves more entries than the row said: read
+                // the whole session rather than guess its leaf.
+                let consistent = held.entries().len() as u64 == info.entry_count
+                    && held.set_leaf(info.leaf_id.as_deref()).is_ok();
+                consistent.then_some(held)
+            }
+            Some(_) | None => None,
+        };
+        let session = match caught_up {
+            Some(session) => session,
+            None => sessions.load(tenant, session_id)?,
+        };
+        Ok(self.stored.insert(session))
     }
 }
 
@@ -211,6 +261,80 @@ mod tests {
         let context = state.session_context(&store, "t", "s").unwrap();
         assert_eq!(context.len(), 1);
         assert_eq!(context[0].plain_text(), "one");
+    }
+
+    #[test]
+    fn the_stored_session_is_caught_up_with_and_equals_a_fresh_read() {
+        let store = SqliteSessionStore::in_memory().unwrap();
+        let header = SessionHeader {
+            id: "s".into(),
+            ..SessionHeader::default()
+        };
+        store
+            .create("t", NewSession::new(header, "openai"))
+            .unwrap();
+        let mut state = SessionState::default();
+        assert!(
+            state
+                .stored_session(&store, "t", "s")
+                .unwrap()
+                .entries()
+                .is_empty()
+        );
+        let first = store
+            .append_message("t", "s", Message::text(Role::User, "one"))
+            .unwrap();
+        for text in ["two", "three"] {
+            store
+                .append_message("t", "s", Message::text(Role::Assistant, text))
+                .unwrap();
+        }
+        assert_eq!(
+            state.stored_session(&store, "t", "s").unwrap(),
+            &store.load("t", "s").unwrap()
+        );
+        // A branch from the first message: the leaf moves back, then a new entry grows from it.
+        store.set_leaf("t", "s", Some(&first.id)).unwrap();
+        assert_eq!(
+            state.stored_session(&store, "t", "s").unwrap(),
+            &store.load("t", "s").unwrap()
+        );
+        store
+            .append_message("t", "s", Message::text(Role::Assistant, "two, again"))
+            .unwrap();
+        let held = state.stored_session(&store, "t", "s").unwrap().clone();
+        assert_eq!(held, store.load("t", "s").unwrap());
+        assert_eq!(held.entries().len(), 4);
+        assert_eq!(
+            held.build_context(None)
+                .iter()
+                .map(Message::plain_text)
+                .collect::<Vec<_>>(),
+            ["one", "two, again"]
+        );
+    }
+
+    #[test]
+    fn a_held_session_of_another_id_is_not_caught_up_with() {
+        let store = SqliteSessionStore::in_memory().unwrap();
+        for id in ["a", "b"] {
+            let header = SessionHeader {
+                id: id.into(),
+                ..SessionHeader::default()
+            };
+            store
+                .create("t", NewSession::new(header, "openai"))
+                .unwrap();
+            store
+                .append_message("t", id, Message::text(Role::User, id))
+                .unwrap();
+        }
+        let mut state = SessionState::default();
+        state.stored_session(&store, "t", "a").unwrap();
+        assert_eq!(
+            state.stored_session(&store, "t", "b").unwrap(),
+            &store.load("t", "b").unwrap()
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use skald_core::codec::openclaw::EntryKind;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_engine::SessionState;
 use skald_engine::ingest::{
     append_hidden, append_synced_tail, derive_session_id, ingest_messages, is_hidden,
     sync_conversation,
@@ -138,6 +139,7 @@ fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
     sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
     // The proxy ran skald's fetch tool for the model; the client never saw it.
     let hidden = append_hidden(
+        &mut SessionState::default(),
         &sessions,
         "t",
         "s",
@@ -227,13 +229,21 @@ fn a_message_spelled_differently_is_the_same_message() {
 #[test]
 fn ingest_skips_a_resent_message_and_counts_it() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
-    let first =
-        ingest_messages(&sessions, "t", "s", vec![Message::text(Role::User, "hi")]).unwrap();
+    let mut state = SessionState::default();
+    let first = ingest_messages(
+        &mut state,
+        &sessions,
+        "t",
+        "s",
+        vec![Message::text(Role::User, "hi")],
+    )
+    .unwrap();
     assert_eq!(
         (first.created, first.ingested, first.duplicates),
         (true, 1, 0)
     );
     let again = ingest_messages(
+        &mut state,
         &sessions,
         "t",
         "s",
@@ -261,7 +271,11 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
     let by_tail = SqliteSessionStore::in_memory().unwrap();
     sync_conversation(&by_tail, "t", "s", &conversation(), "openai").unwrap();
     // A late system message is history (only the opening prompt is the host's).
-    assert_eq!(append_synced_tail(&by_tail, "t", "s", &tail).unwrap(), 3);
+    let mut state = SessionState::default();
+    assert_eq!(
+        append_synced_tail(&mut state, &by_tail, "t", "s", &tail).unwrap(),
+        3
+    );
     let by_sync = SqliteSessionStore::in_memory().unwrap();
     let mut whole = conversation();
     whole.extend(tail.iter().cloned());
@@ -271,7 +285,10 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
     // The next full sync of the same conversation finds everything in place.
     let next = sync_conversation(&by_tail, "t", "s", &whole, "openai").unwrap();
     assert_eq!((next.matched, next.appended, next.forked), (7, 0, false));
-    assert_eq!(append_synced_tail(&by_tail, "t", "s", &[]).unwrap(), 0);
+    assert_eq!(
+        append_synced_tail(&mut state, &by_tail, "t", "s", &[]).unwrap(),
+        0
+    );
 }
 
 #[test]

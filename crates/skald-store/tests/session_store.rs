@@ -124,6 +124,33 @@ fn generated_ids_stay_unique_over_many_appends() {
 }
 
 #[test]
+fn entries_after_reads_only_what_was_appended_since() {
+    let store = store();
+    new_session(&store, "acme", "s");
+    for text in ["one", "two", "three"] {
+        store.append_message("acme", "s", user(text)).unwrap();
+    }
+    let all = store.entries("acme", "s").unwrap();
+    assert_eq!(store.entries_after("acme", "s", 0).unwrap(), all);
+    assert_eq!(store.entries_after("acme", "s", 2).unwrap(), all[2..]);
+    assert!(store.entries_after("acme", "s", 3).unwrap().is_empty());
+    assert!(
+        store
+            .entries_after("acme", "s", u64::MAX)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(matches!(
+        store.entries_after("other", "s", 0),
+        Err(SessionError::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.entries_after("acme", "../s", 0),
+        Err(SessionError::InvalidSessionId { .. })
+    ));
+}
+
+#[test]
 fn a_bad_parent_is_an_error_and_changes_nothing() {
     let store = store();
     new_session(&store, "acme", "s1");

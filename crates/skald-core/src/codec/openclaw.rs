@@ -1189,10 +1189,17 @@ impl Session {
     /// leaf is the last entry. The tree is not checked here; [`decode_session`] reports problems.
     pub fn from_entries(header: SessionHeader, entries: Vec<Entry>) -> Session {
         let mut session = Session::new(header);
-        for entry in entries {
-            session.push_entry(entry);
-        }
+        session.extend_from_entries(entries);
         session
+    }
+
+    /// Adds entries read from a store after the ones already here, in append order, as
+    /// [`Session::from_entries`] would have: a reader catches up with an append-only session
+    /// without reading it again. The leaf is the last entry.
+    pub fn extend_from_entries(&mut self, entries: Vec<Entry>) {
+        for entry in entries {
+            self.push_entry(entry);
+        }
     }
 
     /// All entries, in file (append) order.

@@ -39,7 +39,8 @@ pub fn sync(
             if info.entry_count == mark.entry_count && info.leaf_id == mark.leaf_id {
                 let matched = mark.fingerprints.len();
                 let tail = messages.get(matched..).unwrap_or_default();
-                let appended = ingest::append_synced_tail(sessions, tenant, session_id, tail)?;
+                let appended =
+                    ingest::append_synced_tail(state, sessions, tenant, session_id, tail)?;
                 if !tail.is_empty() {
                     remember(state, sessions, tenant, session_id, fingerprints)?;
                 }

@@ -306,6 +306,7 @@ impl Exchange {
             messages.push(run.result);
         }
         ingest::append_hidden(
+            session,
             &*self.state.sessions,
             &self.tenant,
             &self.session_id,

@@ -412,10 +412,16 @@ async fn ingest_route(
         0
     } else {
         let slot = state.session_slot(&caller.tenant, &id);
-        let _guard = slot.lock().await;
-        ingest::ingest_messages(state.sessions.as_ref(), &caller.tenant, &id, messages)
-            .map_err(engine_error)?
-            .ingested
+        let mut session = slot.lock().await;
+        ingest::ingest_messages(
+            &mut session,
+            state.sessions.as_ref(),
+            &caller.tenant,
+            &id,
+            messages,
+        )
+        .map_err(engine_error)?
+        .ingested
     };
     Ok(Json(if batch {
         IngestResponse::Batch {

@@ -129,6 +129,20 @@ pub trait SessionStore: Send + Sync {
     /// The whole session: header, every entry in append order, and the stored leaf.
     fn load(&self, tenant: &str, session: &str) -> Result<Session, SessionError>;
 
+    /// The entries appended after the first `skip`, in append order. Sessions are append-only,
+    /// so a reader that holds the first `skip` entries catches up with this instead of reading
+    /// the whole session again.
+    fn entries_after(
+        &self,
+        tenant: &str,
+        session: &str,
+        skip: u64,
+    ) -> Result<Vec<Entry>, SessionError> {
+        let loaded = self.load(tenant, session)?;
+        let skip = usize::try_from(skip).unwrap_or(usize::MAX);
+        Ok(loaded.entries().get(skip..).unwrap_or_default().to_vec())
+    }
+
     /// Every entry, in append order.
     fn entries(&self, tenant: &str, session: &str) -> Result<Vec<Entry>, SessionError> {
         Ok(self.load(tenant, session)?.entries().to_vec())

@@ -455,6 +455,21 @@ impl SessionStore for SqliteSessionStore {
         validate_session_id(session)?;
         self.read(|conn| load_session(conn, tenant, session))
     }
+
+    fn entries_after(
+        &self,
+        tenant: &str,
+        session: &str,
+        skip: u64,
+    ) -> Result<Vec<Entry>, SessionError> {
+        validate_tenant(tenant)?;
+        validate_session_id(session)?;
+        let skip = i64::try_from(skip).unwrap_or(i64::MAX);
+        self.read(|conn| {
+            read_session(conn, tenant, session)?;
+            read_entries(conn, tenant, session, skip)
+        })
+    }
 }
 
 /// Makes a copied entry that names another copied entry name its copy: a compaction must keep
@@ -556,14 +571,30 @@ fn decode_header(session: &str, text: &str) -> Result<SessionHeader, SessionErro
 fn load_session(conn: &Connection, tenant: &str, id: &str) -> Result<Session, SessionError> {
     let row = read_session(conn, tenant, id)?;
     let header = decode_header(id, &row.header)?;
+    let entries = read_entries(conn, tenant, id, 0)?;
+    let mut session = Session::from_entries(header, entries);
+    session
+        .set_leaf(row.leaf_id.as_deref())
+        .map_err(|error| SessionError::Corrupt(format!("session {id:?}: stored leaf: {error}")))?;
+    Ok(session)
+}
+
+/// The entries from position `first_seq` on (seq counts a session's entries from 0, with no
+/// gaps: entries are never deleted), in append order.
+fn read_entries(
+    conn: &Connection,
+    tenant: &str,
+    id: &str,
+    first_seq: i64,
+) -> Result<Vec<Entry>, SessionError> {
     let mut statement = conn
         .prepare_cached(
             "SELECT id, parent_id, timestamp, body FROM session_entries
-             WHERE tenant = ?1 AND session_id = ?2 ORDER BY seq",
+             WHERE tenant = ?1 AND session_id = ?2 AND seq >= ?3 ORDER BY seq",
         )
         .map_err(SessionError::storage("reading session entries"))?;
-    let entries = statement
-        .query_map(params![tenant, id], |row| {
+    statement
+        .query_map(params![tenant, id, first_seq], |row| {
             Ok((
                 row.get::<_, String>(0)?,
                 row.get::<_, Option<String>>(1)?,
@@ -577,12 +608,7 @@ fn load_session(conn: &Connection, tenant: &str, id: &str) -> Result<Session, Se
                 row.map_err(SessionError::storage("reading session entries"))?;
             decode_row(id, entry_id, parent_id, timestamp, &body)
         })
-        .collect::<Result<Vec<Entry>, SessionError>>()?;
-    let mut session = Session::from_entries(header, entries);
-    session
-        .set_leaf(row.leaf_id.as_deref())
-        .map_err(|error| SessionError::Corrupt(format!("session {id:?}: stored leaf: {error}")))?;
-    Ok(session)
+        .collect::<Result<Vec<Entry>, SessionError>>()
 }
 
 /// An entry back from its columns and body. A body whose known type no longer decodes (it was
