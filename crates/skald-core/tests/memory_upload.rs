@@ -4,7 +4,7 @@
 use serde_json::json;
 use skald_core::memory::upload::{
     DropReason, IdleReason, UploadDecision, UploadInputs, UploadRange, UploadSettings,
-    UploadSettingsError, UploadState, UploadStatus, plan_upload,
+    UploadSettingsError, UploadState, UploadStatus, plan_upload, upload_may_start,
 };
 use skald_core::memory::write::WriteSettings;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
@@ -307,4 +307,27 @@ fn settings_are_validated_and_read_from_toml() {
         ..WriteSettings::default()
     };
     assert!(bad_user.validate().is_err());
+}
+
+#[test]
+fn the_quick_check_agrees_with_the_planner_with_nothing_on_record() {
+    let settings = UploadSettings::default();
+    let messages = conversation();
+    for tokens in [0, 499, 500, 501, 699, 700, 1000, 5000] {
+        let may = upload_may_start(tokens, WINDOW, &settings);
+        let planned = plan(&messages, tokens, None);
+        let idle_below = matches!(
+            planned,
+            UploadDecision::Nothing {
+                reason: IdleReason::BelowUploadThreshold
+            }
+        );
+        assert_eq!(may, !idle_below, "at {tokens} tokens: {planned:?}");
+    }
+    assert!(!upload_may_start(900, 0, &settings));
+    let off = UploadSettings {
+        enabled: false,
+        ..UploadSettings::default()
+    };
+    assert!(!upload_may_start(900, WINDOW, &off));
 }

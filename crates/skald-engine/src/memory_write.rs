@@ -45,6 +45,7 @@ use skald_core::memory::extract::{CandidateAction, ExistingMemory, MemoryCandida
 use skald_core::memory::levels::{MAX_ABSTRACT_CHARS, MAX_OVERVIEW_CHARS, cut_at_word};
 use skald_core::memory::upload::{
     DropReason, UploadDecision, UploadInputs, UploadRange, UploadState, UploadStatus, plan_upload,
+    upload_may_start,
 };
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
 use skald_core::memory::write::WriteSettings;
@@ -62,6 +63,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::compact::{CompactResult, DETAILS_KEY, session_context};
+use crate::session::SessionState;
 
 /// `customType` of the session entries recording each archive and extraction.
 pub const EXTRACTION_CUSTOM_TYPE: &str = "skald.memory_extraction";
@@ -1072,6 +1074,7 @@ impl UploadDriver {
     /// made.
     pub async fn before_request(
         &self,
+        held: &mut SessionState,
         sessions: &dyn SessionStore,
         tenant: &str,
         session_id: &str,
@@ -1082,8 +1085,17 @@ impl UploadDriver {
         if !self.writer.settings.enabled || !self.writer.settings.upload.enabled {
             return Ok(step);
         }
-        let mut session = sessions.load(tenant, session_id)?;
-        let mut state = latest_upload(&session);
+        // Asked before every request: with no upload on record and the context below the
+        // upload threshold there is nothing to plan, and the held session (caught up with, not
+        // read again) is enough to know that.
+        let held = held.stored_session(sessions, tenant, session_id)?;
+        let mut state = latest_upload(held);
+        if state.is_none()
+            && !upload_may_start(context_tokens, window_tokens, &self.writer.settings.upload)
+        {
+            return Ok(step);
+        }
+        let mut session = held.clone();
         if let Some(record) = state
             .clone()
             .filter(|r| r.state.status == UploadStatus::Running)

@@ -586,12 +586,14 @@ impl<'c> TurnDriver<'c> {
         }
         let mut call = prepare_call_with_memory(ctx, memory, state, &mut turn.report).await?;
         if let (Some(uploads), 1) = (memory.uploads, iteration) {
+            let context_tokens = state.calibrated_tokens(ctx.model, call.request_tokens);
             match uploads
                 .before_request(
+                    state,
                     ctx.sessions,
                     ctx.tenant,
                     ctx.session_id,
-                    state.calibrated_tokens(ctx.model, call.request_tokens),
+                    context_tokens,
                     ctx.window_tokens,
                 )
                 .await

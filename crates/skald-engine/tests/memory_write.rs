@@ -14,6 +14,7 @@ use skald_core::memory::upload::{DropReason, UploadSettings};
 use skald_core::memory::uri::MemoryUri;
 use skald_core::memory::write::WriteSettings;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_engine::SessionState;
 use skald_engine::compact::{CompactRequest, compact_session, session_context};
 use skald_engine::memory_write::{
     EXTRACTION_CUSTOM_TYPE, ExtractionStatus, FailedStage, INTERRUPTED_ERROR, MemoryWriter,
@@ -629,6 +630,7 @@ fn upload_statuses(fixture: &Fixture) -> Vec<String> {
 #[tokio::test]
 async fn the_upload_starts_at_half_the_window_without_blocking_the_request() {
     let fixture = fixture();
+    let mut held = SessionState::default();
     seed(&fixture, conversation());
     let gate = Arc::new(Semaphore::new(0));
     let driver = UploadDriver::new(upload_writer(
@@ -638,13 +640,13 @@ async fn the_upload_starts_at_half_the_window_without_blocking_the_request() {
     let before = context_ids(&fixture);
 
     let below = driver
-        .before_request(&fixture.sessions, TENANT, SESSION, 499, 1000)
+        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 499, 1000)
         .await
         .unwrap();
     assert_eq!(below.started, None);
     // The extractor is held: before_request returns while the upload runs.
     let step = driver
-        .before_request(&fixture.sessions, TENANT, SESSION, 500, 1000)
+        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 500, 1000)
         .await
         .unwrap();
     assert_eq!(step.started.as_deref(), Some("upload-001"));
@@ -660,7 +662,7 @@ async fn the_upload_starts_at_half_the_window_without_blocking_the_request() {
     assert_eq!(record["range"]["first_entry_id"], before[0].as_str());
     // A second request below 70 % waits for it.
     let waiting = driver
-        .before_request(&fixture.sessions, TENANT, SESSION, 650, 1000)
+        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 650, 1000)
         .await
         .unwrap();
     assert_eq!(waiting, Default::default());
@@ -670,6 +672,7 @@ async fn the_upload_starts_at_half_the_window_without_blocking_the_request() {
 #[tokio::test]
 async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
     let fixture = fixture();
+    let mut held = SessionState::default();
     seed(&fixture, conversation());
     let gate = Arc::new(Semaphore::new(0));
     let driver = UploadDriver::new(upload_writer(
@@ -677,7 +680,7 @@ async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
         Arc::new(Gated { gate: gate.clone() }),
     ));
     driver
-        .before_request(&fixture.sessions, TENANT, SESSION, 500, 1000)
+        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 500, 1000)
         .await
         .unwrap();
     let before = context_ids(&fixture);
@@ -690,7 +693,7 @@ async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
         .append_message(TENANT, SESSION, Message::text(Role::User, "And job 9?"))
         .unwrap();
     let step = driver
-        .before_request(&fixture.sessions, TENANT, SESSION, 700, 1000)
+        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 700, 1000)
         .await
         .unwrap();
     let dropped = step.dropped.unwrap();
@@ -722,7 +725,7 @@ async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
     gate.add_permits(10);
     driver.wait_finished(TENANT, SESSION).await;
     let step = driver
-        .before_request(&fixture.sessions, TENANT, SESSION, 300, 1000)
+        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 300, 1000)
         .await
         .unwrap();
     assert_eq!(step.completed.len(), 1);
@@ -745,13 +748,14 @@ async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
 #[tokio::test]
 async fn a_completed_upload_below_seventy_percent_drops_only_its_range() {
     let fixture = fixture();
+    let mut held = SessionState::default();
     seed(&fixture, conversation());
     let driver = UploadDriver::new(upload_writer(
         &fixture,
         Arc::new(DeterministicExtractor::default()),
     ));
     driver
-        .before_request(&fixture.sessions, TENANT, SESSION, 550, 1000)
+        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 550, 1000)
         .await
         .unwrap();
     driver.wait_finished(TENANT, SESSION).await;
@@ -764,7 +768,7 @@ async fn a_completed_upload_below_seventy_percent_drops_only_its_range() {
         .unwrap();
 
     let step = driver
-        .before_request(&fixture.sessions, TENANT, SESSION, 600, 1000)
+        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 600, 1000)
         .await
         .unwrap();
     assert_eq!(step.completed.len(), 1);
@@ -795,12 +799,13 @@ async fn a_completed_upload_below_seventy_percent_drops_only_its_range() {
 #[tokio::test]
 async fn a_crash_mid_upload_leaves_a_recorded_state_that_is_retried() {
     let fixture = fixture();
+    let mut held = SessionState::default();
     seed(&fixture, conversation());
     {
         let gate = Arc::new(Semaphore::new(0));
         let crashed = UploadDriver::new(upload_writer(&fixture, Arc::new(Gated { gate })));
         crashed
-            .before_request(&fixture.sessions, TENANT, SESSION, 520, 1000)
+            .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 520, 1000)
             .await
             .unwrap();
         // The process ends here: the driver and its task are gone.
@@ -812,7 +817,7 @@ async fn a_crash_mid_upload_leaves_a_recorded_state_that_is_retried() {
         Arc::new(DeterministicExtractor::default()),
     ));
     let step = driver
-        .before_request(&fixture.sessions, TENANT, SESSION, 520, 1000)
+        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 520, 1000)
         .await
         .unwrap();
     assert_eq!(step.completed.len(), 1);
@@ -823,7 +828,7 @@ async fn a_crash_mid_upload_leaves_a_recorded_state_that_is_retried() {
     assert_eq!(records[2]["retry_of"], "upload-001");
     driver.wait_finished(TENANT, SESSION).await;
     let step = driver
-        .before_request(&fixture.sessions, TENANT, SESSION, 520, 1000)
+        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 520, 1000)
         .await
         .unwrap();
     assert!(step.completed[0].is_done());

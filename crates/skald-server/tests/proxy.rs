@@ -810,6 +810,96 @@ async fn an_upstream_overflow_is_compacted_and_retried_transparently() {
     assert_eq!(info.message_count, 25);
 }
 
+/// The two-threshold upload (seed 002) runs in the proxy as in `after-turn`: a conversation at
+/// half the window starts a background upload of its oldest turns; once it is done, the next
+/// request no longer carries them (a checkpoint took them out), and memory holds what they said.
+#[tokio::test]
+async fn at_half_the_window_the_oldest_turns_go_to_memory_and_leave_the_next_request() {
+    let upstream = Upstream::start().await;
+    let mut config = config_for(&upstream);
+    config.policy = Policy::preset("none").unwrap();
+    // About 6,600 estimated tokens: 55 % of the window, below compaction's threshold.
+    config.window_tokens = 12_000;
+    config.compaction.reserve_tokens = 512;
+    let server = start(config).await;
+    upstream.push(Reply::Json(200, openai_text("Builds 0 to 2 fail.")));
+    upstream.push(Reply::Json(200, openai_text("Build 5 passes.")));
+    let mut request = long_openai_request();
+    let response = post(&server, "/v1/chat/completions", "s-upload", &request).await;
+    assert_eq!(response.status(), 200);
+    for _ in 0..500 {
+        if !server.state.uploads.is_running(TENANT, "s-upload") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(!server.state.uploads.is_running(TENANT, "s-upload"));
+
+    let messages = request["messages"].as_array_mut().unwrap();
+    messages.push(json!({"role": "assistant", "content": "Builds 0 to 2 fail."}));
+    messages.push(json!({"role": "user", "content": "And build 5?"}));
+    let response = post(&server, "/v1/chat/completions", "s-upload", &request).await;
+    assert_eq!(response.status(), 200);
+
+    let sent = upstream.requests();
+    assert_eq!(sent.len(), 2);
+    let first = &sent[0].body["messages"];
+    let second = &sent[1].body["messages"];
+    let results = |messages: &Value| -> Vec<String> {
+        messages
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|message| message["tool_call_id"].as_str().map(str::to_owned))
+            .filter(|id| id.starts_with("call_"))
+            .collect()
+    };
+    assert_eq!(
+        results(first),
+        ["call_0", "call_1", "call_2", "call_3", "call_4", "call_5"]
+    );
+    // The oldest turns left the request (what they said is in memory, where recall finds it),
+    // a summary stands in for them, and the recent turns are as they were.
+    assert_eq!(results(second), ["call_4", "call_5"]);
+    assert!(
+        second[1]["content"]
+            .to_string()
+            .contains("compacted into the following summary"),
+        "{}",
+        second[1]
+    );
+    assert_eq!(second[0]["role"], "system");
+    assert!(
+        second[0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("You are a build assistant.")
+    );
+    assert_eq!(
+        second
+            .as_array()
+            .unwrap()
+            .iter()
+            .rfind(|message| message["role"] == "user")
+            .unwrap()["content"],
+        "And build 5?"
+    );
+    let text = metrics(&server).await;
+    assert_eq!(
+        metric(&text, "skald_memory_uploads_total{outcome=\"started\"}"),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "skald_memory_uploads_total{outcome=\"completed\"}"),
+        1.0,
+        "{text}"
+    );
+    // Nothing the client sent was lost: every message is in the session.
+    let info = server.state.sessions.get(TENANT, "s-upload").unwrap();
+    assert!(info.message_count >= 27, "{info:?}");
+}
+
 #[tokio::test]
 async fn an_anthropic_overflow_in_a_stream_request_is_recovered_before_the_stream_starts() {
     let upstream = Upstream::start().await;

@@ -239,6 +239,33 @@ pub fn plan_upload(inputs: &UploadInputs<'_>, settings: &UploadSettings) -> Uplo
     }
 }
 
+/// Whether a session with no upload on record could start one at this size: the check a caller
+/// makes before it builds the context [`plan_upload`] needs (below the upload threshold, with
+/// nothing on record, the plan is always to do nothing).
+pub fn upload_may_start(
+    context_tokens: u64,
+    window_tokens: u64,
+    settings: &UploadSettings,
+) -> bool {
+    let inputs = UploadInputs {
+        messages: &[],
+        first_uploadable: 0,
+        context_tokens,
+        window_tokens,
+        state: None,
+    };
+    match plan_upload(&inputs, settings) {
+        UploadDecision::Nothing {
+            reason: IdleReason::Disabled | IdleReason::NoWindow | IdleReason::BelowUploadThreshold,
+        } => false,
+        UploadDecision::Nothing {
+            reason: IdleReason::UploadRunning | IdleReason::NothingToUpload,
+        }
+        | UploadDecision::StartUpload { .. }
+        | UploadDecision::DropRange { .. } => true,
+    }
+}
+
 /// Where `range` is in `messages`, when its first and end entries are both there, in order.
 fn locate(messages: &[Message], range: &UploadRange) -> Option<Range<usize>> {
     let position = |id: &str| {

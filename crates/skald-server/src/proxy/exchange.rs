@@ -1,5 +1,6 @@
 //! One proxied request from the moment its session is locked: the engine prepares each upstream
-//! call (`TurnDriver`: session context, threshold compaction, the pipeline, memory), the call is
+//! call (`TurnDriver`: session context, the two-threshold upload, threshold compaction, the
+//! pipeline, memory), the call is
 //! encoded back into the client's API with every field the client sent, forwarded, and its
 //! answer handled — skald's tool calls run and the call continued, an overflow recovered from
 //! and retried, usage fed to calibration — before the answer goes back, whole or streamed.
@@ -21,7 +22,7 @@ use skald_engine::memory::{MemoryIdentity, record_tool_reports};
 use skald_engine::recovery::{OverflowSource, RecallHook, RecoveryAction};
 use skald_engine::{
     CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, MemoryWriter, PrepareContext, PreparedCall,
-    RecoveryError, RecoverySettings, SessionState, TurnDriver,
+    RecoveryError, RecoverySettings, SessionState, TurnDriver, UploadDriver,
 };
 use skald_llm::{DeterministicExtractor, LlmError};
 use skald_store::MemoryStore;
@@ -70,6 +71,13 @@ pub struct Exchange {
 /// or skald's own).
 type Early = Response;
 
+/// What of the driver's report the metrics already counted.
+#[derive(Debug, Default)]
+struct Noted {
+    compactions: usize,
+    upload: bool,
+}
+
 /// An upstream call that answered 2xx.
 struct Sent {
     response: reqwest::Response,
@@ -97,6 +105,11 @@ impl Exchange {
             agents_md: None,
             settings: &self.settings,
         }
+    }
+
+    /// The two-threshold memory upload, consulted before the turn's first call (memory on).
+    fn uploads(&self) -> Option<&UploadDriver> {
+        self.identity.as_ref().map(|_| &*self.state.uploads)
     }
 
     fn recall_settings(&self) -> &RecallSettings {
@@ -176,12 +189,12 @@ impl Exchange {
         driver: &mut TurnDriver<'_>,
         session: &mut SessionState,
         cancel: &CancellationToken,
-        seen_compactions: &mut usize,
+        noted: &mut Noted,
     ) -> Result<Sent, Early> {
         let metrics = &self.state.metrics;
         loop {
             let prepared = driver.prepare(session, cancel).await;
-            self.note_compactions(driver, seen_compactions);
+            self.note_report(driver, noted);
             let mut call = prepared.map_err(recovery_failure)?;
             let saved_chars = call.assemble.offload.chars_saved()
                 + call
@@ -245,7 +258,7 @@ impl Exchange {
             let recovered = driver
                 .recover(session, &call, error, OverflowSource::PromptError, cancel)
                 .await;
-            self.note_compactions(driver, seen_compactions);
+            self.note_report(driver, noted);
             match recovered {
                 Ok(action) => Metrics::outcome(&metrics.overflow_recoveries, action_name(action)),
                 Err(error) => {
@@ -266,9 +279,28 @@ impl Exchange {
     }
 
     /// Counts the compactions the driver ran since the last look.
-    fn note_compactions(&self, driver: &TurnDriver<'_>, seen: &mut usize) {
-        let compactions = &driver.report().compactions;
-        for record in compactions.iter().skip(*seen) {
+    /// Counts in the metrics what the driver did since the last look.
+    fn note_report(&self, driver: &TurnDriver<'_>, noted: &mut Noted) {
+        let report = driver.report();
+        if let (Some(step), false) = (&report.upload, noted.upload) {
+            noted.upload = true;
+            let uploads = &self.state.metrics.uploads;
+            if step.started.is_some() {
+                Metrics::outcome(uploads, "started");
+            }
+            for outcome in &step.completed {
+                Metrics::outcome(
+                    uploads,
+                    if outcome.is_done() {
+                        "completed"
+                    } else {
+                        "failed"
+                    },
+                );
+            }
+        }
+        let compactions = &report.compactions;
+        for record in compactions.iter().skip(noted.compactions) {
             let outcome = match &record.outcome {
                 skald_core::compaction::CompactionOutcome::Compacted { .. } => "compacted",
                 skald_core::compaction::CompactionOutcome::Skipped { .. } => "skipped",
@@ -276,7 +308,7 @@ impl Exchange {
             };
             Metrics::outcome(&self.state.metrics.compactions, outcome);
         }
-        *seen = compactions.len();
+        noted.compactions = compactions.len();
     }
 
     /// Runs skald's calls of one answer.
@@ -432,7 +464,7 @@ pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionSt
     });
     let hooks = MemoryHooks {
         writer: writer.as_ref(),
-        uploads: None,
+        uploads: exchange.uploads(),
         recall: recall.as_ref(),
     };
     let mut driver = match TurnDriver::new(&prepare, hooks) {
@@ -440,11 +472,11 @@ pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionSt
         Err(error) => return recovery_failure(error),
     };
     let cancel = CancellationToken::new();
-    let mut seen_compactions = 0;
+    let mut noted = Noted::default();
     let mut rounds = 0;
     loop {
         let sent = match exchange
-            .send(&mut driver, &mut session, &cancel, &mut seen_compactions)
+            .send(&mut driver, &mut session, &cancel, &mut noted)
             .await
         {
             Ok(sent) => sent,
@@ -479,7 +511,7 @@ pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionSt
                     &cancel,
                 )
                 .await;
-            exchange.note_compactions(&driver, &mut seen_compactions);
+            exchange.note_report(&driver, &mut noted);
             match recovered {
                 Ok(action) => {
                     Metrics::outcome(
@@ -540,7 +572,7 @@ pub async fn stream(
     });
     let hooks = MemoryHooks {
         writer: writer.as_ref(),
-        uploads: None,
+        uploads: exchange.uploads(),
         recall: recall.as_ref(),
     };
     let mut driver = match TurnDriver::new(&prepare, hooks) {
@@ -551,9 +583,9 @@ pub async fn stream(
         }
     };
     let cancel = CancellationToken::new();
-    let mut seen_compactions = 0;
+    let mut noted = Noted::default();
     let first = match exchange
-        .send(&mut driver, &mut session, &cancel, &mut seen_compactions)
+        .send(&mut driver, &mut session, &cancel, &mut noted)
         .await
     {
         Ok(sent) => sent,
@@ -646,7 +678,7 @@ pub async fn stream(
             break;
         }
         current = match exchange
-            .send(&mut driver, &mut session, &cancel, &mut seen_compactions)
+            .send(&mut driver, &mut session, &cancel, &mut noted)
             .await
         {
             Ok(sent) if is_event_stream(sent.response.headers()) => sent,

@@ -5,8 +5,9 @@
 //! (a malformed one is refused before anything is stored), the session found (`x-skald-session`,
 //! else derived from the conversation's opening) and locked for the whole request, the client's
 //! conversation synced into it, and then every upstream call is prepared by the engine exactly
-//! as for a turn of its own — session context with the compaction checkpoint first, threshold
-//! compaction, the pipeline (offload, pruning, truncation, refs stored first), memory — and
+//! as for a turn of its own — session context with the compaction checkpoint first, the
+//! two-threshold memory upload, threshold compaction, the pipeline (offload, pruning,
+//! truncation, refs stored first), recall — and
 //! encoded back into the client's API with every field the client sent ([`exchange`]).
 //! skald's tools (`fetch_original_data`, the memory tools) are run by the proxy and the upstream
 //! call continued, so the client never sees a tool it did not define, streaming included

@@ -1062,9 +1062,8 @@ async fn after_turn_route(
         match reported.or_else(|| runtime.and_then(|context| context.current_token_count)) {
             Some(tokens) => tokens,
             None => {
-                let context = state
-                    .sessions
-                    .context(&caller.tenant, &id, None)
+                let context = engine_state
+                    .session_context(state.sessions.as_ref(), &caller.tenant, &id)
                     .map_err(session_error)?;
                 skald_core::tokens::estimate::estimate_messages_tokens(&context)
             }
@@ -1072,6 +1071,7 @@ async fn after_turn_route(
     match state
         .uploads
         .before_request(
+            &mut engine_state,
             state.sessions.as_ref(),
             &caller.tenant,
             &id,
