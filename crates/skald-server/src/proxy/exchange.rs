@@ -1,9 +1,9 @@
 //! One proxied request from the moment its session is locked: the engine prepares each upstream
 //! call (`TurnDriver`: session context, the two-threshold upload, threshold compaction, the
-//! pipeline, memory), the call is
-//! encoded back into the client's API with every field the client sent, forwarded, and its
-//! answer handled — skald's tool calls run and the call continued, an overflow recovered from
-//! and retried, usage fed to calibration — before the answer goes back, whole or streamed.
+//! pipeline, memory), the call is encoded back into the client's API with every field the
+//! client sent, forwarded, and its answer handled — skald's tool calls run and the call
+//! continued, an overflow recovered from and retried, usage fed to calibration — before the
+//! answer goes back, whole or streamed.
 
 use std::convert::Infallible;
 use std::sync::Arc;
