@@ -505,6 +505,10 @@ pub async fn complete_turn_with_memory(
                     if cancel.is_cancelled() {
                         return Err(driver.aborted());
                     }
+                    // The provider's count of what was sent calibrates the next turn's.
+                    if let Some(usage) = response.message.meta.usage {
+                        state.observe_usage(usage.total_input());
+                    }
                     let entry = ctx.sessions.append_message(
                         ctx.tenant,
                         ctx.session_id,

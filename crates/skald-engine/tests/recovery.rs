@@ -382,6 +382,26 @@ async fn run(
     complete_turn(&ctx, &mut state, cancel).await
 }
 
+#[tokio::test]
+async fn the_models_reported_usage_calibrates_the_sessions_next_count() {
+    let env = env(&[800, 800], vec![answer("Builds 0 and 1 fail to link.")]).await;
+    let setup = Setup::new(8_192, 1_024);
+    let summarizer = ExtractiveSummarizer::default();
+    let ctx = turn_context(&env, &setup, &summarizer, &[]);
+    let mut state = SessionState::default();
+    complete_turn(&ctx, &mut state, &CancellationToken::new())
+        .await
+        .unwrap();
+    // The scripted provider reported 2,000 input tokens for what skald counted.
+    let model = ctx.prepare_context().model;
+    let corrected = state.calibrated_tokens(model, 1_000);
+    assert_ne!(corrected, 1_000, "the reported usage was not fed back");
+    assert!(
+        state.observe_usage(1).is_none(),
+        "the call's count was paired already"
+    );
+}
+
 /// The turn every test runs: the env's session and model, the setup's settings.
 fn turn_context<'a>(
     env: &'a Env,
