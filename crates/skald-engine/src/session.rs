@@ -53,9 +53,9 @@ pub struct SessionState {
     pub(crate) last_counted: Option<(String, u64)>,
     /// The stored session's context as last rebuilt, and the state it was rebuilt from.
     pub(crate) context: Option<CachedContext>,
-    /// The stored session as last read, caught up with incrementally (see
+    /// The stored session as last read, with its tenant, caught up with incrementally (see
     /// [`SessionState::stored_session`]).
-    stored: Option<Session>,
+    stored: Option<(String, Session)>,
     sync_mark: Option<SyncMark>,
 }
 
@@ -201,8 +201,9 @@ impl SessionState {
         info: &SessionInfo,
     ) -> Result<&Session, SessionError> {
         let caught_up = match self.stored.take() {
-            Some(mut held)
-                if held.header.id == info.id
+            Some((held_tenant, mut held))
+                if held_tenant == info.tenant
+                    && held.header.id == info.id
                     && (held.entries().len() as u64) <= info.entry_count =>
             {
                 let have = held.entries().len() as u64;
@@ -221,7 +222,8 @@ impl SessionState {
             Some(session) => session,
             None => sessions.load(tenant, session_id)?,
         };
-        Ok(self.stored.insert(session))
+        let (_, session) = self.stored.insert((info.tenant.clone(), session));
+        Ok(session)
     }
 }
 
@@ -315,7 +317,7 @@ mod tests {
     }
 
     #[test]
-    fn a_held_session_of_another_id_is_not_caught_up_with() {
+    fn a_held_session_of_another_id_or_tenant_is_not_caught_up_with() {
         let store = SqliteSessionStore::in_memory().unwrap();
         for id in ["a", "b"] {
             let header = SessionHeader {
@@ -334,6 +336,23 @@ mod tests {
         assert_eq!(
             state.stored_session(&store, "t", "b").unwrap(),
             &store.load("t", "b").unwrap()
+        );
+        // The same id in another tenant is another session.
+        let header = SessionHeader {
+            id: "b".into(),
+            ..SessionHeader::default()
+        };
+        store
+            .create("u", NewSession::new(header, "openai"))
+            .unwrap();
+        for text in ["x", "y"] {
+            store
+                .append_message("u", "b", Message::text(Role::User, text))
+                .unwrap();
+        }
+        assert_eq!(
+            state.stored_session(&store, "u", "b").unwrap(),
+            &store.load("u", "b").unwrap()
         );
     }
 
