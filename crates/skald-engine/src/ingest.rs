@@ -20,26 +20,29 @@
 //!
 //! ```
 //! use skald_core::message::{Message, Role};
+//! use skald_engine::SessionState;
 //! use skald_engine::ingest::sync_conversation;
 //! use skald_store::{SessionStore, SqliteSessionStore};
 //!
 //! # fn main() -> Result<(), skald_engine::EngineError> {
 //! let sessions = SqliteSessionStore::in_memory()?;
+//! // What the engine keeps between calls of one session (the session as last read among it).
+//! let mut held = SessionState::default();
 //! let mut conversation = vec![
 //!     Message::text(Role::System, "You are terse."),
 //!     Message::text(Role::User, "list the files"),
 //! ];
-//! let first = sync_conversation(&sessions, "acme", "s1", &conversation, "openai")?;
+//! let first = sync_conversation(&mut held, &sessions, "acme", "s1", &conversation, "openai")?;
 //! assert!(first.created);
 //! assert_eq!(first.appended, 1); // the system prompt is the host's, not the session's
 //!
 //! conversation.push(Message::text(Role::Assistant, "a.txt b.txt"));
 //! conversation.push(Message::text(Role::User, "and the hidden ones?"));
-//! let next = sync_conversation(&sessions, "acme", "s1", &conversation, "openai")?;
+//! let next = sync_conversation(&mut held, &sessions, "acme", "s1", &conversation, "openai")?;
 //! assert_eq!((next.matched, next.appended), (1, 2));
 //!
 //! // The same request again (a client retry) writes nothing.
-//! let again = sync_conversation(&sessions, "acme", "s1", &conversation, "openai")?;
+//! let again = sync_conversation(&mut held, &sessions, "acme", "s1", &conversation, "openai")?;
 //! assert_eq!((again.matched, again.appended), (3, 0));
 //! assert_eq!(sessions.context("acme", "s1", None)?.len(), 3);
 //! # Ok(())
@@ -111,6 +114,7 @@ pub fn derive_session_id(messages: &[Message]) -> String {
 /// needed, appends the client's messages that are new, and forks a branch where the client's
 /// history leaves the stored one (see the module docs).
 pub fn sync_conversation(
+    held: &mut SessionState,
     sessions: &dyn SessionStore,
     tenant: &str,
     session_id: &str,
@@ -118,7 +122,8 @@ pub fn sync_conversation(
     source_format: &str,
 ) -> Result<SyncOutcome, EngineError> {
     let client: Vec<&Message> = messages.iter().skip(prompt_len(messages)).collect();
-    let (session, created) = load_or_create(sessions, tenant, session_id, source_format)?;
+    let created = create_if_missing(sessions, tenant, session_id, source_format)?;
+    let session = held.stored_session(sessions, tenant, session_id)?;
     let path = session.path_to(None);
     let stored: Vec<(&str, &Message)> = path
         .iter()
@@ -170,7 +175,7 @@ pub fn sync_conversation(
         // The client's history is a prefix of the stored one (a regenerate): move back to it.
         sessions.set_leaf(tenant, session_id, parent.as_deref())?;
     } else {
-        let entries = chain(&session, parent.clone(), new.clone(), false);
+        let entries = chain(session, parent.clone(), new.clone(), false);
         sessions.append(tenant, session_id, &entries)?;
     }
     Ok(SyncOutcome {
@@ -292,22 +297,6 @@ pub fn is_hidden(entry: &Entry) -> bool {
         .get(HIDDEN_ENTRY_KEY)
         .and_then(Value::as_bool)
         .unwrap_or(false)
-}
-
-fn load_or_create(
-    sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
-    source_format: &str,
-) -> Result<(Session, bool), EngineError> {
-    match sessions.load(tenant, session_id) {
-        Ok(session) => Ok((session, false)),
-        Err(SessionError::NotFound { .. }) => {
-            create(sessions, tenant, session_id, source_format)?;
-            Ok((sessions.load(tenant, session_id)?, true))
-        }
-        Err(error) => Err(error.into()),
-    }
 }
 
 /// Creates the session unless it exists; whether it was created.

@@ -72,11 +72,27 @@ fn conversation() -> Vec<Message> {
 fn a_conversation_that_grows_appends_only_its_new_messages() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let mut messages = conversation();
-    let first = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    let first = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     assert!(first.created);
     assert_eq!((first.matched, first.appended, first.forked), (0, 4, false));
     messages.push(Message::text(Role::User, "delete b.txt"));
-    let second = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    let second = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     assert_eq!(
         (second.created, second.matched, second.appended),
         (false, 4, 1)
@@ -88,9 +104,25 @@ fn a_conversation_that_grows_appends_only_its_new_messages() {
 fn a_retry_of_the_same_request_writes_nothing() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let messages = conversation();
-    sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     let before = sessions.get("t", "s").unwrap();
-    let again = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    let again = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     assert_eq!((again.matched, again.appended, again.forked), (4, 0, false));
     assert_eq!(sessions.get("t", "s").unwrap(), before);
 }
@@ -99,7 +131,15 @@ fn a_retry_of_the_same_request_writes_nothing() {
 fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let mut messages = conversation();
-    sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     // Overflow recovery rewrote the stored result persistently (a new branch).
     let stored = sessions.entries("t", "s").unwrap();
     let result_entry = stored
@@ -114,7 +154,15 @@ fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
         .rewrite_branch("t", "s", rewrites, "test truncation")
         .unwrap();
     messages.push(Message::text(Role::User, "and now?"));
-    let outcome = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    let outcome = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     assert_eq!(
         (outcome.matched, outcome.appended, outcome.forked),
         (4, 1, false)
@@ -136,7 +184,15 @@ fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
 fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let mut messages = vec![Message::text(Role::User, "what did the log say?")];
-    sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     // The proxy ran skald's fetch tool for the model; the client never saw it.
     let hidden = append_hidden(
         &mut SessionState::default(),
@@ -152,7 +208,15 @@ fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
     assert!(hidden.iter().all(is_hidden));
     messages.push(Message::text(Role::Assistant, "line 12 has the error"));
     messages.push(Message::text(Role::User, "fix it"));
-    let outcome = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    let outcome = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     assert_eq!(
         (outcome.matched, outcome.appended, outcome.forked),
         (1, 2, false)
@@ -172,12 +236,28 @@ fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let mut messages = conversation();
     messages.push(Message::text(Role::User, "delete b.txt"));
-    sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     let old_leaf = sessions.get("t", "s").unwrap().leaf_id.unwrap();
     // The user edited their last message.
     messages.pop();
     messages.push(Message::text(Role::User, "delete a.txt"));
-    let outcome = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    let outcome = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     assert!(outcome.forked);
     assert_eq!((outcome.matched, outcome.appended), (4, 1));
     assert_eq!(texts(&sessions, "s").last().unwrap(), "delete a.txt");
@@ -189,10 +269,26 @@ fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
 fn a_regenerate_moves_back_to_the_shorter_history_without_writing_messages() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let messages = conversation();
-    sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     let entries_before = sessions.entries("t", "s").unwrap().len();
     // The client asks for the last answer again: its history stops before that answer.
-    let outcome = sync_conversation(&sessions, "t", "s", &messages[..4], "openai").unwrap();
+    let outcome = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages[..4],
+        "openai",
+    )
+    .unwrap();
     assert!(outcome.forked);
     assert_eq!((outcome.matched, outcome.appended), (3, 0));
     assert_eq!(sessions.entries("t", "s").unwrap().len(), entries_before);
@@ -203,10 +299,26 @@ fn a_regenerate_moves_back_to_the_shorter_history_without_writing_messages() {
 fn anthropic_tool_results_in_user_messages_match_openai_tool_messages() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let openai = conversation();
-    sync_conversation(&sessions, "t", "s", &openai, "openai").unwrap();
+    sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &openai,
+        "openai",
+    )
+    .unwrap();
     let mut anthropic = openai.clone();
     anthropic[3] = result(Role::User, "c1", "a.txt\nb.txt");
-    let outcome = sync_conversation(&sessions, "t", "s", &anthropic, "anthropic").unwrap();
+    let outcome = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &anthropic,
+        "anthropic",
+    )
+    .unwrap();
     assert_eq!((outcome.matched, outcome.forked), (4, false));
 }
 
@@ -214,12 +326,28 @@ fn anthropic_tool_results_in_user_messages_match_openai_tool_messages() {
 fn a_message_spelled_differently_is_the_same_message() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let as_string = vec![Message::text(Role::User, "hello there")];
-    sync_conversation(&sessions, "t", "s", &as_string, "openai").unwrap();
+    sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &as_string,
+        "openai",
+    )
+    .unwrap();
     let mut as_blocks = Message::new(Role::User, vec![Block::text("hello there")]);
     as_blocks
         .extra
         .insert("name".into(), serde_json::json!("alice"));
-    let outcome = sync_conversation(&sessions, "t", "s", &[as_blocks], "openai").unwrap();
+    let outcome = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &[as_blocks],
+        "openai",
+    )
+    .unwrap();
     assert_eq!(
         (outcome.matched, outcome.appended, outcome.forked),
         (1, 0, false)
@@ -269,7 +397,15 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
         Message::text(Role::User, "again"),
     ];
     let by_tail = SqliteSessionStore::in_memory().unwrap();
-    sync_conversation(&by_tail, "t", "s", &conversation(), "openai").unwrap();
+    sync_conversation(
+        &mut SessionState::default(),
+        &by_tail,
+        "t",
+        "s",
+        &conversation(),
+        "openai",
+    )
+    .unwrap();
     // A late system message is history (only the opening prompt is the host's).
     let mut state = SessionState::default();
     assert_eq!(
@@ -279,11 +415,27 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
     let by_sync = SqliteSessionStore::in_memory().unwrap();
     let mut whole = conversation();
     whole.extend(tail.iter().cloned());
-    sync_conversation(&by_sync, "t", "s", &whole, "openai").unwrap();
+    sync_conversation(
+        &mut SessionState::default(),
+        &by_sync,
+        "t",
+        "s",
+        &whole,
+        "openai",
+    )
+    .unwrap();
     assert_eq!(texts(&by_tail, "s"), texts(&by_sync, "s"));
     assert_eq!(texts(&by_tail, "s").len(), 7);
     // The next full sync of the same conversation finds everything in place.
-    let next = sync_conversation(&by_tail, "t", "s", &whole, "openai").unwrap();
+    let next = sync_conversation(
+        &mut SessionState::default(),
+        &by_tail,
+        "t",
+        "s",
+        &whole,
+        "openai",
+    )
+    .unwrap();
     assert_eq!((next.matched, next.appended, next.forked), (7, 0, false));
     assert_eq!(
         append_synced_tail(&mut state, &by_tail, "t", "s", &[]).unwrap(),
@@ -306,8 +458,24 @@ fn a_derived_session_id_follows_the_conversation_not_its_length() {
 #[test]
 fn sessions_of_one_tenant_are_invisible_to_another() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
-    sync_conversation(&sessions, "a", "s", &conversation(), "openai").unwrap();
-    let other = sync_conversation(&sessions, "b", "s", &conversation()[..2], "openai").unwrap();
+    sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "a",
+        "s",
+        &conversation(),
+        "openai",
+    )
+    .unwrap();
+    let other = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "b",
+        "s",
+        &conversation()[..2],
+        "openai",
+    )
+    .unwrap();
     assert!(other.created);
     assert_eq!(sessions.context("b", "s", None).unwrap().len(), 1);
 }
@@ -318,7 +486,15 @@ fn a_system_message_later_in_the_conversation_is_history_and_is_stored() {
     let mut messages = conversation();
     messages.push(Message::text(Role::System, "reminder: the tests are slow"));
     messages.push(Message::text(Role::User, "run them"));
-    let outcome = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    let outcome = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     assert_eq!(
         outcome.appended, 6,
         "only the opening system prompt is left out"
@@ -326,6 +502,74 @@ fn a_system_message_later_in_the_conversation_is_history_and_is_stored() {
     let context = sessions.context("t", "s", None).unwrap();
     assert_eq!(context[4].role, Role::System);
     assert_eq!(context[4].plain_text(), "reminder: the tests are slow");
-    let again = sync_conversation(&sessions, "t", "s", &messages, "openai").unwrap();
+    let again = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "openai",
+    )
+    .unwrap();
     assert_eq!((again.matched, again.appended, again.forked), (6, 0, false));
+}
+
+/// The engine keeps the session it read between calls and catches up with what was appended:
+/// a whole client life (retry, growth, an edit that forks, a regenerate that rewinds, hidden
+/// calls) synced with one held state gives what syncing each time from a fresh read gives.
+#[test]
+fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
+    let mut grown = conversation();
+    grown.push(Message::text(Role::User, "and the sizes?"));
+    grown.push(Message::text(Role::Assistant, "1 kB each"));
+    let mut edited = grown.clone();
+    edited[1] = Message::text(Role::User, "what is in /tmp?");
+    let steps = [
+        conversation(),
+        conversation(),
+        grown.clone(),
+        edited.clone(),
+        edited[..3].to_vec(),
+        grown.clone(),
+    ];
+    let with_held = SqliteSessionStore::in_memory().unwrap();
+    let fresh = SqliteSessionStore::in_memory().unwrap();
+    let mut held = SessionState::default();
+    for (step, messages) in steps.iter().enumerate() {
+        let a = sync_conversation(&mut held, &with_held, "t", "s", messages, "openai").unwrap();
+        let b = sync_conversation(
+            &mut SessionState::default(),
+            &fresh,
+            "t",
+            "s",
+            messages,
+            "openai",
+        )
+        .unwrap();
+        assert_eq!(
+            (a.created, a.matched, a.appended, a.forked),
+            (b.created, b.matched, b.appended, b.forked),
+            "step {step}"
+        );
+        assert_eq!(texts(&with_held, "s"), texts(&fresh, "s"), "step {step}");
+        if step == 2 {
+            for store in [&with_held, &fresh] {
+                append_hidden(
+                    &mut SessionState::default(),
+                    store,
+                    "t",
+                    "s",
+                    vec![
+                        call("skald-1"),
+                        result(Role::ToolResult, "skald-1", "line 1"),
+                    ],
+                )
+                .unwrap();
+            }
+        }
+    }
+    assert_eq!(
+        with_held.load("t", "s").unwrap().entries().len(),
+        fresh.load("t", "s").unwrap().entries().len()
+    );
 }

@@ -52,7 +52,8 @@ pub fn sync(
             }
         }
     }
-    let outcome = ingest::sync_conversation(sessions, tenant, session_id, messages, source_format)?;
+    let outcome =
+        ingest::sync_conversation(state, sessions, tenant, session_id, messages, source_format)?;
     remember(state, sessions, tenant, session_id, fingerprints)?;
     Ok(Synced {
         matched: leading_messages(messages, outcome.matched),

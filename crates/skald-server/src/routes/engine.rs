@@ -517,6 +517,7 @@ async fn assemble_route(
     let sync = match &messages {
         Some(messages) => Some(
             ingest::sync_conversation(
+                &mut engine_state,
                 state.sessions.as_ref(),
                 &caller.tenant,
                 &id,
@@ -994,6 +995,7 @@ async fn after_turn_route(
     if let Some(messages) = &messages {
         response.sync = Some(
             ingest::sync_conversation(
+                &mut engine_state,
                 state.sessions.as_ref(),
                 &caller.tenant,
                 &id,
@@ -1208,7 +1210,7 @@ async fn bootstrap_route(
         .transpose()?;
     let store = state.sessions.as_ref();
     let slot = state.session_slot(&caller.tenant, &id);
-    let _guard = slot.lock().await;
+    let mut engine_state = slot.lock().await;
     let before = message_count(store, &caller.tenant, &id)?;
     let mut import = None;
     let reason = match (body.session_jsonl, messages) {
@@ -1246,9 +1248,15 @@ async fn bootstrap_route(
             reason
         }
         (None, Some(messages)) => {
-            let outcome =
-                ingest::sync_conversation(store, &caller.tenant, &id, &messages, source_format())
-                    .map_err(engine_error)?;
+            let outcome = ingest::sync_conversation(
+                &mut engine_state,
+                store,
+                &caller.tenant,
+                &id,
+                &messages,
+                source_format(),
+            )
+            .map_err(engine_error)?;
             (!outcome.created && outcome.appended == 0 && !outcome.forked)
                 .then(|| "already bootstrapped: the session holds these messages".to_owned())
         }
