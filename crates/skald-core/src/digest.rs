@@ -55,7 +55,9 @@ use regex::Regex;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::identifiers::{self, is_pure_hex, mentions_identifier, normalize_identifier};
+use crate::identifiers::{
+    self, contains_short, is_pure_hex, mentions_identifier, normalize_identifier,
+};
 use crate::message::{Block, ImageSource};
 use crate::swar::{bytes_equal, load_word, lower_bytes, upper_bytes};
 
@@ -2064,32 +2066,59 @@ fn is_stopword(word: &str) -> bool {
 }
 
 /// The non-empty runs of alphanumeric characters and `_` in `text`: what
-/// `text.split(|c: char| !c.is_alphanumeric() && c != '_')` yields, empty pieces left out,
-/// classifying ASCII bytes without decoding them.
+/// `text.split(|c: char| !c.is_alphanumeric() && c != '_')` yields, empty pieces left out.
+#[cfg(test)]
 fn words_of(text: &str) -> impl Iterator<Item = &str> {
+    classified_words(text).map(|(word, _, _)| word)
+}
+
+/// The words of `text` (as `words_of` splits them), each with the union and the intersection
+/// of its bytes' [`KEYWORD_CLASS`]es, in one pass: ASCII bytes are classified by table without
+/// decoding, and a word's classes are gathered while it is found.
+fn classified_words(text: &str) -> impl Iterator<Item = (&str, u8, u8)> {
     let bytes = text.as_bytes();
     let mut at = 0;
+    let class_of = |b: u8| KEYWORD_CLASS.get(usize::from(b)).copied().unwrap_or(0);
     std::iter::from_fn(move || {
-        let mut start = None;
-        while let Some(&b) = bytes.get(at) {
-            let (word_char, len) = if b < 0x80 {
-                (b.is_ascii_alphanumeric() || b == b'_', 1)
+        let start = loop {
+            let &b = bytes.get(at)?;
+            if b < 0x80 {
+                if class_of(b) & WORD_CHAR != 0 {
+                    break at;
+                }
+                at += 1;
             } else {
                 let c = text.get(at..).and_then(|rest| rest.chars().next())?;
-                (c.is_alphanumeric(), c.len_utf8())
-            };
-            match (word_char, start) {
-                (true, None) => start = Some(at),
-                (false, Some(from)) => {
-                    let word = text.get(from..at);
-                    at += len;
-                    return word;
+                if c.is_alphanumeric() {
+                    break at;
                 }
-                (true, Some(_)) | (false, None) => {}
+                at += c.len_utf8();
             }
-            at += len;
+        };
+        let (mut any, mut all) = (0u8, u8::MAX);
+        while let Some(&b) = bytes.get(at) {
+            if b < 0x80 {
+                let class = class_of(b);
+                if class & WORD_CHAR == 0 {
+                    break;
+                }
+                any |= class;
+                all &= class;
+                at += 1;
+            } else {
+                let Some(c) = text.get(at..).and_then(|rest| rest.chars().next()) else {
+                    break;
+                };
+                if !c.is_alphanumeric() {
+                    break;
+                }
+                // Every byte of a non-ASCII character is in the class NON_ASCII alone.
+                any |= NON_ASCII;
+                all &= NON_ASCII;
+                at += c.len_utf8();
+            }
         }
-        start.and_then(|from| text.get(from..))
+        Some((text.get(start..at)?, any, all))
     })
 }
 
@@ -2100,17 +2129,11 @@ fn keywords(body: &str) -> Vec<String> {
     // Ranked by count, then first appearance (unique): the map's order never shows.
     let mut counts: HashMap<&str, (usize, usize), WordHash> =
         HashMap::with_capacity_and_hasher(256, WordHash::default());
-    for word in words_of(text) {
+    // A word's classes tell whether it has a letter and whether it is all hex digits; words
+    // with other characters than ASCII take the general path.
+    for (word, any, all) in classified_words(text) {
         if word.len() < 4 {
             continue;
-        }
-        // One pass over an ASCII word tells whether it has a letter and whether it is all hex
-        // digits; words with other characters take the general path.
-        let (mut any, mut all) = (0u8, u8::MAX);
-        for &b in word.as_bytes() {
-            let class = KEYWORD_CLASS.get(usize::from(b)).copied().unwrap_or(0);
-            any |= class;
-            all &= class;
         }
         let lettered = if any & NON_ASCII == 0 {
             any & LETTER != 0
@@ -2136,6 +2159,8 @@ fn keywords(body: &str) -> Vec<String> {
 const LETTER: u8 = 1;
 const HEX_DIGIT: u8 = 2;
 const NON_ASCII: u8 = 4;
+/// ASCII letters, digits and `_`: the bytes words are made of.
+const WORD_CHAR: u8 = 8;
 
 /// Byte classes for [`keywords`].
 static KEYWORD_CLASS: [u8; 256] = {
@@ -2151,6 +2176,9 @@ static KEYWORD_CLASS: [u8; 256] = {
         }
         if !byte.is_ascii() {
             table[b] |= NON_ASCII;
+        }
+        if byte.is_ascii_alphanumeric() || byte == b'_' {
+            table[b] |= WORD_CHAR;
         }
         b += 1;
     }
@@ -2393,7 +2421,7 @@ fn is_status_line(line: &str) -> bool {
     ]
     .iter()
     .any(|p| t.starts_with(p))
-        || (t.starts_with("Ran ") && t.contains(" test"))
+        || (t.starts_with("Ran ") && contains_short(t, " test"))
         || t == "OK";
     if known {
         return true;
@@ -2416,7 +2444,7 @@ fn is_status_line(line: &str) -> bool {
                 .any(|word| rest.starts_with(word))
             })
     });
-    counted && (t.contains(" in ") || t.starts_with('=') || t.contains(", "))
+    counted && (contains_short(t, " in ") || t.starts_with('=') || contains_short(t, ", "))
 }
 
 /// Names of failing tests: pytest, cargo, go, unittest/Django.
@@ -2574,7 +2602,7 @@ struct Candidate<'a> {
 /// Paths inside installed libraries and toolchains rather than the project: one pass over the
 /// path's segments (this runs for every identifier candidate).
 fn is_library_path(text: &str) -> bool {
-    if text.starts_with("/usr/") || (text.contains('<') && text.contains("<frozen ")) {
+    if text.starts_with("/usr/") || (text.contains('<') && contains_short(text, "<frozen ")) {
         return true;
     }
     let mut previous = "";
@@ -2606,8 +2634,8 @@ fn is_noise_identifier(id: &str, preceded_by: &[u8]) -> bool {
     let artefact = matches!(
         extension,
         "pyc" | "pyo" | "o" | "class" | "d" | "rlib" | "rmeta"
-    ) || (id.contains('_') && id.contains("__pycache__"))
-        || id.contains("/.git/");
+    ) || (id.contains('_') && contains_short(id, "__pycache__"))
+        || contains_short(id, "/.git/");
     let address = preceded_by.ends_with(b"0x") && is_pure_hex(id);
     fragment || artefact || address || is_library_path(id)
 }
@@ -2718,7 +2746,7 @@ fn prefer_containing(ranked: &mut Vec<&str>) {
             .filter(|(_, other)| {
                 // Only a longer one can contain it: the length test spares setting up a search.
                 (current.len()..=current.len() + 60).contains(&other.len())
-                    && other.contains(current)
+                    && contains_short(other, current)
             })
             .max_by_key(|(j, other)| (other.len(), std::cmp::Reverse(*j)))
             .map(|(j, _)| j);

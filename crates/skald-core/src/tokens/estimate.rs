@@ -58,9 +58,41 @@ pub fn estimate_string_chars(text: &str) -> usize {
     if text.is_ascii() {
         return text.len();
     }
-    text.chars()
-        .map(|c| if is_cjk(c) { CJK_CHAR_WEIGHT } else { 1 })
-        .sum()
+    text.chars().count() + cjk_chars(text) * (CJK_CHAR_WEIGHT - 1)
+}
+
+/// The CJK code points of `text`. Every CJK range starts at U+1100 or above, where UTF-8 lead
+/// bytes are 0xE1 or more: only characters with such a lead byte are decoded, and runs of ASCII
+/// are skipped eight bytes at a time. Mostly-ASCII text with a few symbols (the `→` of
+/// numbered file listings) then costs about what ASCII does.
+fn cjk_chars(text: &str) -> usize {
+    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+    let bytes = text.as_bytes();
+    let mut cjk = 0;
+    let mut at = 0;
+    while let Some(&lead) = bytes.get(at) {
+        if let Some(chunk) = bytes.get(at..at + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            if u64::from_le_bytes(word) & HIGH_BITS == 0 {
+                at += 8;
+                continue;
+            }
+        }
+        // Continuation bytes, two-byte leads and 0xE0 (below U+1000) are stepped over one
+        // at a time; a lead of 0xE1 or more is always a character boundary.
+        if lead < 0xE1 {
+            at += 1;
+            continue;
+        }
+        let width = if lead >= 0xF0 { 4 } else { 3 };
+        let decoded = text.get(at..at + width).and_then(|c| c.chars().next());
+        if decoded.is_some_and(is_cjk) {
+            cjk += 1;
+        }
+        at += width;
+    }
+    cjk
 }
 
 /// [`estimate_string_chars`] of a JSON value's compact serialization, computed by walking the
@@ -153,6 +185,39 @@ mod tests {
         assert_eq!(estimate_string_chars("한국"), 8);
         assert_eq!(estimate_string_chars("。"), 4);
         assert_eq!(estimate_string_chars("ＡＢ"), 8);
+    }
+
+    #[test]
+    fn mixed_text_counts_like_a_walk_over_every_code_point() {
+        // The fast path skips ASCII eight bytes at a time and decodes only possible CJK leads:
+        // it must agree with classifying every code point, at every alignment.
+        let pieces = [
+            "a",
+            "→",
+            "字",
+            "é",
+            "\u{20000}",
+            "\u{10000}",
+            "\u{1100}",
+            "\u{0fff}",
+            "ＡＢ",
+            "\n",
+            "🙂",
+            "abcdefghij",
+        ];
+        for (i, first) in pieces.iter().enumerate() {
+            for second in &pieces {
+                for pad in 0..9 {
+                    let text =
+                        format!("{}{first}{}{second}{first}", "x".repeat(pad), "y".repeat(i));
+                    let walked: usize = text
+                        .chars()
+                        .map(|c| if is_cjk(c) { CJK_CHAR_WEIGHT } else { 1 })
+                        .sum();
+                    assert_eq!(estimate_string_chars(&text), walked, "{text:?}");
+                }
+            }
+        }
     }
 
     #[test]
