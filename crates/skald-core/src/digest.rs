@@ -463,6 +463,9 @@ struct Scan<'a> {
     /// log level, a grep hit, a listing entry) is decided after the pass ([`Scan::reaches`]),
     /// looking at only as many of them as the decision needs.
     content_lines: Vec<&'a str>,
+    /// `content_lines` trimmed at both ends, as the pass found them: the tests that look at
+    /// trimmed lines (grep hits, listings) do not trim them again.
+    trimmed_content_lines: Vec<&'a str>,
     // Log.
     ts_lines: usize,
     // Diff.
@@ -489,6 +492,7 @@ impl<'a> Scan<'a> {
         let mut scan = Scan::default();
         if purpose == ScanFor::Detection {
             scan.content_lines.reserve(lines.size_hint().0);
+            scan.trimmed_content_lines.reserve(lines.size_hint().0);
         }
         let mut in_fence = false;
         for &Line {
@@ -522,6 +526,7 @@ impl<'a> Scan<'a> {
                     scan.markdown_line(line, trimmed_start, trimmed);
                     scan.code_line(trimmed);
                     scan.content_lines.push(line);
+                    scan.trimmed_content_lines.push(trimmed);
                     scan.log_line(line);
                     scan.diff_line(line);
                 }
@@ -600,35 +605,24 @@ impl<'a> Scan<'a> {
     /// Whether at least `needed` of the content lines pass `test`; lines are tested only until
     /// that is settled either way.
     fn reaches(&self, needed: usize, test: impl Fn(&'a str) -> bool) -> bool {
-        let mut found = 0;
-        for (checked, line) in self.content_lines.iter().enumerate() {
-            if found >= needed {
-                return true;
-            }
-            if found + (self.content_lines.len() - checked) < needed {
-                return false;
-            }
-            if test(line) {
-                found += 1;
-            }
-        }
-        found >= needed
+        reaches_in(&self.content_lines, needed, test)
     }
 
     /// Whether at least `needed` content lines are grep hits (`path:12:…`).
     fn grep_lines_reach(&self, needed: usize) -> bool {
-        self.reaches(needed, |line| grep_hit(trim_fast(line)).is_some())
+        reaches_in(&self.trimmed_content_lines, needed, |t| {
+            grep_hit(t).is_some()
+        })
     }
 
     /// Whether at least `needed` content lines are `ls -l` lines.
     fn ls_long_lines_reach(&self, needed: usize) -> bool {
-        self.reaches(needed, |line| is_ls_long(trim_fast(line)))
+        reaches_in(&self.trimmed_content_lines, needed, is_ls_long)
     }
 
     /// Whether at least `needed` content lines are `ls -l` lines or bare file names.
     fn listing_lines_reach(&self, needed: usize) -> bool {
-        self.reaches(needed, |line| {
-            let t = trim_fast(line);
+        reaches_in(&self.trimmed_content_lines, needed, |t| {
             is_ls_long(t) || is_bare_name(t)
         })
     }
@@ -644,6 +638,24 @@ impl<'a> Scan<'a> {
             self.removed += 1;
         }
     }
+}
+
+/// Whether at least `needed` of `lines` pass `test`; lines are tested only until that is settled
+/// either way.
+fn reaches_in<'a>(lines: &[&'a str], needed: usize, test: impl Fn(&'a str) -> bool) -> bool {
+    let mut found = 0;
+    for (checked, line) in lines.iter().enumerate() {
+        if found >= needed {
+            return true;
+        }
+        if found + (lines.len() - checked) < needed {
+            return false;
+        }
+        if test(line) {
+            found += 1;
+        }
+    }
+    found >= needed
 }
 
 /// The Markdown links [`Scan::over`] counts for its Markdown pass: in every non-empty line but
@@ -2428,10 +2440,13 @@ fn is_status_line(line: &str) -> bool {
     }
     // `<number> passed`, `<number> failed`, …: a digit, a space, a counted word.
     let bytes = t.as_bytes();
-    let counted = bytes.windows(2).enumerate().any(|(i, pair)| {
-        pair.first().is_some_and(u8::is_ascii_digit)
-            && pair.get(1) == Some(&b' ')
-            && t.get(i + 2..).is_some_and(|rest| {
+    // Spaces are found with memchr; the byte before each must be a digit.
+    let counted = memchr::memchr_iter(b' ', bytes).any(|space| {
+        space
+            .checked_sub(1)
+            .and_then(|i| bytes.get(i))
+            .is_some_and(u8::is_ascii_digit)
+            && t.get(space + 1..).is_some_and(|rest| {
                 [
                     "passed",
                     "failed",
@@ -3139,10 +3154,17 @@ fn trim_start_fast(text: &str) -> &str {
     let bytes = text.as_bytes();
     let start = match bytes.first() {
         Some(&b) if b < 0x80 && !is_ascii_space(b) => return text,
-        Some(_) => bytes
-            .iter()
-            .position(|b| !is_ascii_space(*b))
-            .unwrap_or(bytes.len()),
+        Some(_) => {
+            // Indentation is mostly spaces, often many: skipped eight at a time.
+            let mut spaces = 0;
+            while bytes.get(spaces..spaces + 8) == Some(b"        ") {
+                spaces += 8;
+            }
+            bytes
+                .get(spaces..)
+                .and_then(|rest| rest.iter().position(|b| !is_ascii_space(*b)))
+                .map_or(bytes.len(), |i| spaces + i)
+        }
         None => return text,
     };
     match text.as_bytes().get(start) {

@@ -270,13 +270,18 @@ pub fn is_workspace_file(text: &str) -> bool {
         .find(|line| !line.trim().is_empty())
         .unwrap_or("");
     let first_line = first_line.trim_start_matches('#').trim();
-    OPENCLAW_FILES.iter().any(|name| {
-        first_line.starts_with(name)
-            || first_line
+    // Every name ends in `.md`: most first lines are settled by that alone, and the others are
+    // split once (short ones only) rather than once per name.
+    if !first_line.contains(".md") {
+        return false;
+    }
+    OPENCLAW_FILES
+        .iter()
+        .any(|name| first_line.starts_with(name))
+        || first_line.len() < 200
+            && first_line
                 .split(|c: char| c.is_whitespace() || c == '/' || c == '\\')
-                .any(|word| word == *name)
-                && first_line.len() < 200
-    })
+                .any(|word| OPENCLAW_FILES.contains(&word))
 }
 
 /// Builds the placeholder content for a result whose content was `original`: the REF_ID
