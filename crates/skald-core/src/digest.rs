@@ -2101,7 +2101,7 @@ fn classified_words(text: &str) -> impl Iterator<Item = (&str, u8, u8)> {
                 at += 1;
             } else {
                 let c = text.get(at..).and_then(|rest| rest.chars().next())?;
-                if c.is_alphanumeric() {
+                if is_alphanumeric_beyond_ascii(c) {
                     break at;
                 }
                 at += c.len_utf8();
@@ -2121,7 +2121,7 @@ fn classified_words(text: &str) -> impl Iterator<Item = (&str, u8, u8)> {
                 let Some(c) = text.get(at..).and_then(|rest| rest.chars().next()) else {
                     break;
                 };
-                if !c.is_alphanumeric() {
+                if !is_alphanumeric_beyond_ascii(c) {
                     break;
                 }
                 // Every byte of a non-ASCII character is in the class NON_ASCII alone.
@@ -2132,6 +2132,14 @@ fn classified_words(text: &str) -> impl Iterator<Item = (&str, u8, u8)> {
         }
         Some((text.get(start..at)?, any, all))
     })
+}
+
+/// `c.is_alphanumeric()` for a character beyond ASCII. The symbols common in tool output —
+/// arrows (the `→` of numbered file listings), mathematical operators, box drawing and block
+/// elements, U+2190–U+22FF and U+2500–U+259F, none of them a letter or a number — are answered
+/// without searching Unicode's tables.
+fn is_alphanumeric_beyond_ascii(c: char) -> bool {
+    !matches!(c, '\u{2190}'..='\u{22FF}' | '\u{2500}'..='\u{259F}') && c.is_alphanumeric()
 }
 
 /// The most frequent words (four letters or more, stopwords out) of the text's first 4 KiB,
@@ -3219,6 +3227,20 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+
+    #[test]
+    fn symbol_ranges_answered_without_tables_hold_no_letters_or_numbers() {
+        for c in ('\u{2190}'..='\u{22FF}').chain('\u{2500}'..='\u{259F}') {
+            assert!(!c.is_alphanumeric(), "{c:?}");
+        }
+        for c in ['é', 'ж', '字', '٣', 'Ⅻ', '→', '─', '🙂'] {
+            assert_eq!(
+                is_alphanumeric_beyond_ascii(c),
+                c.is_alphanumeric(),
+                "{c:?}"
+            );
+        }
+    }
 
     #[test]
     fn returncode_wrappers_are_unwrapped() {

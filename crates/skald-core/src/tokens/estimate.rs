@@ -6,6 +6,7 @@
 //! ideograph such as U+20000 counts once (×4), not once per UTF-16 unit.
 
 use crate::message::Message;
+use crate::swar::{bytes_between, bytes_equal};
 
 use super::visit::{Piece, visit_message};
 use super::{CHARS_PER_TOKEN, IMAGE_CHARS};
@@ -121,13 +122,36 @@ pub fn json_estimate_chars(value: &serde_json::Value) -> usize {
 
 /// Estimator characters of `text` written as a JSON string: quotes and escapes included.
 fn json_string_chars(text: &str) -> usize {
-    let escapes = |byte: u8| match byte {
+    2 + estimate_string_chars(text) + json_escape_extra(text.as_bytes())
+}
+
+/// The characters JSON escaping adds to `bytes`: one for `"`, `\\` and the control characters
+/// with a short escape (`\n`, `\r`, `\t`, `\b`, `\f`), five for other control characters
+/// (`\u00xx`). Words of eight bytes without any are passed over with a few integer operations.
+fn json_escape_extra(bytes: &[u8]) -> usize {
+    let escape_extra = |byte: u8| match byte {
         b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
         0x00..=0x1f => 5,
         _ => 0,
     };
-    let extra: usize = text.bytes().map(escapes).sum();
-    2 + estimate_string_chars(text) + extra
+    let mut chunks = bytes.chunks_exact(8);
+    let mut extra = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        let special =
+            bytes_between(word, 0, 0x1f) | bytes_equal(word, b'"') | bytes_equal(word, b'\\');
+        if special != 0 {
+            extra += chunk.iter().map(|&b| escape_extra(b)).sum::<usize>();
+        }
+    }
+    extra
+        + chunks
+            .remainder()
+            .iter()
+            .map(|&b| escape_extra(b))
+            .sum::<usize>()
 }
 
 /// Estimator characters of one message: its counted content (see the module docs of
@@ -354,6 +378,28 @@ mod json_walk_tests {
                 estimate_string_chars(&serialized),
                 "{serialized}"
             );
+        }
+    }
+
+    #[test]
+    fn escapes_are_counted_at_every_position_of_a_word() {
+        // Long strings are checked eight bytes at a time: put each kind of escape at every
+        // offset, in words with and without other escapes.
+        for special in [
+            "\"", "\\", "\n", "\r", "\t", "\u{8}", "\u{c}", "\u{1}", "\u{1f}", "é",
+        ] {
+            for offset in 0..17 {
+                for tail in ["", "abc", "\n\u{2}x"] {
+                    let text = format!("{}{special}{}{tail}", "a".repeat(offset), "b".repeat(9));
+                    let value = serde_json::Value::String(text);
+                    let serialized = serde_json::to_string(&value).unwrap();
+                    assert_eq!(
+                        json_estimate_chars(&value),
+                        estimate_string_chars(&serialized),
+                        "{serialized}"
+                    );
+                }
+            }
         }
     }
 }
