@@ -466,8 +466,6 @@ struct Scan<'a> {
     /// `content_lines` trimmed at both ends, as the pass found them: the tests that look at
     /// trimmed lines (grep hits, listings) do not trim them again.
     trimmed_content_lines: Vec<&'a str>,
-    // Log.
-    ts_lines: usize,
     // Diff.
     diff_headers: usize,
     hunks: usize,
@@ -527,7 +525,6 @@ impl<'a> Scan<'a> {
                     scan.code_line(trimmed);
                     scan.content_lines.push(line);
                     scan.trimmed_content_lines.push(trimmed);
-                    scan.log_line(line);
                     scan.diff_line(line);
                 }
                 ScanFor::Markdown => scan.markdown_line(line, trimmed_start, trimmed),
@@ -584,17 +581,17 @@ impl<'a> Scan<'a> {
         }
     }
 
-    fn log_line(&mut self, line: &'a str) {
-        if find_timestamp(line).is_some() {
-            self.ts_lines += 1;
-        }
-    }
-
     /// Whether the scanned text is a log: lines stating a level make up 10% of the `nonempty`
     /// lines of a text whose lines are 30% timestamped, or 60% of any text of three lines or
     /// more.
+    ///
+    /// Both counts stop once they are settled: whether 30% of the lines are timestamped is
+    /// known after at most 70% of them fail, and the level count stops likewise.
     fn is_log(&self, nonempty: usize) -> bool {
-        let timed = (self.ts_lines * 10 >= nonempty * 3).then_some(nonempty.div_ceil(10));
+        let timed = self.reaches((nonempty * 3).div_ceil(10), |line| {
+            find_timestamp(line).is_some()
+        });
+        let timed = timed.then_some(nonempty.div_ceil(10));
         let leveled = (nonempty >= 3).then_some((nonempty * 6).div_ceil(10));
         let Some(needed) = timed.into_iter().chain(leveled).min() else {
             return false;
@@ -3588,7 +3585,12 @@ mod tests {
             .iter()
             .filter(|l| log_level(l).is_some())
             .count();
-        let timed_log = scan.ts_lines * 10 >= n * 3 && levels * 10 >= n;
+        let timestamps = scan
+            .content_lines
+            .iter()
+            .filter(|l| find_timestamp(l).is_some())
+            .count();
+        let timed_log = timestamps * 10 >= n * 3 && levels * 10 >= n;
         let leveled_log = n >= 3 && levels * 10 >= n * 6;
         levels >= 1 && (timed_log || leveled_log)
     }
