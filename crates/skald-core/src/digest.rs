@@ -3160,9 +3160,17 @@ fn trim_start_fast(text: &str) -> &str {
     let start = match bytes.first() {
         Some(&b) if b < 0x80 && !is_ascii_space(b) => return text,
         Some(_) => {
-            // Indentation is mostly spaces, often many: skipped eight at a time.
+            // Indentation is mostly spaces: counted eight bytes at a time, where the first byte
+            // that is not a space ends them.
             let mut spaces = 0;
-            while bytes.get(spaces..spaces + 8) == Some(b"        ") {
+            while let Some(chunk) = bytes.get(spaces..spaces + 8) {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(chunk);
+                let differs = u64::from_le_bytes(word) ^ 0x2020_2020_2020_2020;
+                if differs != 0 {
+                    spaces += (differs.trailing_zeros() / 8) as usize;
+                    break;
+                }
                 spaces += 8;
             }
             bytes
@@ -3718,6 +3726,12 @@ mod tests {
             " \t y z\r\n",
             "é ",
             " é",
+            "        ",
+            "                ",
+            "         x",
+            "        \ty",
+            "           \u{3000}z",
+            "                    fn main() {",
         ] {
             assert_eq!(trim_fast(text), text.trim(), "{text:?}");
             assert_eq!(trim_start_fast(text), text.trim_start(), "{text:?}");
