@@ -2553,27 +2553,34 @@ fn is_diff_header(t: &str) -> bool {
     }
 }
 
+/// A line weight [`line_weights`] leaves to [`sampled_line_weight`]: most lines hold no
+/// identifier, and their weight is never asked for.
+const WEIGHED_WHEN_ASKED: u8 = u8::MAX;
+
+/// The weight of a sampled line that is neither the error line nor its location.
+fn sampled_line_weight(line: &Line<'_>) -> u8 {
+    let t = line.trimmed_start;
+    if is_diff_header(t) {
+        0
+    } else if line.rank.is_some() || is_pointer_line(t) {
+        2
+    } else {
+        1
+    }
+}
+
 /// How much each line's identifiers matter: 3 on the first error line and the location that
 /// belongs to it (the deepest traceback frame before it, a compiler location right after it),
-/// 2 on other error or pointer lines, 1 elsewhere, 0 where they are noise.
+/// 2 on other error or pointer lines, 1 elsewhere, 0 where they are noise. Sampled lines other
+/// than those are [`WEIGHED_WHEN_ASKED`].
 fn line_weights(input: &Input<'_>, error_index: Option<usize>) -> Vec<u8> {
     let lines = &input.lines;
-    let weight = |line: &Line<'_>| {
-        let t = line.trimmed_start;
-        if is_diff_header(t) {
-            0
-        } else if line.rank.is_some() || is_pointer_line(t) {
-            2
-        } else {
-            1
-        }
-    };
     // Only sampled lines hold identifiers that get ranked.
     let mut weights: Vec<u8> = vec![1; lines.len()];
     let sampled = (0..input.head_lines).chain(input.tail_from..lines.len());
     for i in sampled {
-        if let (Some(w), Some(line)) = (weights.get_mut(i), lines.get(i)) {
-            *w = weight(line);
+        if let Some(w) = weights.get_mut(i) {
+            *w = WEIGHED_WHEN_ASKED;
         }
     }
     if let Some(error) = error_index {
@@ -2673,6 +2680,11 @@ fn rank_identifiers<'a>(input: &Input<'a>, error_index: Option<usize>) -> Vec<St
             .checked_sub(1)
             .map(|i| (input.lines.get(i), weights.get(i)))
         {
+            Some((Some(line), Some(&WEIGHED_WHEN_ASKED)))
+                if pos <= line.start + line.text.len() =>
+            {
+                sampled_line_weight(line)
+            }
             Some((Some(line), Some(w))) if pos <= line.start + line.text.len() => *w,
             Some(_) | None => 1,
         }
