@@ -428,7 +428,7 @@ fn has_line_gutter(body: &str) -> bool {
 
 fn gutter_len(line: &str) -> Option<usize> {
     let bytes = line.as_bytes();
-    let spaces = bytes.iter().take_while(|b| **b == b' ').count();
+    let spaces = leading_spaces(bytes);
     let digits = bytes
         .get(spaces..)?
         .iter()
@@ -3167,24 +3167,14 @@ fn is_ascii_space(b: u8) -> bool {
 
 /// `text.trim_start()`, without decoding characters while the text starts with ASCII (most
 /// lines): only a non-ASCII byte at the cut needs the Unicode-aware trim.
+#[inline]
 fn trim_start_fast(text: &str) -> &str {
     let bytes = text.as_bytes();
     let start = match bytes.first() {
         Some(&b) if b < 0x80 && !is_ascii_space(b) => return text,
         Some(_) => {
-            // Indentation is mostly spaces: counted eight bytes at a time, where the first byte
-            // that is not a space ends them.
-            let mut spaces = 0;
-            while let Some(chunk) = bytes.get(spaces..spaces + 8) {
-                let mut word = [0u8; 8];
-                word.copy_from_slice(chunk);
-                let differs = u64::from_le_bytes(word) ^ 0x2020_2020_2020_2020;
-                if differs != 0 {
-                    spaces += (differs.trailing_zeros() / 8) as usize;
-                    break;
-                }
-                spaces += 8;
-            }
+            // Indentation is mostly spaces.
+            let spaces = leading_spaces(bytes);
             bytes
                 .get(spaces..)
                 .and_then(|rest| rest.iter().position(|b| !is_ascii_space(*b)))
@@ -3196,6 +3186,29 @@ fn trim_start_fast(text: &str) -> &str {
         Some(&b) if b >= 0x80 => text.trim_start(),
         Some(_) | None => text.get(start..).unwrap_or(""),
     }
+}
+
+/// How many bytes of `bytes` are spaces before the first other byte: counted eight bytes at a
+/// time, where the first byte that differs from a space ends them (indentation, gutters).
+#[inline]
+fn leading_spaces(bytes: &[u8]) -> usize {
+    let mut spaces = 0;
+    while let Some(chunk) = bytes.get(spaces..spaces + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let differs = u64::from_le_bytes(word) ^ 0x2020_2020_2020_2020;
+        if differs != 0 {
+            return spaces + (differs.trailing_zeros() / 8) as usize;
+        }
+        spaces += 8;
+    }
+    spaces
+        + bytes
+            .get(spaces..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|b| **b == b' ')
+            .count()
 }
 
 /// `text.trim_end()`, with the same fast path as [`trim_start_fast`].
@@ -3726,6 +3739,16 @@ mod tests {
         assert_eq!(keyword_language("def", "def f():"), Some(PYTHON));
         assert_eq!(keyword_language("def", "def f do"), Some(ELIXIR));
         assert_eq!(keyword_language("banana", "banana"), None);
+    }
+
+    #[test]
+    fn leading_spaces_are_counted_across_words() {
+        for n in 0..20 {
+            for rest in ["", "x", "\tx", "é", "12→a"] {
+                let text = format!("{}{rest}", " ".repeat(n));
+                assert_eq!(leading_spaces(text.as_bytes()), n, "{text:?}");
+            }
+        }
     }
 
     #[test]

@@ -214,7 +214,10 @@ fn classify(result: &ToolResult, settings: &OffloadSettings) -> Memo {
         return not;
     }
     let text = text_in(result);
-    if text.chars().count() <= settings.compress_threshold || contains_ref(&text) {
+    // A char is at most four bytes: past four bytes per allowed char, the count is settled.
+    let within = text.len() <= 4 * settings.compress_threshold
+        && text.chars().count() <= settings.compress_threshold;
+    if within || contains_ref(&text) {
         return not;
     }
     if settings.keep_workspace_files && is_workspace_file(&text) {
