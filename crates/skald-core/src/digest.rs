@@ -55,7 +55,9 @@ use regex::Regex;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::identifiers::{self, is_pure_hex, mentions_identifier, normalize_identifier};
+use crate::identifiers::{
+    self, contains_short, is_pure_hex, mentions_identifier, normalize_identifier,
+};
 use crate::message::{Block, ImageSource};
 use crate::swar::{bytes_equal, load_word, lower_bytes, upper_bytes};
 
@@ -426,7 +428,7 @@ fn has_line_gutter(body: &str) -> bool {
 
 fn gutter_len(line: &str) -> Option<usize> {
     let bytes = line.as_bytes();
-    let spaces = bytes.iter().take_while(|b| **b == b' ').count();
+    let spaces = leading_spaces(bytes);
     let digits = bytes
         .get(spaces..)?
         .iter()
@@ -461,8 +463,9 @@ struct Scan<'a> {
     /// log level, a grep hit, a listing entry) is decided after the pass ([`Scan::reaches`]),
     /// looking at only as many of them as the decision needs.
     content_lines: Vec<&'a str>,
-    // Log.
-    ts_lines: usize,
+    /// `content_lines` trimmed at both ends, as the pass found them: the tests that look at
+    /// trimmed lines (grep hits, listings) do not trim them again.
+    trimmed_content_lines: Vec<&'a str>,
     // Diff.
     diff_headers: usize,
     hunks: usize,
@@ -487,6 +490,7 @@ impl<'a> Scan<'a> {
         let mut scan = Scan::default();
         if purpose == ScanFor::Detection {
             scan.content_lines.reserve(lines.size_hint().0);
+            scan.trimmed_content_lines.reserve(lines.size_hint().0);
         }
         let mut in_fence = false;
         for &Line {
@@ -520,7 +524,7 @@ impl<'a> Scan<'a> {
                     scan.markdown_line(line, trimmed_start, trimmed);
                     scan.code_line(trimmed);
                     scan.content_lines.push(line);
-                    scan.log_line(line);
+                    scan.trimmed_content_lines.push(trimmed);
                     scan.diff_line(line);
                 }
                 ScanFor::Markdown => scan.markdown_line(line, trimmed_start, trimmed),
@@ -577,17 +581,17 @@ impl<'a> Scan<'a> {
         }
     }
 
-    fn log_line(&mut self, line: &'a str) {
-        if find_timestamp(line).is_some() {
-            self.ts_lines += 1;
-        }
-    }
-
     /// Whether the scanned text is a log: lines stating a level make up 10% of the `nonempty`
     /// lines of a text whose lines are 30% timestamped, or 60% of any text of three lines or
     /// more.
+    ///
+    /// Both counts stop once they are settled: whether 30% of the lines are timestamped is
+    /// known after at most 70% of them fail, and the level count stops likewise.
     fn is_log(&self, nonempty: usize) -> bool {
-        let timed = (self.ts_lines * 10 >= nonempty * 3).then_some(nonempty.div_ceil(10));
+        let timed = self.reaches((nonempty * 3).div_ceil(10), |line| {
+            find_timestamp(line).is_some()
+        });
+        let timed = timed.then_some(nonempty.div_ceil(10));
         let leveled = (nonempty >= 3).then_some((nonempty * 6).div_ceil(10));
         let Some(needed) = timed.into_iter().chain(leveled).min() else {
             return false;
@@ -598,35 +602,24 @@ impl<'a> Scan<'a> {
     /// Whether at least `needed` of the content lines pass `test`; lines are tested only until
     /// that is settled either way.
     fn reaches(&self, needed: usize, test: impl Fn(&'a str) -> bool) -> bool {
-        let mut found = 0;
-        for (checked, line) in self.content_lines.iter().enumerate() {
-            if found >= needed {
-                return true;
-            }
-            if found + (self.content_lines.len() - checked) < needed {
-                return false;
-            }
-            if test(line) {
-                found += 1;
-            }
-        }
-        found >= needed
+        reaches_in(&self.content_lines, needed, test)
     }
 
     /// Whether at least `needed` content lines are grep hits (`path:12:…`).
     fn grep_lines_reach(&self, needed: usize) -> bool {
-        self.reaches(needed, |line| grep_hit(trim_fast(line)).is_some())
+        reaches_in(&self.trimmed_content_lines, needed, |t| {
+            grep_hit(t).is_some()
+        })
     }
 
     /// Whether at least `needed` content lines are `ls -l` lines.
     fn ls_long_lines_reach(&self, needed: usize) -> bool {
-        self.reaches(needed, |line| is_ls_long(trim_fast(line)))
+        reaches_in(&self.trimmed_content_lines, needed, is_ls_long)
     }
 
     /// Whether at least `needed` content lines are `ls -l` lines or bare file names.
     fn listing_lines_reach(&self, needed: usize) -> bool {
-        self.reaches(needed, |line| {
-            let t = trim_fast(line);
+        reaches_in(&self.trimmed_content_lines, needed, |t| {
             is_ls_long(t) || is_bare_name(t)
         })
     }
@@ -642,6 +635,24 @@ impl<'a> Scan<'a> {
             self.removed += 1;
         }
     }
+}
+
+/// Whether at least `needed` of `lines` pass `test`; lines are tested only until that is settled
+/// either way.
+fn reaches_in<'a>(lines: &[&'a str], needed: usize, test: impl Fn(&'a str) -> bool) -> bool {
+    let mut found = 0;
+    for (checked, line) in lines.iter().enumerate() {
+        if found >= needed {
+            return true;
+        }
+        if found + (lines.len() - checked) < needed {
+            return false;
+        }
+        if test(line) {
+            found += 1;
+        }
+    }
+    found >= needed
 }
 
 /// The Markdown links [`Scan::over`] counts for its Markdown pass: in every non-empty line but
@@ -2064,33 +2075,68 @@ fn is_stopword(word: &str) -> bool {
 }
 
 /// The non-empty runs of alphanumeric characters and `_` in `text`: what
-/// `text.split(|c: char| !c.is_alphanumeric() && c != '_')` yields, empty pieces left out,
-/// classifying ASCII bytes without decoding them.
+/// `text.split(|c: char| !c.is_alphanumeric() && c != '_')` yields, empty pieces left out.
+#[cfg(test)]
 fn words_of(text: &str) -> impl Iterator<Item = &str> {
+    classified_words(text).map(|(word, _, _)| word)
+}
+
+/// The words of `text` (as `words_of` splits them), each with the union and the intersection
+/// of its bytes' [`KEYWORD_CLASS`]es, in one pass: ASCII bytes are classified by table without
+/// decoding, and a word's classes are gathered while it is found.
+fn classified_words(text: &str) -> impl Iterator<Item = (&str, u8, u8)> {
     let bytes = text.as_bytes();
     let mut at = 0;
+    let class_of = |b: u8| KEYWORD_CLASS.get(usize::from(b)).copied().unwrap_or(0);
     std::iter::from_fn(move || {
-        let mut start = None;
-        while let Some(&b) = bytes.get(at) {
-            let (word_char, len) = if b < 0x80 {
-                (b.is_ascii_alphanumeric() || b == b'_', 1)
+        let start = loop {
+            let &b = bytes.get(at)?;
+            if b < 0x80 {
+                if class_of(b) & WORD_CHAR != 0 {
+                    break at;
+                }
+                at += 1;
             } else {
                 let c = text.get(at..).and_then(|rest| rest.chars().next())?;
-                (c.is_alphanumeric(), c.len_utf8())
-            };
-            match (word_char, start) {
-                (true, None) => start = Some(at),
-                (false, Some(from)) => {
-                    let word = text.get(from..at);
-                    at += len;
-                    return word;
+                if is_alphanumeric_beyond_ascii(c) {
+                    break at;
                 }
-                (true, Some(_)) | (false, None) => {}
+                at += c.len_utf8();
             }
-            at += len;
+        };
+        let (mut any, mut all) = (0u8, u8::MAX);
+        while let Some(&b) = bytes.get(at) {
+            if b < 0x80 {
+                let class = class_of(b);
+                if class & WORD_CHAR == 0 {
+                    break;
+                }
+                any |= class;
+                all &= class;
+                at += 1;
+            } else {
+                let Some(c) = text.get(at..).and_then(|rest| rest.chars().next()) else {
+                    break;
+                };
+                if !is_alphanumeric_beyond_ascii(c) {
+                    break;
+                }
+                // Every byte of a non-ASCII character is in the class NON_ASCII alone.
+                any |= NON_ASCII;
+                all &= NON_ASCII;
+                at += c.len_utf8();
+            }
         }
-        start.and_then(|from| text.get(from..))
+        Some((text.get(start..at)?, any, all))
     })
+}
+
+/// `c.is_alphanumeric()` for a character beyond ASCII. The symbols common in tool output —
+/// arrows (the `→` of numbered file listings), mathematical operators, box drawing and block
+/// elements, U+2190–U+22FF and U+2500–U+259F, none of them a letter or a number — are answered
+/// without searching Unicode's tables.
+fn is_alphanumeric_beyond_ascii(c: char) -> bool {
+    !matches!(c, '\u{2190}'..='\u{22FF}' | '\u{2500}'..='\u{259F}') && c.is_alphanumeric()
 }
 
 /// The most frequent words (four letters or more, stopwords out) of the text's first 4 KiB,
@@ -2100,17 +2146,11 @@ fn keywords(body: &str) -> Vec<String> {
     // Ranked by count, then first appearance (unique): the map's order never shows.
     let mut counts: HashMap<&str, (usize, usize), WordHash> =
         HashMap::with_capacity_and_hasher(256, WordHash::default());
-    for word in words_of(text) {
+    // A word's classes tell whether it has a letter and whether it is all hex digits; words
+    // with other characters than ASCII take the general path.
+    for (word, any, all) in classified_words(text) {
         if word.len() < 4 {
             continue;
-        }
-        // One pass over an ASCII word tells whether it has a letter and whether it is all hex
-        // digits; words with other characters take the general path.
-        let (mut any, mut all) = (0u8, u8::MAX);
-        for &b in word.as_bytes() {
-            let class = KEYWORD_CLASS.get(usize::from(b)).copied().unwrap_or(0);
-            any |= class;
-            all &= class;
         }
         let lettered = if any & NON_ASCII == 0 {
             any & LETTER != 0
@@ -2136,6 +2176,8 @@ fn keywords(body: &str) -> Vec<String> {
 const LETTER: u8 = 1;
 const HEX_DIGIT: u8 = 2;
 const NON_ASCII: u8 = 4;
+/// ASCII letters, digits and `_`: the bytes words are made of.
+const WORD_CHAR: u8 = 8;
 
 /// Byte classes for [`keywords`].
 static KEYWORD_CLASS: [u8; 256] = {
@@ -2151,6 +2193,9 @@ static KEYWORD_CLASS: [u8; 256] = {
         }
         if !byte.is_ascii() {
             table[b] |= NON_ASCII;
+        }
+        if byte.is_ascii_alphanumeric() || byte == b'_' {
+            table[b] |= WORD_CHAR;
         }
         b += 1;
     }
@@ -2393,17 +2438,20 @@ fn is_status_line(line: &str) -> bool {
     ]
     .iter()
     .any(|p| t.starts_with(p))
-        || (t.starts_with("Ran ") && t.contains(" test"))
+        || (t.starts_with("Ran ") && contains_short(t, " test"))
         || t == "OK";
     if known {
         return true;
     }
     // `<number> passed`, `<number> failed`, …: a digit, a space, a counted word.
     let bytes = t.as_bytes();
-    let counted = bytes.windows(2).enumerate().any(|(i, pair)| {
-        pair.first().is_some_and(u8::is_ascii_digit)
-            && pair.get(1) == Some(&b' ')
-            && t.get(i + 2..).is_some_and(|rest| {
+    // Spaces are found with memchr; the byte before each must be a digit.
+    let counted = memchr::memchr_iter(b' ', bytes).any(|space| {
+        space
+            .checked_sub(1)
+            .and_then(|i| bytes.get(i))
+            .is_some_and(u8::is_ascii_digit)
+            && t.get(space + 1..).is_some_and(|rest| {
                 [
                     "passed",
                     "failed",
@@ -2416,7 +2464,7 @@ fn is_status_line(line: &str) -> bool {
                 .any(|word| rest.starts_with(word))
             })
     });
-    counted && (t.contains(" in ") || t.starts_with('=') || t.contains(", "))
+    counted && (contains_short(t, " in ") || t.starts_with('=') || contains_short(t, ", "))
 }
 
 /// Names of failing tests: pytest, cargo, go, unittest/Django.
@@ -2505,27 +2553,34 @@ fn is_diff_header(t: &str) -> bool {
     }
 }
 
+/// A line weight [`line_weights`] leaves to [`sampled_line_weight`]: most lines hold no
+/// identifier, and their weight is never asked for.
+const WEIGHED_WHEN_ASKED: u8 = u8::MAX;
+
+/// The weight of a sampled line that is neither the error line nor its location.
+fn sampled_line_weight(line: &Line<'_>) -> u8 {
+    let t = line.trimmed_start;
+    if is_diff_header(t) {
+        0
+    } else if line.rank.is_some() || is_pointer_line(t) {
+        2
+    } else {
+        1
+    }
+}
+
 /// How much each line's identifiers matter: 3 on the first error line and the location that
 /// belongs to it (the deepest traceback frame before it, a compiler location right after it),
-/// 2 on other error or pointer lines, 1 elsewhere, 0 where they are noise.
+/// 2 on other error or pointer lines, 1 elsewhere, 0 where they are noise. Sampled lines other
+/// than those are [`WEIGHED_WHEN_ASKED`].
 fn line_weights(input: &Input<'_>, error_index: Option<usize>) -> Vec<u8> {
     let lines = &input.lines;
-    let weight = |line: &Line<'_>| {
-        let t = line.trimmed_start;
-        if is_diff_header(t) {
-            0
-        } else if line.rank.is_some() || is_pointer_line(t) {
-            2
-        } else {
-            1
-        }
-    };
     // Only sampled lines hold identifiers that get ranked.
     let mut weights: Vec<u8> = vec![1; lines.len()];
     let sampled = (0..input.head_lines).chain(input.tail_from..lines.len());
     for i in sampled {
-        if let (Some(w), Some(line)) = (weights.get_mut(i), lines.get(i)) {
-            *w = weight(line);
+        if let Some(w) = weights.get_mut(i) {
+            *w = WEIGHED_WHEN_ASKED;
         }
     }
     if let Some(error) = error_index {
@@ -2574,7 +2629,7 @@ struct Candidate<'a> {
 /// Paths inside installed libraries and toolchains rather than the project: one pass over the
 /// path's segments (this runs for every identifier candidate).
 fn is_library_path(text: &str) -> bool {
-    if text.starts_with("/usr/") || (text.contains('<') && text.contains("<frozen ")) {
+    if text.starts_with("/usr/") || (text.contains('<') && contains_short(text, "<frozen ")) {
         return true;
     }
     let mut previous = "";
@@ -2606,8 +2661,8 @@ fn is_noise_identifier(id: &str, preceded_by: &[u8]) -> bool {
     let artefact = matches!(
         extension,
         "pyc" | "pyo" | "o" | "class" | "d" | "rlib" | "rmeta"
-    ) || (id.contains('_') && id.contains("__pycache__"))
-        || id.contains("/.git/");
+    ) || (id.contains('_') && contains_short(id, "__pycache__"))
+        || contains_short(id, "/.git/");
     let address = preceded_by.ends_with(b"0x") && is_pure_hex(id);
     fragment || artefact || address || is_library_path(id)
 }
@@ -2625,6 +2680,11 @@ fn rank_identifiers<'a>(input: &Input<'a>, error_index: Option<usize>) -> Vec<St
             .checked_sub(1)
             .map(|i| (input.lines.get(i), weights.get(i)))
         {
+            Some((Some(line), Some(&WEIGHED_WHEN_ASKED)))
+                if pos <= line.start + line.text.len() =>
+            {
+                sampled_line_weight(line)
+            }
             Some((Some(line), Some(w))) if pos <= line.start + line.text.len() => *w,
             Some(_) | None => 1,
         }
@@ -2718,7 +2778,7 @@ fn prefer_containing(ranked: &mut Vec<&str>) {
             .filter(|(_, other)| {
                 // Only a longer one can contain it: the length test spares setting up a search.
                 (current.len()..=current.len() + 60).contains(&other.len())
-                    && other.contains(current)
+                    && contains_short(other, current)
             })
             .max_by_key(|(j, other)| (other.len(), std::cmp::Reverse(*j)))
             .map(|(j, _)| j);
@@ -3107,20 +3167,48 @@ fn is_ascii_space(b: u8) -> bool {
 
 /// `text.trim_start()`, without decoding characters while the text starts with ASCII (most
 /// lines): only a non-ASCII byte at the cut needs the Unicode-aware trim.
+#[inline]
 fn trim_start_fast(text: &str) -> &str {
     let bytes = text.as_bytes();
     let start = match bytes.first() {
         Some(&b) if b < 0x80 && !is_ascii_space(b) => return text,
-        Some(_) => bytes
-            .iter()
-            .position(|b| !is_ascii_space(*b))
-            .unwrap_or(bytes.len()),
+        Some(_) => {
+            // Indentation is mostly spaces.
+            let spaces = leading_spaces(bytes);
+            bytes
+                .get(spaces..)
+                .and_then(|rest| rest.iter().position(|b| !is_ascii_space(*b)))
+                .map_or(bytes.len(), |i| spaces + i)
+        }
         None => return text,
     };
     match text.as_bytes().get(start) {
         Some(&b) if b >= 0x80 => text.trim_start(),
         Some(_) | None => text.get(start..).unwrap_or(""),
     }
+}
+
+/// How many bytes of `bytes` are spaces before the first other byte: counted eight bytes at a
+/// time, where the first byte that differs from a space ends them (indentation, gutters).
+#[inline]
+fn leading_spaces(bytes: &[u8]) -> usize {
+    let mut spaces = 0;
+    while let Some(chunk) = bytes.get(spaces..spaces + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let differs = u64::from_le_bytes(word) ^ 0x2020_2020_2020_2020;
+        if differs != 0 {
+            return spaces + (differs.trailing_zeros() / 8) as usize;
+        }
+        spaces += 8;
+    }
+    spaces
+        + bytes
+            .get(spaces..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|b| **b == b' ')
+            .count()
 }
 
 /// `text.trim_end()`, with the same fast path as [`trim_start_fast`].
@@ -3169,6 +3257,20 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+
+    #[test]
+    fn symbol_ranges_answered_without_tables_hold_no_letters_or_numbers() {
+        for c in ('\u{2190}'..='\u{22FF}').chain('\u{2500}'..='\u{259F}') {
+            assert!(!c.is_alphanumeric(), "{c:?}");
+        }
+        for c in ['é', 'ж', '字', '٣', 'Ⅻ', '→', '─', '🙂'] {
+            assert_eq!(
+                is_alphanumeric_beyond_ascii(c),
+                c.is_alphanumeric(),
+                "{c:?}"
+            );
+        }
+    }
 
     #[test]
     fn returncode_wrappers_are_unwrapped() {
@@ -3516,7 +3618,12 @@ mod tests {
             .iter()
             .filter(|l| log_level(l).is_some())
             .count();
-        let timed_log = scan.ts_lines * 10 >= n * 3 && levels * 10 >= n;
+        let timestamps = scan
+            .content_lines
+            .iter()
+            .filter(|l| find_timestamp(l).is_some())
+            .count();
+        let timed_log = timestamps * 10 >= n * 3 && levels * 10 >= n;
         let leveled_log = n >= 3 && levels * 10 >= n * 6;
         levels >= 1 && (timed_log || leveled_log)
     }
@@ -3635,6 +3742,16 @@ mod tests {
     }
 
     #[test]
+    fn leading_spaces_are_counted_across_words() {
+        for n in 0..20 {
+            for rest in ["", "x", "\tx", "é", "12→a"] {
+                let text = format!("{}{rest}", " ".repeat(n));
+                assert_eq!(leading_spaces(text.as_bytes()), n, "{text:?}");
+            }
+        }
+    }
+
+    #[test]
     fn fast_trims_agree_with_the_standard_ones() {
         for text in [
             "",
@@ -3644,6 +3761,12 @@ mod tests {
             " \t y z\r\n",
             "é ",
             " é",
+            "        ",
+            "                ",
+            "         x",
+            "        \ty",
+            "           \u{3000}z",
+            "                    fn main() {",
         ] {
             assert_eq!(trim_fast(text), text.trim(), "{text:?}");
             assert_eq!(trim_start_fast(text), text.trim_start(), "{text:?}");

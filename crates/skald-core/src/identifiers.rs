@@ -266,7 +266,7 @@ pub fn mentions_identifier(haystack: &str, identifier: &str) -> bool {
         return true;
     }
     if !is_pure_hex(identifier) {
-        return memchr::memmem::find(haystack.as_bytes(), identifier.as_bytes()).is_some();
+        return contains_short(haystack, identifier);
     }
     let needle = identifier.as_bytes();
     let Some(&first) = needle.first() else {
@@ -280,6 +280,39 @@ pub fn mentions_identifier(haystack: &str, identifier: &str) -> bool {
             Some(&b) if b == lower || b == upper => window.eq_ignore_ascii_case(needle),
             Some(_) | None => false,
         })
+}
+
+/// Haystacks up to this many bytes are searched by [`contains_short`]'s first-byte scan; longer
+/// ones by `memchr::memmem`, whose setup then pays off.
+const SHORT_HAYSTACK_BYTES: usize = 1024;
+
+/// Whether `needle` occurs in `haystack`, for the many searches of a short needle in a short
+/// text (a summary line, one identifier in another): setting up a two-way or SIMD searcher
+/// costs more than the search. Candidates are found with `memchr` on the needle's first byte
+/// and compared in place; long haystacks go to `memchr::memmem`.
+pub(crate) fn contains_short(haystack: &str, needle: &str) -> bool {
+    let (haystack, needle) = (haystack.as_bytes(), needle.as_bytes());
+    let Some((&first, rest)) = needle.split_first() else {
+        return true;
+    };
+    let Some(last_start) = haystack.len().checked_sub(needle.len()) else {
+        return false;
+    };
+    if haystack.len() > SHORT_HAYSTACK_BYTES {
+        return memchr::memmem::find(haystack, needle).is_some();
+    }
+    let mut from = 0;
+    while let Some(found) = haystack
+        .get(from..=last_start)
+        .and_then(|starts| memchr::memchr(first, starts))
+    {
+        let at = from + found;
+        if haystack.get(at + 1..at + needle.len()) == Some(rest) {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
 }
 
 /// Every relative path occurrence in `text` (`src/foo.rs`, `./tests/test_x.py`,
@@ -356,6 +389,32 @@ mod tests {
 
     fn ids(text: &str) -> Vec<String> {
         extract_identifiers(text)
+    }
+
+    #[test]
+    fn short_substring_search_agrees_with_str_contains() {
+        let long = format!("{}/.git/x", "ab/".repeat(400));
+        let haystacks = [
+            "",
+            "a",
+            "/srv/app/.git/HEAD",
+            "aaab",
+            "src/a.rs:12 and src/a.rs",
+            "é→/.git/",
+            long.as_str(),
+        ];
+        let needles = [
+            "", "a", "aab", "/.git/", "src/a.rs", "→/", "x", "zz", "ab/ab/",
+        ];
+        for haystack in haystacks {
+            for needle in needles {
+                assert_eq!(
+                    contains_short(haystack, needle),
+                    haystack.contains(needle),
+                    "{needle:?} in {haystack:?}"
+                );
+            }
+        }
     }
 
     #[test]

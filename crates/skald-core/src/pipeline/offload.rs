@@ -214,7 +214,10 @@ fn classify(result: &ToolResult, settings: &OffloadSettings) -> Memo {
         return not;
     }
     let text = text_in(result);
-    if text.chars().count() <= settings.compress_threshold || contains_ref(&text) {
+    // A char is at most four bytes: past four bytes per allowed char, the count is settled.
+    let within = text.len() <= 4 * settings.compress_threshold
+        && text.chars().count() <= settings.compress_threshold;
+    if within || contains_ref(&text) {
         return not;
     }
     if settings.keep_workspace_files && is_workspace_file(&text) {
@@ -270,13 +273,18 @@ pub fn is_workspace_file(text: &str) -> bool {
         .find(|line| !line.trim().is_empty())
         .unwrap_or("");
     let first_line = first_line.trim_start_matches('#').trim();
-    OPENCLAW_FILES.iter().any(|name| {
-        first_line.starts_with(name)
-            || first_line
+    // Every name ends in `.md`: most first lines are settled by that alone, and the others are
+    // split once (short ones only) rather than once per name.
+    if !first_line.contains(".md") {
+        return false;
+    }
+    OPENCLAW_FILES
+        .iter()
+        .any(|name| first_line.starts_with(name))
+        || first_line.len() < 200
+            && first_line
                 .split(|c: char| c.is_whitespace() || c == '/' || c == '\\')
-                .any(|word| word == *name)
-                && first_line.len() < 200
-    })
+                .any(|word| OPENCLAW_FILES.contains(&word))
 }
 
 /// Builds the placeholder content for a result whose content was `original`: the REF_ID

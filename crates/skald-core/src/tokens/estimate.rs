@@ -6,6 +6,7 @@
 //! ideograph such as U+20000 counts once (×4), not once per UTF-16 unit.
 
 use crate::message::Message;
+use crate::swar::{bytes_between, bytes_equal};
 
 use super::visit::{Piece, visit_message};
 use super::{CHARS_PER_TOKEN, IMAGE_CHARS};
@@ -58,9 +59,41 @@ pub fn estimate_string_chars(text: &str) -> usize {
     if text.is_ascii() {
         return text.len();
     }
-    text.chars()
-        .map(|c| if is_cjk(c) { CJK_CHAR_WEIGHT } else { 1 })
-        .sum()
+    text.chars().count() + cjk_chars(text) * (CJK_CHAR_WEIGHT - 1)
+}
+
+/// The CJK code points of `text`. Every CJK range starts at U+1100 or above, where UTF-8 lead
+/// bytes are 0xE1 or more: only characters with such a lead byte are decoded, and runs of ASCII
+/// are skipped eight bytes at a time. Mostly-ASCII text with a few symbols (the `→` of
+/// numbered file listings) then costs about what ASCII does.
+fn cjk_chars(text: &str) -> usize {
+    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+    let bytes = text.as_bytes();
+    let mut cjk = 0;
+    let mut at = 0;
+    while let Some(&lead) = bytes.get(at) {
+        if let Some(chunk) = bytes.get(at..at + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            if u64::from_le_bytes(word) & HIGH_BITS == 0 {
+                at += 8;
+                continue;
+            }
+        }
+        // Continuation bytes, two-byte leads and 0xE0 (below U+1000) are stepped over one
+        // at a time; a lead of 0xE1 or more is always a character boundary.
+        if lead < 0xE1 {
+            at += 1;
+            continue;
+        }
+        let width = if lead >= 0xF0 { 4 } else { 3 };
+        let decoded = text.get(at..at + width).and_then(|c| c.chars().next());
+        if decoded.is_some_and(is_cjk) {
+            cjk += 1;
+        }
+        at += width;
+    }
+    cjk
 }
 
 /// [`estimate_string_chars`] of a JSON value's compact serialization, computed by walking the
@@ -89,13 +122,36 @@ pub fn json_estimate_chars(value: &serde_json::Value) -> usize {
 
 /// Estimator characters of `text` written as a JSON string: quotes and escapes included.
 fn json_string_chars(text: &str) -> usize {
-    let escapes = |byte: u8| match byte {
+    2 + estimate_string_chars(text) + json_escape_extra(text.as_bytes())
+}
+
+/// The characters JSON escaping adds to `bytes`: one for `"`, `\\` and the control characters
+/// with a short escape (`\n`, `\r`, `\t`, `\b`, `\f`), five for other control characters
+/// (`\u00xx`). Words of eight bytes without any are passed over with a few integer operations.
+fn json_escape_extra(bytes: &[u8]) -> usize {
+    let escape_extra = |byte: u8| match byte {
         b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
         0x00..=0x1f => 5,
         _ => 0,
     };
-    let extra: usize = text.bytes().map(escapes).sum();
-    2 + estimate_string_chars(text) + extra
+    let mut chunks = bytes.chunks_exact(8);
+    let mut extra = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        let special =
+            bytes_between(word, 0, 0x1f) | bytes_equal(word, b'"') | bytes_equal(word, b'\\');
+        if special != 0 {
+            extra += chunk.iter().map(|&b| escape_extra(b)).sum::<usize>();
+        }
+    }
+    extra
+        + chunks
+            .remainder()
+            .iter()
+            .map(|&b| escape_extra(b))
+            .sum::<usize>()
 }
 
 /// Estimator characters of one message: its counted content (see the module docs of
@@ -153,6 +209,39 @@ mod tests {
         assert_eq!(estimate_string_chars("한국"), 8);
         assert_eq!(estimate_string_chars("。"), 4);
         assert_eq!(estimate_string_chars("ＡＢ"), 8);
+    }
+
+    #[test]
+    fn mixed_text_counts_like_a_walk_over_every_code_point() {
+        // The fast path skips ASCII eight bytes at a time and decodes only possible CJK leads:
+        // it must agree with classifying every code point, at every alignment.
+        let pieces = [
+            "a",
+            "→",
+            "字",
+            "é",
+            "\u{20000}",
+            "\u{10000}",
+            "\u{1100}",
+            "\u{0fff}",
+            "ＡＢ",
+            "\n",
+            "🙂",
+            "abcdefghij",
+        ];
+        for (i, first) in pieces.iter().enumerate() {
+            for second in &pieces {
+                for pad in 0..9 {
+                    let text =
+                        format!("{}{first}{}{second}{first}", "x".repeat(pad), "y".repeat(i));
+                    let walked: usize = text
+                        .chars()
+                        .map(|c| if is_cjk(c) { CJK_CHAR_WEIGHT } else { 1 })
+                        .sum();
+                    assert_eq!(estimate_string_chars(&text), walked, "{text:?}");
+                }
+            }
+        }
     }
 
     #[test]
@@ -289,6 +378,28 @@ mod json_walk_tests {
                 estimate_string_chars(&serialized),
                 "{serialized}"
             );
+        }
+    }
+
+    #[test]
+    fn escapes_are_counted_at_every_position_of_a_word() {
+        // Long strings are checked eight bytes at a time: put each kind of escape at every
+        // offset, in words with and without other escapes.
+        for special in [
+            "\"", "\\", "\n", "\r", "\t", "\u{8}", "\u{c}", "\u{1}", "\u{1f}", "é",
+        ] {
+            for offset in 0..17 {
+                for tail in ["", "abc", "\n\u{2}x"] {
+                    let text = format!("{}{special}{}{tail}", "a".repeat(offset), "b".repeat(9));
+                    let value = serde_json::Value::String(text);
+                    let serialized = serde_json::to_string(&value).unwrap();
+                    assert_eq!(
+                        json_estimate_chars(&value),
+                        estimate_string_chars(&serialized),
+                        "{serialized}"
+                    );
+                }
+            }
         }
     }
 }
