@@ -26,7 +26,7 @@
 //!
 //! # fn main() -> Result<(), skald_engine::EngineError> {
 //! let sessions = SqliteSessionStore::in_memory()?;
-//! // What the engine keeps between calls of one session (the session as last read among it).
+//! // The session's engine state: between calls it holds the session as last read.
 //! let mut held = SessionState::default();
 //! let mut conversation = vec![
 //!     Message::text(Role::System, "You are terse."),

@@ -278,8 +278,8 @@ impl Exchange {
         }
     }
 
-    /// Counts the compactions the driver ran since the last look.
-    /// Counts in the metrics what the driver did since the last look.
+    /// Counts in the metrics what the driver did since the last look: the upload step of the
+    /// turn's first call, and the compactions.
     fn note_report(&self, driver: &TurnDriver<'_>, noted: &mut Noted) {
         let report = driver.report();
         if let (Some(step), false) = (&report.upload, noted.upload) {

@@ -412,9 +412,9 @@ async fn ingest_route(
         0
     } else {
         let slot = state.session_slot(&caller.tenant, &id);
-        let mut session = slot.lock().await;
+        let mut engine_state = slot.lock().await;
         ingest::ingest_messages(
-            &mut session,
+            &mut engine_state,
             state.sessions.as_ref(),
             &caller.tenant,
             &id,
