@@ -6,7 +6,6 @@
 //! answer goes back, whole or streamed.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
@@ -14,18 +13,16 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
 use skald_core::codec::{anthropic, openai};
-use skald_core::memory::recall::RecallSettings;
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, ContentForm, Conversation, Message, Role, ToolCall, Usage};
 use skald_engine::ingest;
 use skald_engine::memory::{MemoryIdentity, record_tool_reports};
 use skald_engine::recovery::{OverflowSource, RecallHook, RecoveryAction};
 use skald_engine::{
-    CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, MemoryWriter, PrepareContext, PreparedCall,
-    RecoveryError, RecoverySettings, SessionState, TurnDriver, UploadDriver,
+    CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, PrepareContext, PreparedCall, RecoveryError,
+    RecoverySettings, SessionState, TurnDriver,
 };
-use skald_llm::{DeterministicExtractor, LlmError};
-use skald_store::MemoryStore;
+use skald_llm::LlmError;
 use tokio::sync::{OwnedMutexGuard, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -107,28 +104,26 @@ impl Exchange {
         }
     }
 
-    /// The two-threshold memory upload, consulted before the turn's first call (memory on).
-    fn uploads(&self) -> Option<&UploadDriver> {
-        self.identity.as_ref().map(|_| &*self.state.uploads)
+    /// What memory does around the turn's calls, when memory is on: the server's writer
+    /// archives the span of every compaction (as for the engine API's `compact`), the upload
+    /// driver runs before the first call, and `recall` is what the model is given.
+    fn memory_hooks<'a>(&'a self, recall: Option<&'a RecallHook<'a>>) -> MemoryHooks<'a> {
+        let on = self.identity.is_some();
+        MemoryHooks {
+            writer: on.then_some(&self.state.memory_writer),
+            uploads: on.then_some(&*self.state.uploads),
+            recall,
+        }
     }
 
-    fn recall_settings(&self) -> &RecallSettings {
-        &self.state.config.memory.recall
-    }
-
-    /// The archive of compacted spans into memory (deterministic extraction), when memory is on.
-    fn memory_writer(&self) -> Option<MemoryWriter> {
-        self.identity.as_ref()?;
-        let store: Arc<dyn MemoryStore> = self.state.memories.clone();
-        let writer = MemoryWriter::new(
-            store,
-            Arc::new(DeterministicExtractor::default()),
-            self.state.config.memory.write.clone(),
-        )
-        .ok()?;
-        Some(match &self.state.config.embedder {
-            Some(embedder) => writer.with_embedder(embedder.clone()),
-            None => writer,
+    /// Recall for every call of the turn, with skald's memory tools offered (memory on).
+    fn recall_hook(&self) -> Option<RecallHook<'_>> {
+        self.identity.as_ref().map(|identity| RecallHook {
+            store: &*self.state.memories,
+            embedder: self.state.config.embedder.as_deref(),
+            identity,
+            settings: &self.state.config.memory.recall,
+            offer_tools: true,
         })
     }
 
@@ -454,20 +449,8 @@ fn add_to_system_prompt(messages: &mut Vec<Message>, addition: &str, origin: &st
 /// A non-streamed answer, after skald's tools.
 pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionState>) -> Response {
     let prepare = exchange.prepare_context();
-    let writer = exchange.memory_writer();
-    let recall = exchange.identity.as_ref().map(|identity| RecallHook {
-        store: &*exchange.state.memories,
-        embedder: exchange.state.config.embedder.as_deref(),
-        identity,
-        settings: exchange.recall_settings(),
-        offer_tools: true,
-    });
-    let hooks = MemoryHooks {
-        writer: writer.as_ref(),
-        uploads: exchange.uploads(),
-        recall: recall.as_ref(),
-    };
-    let mut driver = match TurnDriver::new(&prepare, hooks) {
+    let recall = exchange.recall_hook();
+    let mut driver = match TurnDriver::new(&prepare, exchange.memory_hooks(recall.as_ref())) {
         Ok(driver) => driver,
         Err(error) => return recovery_failure(error),
     };
@@ -562,20 +545,8 @@ pub async fn stream(
     head: oneshot::Sender<Response>,
 ) {
     let prepare = exchange.prepare_context();
-    let writer = exchange.memory_writer();
-    let recall = exchange.identity.as_ref().map(|identity| RecallHook {
-        store: &*exchange.state.memories,
-        embedder: exchange.state.config.embedder.as_deref(),
-        identity,
-        settings: exchange.recall_settings(),
-        offer_tools: true,
-    });
-    let hooks = MemoryHooks {
-        writer: writer.as_ref(),
-        uploads: exchange.uploads(),
-        recall: recall.as_ref(),
-    };
-    let mut driver = match TurnDriver::new(&prepare, hooks) {
+    let recall = exchange.recall_hook();
+    let mut driver = match TurnDriver::new(&prepare, exchange.memory_hooks(recall.as_ref())) {
         Ok(driver) => driver,
         Err(error) => {
             let _ = head.send(recovery_failure(error));
