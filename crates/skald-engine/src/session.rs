@@ -238,16 +238,20 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn the_context_is_rebuilt_exactly_when_the_session_changed() {
-        let store = SqliteSessionStore::in_memory().unwrap();
+    fn create(store: &SqliteSessionStore, tenant: &str, id: &str) {
         let header = SessionHeader {
-            id: "s".into(),
+            id: id.into(),
             ..SessionHeader::default()
         };
         store
-            .create("t", NewSession::new(header, "openai"))
+            .create(tenant, NewSession::new(header, "openai"))
             .unwrap();
+    }
+
+    #[test]
+    fn the_context_is_rebuilt_exactly_when_the_session_changed() {
+        let store = SqliteSessionStore::in_memory().unwrap();
+        create(&store, "t", "s");
         let first = store
             .append_message("t", "s", Message::text(Role::User, "one"))
             .unwrap();
@@ -268,13 +272,7 @@ mod tests {
     #[test]
     fn the_stored_session_is_caught_up_with_and_equals_a_fresh_read() {
         let store = SqliteSessionStore::in_memory().unwrap();
-        let header = SessionHeader {
-            id: "s".into(),
-            ..SessionHeader::default()
-        };
-        store
-            .create("t", NewSession::new(header, "openai"))
-            .unwrap();
+        create(&store, "t", "s");
         let mut state = SessionState::default();
         assert!(
             state
@@ -320,13 +318,7 @@ mod tests {
     fn a_held_session_of_another_id_or_tenant_is_not_caught_up_with() {
         let store = SqliteSessionStore::in_memory().unwrap();
         for id in ["a", "b"] {
-            let header = SessionHeader {
-                id: id.into(),
-                ..SessionHeader::default()
-            };
-            store
-                .create("t", NewSession::new(header, "openai"))
-                .unwrap();
+            create(&store, "t", id);
             store
                 .append_message("t", id, Message::text(Role::User, id))
                 .unwrap();
@@ -338,13 +330,7 @@ mod tests {
             &store.load("t", "b").unwrap()
         );
         // The same id in another tenant is another session.
-        let header = SessionHeader {
-            id: "b".into(),
-            ..SessionHeader::default()
-        };
-        store
-            .create("u", NewSession::new(header, "openai"))
-            .unwrap();
+        create(&store, "u", "b");
         for text in ["x", "y"] {
             store
                 .append_message("u", "b", Message::text(Role::User, text))

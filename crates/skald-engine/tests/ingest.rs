@@ -9,7 +9,7 @@ use skald_core::codec::openclaw::EntryKind;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_engine::SessionState;
 use skald_engine::ingest::{
-    append_hidden, append_synced_tail, derive_session_id, ingest_messages, is_hidden,
+    SyncOutcome, append_hidden, append_synced_tail, derive_session_id, ingest_messages, is_hidden,
     sync_conversation,
 };
 use skald_store::{SessionStore, SqliteSessionStore};
@@ -58,6 +58,20 @@ fn texts(sessions: &SqliteSessionStore, session: &str) -> Vec<String> {
         .collect()
 }
 
+/// Syncs `messages` into session "s" of tenant "t" as an OpenAI client's, from a fresh read of
+/// the session (no state held from an earlier call).
+fn sync(sessions: &SqliteSessionStore, messages: &[Message]) -> SyncOutcome {
+    sync_conversation(
+        &mut SessionState::default(),
+        sessions,
+        "t",
+        "s",
+        messages,
+        "openai",
+    )
+    .unwrap()
+}
+
 fn conversation() -> Vec<Message> {
     vec![
         Message::text(Role::System, "be brief"),
@@ -72,27 +86,11 @@ fn conversation() -> Vec<Message> {
 fn a_conversation_that_grows_appends_only_its_new_messages() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let mut messages = conversation();
-    let first = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    let first = sync(&sessions, &messages);
     assert!(first.created);
     assert_eq!((first.matched, first.appended, first.forked), (0, 4, false));
     messages.push(Message::text(Role::User, "delete b.txt"));
-    let second = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    let second = sync(&sessions, &messages);
     assert_eq!(
         (second.created, second.matched, second.appended),
         (false, 4, 1)
@@ -104,25 +102,9 @@ fn a_conversation_that_grows_appends_only_its_new_messages() {
 fn a_retry_of_the_same_request_writes_nothing() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let messages = conversation();
-    sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    sync(&sessions, &messages);
     let before = sessions.get("t", "s").unwrap();
-    let again = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    let again = sync(&sessions, &messages);
     assert_eq!((again.matched, again.appended, again.forked), (4, 0, false));
     assert_eq!(sessions.get("t", "s").unwrap(), before);
 }
@@ -131,15 +113,7 @@ fn a_retry_of_the_same_request_writes_nothing() {
 fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let mut messages = conversation();
-    sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    sync(&sessions, &messages);
     // Overflow recovery rewrote the stored result persistently (a new branch).
     let stored = sessions.entries("t", "s").unwrap();
     let result_entry = stored
@@ -154,15 +128,7 @@ fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
         .rewrite_branch("t", "s", rewrites, "test truncation")
         .unwrap();
     messages.push(Message::text(Role::User, "and now?"));
-    let outcome = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    let outcome = sync(&sessions, &messages);
     assert_eq!(
         (outcome.matched, outcome.appended, outcome.forked),
         (4, 1, false)
@@ -184,15 +150,7 @@ fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
 fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let mut messages = vec![Message::text(Role::User, "what did the log say?")];
-    sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    sync(&sessions, &messages);
     // The proxy ran skald's fetch tool for the model; the client never saw it.
     let hidden = append_hidden(
         &mut SessionState::default(),
@@ -208,15 +166,7 @@ fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
     assert!(hidden.iter().all(is_hidden));
     messages.push(Message::text(Role::Assistant, "line 12 has the error"));
     messages.push(Message::text(Role::User, "fix it"));
-    let outcome = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    let outcome = sync(&sessions, &messages);
     assert_eq!(
         (outcome.matched, outcome.appended, outcome.forked),
         (1, 2, false)
@@ -236,28 +186,12 @@ fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let mut messages = conversation();
     messages.push(Message::text(Role::User, "delete b.txt"));
-    sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    sync(&sessions, &messages);
     let old_leaf = sessions.get("t", "s").unwrap().leaf_id.unwrap();
     // The user edited their last message.
     messages.pop();
     messages.push(Message::text(Role::User, "delete a.txt"));
-    let outcome = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    let outcome = sync(&sessions, &messages);
     assert!(outcome.forked);
     assert_eq!((outcome.matched, outcome.appended), (4, 1));
     assert_eq!(texts(&sessions, "s").last().unwrap(), "delete a.txt");
@@ -269,26 +203,10 @@ fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
 fn a_regenerate_moves_back_to_the_shorter_history_without_writing_messages() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let messages = conversation();
-    sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    sync(&sessions, &messages);
     let entries_before = sessions.entries("t", "s").unwrap().len();
     // The client asks for the last answer again: its history stops before that answer.
-    let outcome = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages[..4],
-        "openai",
-    )
-    .unwrap();
+    let outcome = sync(&sessions, &messages[..4]);
     assert!(outcome.forked);
     assert_eq!((outcome.matched, outcome.appended), (3, 0));
     assert_eq!(sessions.entries("t", "s").unwrap().len(), entries_before);
@@ -299,15 +217,7 @@ fn a_regenerate_moves_back_to_the_shorter_history_without_writing_messages() {
 fn anthropic_tool_results_in_user_messages_match_openai_tool_messages() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let openai = conversation();
-    sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &openai,
-        "openai",
-    )
-    .unwrap();
+    sync(&sessions, &openai);
     let mut anthropic = openai.clone();
     anthropic[3] = result(Role::User, "c1", "a.txt\nb.txt");
     let outcome = sync_conversation(
@@ -326,28 +236,12 @@ fn anthropic_tool_results_in_user_messages_match_openai_tool_messages() {
 fn a_message_spelled_differently_is_the_same_message() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let as_string = vec![Message::text(Role::User, "hello there")];
-    sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &as_string,
-        "openai",
-    )
-    .unwrap();
+    sync(&sessions, &as_string);
     let mut as_blocks = Message::new(Role::User, vec![Block::text("hello there")]);
     as_blocks
         .extra
         .insert("name".into(), serde_json::json!("alice"));
-    let outcome = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &[as_blocks],
-        "openai",
-    )
-    .unwrap();
+    let outcome = sync(&sessions, &[as_blocks]);
     assert_eq!(
         (outcome.matched, outcome.appended, outcome.forked),
         (1, 0, false)
@@ -397,15 +291,7 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
         Message::text(Role::User, "again"),
     ];
     let by_tail = SqliteSessionStore::in_memory().unwrap();
-    sync_conversation(
-        &mut SessionState::default(),
-        &by_tail,
-        "t",
-        "s",
-        &conversation(),
-        "openai",
-    )
-    .unwrap();
+    sync(&by_tail, &conversation());
     // A late system message is history (only the opening prompt is the host's).
     let mut state = SessionState::default();
     assert_eq!(
@@ -415,27 +301,11 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
     let by_sync = SqliteSessionStore::in_memory().unwrap();
     let mut whole = conversation();
     whole.extend(tail.iter().cloned());
-    sync_conversation(
-        &mut SessionState::default(),
-        &by_sync,
-        "t",
-        "s",
-        &whole,
-        "openai",
-    )
-    .unwrap();
+    sync(&by_sync, &whole);
     assert_eq!(texts(&by_tail, "s"), texts(&by_sync, "s"));
     assert_eq!(texts(&by_tail, "s").len(), 7);
     // The next full sync of the same conversation finds everything in place.
-    let next = sync_conversation(
-        &mut SessionState::default(),
-        &by_tail,
-        "t",
-        "s",
-        &whole,
-        "openai",
-    )
-    .unwrap();
+    let next = sync(&by_tail, &whole);
     assert_eq!((next.matched, next.appended, next.forked), (7, 0, false));
     assert_eq!(
         append_synced_tail(&mut state, &by_tail, "t", "s", &[]).unwrap(),
@@ -486,15 +356,7 @@ fn a_system_message_later_in_the_conversation_is_history_and_is_stored() {
     let mut messages = conversation();
     messages.push(Message::text(Role::System, "reminder: the tests are slow"));
     messages.push(Message::text(Role::User, "run them"));
-    let outcome = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    let outcome = sync(&sessions, &messages);
     assert_eq!(
         outcome.appended, 6,
         "only the opening system prompt is left out"
@@ -502,15 +364,7 @@ fn a_system_message_later_in_the_conversation_is_history_and_is_stored() {
     let context = sessions.context("t", "s", None).unwrap();
     assert_eq!(context[4].role, Role::System);
     assert_eq!(context[4].plain_text(), "reminder: the tests are slow");
-    let again = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        "t",
-        "s",
-        &messages,
-        "openai",
-    )
-    .unwrap();
+    let again = sync(&sessions, &messages);
     assert_eq!((again.matched, again.appended, again.forked), (6, 0, false));
 }
 
@@ -537,15 +391,7 @@ fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
     let mut held = SessionState::default();
     for (step, messages) in steps.iter().enumerate() {
         let a = sync_conversation(&mut held, &with_held, "t", "s", messages, "openai").unwrap();
-        let b = sync_conversation(
-            &mut SessionState::default(),
-            &fresh,
-            "t",
-            "s",
-            messages,
-            "openai",
-        )
-        .unwrap();
+        let b = sync(&fresh, messages);
         assert_eq!(
             (a.created, a.matched, a.appended, a.forked),
             (b.created, b.matched, b.appended, b.forked),
