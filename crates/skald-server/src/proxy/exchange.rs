@@ -390,11 +390,11 @@ pub struct HostPrompt {
 impl HostPrompt {
     /// The system messages `messages` opens with.
     pub fn of(messages: &[Message]) -> HostPrompt {
+        // The engine's own notion of the host's prompt, which its sync leaves out.
         let messages: Vec<Message> = messages
-            .iter()
-            .take_while(|message| message.role == Role::System)
-            .cloned()
-            .collect();
+            .get(..ingest::prompt_len(messages))
+            .unwrap_or_default()
+            .to_vec();
         let text = messages
             .iter()
             .map(Message::plain_text)
