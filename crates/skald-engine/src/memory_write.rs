@@ -1087,28 +1087,27 @@ impl UploadDriver {
         }
         // Asked before every request: with no upload on record and the context below the
         // upload threshold there is nothing to plan, and the held session (caught up with, not
-        // read again) is enough to know that.
-        let held = held.stored_session(sessions, tenant, session_id)?;
-        let mut state = latest_upload(held);
+        // read again) is enough to know that. After each write below, catching up again reads
+        // only what was written.
+        let mut state = latest_upload(held.stored_session(sessions, tenant, session_id)?);
         if state.is_none()
             && !upload_may_start(context_tokens, window_tokens, &self.writer.settings.upload)
         {
             return Ok(step);
         }
-        let mut session = held.clone();
         if let Some(record) = state
             .clone()
             .filter(|r| r.state.status == UploadStatus::Running)
         {
             if let Some(finished) = self.collect(sessions, tenant, session_id, &record).await? {
                 step.completed = finished;
-                session = sessions.load(tenant, session_id)?;
-                state = latest_upload(&session);
+                state = latest_upload(held.stored_session(sessions, tenant, session_id)?);
             }
         }
         for _ in 0..2 {
-            let messages = session_context(&session, None);
-            let summaries = compaction_ids(&session);
+            let session = held.stored_session(sessions, tenant, session_id)?;
+            let messages = session_context(session, None);
+            let summaries = compaction_ids(session);
             let first_uploadable = messages
                 .iter()
                 .take_while(|message| {
@@ -1138,13 +1137,11 @@ impl UploadDriver {
                     retry_of,
                 } => {
                     let span = messages.get(indices).unwrap_or(&[]).to_vec();
-                    let id = self.start(
-                        sessions, tenant, session_id, &session, range, span, retry_of,
-                    )?;
+                    let id =
+                        self.start(sessions, tenant, session_id, session, range, span, retry_of)?;
                     step.started = Some(id);
                     // At the drop threshold the range may leave at once.
-                    session = sessions.load(tenant, session_id)?;
-                    state = latest_upload(&session);
+                    state = latest_upload(held.stored_session(sessions, tenant, session_id)?);
                 }
                 UploadDecision::DropRange {
                     upload_id,
@@ -1157,7 +1154,7 @@ impl UploadDriver {
                         sessions,
                         tenant,
                         session_id,
-                        &session,
+                        session,
                         &upload_id,
                         &range,
                         dropped,
