@@ -18,8 +18,9 @@ use skald_store::SessionStore;
 use tokio::sync::Notify;
 use upstream::{
     Reply, Upstream, anthropic_overflow, anthropic_sse_text, anthropic_sse_text_with_id,
-    anthropic_sse_tool_uses, anthropic_tool_uses, first_ref_id, openai_overflow, openai_sse_text,
-    openai_sse_text_with_id, openai_sse_tool_calls, openai_text, openai_tool_calls,
+    anthropic_sse_tool_uses, anthropic_tool_uses, assert_no_skald_key, fetch_reply, first_ref_id,
+    openai_overflow, openai_sse_text, openai_sse_text_with_id, openai_sse_tool_calls, openai_text,
+    openai_tool_calls,
 };
 
 const TENANT: &str = "default";
@@ -388,13 +389,6 @@ async fn an_anthropic_stream_is_relayed_event_by_event_without_buffering() {
 // ---------------------------------------------------------------------------------------------
 // Tool interception
 // ---------------------------------------------------------------------------------------------
-
-/// A reply calling `fetch_original_data` on the first ref the request carries.
-fn fetch_reply(make: fn(&str) -> Reply) -> Reply {
-    Reply::Dynamic(Arc::new(move |body: &Value| {
-        make(&first_ref_id(body).expect("the request carries a ref"))
-    }))
-}
 
 #[tokio::test]
 async fn a_fetch_call_is_run_by_the_proxy_and_the_client_only_sees_the_final_answer() {
@@ -956,18 +950,6 @@ async fn an_upstream_error_that_is_not_an_overflow_comes_back_as_it_was() {
 // ---------------------------------------------------------------------------------------------
 // Auth
 // ---------------------------------------------------------------------------------------------
-
-/// No header of any upstream request holds the skald key.
-fn assert_no_skald_key(upstream: &Upstream, secret: &str) {
-    for request in upstream.requests() {
-        for (name, value) in &request.headers {
-            let value = value.to_str().unwrap_or_default();
-            assert!(!value.contains(secret), "{name}: {value}");
-            assert!(!value.contains("sk-skald"), "{name}: {value}");
-            assert!(!name.as_str().starts_with("x-skald"), "{name}");
-        }
-    }
-}
 
 #[tokio::test]
 async fn with_the_skald_key_in_its_own_header_the_clients_provider_key_passes_through() {

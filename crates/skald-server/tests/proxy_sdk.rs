@@ -12,16 +12,16 @@ mod upstream;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use common::{TestServer, default_config};
-use serde_json::{Value, json};
+use serde_json::json;
 use skald_core::pipeline::policy::Policy;
 use skald_server::{AppState, ServerConfig, Upstream as UpstreamConfig};
 use upstream::{
     Reply, Upstream, anthropic_overflow, anthropic_sse_text, anthropic_sse_text_with_id,
-    anthropic_sse_tool_uses, anthropic_text, anthropic_tool_uses, first_ref_id, openai_overflow,
-    openai_sse_text, openai_sse_text_with_id, openai_sse_tool_calls, openai_text,
+    anthropic_sse_tool_uses, anthropic_text, anthropic_tool_uses, assert_no_skald_key, fetch_reply,
+    openai_overflow, openai_sse_text, openai_sse_text_with_id, openai_sse_tool_calls, openai_text,
     openai_tool_calls,
 };
 
@@ -138,23 +138,6 @@ async fn small_window_server(upstream: &Upstream) -> TestServer {
     config.compaction.reserve_tokens = 512;
     config.memory.enabled = false;
     TestServer::start(AppState::in_memory(config).unwrap()).await
-}
-
-fn fetch_reply(make: fn(&str) -> Reply) -> Reply {
-    Reply::Dynamic(Arc::new(move |body: &Value| {
-        make(&first_ref_id(body).expect("the request carries a ref"))
-    }))
-}
-
-/// No upstream request carried a skald key or header.
-fn assert_no_skald_key(upstream: &Upstream, secret: &str) {
-    for request in upstream.requests() {
-        for (name, value) in &request.headers {
-            let value = value.to_str().unwrap_or_default();
-            assert!(!value.contains(secret), "{name}: {value}");
-            assert!(!name.as_str().starts_with("x-skald"), "{name}");
-        }
-    }
 }
 
 /// The last message of a request, as text.

@@ -451,3 +451,23 @@ pub fn first_ref_id(body: &Value) -> Option<String> {
             .then(|| id.to_owned())
     })
 }
+
+/// A reply calling skald's fetch tool (as `make` spells it) on the first ref the request carries.
+pub fn fetch_reply(make: fn(&str) -> Reply) -> Reply {
+    Reply::Dynamic(Arc::new(move |body: &Value| {
+        make(&first_ref_id(body).expect("the request carries a ref"))
+    }))
+}
+
+/// No request the upstream got carried a skald key (`secret`, or any `sk-skald` key) or a skald
+/// header.
+pub fn assert_no_skald_key(upstream: &Upstream, secret: &str) {
+    for request in upstream.requests() {
+        for (name, value) in &request.headers {
+            let value = value.to_str().unwrap_or_default();
+            assert!(!value.contains(secret), "{name}: {value}");
+            assert!(!value.contains("sk-skald"), "{name}: {value}");
+            assert!(!name.as_str().starts_with("x-skald"), "{name}");
+        }
+    }
+}
