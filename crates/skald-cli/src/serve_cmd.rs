@@ -66,7 +66,24 @@ pub fn server_config(config: &Config, args: &ServeArgs) -> Result<ServerConfig> 
     Ok(server)
 }
 
+/// The filter when `RUST_LOG` is unset: one line per request and every error, from skald's
+/// crates only.
+const DEFAULT_LOG_FILTER: &str = "warn,skald_server=info,skald_engine=info,skald_cli=info";
+
+/// Logs to stderr through `tracing`, filtered by `RUST_LOG` (default [`DEFAULT_LOG_FILTER`]).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
+    // A second init (tests running `run` twice in one process) keeps the first subscriber.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
 pub fn run(args: &ServeArgs, config: &Config, home: &Home) -> Result<ExitCode> {
+    init_logging();
     let text = args
         .addr
         .clone()

@@ -75,9 +75,10 @@ fn lap(start: &mut Instant) -> u64 {
 #[derive(Debug, Clone)]
 pub struct Assembled {
     pub messages: Vec<Message>,
-    /// To append to the host's system prompt (the REF_ID instruction once anything is a ref).
+    /// To append to the host's system prompt (the REF_ID instruction from the first call when
+    /// the policy offloads, else once anything is a ref).
     pub system_prompt_addition: Option<String>,
-    /// Tools to add to the request (`fetch_original_data` once anything is a ref).
+    /// Tools to add to the request (`fetch_original_data`, when the instruction is added).
     pub tools: Vec<ToolSpec>,
     pub estimated_tokens: u64,
     pub report: AssembleReport,
@@ -201,17 +202,20 @@ pub fn assemble<S: RefStore + ?Sized>(
     }
     report.timings_us.store = lap(&mut clock);
 
-    // Once a session has handed out a ref, the instruction and the tool stay for good: adding
-    // or removing them would change the start of every later request and void its cache.
+    // The instruction and the tool are there from a session's first call when the policy
+    // offloads (and from its first ref otherwise), and stay for good: adding them at the first
+    // offload would change the start of every later request — tools and system prompt come
+    // before the messages — and void the whole cached prefix once per session.
     let has_refs = !state.stored_refs.is_empty();
-    let (system_prompt_addition, tools) = if has_refs && request.fetch_available {
-        (
-            Some(REF_ID_INSTRUCTION.to_owned()),
-            vec![fetch::tool_spec()],
-        )
-    } else {
-        (None, Vec::new())
-    };
+    let (system_prompt_addition, tools) =
+        if (has_refs || policy.offload.enabled) && request.fetch_available {
+            (
+                Some(REF_ID_INSTRUCTION.to_owned()),
+                vec![fetch::tool_spec()],
+            )
+        } else {
+            (None, Vec::new())
+        };
     state.last_request_ms = Some(request.now_ms);
     // This request reads or writes the provider's prompt cache: the pruning clock starts again.
     state.prune_clock.touch(request.now_ms);

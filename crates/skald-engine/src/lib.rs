@@ -54,7 +54,7 @@ pub use memory_write::{
 pub use recovery::{
     CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, PrepareContext, PreparedCall, RecoveryError,
     RecoveryReport, RecoverySettings, TurnContext, TurnDriver, TurnOutcome, complete_turn,
-    complete_turn_with_memory,
+    complete_turn_with_memory, function_spec,
 };
 pub use session::{SessionState, SyncMark, UNNAMED_MODEL, UsageObservation};
 pub use view::{ModelView, RecallHook, ViewRequest, prepare_view};

@@ -944,8 +944,8 @@ fn tool_name(tool: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// A skald tool as an OpenAI function spec.
-fn function_spec(spec: &ToolSpec) -> Value {
+/// A skald tool as an OpenAI function spec (the shape the proxy writes into each API's own).
+pub fn function_spec(spec: &ToolSpec) -> Value {
     let mut function = serde_json::Map::new();
     function.insert("name".to_owned(), Value::String(spec.name.clone()));
     if let Some(description) = &spec.description {

@@ -2,7 +2,7 @@
 //! same handlers the router serves, so the two cannot drift), the request-size limit, the metrics
 //! middleware, and [`serve`] with graceful shutdown.
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 
 use axum::Json;
 use axum::extract::{DefaultBodyLimit, State};
@@ -66,6 +66,27 @@ async fn metrics(State(state): State<AppState>, _caller: crate::auth::Caller) ->
     )
 }
 
+/// `GET /` (and `HEAD /`, which clients such as Claude Code send at start-up to check the base
+/// URL answers): what this server is.
+async fn root() -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "name": "skald",
+        "version": env!("CARGO_PKG_VERSION"),
+        "routes": "/openapi.json",
+    }))
+}
+
+/// A known route called with a method it does not serve: the same JSON error as every other.
+async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> axum::response::Response {
+    let error = ApiError::BadRequest(format!(
+        "{} does not serve {method}; GET /openapi.json lists every route with its methods",
+        uri.path()
+    ));
+    let mut response = error.into_response();
+    *response.status_mut() = axum::http::StatusCode::METHOD_NOT_ALLOWED;
+    response
+}
+
 async fn not_found(uri: Uri) -> ApiError {
     ApiError::NotFound(format!(
         "no route {}; GET /openapi.json lists every route",
@@ -91,7 +112,9 @@ pub fn router(state: AppState) -> axum::Router {
             "/openapi.json",
             axum::routing::get(move || async move { Json(document) }),
         )
+        .route("/", axum::routing::get(root))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::metrics::track,
@@ -115,20 +138,56 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves; then in-flight requests finish and
-/// background work (memory uploads, extractions) is waited for, so nothing is lost.
+/// background work (memory uploads, extractions) is waited for, so nothing is lost — for at
+/// most the configured grace ([`crate::ServerConfig::shutdown_grace`]): a request held by an
+/// upstream that never answers does not keep the process alive (what it had stored is stored;
+/// an unfinished upload is retried at the next start).
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let tasks = state.tasks.clone();
+    let grace = state.config.shutdown_grace;
     // The upload driver aborts its tasks when dropped: it must outlive the wait below.
     let uploads = state.uploads.clone();
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await?;
-    tasks.close();
-    tasks.wait().await;
+    let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        let _ = stopping.send(());
+    };
+    let serving = axum::serve(listener, router(state))
+        .with_graceful_shutdown(signal)
+        .into_future();
+    tokio::pin!(serving);
+    let deadline = async move {
+        match stopped.await {
+            Ok(()) => tokio::time::sleep(grace).await,
+            // The server ended without a signal (an error): nothing to bound.
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    let drained = tokio::select! {
+        result = &mut serving => {
+            result?;
+            true
+        }
+        () = deadline => false,
+    };
+    if drained {
+        tasks.close();
+        if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
+            tracing::warn!(
+                grace_seconds = grace.as_secs(),
+                "background work still running at the end of the shutdown grace; stopping anyway"
+            );
+        }
+    } else {
+        tracing::warn!(
+            grace_seconds = grace.as_secs(),
+            "requests still in flight at the end of the shutdown grace; stopping anyway"
+        );
+    }
     drop(uploads);
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! (`[proxy]`, `[server]` and the tables the other commands read); tests build it directly.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use skald_core::compaction::CompactionSettings;
 use skald_core::memory::recall::RecallSettings;
@@ -28,6 +29,34 @@ pub struct Upstream {
     /// keys). `None`: the client's own provider key passes through.
     pub api_key: Option<String>,
 }
+
+/// How long the proxy waits for an upstream before it gives up on the call (and answers 504,
+/// or ends a stream with an error event). A slow model is normal; a dead one must not hold a
+/// session — and the server's shutdown — forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamTimeouts {
+    /// To open the connection.
+    pub connect: Duration,
+    /// From sending the request to the answer's headers (a non-streamed answer's headers come
+    /// when the whole answer is written, so this is long by default).
+    pub first_byte: Duration,
+    /// Between two pieces of an answer's body once it started (a stream that stalls).
+    pub idle: Duration,
+}
+
+impl Default for UpstreamTimeouts {
+    fn default() -> UpstreamTimeouts {
+        UpstreamTimeouts {
+            connect: Duration::from_secs(10),
+            first_byte: Duration::from_secs(600),
+            idle: Duration::from_secs(300),
+        }
+    }
+}
+
+/// How long a graceful stop waits for in-flight requests and background work before the
+/// server exits anyway (an upload found unfinished is retried at the next start).
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// Who memory acts for when a request does not say (`[memory]` user and agent).
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +96,10 @@ pub struct ServerConfig {
     pub anthropic: Option<Upstream>,
     /// Requests over this many bytes are refused with 413.
     pub max_body_bytes: usize,
+    /// The proxy's upstream timeouts.
+    pub timeouts: UpstreamTimeouts,
+    /// How long a stop waits for in-flight work (see [`DEFAULT_SHUTDOWN_GRACE`]).
+    pub shutdown_grace: Duration,
     /// Sessions whose engine state stays in memory (least recently used idle ones are evicted
     /// and rebuilt on their next request).
     pub max_cached_sessions: usize,
@@ -104,6 +137,8 @@ impl ServerConfig {
             openai: None,
             anthropic: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            timeouts: UpstreamTimeouts::default(),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             max_cached_sessions: crate::state::MAX_CACHED_SESSIONS,
             summarizer: Arc::new(skald_llm::ExtractiveSummarizer::default()),
             embedder: None,

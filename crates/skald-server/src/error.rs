@@ -32,6 +32,9 @@ pub enum ApiError {
     /// The upstream provider could not be reached or failed.
     #[error("{0}")]
     BadGateway(String),
+    /// The upstream did not answer in time (the proxy's timeouts).
+    #[error("{0}")]
+    GatewayTimeout(String),
     /// skald itself failed (storage); the message says what it was doing.
     #[error("{0}")]
     Internal(String),
@@ -47,6 +50,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            ApiError::GatewayTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -61,6 +65,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::BadGateway(_) => "upstream_error",
+            ApiError::GatewayTimeout(_) => "upstream_timeout",
             ApiError::Internal(_) => "internal_error",
         }
     }
@@ -68,8 +73,13 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"type": self.kind(), "message": self.to_string()}});
-        (self.status(), Json(body)).into_response()
+        let message = self.to_string();
+        let body = json!({"error": {"type": self.kind(), "message": message}});
+        let mut response = (self.status(), Json(body)).into_response();
+        response
+            .extensions_mut()
+            .insert(crate::metrics::ErrorNote(message));
+        response
     }
 }
 

@@ -143,8 +143,29 @@ impl Metrics {
     }
 }
 
+/// What a proxied request adds to its log line (a response extension the proxy sets).
+#[derive(Debug, Clone, Default)]
+pub struct ProxyNote {
+    pub session: String,
+    /// The status of the last upstream call (`None`: none was made).
+    pub upstream_status: Option<u16>,
+    /// Time spent waiting for the upstream's answers (to their headers), in milliseconds.
+    pub upstream_ms: f64,
+    /// Upstream calls made (skald's tool rounds and overflow retries included).
+    pub upstream_calls: u32,
+    /// Estimated tokens the pipeline took out of this request's calls.
+    pub tokens_saved: u64,
+}
+
+/// Why a request failed, for its log line (a response extension every [`crate::ApiError`]
+/// sets).
+#[derive(Debug, Clone)]
+pub struct ErrorNote(pub String);
+
 /// Middleware: counts every request and times it, labelled by its route template (never the
-/// raw path, which would give one series per session id).
+/// raw path, which would give one series per session id), and logs one line for it: route,
+/// status and latency, the proxy's session, upstream status and time and tokens saved, and an
+/// error's message (`RUST_LOG` sets the level; 5xx are errors, 4xx warnings).
 pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let route = request
         .extensions()
@@ -152,7 +173,9 @@ pub async fn track(State(state): State<AppState>, request: Request, next: Next) 
         .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
     let method = request.method().as_str().to_owned();
     let started = std::time::Instant::now();
+    let path = request.uri().path().to_owned();
     let response = next.run(request).await;
+    log_request(&method, &path, &response, started.elapsed());
     state
         .metrics
         .latency
@@ -170,4 +193,50 @@ pub async fn track(State(state): State<AppState>, request: Request, next: Next) 
         })
         .inc();
     response
+}
+
+/// The request's log line.
+fn log_request(method: &str, path: &str, response: &Response, elapsed: std::time::Duration) {
+    let status = response.status().as_u16();
+    let latency_ms = elapsed.as_secs_f64() * 1e3;
+    let error = response
+        .extensions()
+        .get::<ErrorNote>()
+        .map(|note| note.0.as_str());
+    let proxy = response.extensions().get::<ProxyNote>();
+    macro_rules! line {
+        ($level:ident) => {
+            match proxy {
+                Some(note) => tracing::$level!(
+                    method,
+                    path,
+                    status,
+                    latency_ms = format_args!("{latency_ms:.2}"),
+                    session = note.session.as_str(),
+                    upstream_status = note.upstream_status,
+                    upstream_ms = format_args!("{:.2}", note.upstream_ms),
+                    upstream_calls = note.upstream_calls,
+                    overhead_ms = format_args!("{:.2}", (latency_ms - note.upstream_ms).max(0.0)),
+                    tokens_saved = note.tokens_saved,
+                    error,
+                    "request"
+                ),
+                None => tracing::$level!(
+                    method,
+                    path,
+                    status,
+                    latency_ms = format_args!("{latency_ms:.2}"),
+                    error,
+                    "request"
+                ),
+            }
+        };
+    }
+    if status >= 500 {
+        line!(error);
+    } else if status >= 400 {
+        line!(warn);
+    } else {
+        line!(info);
+    }
 }

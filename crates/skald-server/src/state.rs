@@ -104,6 +104,7 @@ impl AppState {
         let auth_required = keys.any_active()?;
         let http = reqwest::Client::builder()
             .pool_idle_timeout(std::time::Duration::from_secs(90))
+            .connect_timeout(config.timeouts.connect)
             .build()?;
         let memories = Arc::new(memories);
         let mut memory_writer = MemoryWriter::new(

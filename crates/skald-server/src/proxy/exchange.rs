@@ -33,7 +33,7 @@ use super::stream::{StreamRewriter, anthropic_usage, error_event, openai_usage};
 use super::tools::{self, Executed, SkaldTools};
 use super::upstream::{Api, response_headers};
 use crate::error::ApiError;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ProxyNote};
 use crate::state::AppState;
 
 /// Upstream calls one request may make to answer skald's own tool calls before the answer goes
@@ -68,11 +68,16 @@ pub struct Exchange {
 /// or skald's own).
 type Early = Response;
 
-/// What of the driver's report the metrics already counted.
+/// What of the driver's report the metrics already counted, and what the request's log line
+/// says about its upstream calls.
 #[derive(Debug, Default)]
 struct Noted {
     compactions: usize,
     upload: bool,
+    upstream_status: Option<u16>,
+    upstream_ms: f64,
+    upstream_calls: u32,
+    tokens_saved: u64,
 }
 
 /// An upstream call that answered 2xx.
@@ -127,14 +132,37 @@ impl Exchange {
         })
     }
 
-    /// The body of one upstream call: the client's system prompt, then the prepared messages (in
-    /// the client's spelling, and marked as the client's format, so the fields the client put on
-    /// them are written back), skald's system prompt addition on the leading system message, the
-    /// client's tools then skald's, and every other field of the client's request.
+    /// The body of one upstream call (see [`Exchange::encode_parts`]).
     fn encode(&self, call: &mut PreparedCall) -> Value {
+        let messages = std::mem::take(&mut call.request.messages);
+        let addition = self
+            .host_prompt
+            .skald_addition(call.request.system.as_deref())
+            .map(str::to_owned);
+        // The prepared tools are the client's, then skald's as OpenAI function specs.
+        let first_skald = call
+            .request
+            .tools
+            .len()
+            .saturating_sub(call.offered_tools.len());
+        let skald_tools = call.request.tools.split_off(first_skald);
+        self.encode_parts(messages, addition.as_deref(), skald_tools)
+    }
+
+    /// A request body in the client's API: the client's system prompt, then `messages` (in the
+    /// client's spelling, and marked as the client's format, so the fields the client put on
+    /// them are written back), skald's system prompt `addition` on the leading system message,
+    /// the client's tools as sent then `skald_tools` (OpenAI function specs), and every other
+    /// field of the client's request.
+    pub fn encode_parts(
+        &self,
+        prepared: Vec<Message>,
+        addition: Option<&str>,
+        skald_tools: Vec<Value>,
+    ) -> Value {
         let origin = self.api.origin();
         let mut messages = self.host_prompt.messages.clone();
-        messages.append(&mut call.request.messages);
+        messages.extend(prepared);
         self.client_messages.restore(&mut messages);
         for message in &mut messages {
             if !message.extra.contains_key(openai::ORIGIN_KEY) {
@@ -144,10 +172,7 @@ impl Exchange {
                 );
             }
         }
-        if let Some(addition) = self
-            .host_prompt
-            .skald_addition(call.request.system.as_deref())
-        {
+        if let Some(addition) = addition {
             add_to_system_prompt(&mut messages, addition, origin);
         }
         // The client's tools go back as it sent them (decoding and encoding them again on every
@@ -159,13 +184,6 @@ impl Exchange {
             extra: self.request.extra.clone(),
         };
         let mut body = self.api.encode_request(&conversation);
-        // The prepared tools are the client's, then skald's as OpenAI function specs.
-        let first_skald = call
-            .request
-            .tools
-            .len()
-            .saturating_sub(call.offered_tools.len());
-        let skald_tools = call.request.tools.split_off(first_skald);
         let mut tools = self.client_tools.clone();
         tools.extend(
             skald_tools
@@ -216,22 +234,11 @@ impl Exchange {
                     .into_response());
                 }
             };
+            noted.tokens_saved += (saved_chars / skald_core::tokens::CHARS_PER_TOKEN) as u64;
             let response = self
-                .state
-                .http
-                .post(&self.url)
-                .headers(self.headers.clone())
-                .body(body)
-                .send()
+                .post(body, noted)
                 .await
-                .map_err(|error| {
-                    ApiError::BadGateway(format!(
-                        "cannot reach the upstream at {}: {}",
-                        self.url,
-                        error_chain(&error)
-                    ))
-                    .into_response()
-                })?;
+                .map_err(IntoResponse::into_response)?;
             if response.status().is_success() {
                 return Ok(Sent {
                     response,
@@ -241,7 +248,10 @@ impl Exchange {
             }
             let status = response.status();
             let headers = response_headers(response.headers());
-            let body = response.bytes().await.unwrap_or_default();
+            let body = self
+                .read_body(response)
+                .await
+                .map_err(IntoResponse::into_response)?;
             let error = LlmError::from_provider(
                 Some(status.as_u16()),
                 &String::from_utf8_lossy(&body),
@@ -271,6 +281,76 @@ impl Exchange {
                 }
             }
         }
+    }
+
+    /// One upstream call: the request sent and its answer's headers awaited, within the
+    /// timeouts; the call is noted for the log line.
+    async fn post(&self, body: Vec<u8>, noted: &mut Noted) -> Result<reqwest::Response, ApiError> {
+        let timeouts = self.state.config.timeouts;
+        let started = std::time::Instant::now();
+        let sent = self
+            .state
+            .http
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .body(body)
+            .send();
+        let answered = tokio::time::timeout(timeouts.first_byte, sent).await;
+        noted.upstream_calls += 1;
+        noted.upstream_ms += started.elapsed().as_secs_f64() * 1e3;
+        match answered {
+            Ok(Ok(response)) => {
+                noted.upstream_status = Some(response.status().as_u16());
+                Ok(response)
+            }
+            Ok(Err(error)) if error.is_connect() && error.is_timeout() => {
+                Err(ApiError::GatewayTimeout(format!(
+                    "cannot connect to the upstream at {} within {} s: {}",
+                    self.url,
+                    timeouts.connect.as_secs(),
+                    error_chain(&error)
+                )))
+            }
+            Ok(Err(error)) => Err(ApiError::BadGateway(format!(
+                "cannot reach the upstream at {}: {}",
+                self.url,
+                error_chain(&error)
+            ))),
+            Err(_) => Err(ApiError::GatewayTimeout(format!(
+                "the upstream at {} did not answer within {} s (the proxy's first-byte timeout)",
+                self.url,
+                timeouts.first_byte.as_secs()
+            ))),
+        }
+    }
+
+    /// A whole answer's body, within the idle timeout.
+    async fn read_body(&self, response: reqwest::Response) -> Result<Bytes, ApiError> {
+        let idle = self.state.config.timeouts.idle;
+        match tokio::time::timeout(idle, response.bytes()).await {
+            Ok(Ok(body)) => Ok(body),
+            Ok(Err(error)) => Err(ApiError::BadGateway(format!(
+                "the upstream's answer broke off: {}",
+                error_chain(&error)
+            ))),
+            Err(_) => Err(ApiError::GatewayTimeout(format!(
+                "the upstream's answer stalled: not complete within {} s (the proxy's idle \
+                 timeout)",
+                idle.as_secs()
+            ))),
+        }
+    }
+
+    /// `response` with the request's notes for its log line.
+    fn noted(&self, mut response: Response, noted: &Noted) -> Response {
+        response.extensions_mut().insert(ProxyNote {
+            session: self.session_id.clone(),
+            upstream_status: noted.upstream_status,
+            upstream_ms: noted.upstream_ms,
+            upstream_calls: noted.upstream_calls,
+            tokens_saved: noted.tokens_saved,
+        });
+        response
     }
 
     /// Counts in the metrics what the driver did since the last look: the upload step of the
@@ -450,32 +530,48 @@ fn add_to_system_prompt(messages: &mut Vec<Message>, addition: &str, origin: &st
 pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionState>) -> Response {
     let prepare = exchange.prepare_context();
     let recall = exchange.recall_hook();
+    let mut noted = Noted::default();
     let mut driver = match TurnDriver::new(&prepare, exchange.memory_hooks(recall.as_ref())) {
         Ok(driver) => driver,
-        Err(error) => return recovery_failure(error),
+        Err(error) => return exchange.noted(recovery_failure(error), &noted),
     };
     let cancel = CancellationToken::new();
-    let mut noted = Noted::default();
+    let response = answer_whole(
+        &exchange,
+        &mut driver,
+        &mut session,
+        &cancel,
+        &mut noted,
+        None,
+    )
+    .await;
+    exchange.noted(response, &noted)
+}
+
+/// The whole-answer loop: sends (or takes `first`, already sent), reads the JSON answer, runs
+/// skald's calls and continues until the answer is the client's.
+async fn answer_whole(
+    exchange: &Exchange,
+    driver: &mut TurnDriver<'_>,
+    session: &mut SessionState,
+    cancel: &CancellationToken,
+    noted: &mut Noted,
+    mut first: Option<Sent>,
+) -> Response {
     let mut rounds = 0;
     loop {
-        let sent = match exchange
-            .send(&mut driver, &mut session, &cancel, &mut noted)
-            .await
-        {
-            Ok(sent) => sent,
-            Err(early) => return early,
+        let sent = match first.take() {
+            Some(sent) => sent,
+            None => match exchange.send(driver, session, cancel, noted).await {
+                Ok(sent) => sent,
+                Err(early) => return early,
+            },
         };
         let status = sent.response.status();
         let headers = response_headers(sent.response.headers());
-        let body = match sent.response.bytes().await {
+        let body = match exchange.read_body(sent.response).await {
             Ok(body) => body,
-            Err(error) => {
-                return ApiError::BadGateway(format!(
-                    "the upstream's answer broke off: {}",
-                    error_chain(&error)
-                ))
-                .into_response();
-            }
+            Err(error) => return error.into_response(),
         };
         let Ok(mut value) = serde_json::from_slice::<Value>(&body) else {
             return raw_response(status, headers, body);
@@ -483,18 +579,18 @@ pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionSt
         let Some(message) = decode_answer(exchange.api, &value) else {
             return raw_response(status, headers, body);
         };
-        Exchange::observe(&mut session, message.meta.usage);
+        Exchange::observe(session, message.meta.usage);
         if let Some(error) = skald_llm::overflow::assistant_error_overflow(&message) {
             let recovered = driver
                 .recover(
-                    &mut session,
+                    session,
                     &sent.call,
                     error,
                     OverflowSource::AssistantError,
-                    &cancel,
+                    cancel,
                 )
                 .await;
-            exchange.note_report(&driver, &mut noted);
+            exchange.note_report(driver, noted);
             match recovered {
                 Ok(action) => {
                     Metrics::outcome(
@@ -521,15 +617,16 @@ pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionSt
         if client_calls.is_empty() && rounds < MAX_TOOL_ROUNDS {
             // Only skald's tools: the client never sees this answer, the model gets the results.
             let assistant = tools::hidden_assistant(Some(&message), &skald_calls);
-            if let Err(error) = exchange.record(&mut session, assistant, executed) {
+            if let Err(error) = exchange.record(session, assistant, executed) {
                 return error.into_response();
             }
             continue;
         }
         // The client's tools too (or no rounds left): the client gets the answer without
-        // skald's calls; its text comes back in the client's next request.
-        let assistant = tools::hidden_assistant(None, &skald_calls);
-        if let Err(error) = exchange.record(&mut session, assistant, executed) {
+        // skald's calls; its text and thinking come back in the client's next request, but the
+        // model's next call needs this turn's thinking before skald's results now.
+        let assistant = tools::hidden_assistant(Some(&message), &skald_calls);
+        if let Err(error) = exchange.record(session, assistant, executed) {
             return error.into_response();
         }
         tools::strip_skald_calls(exchange.api, &mut value, &sent.skald);
@@ -537,47 +634,83 @@ pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionSt
     }
 }
 
+/// How one read of an upstream stream ended.
+enum Read {
+    Chunk(Bytes),
+    End,
+    Failed(String),
+    /// The client went away: the upstream call is dropped (which cancels it).
+    ClientGone,
+}
+
+/// The next piece of an upstream stream, within the idle timeout, unless the client leaves.
+async fn next_chunk(
+    upstream: &mut reqwest::Response,
+    client: &mpsc::Sender<Bytes>,
+    idle: std::time::Duration,
+) -> Read {
+    tokio::select! {
+        () = client.closed() => Read::ClientGone,
+        read = tokio::time::timeout(idle, upstream.chunk()) => match read {
+            Ok(Ok(Some(chunk))) => Read::Chunk(chunk),
+            Ok(Ok(None)) => Read::End,
+            Ok(Err(error)) => Read::Failed(format!(
+                "the upstream stream broke off: {}",
+                error_chain(&error)
+            )),
+            Err(_) => Read::Failed(format!(
+                "the upstream stream stalled: nothing for {} s (the proxy's idle timeout)",
+                idle.as_secs()
+            )),
+        },
+    }
+}
+
 /// A streamed answer: the response starts with the first upstream call that answers 2xx, and
 /// its events go to the client as they arrive; `head` gets the response (or the early error).
+/// A client that leaves ends the task: the upstream call is dropped (cancelled) and the
+/// session released.
 pub async fn stream(
     exchange: Exchange,
     mut session: OwnedMutexGuard<SessionState>,
-    head: oneshot::Sender<Response>,
+    mut head: oneshot::Sender<Response>,
 ) {
     let prepare = exchange.prepare_context();
     let recall = exchange.recall_hook();
+    let mut noted = Noted::default();
     let mut driver = match TurnDriver::new(&prepare, exchange.memory_hooks(recall.as_ref())) {
         Ok(driver) => driver,
         Err(error) => {
-            let _ = head.send(recovery_failure(error));
+            let _ = head.send(exchange.noted(recovery_failure(error), &noted));
             return;
         }
     };
     let cancel = CancellationToken::new();
-    let mut noted = Noted::default();
-    let first = match exchange
-        .send(&mut driver, &mut session, &cancel, &mut noted)
-        .await
-    {
+    let sent = tokio::select! {
+        // The client left before the answer started.
+        () = head.closed() => return,
+        sent = exchange.send(&mut driver, &mut session, &cancel, &mut noted) => sent,
+    };
+    let first = match sent {
         Ok(sent) => sent,
         Err(early) => {
-            let _ = head.send(early);
+            let _ = head.send(exchange.noted(early, &noted));
             return;
         }
     };
     if !is_event_stream(first.response.headers()) {
-        // The upstream answered a stream request with a whole answer: it goes back as it is.
-        let status = first.response.status();
-        let headers = response_headers(first.response.headers());
-        let response = match first.response.bytes().await {
-            Ok(body) => raw_response(status, headers, body),
-            Err(error) => ApiError::BadGateway(format!(
-                "the upstream's answer broke off: {}",
-                error_chain(&error)
-            ))
-            .into_response(),
-        };
-        let _ = head.send(response);
+        // The upstream answered a stream request with a whole answer: it goes back whole, after
+        // skald's own calls in it are run and the call continued, as for a whole request.
+        let response = answer_whole(
+            &exchange,
+            &mut driver,
+            &mut session,
+            &cancel,
+            &mut noted,
+            Some(first),
+        )
+        .await;
+        let _ = head.send(exchange.noted(response, &noted));
         return;
     }
     let (sender, receiver) = mpsc::channel::<Bytes>(64);
@@ -590,9 +723,10 @@ pub async fn stream(
     let mut response = Response::new(Body::from_stream(body));
     *response.status_mut() = first.response.status();
     *response.headers_mut() = response_headers(first.response.headers());
-    if head.send(response).is_err() {
+    if head.send(exchange.noted(response, &noted)).is_err() {
         return;
     }
+    let idle = exchange.state.config.timeouts.idle;
     let mut rewriter = StreamRewriter::new(exchange.api);
     let mut current = first;
     let mut rounds = 0;
@@ -601,8 +735,8 @@ pub async fn stream(
         let mut splitter = SseSplitter::default();
         let mut upstream = current.response;
         loop {
-            match upstream.chunk().await {
-                Ok(Some(chunk)) => {
+            match next_chunk(&mut upstream, &sender, idle).await {
+                Read::Chunk(chunk) => {
                     for event in splitter.push(&chunk) {
                         if let Some(bytes) = rewriter.on_event(event) {
                             if sender.send(bytes).await.is_err() {
@@ -611,9 +745,10 @@ pub async fn stream(
                         }
                     }
                 }
-                Ok(None) => break,
-                Err(error) => {
-                    let message = format!("the upstream stream broke off: {}", error_chain(&error));
+                Read::End => break,
+                Read::ClientGone => return,
+                Read::Failed(message) => {
+                    tracing::warn!(session = exchange.session_id.as_str(), "{message}");
                     for bytes in error_event(exchange.api, &message) {
                         let _ = sender.send(bytes).await;
                     }
@@ -635,9 +770,11 @@ pub async fn stream(
         }
         let executed = exchange.execute(&round.skald_calls).await;
         rounds += 1;
-        // The client saw the text already (it comes back in its next request): the hidden
-        // assistant message holds the calls alone.
-        let assistant = tools::hidden_assistant(None, &round.skald_calls);
+        // The client saw this round's text already (it comes back in its next request); the
+        // hidden assistant turn still carries it and the round's thinking, which the model's
+        // continuation needs before skald's results.
+        let said = Message::new(Role::Assistant, round.content.clone());
+        let assistant = tools::hidden_assistant(Some(&said), &round.skald_calls);
         if exchange.record(&mut session, assistant, executed).is_err() {
             let message = "recording skald's tool calls failed";
             for bytes in error_event(exchange.api, message) {
@@ -648,10 +785,11 @@ pub async fn stream(
         if round.client_calls > 0 || rounds >= MAX_TOOL_ROUNDS {
             break;
         }
-        current = match exchange
-            .send(&mut driver, &mut session, &cancel, &mut noted)
-            .await
-        {
+        let sent = tokio::select! {
+            () = sender.closed() => return,
+            sent = exchange.send(&mut driver, &mut session, &cancel, &mut noted) => sent,
+        };
+        current = match sent {
             Ok(sent) if is_event_stream(sent.response.headers()) => sent,
             Ok(sent) => {
                 let message = format!(
@@ -684,6 +822,25 @@ pub async fn stream(
             return;
         }
     }
+}
+
+/// Sends `body` to the exchange's URL once and gives the client the upstream's answer as it
+/// came (a side call such as a token count: nothing of skald's to run in the answer).
+pub async fn forward_raw(exchange: &Exchange, body: Vec<u8>) -> Response {
+    let mut noted = Noted::default();
+    let answered = match exchange.post(body, &mut noted).await {
+        Ok(response) => {
+            let status = response.status();
+            let headers = response_headers(response.headers());
+            exchange
+                .read_body(response)
+                .await
+                .map(|body| raw_response(status, headers, body))
+        }
+        Err(error) => Err(error),
+    };
+    let response = answered.unwrap_or_else(IntoResponse::into_response);
+    exchange.noted(response, &noted)
 }
 
 /// The answer's message and model, from a non-streamed response body.
@@ -762,7 +919,7 @@ fn action_name(action: RecoveryAction) -> &'static str {
 }
 
 /// An error and its causes (reqwest's own message alone rarely says why).
-fn error_chain(error: &reqwest::Error) -> String {
+pub fn error_chain(error: &reqwest::Error) -> String {
     let mut message = error.to_string();
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {

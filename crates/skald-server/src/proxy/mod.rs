@@ -15,7 +15,9 @@
 //! sees is the upstream's answer, byte for byte wherever skald had nothing to change.
 
 mod conversation;
+mod count;
 mod exchange;
+mod identity;
 mod spelling;
 mod sse;
 mod stream;
@@ -29,9 +31,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
 use skald_engine::RecoverySettings;
-use skald_engine::ingest;
 use skald_engine::memory::MemoryIdentity;
-use skald_store::sessions::validate_session_id;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -46,6 +46,17 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(chat_completions))
         .routes(routes!(messages))
+        .routes(routes!(count_tokens))
+        .routes(routes!(models))
+}
+
+/// What a proxied request asks of the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// A model call: synced into its session, prepared, answered (skald's tools run).
+    Generate,
+    /// A token count of the request as skald would send it, detached from any session.
+    CountTokens,
 }
 
 /// OpenAI Chat Completions through skald: the request runs through the engine (offload,
@@ -69,7 +80,16 @@ async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    proxy(state, caller, Api::OpenAi, uri, headers, body).await
+    proxy(
+        state,
+        caller,
+        Api::OpenAi,
+        Route::Generate,
+        uri,
+        headers,
+        body,
+    )
+    .await
 }
 
 /// Anthropic Messages through skald: as `/v1/chat/completions`, to `[proxy.anthropic]`.
@@ -91,18 +111,93 @@ async fn messages(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    proxy(state, caller, Api::Anthropic, uri, headers, body).await
+    proxy(
+        state,
+        caller,
+        Api::Anthropic,
+        Route::Generate,
+        uri,
+        headers,
+        body,
+    )
+    .await
+}
+
+/// Anthropic's token count, for the request as skald would send it upstream (the client's
+/// messages through the pipeline, skald's system prompt addition and tools added); no session
+/// is read or written.
+#[utoipa::path(post, path = "/v1/messages/count_tokens", tag = "proxy",
+    request_body(content = Object, description = "A Messages count_tokens request", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The upstream's count", body = Object),
+        (status = 400, description = "Malformed JSON or not a Messages request"),
+        (status = 401, description = "A key is required"),
+        (status = 422, description = "No upstream configured"),
+        (status = 502, description = "The upstream cannot be reached")))]
+async fn count_tokens(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    proxy(
+        state,
+        caller,
+        Api::Anthropic,
+        Route::CountTokens,
+        uri,
+        headers,
+        body,
+    )
+    .await
+}
+
+/// The upstream's models list, passed through (Anthropic's when the client sends
+/// `anthropic-version`, else OpenAI's).
+#[utoipa::path(get, path = "/v1/models", tag = "proxy",
+    responses(
+        (status = 200, description = "The upstream's list", body = Object),
+        (status = 401, description = "A key is required"),
+        (status = 422, description = "No upstream configured"),
+        (status = 502, description = "The upstream cannot be reached")))]
+async fn models(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let anthropic_client = headers.contains_key("anthropic-version");
+    let api = match (
+        anthropic_client,
+        state.config.anthropic.is_some(),
+        state.config.openai.is_some(),
+    ) {
+        (true, true, _) | (false, true, false) => Api::Anthropic,
+        (true, false, _) | (false, _, true) | (false, false, false) => Api::OpenAi,
+    };
+    let forwarded = async {
+        let upstream = api.upstream(&state.config)?;
+        let upstream_headers = upstream::upstream_headers(api, &caller, &headers, upstream)?;
+        let url = api.url_for(upstream, api.models_path(), uri.query());
+        count::models(&state, &url, upstream_headers).await
+    };
+    match forwarded.await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
 }
 
 async fn proxy(
     state: AppState,
     caller: Caller,
     api: Api,
+    route: Route,
     uri: Uri,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match start(state, caller, api, uri, headers, body).await {
+    match start(state, caller, api, route, uri, headers, body).await {
         Ok(response) => response,
         Err(error) => error.into_response(),
     }
@@ -113,6 +208,7 @@ async fn start(
     state: AppState,
     caller: Caller,
     api: Api,
+    route: Route,
     uri: Uri,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -132,7 +228,10 @@ async fn start(
     })?;
     let upstream = api.upstream(&state.config)?;
     let upstream_headers = upstream::upstream_headers(api, &caller, &headers, upstream)?;
-    let url = api.url(upstream, uri.query());
+    let url = match route {
+        Route::Generate => api.url(upstream, uri.query()),
+        Route::CountTokens => api.url_for(upstream, "/v1/messages/count_tokens", uri.query()),
+    };
     let value: Value = serde_json::from_slice(&body)
         .map_err(|error| ApiError::BadRequest(format!("the request body is not JSON: {error}")))?;
     let mut request = api.decode_request(&value).map_err(|error| {
@@ -146,18 +245,7 @@ async fn start(
     })?;
     let streaming = value.get("stream") == Some(&Value::Bool(true));
     let messages = std::mem::take(&mut request.messages);
-    let session_id = match headers.get(SESSION_HEADER) {
-        Some(value) => {
-            let id = value.to_str().map_err(|_| {
-                ApiError::BadRequest(format!("the {SESSION_HEADER} header is not ASCII text"))
-            })?;
-            validate_session_id(id).map_err(|error| {
-                ApiError::BadRequest(format!("the {SESSION_HEADER} header: {error}"))
-            })?;
-            id.to_owned()
-        }
-        None => ingest::derive_session_id(&messages),
-    };
+    let session_id = identity::session_id(api, &headers, &value, &messages)?;
     let client_tools = match value.get("tools") {
         Some(Value::Array(tools)) => tools.clone(),
         Some(_) | None => Vec::new(),
@@ -174,27 +262,7 @@ async fn start(
         None
     };
 
-    let slot = state.session_slot(&caller.tenant, &session_id);
-    let mut session = slot.lock_owned().await;
-    let synced = conversation::sync(
-        &mut session,
-        &*state.sessions,
-        &caller.tenant,
-        &session_id,
-        &messages,
-        api.origin(),
-    )
-    .map_err(|error| ApiError::Internal(format!("syncing the conversation failed: {error}")))?;
-    let client_reports = if identity.is_some() {
-        tools::client_tool_reports(
-            messages.get(synced.matched..).unwrap_or_default(),
-            &messages,
-        )
-    } else {
-        Vec::new()
-    };
-
-    let exchange = exchange::Exchange {
+    let mut exchange = exchange::Exchange {
         api,
         state: state.clone(),
         tenant: caller.tenant,
@@ -204,11 +272,40 @@ async fn start(
         request,
         client_tools,
         host_prompt: exchange::HostPrompt::of(&messages),
-        client_messages: spelling::ClientMessages::new(messages),
+        client_messages: spelling::ClientMessages::default(),
         identity,
         now_ms: now_ms(),
         settings: RecoverySettings::default(),
     };
+    if route == Route::CountTokens {
+        let conversation = messages
+            .get(skald_engine::ingest::prompt_len(&messages)..)
+            .unwrap_or_default()
+            .to_vec();
+        exchange.client_messages = spelling::ClientMessages::new(messages);
+        return Ok(count::count_tokens(exchange, conversation).await);
+    }
+
+    let slot = state.session_slot(&exchange.tenant, &exchange.session_id);
+    let mut session = slot.lock_owned().await;
+    let synced = conversation::sync(
+        &mut session,
+        &*state.sessions,
+        &exchange.tenant,
+        &exchange.session_id,
+        &messages,
+        api.origin(),
+    )
+    .map_err(|error| ApiError::Internal(format!("syncing the conversation failed: {error}")))?;
+    let client_reports = if exchange.identity.is_some() {
+        tools::client_tool_reports(
+            messages.get(synced.matched..).unwrap_or_default(),
+            &messages,
+        )
+    } else {
+        Vec::new()
+    };
+    exchange.client_messages = spelling::ClientMessages::new(messages);
     // after_turn: the results of the client's tool calls arrive with its next request.
     exchange.record_tool_reports(&client_reports);
     if !streaming {

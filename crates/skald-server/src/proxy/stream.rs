@@ -9,13 +9,19 @@
 //! - a continuation's events continue the same client stream: OpenAI chunks keep the first
 //!   call's `id` and lose the repeated `role`, tool-call indexes stay dense; Anthropic's second
 //!   `message_start` is dropped and content block indexes are renumbered, so the client sees one
-//!   `message_start` … `message_stop` sequence.
+//!   `message_start` … `message_stop` sequence; an OpenAI continuation's text starts on a new
+//!   paragraph when the text before the hidden round did not end one, so the two do not run
+//!   together.
+//!
+//! It also keeps what each round said that the client saw (text, and Anthropic's thinking with
+//! its signature): when skald continues the call, the hidden assistant turn it sends back must
+//! carry that turn's thinking (Anthropic requires it with thinking enabled) and text.
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
-use skald_core::message::{ToolCall, Usage};
+use skald_core::message::{Block, Extra, ThinkingBlock, ToolCall, Usage};
 
 use super::sse::{SseEvent, write_event};
 use super::tools::SkaldTools;
@@ -28,6 +34,86 @@ pub struct Round {
     /// Tool calls of the client's own tools in this call's answer.
     pub client_calls: usize,
     pub usage: Option<Usage>,
+    /// What the answer said besides tool calls, in order: text, thinking (with signature),
+    /// redacted thinking (opaque).
+    pub content: Vec<Block>,
+}
+
+/// A content block of the answer being streamed that the client sees (Anthropic).
+#[derive(Debug, Clone)]
+enum SeenBlock {
+    Text(String),
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    /// Kept as the upstream wrote it (`redacted_thinking`).
+    Opaque(Value),
+    /// A block the hidden turn does not need (the client's tool calls, server tools…).
+    Other,
+}
+
+impl SeenBlock {
+    fn start(block: Option<&Value>) -> SeenBlock {
+        let Some(block) = block else {
+            return SeenBlock::Other;
+        };
+        let text = |key: &str| {
+            block
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => SeenBlock::Text(text("text")),
+            Some("thinking") => SeenBlock::Thinking {
+                thinking: text("thinking"),
+                signature: text("signature"),
+            },
+            Some("redacted_thinking") => SeenBlock::Opaque(block.clone()),
+            _ => SeenBlock::Other,
+        }
+    }
+
+    fn delta(&mut self, delta: &Value) {
+        let piece = |key: &str| delta.get(key).and_then(Value::as_str);
+        match self {
+            SeenBlock::Text(text) => {
+                if let Some(more) = piece("text") {
+                    text.push_str(more);
+                }
+            }
+            SeenBlock::Thinking {
+                thinking,
+                signature,
+            } => {
+                if let Some(more) = piece("thinking") {
+                    thinking.push_str(more);
+                }
+                if let Some(more) = piece("signature") {
+                    signature.push_str(more);
+                }
+            }
+            SeenBlock::Opaque(_) | SeenBlock::Other => {}
+        }
+    }
+
+    fn into_block(self) -> Option<Block> {
+        match self {
+            SeenBlock::Text(text) if !text.is_empty() => Some(Block::text(text)),
+            SeenBlock::Thinking {
+                thinking,
+                signature,
+            } => Some(Block::Thinking(ThinkingBlock {
+                thinking,
+                signature: (!signature.is_empty()).then_some(signature),
+                extra: Extra::new(),
+            })),
+            SeenBlock::Opaque(value) => Some(Block::Opaque(value)),
+            SeenBlock::Text(_) | SeenBlock::Other => None,
+        }
+    }
 }
 
 /// A skald tool call being streamed.
@@ -93,6 +179,12 @@ pub struct StreamRewriter {
     held_calls: Vec<HeldCall>,
     held_tail: Vec<Held>,
     current: Round,
+    /// Anthropic: the blocks of this round the client sees, by upstream index, in order.
+    seen: Vec<(u64, SeenBlock)>,
+    /// OpenAI: the text this round sent.
+    round_text: String,
+    /// The last character of text the client got, over the whole stream.
+    last_text_char: Option<char>,
 }
 
 impl StreamRewriter {
@@ -108,6 +200,9 @@ impl StreamRewriter {
             held_calls: Vec::new(),
             held_tail: Vec::new(),
             current: Round::default(),
+            seen: Vec::new(),
+            round_text: String::new(),
+            last_text_char: None,
         }
     }
 
@@ -118,6 +213,8 @@ impl StreamRewriter {
         self.held_calls.clear();
         self.held_tail.clear();
         self.current = Round::default();
+        self.seen.clear();
+        self.round_text.clear();
     }
 
     /// The bytes to send the client now for one upstream event.
@@ -132,6 +229,15 @@ impl StreamRewriter {
     pub fn end_round(&mut self) -> Round {
         let mut round = std::mem::take(&mut self.current);
         round.skald_calls = self.held_calls.drain(..).map(HeldCall::into_call).collect();
+        round.content = self
+            .seen
+            .drain(..)
+            .filter_map(|(_, block)| block.into_block())
+            .collect();
+        let text = std::mem::take(&mut self.round_text);
+        if !text.is_empty() {
+            round.content.push(Block::text(text));
+        }
         self.client_calls_total += round.client_calls;
         self.round += 1;
         round
@@ -192,6 +298,20 @@ impl StreamRewriter {
                 if let Some(Value::Object(delta)) = choice.get_mut("delta") {
                     if self.round > 0 && delta.remove("role").is_some() {
                         changed = true;
+                    }
+                    if let Some(Value::String(text)) = delta.get_mut("content") {
+                        if !text.is_empty() {
+                            let first_of_continuation =
+                                self.round > 0 && self.round_text.is_empty();
+                            if first_of_continuation
+                                && self.last_text_char.is_some_and(|last| last != '\n')
+                            {
+                                text.insert_str(0, "\n\n");
+                                changed = true;
+                            }
+                            self.round_text.push_str(text);
+                            self.last_text_char = text.chars().last();
+                        }
                     }
                     if let Some(Value::Array(calls)) = delta.get_mut("tool_calls") {
                         let before = calls.len();
@@ -363,6 +483,7 @@ impl StreamRewriter {
                     if is_call {
                         Slot::Client(index)
                     } else {
+                        self.seen.push((upstream, SeenBlock::start(block)));
                         Slot::Other(index)
                     }
                 };
@@ -374,6 +495,16 @@ impl StreamRewriter {
                 let Some(slot) = self.slots.get(&upstream).copied() else {
                     return Some(event.raw);
                 };
+                if let (Slot::Other(_), Some(delta)) = (slot, data.get("delta")) {
+                    if let Some((_, seen)) = self
+                        .seen
+                        .iter_mut()
+                        .rev()
+                        .find(|(index, _)| *index == upstream)
+                    {
+                        seen.delta(delta);
+                    }
+                }
                 if let (Slot::Skald(at), "content_block_delta") = (slot, kind) {
                     let partial = data
                         .get("delta")

@@ -100,11 +100,28 @@ impl Api {
 
     /// `{base_url}/chat/completions` or `{base_url}/v1/messages`, with the client's query string.
     pub fn url(self, upstream: &Upstream, query: Option<&str>) -> String {
-        let base = upstream.base_url.trim_end_matches('/');
-        let path = match self {
+        self.url_for(upstream, self.generate_path(), query)
+    }
+
+    /// Where a model call goes below the base URL.
+    pub fn generate_path(self) -> &'static str {
+        match self {
             Api::OpenAi => "/chat/completions",
             Api::Anthropic => "/v1/messages",
-        };
+        }
+    }
+
+    /// Where the models list is below the base URL.
+    pub fn models_path(self) -> &'static str {
+        match self {
+            Api::OpenAi => "/models",
+            Api::Anthropic => "/v1/models",
+        }
+    }
+
+    /// `{base_url}{path}`, with the client's query string.
+    pub fn url_for(self, upstream: &Upstream, path: &str, query: Option<&str>) -> String {
+        let base = upstream.base_url.trim_end_matches('/');
         match query.filter(|query| !query.is_empty()) {
             Some(query) => format!("{base}{path}?{query}"),
             None => format!("{base}{path}"),
@@ -179,8 +196,9 @@ pub fn upstream_headers(
         let Some(key) = upstream.api_key.as_deref() else {
             return Err(ApiError::Unprocessable(format!(
                 "the skald key came in the `{carrier}` header, where the provider key belongs, \
-                 but skald holds no provider key: set `api_key` under {} in skald.toml, or send \
-                 your provider key in `{}` and the skald key in `{SKALD_KEY_HEADER}`",
+                 but skald holds no provider key: set `api_key_env` under {} in skald.toml to the \
+                 name of an environment variable holding it, or send your provider key in `{}` \
+                 and the skald key in `{SKALD_KEY_HEADER}`",
                 api.table(),
                 api.key_header()
             )));
@@ -191,21 +209,33 @@ pub fn upstream_headers(
             out.insert(api.key_header(), api.key_value(key)?);
         }
     }
-    // Whatever happened above, no header holding a skald key goes out.
-    for name in [header::AUTHORIZATION, HeaderName::from_static("x-api-key")] {
-        let leaks = out
-            .get_all(&name)
-            .iter()
-            .any(|value| value.to_str().is_ok_and(|text| text.contains(KEY_PREFIX)));
-        if leaks {
-            out.remove(&name);
-        }
+    // Whatever happened above, no header holding a skald key goes out: not the provider
+    // headers, not Azure's `api-key`, not a cookie, not a custom header a client was told to
+    // carry it in. A header value that is not text is compared as bytes.
+    let leaking: Vec<HeaderName> = out
+        .keys()
+        .filter(|name| {
+            out.get_all(*name)
+                .iter()
+                .any(|value| carries_skald_key(value.as_bytes()))
+        })
+        .cloned()
+        .collect();
+    for name in leaking {
+        out.remove(&name);
     }
     out.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     Ok(out)
+}
+
+/// Whether a header value holds a skald key anywhere in it.
+fn carries_skald_key(value: &[u8]) -> bool {
+    value
+        .windows(KEY_PREFIX.len())
+        .any(|window| window.eq_ignore_ascii_case(KEY_PREFIX.as_bytes()))
 }
 
 /// The upstream response headers passed back to the client: everything but hop-by-hop ones and
@@ -334,8 +364,31 @@ mod tests {
             &upstream(None),
         )
         .unwrap_err();
-        assert!(refused.to_string().contains("api_key"), "{refused}");
+        assert!(refused.to_string().contains("api_key_env"), "{refused}");
         assert!(refused.to_string().contains("[proxy.openai]"), "{refused}");
+    }
+
+    #[test]
+    fn a_skald_key_in_any_header_never_leaves() {
+        let out = upstream_headers(
+            Api::OpenAi,
+            &caller(KeySource::SkaldHeader),
+            &headers(&[
+                ("x-skald-key", "sk-skald-abc"),
+                ("api-key", "sk-skald-abc"),
+                ("cookie", "session=1; skald=sk-skald-abc"),
+                ("x-custom-auth", "Bearer SK-SKALD-abc"),
+                ("authorization", "Bearer sk-openai-123"),
+                ("openai-organization", "org-1"),
+            ]),
+            &upstream(None),
+        )
+        .unwrap();
+        for name in ["api-key", "cookie", "x-custom-auth", "x-skald-key"] {
+            assert!(out.get(name).is_none(), "{name} went upstream");
+        }
+        assert_eq!(out["authorization"], "Bearer sk-openai-123");
+        assert_eq!(out["openai-organization"], "org-1");
     }
 
     #[test]

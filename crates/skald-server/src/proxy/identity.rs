@@ -1,0 +1,248 @@
+//! Which session a proxied request belongs to, from what the client already sends.
+//!
+//! In order:
+//! 1. **The client's own conversation id.** Claude Code sends its session id in
+//!    `X-Claude-Code-Session-Id` and inside `metadata.user_id` (a JSON string with `session_id`,
+//!    or the older `user_…_account_…_session_<uuid>` spelling); Codex sends its thread id in the
+//!    `session-id` / `thread-id` headers (older versions `conversation_id`) and as the body's
+//!    `prompt_cache_key`. Such an id is new for every `claude -p` or `codex exec` run and kept
+//!    across `--resume`, so two runs with the same prompt are two sessions and a resumed
+//!    conversation lands in its own. One client session can hold several conversations at once
+//!    (Claude Code's sub-agents share their parent's id), so the id is joined with a hash of the
+//!    conversation's opening: each conversation gets a session of its own, and a resume (which
+//!    sends the same opening) finds it again.
+//! 2. **`x-skald-session`**, for clients that send neither.
+//! 3. **The derived id**: a hash of the system prompt and the first user message.
+
+use axum::http::HeaderMap;
+use serde_json::Value;
+use skald_core::message::Message;
+use skald_engine::ingest;
+use skald_store::sessions::validate_session_id;
+
+use super::upstream::{Api, SESSION_HEADER};
+use crate::error::ApiError;
+
+/// Characters of the client's id kept in a session id (ids are at most 128 characters).
+const MAX_CLIENT_ID_CHARS: usize = 80;
+
+/// Hex digits of the opening's hash joined to a client's id.
+const OPENING_HEX: usize = 12;
+
+/// The session of a request (see the module docs).
+pub fn session_id(
+    api: Api,
+    headers: &HeaderMap,
+    body: &Value,
+    messages: &[Message],
+) -> Result<String, ApiError> {
+    if let Some((host, id)) = client_session(api, headers, body) {
+        let derived = ingest::derive_session_id(messages);
+        let opening = derived
+            .strip_prefix("conv-")
+            .unwrap_or(&derived)
+            .get(..OPENING_HEX)
+            .unwrap_or_default();
+        return Ok(format!("{host}-{}-{opening}", sanitize(&id)));
+    }
+    if let Some(value) = headers.get(SESSION_HEADER) {
+        let id = value.to_str().map_err(|_| {
+            ApiError::BadRequest(format!("the {SESSION_HEADER} header is not ASCII text"))
+        })?;
+        validate_session_id(id).map_err(|error| {
+            ApiError::BadRequest(format!("the {SESSION_HEADER} header: {error}"))
+        })?;
+        return Ok(id.to_owned());
+    }
+    Ok(ingest::derive_session_id(messages))
+}
+
+/// The host's name and its own conversation id, when the request carries one.
+fn client_session(api: Api, headers: &HeaderMap, body: &Value) -> Option<(&'static str, String)> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::trim)
+            .filter(|value| !value.is_empty())
+            .map(str::to_owned)
+    };
+    match api {
+        Api::Anthropic => header("x-claude-code-session-id")
+            .or_else(|| metadata_session(body))
+            .map(|id| ("claude-code", id)),
+        Api::OpenAi => header("session-id")
+            .or_else(|| header("thread-id"))
+            .or_else(|| header("conversation_id"))
+            .or_else(|| {
+                body.get("prompt_cache_key")
+                    .and_then(Value::as_str)
+                    .filter(|key| !key.trim().is_empty())
+                    .map(str::to_owned)
+            })
+            .map(|id| ("codex", id)),
+    }
+}
+
+/// The session part of Anthropic's `metadata.user_id`: a JSON object's `session_id`, or what
+/// follows `_session_` in the older underscore spelling.
+fn metadata_session(body: &Value) -> Option<String> {
+    let user_id = body.pointer("/metadata/user_id")?.as_str()?;
+    if let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(user_id) {
+        return fields
+            .get("session_id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.trim().is_empty())
+            .map(str::to_owned);
+    }
+    user_id
+        .rsplit_once("_session_")
+        .map(|(_, id)| id.trim())
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
+}
+
+/// A client's id as session id characters: letters, digits, `.`, `_`, `-` and `:` kept, anything
+/// else a `-`, at most [`MAX_CLIENT_ID_CHARS`].
+fn sanitize(id: &str) -> String {
+    id.chars()
+        .take(MAX_CLIENT_ID_CHARS)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use axum::http::HeaderValue;
+    use serde_json::json;
+    use skald_core::message::Role;
+
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    fn opening(text: &str) -> Vec<Message> {
+        vec![Message::text(Role::User, text)]
+    }
+
+    #[test]
+    fn claude_codes_session_id_names_the_session_from_its_header_or_metadata() {
+        let uuid = "4f1c2d3e-0000-4000-8000-123456789abc";
+        let from_header = session_id(
+            Api::Anthropic,
+            &headers(&[("x-claude-code-session-id", uuid)]),
+            &json!({}),
+            &opening("fix the build"),
+        )
+        .unwrap();
+        let user_id = json!({"device_id": "d", "account_uuid": "", "session_id": uuid}).to_string();
+        let from_metadata = session_id(
+            Api::Anthropic,
+            &HeaderMap::new(),
+            &json!({"metadata": {"user_id": user_id}}),
+            &opening("fix the build"),
+        )
+        .unwrap();
+        assert_eq!(from_header, from_metadata);
+        assert!(from_header.starts_with(&format!("claude-code-{uuid}-")));
+        validate_session_id(&from_header).unwrap();
+        let older = session_id(
+            Api::Anthropic,
+            &HeaderMap::new(),
+            &json!({"metadata": {"user_id": format!("user_abc_account__session_{uuid}")}}),
+            &opening("fix the build"),
+        )
+        .unwrap();
+        assert_eq!(older, from_header);
+    }
+
+    #[test]
+    fn two_runs_with_the_same_prompt_are_two_sessions_and_a_sub_agent_has_its_own() {
+        let run = |id: &str, prompt: &str| {
+            session_id(
+                Api::Anthropic,
+                &headers(&[("x-claude-code-session-id", id)]),
+                &json!({}),
+                &opening(prompt),
+            )
+            .unwrap()
+        };
+        assert_ne!(run("run-1", "same prompt"), run("run-2", "same prompt"));
+        assert_eq!(run("run-1", "same prompt"), run("run-1", "same prompt"));
+        assert_ne!(
+            run("run-1", "same prompt"),
+            run("run-1", "a sub-agent's task")
+        );
+    }
+
+    #[test]
+    fn codex_threads_name_the_session_and_the_client_id_wins_over_skalds_header() {
+        let thread = "019a0000-1111-7222-8333-444455556666";
+        let by_header = session_id(
+            Api::OpenAi,
+            &headers(&[("session-id", thread), ("x-skald-session", "mine")]),
+            &json!({}),
+            &opening("hi"),
+        )
+        .unwrap();
+        let by_cache_key = session_id(
+            Api::OpenAi,
+            &HeaderMap::new(),
+            &json!({"prompt_cache_key": thread}),
+            &opening("hi"),
+        )
+        .unwrap();
+        assert_eq!(by_header, by_cache_key);
+        assert!(by_header.starts_with("codex-019a0000"));
+    }
+
+    #[test]
+    fn without_a_client_id_skalds_header_then_the_derived_id() {
+        let named = session_id(
+            Api::OpenAi,
+            &headers(&[("x-skald-session", "mine")]),
+            &json!({}),
+            &opening("hi"),
+        )
+        .unwrap();
+        assert_eq!(named, "mine");
+        let derived =
+            session_id(Api::OpenAi, &HeaderMap::new(), &json!({}), &opening("hi")).unwrap();
+        assert!(derived.starts_with("conv-"));
+        let bad = session_id(
+            Api::OpenAi,
+            &headers(&[("x-skald-session", "no spaces allowed")]),
+            &json!({}),
+            &opening("hi"),
+        )
+        .unwrap_err();
+        assert!(bad.to_string().contains("x-skald-session"), "{bad}");
+    }
+
+    #[test]
+    fn odd_characters_in_a_client_id_still_make_a_valid_session_id() {
+        let id = session_id(
+            Api::Anthropic,
+            &headers(&[("x-claude-code-session-id", "a b/c?d")]),
+            &json!({}),
+            &opening("hi"),
+        )
+        .unwrap();
+        validate_session_id(&id).unwrap();
+        assert!(id.starts_with("claude-code-a-b-c-d-"));
+    }
+}
