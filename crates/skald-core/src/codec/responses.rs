@@ -1075,6 +1075,11 @@ fn encode_turn(blocks: &[Block], own: bool, out: &mut Vec<Value>) {
                     | Block::ToolResult(_)
                     | Block::Opaque(_) => None,
                 };
+                // Blocks from elsewhere that have no part here (empty text, an assistant
+                // image) open no item.
+                let Some(part) = encode_part(block, own, Place::Assistant) else {
+                    continue;
+                };
                 let fields = extra
                     .filter(|_| own)
                     .and_then(|extra| extra.get(ITEM_HINT))
@@ -1095,9 +1100,7 @@ fn encode_turn(blocks: &[Block], own: bool, out: &mut Vec<Value>) {
                             == Some(&Value::Bool(true));
                     open = Some((item, Vec::new(), text_content));
                 }
-                if let (Some((_, parts, _)), Some(part)) =
-                    (open.as_mut(), encode_part(block, own, Place::Assistant))
-                {
+                if let Some((_, parts, _)) = open.as_mut() {
                     parts.push(part);
                 }
             }
