@@ -1,17 +1,19 @@
 //! Transcript and wire codecs: pure decode/encode between the formats agents speak and the neutral
 //! [`crate::message`] model.
 //!
-//! Read and write: [`openai`] (Chat Completions), [`anthropic`] (Messages), [`openclaw`] (pi/OpenClaw
-//! session JSONL v3). Read only (import): [`claude_code`], [`mini_swe`], [`swe_agent`].
-//! [`detect`] tells the format from the content; [`decode`] detects and decodes any of them to a
-//! [`Decoded`] conversation. Each codec has its own error type; JSONL readers report every bad line
-//! as a [`LineIssue`] and go on.
+//! Read and write: [`openai`] (Chat Completions), [`responses`] (OpenAI Responses), [`anthropic`]
+//! (Messages), [`openclaw`] (pi/OpenClaw session JSONL v3). Read only (import): [`claude_code`],
+//! [`mini_swe`], [`swe_agent`]. [`detect`] tells the format from the content; [`decode`] detects
+//! and decodes any of them (but Responses, which [`detect`] does not know yet) to a [`Decoded`]
+//! conversation. Each codec has its own error type; JSONL readers report every bad line as a
+//! [`LineIssue`] and go on.
 
 pub mod anthropic;
 pub mod claude_code;
 pub mod mini_swe;
 pub mod openai;
 pub mod openclaw;
+pub mod responses;
 pub mod swe_agent;
 
 mod detect;
