@@ -12,8 +12,8 @@
 //! read from its log. Tokens are counted as characters / 4 of a canonical serialization
 //! (`cache_control` removed, a string `content` written as one text block):
 //! - Anthropic: the cacheable prefix is tools, then system blocks, then message blocks; every
-//!   block with `cache_control` is a breakpoint. The longest breakpoint prefix written by an
-//!   earlier request within 5 minutes is read (`cache_read_input_tokens`, TTL refreshed), the
+//!   block with `cache_control` is a breakpoint. The longest prefix written by an earlier
+//!   request within 5 minutes and ending at a breakpoint or up to 20 blocks before one is read (`cache_read_input_tokens`, TTL refreshed), the
 //!   rest up to the last breakpoint is written (`cache_creation_input_tokens`), the tail after
 //!   the last breakpoint is `input_tokens`.
 //! - OpenAI Responses: automatic prefix caching. The longest common prefix with any earlier
@@ -42,6 +42,8 @@ use serde_json::{Value, json};
 const ANTHROPIC_TTL: Duration = Duration::from_secs(300);
 /// OpenAI keeps prefixes for 5–10 minutes; the simulation uses 5.
 const OPENAI_TTL: Duration = Duration::from_secs(300);
+/// How many blocks before a breakpoint Anthropic looks for an earlier cache write.
+const LOOKBACK: usize = 20;
 /// Characters per simulated token.
 const CHARS_PER_TOKEN: usize = 4;
 /// The scripted large output: `seq 1 4000` prints 18,893 characters, above skald's offload
@@ -671,26 +673,40 @@ fn anthropic_usage(state: &mut State, body: &Value) -> Value {
     let segments = anthropic_segments(body);
     let mut hasher = DefaultHasher::new();
     let mut chars = 0;
-    // (hash, tokens) of every breakpoint prefix.
-    let mut breakpoints = Vec::new();
-    for (text, marked) in &segments {
+    // (prefix hash, prefix tokens) after every segment.
+    let mut prefixes = Vec::new();
+    for (text, _) in &segments {
         text.hash(&mut hasher);
         chars += text.len();
-        if *marked {
-            breakpoints.push((hasher.finish(), chars / CHARS_PER_TOKEN));
-        }
+        prefixes.push((hasher.finish(), chars / CHARS_PER_TOKEN));
     }
+    let breakpoints: Vec<usize> = segments
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, marked))| *marked)
+        .map(|(index, _)| index)
+        .collect();
     let total = chars / CHARS_PER_TOKEN;
+    // Like the API: at each breakpoint, look back up to 20 blocks for a prefix written earlier.
     let read = breakpoints
         .iter()
-        .rev()
-        .find(|(hash, _)| state.anthropic_cache.contains_key(hash))
-        .map_or(0, |(_, tokens)| *tokens);
-    let last = breakpoints.last().map_or(0, |(_, tokens)| *tokens);
-    for (hash, tokens) in &breakpoints {
+        .flat_map(|&at| (at.saturating_sub(LOOKBACK)..=at).rev())
+        .filter(|&index| state.anthropic_cache.contains_key(&prefixes[index].0))
+        .map(|index| prefixes[index].1)
+        .max()
+        .unwrap_or(0);
+    let last = breakpoints.last().map_or(0, |&at| prefixes[at].1);
+    for &at in &breakpoints {
+        let (hash, tokens) = prefixes[at];
         state
             .anthropic_cache
-            .insert(*hash, (*tokens, now + ANTHROPIC_TTL));
+            .insert(hash, (tokens, now + ANTHROPIC_TTL));
+    }
+    for (hash, _) in &prefixes {
+        // A hit refreshes the entry's TTL.
+        if let Some(entry) = state.anthropic_cache.get_mut(hash) {
+            entry.1 = now + ANTHROPIC_TTL;
+        }
     }
     json!({
         "input_tokens": total - last.max(read),
