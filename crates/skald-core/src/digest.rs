@@ -17,6 +17,10 @@
 //! | [`ContentKind::Code`] | braces/semicolons and keyword density; unified diffs | language, function names, imports; files and +/- for diffs |
 //! | [`ContentKind::PlainText`] | none of the above | lines, error and path counts, listings, grep hits, first and key lines |
 //!
+//! Output inside an envelope ([`crate::tool_output`]: Codex's `{"output": "…", "metadata":
+//! {"exit_code": 0}}` JSON string, its Responses `Output:` header) is digested as the output it
+//! holds, its kind detected on that text, with the envelope's exit code.
+//!
 //! Every summary also keeps, inside the same character budget, the exit code, the test/build
 //! status line, the first error line (for a Python traceback, the exception line rather than the
 //! `Traceback` header), failing test names, and the identifiers ([`crate::identifiers`]: hashes,
@@ -215,7 +219,16 @@ fn image_label(source: &ImageSource) -> String {
 }
 
 fn digest_with_notes(text: &str, notes: &[String], settings: &DigestSettings) -> Digest {
-    let input = Input::new(text);
+    // Output inside an envelope (Codex's JSON string, its Responses header) is digested as the
+    // output it holds, with the exit code the envelope states.
+    let unwrapped = crate::tool_output::unwrap(text);
+    let mut input = Input::new(unwrapped.as_ref().map_or(text, |inner| &inner.body));
+    if let Some(code) = unwrapped
+        .as_ref()
+        .and_then(|inner| inner.exit_code.as_deref())
+    {
+        input.wrapper_exit = input.wrapper_exit.or(Some(code));
+    }
     let detected = detect(&input);
     let kind = detected.kind();
     let shape = shape_of(&detected, &input);

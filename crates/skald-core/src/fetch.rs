@@ -3,6 +3,11 @@
 //! `grep` with context, `max_chars`) so a model takes the part it needs instead of pulling 100 kB
 //! back into its context. Looking the ref up is the caller's job (the store does I/O).
 //!
+//! An original that is output inside an envelope ([`crate::tool_output::unwrap`]: a JSON object
+//! whose main field is a long string, Codex's `Output:` header) is sliced as the output it holds:
+//! line numbers, `lines` and `grep` refer to the output's own lines, as the digest does, and the
+//! header names the envelope and its exit code.
+//!
 //! ```
 //! use skald_core::fetch::{FetchArgs, render_payload};
 //! use skald_core::message::Block;
@@ -215,7 +220,12 @@ impl FetchArgs {
 
 /// Renders the requested slice of one original, with numbered lines and a header.
 pub fn render_payload(id: &RefId, payload: &RefPayload, args: &FetchArgs) -> String {
-    let text = payload.text();
+    let whole = payload.text();
+    // Output inside an envelope (a JSON string whose main field is the output, Codex's `Output:`
+    // header) is sliced as the output: its lines are the output's lines, so `lines` and `grep`
+    // find what the model saw in the digest. The header names the envelope and its exit code.
+    let unwrapped = crate::tool_output::unwrap(&whole);
+    let text: &str = unwrapped.as_ref().map_or(&whole, |inner| &inner.body);
     let lines: Vec<&str> = text.lines().collect();
     let total = lines.len();
     let (from, to) = match args.lines {
@@ -276,6 +286,12 @@ pub fn render_payload(id: &RefId, payload: &RefPayload, args: &FetchArgs) -> Str
         "=== REF_ID {id}: {total} lines, {} chars",
         text.chars().count()
     );
+    if let Some(inner) = &unwrapped {
+        header.push_str(&format!("; unwrapped from {}", inner.envelope));
+        if let Some(code) = &inner.exit_code {
+            header.push_str(&format!(", exit code {code}"));
+        }
+    }
     if args.lines.is_some() {
         header.push_str(&format!("; lines {from}-{to}"));
     }

@@ -30,3 +30,4 @@ pub mod summary;
 mod swar;
 pub mod time;
 pub mod tokens;
+pub mod tool_output;

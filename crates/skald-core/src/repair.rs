@@ -26,6 +26,13 @@
 //!   that call. Ids may be reused across turns (Kimi-style `functions.bash:0`); each reuse opens the
 //!   id again, so each turn keeps its own result.
 //! - Only [`Role::ToolResult`] messages are searched for results; decoders put every result there.
+//! - An assistant message without tool calls that sits between a call and its result (older
+//!   Codex sends `[assistant tool_calls][assistant text][tool]`) is merged into the calling
+//!   assistant message, its blocks before the calls. Moving the result up instead would leave the
+//!   text after it, and a request that ended on a tool result would end on an assistant turn: the
+//!   upstream takes its own text as the last word and loops. Only assistant messages on the
+//!   stretch from the call to its last result, with nothing but tool results, custom messages and
+//!   such assistant messages before them, are merged; a user turn in between stops the stretch.
 //! - Text or other blocks that share a `ToolResult` message with results go after the results of
 //!   the turn they are merged into. If all results of such a message are dropped, its other blocks
 //!   stay where they were, as a [`Role::User`] message.
@@ -71,6 +78,9 @@ pub struct RepairReport {
     pub dropped_empty_messages: usize,
     /// Tool names that had surrounding whitespace trimmed.
     pub trimmed_names: usize,
+    /// Assistant messages without tool calls merged into the assistant message whose calls they
+    /// sat between and the results (see the module docs).
+    pub merged_assistant_messages: usize,
     pub reasons: Vec<String>,
 }
 
@@ -84,6 +94,7 @@ impl RepairReport {
             && self.dropped_invalid_calls == 0
             && self.dropped_empty_messages == 0
             && self.trimmed_names == 0
+            && self.merged_assistant_messages == 0
     }
 
     /// One line for tables: `clean`, or the non-zero counts (`inserted 1, moved 2`).
@@ -96,6 +107,7 @@ impl RepairReport {
             ("dropped invalid calls", self.dropped_invalid_calls),
             ("dropped empty messages", self.dropped_empty_messages),
             ("trimmed names", self.trimmed_names),
+            ("merged assistant messages", self.merged_assistant_messages),
         ];
         let parts: Vec<String> = counts
             .iter()
@@ -118,6 +130,7 @@ impl RepairReport {
         self.dropped_invalid_calls += other.dropped_invalid_calls;
         self.dropped_empty_messages += other.dropped_empty_messages;
         self.trimmed_names += other.trimmed_names;
+        self.merged_assistant_messages += other.merged_assistant_messages;
         self.reasons.extend(other.reasons);
     }
 }
@@ -331,6 +344,9 @@ struct Analysis {
     plans: Vec<Plan>,
     /// Per message: the turn index when the message is the assistant of a rebuilt turn.
     rebuilt_turn_at: HashMap<usize, usize>,
+    /// Assistant messages without calls merged into a rebuilt turn's assistant: message index →
+    /// index of the assistant message they join.
+    merge_into: HashMap<usize, usize>,
 }
 
 fn analyse(messages: &[Message], report: &mut RepairReport) -> Analysis {
@@ -427,6 +443,19 @@ fn analyse(messages: &[Message], report: &mut RepairReport) -> Analysis {
     for turn in &mut turns {
         turn.in_place = turn_in_place(messages, turn, &dests, &dest_start, &mut plans);
     }
+    let merge_into = assistant_merges(messages, &turns, &slot_turn, &dests, &dest_start, report);
+    // A merged assistant message no longer separates its turn's results from the call: the run
+    // goes on past it, so results there are not reported as moved.
+    for turn in &mut turns {
+        while turn.run_end < messages.len()
+            && (merge_into.get(&turn.run_end) == Some(&turn.assistant)
+                || messages
+                    .get(turn.run_end)
+                    .is_some_and(|next| matches!(next.role, Role::ToolResult | Role::Custom(_))))
+        {
+            turn.run_end += 1;
+        }
+    }
 
     // Explain what rebuilding a turn moves and inserts.
     let mut latest_slot: Vec<Option<usize>> = vec![None; turns.len()];
@@ -502,7 +531,85 @@ fn analyse(messages: &[Message], report: &mut RepairReport) -> Analysis {
         dest_start,
         plans,
         rebuilt_turn_at,
+        merge_into,
     }
+}
+
+/// The assistant messages without tool calls that sit between a rebuilt turn's calls and its
+/// last result, mapped to the turn's assistant message (see the module docs for why they merge).
+fn assistant_merges(
+    messages: &[Message],
+    turns: &[Turn],
+    slot_turn: &[usize],
+    dests: &[Dest],
+    dest_start: &[usize],
+    report: &mut RepairReport,
+) -> HashMap<usize, usize> {
+    // The last message holding a result of each turn.
+    let mut last_result: Vec<Option<usize>> = vec![None; turns.len()];
+    for index in 0..messages.len() {
+        let start = dest_start.get(index).copied().unwrap_or(0);
+        let end = dest_start.get(index + 1).copied().unwrap_or(start);
+        for dest in dests.get(start..end).into_iter().flatten() {
+            let Dest::Slot(slot) = dest else { continue };
+            if let Some(last) = slot_turn
+                .get(*slot)
+                .and_then(|turn_index| last_result.get_mut(*turn_index))
+            {
+                *last = Some(index);
+            }
+        }
+    }
+    let mut merges = HashMap::new();
+    for (turn, last) in turns.iter().zip(last_result) {
+        let Some(last) = last.filter(|_| !turn.in_place) else {
+            continue;
+        };
+        for index in turn.assistant + 1..last {
+            let Some(message) = messages.get(index) else {
+                break;
+            };
+            match message.role {
+                Role::ToolResult | Role::Custom(_) => {}
+                Role::Assistant
+                    if message.tool_calls().next().is_none() && !is_incomplete(message) =>
+                {
+                    merges.insert(index, turn.assistant);
+                    report.merged_assistant_messages += 1;
+                    report.reasons.push(format!(
+                        "assistant message {index}: sat between tool calls of message {} and \
+                         their results; merged into that message ahead of its calls so the \
+                         results stay last",
+                        turn.assistant
+                    ));
+                }
+                Role::Assistant | Role::User | Role::System => break,
+            }
+        }
+    }
+    merges
+}
+
+/// Puts `merged`'s blocks into `target` ahead of its first tool call (after any thinking, which
+/// providers require first).
+fn merge_assistant(target: &mut Message, merged: Message) {
+    let at = target
+        .content
+        .iter()
+        .position(|block| matches!(block, Block::ToolCall(_)))
+        .unwrap_or(target.content.len());
+    let had_content = !target.content.is_empty() && at > 0;
+    let single_text = merged.content_form == ContentForm::Text
+        && matches!(merged.content.as_slice(), [Block::Text(_)]);
+    target.content.splice(at..at, merged.content);
+    target.content_form = match target.content_form {
+        // A tool-call-only message (OpenAI `content: null`) now has text: spell it as the text
+        // message spelled it when that is one string.
+        ContentForm::Null | ContentForm::Absent if !had_content && single_text => ContentForm::Text,
+        ContentForm::Null | ContentForm::Absent | ContentForm::Text | ContentForm::Blocks => {
+            ContentForm::Blocks
+        }
+    };
 }
 
 /// Records that message `index`, if it lies in a turn's run, puts non-result content there.
@@ -601,7 +708,10 @@ pub fn repair_pairing(messages: Vec<Message>) -> (Vec<Message>, RepairReport) {
         dest_start,
         plans,
         rebuilt_turn_at,
+        merge_into,
     } = analysis;
+    // Where each rebuilt turn's assistant landed in the output.
+    let mut assistant_out: HashMap<usize, usize> = HashMap::new();
 
     let mut results: Vec<Option<ToolResult>> = Vec::new();
     results.resize_with(slot_turn.len(), || None);
@@ -609,6 +719,14 @@ pub fn repair_pairing(messages: Vec<Message>) -> (Vec<Message>, RepairReport) {
     let mut out: Vec<Message> = Vec::with_capacity(messages.len() + rebuilt_turn_at.len());
 
     for (index, message) in messages.into_iter().enumerate() {
+        if let Some(target) = merge_into
+            .get(&index)
+            .and_then(|assistant| assistant_out.get(assistant))
+            .and_then(|position| out.get_mut(*position))
+        {
+            merge_assistant(target, message);
+            continue;
+        }
         if plans.get(index) != Some(&Plan::Split) {
             let rebuilt = rebuilt_turn_at.get(&index).copied();
             if let (Some(turn_index), Some(turn)) = (
@@ -623,6 +741,7 @@ pub fn repair_pairing(messages: Vec<Message>) -> (Vec<Message>, RepairReport) {
                         }
                     }
                 }
+                assistant_out.insert(index, out.len());
                 out.push(message);
                 merged.insert(
                     turn_index,

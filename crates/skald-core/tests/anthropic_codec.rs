@@ -596,8 +596,8 @@ fn errors_name_the_path_and_what_was_expected() {
         "messages[0].content[0].content[0]: expected an object with \"type\", found a number"
     );
     assert_eq!(
-        error_text(json!({"messages": [{"role": "system", "content": "x"}]})),
-        "messages[0].role: expected \"user\" or \"assistant\", found \"system\""
+        error_text(json!({"messages": [{"role": "tool", "content": "x"}]})),
+        "messages[0].role: expected \"user\", \"assistant\" or \"system\", found \"tool\""
     );
     assert_eq!(
         error_text(json!({"system": 3, "messages": []})),
@@ -704,4 +704,119 @@ proptest! {
             Err(error) => prop_assert!(error.path().is_some()),
         }
     }
+}
+
+/// Current Claude Code: three top-level system blocks with cache breakpoints, a mid-conversation
+/// `system` message between user turns, signed thinking, cached tool use and results, and the
+/// newer top-level fields.
+fn claude_code_body() -> Value {
+    json!({
+        "model": "claude-opus-4-5-20251101",
+        "max_tokens": 32000,
+        "system": [
+            {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.3"},
+            {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude.",
+             "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": "You are an interactive CLI tool that helps users with software engineering tasks.",
+             "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+        ],
+        "messages": [
+            {"role": "user", "content": [
+                {"type": "text", "text": "<system-reminder>\nAs you answer, use this context.\n</system-reminder>"},
+                {"type": "text", "text": "list the files"}
+            ]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "I should run ls.", "signature": "EpYBCkYIBxgCKkB1c2Vy"},
+                {"type": "tool_use", "id": "toolu_01A", "name": "Bash",
+                 "input": {"command": "ls", "description": "List files"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "a.txt\nb.txt",
+                 "is_error": false, "cache_control": {"type": "ephemeral"}}
+            ]},
+            {"role": "system", "content": "The user changed the permission mode to acceptEdits."},
+            {"role": "user", "content": [
+                {"type": "text", "text": "now delete b.txt", "cache_control": {"type": "ephemeral"}}
+            ]}
+        ],
+        "tools": [{"name": "Bash", "description": "Run a command",
+                   "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+                   "cache_control": {"type": "ephemeral"}}],
+        "metadata": {"user_id": "user_abc_account_def_session_123"},
+        "thinking": {"type": "adaptive"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "output_config": {"effort": "high"},
+        "stream": true
+    })
+}
+
+#[test]
+fn claude_code_mid_conversation_system_message_round_trips() {
+    let body = claude_code_body();
+    let conversation = anthropic::decode_request(&body).unwrap();
+    let roles: Vec<&str> = conversation
+        .messages
+        .iter()
+        .map(|m| m.role.name())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool_result",
+            "system",
+            "user"
+        ]
+    );
+    assert_eq!(
+        conversation.messages[4].plain_text(),
+        "The user changed the permission mode to acceptEdits."
+    );
+    assert_eq!(anthropic::encode_request(&conversation), body);
+}
+
+#[test]
+fn a_system_message_first_in_messages_without_top_level_system_round_trips() {
+    let body = json!({
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "Mode: plan."}]},
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": "Mode: edit."}
+        ]
+    });
+    let conversation = anthropic::decode_request(&body).unwrap();
+    assert_eq!(conversation.messages.len(), 3);
+    assert_eq!(anthropic::encode_request(&conversation), body);
+    // Both a top-level `system` and one first in `messages` keep their places.
+    let both = json!({
+        "system": "Be brief.",
+        "messages": [
+            {"role": "system", "content": "Mode: plan."},
+            {"role": "user", "content": "hi"}
+        ]
+    });
+    let conversation = anthropic::decode_request(&both).unwrap();
+    assert_eq!(anthropic::encode_request(&conversation), both);
+}
+
+#[test]
+fn a_foreign_later_system_message_still_becomes_user_text() {
+    let conversation = Conversation {
+        messages: vec![
+            Message::text(Role::System, "Be brief."),
+            Message::text(Role::User, "hi"),
+            Message::text(Role::System, "Mode: edit."),
+        ],
+        ..Conversation::default()
+    };
+    let request = anthropic::encode_request(&conversation);
+    assert_eq!(request["system"], "Be brief.");
+    let messages = request["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    assert!(messages.iter().all(|message| message["role"] == "user"));
+    assert_valid_anthropic_request(&request);
 }

@@ -747,3 +747,94 @@ fn large_transcripts_repair_in_linear_time() {
     // Generous even for a debug build; a quadratic pass over 12k messages would blow it.
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
+
+/// Codex 0.80 (chat wire) sends the assistant's commentary as its own message after the tool
+/// call and before the result. Moving the result up used to leave the request ending on that
+/// assistant text, and the upstream looped on its own last turn.
+#[test]
+fn codex_080_assistant_text_between_call_and_result_keeps_the_result_last() {
+    let body = json!({
+        "model": "gpt-5-codex",
+        "messages": [
+            {"role": "system", "content": "You are Codex, a coding agent."},
+            {"role": "user", "content": "list the files"},
+            {"role": "assistant", "content": null, "tool_calls": [{
+                "id": "call_Jq1", "type": "function",
+                "function": {"name": "shell", "arguments": "{\"command\":[\"bash\",\"-lc\",\"ls\"]}"}
+            }]},
+            {"role": "assistant", "content": "Listing the repository files."},
+            {"role": "tool", "tool_call_id": "call_Jq1",
+             "content": "{\"output\":\"a.txt\\nb.txt\\n\",\"metadata\":{\"exit_code\":0,\"duration_seconds\":0.1}}"}
+        ],
+        "tools": [{"type": "function", "function": {"name": "shell", "parameters": {"type": "object"}}}],
+        "stream": true
+    });
+    let conversation = skald_core::codec::openai::decode_request(&body).unwrap();
+    let (messages, report) = repair(conversation.messages.clone(), &no_settings());
+    assert_eq!(
+        roles(&messages),
+        ["system", "user", "assistant", "tool_result"]
+    );
+    assert_eq!(report.merged_assistant_messages, 1);
+    assert_eq!(report.moved, 0, "{report:?}");
+    assert!(!report.is_clean());
+    assert!(report.summary().contains("merged assistant messages 1"));
+    assert!(
+        report
+            .reasons
+            .iter()
+            .any(|reason| reason.contains("merged"))
+    );
+    // The commentary comes ahead of the call, in the calling message.
+    let assistant = &messages[2];
+    assert_eq!(assistant.plain_text(), "Listing the repository files.");
+    assert!(matches!(assistant.content[0], Block::Text(_)));
+    assert!(matches!(assistant.content[1], Block::ToolCall(_)));
+    assert_eq!(assistant.content_form, ContentForm::Text);
+
+    let wire = skald_core::codec::openai::encode_request(&skald_core::message::Conversation {
+        messages,
+        ..conversation
+    });
+    let sent = wire["messages"].as_array().unwrap();
+    assert_eq!(sent.len(), 4);
+    assert_eq!(sent[2]["content"], "Listing the repository files.");
+    assert_eq!(sent[2]["tool_calls"][0]["id"], "call_Jq1");
+    assert_eq!(sent[3]["role"], "tool");
+    assert_eq!(sent[3]["tool_call_id"], "call_Jq1");
+}
+
+#[test]
+fn assistant_text_after_a_user_turn_is_not_merged_into_an_earlier_call() {
+    let messages = vec![
+        user("go"),
+        assistant(&[("a", "ls")]),
+        user("interjection"),
+        Message::text(Role::Assistant, "noted"),
+        results(&["a"]),
+    ];
+    let (out, report) = repair(messages, &no_settings());
+    assert_eq!(report.merged_assistant_messages, 0);
+    assert_eq!(
+        roles(&out),
+        ["user", "assistant", "tool_result", "user", "assistant"]
+    );
+}
+
+#[test]
+fn several_assistant_texts_before_partial_results_are_merged_in_order() {
+    let messages = vec![
+        user("go"),
+        assistant(&[("a", "ls"), ("b", "cat")]),
+        results(&["a"]),
+        Message::text(Role::Assistant, "first"),
+        Message::text(Role::Assistant, "second"),
+        results(&["b"]),
+    ];
+    let (out, report) = repair(messages, &no_settings());
+    assert_eq!(report.merged_assistant_messages, 2);
+    assert_eq!(roles(&out), ["user", "assistant", "tool_result"]);
+    assert_eq!(result_ids(&out[2]), ["a", "b"]);
+    assert_eq!(out[1].plain_text(), "let me look\nfirst\nsecond");
+    assert_eq!(call_ids(&out[1]), ["a", "b"]);
+}

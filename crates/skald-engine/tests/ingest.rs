@@ -419,3 +419,56 @@ fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
         fresh.load("t", "s").unwrap().entries().len()
     );
 }
+
+/// Regression: an Anthropic user message `[tool_result, text]` was stored as its first result
+/// only; the text (the user's next instruction) was lost from the session and from upstream.
+#[test]
+fn text_beside_a_tool_result_is_stored_and_in_the_context() {
+    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let body = serde_json::json!({
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "messages": [
+            {"role": "user", "content": "delete a.txt"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "rm a.txt"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "bash", "input": {"command": "ls"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "removed"},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "b.txt"},
+                {"type": "text", "text": "now delete b.txt"}
+            ]}
+        ]
+    });
+    let messages = skald_core::codec::anthropic::decode_request(&body)
+        .unwrap()
+        .messages;
+    let outcome = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "anthropic",
+    )
+    .unwrap();
+    assert_eq!(outcome.appended, 3);
+    let context = sessions.context("t", "s", None).unwrap();
+    let last = context.last().unwrap();
+    assert_eq!(last.role, Role::ToolResult);
+    assert_eq!(last.plain_text(), "now delete b.txt");
+    let ids: Vec<&str> = last.tool_results().map(|r| r.call_id.as_str()).collect();
+    assert_eq!(ids, ["toolu_1", "toolu_2"]);
+    // A retry matches what was stored: nothing is appended again.
+    let again = sync_conversation(
+        &mut SessionState::default(),
+        &sessions,
+        "t",
+        "s",
+        &messages,
+        "anthropic",
+    )
+    .unwrap();
+    assert_eq!((again.matched, again.appended, again.forked), (3, 0, false));
+}

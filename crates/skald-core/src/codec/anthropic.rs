@@ -5,6 +5,11 @@
 //! # Mapping
 //! - The top-level `system` becomes a leading [`Role::System`] message whose `content_form` records
 //!   whether it was a string ([`ContentForm::Text`]) or a list of blocks.
+//! - A `system` message inside `messages` (Claude Code's mid-conversation system messages) becomes
+//!   a [`Role::System`] message in place, marked with [`IN_MESSAGES_HINT`]: the encoder writes it
+//!   back as `role: "system"` where it was, even first in `messages` with no top-level `system`.
+//!   Without the mark (a conversation from elsewhere) leading system messages become `system` and
+//!   later ones user text, as before.
 //! - A `user` message holding any `tool_result` block becomes a [`Role::ToolResult`] message with
 //!   all its blocks, text included, in order; the encoder writes it back as `user`.
 //! - `tool_use.input` is the call's `arguments` (`arguments_text` stays `None`); `tool_result`
@@ -47,6 +52,10 @@ pub const DEFAULT_MAX_TOKENS: u64 = 4096;
 
 /// Unknown fields of an image block's `source` object (the block's own are the image's extra).
 const SOURCE_HINT: &str = "skald:anthropic.source";
+
+/// Marks a [`Role::System`] message that came from inside `messages` (`role: "system"`), not from
+/// the top-level `system`, so the encoder puts it back where it was.
+pub const IN_MESSAGES_HINT: &str = "skald:anthropic.in_messages";
 
 /// Why a value is not a valid Messages request or response. Every variant but `Json` names the
 /// field by its JSON path (`messages[1].content[0].source`, or `top level`).
@@ -190,10 +199,11 @@ fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, AnthropicErr
     let role = match required_str(obj, "role", path)? {
         "user" => Role::User,
         "assistant" => Role::Assistant,
+        "system" => Role::System,
         other => {
             return Err(AnthropicError::UnknownValue {
                 path: path.key("role").render(),
-                expected: "\"user\" or \"assistant\"",
+                expected: "\"user\", \"assistant\" or \"system\"",
                 found: other.to_owned(),
             });
         }
@@ -215,6 +225,11 @@ fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, AnthropicErr
     };
     message.extra = rest(obj, &["role", "content"]);
     mark(&mut message.extra, ORIGIN);
+    if message.role == Role::System {
+        message
+            .extra
+            .insert(IN_MESSAGES_HINT.to_owned(), Value::Bool(true));
+    }
     Ok(message)
 }
 
@@ -393,9 +408,15 @@ fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, 
 pub fn encode_request(conversation: &Conversation) -> Value {
     let own = is_own(&conversation.extra);
     let messages = &conversation.messages;
+    // The leading system messages become `system`, except one this codec read from inside
+    // `messages`: it goes back there, and so does everything after it.
     let split = messages
         .iter()
-        .position(|message| !matches!(message.role, Role::System | Role::Custom(_)))
+        .position(|message| match message.role {
+            Role::System => in_messages(message),
+            Role::Custom(_) => false,
+            Role::User | Role::Assistant | Role::ToolResult => true,
+        })
         .unwrap_or(messages.len());
     let (leading, later) = messages
         .split_at_checked(split)
@@ -610,6 +631,7 @@ fn encode_messages(messages: &[Message]) -> Vec<Value> {
         merged.flush(&mut out);
         let (role, place) = match &message.role {
             Role::Assistant => ("assistant", Place::Assistant),
+            Role::System if in_messages(message) => ("system", Place::System),
             Role::System | Role::User | Role::ToolResult | Role::Custom(_) => ("user", Place::User),
         };
         let parts: Vec<Value> = message
@@ -873,4 +895,11 @@ fn translate_openai_params(extra: &Extra, tools: &[ToolSpec], out: &mut Map<Stri
 
 fn is_own(extra: &Extra) -> bool {
     origin(extra) == Some(ORIGIN)
+}
+
+/// A system message this codec read from inside `messages`, to be written back there.
+fn in_messages(message: &Message) -> bool {
+    message.role == Role::System
+        && is_own(&message.extra)
+        && message.extra.get(IN_MESSAGES_HINT) == Some(&Value::Bool(true))
 }

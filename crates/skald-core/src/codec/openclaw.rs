@@ -26,7 +26,7 @@ use super::LineIssue;
 use super::json::{FieldError, Path, as_object, kind, kind_of, rest, text_block, write_extra};
 use crate::message::{
     Block, ContentForm, Extra, ImageBlock, ImageSource, Message, MessageMeta, Role, StopReason,
-    ThinkingBlock, Timestamp, ToolCall, ToolResult, Usage,
+    ThinkingBlock, Timestamp, ToolCall, ToolResult, Usage, is_hint_key,
 };
 
 /// The session format version this module reads natively and writes.
@@ -41,6 +41,16 @@ pub const BRANCH_SUMMARY_PREFIX: &str =
     "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n";
 /// Closes [`BRANCH_SUMMARY_PREFIX`]; pi writes it without a leading newline.
 pub const BRANCH_SUMMARY_SUFFIX: &str = "</summary>";
+
+/// The skald field of a `toolResult` message that carries the whole content of a
+/// [`Role::ToolResult`] message pi has no shape for: several results (parallel tool calls), or
+/// results beside text (Anthropic's `[tool_result, text]` user message), or a lone result with
+/// fields of its own (`cache_control`), which pi's one object would mix with the message's. Every
+/// block is written
+/// with the block encoder (results as nested `toolResult` blocks), in order; pi's own fields of
+/// the message describe the first result, so readers of the format still see a valid message.
+/// [`decode_agent_message`] restores the content from this field when it is present.
+pub const SKALD_CONTENT_KEY: &str = "skaldContent";
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -208,10 +218,28 @@ fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, FieldError> 
     };
 
     let (content, content_form) = match &role {
-        Role::ToolResult => {
-            let result = decode_tool_result_fields(&mut fields)?;
-            (vec![Block::ToolResult(result)], ContentForm::Blocks)
-        }
+        Role::ToolResult => match fields.take(SKALD_CONTENT_KEY) {
+            // skald's whole-content form: pi's fields only repeat the first result, so they are
+            // consumed without being required (a message may hold no result at all).
+            Some(Value::Array(blocks)) => {
+                for key in TOOL_RESULT_KEYS {
+                    fields.take(key);
+                }
+                let blocks = super::json::each(blocks, path.key(SKALD_CONTENT_KEY), decode_block)?;
+                (blocks, ContentForm::Blocks)
+            }
+            Some(other) => {
+                return Err(fields.error(
+                    SKALD_CONTENT_KEY,
+                    "an array of content blocks",
+                    Some(other),
+                ));
+            }
+            None => {
+                let result = decode_tool_result_fields(&mut fields)?;
+                (vec![Block::ToolResult(result)], ContentForm::Blocks)
+            }
+        },
         Role::Custom(_) => {
             // Custom roles own their fields. `content` is read when it has pi's content shape
             // (`custom`, `hookMessage`); any other `content` stays in `extra` as written.
@@ -264,6 +292,9 @@ fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, FieldError> 
         extra,
     })
 }
+
+/// The fields of a pi `toolResult` message that describe its one result.
+const TOOL_RESULT_KEYS: [&str; 5] = ["toolCallId", "toolName", "content", "details", "isError"];
 
 fn decode_tool_result_fields(fields: &mut Fields<'_>) -> Result<ToolResult, FieldError> {
     let call_id = fields.required_str("toolCallId")?;
@@ -363,6 +394,13 @@ fn decode_block(value: &Value, path: Path<'_>) -> Result<Block, FieldError> {
             }))
         }
         "image" => decode_image(&mut fields),
+        // A result nested in content: skald's whole-content form of a tool-result message (see
+        // [`SKALD_CONTENT_KEY`]), or a foreign message written with `encode_agent_message`.
+        "toolResult" => {
+            let mut result = decode_tool_result_fields(&mut fields)?;
+            result.extra = fields.rest();
+            Ok(Block::ToolResult(result))
+        }
         "toolCall" => {
             let id = fields.required_str("id")?;
             let name = fields.required_str("name")?;
@@ -415,21 +453,31 @@ fn decode_image(fields: &mut Fields<'_>) -> Result<Block, FieldError> {
     }))
 }
 
-/// Writes one [`Message`] as a pi `AgentMessage`.
+/// Writes one [`Message`] as a pi `AgentMessage`, without loss: this is the session store's form.
 ///
 /// [`Role::System`] is written as role `system`, which pi does not define (it keeps the system
 /// prompt outside the transcript). A [`Role::ToolResult`] message is written from its first
-/// [`Block::ToolResult`]; messages that
-/// carry several results (Anthropic, Claude Code) need [`encode_agent_messages`]. Usage fields
+/// [`Block::ToolResult`]; a message that carries more than that one result block (several results,
+/// or text beside them, as Anthropic and Claude Code send), or whose one result has fields of its
+/// own, also gets its whole content under [`SKALD_CONTENT_KEY`]. Hosts that want pi's shapes only use [`encode_agent_messages`]. Usage fields
 /// beyond the four typed counts come back from `extra`; a usage pi never saw (decoded from another
 /// format) gets pi's `totalTokens` (the sum) and a zero `cost`, because pi's readers expect both.
 pub fn encode_agent_message(message: &Message) -> Value {
     let mut out = Map::new();
     out.insert("role".to_owned(), Value::from(role_name(&message.role)));
     let mut result_extra = None;
-    let first_result = match message.role {
-        Role::ToolResult => message.tool_results().next(),
-        Role::System | Role::User | Role::Assistant | Role::Custom(_) => None,
+    let (first_result, whole_content) = match message.role {
+        // A lone result with fields of its own (Anthropic's `cache_control` on a `tool_result`)
+        // needs the whole-content form too: pi's message has one object for the message's and
+        // the result's fields, and read back they would all be the message's.
+        Role::ToolResult => (
+            message.tool_results().next(),
+            match message.content.as_slice() {
+                [Block::ToolResult(result)] => result.extra.keys().any(|key| !is_hint_key(key)),
+                _ => true,
+            },
+        ),
+        Role::System | Role::User | Role::Assistant | Role::Custom(_) => (None, false),
     };
     match first_result {
         Some(result) => {
@@ -444,9 +492,18 @@ pub fn encode_agent_message(message: &Message) -> Value {
             if let Some(is_error) = result.is_error {
                 out.insert("isError".to_owned(), Value::Bool(is_error));
             }
-            result_extra = Some(&result.extra);
+            // In the whole-content form the first result's own fields live in its nested block;
+            // at the top they would read back as the message's.
+            if !whole_content {
+                result_extra = Some(&result.extra);
+            }
         }
+        None if whole_content => {}
         None => write_content(&mut out, "content", &message.content, message.content_form),
+    }
+    if whole_content {
+        let blocks = message.content.iter().map(encode_block).collect();
+        out.insert(SKALD_CONTENT_KEY.to_owned(), Value::Array(blocks));
     }
     write_meta(&mut out, &message.meta, &message.extra);
     write_extra(&mut out, &message.extra);
@@ -630,8 +687,9 @@ fn encode_block(block: &Block) -> Value {
             out.insert("arguments".to_owned(), call.arguments.clone());
             &call.extra
         }
-        // pi never nests a result in content; this shape only appears when a foreign message is
-        // written with `encode_agent_message` instead of `encode_agent_messages`.
+        // pi never nests a result in content; this shape appears in skald's whole-content form of
+        // a tool-result message (`skaldContent`) and when a foreign message is written with
+        // `encode_agent_message` instead of `encode_agent_messages`.
         Block::ToolResult(result) => {
             out.insert("type".to_owned(), Value::from("toolResult"));
             out.insert("toolCallId".to_owned(), Value::from(result.call_id.clone()));
@@ -639,6 +697,9 @@ fn encode_block(block: &Block) -> Value {
                 out.insert("toolName".to_owned(), Value::from(name.clone()));
             }
             write_content(&mut out, "content", &result.content, result.content_form);
+            if let Some(details) = &result.details {
+                out.insert("details".to_owned(), details.clone());
+            }
             if let Some(is_error) = result.is_error {
                 out.insert("isError".to_owned(), Value::Bool(is_error));
             }

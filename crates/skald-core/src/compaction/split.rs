@@ -16,7 +16,7 @@ use std::ops::Range;
 use serde::Serialize;
 
 use super::settings::{CompactionSettings, MAX_KEEP_RECENT_TURNS};
-use crate::message::{Block, Message, Role};
+use crate::message::{Block, ContentForm, Message, Role};
 use crate::repair::{RepairReport, repair_pairing};
 use crate::tokens::{estimate_message_tokens, estimate_messages_tokens};
 
@@ -630,7 +630,34 @@ fn move_orphaned_results(kept: &mut Vec<Message>, dropped: &mut Vec<Message>) {
             });
         kept_calls.extend(message.tool_calls().map(|call| call.id.clone()));
         if orphaned {
-            dropped.push(message);
+            // Only the results follow their calls: what shares the message with them (Anthropic's
+            // `[tool_result, text]`, the user's next instruction) stays in the kept history.
+            let Message {
+                role,
+                content,
+                meta,
+                content_form,
+                extra,
+            } = message;
+            let (results, others): (Vec<Block>, Vec<Block>) = content
+                .into_iter()
+                .partition(|block| matches!(block, Block::ToolResult(_)));
+            if !others.is_empty() {
+                remaining.push(Message {
+                    role: Role::User,
+                    content: others,
+                    meta: meta.clone(),
+                    content_form: ContentForm::Blocks,
+                    extra: extra.clone(),
+                });
+            }
+            dropped.push(Message {
+                role,
+                content: results,
+                meta,
+                content_form,
+                extra,
+            });
         } else {
             remaining.push(message);
         }
@@ -1110,6 +1137,31 @@ mod tests {
             .map(|m| m.tool_results().count())
             .sum();
         assert_eq!(dropped_results, 2);
+    }
+
+    #[test]
+    fn prune_history_keeps_text_beside_orphaned_results() {
+        // Anthropic's `[tool_result, text]`: the results follow their dropped call, the user's
+        // instruction beside them stays in the kept history.
+        let mut beside = result("a", 10);
+        beside.content.push(Block::text("now delete b.txt"));
+        let messages = vec![
+            calls(&["a"]),
+            text(Role::User, 8000),
+            beside,
+            text(Role::User, 8000),
+        ];
+        let pruned = prune_history_for_context_share(messages, 4_000, &settings());
+        assert!(pruned.kept.iter().all(|m| m.role != Role::ToolResult));
+        assert!(
+            pruned
+                .kept
+                .iter()
+                .any(|m| m.role == Role::User && m.plain_text() == "now delete b.txt"),
+            "{:?}",
+            pruned.kept
+        );
+        assert!(pruned.dropped.iter().any(|m| m.tool_results().count() == 1));
     }
 
     #[test]
