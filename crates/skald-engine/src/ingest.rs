@@ -63,6 +63,10 @@ use crate::{EngineError, SessionState};
 /// never saw.
 pub const HIDDEN_ENTRY_KEY: &str = "skaldHidden";
 
+/// The entry field naming the provider response an answer came from (a Responses client may
+/// continue from it with `previous_response_id`).
+pub const RESPONSE_ID_ENTRY_KEY: &str = "skaldResponseId";
+
 /// Hex digits of a derived session id's hash.
 const DERIVED_ID_HEX: usize = 24;
 
@@ -246,6 +250,70 @@ pub fn append_hidden(
     );
     sessions.append(tenant, session_id, &entries)?;
     Ok(entries)
+}
+
+/// Appends the model's answer to a client that keeps no history of its own (a Responses request
+/// with `store` on): the client continues with `previous_response_id` and sends only what is new,
+/// so skald records the answer itself, under the leaf, with the provider's `response_id`
+/// ([`conversation_before_response`] finds it again). The client sees this message, so a later
+/// request that sends the whole conversation matches it like any other.
+pub fn append_answer(
+    state: &mut SessionState,
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+    answer: Message,
+    response_id: &str,
+) -> Result<(), EngineError> {
+    let session = state.stored_session(sessions, tenant, session_id)?;
+    let mut entries = chain(
+        session,
+        session.leaf_id().map(str::to_owned),
+        vec![answer],
+        false,
+    );
+    for entry in &mut entries {
+        entry.extra.insert(
+            RESPONSE_ID_ENTRY_KEY.to_owned(),
+            Value::String(response_id.to_owned()),
+        );
+    }
+    sessions.append(tenant, session_id, &entries)?;
+    Ok(())
+}
+
+/// The client's conversation up to and including the answer of `response_id` (see
+/// [`append_answer`]): the messages of the active path the client saw, the host's prompt
+/// excluded. `None` when the session holds no such answer.
+pub fn conversation_before_response(
+    state: &mut SessionState,
+    sessions: &dyn SessionStore,
+    tenant: &str,
+    session_id: &str,
+    response_id: &str,
+) -> Result<Option<Vec<Message>>, EngineError> {
+    let session = match state.stored_session(sessions, tenant, session_id) {
+        Ok(session) => session,
+        Err(SessionError::NotFound { .. }) => return Ok(None),
+        Err(error) => return Err(error.into()),
+    };
+    let path = session.path_to(None);
+    let Some(end) = path.iter().position(|entry| {
+        entry
+            .extra
+            .get(RESPONSE_ID_ENTRY_KEY)
+            .and_then(Value::as_str)
+            == Some(response_id)
+    }) else {
+        return Ok(None);
+    };
+    Ok(Some(
+        path.iter()
+            .take(end + 1)
+            .filter(|entry| !is_hidden(entry))
+            .filter_map(|entry| entry.kind.as_message().cloned())
+            .collect(),
+    ))
 }
 
 /// OpenClaw's `ingest` / `ingestBatch`: appends messages under the leaf, creating the session if

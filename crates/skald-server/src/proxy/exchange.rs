@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
-use skald_core::codec::{anthropic, openai};
+use skald_core::codec::{anthropic, openai, responses};
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, ContentForm, Conversation, Message, Role, ToolCall, Usage};
 use skald_engine::ingest;
@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use super::conversation;
 use super::spelling::ClientMessages;
 use super::sse::SseSplitter;
-use super::stream::{StreamRewriter, anthropic_usage, error_event, openai_usage};
+use super::stream::{StreamRewriter, anthropic_usage, error_event, openai_usage, responses_usage};
 use super::tools::{self, Executed, SkaldTools};
 use super::upstream::{Api, response_headers};
 use crate::error::ApiError;
@@ -62,6 +62,8 @@ pub struct Exchange {
     pub identity: Option<MemoryIdentity>,
     pub now_ms: i64,
     pub settings: RecoverySettings,
+    /// Whether the answer is recorded in the session (a Responses client with `store` on).
+    pub records_answer: bool,
 }
 
 /// A response the client gets instead of the normal flow's answer (an upstream error as it came,
@@ -341,6 +343,30 @@ impl Exchange {
         }
     }
 
+    /// Records the answer the client got in the session when the client keeps no history of its
+    /// own (see [`Exchange::records_answer`]); a failure is logged, never the request's.
+    fn record_answer(&self, session: &mut SessionState, response: &Value) {
+        if !self.records_answer {
+            return;
+        }
+        let Some(id) = response.get("id").and_then(Value::as_str) else {
+            return;
+        };
+        let Ok(decoded) = responses::decode_response(response) else {
+            return;
+        };
+        if let Err(error) = ingest::append_answer(
+            session,
+            &*self.state.sessions,
+            &self.tenant,
+            &self.session_id,
+            decoded.message,
+            id,
+        ) {
+            tracing::warn!(session = self.session_id.as_str(), %error, "recording the answer failed");
+        }
+    }
+
     /// `response` with the request's notes for its log line.
     fn noted(&self, mut response: Response, noted: &Noted) -> Response {
         response.extensions_mut().insert(ProxyNote {
@@ -609,6 +635,7 @@ async fn answer_whole(
             .tool_calls()
             .partition(|call| sent.skald.contains(&call.name));
         if skald_calls.is_empty() {
+            exchange.record_answer(session, &value);
             return raw_response(status, headers, body);
         }
         let skald_calls: Vec<ToolCall> = skald_calls.into_iter().cloned().collect();
@@ -630,6 +657,7 @@ async fn answer_whole(
             return error.into_response();
         }
         tools::strip_skald_calls(exchange.api, &mut value, &sent.skald);
+        exchange.record_answer(session, &value);
         return json_response(status, headers, &value);
     }
 }
@@ -822,6 +850,9 @@ pub async fn stream(
             return;
         }
     }
+    if let Some(response) = rewriter.final_response() {
+        exchange.record_answer(&mut session, response);
+    }
 }
 
 /// Sends `body` to the exchange's URL once and gives the client the upstream's answer as it
@@ -847,11 +878,13 @@ pub async fn forward_raw(exchange: &Exchange, body: Vec<u8>) -> Response {
 fn decode_answer(api: Api, value: &Value) -> Option<Message> {
     let mut message = match api {
         Api::OpenAi => openai::decode_response(value).ok()?.message,
+        Api::Responses => responses::decode_response(value).ok()?.message,
         Api::Anthropic => anthropic::decode_response(value).ok()?.message,
     };
     if message.meta.usage.is_none() {
         message.meta.usage = value.get("usage").map(|usage| match api {
             Api::OpenAi => openai_usage(usage),
+            Api::Responses => responses_usage(usage),
             Api::Anthropic => anthropic_usage(usage, None),
         });
     }

@@ -71,7 +71,7 @@ fn client_session(api: Api, headers: &HeaderMap, body: &Value) -> Option<(&'stat
         Api::Anthropic => header("x-claude-code-session-id")
             .or_else(|| metadata_session(body))
             .map(|id| ("claude-code", id)),
-        Api::OpenAi => header("session-id")
+        Api::OpenAi | Api::Responses => header("session-id")
             .or_else(|| header("thread-id"))
             .or_else(|| header("conversation_id"))
             .or_else(|| {
@@ -193,14 +193,14 @@ mod tests {
     fn codex_threads_name_the_session_and_the_client_id_wins_over_skalds_header() {
         let thread = "019a0000-1111-7222-8333-444455556666";
         let by_header = session_id(
-            Api::OpenAi,
+            Api::Responses,
             &headers(&[("session-id", thread), ("x-skald-session", "mine")]),
             &json!({}),
             &opening("hi"),
         )
         .unwrap();
         let by_cache_key = session_id(
-            Api::OpenAi,
+            Api::Responses,
             &HeaderMap::new(),
             &json!({"prompt_cache_key": thread}),
             &opening("hi"),

@@ -31,6 +31,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
 use skald_engine::RecoverySettings;
+use skald_engine::ingest;
 use skald_engine::memory::MemoryIdentity;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -46,6 +47,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(chat_completions))
         .routes(routes!(messages))
+        .routes(routes!(responses, responses_websocket))
         .routes(routes!(count_tokens))
         .routes(routes!(models))
 }
@@ -121,6 +123,56 @@ async fn messages(
         body,
     )
     .await
+}
+
+/// OpenAI Responses through skald (stateless, `store: false` with the full `input` every call,
+/// as Codex sends it; a `previous_response_id` is resolved from skald's own session): as
+/// `/v1/chat/completions`, to `[proxy.openai]`'s `{base_url}/responses`.
+#[utoipa::path(post, path = "/v1/responses", tag = "proxy",
+    params(("x-skald-session" = Option<String>, Header,
+        description = "The session when the client sends no id of its own (Codex's thread id); derived from the conversation's first messages when absent")),
+    request_body(content = Object, description = "A Responses request (JSON, or zstd / gzip with content-encoding)", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The upstream's answer (JSON, or an SSE stream)", body = Object),
+        (status = 400, description = "Malformed JSON, not a Responses request, or a previous_response_id skald does not hold"),
+        (status = 401, description = "A key is required"),
+        (status = 413, description = "The body is over the size limit"),
+        (status = 422, description = "No upstream configured"),
+        (status = 502, description = "The upstream cannot be reached"),
+        (status = 504, description = "The upstream did not answer in time")))]
+async fn responses(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    proxy(
+        state,
+        caller,
+        Api::Responses,
+        Route::Generate,
+        uri,
+        headers,
+        body,
+    )
+    .await
+}
+
+/// The Responses WebSocket transport is not served: the upgrade is refused with 426, which
+/// Codex takes as "use HTTP" and falls back to `POST /v1/responses` at once (a 404 costs it
+/// three attempts and an error item; a 400 fails its turn).
+#[utoipa::path(get, path = "/v1/responses", tag = "proxy",
+    responses((status = 426, description = "WebSocket not offered: use POST /v1/responses")))]
+async fn responses_websocket() -> Response {
+    let mut response = ApiError::BadRequest(
+        "skald serves the Responses API over HTTP only: POST /v1/responses (streamed with \
+         `stream: true`)"
+            .to_owned(),
+    )
+    .into_response();
+    *response.status_mut() = StatusCode::UPGRADE_REQUIRED;
+    response
 }
 
 /// Anthropic's token count, for the request as skald would send it upstream (the client's
@@ -226,6 +278,8 @@ async fn start(
             ))
         }
     })?;
+    let body = decompress(&headers, body, state.config.max_body_bytes)?;
+    let body = decompress(&headers, body, state.config.max_body_bytes)?;
     let upstream = api.upstream(&state.config)?;
     let upstream_headers = upstream::upstream_headers(api, &caller, &headers, upstream)?;
     let url = match route {
@@ -237,10 +291,7 @@ async fn start(
     let mut request = api.decode_request(&value).map_err(|error| {
         ApiError::BadRequest(format!(
             "the request body is not a valid {} request: {error}",
-            match api {
-                Api::OpenAi => "Chat Completions",
-                Api::Anthropic => "Messages",
-            }
+            api.name()
         ))
     })?;
     let streaming = value.get("stream") == Some(&Value::Bool(true));
@@ -276,10 +327,13 @@ async fn start(
         identity,
         now_ms: now_ms(),
         settings: RecoverySettings::default(),
+        // A Responses client with `store` on (the API's default) may continue from this
+        // answer by its id alone: skald records it.
+        records_answer: api == Api::Responses && value.get("store") != Some(&Value::Bool(false)),
     };
     if route == Route::CountTokens {
         let conversation = messages
-            .get(skald_engine::ingest::prompt_len(&messages)..)
+            .get(ingest::prompt_len(&messages)..)
             .unwrap_or_default()
             .to_vec();
         exchange.client_messages = spelling::ClientMessages::new(messages);
@@ -288,6 +342,42 @@ async fn start(
 
     let slot = state.session_slot(&exchange.tenant, &exchange.session_id);
     let mut session = slot.lock_owned().await;
+    let previous = match (api, value.get("previous_response_id")) {
+        (Api::Responses, Some(Value::String(id))) => Some(id.clone()),
+        _ => None,
+    };
+    let messages = match previous {
+        None => messages,
+        Some(previous) => {
+            let earlier = ingest::conversation_before_response(
+                &mut session,
+                &*state.sessions,
+                &exchange.tenant,
+                &exchange.session_id,
+                &previous,
+            )
+            .map_err(|error| ApiError::Internal(format!("reading the session failed: {error}")))?
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "previous_response_id {previous:?} is not an answer skald recorded in session \
+                     {:?}: skald rewrites every request's context, so it cannot continue from a \
+                     response the upstream stored; send the whole conversation in `input` (with \
+                     `store: false`, as Codex does), or continue only from responses made through \
+                     skald with `store` on, in the same session (the client's session id, or \
+                     {SESSION_HEADER})",
+                    exchange.session_id
+                ))
+            })?;
+            // The conversation as if the client had sent it whole; the upstream gets skald's
+            // context, never the reference.
+            exchange.request.extra.remove("previous_response_id");
+            let prompt = ingest::prompt_len(&messages);
+            let mut whole: Vec<_> = messages.get(..prompt).unwrap_or_default().to_vec();
+            whole.extend(earlier);
+            whole.extend(messages.into_iter().skip(prompt));
+            whole
+        }
+    };
     let synced = conversation::sync(
         &mut session,
         &*state.sessions,
@@ -316,6 +406,50 @@ async fn start(
     response
         .await
         .map_err(|_| ApiError::Internal("the streaming task ended before answering".to_owned()))
+}
+
+/// The request body as JSON bytes: a body sent with `content-encoding: zstd` or `gzip` (Codex
+/// can compress its requests) is decompressed, within the same size limit as a plain one.
+fn decompress(headers: &HeaderMap, body: Bytes, limit: usize) -> Result<Bytes, ApiError> {
+    use std::io::Read;
+
+    let encoding = match headers.get(axum::http::header::CONTENT_ENCODING) {
+        None => return Ok(body),
+        Some(value) => value
+            .to_str()
+            .map_err(|_| {
+                ApiError::BadRequest("the content-encoding header is not text".to_owned())
+            })?
+            .trim()
+            .to_ascii_lowercase(),
+    };
+    let mut out = Vec::new();
+    let read = match encoding.as_str() {
+        "" | "identity" => return Ok(body),
+        "zstd" => zstd::stream::read::Decoder::new(body.as_ref())
+            .and_then(|decoder| decoder.take(limit as u64 + 1).read_to_end(&mut out)),
+        "gzip" | "x-gzip" => flate2::read::GzDecoder::new(body.as_ref())
+            .take(limit as u64 + 1)
+            .read_to_end(&mut out),
+        "deflate" => flate2::read::ZlibDecoder::new(body.as_ref())
+            .take(limit as u64 + 1)
+            .read_to_end(&mut out),
+        other => {
+            return Err(ApiError::BadRequest(format!(
+                "content-encoding {other:?} is not supported: send the body plain, or as zstd, \
+                 gzip or deflate"
+            )));
+        }
+    };
+    read.map_err(|error| {
+        ApiError::BadRequest(format!("the request body is not valid {encoding}: {error}"))
+    })?;
+    if out.len() > limit {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "the request body is over the server's size limit of {limit} bytes once decompressed"
+        )));
+    }
+    Ok(Bytes::from(out))
 }
 
 fn now_ms() -> i64 {

@@ -23,6 +23,10 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use skald_core::message::{Block, Extra, ThinkingBlock, ToolCall, Usage};
 
+mod responses;
+
+pub use responses::responses_usage;
+
 use super::sse::{SseEvent, write_event};
 use super::tools::SkaldTools;
 use super::upstream::Api;
@@ -185,6 +189,13 @@ pub struct StreamRewriter {
     round_text: String,
     /// The last character of text the client got, over the whole stream.
     last_text_char: Option<char>,
+    /// Responses: the items the client saw, over the whole stream (the closing event's
+    /// `output`).
+    client_items: Vec<Value>,
+    /// Responses: the next event's `sequence_number`.
+    next_sequence: u64,
+    /// Responses: the response the client got in the closing event, once released.
+    final_response: Option<Value>,
 }
 
 impl StreamRewriter {
@@ -203,6 +214,9 @@ impl StreamRewriter {
             seen: Vec::new(),
             round_text: String::new(),
             last_text_char: None,
+            client_items: Vec::new(),
+            next_sequence: 0,
+            final_response: None,
         }
     }
 
@@ -222,6 +236,7 @@ impl StreamRewriter {
         match self.api {
             Api::OpenAi => self.on_openai(event),
             Api::Anthropic => self.on_anthropic(event),
+            Api::Responses => self.on_responses(event),
         }
     }
 
@@ -229,11 +244,11 @@ impl StreamRewriter {
     pub fn end_round(&mut self) -> Round {
         let mut round = std::mem::take(&mut self.current);
         round.skald_calls = self.held_calls.drain(..).map(HeldCall::into_call).collect();
-        round.content = self
-            .seen
-            .drain(..)
-            .filter_map(|(_, block)| block.into_block())
-            .collect();
+        round.content.extend(
+            self.seen
+                .drain(..)
+                .filter_map(|(_, block)| block.into_block()),
+        );
         let text = std::mem::take(&mut self.round_text);
         if !text.is_empty() {
             round.content.push(Block::text(text));
@@ -243,17 +258,26 @@ impl StreamRewriter {
         round
     }
 
+    /// Responses: the whole response the client got (its id, every item it saw), once
+    /// [`StreamRewriter::release_held`] released it.
+    pub fn final_response(&self) -> Option<&Value> {
+        self.final_response.as_ref()
+    }
+
     /// The answer is over: the end-of-answer events held back, with a stop reason that no
     /// longer asks for tools when the client got no tool call at all.
     pub fn release_held(&mut self) -> Vec<Bytes> {
         let no_client_calls = self.client_calls_total == 0;
-        self.held_tail
-            .drain(..)
+        let held: Vec<Held> = self.held_tail.drain(..).collect();
+        held.into_iter()
             .map(|held| match held {
                 Held::Raw(raw) => raw,
                 Held::Json { event, mut data } => {
                     if no_client_calls {
                         fix_stop_reason(&mut data);
+                    }
+                    if self.api == Api::Responses {
+                        self.finish_responses(&mut data);
                     }
                     write_event(event.as_deref(), &data.to_string())
                 }
@@ -625,6 +649,13 @@ pub fn error_event(api: Api, message: &str) -> Vec<Bytes> {
             ),
             write_event(None, "[DONE]"),
         ],
+        Api::Responses => vec![write_event(
+            Some("response.failed"),
+            &json!({"type": "response.failed", "response": {
+                "object": "response", "status": "failed", "output": [],
+                "error": {"code": "server_error", "message": message}}})
+            .to_string(),
+        )],
         Api::Anthropic => vec![write_event(
             Some("error"),
             &json!({"type": "error", "error": {"type": "api_error", "message": message}})

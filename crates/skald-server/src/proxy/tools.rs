@@ -121,8 +121,8 @@ pub fn client_tool_reports(new: &[Message], all: &[Message]) -> Vec<ToolCallRepo
     reports
 }
 
-/// An assistant message for the session holding `calls` (and, when the client never saw them,
-/// the answer's text and thinking): built from the typed parts only, so no field of the
+/// An assistant message for the session holding `calls` after what the answer said (its text,
+/// thinking and opaque blocks such as reasoning items): built from the typed parts only, so no field of the
 /// provider's response envelope ends up in a later request.
 pub fn hidden_assistant(answer: Option<&Message>, calls: &[ToolCall]) -> Message {
     let mut content: Vec<Block> = Vec::new();
@@ -133,11 +133,10 @@ pub fn hidden_assistant(answer: Option<&Message>, calls: &[ToolCall]) -> Message
                     content.push(Block::text(text.text.clone()))
                 }
                 Block::Thinking(thinking) => content.push(Block::Thinking(thinking.clone())),
-                Block::Text(_)
-                | Block::Image(_)
-                | Block::ToolCall(_)
-                | Block::ToolResult(_)
-                | Block::Opaque(_) => {}
+                // Redacted thinking, a Responses reasoning item (its encrypted content is what
+                // lets a stateless client's reasoning model go on), a server tool's block.
+                Block::Opaque(value) => content.push(Block::Opaque(value.clone())),
+                Block::Text(_) | Block::Image(_) | Block::ToolCall(_) | Block::ToolResult(_) => {}
             }
         }
     }
@@ -190,6 +189,15 @@ pub fn strip_skald_calls(api: Api, response: &mut Value, skald: &SkaldTools) {
                         }
                     }
                 }
+            }
+        }
+        Api::Responses => {
+            if let Some(Value::Array(items)) = response.get_mut("output") {
+                items.retain(|item| {
+                    let is_call = item.get("type").and_then(Value::as_str) == Some("function_call");
+                    let name = item.get("name").and_then(Value::as_str);
+                    !(is_call && name.is_some_and(|name| skald.contains(name)))
+                });
             }
         }
         Api::Anthropic => {

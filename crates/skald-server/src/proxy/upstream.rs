@@ -7,7 +7,7 @@
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use serde_json::{Value, json};
-use skald_core::codec::{anthropic, openai};
+use skald_core::codec::{anthropic, openai, responses};
 use skald_core::message::Conversation;
 use skald_store::keys::KEY_PREFIX;
 
@@ -25,14 +25,25 @@ pub enum Api {
     OpenAi,
     /// Anthropic Messages (`POST /v1/messages`).
     Anthropic,
+    /// OpenAI Responses (`POST /v1/responses`), to the OpenAI upstream.
+    Responses,
 }
 
 impl Api {
     /// The configuration table that names this API's upstream.
     pub fn table(self) -> &'static str {
         match self {
-            Api::OpenAi => "[proxy.openai]",
+            Api::OpenAi | Api::Responses => "[proxy.openai]",
             Api::Anthropic => "[proxy.anthropic]",
+        }
+    }
+
+    /// The API's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::OpenAi => "Chat Completions",
+            Api::Anthropic => "Messages",
+            Api::Responses => "Responses",
         }
     }
 
@@ -40,6 +51,7 @@ impl Api {
     pub fn origin(self) -> &'static str {
         match self {
             Api::OpenAi => openai::ORIGIN,
+            Api::Responses => responses::ORIGIN,
             Api::Anthropic => anthropic::ORIGIN,
         }
     }
@@ -47,7 +59,7 @@ impl Api {
     /// The configured upstream, or the error saying what to configure.
     pub fn upstream(self, config: &ServerConfig) -> Result<&Upstream, ApiError> {
         let upstream = match self {
-            Api::OpenAi => config.openai.as_ref(),
+            Api::OpenAi | Api::Responses => config.openai.as_ref(),
             Api::Anthropic => config.anthropic.as_ref(),
         };
         upstream.ok_or_else(|| {
@@ -56,7 +68,7 @@ impl Api {
                  (e.g. {})",
                 self.table(),
                 match self {
-                    Api::OpenAi => "https://api.openai.com/v1",
+                    Api::OpenAi | Api::Responses => "https://api.openai.com/v1",
                     Api::Anthropic => "https://api.anthropic.com",
                 }
             ))
@@ -67,6 +79,7 @@ impl Api {
     pub fn decode_request(self, body: &Value) -> Result<Conversation, String> {
         match self {
             Api::OpenAi => openai::decode_request(body).map_err(|error| error.to_string()),
+            Api::Responses => responses::decode_request(body).map_err(|error| error.to_string()),
             Api::Anthropic => anthropic::decode_request(body).map_err(|error| error.to_string()),
         }
     }
@@ -74,6 +87,7 @@ impl Api {
     pub fn encode_request(self, conversation: &Conversation) -> Value {
         match self {
             Api::OpenAi => openai::encode_request(conversation),
+            Api::Responses => responses::encode_request(conversation),
             Api::Anthropic => anthropic::encode_request(conversation),
         }
     }
@@ -82,6 +96,7 @@ impl Api {
     pub fn from_function_spec(self, tool: Value) -> Value {
         match self {
             Api::OpenAi => tool,
+            Api::Responses => responses::tool_from_function_spec(tool),
             Api::Anthropic => {
                 let Value::Object(mut outer) = tool else {
                     return tool;
@@ -98,7 +113,8 @@ impl Api {
         }
     }
 
-    /// `{base_url}/chat/completions` or `{base_url}/v1/messages`, with the client's query string.
+    /// `{base_url}/chat/completions`, `{base_url}/v1/messages` or `{base_url}/responses`, with the
+    /// client's query string.
     pub fn url(self, upstream: &Upstream, query: Option<&str>) -> String {
         self.url_for(upstream, self.generate_path(), query)
     }
@@ -107,6 +123,7 @@ impl Api {
     pub fn generate_path(self) -> &'static str {
         match self {
             Api::OpenAi => "/chat/completions",
+            Api::Responses => "/responses",
             Api::Anthropic => "/v1/messages",
         }
     }
@@ -114,7 +131,7 @@ impl Api {
     /// Where the models list is below the base URL.
     pub fn models_path(self) -> &'static str {
         match self {
-            Api::OpenAi => "/models",
+            Api::OpenAi | Api::Responses => "/models",
             Api::Anthropic => "/v1/models",
         }
     }
@@ -131,14 +148,14 @@ impl Api {
     /// The header a provider key goes in.
     fn key_header(self) -> HeaderName {
         match self {
-            Api::OpenAi => header::AUTHORIZATION,
+            Api::OpenAi | Api::Responses => header::AUTHORIZATION,
             Api::Anthropic => HeaderName::from_static("x-api-key"),
         }
     }
 
     fn key_value(self, key: &str) -> Result<HeaderValue, ApiError> {
         let text = match self {
-            Api::OpenAi => format!("Bearer {key}"),
+            Api::OpenAi | Api::Responses => format!("Bearer {key}"),
             Api::Anthropic => key.to_owned(),
         };
         HeaderValue::from_str(&text).map_err(|_| {
@@ -169,6 +186,8 @@ fn is_dropped_request_header(name: &HeaderName) -> bool {
             | "expect"
             // skald reads the answer: it must come uncompressed.
             | "accept-encoding"
+            // skald decompressed the client's body and sends its own.
+            | "content-encoding"
     ) || name.as_str().starts_with("x-skald-")
 }
 

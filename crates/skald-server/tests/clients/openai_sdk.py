@@ -155,7 +155,8 @@ def main():
         texts = [event.delta for event in stream if event.type == "content.delta"]
         final = stream.get_final_completion()
     message = final.choices[0].message
-    assert "".join(texts) == "Let me look. Found it.", texts
+    # The text after the hidden round starts a new paragraph instead of running on.
+    assert "".join(texts) == "Let me look. \n\nFound it.", texts
     assert message.content == "Let me look. Found it.", message
     assert not message.tool_calls, message.tool_calls
     assert final.choices[0].finish_reason == "stop", final.choices[0].finish_reason
