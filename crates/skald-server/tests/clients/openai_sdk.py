@@ -157,7 +157,7 @@ def main():
     message = final.choices[0].message
     # The text after the hidden round starts a new paragraph instead of running on.
     assert "".join(texts) == "Let me look. \n\nFound it.", texts
-    assert message.content == "Let me look. Found it.", message
+    assert message.content == "Let me look. \n\nFound it.", message
     assert not message.tool_calls, message.tool_calls
     assert final.choices[0].finish_reason == "stop", final.choices[0].finish_reason
     print("PASS streaming-tool-interception")
