@@ -269,6 +269,7 @@ fn context_local(
             identity,
             settings: &config.memory.recall,
             offer_tools: true,
+            simulated_calls: true,
         });
     let request = ViewRequest {
         sessions: view_sessions,

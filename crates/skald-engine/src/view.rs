@@ -14,6 +14,7 @@
 use std::sync::LazyLock;
 
 use skald_core::memory::recall::RecallSettings;
+use skald_core::memory::recall::simulated_calls_as_text;
 use skald_core::memory::tools::tool_specs as memory_tool_specs;
 use skald_core::message::{Message, Role, ToolSpec};
 use skald_core::pipeline::policy::Policy;
@@ -54,6 +55,11 @@ pub struct RecallHook<'a> {
     /// Offer the five memory tools to the model (the host must then run them, e.g. with
     /// [`crate::memory::execute_memory_tool`]).
     pub offer_tools: bool,
+    /// Inject recall and the session-start listing as simulated tool calls (seed 002's form).
+    /// `false` gives them as user text instead
+    /// ([`skald_core::memory::recall::simulated_calls_as_text`]): a request with Anthropic's
+    /// extended thinking on refuses a tool call the model did not sign.
+    pub simulated_calls: bool,
 }
 
 /// Which session to view, and how.
@@ -232,6 +238,9 @@ pub async fn prepare_view(
                 view.tools.push(spec.clone());
             }
         }
+    }
+    if !hook.simulated_calls {
+        view.messages = simulated_calls_as_text(std::mem::take(&mut view.messages));
     }
     view.memory = Some(report);
     Ok(view)

@@ -1125,6 +1125,7 @@ async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but
         identity: &identity,
         settings: &settings,
         offer_tools: true,
+        simulated_calls: true,
     };
     let setup = Setup::new(200_000, 4_096);
     let summarizer = ExtractiveSummarizer::default();

@@ -103,6 +103,7 @@ async fn a_skill_read_keeps_the_appendix_it_got_first_while_the_memory_changes()
         identity: &identity,
         settings: &settings,
         offer_tools: true,
+        simulated_calls: true,
     };
     let mut state = SessionState::default();
     let first = prepare_view(
@@ -169,6 +170,7 @@ async fn a_pending_prompt_drives_recall_and_is_not_in_the_messages() {
         identity: &identity,
         settings: &settings,
         offer_tools: false,
+        simulated_calls: true,
     };
     let prompt = "How do I optimise the billing database queries on invoices?";
     let view = prepare_view(
@@ -207,6 +209,82 @@ async fn a_pending_prompt_drives_recall_and_is_not_in_the_messages() {
     assert!(without.memory.is_none());
     assert_eq!(without.messages.len(), 2);
     assert_eq!(without.estimated_tokens(), without.message_tokens);
+}
+
+/// Regression: with Anthropic's extended thinking on, a request whose recall came as a
+/// simulated `search_memories` call (an assistant tool call without a signed thinking block) is
+/// refused by the provider. Without simulated calls, the same memories come as user text.
+#[tokio::test]
+async fn recall_without_simulated_calls_is_user_text_and_no_unsigned_tool_call() {
+    let (sessions, refs) = stores();
+    let store = fixture_store();
+    sessions
+        .append_message(
+            TENANT,
+            SESSION,
+            Message::text(
+                Role::User,
+                "How do I optimise the billing database queries on invoices?",
+            ),
+        )
+        .unwrap();
+    let policy = Policy::preset("none").unwrap();
+    let identity = identity();
+    let settings = RecallSettings::default();
+    let hook = |simulated_calls| RecallHook {
+        store: &store,
+        embedder: None,
+        identity: &identity,
+        settings: &settings,
+        offer_tools: true,
+        simulated_calls,
+    };
+    let simulated = hook(true);
+    let as_calls = prepare_view(
+        &request(&sessions, &refs, &policy, Some(&simulated), None),
+        &mut SessionState::default(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        as_calls
+            .messages
+            .iter()
+            .any(|m| m.tool_calls().next().is_some())
+    );
+    let text = hook(false);
+    let as_text = prepare_view(
+        &request(&sessions, &refs, &policy, Some(&text), None),
+        &mut SessionState::default(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        as_text
+            .messages
+            .iter()
+            .all(|m| m.tool_calls().next().is_none() && m.tool_results().next().is_none()),
+        "{:?}",
+        as_text.messages
+    );
+    let last = as_text.messages.last().unwrap();
+    assert_eq!(last.role, Role::User);
+    assert!(
+        last.plain_text()
+            .contains("<skald-memory tool=\"search_memories\"")
+    );
+    // The same memories reach the model.
+    let recalled = as_calls
+        .messages
+        .iter()
+        .flat_map(Message::tool_results)
+        .map(|result| skald_core::message::join_text(&result.content))
+        .collect::<Vec<_>>();
+    assert!(!recalled.is_empty());
+    let all_text: String = as_text.messages.iter().map(Message::plain_text).collect();
+    for result in recalled {
+        assert!(all_text.contains(&result), "{result}");
+    }
 }
 
 #[tokio::test]

@@ -57,7 +57,7 @@ use super::dedup::words;
 use super::levels::cut_at_word;
 use super::query::QueryPlan;
 use crate::compaction::plan::is_user_ask;
-use crate::message::{Block, Extra, Message, Role, ToolCall, ToolResult};
+use crate::message::{Block, Extra, Message, Role, ToolCall, ToolResult, join_text};
 use crate::tokens::{CHARS_PER_TOKEN, estimate_string_chars};
 
 /// The name of the recall tool, real (the agent may call it) and simulated (per-turn recall).
@@ -874,6 +874,51 @@ pub fn is_simulated(message: &Message) -> bool {
             Block::ToolResult(result) => simulated(&result.call_id),
             Block::Text(_) | Block::Image(_) | Block::Thinking(_) | Block::Opaque(_) => false,
         })
+}
+
+/// `messages` with every simulated call of this module (see [`is_simulated`]) turned into one
+/// user message holding the calls and their results as text, for a model request in which a
+/// tool call must come with the model's own reasoning: with extended thinking on, Anthropic
+/// refuses an assistant turn that calls a tool without a thinking block — and only the model can
+/// write a signed one. The memory reaches the model the same; only its form differs.
+pub fn simulated_calls_as_text(messages: Vec<Message>) -> Vec<Message> {
+    if !messages.iter().any(is_simulated) {
+        return messages;
+    }
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    let mut pending: Vec<ToolCall> = Vec::new();
+    for message in messages {
+        if !is_simulated(&message) {
+            out.push(message);
+            continue;
+        }
+        if message.role == Role::Assistant {
+            pending.extend(message.tool_calls().cloned());
+            continue;
+        }
+        let mut text = String::new();
+        for result in message.tool_results() {
+            let call = pending.iter().find(|call| call.id == result.call_id);
+            let name = call.map_or("memory", |call| call.name.as_str());
+            let arguments = call.map_or_else(String::new, |call| call.arguments.to_string());
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&format!(
+                "<skald-memory tool=\"{name}\" arguments='{arguments}'>\n{}\n</skald-memory>",
+                join_text(&result.content)
+            ));
+        }
+        pending.retain(|call| {
+            !message
+                .tool_results()
+                .any(|result| result.call_id == call.id)
+        });
+        if !text.is_empty() {
+            out.push(Message::new(Role::User, vec![Block::text(text)]));
+        }
+    }
+    out
 }
 
 /// `messages` with `injection` inserted right after the first user message a person wrote (where

@@ -131,7 +131,21 @@ impl Exchange {
             identity,
             settings: &self.state.config.memory.recall,
             offer_tools: true,
+            simulated_calls: !self.thinking_enabled(),
         })
+    }
+
+    /// Whether the client asked Anthropic for extended thinking (`thinking` of type `enabled`
+    /// or `adaptive`): then every assistant tool call in the request must be the model's own.
+    fn thinking_enabled(&self) -> bool {
+        self.api == Api::Anthropic
+            && self
+                .request
+                .extra
+                .get("thinking")
+                .and_then(|thinking| thinking.get("type"))
+                .and_then(Value::as_str)
+                .is_some_and(|kind| kind != "disabled")
     }
 
     /// The body of one upstream call (see [`Exchange::encode_parts`]).

@@ -228,6 +228,7 @@ async fn build_view(
         offer_tools: MEMORY_TOOL_NAMES
             .iter()
             .any(|name| host_runs(available, name)),
+        simulated_calls: true,
     });
     let request = ViewRequest {
         sessions: state.sessions.as_ref(),
