@@ -120,6 +120,40 @@ pub struct Config {
 pub struct ProxyConfig {
     pub openai: Option<UpstreamTable>,
     pub anthropic: Option<UpstreamTable>,
+    /// Seconds to open a connection to an upstream (default 10).
+    pub connect_timeout_secs: Option<u64>,
+    /// Seconds from a request to its answer's headers (default 600).
+    pub first_byte_timeout_secs: Option<u64>,
+    /// Seconds an answer's body may pause (default 300).
+    pub idle_timeout_secs: Option<u64>,
+}
+
+impl ProxyConfig {
+    /// The upstream timeouts, the defaults where the table says nothing; zero is refused (it
+    /// would fail every call).
+    pub fn timeouts(&self) -> Result<skald_server::config::UpstreamTimeouts> {
+        let defaults = skald_server::config::UpstreamTimeouts::default();
+        let pick = |name: &str, value: Option<u64>, default: std::time::Duration| match value {
+            None => Ok(default),
+            Some(0) => Err(anyhow::anyhow!(
+                "[proxy] {name} is 0: it must be at least 1 second"
+            )),
+            Some(seconds) => Ok(std::time::Duration::from_secs(seconds)),
+        };
+        Ok(skald_server::config::UpstreamTimeouts {
+            connect: pick(
+                "connect_timeout_secs",
+                self.connect_timeout_secs,
+                defaults.connect,
+            )?,
+            first_byte: pick(
+                "first_byte_timeout_secs",
+                self.first_byte_timeout_secs,
+                defaults.first_byte,
+            )?,
+            idle: pick("idle_timeout_secs", self.idle_timeout_secs, defaults.idle)?,
+        })
+    }
 }
 
 /// `[proxy.openai]` / `[proxy.anthropic]`.
@@ -161,6 +195,8 @@ pub struct ServerTable {
     pub addr: String,
     /// Requests over this many bytes are refused (413).
     pub max_body_bytes: usize,
+    /// Seconds a stop waits for in-flight requests and background work before exiting anyway.
+    pub shutdown_grace_secs: u64,
 }
 
 /// Where `skald serve` listens by default.
@@ -171,6 +207,7 @@ impl Default for ServerTable {
         ServerTable {
             addr: DEFAULT_ADDR.to_owned(),
             max_body_bytes: skald_server::config::DEFAULT_MAX_BODY_BYTES,
+            shutdown_grace_secs: skald_server::config::DEFAULT_SHUTDOWN_GRACE.as_secs(),
         }
     }
 }

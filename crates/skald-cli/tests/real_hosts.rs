@@ -421,26 +421,39 @@ fn measure_host(name: &str, small: usize) {
             codex(&format!("{base}/v1"), key.as_deref(), dir)
         };
         let measured = measure_upstream(&upstream, run.finished.success());
-        let log_lines = skald
+        // skald's own time per proxied request, from its log line (`overhead_ms`: the
+        // request's time to its answer's headers minus the upstream's).
+        let overheads: Vec<f64> = skald
             .as_ref()
-            .map(|s| s.log().lines().filter(|l| l.contains("latency")).count())
-            .unwrap_or(0);
-        rows.push((through_skald, measured, log_lines));
+            .map(|s| {
+                s.log()
+                    .lines()
+                    .filter(|line| line.contains("upstream_calls"))
+                    .filter_map(|line| {
+                        let value = line.split("overhead_ms=").nth(1)?;
+                        value.split_whitespace().next()?.parse::<f64>().ok()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        rows.push((through_skald, measured, overheads));
     }
     let direct_gap = rows[0].1.gap_p50_ms;
-    for (through_skald, m, log_lines) in &rows {
+    for (through_skald, m, overheads) in &rows {
         println!(
-            "{name:<12} {:<7} completed={} calls={:>3} gap_p50={:>7.1}ms overhead_p50={:>6.1}ms \
-             prefix_breaks={:>2} cached_share={:>5.1}% cost=${:.4} skald_latency_log_lines={}",
+            "{name:<12} {:<7} completed={} calls={:>3} gap_p50={:>7.1}ms (vs direct {:>+6.1}ms) \
+             skald_overhead_p50={:>6.2}ms over {} requests prefix_breaks={:>2} \
+             cached_share={:>5.1}% cost=${:.4}",
             if *through_skald { "skald" } else { "direct" },
             m.completed,
             m.calls,
             m.gap_p50_ms,
             m.gap_p50_ms - direct_gap,
+            p50(overheads.clone()),
+            overheads.len(),
             m.breaks,
             m.cached_share * 100.0,
             m.cost_usd,
-            log_lines
         );
     }
 }
