@@ -279,7 +279,6 @@ async fn start(
         }
     })?;
     let body = decompress(&headers, body, state.config.max_body_bytes)?;
-    let body = decompress(&headers, body, state.config.max_body_bytes)?;
     let upstream = api.upstream(&state.config)?;
     let upstream_headers = upstream::upstream_headers(api, &caller, &headers, upstream)?;
     let url = match route {

@@ -62,6 +62,8 @@ pub enum Reply {
     },
     /// An answer computed from the request body.
     Dynamic(Arc<dyn Fn(&Value) -> Reply + Send + Sync>),
+    /// No answer at all (not even headers) for a very long time: an upstream that hangs.
+    Hang,
 }
 
 #[derive(Clone, Default)]
@@ -137,12 +139,21 @@ async fn answer(
         body: body.clone(),
     });
     let scripted = shared.script.lock().unwrap().pop_front();
-    let reply = scripted.unwrap_or_else(|| default_reply(uri.path(), &body));
+    let mut reply = scripted.unwrap_or_else(|| default_reply(uri.path(), &body));
+    while let Reply::Dynamic(compute) = reply {
+        reply = compute(&body);
+    }
+    if let Reply::Hang = reply {
+        // Far longer than any test: the proxy's timeouts (or the client) must end the wait.
+        tokio::time::sleep(std::time::Duration::from_secs(600)).await;
+        return Response::builder().status(504).body(Body::empty()).unwrap();
+    }
     respond(reply, &body)
 }
 
 fn respond(reply: Reply, body: &Value) -> Response {
     match reply {
+        Reply::Hang => Response::builder().status(504).body(Body::empty()).unwrap(),
         Reply::Json(status, value) => Response::builder()
             .status(StatusCode::from_u16(status).unwrap())
             .header("content-type", "application/json")
@@ -186,6 +197,13 @@ fn sse(first: Vec<String>, gate: Option<Arc<Notify>>, rest: Vec<String>) -> Resp
 
 fn default_reply(path: &str, body: &Value) -> Reply {
     let streaming = body["stream"] == true;
+    if path.ends_with("/responses") {
+        return if streaming {
+            Reply::Sse(responses_sse("resp_default", &[RespItem::Text("ok")]))
+        } else {
+            Reply::Json(200, responses_text("resp_default", "ok"))
+        };
+    }
     let anthropic = path.ends_with("/messages");
     match (anthropic, streaming) {
         (false, false) => Reply::Json(200, openai_text("ok")),
@@ -415,6 +433,165 @@ pub fn anthropic_sse_tool_uses(id: &str, text: &str, calls: &[(&str, &str, Value
         index += 1;
     }
     events.extend(anthropic_end("tool_use"));
+    events
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenAI Responses answers
+// ---------------------------------------------------------------------------------------------
+
+/// One output item of a Responses answer.
+#[derive(Debug, Clone)]
+pub enum RespItem<'a> {
+    /// A reasoning item with this `encrypted_content`.
+    Reasoning(&'a str),
+    /// An assistant message with this text.
+    Text(&'a str),
+    /// A function call `(call_id, name, arguments JSON)`.
+    Call(&'a str, &'a str, Value),
+}
+
+impl RespItem<'_> {
+    /// The item as the finished `output` holds it; `n` numbers its item id.
+    fn done(&self, n: usize) -> Value {
+        match self {
+            RespItem::Reasoning(encrypted) => json!({
+                "id": format!("rs_{n}"), "type": "reasoning", "summary": [],
+                "encrypted_content": encrypted}),
+            RespItem::Text(text) => json!({
+                "id": format!("msg_{n}"), "type": "message", "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+            RespItem::Call(call_id, name, arguments) => json!({
+                "id": format!("fc_{n}"), "type": "function_call", "status": "completed",
+                "call_id": call_id, "name": name, "arguments": arguments.to_string()}),
+        }
+    }
+}
+
+fn responses_envelope(id: &str, status: &str, output: Vec<Value>) -> Value {
+    let mut response = json!({
+        "id": id, "object": "response", "created_at": 1770000000, "status": status,
+        "model": "gpt-test", "output": output, "parallel_tool_calls": true,
+        "tool_choice": "auto", "tools": [], "store": false
+    });
+    if status == "completed" {
+        response["usage"] = json!({"input_tokens": 120, "input_tokens_details": {"cached_tokens": 0},
+                                   "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
+                                   "total_tokens": 125});
+    }
+    response
+}
+
+/// A whole Responses answer with `items` as its output.
+pub fn responses_answer(id: &str, items: &[RespItem]) -> Value {
+    let output = items
+        .iter()
+        .enumerate()
+        .map(|(n, item)| item.done(n))
+        .collect();
+    responses_envelope(id, "completed", output)
+}
+
+/// A whole Responses answer saying `text`.
+pub fn responses_text(id: &str, text: &str) -> Value {
+    responses_answer(id, &[RespItem::Text(text)])
+}
+
+/// A Responses event stream: `response.created`, `response.in_progress`, every item's events
+/// (added, deltas, done) and `response.completed` (with usage), `sequence_number` from 0.
+pub fn responses_sse(id: &str, items: &[RespItem]) -> Vec<String> {
+    let mut sequence = 0u64;
+    let mut events = Vec::new();
+    let mut push = |kind: &str, mut data: Value| {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(sequence);
+        sequence += 1;
+        events.push(format!("event: {kind}\ndata: {data}"));
+    };
+    push(
+        "response.created",
+        json!({"response": responses_envelope(id, "in_progress", vec![])}),
+    );
+    push(
+        "response.in_progress",
+        json!({"response": responses_envelope(id, "in_progress", vec![])}),
+    );
+    let mut output = Vec::new();
+    for (n, item) in items.iter().enumerate() {
+        let done = item.done(n);
+        let item_id = done["id"].clone();
+        match item {
+            RespItem::Reasoning(_) => {
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": n, "item": done}),
+                );
+            }
+            RespItem::Text(text) => {
+                let mut added = done.clone();
+                added["status"] = json!("in_progress");
+                added["content"] = json!([]);
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": n, "item": added}),
+                );
+                let empty = json!({"type": "output_text", "text": "", "annotations": []});
+                push(
+                    "response.content_part.added",
+                    json!({"item_id": item_id, "output_index": n, "content_index": 0, "part": empty}),
+                );
+                let (head, tail) = text.split_at(text.len() / 2);
+                for piece in [head, tail] {
+                    push(
+                        "response.output_text.delta",
+                        json!({"item_id": item_id, "output_index": n, "content_index": 0,
+                               "delta": piece, "logprobs": []}),
+                    );
+                }
+                push(
+                    "response.output_text.done",
+                    json!({"item_id": item_id, "output_index": n, "content_index": 0,
+                           "text": text, "logprobs": []}),
+                );
+                push(
+                    "response.content_part.done",
+                    json!({"item_id": item_id, "output_index": n, "content_index": 0,
+                           "part": done["content"][0]}),
+                );
+            }
+            RespItem::Call(_, _, arguments) => {
+                let mut added = done.clone();
+                added["status"] = json!("in_progress");
+                added["arguments"] = json!("");
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": n, "item": added}),
+                );
+                let text = arguments.to_string();
+                let (head, tail) = text.split_at(text.len() / 2);
+                for piece in [head, tail] {
+                    push(
+                        "response.function_call_arguments.delta",
+                        json!({"item_id": item_id, "output_index": n, "delta": piece}),
+                    );
+                }
+                push(
+                    "response.function_call_arguments.done",
+                    json!({"item_id": item_id, "output_index": n, "arguments": text}),
+                );
+            }
+        }
+        push(
+            "response.output_item.done",
+            json!({"output_index": n, "item": done}),
+        );
+        output.push(done);
+    }
+    push(
+        "response.completed",
+        json!({"response": responses_envelope(id, "completed", output)}),
+    );
     events
 }
 
