@@ -156,6 +156,15 @@ pub async fn serve(
         shutdown.await;
         let _ = stopping.send(());
     };
+    // Streams go out event by event: without TCP_NODELAY, Nagle's algorithm holds each small
+    // event until the client acknowledges the one before, and a client that delays its
+    // acknowledgements (Node's HTTP client does) gets every event 40 ms late.
+    let listener =
+        axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY on a connection");
+            }
+        });
     let serving = axum::serve(listener, router(state))
         .with_graceful_shutdown(signal)
         .into_future();

@@ -321,9 +321,9 @@ impl Exchange {
             }
             Ok(Err(error)) if error.is_connect() && error.is_timeout() => {
                 Err(ApiError::GatewayTimeout(format!(
-                    "cannot connect to the upstream at {} within {} s: {}",
+                    "cannot connect to the upstream at {} within {:?}: {}",
                     self.url,
-                    timeouts.connect.as_secs(),
+                    timeouts.connect,
                     error_chain(&error)
                 )))
             }
@@ -333,9 +333,8 @@ impl Exchange {
                 error_chain(&error)
             ))),
             Err(_) => Err(ApiError::GatewayTimeout(format!(
-                "the upstream at {} did not answer within {} s (the proxy's first-byte timeout)",
-                self.url,
-                timeouts.first_byte.as_secs()
+                "the upstream at {} did not answer within {:?} (the proxy's first-byte timeout)",
+                self.url, timeouts.first_byte
             ))),
         }
     }
@@ -350,9 +349,8 @@ impl Exchange {
                 error_chain(&error)
             ))),
             Err(_) => Err(ApiError::GatewayTimeout(format!(
-                "the upstream's answer stalled: not complete within {} s (the proxy's idle \
-                 timeout)",
-                idle.as_secs()
+                "the upstream's answer stalled: not complete within {idle:?} (the proxy's idle \
+                 timeout)"
             ))),
         }
     }
@@ -701,8 +699,7 @@ async fn next_chunk(
                 error_chain(&error)
             )),
             Err(_) => Read::Failed(format!(
-                "the upstream stream stalled: nothing for {} s (the proxy's idle timeout)",
-                idle.as_secs()
+                "the upstream stream stalled: nothing for {idle:?} (the proxy's idle timeout)"
             )),
         },
     }
