@@ -19,7 +19,7 @@
 mod hosts;
 
 use hosts::upstream::{Api, FETCH_ID, FINAL_TEXT, Recorded, Script, Upstream, items};
-use hosts::{HostRun, Skald, claude_code, codex, json_lines, workdir};
+use hosts::{HostRun, Skald, claude_code, codex, codex_with, json_lines, workdir};
 use serde_json::Value;
 
 /// The small steps of the tests' script (the large one comes first, the answer last).
@@ -334,6 +334,39 @@ fn codex_runs_through_skald() {
     assert_codex_completed(&run, &upstream, Some(&skald));
     assert_through_skald(&run, &upstream, &skald);
     assert_script_ran(&upstream, &script, 1);
+}
+
+/// Codex with the WebSocket transport on first asks `GET /v1/responses` for an upgrade; skald
+/// answers 426, and Codex goes on over HTTP at once — one attempt, no retries, no error item.
+#[test]
+fn codex_with_websockets_on_falls_back_to_http_at_once() {
+    let dir = workdir();
+    let script = script_for(&dir, SMALL_STEPS);
+    let upstream = Upstream::start(script.clone());
+    let skald = Skald::start(&upstream.url());
+    let run = codex_with(
+        &format!("{}/v1", skald.url),
+        Some(&skald.key),
+        dir,
+        "supports_websockets = true\n",
+    );
+    assert_codex_completed(&run, &upstream, Some(&skald));
+    assert_script_ran(&upstream, &script, 1);
+    let log = skald.log();
+    let upgrades = log
+        .lines()
+        .filter(|line| line.contains("method=\"GET\" path=\"/v1/responses\""))
+        .count();
+    assert!(
+        (1..=1).contains(&upgrades),
+        "expected one refused WebSocket upgrade, saw {upgrades}\n{log}"
+    );
+    assert!(
+        !run.finished.stdout.contains("Falling back")
+            && !run.finished.stdout.contains("Reconnecting"),
+        "Codex reported a transport problem:\n{}",
+        run.finished.stdout
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

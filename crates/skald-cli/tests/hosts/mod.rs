@@ -406,6 +406,16 @@ pub fn claude_code(base_url: &str, skald_key: Option<&str>, workdir: tempfile::T
 /// `codex exec` with a custom Responses provider at `base_url` (ending in `/v1`); `skald_key`
 /// goes in the provider's `http_headers`.
 pub fn codex(base_url: &str, skald_key: Option<&str>, workdir: tempfile::TempDir) -> HostRun {
+    codex_with(base_url, skald_key, workdir, "")
+}
+
+/// [`codex`] with more lines for its provider's table (e.g. `supports_websockets = true`).
+pub fn codex_with(
+    base_url: &str,
+    skald_key: Option<&str>,
+    workdir: tempfile::TempDir,
+    provider_lines: &str,
+) -> HostRun {
     let state_dir = tempfile::tempdir().unwrap();
     let headers = skald_key
         .map(|key| format!("http_headers = {{ \"x-skald-key\" = \"{key}\" }}\n"))
@@ -416,7 +426,7 @@ pub fn codex(base_url: &str, skald_key: Option<&str>, workdir: tempfile::TempDir
             "model = \"mock-model\"\nmodel_provider = \"scripted\"\n\n\
              [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{base_url}\"\n\
              env_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n\
-             request_max_retries = 1\nstream_max_retries = 1\n{headers}"
+             request_max_retries = 1\nstream_max_retries = 1\n{headers}{provider_lines}"
         ),
     )
     .unwrap();
