@@ -1331,3 +1331,41 @@ async fn a_skald_key_in_the_provider_header_without_a_provider_key_is_a_422_nami
     assert_eq!(upstream.request_count(), 0);
     assert!(server.state.sessions.list("acme").unwrap().is_empty());
 }
+
+/// Regression: an older Codex (chat wire) sends `[assistant tool_calls][assistant text][tool]`;
+/// repair used to move the result next to its call and send `…[tool][assistant text]`, so the
+/// request ended on the model's own words and the upstream looped. The request must still end
+/// with the tool result, and every word the client sent must go up.
+#[tokio::test]
+async fn a_codex_chat_request_with_text_after_its_call_still_ends_on_the_tool_result() {
+    let upstream = Upstream::start().await;
+    let server = start(config_for(&upstream)).await;
+    let wrapped =
+        json!({"output": "a.txt\nb.txt\n", "metadata": {"exit_code": 0, "duration_seconds": 0.1}})
+            .to_string();
+    let request = json!({"model": "gpt-test", "messages": [
+        {"role": "system", "content": "You are Codex."},
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_ls", "type": "function",
+             "function": {"name": "shell", "arguments": "{\"command\":[\"ls\"]}"}}]},
+        {"role": "assistant", "content": "Listing the files now."},
+        {"role": "tool", "tool_call_id": "call_ls", "content": wrapped}]});
+    let response = post(&server, "/v1/chat/completions", "s-codex080", &request).await;
+    assert_eq!(response.status(), 200);
+    let sent = upstream.requests();
+    let messages = sent[0].body["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "tool", "{messages:?}");
+    assert_eq!(last["tool_call_id"], "call_ls");
+    assert!(
+        sent[0].body.to_string().contains("Listing the files now."),
+        "the assistant's text was dropped: {messages:?}"
+    );
+    assert!(
+        !messages.iter().any(|message| message["role"] == "assistant"
+            && message["tool_calls"].is_null()
+            && message["content"] == "Listing the files now."),
+        "the text still stands alone after the result: {messages:?}"
+    );
+}
