@@ -77,14 +77,11 @@ async fn root() -> Json<serde_json::Value> {
 }
 
 /// A known route called with a method it does not serve: the same JSON error as every other.
-async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> axum::response::Response {
-    let error = ApiError::BadRequest(format!(
+async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!(
         "{} does not serve {method}; GET /openapi.json lists every route with its methods",
         uri.path()
-    ));
-    let mut response = error.into_response();
-    *response.status_mut() = axum::http::StatusCode::METHOD_NOT_ALLOWED;
-    response
+    ))
 }
 
 async fn not_found(uri: Uri) -> ApiError {

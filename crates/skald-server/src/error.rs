@@ -23,6 +23,12 @@ pub enum ApiError {
     /// A ref that existed has expired.
     #[error("{0}")]
     Gone(String),
+    /// The route exists, but not for this method.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// The route is served over another protocol (a WebSocket upgrade skald refuses).
+    #[error("{0}")]
+    UpgradeRequired(String),
     /// The body is over the size limit.
     #[error("{0}")]
     PayloadTooLarge(String),
@@ -47,6 +53,8 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Gone(_) => StatusCode::GONE,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::UpgradeRequired(_) => StatusCode::UPGRADE_REQUIRED,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
@@ -62,6 +70,8 @@ impl ApiError {
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::NotFound(_) => "not_found",
             ApiError::Gone(_) => "expired",
+            ApiError::MethodNotAllowed(_) => "method_not_allowed",
+            ApiError::UpgradeRequired(_) => "upgrade_required",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::BadGateway(_) => "upstream_error",

@@ -164,15 +164,12 @@ async fn responses(
 /// three attempts and an error item; a 400 fails its turn).
 #[utoipa::path(get, path = "/v1/responses", tag = "proxy",
     responses((status = 426, description = "WebSocket not offered: use POST /v1/responses")))]
-async fn responses_websocket() -> Response {
-    let mut response = ApiError::BadRequest(
+async fn responses_websocket() -> ApiError {
+    ApiError::UpgradeRequired(
         "skald serves the Responses API over HTTP only: POST /v1/responses (streamed with \
          `stream: true`)"
             .to_owned(),
     )
-    .into_response();
-    *response.status_mut() = StatusCode::UPGRADE_REQUIRED;
-    response
 }
 
 /// Anthropic's token count, for the request as skald would send it upstream (the client's
