@@ -19,7 +19,7 @@
 mod hosts;
 
 use hosts::upstream::{Api, FETCH_ID, FINAL_TEXT, Recorded, Script, Upstream, items};
-use hosts::{HostRun, Skald, claude_code, codex, codex_with, json_lines, workdir};
+use hosts::{HostRun, Skald, claude_code, claude_code_in, codex, codex_with, json_lines, workdir};
 use serde_json::Value;
 
 /// The small steps of the tests' script (the large one comes first, the answer last).
@@ -334,6 +334,81 @@ fn codex_runs_through_skald() {
     assert_codex_completed(&run, &upstream, Some(&skald));
     assert_through_skald(&run, &upstream, &skald);
     assert_script_ran(&upstream, &script, 1);
+    // The run is one session, named by Codex's own thread id.
+    let sessions = skald.sessions();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert!(
+        sessions[0]["session_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("codex-")),
+        "{sessions:?}"
+    );
+}
+
+/// Two `claude -p` runs with the same prompt are two skald sessions (each named by Claude Code's
+/// own session id), and `--resume` of the first continues the first's session instead of
+/// starting a third or landing in the second.
+#[test]
+fn claude_code_runs_are_sessions_of_their_own_and_a_resume_continues_its_own() {
+    let dir = workdir();
+    let script = script_for(&dir, SMALL_STEPS);
+    let upstream = Upstream::start(script);
+    let skald = Skald::start(&upstream.url());
+    let first = claude_code(&skald.url, Some(&skald.key), dir);
+    assert_claude_completed(&first, &upstream, Some(&skald));
+    let second = claude_code(&skald.url, Some(&skald.key), workdir());
+    assert_claude_completed(&second, &upstream, Some(&skald));
+    let session_of = |run: &HostRun| {
+        json_lines(&run.finished.stdout)
+            .iter()
+            .rev()
+            .find_map(|line| line["session_id"].as_str().map(str::to_owned))
+            .expect("Claude Code's stream names its session")
+    };
+    let (first_id, second_id) = (session_of(&first), session_of(&second));
+    assert_ne!(first_id, second_id);
+    let skald_session = |id: &str| {
+        skald
+            .sessions()
+            .into_iter()
+            .find(|session| {
+                session["session_id"]
+                    .as_str()
+                    .is_some_and(|name| name.starts_with(&format!("claude-code-{id}-")))
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "no skald session for Claude Code's {id}: {:?}",
+                    skald.sessions()
+                )
+            })
+    };
+    let before = skald_session(&first_id);
+    skald_session(&second_id);
+    assert_eq!(skald.sessions().len(), 2, "{:?}", skald.sessions());
+
+    let resumed = claude_code_in(
+        &skald.url,
+        Some(&skald.key),
+        &first.workdir,
+        &first.state_dir,
+        &["--resume", &first_id, "-p", "One more time, please."],
+    );
+    let last = json_lines(&resumed.stdout)
+        .last()
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert!(
+        resumed.success() && last["type"] == "result" && last["is_error"] != true,
+        "the resumed run failed: {last}\n{}",
+        resumed.tail(4000)
+    );
+    assert_eq!(skald.sessions().len(), 2, "{:?}", skald.sessions());
+    let after = skald_session(&first_id);
+    assert!(
+        after["messages"].as_u64() > before["messages"].as_u64(),
+        "the resume did not continue its session: {before} -> {after}"
+    );
 }
 
 /// Codex with the WebSocket transport on first asks `GET /v1/responses` for an upgrade; skald

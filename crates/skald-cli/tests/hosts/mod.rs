@@ -288,6 +288,21 @@ impl Skald {
     }
 
     /// skald's own log (stderr, `RUST_LOG=info`).
+    /// The sessions skald holds for the key's tenant (`skald sessions --json`).
+    pub fn sessions(&self) -> Vec<Value> {
+        let output = Command::new(env!("CARGO_BIN_EXE_skald"))
+            .args(["sessions", "--tenant", "t", "--json"])
+            .env("SKALD_HOME", self.home.path())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "skald sessions failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
     pub fn log(&self) -> String {
         fs::read_to_string(self.home.path().join("serve.stderr")).unwrap_or_default()
     }
@@ -372,11 +387,27 @@ pub const PROMPT: &str = "Follow the scripted steps, then answer.";
 /// `base_url`; `skald_key` is sent in `x-skald-key` via `ANTHROPIC_CUSTOM_HEADERS`.
 pub fn claude_code(base_url: &str, skald_key: Option<&str>, workdir: tempfile::TempDir) -> HostRun {
     let state_dir = tempfile::tempdir().unwrap();
+    let finished = claude_code_in(base_url, skald_key, &workdir, &state_dir, &["-p", PROMPT]);
+    HostRun {
+        finished,
+        state_dir,
+        workdir,
+    }
+}
+
+/// One Claude Code print-mode run with `args` (the prompt, `--resume ID`…) in an existing
+/// state directory, so a later run can resume an earlier one's conversation.
+pub fn claude_code_in(
+    base_url: &str,
+    skald_key: Option<&str>,
+    workdir: &tempfile::TempDir,
+    state_dir: &tempfile::TempDir,
+    args: &[&str],
+) -> Finished {
     let mut command = Command::new(bin("claude"));
     command
+        .args(args)
         .args([
-            "-p",
-            PROMPT,
             "--allowedTools",
             "Bash Read",
             "--output-format",
@@ -395,12 +426,7 @@ pub fn claude_code(base_url: &str, skald_key: Option<&str>, workdir: tempfile::T
     if let Some(key) = skald_key {
         command.env("ANTHROPIC_CUSTOM_HEADERS", format!("x-skald-key: {key}"));
     }
-    let finished = run(command, state_dir.path(), "claude", HOST_TIMEOUT);
-    HostRun {
-        finished,
-        state_dir,
-        workdir,
-    }
+    run(command, state_dir.path(), "claude", HOST_TIMEOUT)
 }
 
 /// `codex exec` with a custom Responses provider at `base_url` (ending in `/v1`); `skald_key`
