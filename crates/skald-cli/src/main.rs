@@ -171,7 +171,7 @@ enum Command {
     ///
     /// Examples:
     ///   skald context 8555a0a4-0b79-459d-939c-e17cdbbf4fe2
-    ///   skald context openai-request-1f2e3d4c5b6a7980 --policy none --window 128000 --json
+    ///   skald context conv-1f2e3d4c5b6a79801f2e3d4c --policy none --window 128000 --json
     ///   skald context 8555a0a4-… --memory --url http://127.0.0.1:7420
     #[command(verbatim_doc_comment)]
     Context(context_cmd::ContextArgs),

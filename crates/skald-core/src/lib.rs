@@ -25,6 +25,7 @@ pub mod pipeline;
 pub mod refs;
 pub mod render;
 pub mod repair;
+pub mod session_id;
 pub mod stats;
 pub mod summary;
 mod swar;

@@ -53,8 +53,8 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 use skald_core::codec::openclaw::{Entry, EntryKind, Session, SessionHeader};
-use skald_core::message::{Block, Message, Role};
-use skald_core::refs::RefId;
+use skald_core::message::{Message, Role};
+use skald_core::session_id::content_key;
 use skald_store::sessions::{NewSession, SessionError, SessionStore};
 
 use crate::{EngineError, SessionState};
@@ -66,9 +66,6 @@ pub const HIDDEN_ENTRY_KEY: &str = "skaldHidden";
 /// The entry field naming the provider response an answer came from (a Responses client may
 /// continue from it with `previous_response_id`).
 pub const RESPONSE_ID_ENTRY_KEY: &str = "skaldResponseId";
-
-/// Hex digits of a derived session id's hash.
-const DERIVED_ID_HEX: usize = 24;
 
 /// What [`sync_conversation`] did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -93,25 +90,6 @@ pub struct IngestOutcome {
     pub ingested: usize,
     /// Messages equal to the one before them (a re-send), not stored again.
     pub duplicates: usize,
-}
-
-/// A stable session id for a conversation that names none: a hash of its system prompt and first
-/// user message, so every request of one conversation lands in the same session.
-pub fn derive_session_id(messages: &[Message]) -> String {
-    let opening = messages
-        .iter()
-        .position(|message| message.role == Role::User)
-        .map_or(messages.len(), |at| at + 1);
-    let mut bytes = Vec::new();
-    for message in messages.get(..opening).unwrap_or_default() {
-        bytes.extend_from_slice(role_tag(&message.role).as_bytes());
-        bytes.push(0);
-        bytes.extend_from_slice(message_key(message).as_bytes());
-        bytes.push(b'\n');
-    }
-    let hash = RefId::of_bytes(&bytes);
-    let hex = hash.as_str().get(..DERIVED_ID_HEX).unwrap_or(hash.as_str());
-    format!("conv-{hex}")
 }
 
 /// Brings the stored session in line with a client's whole conversation: creates the session if
@@ -462,7 +440,7 @@ fn is_prompt(message: &Message) -> bool {
 /// may have truncated the stored one); everything else by role and content, ignoring how the
 /// format spelled it (a string or blocks, extra fields, timestamps).
 fn same_message(stored: &Message, client: &Message) -> bool {
-    same_role(&stored.role, &client.role) && message_key(stored) == message_key(client)
+    same_role(&stored.role, &client.role) && content_key(stored) == content_key(client)
 }
 
 fn same_role(a: &Role, b: &Role) -> bool {
@@ -473,48 +451,4 @@ fn same_role(a: &Role, b: &Role) -> bool {
 /// conversation either way.
 fn is_user_side(role: &Role) -> bool {
     matches!(role, Role::User | Role::ToolResult)
-}
-
-fn role_tag(role: &Role) -> &str {
-    match role {
-        Role::System => "system",
-        Role::User | Role::ToolResult => "user",
-        Role::Assistant => "assistant",
-        Role::Custom(name) => name,
-    }
-}
-
-/// The content that identifies a message for matching.
-fn message_key(message: &Message) -> String {
-    let mut key = String::new();
-    for block in &message.content {
-        match block {
-            Block::Text(text) => {
-                key.push_str("t:");
-                key.push_str(&text.text);
-            }
-            Block::Image(image) => {
-                key.push_str("i:");
-                key.push_str(RefId::of_bytes(format!("{image:?}").as_bytes()).as_str());
-            }
-            Block::Thinking(thinking) => {
-                key.push_str("k:");
-                key.push_str(&thinking.thinking);
-            }
-            Block::ToolCall(call) => {
-                key.push_str("c:");
-                key.push_str(&call.id);
-            }
-            Block::ToolResult(result) => {
-                key.push_str("r:");
-                key.push_str(&result.call_id);
-            }
-            Block::Opaque(value) => {
-                key.push_str("o:");
-                key.push_str(&value.to_string());
-            }
-        }
-        key.push('\u{1f}');
-    }
-    key
 }

@@ -9,8 +9,7 @@ use skald_core::codec::openclaw::EntryKind;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_engine::SessionState;
 use skald_engine::ingest::{
-    SyncOutcome, append_hidden, append_synced_tail, derive_session_id, ingest_messages, is_hidden,
-    sync_conversation,
+    SyncOutcome, append_hidden, append_synced_tail, ingest_messages, is_hidden, sync_conversation,
 };
 use skald_store::{SessionStore, SqliteSessionStore};
 
@@ -315,6 +314,7 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
 
 #[test]
 fn a_derived_session_id_follows_the_conversation_not_its_length() {
+    use skald_core::session_id::derive as derive_session_id;
     let messages = conversation();
     let id = derive_session_id(&messages);
     assert!(id.starts_with("conv-"));

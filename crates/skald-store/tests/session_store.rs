@@ -762,7 +762,7 @@ fn other_formats_become_a_chain_of_messages_and_grow_in_place() {
     let store = store();
     let first = import_transcript(&store, "acme", &short, &import_options()).unwrap();
     assert!(
-        first.session_id.starts_with("openai-request-"),
+        first.session_id.starts_with("conv-"),
         "{}",
         first.session_id
     );

@@ -13,21 +13,17 @@
 //!    sends the same opening) finds it again.
 //! 2. **`x-skald-session`**, for clients that send neither.
 //! 3. **The derived id**: a hash of the system prompt and the first user message.
+//!
+//! Both derivations are `skald_core::session_id`'s, the one every path uses.
 
 use axum::http::HeaderMap;
 use serde_json::Value;
 use skald_core::message::Message;
-use skald_engine::ingest;
+use skald_core::session_id;
 use skald_store::sessions::validate_session_id;
 
 use super::upstream::{Api, SESSION_HEADER};
 use crate::error::ApiError;
-
-/// Characters of the client's id kept in a session id (ids are at most 128 characters).
-const MAX_CLIENT_ID_CHARS: usize = 80;
-
-/// Hex digits of the opening's hash joined to a client's id.
-const OPENING_HEX: usize = 12;
 
 /// The session of a request (see the module docs).
 pub fn session_id(
@@ -37,13 +33,7 @@ pub fn session_id(
     messages: &[Message],
 ) -> Result<String, ApiError> {
     if let Some((host, id)) = client_session(api, headers, body) {
-        let derived = ingest::derive_session_id(messages);
-        let opening = derived
-            .strip_prefix("conv-")
-            .unwrap_or(&derived)
-            .get(..OPENING_HEX)
-            .unwrap_or_default();
-        return Ok(format!("{host}-{}-{opening}", sanitize(&id)));
+        return Ok(session_id::for_client(host, &id, messages));
     }
     if let Some(value) = headers.get(SESSION_HEADER) {
         let id = value.to_str().map_err(|_| {
@@ -54,7 +44,7 @@ pub fn session_id(
         })?;
         return Ok(id.to_owned());
     }
-    Ok(ingest::derive_session_id(messages))
+    Ok(session_id::derive(messages))
 }
 
 /// The host's name and its own conversation id, when the request carries one.
@@ -100,21 +90,6 @@ fn metadata_session(body: &Value) -> Option<String> {
         .map(|(_, id)| id.trim())
         .filter(|id| !id.is_empty())
         .map(str::to_owned)
-}
-
-/// A client's id as session id characters: letters, digits, `.`, `_`, `-` and `:` kept, anything
-/// else a `-`, at most [`MAX_CLIENT_ID_CHARS`].
-fn sanitize(id: &str) -> String {
-    id.chars()
-        .take(MAX_CLIENT_ID_CHARS)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -6,9 +6,11 @@
 //! - Every other format `skald_core::codec` reads becomes a chain of message entries, one per
 //!   message in OpenClaw's shape (a message holding several tool results becomes one `toolResult`
 //!   message per result, as pi keeps them). Entry ids are the message positions as 8 hex digits
-//!   (`00000001`, …), and the session id is derived from the format and the opening messages (up
-//!   to the first user message), so the same transcript, and the same transcript grown longer,
-//!   map to the same session and the same ids.
+//!   (`00000001`, …), and the session id is skald's one derivation (`skald_core::session_id`):
+//!   a Claude Code transcript's own session id joined with its opening's hash, any other
+//!   transcript's opening (up to the first user message) hashed — so the same transcript, the
+//!   same transcript grown longer, and the same conversation through the proxy map to the same
+//!   session.
 //! - Importing again compares entry by entry: an identical transcript is
 //!   [`ImportStatus::AlreadyImported`] and changes nothing; a transcript that grew appends only
 //!   its new entries (and the leaf moves to its last one); a transcript whose stored entries
@@ -23,16 +25,13 @@ use skald_core::codec::openclaw::{
 };
 use skald_core::codec::{self, DecodeError, Format, LineIssue};
 use skald_core::message::{Extra, Message, Role, Timestamp};
-use skald_core::refs::RefId;
+use skald_core::session_id;
 
 use super::sqlite::iso_millis;
 use super::{NewSession, SessionError, SessionStore, validate_session_id};
 
 /// Titles are cut to this many characters.
 const TITLE_CHARS: usize = 80;
-
-/// Hex digits of the content hash in a derived session id.
-const DERIVED_ID_HEX: usize = 16;
 
 /// How to import.
 #[derive(Debug, Clone, Default)]
@@ -379,21 +378,28 @@ fn linear_entry_id(position: usize) -> String {
     format!("{:08x}", position + 1)
 }
 
-/// `<format>-<16 hex>` from the format and the messages up to the first user message: the same
-/// for a transcript and for the same transcript grown longer.
+/// The session id of a linear import, by skald's one derivation ([`session_id`]): a Claude Code
+/// transcript under its own session id (as the proxy names Claude Code's conversations), any
+/// other under the hash of its opening — the same for a transcript and for the same transcript
+/// grown longer, and the same a proxied or assembled conversation of that opening gets.
 fn derived_session_id(format: Format, messages: &[Message]) -> String {
-    let opening = messages
-        .iter()
-        .position(|message| message.role == Role::User)
-        .map_or(messages.len(), |at| at + 1);
-    let mut bytes = format.name().as_bytes().to_vec();
-    for value in encode_agent_messages(messages.get(..opening).unwrap_or_default()) {
-        bytes.push(b'\n');
-        bytes.extend_from_slice(value.to_string().as_bytes());
+    let client_id = match format {
+        Format::ClaudeCode => messages
+            .iter()
+            .find_map(|message| message.extra.get("sessionId").and_then(|id| id.as_str()))
+            .filter(|id| !id.trim().is_empty()),
+        Format::OpenAiRequest
+        | Format::OpenAiResponse
+        | Format::AnthropicRequest
+        | Format::AnthropicResponse
+        | Format::OpenClawSession
+        | Format::MiniSweAgent
+        | Format::SweAgent => None,
+    };
+    match client_id {
+        Some(id) => session_id::for_client("claude-code", id, messages),
+        None => session_id::derive(messages),
     }
-    let hash = RefId::of_bytes(&bytes);
-    let hex = hash.as_str().get(..DERIVED_ID_HEX).unwrap_or(hash.as_str());
-    format!("{}-{hex}", format.name())
 }
 
 fn timestamp_text(timestamp: &Timestamp) -> String {
@@ -448,7 +454,14 @@ mod tests {
         let short = derived_session_id(Format::OpenAiRequest, &[system.clone(), ask.clone()]);
         let grown = derived_session_id(Format::OpenAiRequest, &[system.clone(), ask, reply]);
         assert_eq!(short, grown);
-        assert!(short.starts_with("openai-request-"));
+        // The id the proxy and the engine API derive for the same conversation.
+        assert_eq!(
+            short,
+            session_id::derive(&[
+                Message::text(Role::System, "be terse"),
+                Message::text(Role::User, "list files"),
+            ])
+        );
         let other = derived_session_id(
             Format::OpenAiRequest,
             &[system, Message::text(Role::User, "other")],
