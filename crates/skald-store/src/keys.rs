@@ -216,8 +216,10 @@ impl SqliteKeyStore {
         let conn = self.conn();
         let mut statement = conn
             .prepare(
+                // `rowid` (insertion order; rows are never deleted) breaks ties between keys
+                // created in the same millisecond, which `id` (random) would shuffle.
                 "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms FROM api_keys \
-                 ORDER BY created_at_ms, id",
+                 ORDER BY created_at_ms, rowid",
             )
             .map_err(StoreError::storage("listing API keys"))?;
         let rows = statement
@@ -410,6 +412,19 @@ mod tests {
         ));
         assert!(!keys.any_active().unwrap());
         assert_eq!(keys.list().unwrap(), vec![revoked]);
+    }
+
+    /// Regression: `list` ordered ties by the random key id, so keys created in the same
+    /// millisecond were not listed oldest first (found by the conformance suite).
+    #[test]
+    fn keys_created_in_the_same_millisecond_list_in_creation_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_000));
+        let keys = SqliteKeyStore::open_with_clock(dir.path().join("db"), clock).unwrap();
+        let created: Vec<ApiKey> = (0..20)
+            .map(|n| keys.create("acme", &format!("key {n}")).unwrap().key)
+            .collect();
+        assert_eq!(keys.list().unwrap(), created);
     }
 
     #[test]
