@@ -66,6 +66,8 @@
 mod cache;
 pub mod clock;
 mod codec;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod error;
 pub mod keys;
 pub mod memories;
