@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use skald_engine::memory_write::MemoryWriteError;
 use skald_engine::{MemoryWriter, SessionState, UploadDriver};
-use skald_store::keys::{KeyError, SqliteKeyStore};
+use skald_store::keys::{KeyError, KeyStore, SqliteKeyStore};
 use skald_store::{
     MemoryError, RefSettings, SessionError, SqliteMemoryStore, SqliteRefStore, SqliteSessionStore,
     StoreError,
@@ -31,7 +31,8 @@ pub struct AppState {
     pub sessions: Arc<SqliteSessionStore>,
     pub refs: Arc<SqliteRefStore>,
     pub memories: Arc<SqliteMemoryStore>,
-    pub keys: Arc<SqliteKeyStore>,
+    /// The API keys; any [`KeyStore`] backend.
+    pub keys: Arc<dyn KeyStore>,
     pub config: Arc<ServerConfig>,
     pub metrics: Arc<Metrics>,
     /// The proxy's client for upstream calls (rustls, connection pool).

@@ -8,6 +8,9 @@
 //! - Revocation: a revoked key stops working at once (every lookup reads the table) and its row
 //!   stays, revoked, so the list shows every key there was. The schema's triggers refuse a delete
 //!   and any change but the one revocation.
+//! - [`KeyStore`], the interface the server and the CLI use, and [`SqliteKeyStore`], the product
+//!   behind it. [`KeyError`] is the error of every backend; its [`KeyError::Storage`] variant
+//!   wraps a [`StoreError`], which exposes `rusqlite::Error` in its `Storage` variant.
 //!
 //! ```
 //! use skald_store::keys::{KeyError, SqliteKeyStore};
@@ -94,6 +97,30 @@ pub enum KeyError {
     /// SQLite failed.
     #[error(transparent)]
     Storage(#[from] StoreError),
+}
+
+/// What the server and the CLI need from a key store. A backend keeps only what identifies a
+/// key (never its secret), never deletes a key, and never un-revokes one.
+pub trait KeyStore: Send + Sync {
+    /// Creates a key for `tenant`; the returned secret is not stored and cannot be shown again.
+    /// An invalid tenant is [`KeyError::Tenant`], an empty, over-long or control-character name
+    /// [`KeyError::InvalidName`]; nothing is stored then.
+    fn create(&self, tenant: &str, name: &str) -> Result<CreatedKey, KeyError>;
+
+    /// Every key, of every tenant, oldest first (the operator's view; revoked keys included).
+    fn list(&self) -> Result<Vec<ApiKey>, KeyError>;
+
+    /// Whether some key is live (created and not revoked). The server asks on every request
+    /// while it is open; once this is true it requires a key (see `AppState::auth_required`).
+    fn any_active(&self) -> Result<bool, KeyError>;
+
+    /// Revokes a key by id; it stops working at once, and for good. An unknown id is
+    /// [`KeyError::NoSuchId`], a key revoked before [`KeyError::AlreadyRevoked`].
+    fn revoke(&self, id: &str) -> Result<ApiKey, KeyError>;
+
+    /// The key whose secret this is, if it is live: [`KeyError::Unknown`] for text no key has
+    /// (or that is not a skald key at all), [`KeyError::Revoked`] for a revoked key.
+    fn authenticate(&self, secret: &str) -> Result<ApiKey, KeyError>;
 }
 
 /// The API keys, in the data directory's database.
@@ -189,8 +216,10 @@ impl SqliteKeyStore {
         let conn = self.conn();
         let mut statement = conn
             .prepare(
+                // `rowid` (insertion order; rows are never deleted) breaks ties between keys
+                // created in the same millisecond, which `id` (random) would shuffle.
                 "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms FROM api_keys \
-                 ORDER BY created_at_ms, id",
+                 ORDER BY created_at_ms, rowid",
             )
             .map_err(StoreError::storage("listing API keys"))?;
         let rows = statement
@@ -202,7 +231,7 @@ impl SqliteKeyStore {
         Ok(keys)
     }
 
-    /// Whether any key was ever created (a server with keys requires one on every request).
+    /// Whether some key is live (created and not revoked); see [`KeyStore::any_active`].
     pub fn any_active(&self) -> Result<bool, KeyError> {
         // Cached: an open server asks on every request.
         let found: Option<i64> = self
@@ -263,6 +292,28 @@ impl SqliteKeyStore {
             Some(_) => Err(KeyError::Revoked { id: key.id }),
             None => Ok(key),
         }
+    }
+}
+
+impl KeyStore for SqliteKeyStore {
+    fn create(&self, tenant: &str, name: &str) -> Result<CreatedKey, KeyError> {
+        SqliteKeyStore::create(self, tenant, name)
+    }
+
+    fn list(&self) -> Result<Vec<ApiKey>, KeyError> {
+        SqliteKeyStore::list(self)
+    }
+
+    fn any_active(&self) -> Result<bool, KeyError> {
+        SqliteKeyStore::any_active(self)
+    }
+
+    fn revoke(&self, id: &str) -> Result<ApiKey, KeyError> {
+        SqliteKeyStore::revoke(self, id)
+    }
+
+    fn authenticate(&self, secret: &str) -> Result<ApiKey, KeyError> {
+        SqliteKeyStore::authenticate(self, secret)
     }
 }
 
@@ -361,6 +412,19 @@ mod tests {
         ));
         assert!(!keys.any_active().unwrap());
         assert_eq!(keys.list().unwrap(), vec![revoked]);
+    }
+
+    /// Regression: `list` ordered ties by the random key id, so keys created in the same
+    /// millisecond were not listed oldest first (found by the conformance suite).
+    #[test]
+    fn keys_created_in_the_same_millisecond_list_in_creation_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_000));
+        let keys = SqliteKeyStore::open_with_clock(dir.path().join("db"), clock).unwrap();
+        let created: Vec<ApiKey> = (0..20)
+            .map(|n| keys.create("acme", &format!("key {n}")).unwrap().key)
+            .collect();
+        assert_eq!(keys.list().unwrap(), created);
     }
 
     #[test]

@@ -66,6 +66,8 @@
 mod cache;
 pub mod clock;
 mod codec;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod error;
 pub mod keys;
 pub mod memories;
@@ -78,6 +80,7 @@ pub use cache::CacheStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;
 pub use error::StoreError;
+pub use keys::{KeyError, KeyStore, SqliteKeyStore};
 pub use memories::{MemoryError, MemoryStore, SqliteMemoryStore};
 pub use refs::{
     DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES, DEFAULT_TTL, MAX_TTL, MIN_TTL, RefInfo,

@@ -1,0 +1,692 @@
+//! Checks of a [`MemoryStore`]: add and read, versions (an update supersedes, a forget leaves a
+//! tombstone, history lists every version), duplicates merged within their owner, `ls`/`tree`,
+//! search on a small fixed corpus, tenant isolation across all of these, and durability across a
+//! reopen. Each check panics with the violated property.
+//!
+//! Search ranking is the backend's own (BM25, vectors, fusion…). The checks assert only robust
+//! facts: for a few queries whose words occur in one entry of the corpus only, that entry comes
+//! first; a search returns at most `limit` live entries, each once; forgotten and superseded
+//! versions and other tenants' entries are never returned. Near-duplicate merging depends on a
+//! backend's threshold, so only exact duplicates are checked.
+
+use skald_core::memory::uri::{MemoryCategory, MemoryUri};
+
+use super::{INVALID_TENANTS, MemoryCheck, NewMemoryStore, TENANT_A, TENANT_B};
+use crate::StoreError;
+use crate::memories::{
+    AddOutcome, DirEntryKind, DuplicateKind, MemoryError, MemorySource, MemoryStatus, MemoryStore,
+    NewMemory, SearchQuery, UpdateOutcome,
+};
+
+/// Every check but [`survives_reopen`], by name.
+pub const CHECKS: &[(&str, MemoryCheck)] = &[
+    ("add_and_read", add_and_read),
+    ("versions_are_kept", versions_are_kept),
+    ("exact_duplicates_are_merged", exact_duplicates_are_merged),
+    ("ls_and_tree_follow_the_uris", ls_and_tree_follow_the_uris),
+    (
+        "search_finds_the_relevant_entry_first",
+        search_finds_the_relevant_entry_first,
+    ),
+    ("tenants_are_isolated", tenants_are_isolated),
+    ("invalid_input_is_refused", invalid_input_is_refused),
+];
+
+/// Runs every check of [`CHECKS`], each on a fresh store from `new`.
+pub fn run_all(new: &NewMemoryStore<'_>) {
+    for (_, check) in CHECKS {
+        check(new);
+    }
+}
+
+/// The fixed corpus of the search checks: (URI, content).
+pub const CORPUS: &[(&str, &str)] = &[
+    (
+        "viking://user/alice/memories/preferences/editor.md",
+        "Alice prefers dark mode and the Helix editor with relative line numbers.",
+    ),
+    (
+        "viking://user/alice/memories/entities/payments.md",
+        "The payments service stores its ledger in a database behind a connection pool of \
+         forty connections.",
+    ),
+    (
+        "viking://user/alice/memories/events/kyoto.md",
+        "In spring Alice travelled to Kyoto to see the cherry blossoms with her sister.",
+    ),
+    (
+        "viking://agent/main/memories/cases/flaky-ci.md",
+        "The flaky integration job failed because every test shared one temporary directory; \
+         giving each test its own directory fixed it.",
+    ),
+    (
+        "viking://agent/main/tools/cargo",
+        "Cargo builds in continuous integration need the locked flag so the lockfile is never \
+         rewritten.",
+    ),
+    (
+        "viking://resources/docs/tokens.md",
+        "Access tokens expire after one hour; refresh tokens last thirty days.",
+    ),
+];
+
+/// Queries of the search check and the corpus URI each must find first.
+pub const QUERIES: &[(&str, &str)] = &[
+    (
+        "which editor does alice prefer",
+        "viking://user/alice/memories/preferences/editor.md",
+    ),
+    (
+        "payments ledger database connection pool",
+        "viking://user/alice/memories/entities/payments.md",
+    ),
+    (
+        "kyoto cherry blossoms trip",
+        "viking://user/alice/memories/events/kyoto.md",
+    ),
+    (
+        "why did the flaky job fail",
+        "viking://agent/main/memories/cases/flaky-ci.md",
+    ),
+    (
+        "how long do refresh tokens last",
+        "viking://resources/docs/tokens.md",
+    ),
+];
+
+fn uri(text: &str) -> MemoryUri {
+    MemoryUri::parse(text).unwrap_or_else(|error| panic!("{text} is not a memory URI: {error}"))
+}
+
+fn add_corpus(store: &dyn MemoryStore, tenant: &str) {
+    for (at, content) in CORPUS {
+        let outcome = store
+            .add(tenant, NewMemory::new(uri(at), *content))
+            .unwrap();
+        assert!(
+            matches!(outcome, AddOutcome::Added(_)),
+            "corpus entry {at} must be added, not merged: {outcome:?}"
+        );
+    }
+}
+
+fn search_uris(store: &dyn MemoryStore, tenant: &str, text: &str, limit: usize) -> Vec<String> {
+    store
+        .search(tenant, &SearchQuery::text(text, limit))
+        .unwrap_or_else(|error| panic!("search {text:?} failed: {error}"))
+        .into_iter()
+        .map(|hit| hit.memory.uri.to_string())
+        .collect()
+}
+
+/// `add` stores a live version 1 with the category of its URI, the given levels, priority and
+/// source; `get` returns exactly it; a different entry at a live URI is `AlreadyExists`; an
+/// unknown URI is `NotFound`.
+pub fn add_and_read(new: &NewMemoryStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    let at = uri("viking://agent/main/memories/cases/ci-cache.md");
+    let given = NewMemory::new(
+        at.clone(),
+        "The CI cache key ignored the target triple, so ARM builds reused x86 artifacts.",
+    )
+    .with_l0("CI cache key bug")
+    .with_l1("ARM builds reused x86 artifacts until the key included the triple.")
+    .with_priority(9)
+    .with_source(MemorySource::new("sess-1", ["e1", "e2"]))
+    .created_at(1_700_000_000_000);
+    let outcome = store.add(TENANT_A, given).unwrap();
+    let AddOutcome::Added(memory) = outcome else {
+        panic!("a new entry is Added, got {outcome:?}");
+    };
+    assert_eq!(memory.tenant, TENANT_A);
+    assert_eq!(memory.uri, at);
+    assert_eq!(memory.version, 1, "a new entry is version 1");
+    assert_eq!(memory.status, MemoryStatus::Live);
+    assert_eq!(
+        memory.category,
+        MemoryCategory::Cases,
+        "category from the URI"
+    );
+    assert_eq!(memory.l0, "CI cache key bug");
+    assert_eq!(
+        memory.l1,
+        "ARM builds reused x86 artifacts until the key included the triple."
+    );
+    assert!(memory.l2.starts_with("The CI cache key"));
+    assert_eq!(memory.priority, 9);
+    assert_eq!(memory.created_at_ms, 1_700_000_000_000);
+    assert_eq!(memory.source_entry_ids().collect::<Vec<_>>(), ["e1", "e2"]);
+    assert_eq!(memory.supersedes, None);
+    assert_eq!(
+        store.get(TENANT_A, &at).unwrap(),
+        memory,
+        "get returns the entry as add returned it"
+    );
+
+    let derived = store
+        .add(
+            TENANT_A,
+            NewMemory::new(
+                uri("viking://user/alice/memories/profile/job.md"),
+                "Alice is a site reliability engineer. She joined in 2021.",
+            ),
+        )
+        .unwrap();
+    let derived = derived.memory();
+    assert!(!derived.l0.is_empty(), "a missing L0 is derived");
+    assert!(!derived.l1.is_empty(), "a missing L1 is derived");
+
+    let taken = store.add(
+        TENANT_A,
+        NewMemory::new(at.clone(), "Something unrelated about kiln temperatures."),
+    );
+    assert!(
+        matches!(taken, Err(MemoryError::AlreadyExists { .. })),
+        "add at a URI holding a different live entry is AlreadyExists, got {taken:?}"
+    );
+    assert_eq!(
+        store.get(TENANT_A, &at).unwrap(),
+        memory,
+        "and changes nothing"
+    );
+    let missing = store.get(TENANT_A, &uri("viking://resources/none.md"));
+    assert!(
+        matches!(missing, Err(MemoryError::NotFound { .. })),
+        "get of an unknown URI is NotFound, got {missing:?}"
+    );
+}
+
+/// An update writes version 2 superseding version 1; an identical update writes nothing; a
+/// forget marks the live version forgotten (reads then say `Forgotten`, search and `ls` no longer
+/// see it); history lists every version oldest first; a new add after a forget is the next
+/// version.
+pub fn versions_are_kept(new: &NewMemoryStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    let at = uri("viking://user/alice/memories/preferences/theme.md");
+    let first = store
+        .add(
+            TENANT_A,
+            NewMemory::new(at.clone(), "Alice prefers dark mode in her terminal.")
+                .with_source(MemorySource::new("s1", ["a"])),
+        )
+        .unwrap()
+        .memory()
+        .clone();
+    let outcome = store
+        .update(
+            TENANT_A,
+            NewMemory::new(at.clone(), "Alice switched to light mode in her terminal."),
+        )
+        .unwrap();
+    let UpdateOutcome::Updated { memory, previous } = outcome else {
+        panic!("an update with new content writes a new version, got {outcome:?}");
+    };
+    assert_eq!(memory.version, 2, "an update is the next version");
+    assert_eq!(
+        memory.supersedes,
+        Some(first.id),
+        "and supersedes the live one"
+    );
+    assert_ne!(memory.id, first.id, "a version has its own id");
+    assert_eq!(previous.id, first.id);
+    assert!(
+        matches!(previous.status, MemoryStatus::Superseded { by, .. } if by == memory.id),
+        "the previous version is superseded by the new one: {:?}",
+        previous.status
+    );
+    assert_eq!(
+        store.get(TENANT_A, &at).unwrap(),
+        memory,
+        "get reads the live version"
+    );
+    assert!(
+        !search_uris(store, TENANT_A, "dark", 10).contains(&at.to_string()),
+        "search does not return a superseded version"
+    );
+    let again = store
+        .update(
+            TENANT_A,
+            NewMemory::new(at.clone(), "Alice switched to light mode in her terminal."),
+        )
+        .unwrap();
+    assert!(
+        matches!(again, UpdateOutcome::Unchanged(_)),
+        "an identical update writes nothing, got {again:?}"
+    );
+    let missing = store.update(
+        TENANT_A,
+        NewMemory::new(
+            uri("viking://user/alice/memories/preferences/none.md"),
+            "x y",
+        ),
+    );
+    assert!(
+        matches!(missing, Err(MemoryError::NotFound { .. })),
+        "updating no entry is NotFound, got {missing:?}"
+    );
+
+    let forgotten = store.forget(TENANT_A, &at).unwrap();
+    assert_eq!(
+        forgotten.id, memory.id,
+        "forget returns the version it forgot"
+    );
+    assert!(
+        matches!(forgotten.status, MemoryStatus::Forgotten { .. }),
+        "the forgotten version is marked Forgotten: {:?}",
+        forgotten.status
+    );
+    let read = store.get(TENANT_A, &at);
+    assert!(
+        matches!(read, Err(MemoryError::Forgotten { .. })),
+        "get of a forgotten entry is Forgotten, got {read:?}"
+    );
+    assert!(
+        matches!(
+            store.forget(TENANT_A, &at),
+            Err(MemoryError::Forgotten { .. })
+        ),
+        "forgetting twice is Forgotten"
+    );
+    assert!(
+        search_uris(store, TENANT_A, "light mode terminal", 10).is_empty(),
+        "search does not return a forgotten entry"
+    );
+    assert!(
+        store
+            .ls(TENANT_A, &uri("viking://user/alice/memories/preferences"))
+            .unwrap()
+            .is_empty(),
+        "ls does not list a forgotten entry"
+    );
+
+    let history = store.history(TENANT_A, &at).unwrap();
+    assert_eq!(
+        history.iter().map(|m| m.version).collect::<Vec<_>>(),
+        [1, 2],
+        "history lists every version, oldest first"
+    );
+    assert_eq!(history[0].l2, first.l2, "old versions keep their content");
+    assert!(matches!(history[0].status, MemoryStatus::Superseded { .. }));
+    assert!(matches!(history[1].status, MemoryStatus::Forgotten { .. }));
+
+    let back = store
+        .add(
+            TENANT_A,
+            NewMemory::new(at.clone(), "Alice uses the system theme now."),
+        )
+        .unwrap();
+    assert_eq!(
+        back.memory().version,
+        3,
+        "an add after a forget is the next version"
+    );
+    assert_eq!(store.history(TENANT_A, &at).unwrap().len(), 3);
+    let stats = store.stats(TENANT_A).unwrap();
+    assert_eq!(
+        (stats.live, stats.superseded, stats.forgotten),
+        (1, 1, 1),
+        "stats count the versions by status"
+    );
+}
+
+/// The same content added again at another URI of the same owner is merged into the live entry
+/// (its source recorded there), not stored twice; under another owner it is a new entry.
+pub fn exact_duplicates_are_merged(new: &NewMemoryStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    let at = uri("viking://user/alice/memories/preferences/editor.md");
+    let original = store
+        .add(
+            TENANT_A,
+            NewMemory::new(at.clone(), "Alice prefers dark mode in every editor.")
+                .with_source(MemorySource::new("s1", ["a1"])),
+        )
+        .unwrap()
+        .memory()
+        .clone();
+    let elsewhere = uri("viking://user/alice/memories/preferences/theme.md");
+    let outcome = store
+        .add(
+            TENANT_A,
+            NewMemory::new(elsewhere.clone(), "alice prefers dark mode in every editor")
+                .with_source(MemorySource::new("s2", ["b7"])),
+        )
+        .unwrap();
+    let AddOutcome::Merged(merge) = outcome else {
+        panic!("an exact duplicate of a live entry is Merged, got {outcome:?}");
+    };
+    assert_eq!(merge.kind, DuplicateKind::Exact);
+    assert_eq!(merge.requested_uri, elsewhere);
+    assert_eq!(merge.into.uri, at, "merged into the entry already there");
+    assert_eq!(merge.into.id, original.id, "no new version is written");
+    assert!(
+        merge.into.source_entry_ids().any(|id| id == "b7"),
+        "the duplicate's source is recorded on the entry"
+    );
+    assert!(
+        matches!(
+            store.get(TENANT_A, &elsewhere),
+            Err(MemoryError::NotFound { .. })
+        ),
+        "nothing is stored at the duplicate's URI"
+    );
+    assert_eq!(store.history(TENANT_A, &at).unwrap().len(), 1);
+    assert_eq!(store.stats(TENANT_A).unwrap().live, 1);
+
+    let other_owner = uri("viking://user/bob/memories/preferences/editor.md");
+    let outcome = store
+        .add(
+            TENANT_A,
+            NewMemory::new(other_owner, "Alice prefers dark mode in every editor."),
+        )
+        .unwrap();
+    assert!(
+        matches!(outcome, AddOutcome::Added(_)),
+        "the same content under another owner is a new entry, got {outcome:?}"
+    );
+}
+
+/// `ls` lists directories (with the count of live entries below) then entries, as they follow
+/// from live URIs; an entry lists as itself, an unknown directory as nothing; `tree` nests the
+/// same and stops at its depth.
+pub fn ls_and_tree_follow_the_uris(new: &NewMemoryStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    add_corpus(store, TENANT_A);
+    let root: Vec<String> = store
+        .ls(TENANT_A, &MemoryUri::root())
+        .unwrap()
+        .into_iter()
+        .map(|entry| entry.uri.to_string())
+        .collect();
+    assert_eq!(
+        root,
+        ["viking://agent", "viking://resources", "viking://user"],
+        "ls of the root lists the top directories in name order"
+    );
+    let memories = store
+        .ls(TENANT_A, &uri("viking://user/alice/memories"))
+        .unwrap();
+    let listed: Vec<(String, DirEntryKind)> = memories
+        .into_iter()
+        .map(|entry| (entry.uri.to_string(), entry.kind))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (
+                "viking://user/alice/memories/entities".to_owned(),
+                DirEntryKind::Directory { entries: 1 }
+            ),
+            (
+                "viking://user/alice/memories/events".to_owned(),
+                DirEntryKind::Directory { entries: 1 }
+            ),
+            (
+                "viking://user/alice/memories/preferences".to_owned(),
+                DirEntryKind::Directory { entries: 1 }
+            ),
+        ],
+        "ls lists the directories below with their entry counts"
+    );
+    let events = store
+        .ls(TENANT_A, &uri("viking://user/alice/memories/events"))
+        .unwrap();
+    assert_eq!(events.len(), 1);
+    assert!(
+        matches!(&events[0].kind, DirEntryKind::Entry { category, .. } if *category == MemoryCategory::Events),
+        "an entry lists as an entry: {:?}",
+        events[0]
+    );
+    let tool = store
+        .ls(TENANT_A, &uri("viking://agent/main/tools/cargo"))
+        .unwrap();
+    assert_eq!(tool.len(), 1, "an entry URI lists as itself");
+    assert!(
+        store
+            .ls(TENANT_A, &uri("viking://user/nobody"))
+            .unwrap()
+            .is_empty(),
+        "a directory with no entries lists nothing"
+    );
+
+    let tree = store.tree(TENANT_A, &MemoryUri::root(), 8).unwrap();
+    assert!(
+        matches!(tree.entry.kind, DirEntryKind::Directory { entries } if entries == CORPUS.len() as u64),
+        "the root counts every live entry: {:?}",
+        tree.entry.kind
+    );
+    assert_eq!(tree.children.len(), 3);
+    let shallow = store.tree(TENANT_A, &MemoryUri::root(), 1).unwrap();
+    assert!(
+        shallow
+            .children
+            .iter()
+            .all(|child| child.children.is_empty()),
+        "tree stops at its depth"
+    );
+    let alone = store
+        .tree(TENANT_A, &uri("viking://user/alice"), 0)
+        .unwrap();
+    assert!(alone.children.is_empty(), "depth 0 is the directory alone");
+}
+
+/// On [`CORPUS`], each query of [`QUERIES`] finds its entry first; a search returns at most
+/// `limit` hits, each a live entry of the tenant, each once.
+pub fn search_finds_the_relevant_entry_first(new: &NewMemoryStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    add_corpus(store, TENANT_A);
+    for (query, expected) in QUERIES {
+        let hits = search_uris(store, TENANT_A, query, 5);
+        assert_eq!(
+            hits.first().map(String::as_str),
+            Some(*expected),
+            "search {query:?} must find {expected} first; got {hits:?}"
+        );
+        let mut unique = hits.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(
+            unique.len(),
+            hits.len(),
+            "each entry at most once: {hits:?}"
+        );
+    }
+    let hits = store
+        .search(TENANT_A, &SearchQuery::text("alice", 1))
+        .unwrap();
+    assert!(hits.len() <= 1, "a search returns at most limit hits");
+    let hits = store
+        .search(TENANT_A, &SearchQuery::text("alice tokens cargo", 100))
+        .unwrap();
+    for hit in &hits {
+        assert_eq!(hit.memory.tenant, TENANT_A);
+        assert_eq!(
+            hit.memory.status,
+            MemoryStatus::Live,
+            "search returns live entries"
+        );
+    }
+}
+
+/// Tenant B never reads, lists, searches, updates, forgets or merges into tenant A's entries,
+/// even at the same URI with the same content; stats are per tenant.
+pub fn tenants_are_isolated(new: &NewMemoryStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    add_corpus(store, TENANT_A);
+    let (at, content) = CORPUS[0];
+    let at = uri(at);
+    let a_entry = store.get(TENANT_A, &at).unwrap();
+
+    let read = store.get(TENANT_B, &at);
+    assert!(
+        matches!(read, Err(MemoryError::NotFound { .. })),
+        "tenant B's get of tenant A's entry is NotFound, got {read:?}"
+    );
+    let history = store.history(TENANT_B, &at);
+    assert!(
+        matches!(history, Err(MemoryError::NotFound { .. }))
+            || matches!(&history, Ok(versions) if versions.is_empty()),
+        "tenant B's history of tenant A's entry is NotFound or empty, got {history:?}"
+    );
+    assert!(
+        store.ls(TENANT_B, &MemoryUri::root()).unwrap().is_empty(),
+        "tenant B lists none of tenant A's directories"
+    );
+    let tree = store.tree(TENANT_B, &MemoryUri::root(), 8).unwrap();
+    assert!(
+        tree.children.is_empty(),
+        "tenant B's tree has none of tenant A's entries: {tree:?}"
+    );
+    for (query, _) in QUERIES {
+        assert!(
+            search_uris(store, TENANT_B, query, 10).is_empty(),
+            "tenant B's search {query:?} finds none of tenant A's entries"
+        );
+    }
+    let update = store.update(TENANT_B, NewMemory::new(at.clone(), "intrusion"));
+    assert!(
+        matches!(update, Err(MemoryError::NotFound { .. })),
+        "tenant B's update of tenant A's entry is NotFound, got {update:?}"
+    );
+    let forget = store.forget(TENANT_B, &at);
+    assert!(
+        matches!(forget, Err(MemoryError::NotFound { .. })),
+        "tenant B's forget of tenant A's entry is NotFound, got {forget:?}"
+    );
+    assert_eq!(
+        store.stats(TENANT_B).unwrap(),
+        Default::default(),
+        "tenant B's stats count nothing of tenant A's"
+    );
+
+    let outcome = store
+        .add(TENANT_B, NewMemory::new(at.clone(), content))
+        .unwrap();
+    let AddOutcome::Added(b_entry) = outcome else {
+        panic!(
+            "tenant B's copy of tenant A's content must be a new entry, not merged: {outcome:?}"
+        );
+    };
+    assert_eq!(b_entry.tenant, TENANT_B);
+    assert_eq!(b_entry.version, 1, "tenant B's entry has its own versions");
+    assert_eq!(
+        store.get(TENANT_A, &at).unwrap(),
+        a_entry,
+        "nothing tenant B did changed tenant A's entry"
+    );
+    store.forget(TENANT_B, &at).unwrap();
+    assert_eq!(store.get(TENANT_A, &at).unwrap(), a_entry);
+    assert_eq!(store.history(TENANT_A, &at).unwrap().len(), 1);
+    assert_eq!(store.stats(TENANT_A).unwrap().live, CORPUS.len() as u64);
+}
+
+/// Invalid tenants, directory URIs where an entry belongs, empty content and out-of-range
+/// fields are refused, and nothing is written.
+pub fn invalid_input_is_refused(new: &NewMemoryStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    let at = uri("viking://resources/doc.md");
+    for tenant in INVALID_TENANTS {
+        let refused = store.add(tenant, NewMemory::new(at.clone(), "content"));
+        assert!(
+            matches!(
+                refused,
+                Err(MemoryError::Store(StoreError::InvalidTenant { .. }))
+            ),
+            "add for tenant {tenant:?} is InvalidTenant, got {refused:?}"
+        );
+        let refused = store.search(tenant, &SearchQuery::text("content", 5));
+        assert!(
+            matches!(
+                refused,
+                Err(MemoryError::Store(StoreError::InvalidTenant { .. }))
+            ),
+            "search for tenant {tenant:?} is InvalidTenant, got {refused:?}"
+        );
+    }
+    let refused = store.add(
+        TENANT_A,
+        NewMemory::new(uri("viking://user/alice/memories"), "a directory"),
+    );
+    assert!(refused.is_err(), "add at a directory URI is refused");
+    let refused = store.add(TENANT_A, NewMemory::new(at.clone(), "   "));
+    assert!(
+        matches!(refused, Err(MemoryError::InvalidInput { .. })),
+        "empty content is InvalidInput, got {refused:?}"
+    );
+    let refused = store.add(
+        TENANT_A,
+        NewMemory::new(at.clone(), "content").with_priority(11),
+    );
+    assert!(
+        matches!(refused, Err(MemoryError::InvalidInput { .. })),
+        "priority 11 is InvalidInput, got {refused:?}"
+    );
+    assert_eq!(
+        store.stats(TENANT_A).unwrap(),
+        Default::default(),
+        "refused writes store nothing"
+    );
+    store
+        .add(TENANT_A, NewMemory::new(at.clone(), "content"))
+        .unwrap();
+    let below = store.add(
+        TENANT_A,
+        NewMemory::new(uri("viking://resources/doc.md/part.md"), "inside an entry"),
+    );
+    assert!(
+        matches!(below, Err(MemoryError::PathConflict { .. })),
+        "a URI below an entry is PathConflict, got {below:?}"
+    );
+}
+
+/// What one handle wrote (entries, an update, a forget, a merge) is read back through a
+/// reopened handle, and search still finds it. `open` returns a new handle on the same
+/// persistent storage on every call.
+pub fn survives_reopen(open: &NewMemoryStore<'_>) {
+    let at = uri(CORPUS[0].0);
+    let (live, history) = {
+        let store = open();
+        add_corpus(store.as_ref(), TENANT_A);
+        store
+            .update(
+                TENANT_A,
+                NewMemory::new(at.clone(), "Alice prefers the Helix editor in light mode."),
+            )
+            .unwrap();
+        store.forget(TENANT_A, &uri(CORPUS[5].0)).unwrap();
+        (
+            store.get(TENANT_A, &at).unwrap(),
+            store.history(TENANT_A, &at).unwrap(),
+        )
+    };
+    let store = open();
+    let store = store.as_ref();
+    assert_eq!(
+        store.get(TENANT_A, &at).unwrap(),
+        live,
+        "the live version survives"
+    );
+    assert_eq!(
+        store.history(TENANT_A, &at).unwrap(),
+        history,
+        "every version survives"
+    );
+    assert!(matches!(
+        store.get(TENANT_A, &uri(CORPUS[5].0)),
+        Err(MemoryError::Forgotten { .. })
+    ));
+    assert_eq!(
+        search_uris(store, TENANT_A, "kyoto cherry blossoms", 5)
+            .first()
+            .map(String::as_str),
+        Some(CORPUS[2].0),
+        "search works after a reopen"
+    );
+    assert!(store.ls(TENANT_B, &MemoryUri::root()).unwrap().is_empty());
+}

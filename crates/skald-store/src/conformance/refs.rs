@@ -1,0 +1,419 @@
+//! Checks of a [`RefStore`]: byte-identical round trips (small, 5 MB repetitive, 5 MB
+//! high-entropy, images, non-ASCII), ids that are content hashes, `put_many`, tenant isolation,
+//! expiry as a distinct error, stats, ids checked before storage, and durability across a
+//! reopen. Each check panics with the violated property.
+//!
+//! `put_many` is checked for what the trait lets a caller observe: once it returns every payload
+//! of the batch reads back, and a refused batch (an invalid tenant) stores none. A failure in
+//! the middle of a batch cannot be provoked through the trait, so rollback on such a failure is
+//! the backend's own tests' business.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use skald_core::message::{Block, Extra, ImageBlock, ImageSource};
+use skald_core::refs::{CanonicalPayload, RefId, RefPayload, placeholder};
+
+use super::{INVALID_TENANTS, NewRefStore, RefCheck, TENANT_A, TENANT_B};
+use crate::clock::{Clock, ManualClock};
+use crate::refs::RefStore;
+use crate::{RefStats, StoreError};
+
+/// When the suite's clock starts (ms since the Unix epoch).
+const T0: i64 = 1_770_000_000_000;
+
+/// The size of the large payloads.
+pub const LARGE_BYTES: usize = 5 * 1024 * 1024;
+
+/// Every check but [`survives_reopen`], by name; each takes the store's TTL.
+pub const CHECKS: &[(&str, RefCheck)] = &[
+    ("round_trips_are_byte_identical", |new, _| {
+        round_trips_are_byte_identical(new)
+    }),
+    ("ids_are_content_hashes", |new, _| {
+        ids_are_content_hashes(new)
+    }),
+    ("put_many_stores_the_whole_batch", |new, _| {
+        put_many_stores_the_whole_batch(new)
+    }),
+    ("tenants_are_isolated", |new, _| tenants_are_isolated(new)),
+    (
+        "expired_is_distinct_from_not_found",
+        expired_is_distinct_from_not_found,
+    ),
+    ("stats_count_what_is_stored", stats_count_what_is_stored),
+    ("invalid_ids_are_refused", |new, _| {
+        invalid_ids_are_refused(new)
+    }),
+];
+
+/// Runs every check of [`CHECKS`], each on a fresh store from `new`; `ttl` is the TTL of the
+/// stores `new` makes.
+pub fn run_all(new: &NewRefStore<'_>, ttl: Duration) {
+    for (_, check) in CHECKS {
+        check(new, ttl);
+    }
+}
+
+fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(T0))
+}
+
+fn fresh(new: &NewRefStore<'_>) -> (Box<dyn RefStore>, Arc<ManualClock>) {
+    let clock = clock();
+    let shared: Arc<dyn Clock> = clock.clone();
+    (new(shared), clock)
+}
+
+fn text(text: impl Into<String>) -> RefPayload {
+    RefPayload::new(vec![Block::text(text)])
+}
+
+/// Text with about 6 bits of entropy per byte from a fixed xorshift generator: compression
+/// gains little on it.
+pub fn high_entropy_text(bytes: usize, seed: u64) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut state = seed | 1;
+    (0..bytes)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(ALPHABET[(state % 64) as usize])
+        })
+        .collect()
+}
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn assert_identical(store: &dyn RefStore, tenant: &str, id: &RefId, original: &RefPayload) {
+    let read = store
+        .get(tenant, id.as_str())
+        .unwrap_or_else(|error| panic!("get of ref {id} for {tenant:?} failed: {error}"));
+    assert!(
+        read.to_bytes() == original.to_bytes(),
+        "ref {id} must read back byte-identical ({} bytes put, {} read)",
+        original.to_bytes().len(),
+        read.to_bytes().len()
+    );
+    assert!(read == *original, "ref {id} must read back equal");
+}
+
+/// What is put reads back byte-identical: small text, 5 MB of repetitive text, 5 MB of
+/// high-entropy text, an image, non-ASCII text and several blocks; by bare id and by
+/// `[REF_ID: …]` token.
+pub fn round_trips_are_byte_identical(new: &NewRefStore<'_>) {
+    let (store, _) = fresh(new);
+    let store = store.as_ref();
+    let image = Block::Image(ImageBlock {
+        source: ImageSource::Base64 {
+            media_type: "image/png".into(),
+            data: high_entropy_text(4096, 7),
+        },
+        extra: Extra::new(),
+    });
+    let repetitive = "error: disk full on /var/lib/skald\n".repeat(LARGE_BYTES / 34 + 1);
+    let payloads = [
+        text("ok"),
+        text(repetitive),
+        text(high_entropy_text(LARGE_BYTES, 42)),
+        text("Grüße, 東京, emoji 🦀, quotes \" and \\ backslashes\n\ttabs\u{0}nul"),
+        RefPayload::new(vec![Block::text("before"), image, Block::text("after")]),
+    ];
+    for payload in &payloads {
+        let id = store.put(TENANT_A, payload).unwrap();
+        assert_identical(store, TENANT_A, &id, payload);
+        let token = placeholder(&id, "summary");
+        let by_token = store.get(TENANT_A, &token).unwrap();
+        assert!(
+            by_token == *payload,
+            "get by [REF_ID: …] token returns the same payload as by bare id"
+        );
+    }
+    // Everything is still there after the others were stored.
+    for payload in &payloads {
+        assert_identical(store, TENANT_A, &payload.id(), payload);
+    }
+}
+
+/// The id `put` returns is the payload's content hash ([`RefPayload::id`]): the same content
+/// gives the same id (and is stored once), different content a different id.
+pub fn ids_are_content_hashes(new: &NewRefStore<'_>) {
+    let (store, _) = fresh(new);
+    let store = store.as_ref();
+    let payload = text("the same content");
+    let first = store.put(TENANT_A, &payload).unwrap();
+    assert_eq!(first, payload.id(), "the id is the payload's content hash");
+    assert_eq!(
+        first,
+        RefId::of_bytes(&payload.to_bytes()),
+        "the id is the SHA-256 of the canonical bytes"
+    );
+    let second = store.put(TENANT_A, &text("the same content")).unwrap();
+    assert_eq!(first, second, "the same content gets the same id");
+    let other = store.put(TENANT_A, &text("other content")).unwrap();
+    assert_ne!(first, other, "different content gets a different id");
+    assert_eq!(
+        store.stats(TENANT_A).unwrap().count,
+        2,
+        "content put twice is stored once"
+    );
+    let for_b = store.put(TENANT_B, &payload).unwrap();
+    assert_eq!(first, for_b, "the id does not depend on the tenant");
+}
+
+/// After `put_many` returns every payload of the batch reads back byte-identical under its id;
+/// duplicates in a batch and an empty batch are fine; a refused batch stores none.
+pub fn put_many_stores_the_whole_batch(new: &NewRefStore<'_>) {
+    let (store, _) = fresh(new);
+    let store = store.as_ref();
+    let payloads: Vec<RefPayload> = (0..20)
+        .map(|i| {
+            text(format!(
+                "batch item {i}: {}",
+                high_entropy_text(2000, i + 1)
+            ))
+        })
+        .collect();
+    let canonical: Vec<CanonicalPayload> = payloads.iter().map(CanonicalPayload::of).collect();
+    let mut batch: Vec<&CanonicalPayload> = canonical.iter().collect();
+    batch.push(&canonical[0]);
+    store.put_many(TENANT_A, &[]).unwrap();
+    store.put_many(TENANT_A, &batch).unwrap();
+    for (payload, canonical) in payloads.iter().zip(&canonical) {
+        assert_eq!(*canonical.id(), payload.id());
+        assert_identical(store, TENANT_A, canonical.id(), payload);
+    }
+    assert_eq!(
+        store.stats(TENANT_A).unwrap().count,
+        20,
+        "a batch stores each distinct payload once"
+    );
+
+    let refused_payload = text("never stored");
+    let refused_canonical = CanonicalPayload::of(&refused_payload);
+    for tenant in INVALID_TENANTS {
+        let refused = store.put_many(tenant, &[&canonical[1], &refused_canonical]);
+        assert!(
+            matches!(refused, Err(StoreError::InvalidTenant { .. })),
+            "put_many for tenant {tenant:?} is InvalidTenant, got {refused:?}"
+        );
+    }
+    let missing = store.get(TENANT_A, refused_canonical.id().as_str());
+    assert!(
+        matches!(missing, Err(StoreError::NotFound { .. })),
+        "a refused batch stores nothing, got {missing:?}"
+    );
+}
+
+/// A ref stored for tenant A is `NotFound` for tenant B (not `Expired`, not the content), even
+/// when B stores the same content later and then has its own copy; stats are per tenant.
+pub fn tenants_are_isolated(new: &NewRefStore<'_>) {
+    let (store, _) = fresh(new);
+    let store = store.as_ref();
+    let payload = text("tenant a's secret tool output");
+    let id = store.put(TENANT_A, &payload).unwrap();
+    let other = store.get(TENANT_B, id.as_str());
+    assert!(
+        matches!(other, Err(StoreError::NotFound { .. })),
+        "tenant B reading tenant A's ref must be NotFound, got {other:?}"
+    );
+    let token = placeholder(&id, "x");
+    assert!(
+        matches!(
+            store.get(TENANT_B, &token),
+            Err(StoreError::NotFound { .. })
+        ),
+        "also by token"
+    );
+    assert_eq!(
+        store.stats(TENANT_B).unwrap(),
+        RefStats::default(),
+        "tenant B's stats count nothing of tenant A's"
+    );
+    store.put_many(TENANT_B, &[]).unwrap();
+    assert!(matches!(
+        store.get(TENANT_B, id.as_str()),
+        Err(StoreError::NotFound { .. })
+    ));
+
+    // B stores the same content: its own copy; A's is unaffected.
+    assert_eq!(store.put(TENANT_B, &payload).unwrap(), id);
+    assert_identical(store, TENANT_B, &id, &payload);
+    assert_identical(store, TENANT_A, &id, &payload);
+    assert_eq!(store.stats(TENANT_A).unwrap().count, 1);
+    assert_eq!(store.stats(TENANT_B).unwrap().count, 1);
+}
+
+/// A ref read after its TTL ran out is `Expired` — a distinct error, not `NotFound` and not the
+/// content — and `NotFound` after that; a ref is fine just before its expiry; a re-put refreshes
+/// the expiry; another tenant gets `NotFound`, never `Expired`.
+pub fn expired_is_distinct_from_not_found(new: &NewRefStore<'_>, ttl: Duration) {
+    let (store, clock) = fresh(new);
+    let store = store.as_ref();
+    let ttl = ttl_ms(ttl);
+    let payload = text("short-lived");
+    let id = store.put(TENANT_A, &payload).unwrap();
+
+    clock.set(T0 + ttl - 1);
+    assert_identical(store, TENANT_A, &id, &payload);
+    clock.set(T0 + ttl + 1);
+    let expired = store.get(TENANT_A, id.as_str());
+    match expired {
+        Err(StoreError::Expired { id: ref got, .. }) => {
+            assert_eq!(*got, id, "Expired names the ref");
+        }
+        ref other => panic!("a ref read after its TTL must be Expired, got {other:?}"),
+    }
+    let after = store.get(TENANT_A, id.as_str());
+    assert!(
+        matches!(after, Err(StoreError::NotFound { .. })),
+        "an expired ref is removed once reported: the next read is NotFound, got {after:?}"
+    );
+
+    // A re-put in the second half of the TTL moves the expiry.
+    let refreshed = text("refreshed");
+    let start = T0 + 10 * ttl;
+    clock.set(start);
+    let refreshed_id = store.put(TENANT_A, &refreshed).unwrap();
+    clock.set(start + ttl / 2);
+    store.put(TENANT_A, &refreshed).unwrap();
+    clock.set(start + ttl + 1);
+    assert_identical(store, TENANT_A, &refreshed_id, &refreshed);
+
+    // Another tenant learns nothing from an expired ref.
+    let secret = text("tenant a, expiring");
+    let start = T0 + 20 * ttl;
+    clock.set(start);
+    let secret_id = store.put(TENANT_A, &secret).unwrap();
+    clock.set(start + ttl + 1);
+    let other = store.get(TENANT_B, secret_id.as_str());
+    assert!(
+        matches!(other, Err(StoreError::NotFound { .. })),
+        "tenant B reading tenant A's expired ref must be NotFound, got {other:?}"
+    );
+    assert!(
+        matches!(
+            store.get(TENANT_A, secret_id.as_str()),
+            Err(StoreError::Expired { .. })
+        ),
+        "tenant B's read does not consume tenant A's Expired"
+    );
+}
+
+/// `stats` counts distinct refs and their canonical bytes per tenant, a re-put adds nothing, and
+/// refs past their TTL count as `expired` until they are removed (`count - expired` is what a
+/// reader can still get).
+pub fn stats_count_what_is_stored(new: &NewRefStore<'_>, ttl: Duration) {
+    let (store, clock) = fresh(new);
+    let store = store.as_ref();
+    assert_eq!(store.stats(TENANT_A).unwrap(), RefStats::default());
+    let payloads = [
+        text("first"),
+        text("x".repeat(100_000)),
+        text(high_entropy_text(10_000, 3)),
+    ];
+    for payload in &payloads {
+        store.put(TENANT_A, payload).unwrap();
+    }
+    store.put(TENANT_A, &payloads[0]).unwrap();
+    let original: u64 = payloads
+        .iter()
+        .map(|payload| payload.to_bytes().len() as u64)
+        .sum();
+    let stats = store.stats(TENANT_A).unwrap();
+    assert_eq!(stats.count, 3, "three distinct refs");
+    assert_eq!(
+        stats.original_bytes, original,
+        "original_bytes is the sum of the canonical sizes"
+    );
+    assert!(stats.stored_bytes > 0, "stored_bytes counts something");
+    assert_eq!(stats.expired, 0, "nothing has expired yet");
+
+    clock.set(T0 + ttl_ms(ttl) + 1);
+    let fresh_payload = text("put after the others expired");
+    store.put(TENANT_A, &fresh_payload).unwrap();
+    let stats = store.stats(TENANT_A).unwrap();
+    assert!(stats.expired <= stats.count);
+    assert_eq!(
+        stats.count - stats.expired,
+        1,
+        "only the ref put after the TTL ran out is live: {stats:?}"
+    );
+}
+
+/// Ids that are not ref ids (`../../x`, upper case, short, empty) are `InvalidId`; invalid
+/// tenants are `InvalidTenant`, for every method.
+pub fn invalid_ids_are_refused(new: &NewRefStore<'_>) {
+    let (store, _) = fresh(new);
+    let store = store.as_ref();
+    let id = store.put(TENANT_A, &text("content")).unwrap();
+    let upper = id.as_str().to_uppercase();
+    for bad in ["", "../../etc/passwd", "abc123", upper.as_str()] {
+        let refused = store.get(TENANT_A, bad);
+        assert!(
+            matches!(refused, Err(StoreError::InvalidId(_))),
+            "get of {bad:?} is InvalidId, got {refused:?}"
+        );
+    }
+    for tenant in INVALID_TENANTS {
+        let put = store.put(tenant, &text("content"));
+        assert!(
+            matches!(put, Err(StoreError::InvalidTenant { .. })),
+            "put for tenant {tenant:?} is InvalidTenant, got {put:?}"
+        );
+        let get = store.get(tenant, id.as_str());
+        assert!(
+            matches!(get, Err(StoreError::InvalidTenant { .. })),
+            "get for tenant {tenant:?} is InvalidTenant, got {get:?}"
+        );
+        let stats = store.stats(tenant);
+        assert!(
+            matches!(stats, Err(StoreError::InvalidTenant { .. })),
+            "stats for tenant {tenant:?} is InvalidTenant, got {stats:?}"
+        );
+    }
+}
+
+/// What one handle put (a large payload and a batch) reads back through a reopened handle, with
+/// the same stats, and expires on the same schedule. `open` returns a new handle on the same
+/// persistent storage on every call (each with the clock it is given).
+pub fn survives_reopen(open: &NewRefStore<'_>, ttl: Duration) {
+    let clock = clock();
+    let shared: Arc<dyn Clock> = clock.clone();
+    let large = text(high_entropy_text(LARGE_BYTES, 11));
+    let batch: Vec<RefPayload> = (0..5).map(|i| text(format!("batch {i}"))).collect();
+    let (large_id, stats) = {
+        let store = open(shared.clone());
+        let id = store.put(TENANT_A, &large).unwrap();
+        let canonical: Vec<CanonicalPayload> = batch.iter().map(CanonicalPayload::of).collect();
+        let refs: Vec<&CanonicalPayload> = canonical.iter().collect();
+        store.put_many(TENANT_A, &refs).unwrap();
+        (id, store.stats(TENANT_A).unwrap())
+    };
+    let store = open(shared);
+    let store = store.as_ref();
+    assert_identical(store, TENANT_A, &large_id, &large);
+    for payload in &batch {
+        assert_identical(store, TENANT_A, &payload.id(), payload);
+    }
+    assert_eq!(
+        store.stats(TENANT_A).unwrap(),
+        stats,
+        "a reopened store has the same stats"
+    );
+    assert!(matches!(
+        store.get(TENANT_B, large_id.as_str()),
+        Err(StoreError::NotFound { .. })
+    ));
+    clock.set(T0 + ttl_ms(ttl) + 1);
+    assert!(
+        matches!(
+            store.get(TENANT_A, large_id.as_str()),
+            Err(StoreError::Expired { .. })
+        ),
+        "the expiry survives a reopen"
+    );
+}
