@@ -24,7 +24,8 @@ use crate::memory_cmd::{Identity, IdentityArgs};
 use crate::output::Mode;
 use crate::remote::{self, Remote};
 use crate::replay_cmd::load_policy;
-use crate::sessions_cmd::{DEFAULT_TENANT, now_ms, open_existing_store};
+use crate::sessions_cmd::{DEFAULT_TENANT, open_existing_store};
+use skald_store::clock::now_ms;
 
 #[derive(Debug, Args)]
 pub struct ContextArgs {

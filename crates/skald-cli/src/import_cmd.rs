@@ -15,7 +15,8 @@ use skald_store::sessions::import::{ImportOptions, import_transcript, plan_impor
 use crate::home::Home;
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
-use crate::sessions_cmd::{DEFAULT_TENANT, now_ms, open_store};
+use crate::sessions_cmd::{DEFAULT_TENANT, open_store};
+use skald_store::clock::now_ms;
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {

@@ -65,15 +65,6 @@ pub fn open_existing_store(home: &Home) -> Result<SqliteSessionStore> {
     open_store(home)
 }
 
-/// Now, in milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-        })
-}
-
 /// A session as the server's `GET /v1/sessions` lists it (the fields `skald sessions` prints).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]

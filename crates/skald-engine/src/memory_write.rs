@@ -749,10 +749,7 @@ fn fxhash(text: &str) -> u32 {
 }
 
 pub(crate) fn now_iso() -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as i64);
-    iso_of_millis(ms)
+    iso_of_millis(skald_store::clock::now_ms())
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` of epoch milliseconds.

@@ -24,6 +24,12 @@ impl Clock for SystemClock {
     }
 }
 
+/// Now by the system clock, in milliseconds since the Unix epoch: the one reading of the wall
+/// clock every part of skald that has no injected [`Clock`] uses.
+pub fn now_ms() -> i64 {
+    SystemClock.now_ms()
+}
+
 /// A clock that stands still until told to move; for tests and replays.
 #[derive(Debug, Default)]
 pub struct ManualClock {

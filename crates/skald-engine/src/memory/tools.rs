@@ -66,11 +66,7 @@ pub async fn execute_memory_tool(
     name: &str,
     arguments: &Value,
 ) -> MemoryToolOutput {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-        });
+    let now_ms = skald_store::clock::now_ms();
     execute_memory_tool_at(store, embedder, tenant, identity, name, arguments, now_ms).await
 }
 

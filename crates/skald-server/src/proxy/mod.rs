@@ -321,7 +321,7 @@ async fn start(
         host_prompt: exchange::HostPrompt::of(&messages),
         client_messages: spelling::ClientMessages::default(),
         identity,
-        now_ms: now_ms(),
+        now_ms: skald_store::clock::now_ms(),
         settings: RecoverySettings::default(),
         // A Responses client with `store` on (the API's default) may continue from this
         // answer by its id alone: skald records it.
@@ -446,12 +446,4 @@ fn decompress(headers: &HeaderMap, body: Bytes, limit: usize) -> Result<Bytes, A
         )));
     }
     Ok(Bytes::from(out))
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-        })
 }

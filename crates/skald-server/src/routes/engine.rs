@@ -45,11 +45,12 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{ApiJson, ApiPath, ApiQuery, engine_error, now_ms, session_error, session_id};
+use super::{ApiJson, ApiPath, ApiQuery, engine_error, session_error, session_id};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::state::AppState;
+use skald_store::clock::now_ms;
 
 /// The smallest token budget a request may give.
 pub const MIN_TOKEN_BUDGET: u64 = 1_000;
