@@ -20,7 +20,8 @@
 //! - `[proxy.openai]` and `[proxy.anthropic]` name the upstreams `skald serve` forwards
 //!   `/v1/chat/completions` and `/v1/messages` to: `base_url`, and optionally `api_key_env`, the
 //!   environment variable holding a provider key skald sends itself (then clients hold only
-//!   skald keys). `[server]` sets `addr` and `max_body_bytes`.
+//!   skald keys). `[server]` sets `addr`, `max_body_bytes`, `shutdown_grace_secs` and
+//!   `max_cached_bytes` (the memory the per-session engine state may take).
 //!
 //! ```toml
 //! [policy]
@@ -197,6 +198,9 @@ pub struct ServerTable {
     pub max_body_bytes: usize,
     /// Seconds a stop waits for in-flight requests and background work before exiting anyway.
     pub shutdown_grace_secs: u64,
+    /// Bytes of per-session engine state kept in memory (least recently used idle sessions
+    /// are evicted past it, and rebuild their state from the store on their next request).
+    pub max_cached_bytes: usize,
 }
 
 /// Where `skald serve` listens by default.
@@ -208,6 +212,7 @@ impl Default for ServerTable {
             addr: DEFAULT_ADDR.to_owned(),
             max_body_bytes: skald_server::config::DEFAULT_MAX_BODY_BYTES,
             shutdown_grace_secs: skald_server::config::DEFAULT_SHUTDOWN_GRACE.as_secs(),
+            max_cached_bytes: skald_server::state::DEFAULT_MAX_CACHED_BYTES,
         }
     }
 }
@@ -354,6 +359,14 @@ impl Config {
                 server.max_body_bytes
             );
         }
+        if server.max_cached_bytes == 0 {
+            anyhow::bail!(
+                "[server] max_cached_bytes in {shown} is 0: it must be at least 1 (the default, \
+                 {}, keeps the per-session state of thousands of sessions; a small budget keeps \
+                 fewer and rebuilds the others from the store on their next request)",
+                skald_server::state::DEFAULT_MAX_CACHED_BYTES
+            );
+        }
         Ok(Config {
             path: Some(path.to_path_buf()),
             policy,
@@ -420,6 +433,26 @@ mod tests {
         let config = Config::load(None, &home(dir.path())).unwrap();
         assert!(config.path.is_none() && config.policy.is_none());
         assert!(Config::load(Some(&dir.path().join("nope.toml")), &home(dir.path())).is_err());
+    }
+
+    #[test]
+    fn the_server_table_sets_the_state_cache_budget_and_refuses_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CONFIG_FILE);
+        let config = Config::load(None, &home(dir.path())).unwrap();
+        assert_eq!(
+            config.server.max_cached_bytes,
+            skald_server::state::DEFAULT_MAX_CACHED_BYTES
+        );
+        std::fs::write(&path, "[server]\nmax_cached_bytes = 1048576\n").unwrap();
+        let config = Config::load(None, &home(dir.path())).unwrap();
+        assert_eq!(config.server.max_cached_bytes, 1_048_576);
+        std::fs::write(&path, "[server]\nmax_cached_bytes = 0\n").unwrap();
+        let error = Config::load(None, &home(dir.path())).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("max_cached_bytes in"),
+            "{error:#}"
+        );
     }
 
     #[test]

@@ -60,6 +60,7 @@ pub fn server_config(config: &Config, args: &ServeArgs) -> Result<ServerConfig> 
         .map(|table| table.resolve("[proxy.anthropic]"))
         .transpose()?;
     server.max_body_bytes = config.server.max_body_bytes;
+    server.max_cached_bytes = config.server.max_cached_bytes;
     server.timeouts = config.proxy.timeouts()?;
     server.shutdown_grace = std::time::Duration::from_secs(config.server.shutdown_grace_secs);
     server.summarizer = Arc::from(config.summarizer()?);

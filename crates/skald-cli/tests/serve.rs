@@ -100,6 +100,7 @@ fn a_bad_proxy_table_is_refused_at_start() {
             "not set",
         ),
         ("[server]\nmax_body_bytes = 10\n", "at least 1024"),
+        ("[server]\nmax_cached_bytes = 0\n", "max_cached_bytes"),
     ] {
         std::fs::write(home.path().join("skald.toml"), toml).unwrap();
         let output = skald(home.path(), &["serve", "--addr", "127.0.0.1:0"]);

@@ -37,6 +37,7 @@ mod accounting;
 mod assemble;
 pub mod compact;
 mod fetch;
+mod footprint;
 pub mod ingest;
 pub mod memory;
 pub mod memory_write;

@@ -18,6 +18,7 @@ use skald_core::tokens::Calibration;
 use skald_store::sessions::{SessionError, SessionInfo, SessionStore};
 
 use crate::compact::CompactResult;
+use crate::footprint::{self, MAP_ENTRY_OVERHEAD, string_entry_bytes};
 
 /// The model name calibration uses when the host does not name one.
 pub const UNNAMED_MODEL: &str = "unnamed";
@@ -56,6 +57,9 @@ pub struct SessionState {
     /// The stored session as last read, with its tenant, caught up with incrementally (see
     /// [`SessionState::stored_session`]).
     stored: Option<(String, Session)>,
+    /// [`footprint::entry_bytes`] summed over `stored`'s entries, kept as entries are read so
+    /// [`SessionState::approx_bytes`] does not walk the session.
+    stored_bytes: usize,
     sync_mark: Option<SyncMark>,
 }
 
@@ -87,9 +91,93 @@ pub(crate) struct CachedContext {
     entry_count: u64,
     leaf_id: Option<String>,
     messages: Vec<Message>,
+    /// [`footprint::messages_bytes`] of `messages`, measured once when it was rebuilt.
+    bytes: usize,
 }
 
+/// A memo of the offload or arguments cache, on average: a key, a decision and, for the few
+/// results that left the context, a placeholder (a digest of at most 300 characters by default
+/// and a ref id). Their contents live in `skald_core` behind private fields, so they are
+/// counted at this size rather than walked.
+const OFFLOAD_MEMO_BYTES: usize = 256;
+
 impl SessionState {
+    /// Approximately how many bytes this state holds, for a cache that bounds its states by
+    /// size. Counted: the stored session held (every entry's strings, JSON and blocks, measured
+    /// as entries are read), the rebuilt context, the session-start memory and the turn's
+    /// recall, the skill memories, the offloaded call and stored ref ids, the estimate memo, the
+    /// calibration and the sync mark — see [`footprint`](crate::footprint) for how a message is
+    /// sized. Estimated rather than walked: the offload and arguments memos, at
+    /// [`OFFLOAD_MEMO_BYTES`] each. Not counted: allocator overhead and spare capacity, the
+    /// session header, reports' counts and error strings. Messages shared between the stored
+    /// session and the context are separate copies and counted twice, as they are held twice.
+    ///
+    /// Cheap: proportional to the number of ids and memo entries, never to the session's length
+    /// or its text (the session's and the context's sizes are kept when they are read).
+    pub fn approx_bytes(&self) -> usize {
+        let ids =
+            |ids: &HashSet<String>| ids.iter().map(|id| string_entry_bytes(id)).sum::<usize>();
+        let estimate_entry = std::mem::size_of::<(u128, u64)>() + MAP_ENTRY_OVERHEAD;
+        let skill_memories: usize = self
+            .skill_memories
+            .iter()
+            .map(|(call, memory)| {
+                string_entry_bytes(call) + std::mem::size_of::<String>() + memory.len()
+            })
+            .sum();
+        let calibration: usize = self
+            .calibration
+            .models
+            .keys()
+            .map(|model| {
+                string_entry_bytes(model)
+                    + std::mem::size_of::<skald_core::tokens::ModelCalibration>()
+            })
+            .sum();
+        let sync_mark = self.sync_mark.as_ref().map_or(0, |mark| {
+            mark.fingerprints.len() * std::mem::size_of::<u128>()
+                + mark.leaf_id.as_ref().map_or(0, String::len)
+        });
+        let stored = self
+            .stored
+            .as_ref()
+            .map_or(0, |(tenant, _)| tenant.len() + self.stored_bytes);
+        std::mem::size_of::<SessionState>()
+            + ids(&self.offloaded_calls)
+            + ids(&self.stored_refs)
+            + (self.offload_cache.len() + self.arguments_cache.len()) * OFFLOAD_MEMO_BYTES
+            + self.estimates.len() * estimate_entry
+            + self
+                .session_memory
+                .as_ref()
+                .map_or(0, crate::memory::SessionMemory::approx_bytes)
+            + skill_memories
+            + self
+                .recall_memo
+                .as_ref()
+                .map_or(0, crate::memory::RecallMemo::approx_bytes)
+            + calibration
+            + self
+                .last_counted
+                .as_ref()
+                .map_or(0, |(model, _)| model.len())
+            + self.context.as_ref().map_or(0, |context| {
+                context.bytes + context.leaf_id.as_ref().map_or(0, String::len)
+            })
+            + stored
+            + sync_mark
+    }
+
+    /// Drops the stored session and the context rebuilt from it — the bulk of a long session's
+    /// state, and both read again from the store on the next request — and keeps the decisions
+    /// and memos that make later requests repeat their bytes (offloads, skill memories, the
+    /// session-start memory, the turn's recall) and cheap. For a cache over its byte budget.
+    pub fn forget_stored_session(&mut self) {
+        self.stored = None;
+        self.stored_bytes = 0;
+        self.context = None;
+    }
+
     /// Number of results this session has moved out of the context for good.
     pub fn offloaded_count(&self) -> usize {
         self.offloaded_calls.len()
@@ -174,6 +262,7 @@ impl SessionState {
             // What was read, which a write between the two reads may have moved past.
             entry_count: session.entries().len() as u64,
             leaf_id: session.leaf_id().map(str::to_owned),
+            bytes: footprint::messages_bytes(&messages),
             messages: messages.clone(),
         });
         Ok(messages)
@@ -208,7 +297,9 @@ impl SessionState {
             {
                 let have = held.entries().len() as u64;
                 if have < info.entry_count {
-                    held.extend_from_entries(sessions.entries_after(tenant, session_id, have)?);
+                    let appended = sessions.entries_after(tenant, session_id, have)?;
+                    self.stored_bytes += appended.iter().map(footprint::entry_bytes).sum::<usize>();
+                    held.extend_from_entries(appended);
                 }
                 // A write between the two reads leaves more entries than the row said: read
                 // the whole session rather than guess its leaf.
@@ -220,7 +311,13 @@ impl SessionState {
         };
         let session = match caught_up {
             Some(session) => session,
-            None => sessions.load(tenant, session_id)?,
+            None => {
+                // Whatever was held is gone (`take` above): its size goes with it.
+                self.stored_bytes = 0;
+                let session = sessions.load(tenant, session_id)?;
+                self.stored_bytes = session.entries().iter().map(footprint::entry_bytes).sum();
+                session
+            }
         };
         let (_, session) = self.stored.insert((info.tenant.clone(), session));
         Ok(session)
@@ -340,6 +437,50 @@ mod tests {
             state.stored_session(&store, "u", "b").unwrap(),
             &store.load("u", "b").unwrap()
         );
+    }
+
+    #[test]
+    fn approx_bytes_grows_with_what_is_held_and_falls_when_it_is_dropped() {
+        let store = SqliteSessionStore::in_memory().unwrap();
+        create(&store, "t", "s");
+        store
+            .append_message("t", "s", Message::text(Role::User, "short"))
+            .unwrap();
+        let mut state = SessionState::default();
+        let empty = state.approx_bytes();
+        state.session_context(&store, "t", "s").unwrap();
+        let small = state.approx_bytes();
+        assert!(small > empty);
+        // A large output, read incrementally: held once in the session, once in the context.
+        let output = "x".repeat(1_000_000);
+        store
+            .append_message("t", "s", Message::text(Role::Assistant, output.clone()))
+            .unwrap();
+        state.session_context(&store, "t", "s").unwrap();
+        let large = state.approx_bytes();
+        assert!(large >= small + 2 * output.len(), "{large} {small}");
+        assert!(large < small + 2 * output.len() + 4_096, "{large} {small}");
+        // The same figure as a state that read the session in one go.
+        let mut fresh = SessionState::default();
+        fresh.session_context(&store, "t", "s").unwrap();
+        assert_eq!(fresh.approx_bytes(), large);
+
+        // Memos count too, and clearing them gives their bytes back.
+        for index in 0..1_000_u32 {
+            state.estimates.insert(u128::from(index), 1);
+            state.offloaded_calls.insert(format!("call_{index:04}"));
+        }
+        let memoised = state.approx_bytes();
+        assert!(memoised >= large + 1_000 * (24 + 9), "{memoised} {large}");
+        state.estimates.clear();
+        state.offloaded_calls.clear();
+        assert_eq!(state.approx_bytes(), large);
+
+        state.forget_stored_session();
+        assert_eq!(state.approx_bytes(), empty);
+        // What was forgotten is read again, whole.
+        state.session_context(&store, "t", "s").unwrap();
+        assert_eq!(state.approx_bytes(), large);
     }
 
     #[test]

@@ -103,6 +103,10 @@ pub struct ServerConfig {
     /// Sessions whose engine state stays in memory (least recently used idle ones are evicted
     /// and rebuilt on their next request).
     pub max_cached_sessions: usize,
+    /// Bytes of engine state that stay in memory, as estimated when requests release it (least
+    /// recently used idle states are evicted; one over it alone is trimmed when released). See
+    /// [`crate::state::DEFAULT_MAX_CACHED_BYTES`] for the default's reasoning.
+    pub max_cached_bytes: usize,
     /// Writes compaction summaries (the configured model, or the extractive one).
     pub summarizer: Arc<dyn Summarizer>,
     /// Embeds memories and queries; `None`: memory search is full-text only.
@@ -140,6 +144,7 @@ impl ServerConfig {
             timeouts: UpstreamTimeouts::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             max_cached_sessions: crate::state::MAX_CACHED_SESSIONS,
+            max_cached_bytes: crate::state::DEFAULT_MAX_CACHED_BYTES,
             summarizer: Arc::new(skald_llm::ExtractiveSummarizer::default()),
             embedder: None,
             extractor: Arc::new(DeterministicExtractor::default()),

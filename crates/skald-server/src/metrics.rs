@@ -9,6 +9,7 @@ use axum::response::Response;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -48,6 +49,10 @@ pub struct Metrics {
     pub tool_interceptions: Counter,
     /// Upstream context overflows the proxy recovered from (or not), by outcome.
     pub overflow_recoveries: Family<OutcomeLabels, Counter>,
+    /// Sessions whose engine state is cached in memory.
+    pub cached_sessions: Gauge,
+    /// The cached engine states' estimated bytes, as measured when requests released them.
+    pub cached_session_bytes: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -112,6 +117,18 @@ impl Metrics {
             "Upstream context overflows handled by the proxy, by outcome",
             overflow_recoveries.clone(),
         );
+        let cached_sessions = Gauge::default();
+        registry.register(
+            "cached_sessions",
+            "Sessions whose engine state is cached in memory",
+            cached_sessions.clone(),
+        );
+        let cached_session_bytes = Gauge::default();
+        registry.register(
+            "cached_session_bytes",
+            "Estimated bytes of the cached engine states",
+            cached_session_bytes.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -122,6 +139,8 @@ impl Metrics {
             uploads,
             tool_interceptions,
             overflow_recoveries,
+            cached_sessions,
+            cached_session_bytes,
         }
     }
 

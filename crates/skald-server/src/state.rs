@@ -3,13 +3,12 @@
 //! and the two-threshold upload driver), the metrics, the HTTP client the proxy forwards with,
 //! and the tracker of background tasks a graceful shutdown waits for.
 
-use lru::LruCache;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use skald_engine::memory_write::MemoryWriteError;
-use skald_engine::{MemoryWriter, SessionState, UploadDriver};
+use skald_engine::{MemoryWriter, UploadDriver};
 use skald_store::keys::{KeyError, KeyStore, SqliteKeyStore};
 use skald_store::{
     MemoryError, RefSettings, SessionError, SqliteMemoryStore, SqliteRefStore, SqliteSessionStore,
@@ -19,11 +18,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
 use crate::metrics::Metrics;
-
-/// One session's engine state, behind an async lock: two requests of the same session run one
-/// after the other (their decisions build on each other), requests of different sessions in
-/// parallel.
-pub type SessionSlot = Arc<tokio::sync::Mutex<SessionState>>;
+use crate::session_cache::SessionCache;
+pub use crate::session_cache::SessionSlot;
 
 /// The stores and settings of a running server. Cheap to clone (everything is behind `Arc`).
 #[derive(Clone)]
@@ -46,7 +42,7 @@ pub struct AppState {
     /// Whether requests must carry a key: true once the key store has held a live key while
     /// this server ran, and never false again (revoking every key does not open the server).
     auth_required: Arc<AtomicBool>,
-    session_states: Arc<Mutex<LruCache<(String, String), SessionSlot>>>,
+    session_states: Arc<SessionCache>,
 }
 
 /// Sessions whose engine state is kept in memory at most, by default
@@ -55,6 +51,16 @@ pub struct AppState {
 /// idle rebuilds it on its next request, so a long-running server's memory follows its active
 /// sessions, not every session it ever saw.
 pub const MAX_CACHED_SESSIONS: usize = 10_000;
+
+/// Bytes of engine state kept in memory at most, by default
+/// ([`ServerConfig::max_cached_bytes`](crate::ServerConfig::max_cached_bytes)), as
+/// [`SessionState::approx_bytes`](skald_engine::SessionState::approx_bytes) counts them. A small
+/// session's state is tens of kilobytes, so the 10,000 sessions of the count cap would be
+/// some 700 MB; one holding a 50 MB tool output is about 100 MB (the output is held in the
+/// stored session and in the rebuilt context). 512 MiB keeps thousands of small sessions or a
+/// handful of very large ones warm, and keeps the cache well inside a small machine's memory
+/// whatever its sessions hold; a server with more memory and many large sessions raises it.
+pub const DEFAULT_MAX_CACHED_BYTES: usize = 512 * 1024 * 1024;
 
 /// The stores could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +122,13 @@ impl AppState {
         if let Some(embedder) = &config.embedder {
             memory_writer = memory_writer.with_embedder(embedder.clone());
         }
+        let metrics = Arc::new(Metrics::new());
+        let session_states = SessionCache::new(
+            config.max_cached_sessions,
+            config.max_cached_bytes,
+            metrics.cached_sessions.clone(),
+            metrics.cached_session_bytes.clone(),
+        );
         let tasks = TaskTracker::new();
         let uploads =
             Arc::new(UploadDriver::new(memory_writer.clone()).with_tracker(tasks.clone()));
@@ -125,13 +138,13 @@ impl AppState {
             memories,
             keys: Arc::new(keys),
             config: Arc::new(config),
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             http,
             tasks,
             memory_writer,
             uploads,
             auth_required: Arc::new(AtomicBool::new(auth_required)),
-            session_states: Arc::new(Mutex::new(LruCache::unbounded())),
+            session_states,
         })
     }
 
@@ -148,35 +161,20 @@ impl AppState {
         found
     }
 
-    /// The engine state of one session of one tenant, created empty on first use.
+    /// The engine state of one session of one tenant, created empty on first use (see
+    /// [`crate::session_cache`] for how long it is kept).
     pub fn session_slot(&self, tenant: &str, session: &str) -> SessionSlot {
-        let mut states = self
-            .session_states
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let key = (tenant.to_owned(), session.to_owned());
-        let slot = states.get_or_insert(key, SessionSlot::default).clone();
-        // Evict the least recently used idle states over the cap; one a request holds stays.
-        let mut scanned = 0;
-        let cap = self.config.max_cached_sessions.max(1);
-        while states.len() > cap && scanned < states.len() {
-            scanned += 1;
-            match states.pop_lru() {
-                Some((key, held)) if Arc::strong_count(&held) > 1 => {
-                    states.put(key, held);
-                }
-                Some(_) | None => {}
-            }
-        }
-        slot
+        self.session_states.slot(tenant, session)
     }
 
     /// Sessions whose engine state is in memory now.
     pub fn cached_sessions(&self) -> usize {
-        self.session_states
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .len()
+        self.session_states.len()
+    }
+
+    /// Bytes of engine state in memory, as last measured.
+    pub fn cached_session_bytes(&self) -> usize {
+        self.session_states.bytes()
     }
 }
 
@@ -185,20 +183,19 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
-    #[test]
-    fn idle_session_states_are_evicted_over_the_cap_and_held_ones_stay() {
+    #[tokio::test]
+    async fn idle_session_states_are_evicted_over_the_cap_and_held_ones_stay() {
         let mut config =
             ServerConfig::new(skald_core::pipeline::policy::Policy::preset("skald").unwrap());
         config.max_cached_sessions = 2;
         let state = AppState::in_memory(config).unwrap();
         let held = state.session_slot("t", "a");
-        drop(state.session_slot("t", "b"));
-        drop(state.session_slot("t", "c"));
+        drop(state.session_slot("t", "b").lock().await);
+        drop(state.session_slot("t", "c").lock().await);
         assert_eq!(state.cached_sessions(), 2);
         // "a" is held by a request: "b", the least recently used idle one, went instead.
         assert!(Arc::ptr_eq(&held, &state.session_slot("t", "a")));
-        let slots = state.session_states.lock().unwrap();
-        assert!(slots.peek(&("t".to_owned(), "b".to_owned())).is_none());
-        assert!(slots.peek(&("t".to_owned(), "c".to_owned())).is_some());
+        // The released states were measured.
+        assert!(state.cached_session_bytes() > 0);
     }
 }

@@ -783,3 +783,83 @@ async fn the_fetch_tool_route_answers_as_fetch_original_data_does() {
     assert!(message(&refused).contains("slice"), "{refused}");
     server.shutdown().await;
 }
+
+/// A conversation whose tool output is `lines` lines of a build log (about 40 bytes each).
+fn conversation_with_output(lines: usize) -> Vec<Value> {
+    let log: Vec<String> = (1..=lines)
+        .map(|n| format!("[{n:06}] compiling crate_{n} ... ok"))
+        .collect();
+    vec![
+        user("Run the build and tell me what fails.", 0),
+        assistant_call("call_1", "bash", json!({"command": "make build"}), 1),
+        tool_result("call_1", "bash", &log.join("\n"), false, 2),
+        assistant_text("The build passes.", 3),
+    ]
+}
+
+#[tokio::test]
+async fn session_states_stay_within_the_byte_budget_and_an_evicted_one_answers_the_same() {
+    // Each session holds a ~1 MB output (twice: the stored session and its context); the budget
+    // has room for about three of them.
+    let mut config = server_config();
+    config.max_cached_bytes = 7_000_000;
+    let state = AppState::in_memory(config).unwrap();
+    let server = TestServer::start(state.clone()).await;
+    let api = Api::new(server.url(""), None);
+    let conversation = conversation_with_output(25_000);
+    let mut first = Value::Null;
+    for index in 0..8 {
+        let (status, body) = api
+            .post(
+                &format!("/v1/sessions/big{index}/assemble"),
+                json!({"messages": conversation, "model": "gpt-test"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        if index == 0 {
+            first = body;
+        }
+        assert!(state.cached_session_bytes() <= 7_000_000);
+    }
+    assert!(state.cached_sessions() < 8, "{}", state.cached_sessions());
+    assert!(state.cached_session_bytes() >= 2_000_000);
+
+    // big0 was evicted: its state is rebuilt from the store and the answer is the same.
+    let (status, again) = api
+        .post(
+            "/v1/sessions/big0/assemble",
+            json!({"messages": conversation, "model": "gpt-test"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["sync"]["appended"], 0);
+    for field in [
+        "messages",
+        "systemPromptAddition",
+        "tools",
+        "estimatedTokens",
+    ] {
+        assert_eq!(again[field], first[field], "{field}");
+    }
+
+    let metrics = reqwest::get(server.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let gauge = |name: &str| -> usize {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name} ")))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(gauge("skald_cached_sessions"), state.cached_sessions());
+    assert_eq!(
+        gauge("skald_cached_session_bytes"),
+        state.cached_session_bytes()
+    );
+    server.shutdown().await;
+}

@@ -194,6 +194,16 @@ pub struct ArgumentsCache {
     entries: HashMap<u128, Option<CachedArguments>>,
 }
 
+impl ArgumentsCache {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
 /// The outcome of [`offload`].
 #[derive(Debug, Clone, Default)]
 pub struct OffloadOutcome {

@@ -101,6 +101,16 @@ pub struct RecallMemo {
     report: RecallReport,
 }
 
+impl RecallMemo {
+    /// Approximate bytes held: the query and the injected messages (the report's counts and
+    /// short strings are left out).
+    pub(crate) fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<RecallMemo>()
+            + self.query.len()
+            + crate::footprint::messages_bytes(&self.injection)
+    }
+}
+
 /// [`recall_for_turn`] that reuses `memo` when the query is the one it was made for, and
 /// keeps the new search's choice there otherwise (a search that failed is not kept).
 pub async fn recall_for_turn_memo(
@@ -308,6 +318,14 @@ pub struct SessionMemory {
 }
 
 impl SessionMemory {
+    /// Approximate bytes held: the system prompt addition and the directory listing (the
+    /// report's counts and error strings are left out).
+    pub(crate) fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<SessionMemory>()
+            + self.system_prompt_addition.as_ref().map_or(0, String::len)
+            + crate::footprint::messages_bytes(&self.directory_messages)
+    }
+
     /// `messages` with the directory listing right after the first user message.
     pub fn apply(&self, messages: Vec<Message>) -> Vec<Message> {
         insert_after_first_user(messages, self.directory_messages.clone())

@@ -23,7 +23,7 @@ use skald_engine::{
     RecoverySettings, SessionState, TurnDriver,
 };
 use skald_llm::LlmError;
-use tokio::sync::{OwnedMutexGuard, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::conversation;
@@ -34,6 +34,7 @@ use super::tools::{self, Executed, SkaldTools};
 use super::upstream::{Api, response_headers};
 use crate::error::ApiError;
 use crate::metrics::{Metrics, ProxyNote};
+use crate::session_cache::OwnedSlotGuard;
 use crate::state::AppState;
 
 /// Upstream calls one request may make to answer skald's own tool calls before the answer goes
@@ -565,7 +566,7 @@ fn add_to_system_prompt(messages: &mut Vec<Message>, addition: &str, origin: &st
 }
 
 /// A non-streamed answer, after skald's tools.
-pub async fn complete(exchange: Exchange, mut session: OwnedMutexGuard<SessionState>) -> Response {
+pub async fn complete(exchange: Exchange, mut session: OwnedSlotGuard) -> Response {
     let prepare = exchange.prepare_context();
     let recall = exchange.recall_hook();
     let mut noted = Noted::default();
@@ -711,7 +712,7 @@ async fn next_chunk(
 /// session released.
 pub async fn stream(
     exchange: Exchange,
-    mut session: OwnedMutexGuard<SessionState>,
+    mut session: OwnedSlotGuard,
     mut head: oneshot::Sender<Response>,
 ) {
     let prepare = exchange.prepare_context();
