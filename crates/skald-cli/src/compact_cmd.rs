@@ -22,8 +22,8 @@ use serde::Deserialize;
 use serde_json::json;
 use skald_core::compaction::{CancelReason, CompactionOutcome, CompactionTrigger};
 use skald_core::memory::write::WriteSettings;
-use skald_engine::compact::{CompactReport, CompactRequest, CompactResult, compact_session};
-use skald_engine::memory_write::{ArchiveOutcome, MemoryWriter, archive_compacted_span};
+use skald_engine::compact::{CompactReport, CompactRequest, SpanArchive, compact_and_archive};
+use skald_engine::memory_write::MemoryWriter;
 use skald_llm::{DeterministicExtractor, LlmExtractor, MemoryExtractor, client_from_config};
 use skald_store::SqliteMemoryStore;
 use skald_store::sessions::SessionStore;
@@ -175,41 +175,42 @@ pub fn run(
     let runtime = runtime()?;
     let cancel = CancellationToken::new();
     cancel_on_ctrl_c(&runtime, cancel.clone());
+    // The writer is built before the compaction, so a bad memory setting is known first; it
+    // does not stop the compaction (the report says the span was not archived).
+    let writer = (!args.no_archive).then(|| memory_writer(args, home, config));
+    let archive = match &writer {
+        Some(Ok(writer)) => Some(SpanArchive {
+            writer,
+            system_prompt: None,
+        }),
+        Some(Err(_)) | None => None,
+    };
     let spinner = spinner(mode, &format!("compacting with {}", summarizer.name()));
-    let result = runtime.block_on(compact_session(
+    let compaction = runtime.block_on(compact_and_archive(
         &sessions,
         &refs,
         summarizer.as_ref(),
         &request,
+        archive,
+        None,
         &cancel,
     ));
     spinner.finish_and_clear();
-    let result = result.with_context(|| format!("cannot compact session {session_id:?}"))?;
+    let compaction =
+        compaction.with_context(|| format!("cannot compact session {session_id:?}"))?;
     let aborted = matches!(
-        &result.outcome,
+        &compaction.result.outcome,
         CompactionOutcome::Cancelled {
             reason: CancelReason::Aborted,
             ..
         }
     );
-    let archive = if result.checkpoint_entry_id.is_some() && !args.no_archive {
-        let progress = self::spinner(mode, "archiving the compacted span");
-        let archived = archive_span(
-            args, home, config, &sessions, session_id, &result, &runtime, &cancel,
-        );
-        progress.finish_and_clear();
-        Some(archived)
-    } else {
-        None
-    };
-    let mut report = CompactReport::new(session_id, tenant, window_tokens, &result);
-    match archive {
-        Some(Ok(outcome)) => report.memory_archive = outcome,
-        Some(Err(error)) => {
-            eprintln!("skald: the compaction was written but its span was not archived: {error:#}");
-            report.memory_error = Some(format!("{error:#}"));
-        }
-        None => {}
+    let mut report = compaction.report(session_id, tenant, window_tokens);
+    if let (Some(Err(error)), Some(_)) = (&writer, &compaction.result.checkpoint_entry_id) {
+        report.memory_error = Some(format!("{error:#}"));
+    }
+    if let Some(error) = &report.memory_error {
+        eprintln!("skald: the compaction was written but its span was not archived: {error}");
     }
     print(&report, aborted, mode)
 }
@@ -283,19 +284,9 @@ fn read_agents_md(args: &CompactArgs) -> Result<Option<String>> {
         .transpose()
 }
 
-/// Archives the span a compaction replaced and extracts its memories into the memory store in
-/// the same database file.
-#[allow(clippy::too_many_arguments)]
-fn archive_span(
-    args: &CompactArgs,
-    home: &Home,
-    config: &Config,
-    sessions: &dyn SessionStore,
-    session_id: &str,
-    result: &CompactResult,
-    runtime: &tokio::runtime::Runtime,
-    cancel: &CancellationToken,
-) -> Result<Option<ArchiveOutcome>> {
+/// The writer that archives the span a compaction replaced and extracts its memories into the
+/// memory store in the same database file.
+fn memory_writer(args: &CompactArgs, home: &Home, config: &Config) -> Result<MemoryWriter> {
     let extractor: std::sync::Arc<dyn MemoryExtractor> = match args.extract_with.as_deref() {
         Some("llm") => {
             let provider = config.llm.summary_or_chat().context(
@@ -315,16 +306,11 @@ fn archive_span(
             .unwrap_or_else(|| config.memory.user.clone()),
         ..config.memory.write.clone()
     };
-    let writer = MemoryWriter::new(std::sync::Arc::new(memories), extractor, settings)?;
-    Ok(runtime.block_on(archive_compacted_span(
-        sessions,
-        &writer,
-        args.tenant.as_deref().unwrap_or(DEFAULT_TENANT),
-        session_id,
-        result,
-        None,
-        cancel,
-    ))?)
+    Ok(MemoryWriter::new(
+        std::sync::Arc::new(memories),
+        extractor,
+        settings,
+    )?)
 }
 
 /// A spinner on stderr while work runs, only for a person at a terminal.

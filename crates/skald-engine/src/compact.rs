@@ -8,6 +8,11 @@
 //! Invariant: nothing is written before the outcome is known, and any failure, timeout or abort
 //! leaves the session exactly as it was (the "pre-compaction snapshot" is simply the untouched
 //! store).
+//!
+//! [`compact_and_archive`] is the compaction use case every caller runs — the engine API's
+//! `compact`, `skald compact`, the threshold and overflow compactions of a turn: compact, tell
+//! the session's engine state, archive the span that left the context for long-term memory,
+//! and report ([`Compaction::report`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -26,7 +31,8 @@ use skald_store::sessions::{CompactionCheckpoint, SessionStore};
 use tokio_util::sync::CancellationToken;
 
 use crate::EngineError;
-use crate::memory_write::ArchiveOutcome;
+use crate::SessionState;
+use crate::memory_write::{ArchiveOutcome, MemoryWriter, archive_compacted_span};
 
 /// The key under a checkpoint's `details` that holds skald's own record of the compaction.
 pub const DETAILS_KEY: &str = "skald";
@@ -150,6 +156,94 @@ impl CompactReport {
     pub fn cancelled(&self) -> bool {
         self.outcome == "cancelled"
     }
+}
+
+/// Where the span a compaction replaced goes: the memory writer that archives it and extracts
+/// its memories, and the host's system prompt to put in front of it (the archive is what the
+/// model saw).
+#[derive(Clone, Copy)]
+pub struct SpanArchive<'a> {
+    pub writer: &'a MemoryWriter,
+    pub system_prompt: Option<&'a str>,
+}
+
+/// A compaction and what became of the span it replaced ([`compact_and_archive`]).
+#[derive(Debug, Clone)]
+pub struct Compaction {
+    pub result: CompactResult,
+    /// The archive of the replaced span (`None`: nothing was compacted, no archive was asked
+    /// for, or the span was archived before).
+    pub memory_archive: Option<ArchiveOutcome>,
+    /// The archive could not even be recorded (the stores failed): the error and its causes.
+    pub memory_error: Option<String>,
+}
+
+impl Compaction {
+    /// The report of this compaction, its archive included.
+    pub fn report(&self, session_id: &str, tenant: &str, window_tokens: u64) -> CompactReport {
+        let mut report = CompactReport::new(session_id, tenant, window_tokens, &self.result);
+        report.memory_archive = self.memory_archive.clone();
+        report.memory_error = self.memory_error.clone();
+        report
+    }
+}
+
+/// The compaction use case, the one every caller runs (see the module docs): [`compact_session`],
+/// then the session's engine `state` told (its memos of the old context are dropped), then —
+/// when `archive` is given and a checkpoint was written — the replaced span archived and its
+/// memories extracted. `Err` only when the compaction itself could not read or write the
+/// stores; an archive that fails is reported in [`Compaction::memory_error`] (the compaction
+/// stands, and the next archive retries the span).
+pub async fn compact_and_archive(
+    sessions: &dyn SessionStore,
+    refs: &dyn RefStore,
+    summarizer: &dyn Summarizer,
+    request: &CompactRequest<'_>,
+    archive: Option<SpanArchive<'_>>,
+    state: Option<&mut SessionState>,
+    cancel: &CancellationToken,
+) -> Result<Compaction, EngineError> {
+    let result = compact_session(sessions, refs, summarizer, request, cancel).await?;
+    if let Some(state) = state {
+        state.note_compaction(&result);
+    }
+    let (memory_archive, memory_error) = match archive {
+        None => (None, None),
+        Some(archive) => match archive_compacted_span(
+            sessions,
+            archive.writer,
+            request.tenant,
+            request.session_id,
+            &result,
+            archive.system_prompt,
+            cancel,
+        )
+        .await
+        {
+            Ok(outcome) => (outcome, None),
+            Err(error) => (None, Some(error_with_causes(&error))),
+        },
+    };
+    Ok(Compaction {
+        result,
+        memory_archive,
+        memory_error,
+    })
+}
+
+/// An error and each of its causes, `: `-separated (as `anyhow` prints `{:#}`).
+fn error_with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// The model-visible context of a stored session from its leaf, as [`Session::build_context`]

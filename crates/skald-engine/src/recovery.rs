@@ -97,11 +97,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::EngineError;
 use crate::assemble::AssembleReport;
-use crate::compact::{CompactRequest, compact_session, session_context};
-use crate::memory::RecallReport;
-use crate::memory_write::{
-    ArchiveOutcome, MemoryWriter, UploadDriver, UploadStep, archive_compacted_span,
+use crate::compact::{
+    CompactRequest, Compaction, SpanArchive, compact_and_archive, session_context,
 };
+use crate::memory::RecallReport;
+use crate::memory_write::{ArchiveOutcome, MemoryWriter, UploadDriver, UploadStep};
 use crate::session::SessionState;
 use crate::view::{ViewRequest, prepare_view};
 
@@ -1016,25 +1016,25 @@ async fn run_compaction(
         agents_md: ctx.agents_md,
         context_tokens,
     };
-    let result = compact_session(ctx.sessions, ctx.refs, &watch, &request, cancel).await?;
-    state.note_compaction(&result);
-    let mut memory_archive = None;
-    if let (Some(writer), Some(_)) = (memory.writer, &result.checkpoint_entry_id) {
-        match archive_compacted_span(
-            ctx.sessions,
-            writer,
-            ctx.tenant,
-            ctx.session_id,
-            &result,
-            ctx.system_prompt,
-            cancel,
-        )
-        .await
-        {
-            Ok(outcome) => memory_archive = outcome,
-            Err(error) => memory_errors.push(error.to_string()),
-        }
-    }
+    let archive = memory.writer.map(|writer| SpanArchive {
+        writer,
+        system_prompt: ctx.system_prompt,
+    });
+    let Compaction {
+        result,
+        memory_archive,
+        memory_error,
+    } = compact_and_archive(
+        ctx.sessions,
+        ctx.refs,
+        &watch,
+        &request,
+        archive,
+        Some(state),
+        cancel,
+    )
+    .await?;
+    memory_errors.extend(memory_error);
     Ok(CompactionRecord {
         attempt,
         trigger,

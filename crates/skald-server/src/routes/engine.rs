@@ -30,14 +30,12 @@ use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, Message, ToolSpec};
 use skald_core::pipeline::offload::FETCH_TOOL_NAME;
 use skald_core::time::format_rfc3339_seconds;
-use skald_engine::compact::{CompactReport, CompactRequest, compact_session};
+use skald_engine::compact::{CompactReport, CompactRequest, SpanArchive, compact_and_archive};
 use skald_engine::ingest;
 use skald_engine::memory::{
     MemoryIdentity, RecallReport, SessionMemoryReport, record_tool_reports,
 };
-use skald_engine::{
-    ModelView, RecallHook, SessionState, ViewRequest, archive_compacted_span, prepare_view,
-};
+use skald_engine::{ModelView, RecallHook, SessionState, ViewRequest, prepare_view};
 use skald_store::sessions::import::{ImportError, ImportOptions, ImportStatus, import_transcript};
 use skald_store::sessions::{SessionError, SessionInfo, SessionStore};
 use tokio_util::sync::CancellationToken;
@@ -667,42 +665,29 @@ async fn compact_route(
         context_tokens: body.current_token_count,
     };
     let cancel = CancellationToken::new();
-    let result = compact_session(
+    let archive =
+        (state.config.memory.enabled && body.archive.unwrap_or(true)).then_some(SpanArchive {
+            writer: &state.memory_writer,
+            system_prompt: None,
+        });
+    let compaction = compact_and_archive(
         state.sessions.as_ref(),
         state.refs.as_ref(),
         state.config.summarizer.as_ref(),
         &request,
+        archive,
+        Some(&mut engine_state),
         &cancel,
     )
     .await
     .map_err(engine_error)?;
-    engine_state.note_compaction(&result);
-    let mut report = CompactReport::new(&id, &caller.tenant, window, &result);
-    let archive = if state.config.memory.enabled && body.archive.unwrap_or(true) {
-        match archive_compacted_span(
-            state.sessions.as_ref(),
-            &state.memory_writer,
-            &caller.tenant,
-            &id,
-            &result,
-            None,
-            &cancel,
-        )
-        .await
-        {
-            Ok(outcome) => {
-                let value = serde_json::to_value(&outcome).unwrap_or(Value::Null);
-                report.memory_archive = outcome;
-                value
-            }
-            Err(error) => {
-                report.memory_error = Some(error.to_string());
-                serde_json::json!({"error": error.to_string()})
-            }
-        }
-    } else {
-        Value::Null
+    let report = compaction.report(&id, &caller.tenant, window);
+    let archive = match (&compaction.memory_error, &compaction.memory_archive) {
+        (Some(error), _) => serde_json::json!({ "error": error }),
+        (None, Some(outcome)) => serde_json::to_value(outcome).unwrap_or(Value::Null),
+        (None, None) => Value::Null,
     };
+    let result = compaction.result;
     let response = match &result.outcome {
         CompactionOutcome::Compacted {
             tokens_before,
