@@ -38,7 +38,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use skald_core::codec::openclaw::{Entry, EntryKind, Session};
 use skald_core::compaction::prompts::render_transcript;
 use skald_core::extractive::{ExtractiveInput, summarize};
 use skald_core::memory::extract::{CandidateAction, ExistingMemory, MemoryCandidate};
@@ -50,6 +49,7 @@ use skald_core::memory::upload::{
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
 use skald_core::memory::write::WriteSettings;
 use skald_core::message::{Message, Role, Timestamp};
+use skald_core::session::{Entry, EntryKind, Session};
 use skald_core::tokens::estimate::estimate_messages_tokens;
 use skald_llm::memory_extract::EXTRACTABLE_CATEGORIES;
 use skald_llm::{Embedder, MemoryExtractor};
