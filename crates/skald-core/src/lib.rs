@@ -1,5 +1,5 @@
-//! The pure core of skald: the neutral message model, transcript codecs, token accounting and
-//! transcript repair. No I/O, no async: every function here is a computation on values.
+//! The pure core of skald: the neutral message model, transcript codecs, the session model (pi's
+//! entry tree), token accounting and transcript repair. No I/O, no async: every function here is a computation on values.
 //!
 //! ```
 //! use skald_core::codec;
@@ -25,6 +25,7 @@ pub mod pipeline;
 pub mod refs;
 pub mod render;
 pub mod repair;
+pub mod session;
 pub mod session_id;
 pub mod stats;
 pub mod summary;

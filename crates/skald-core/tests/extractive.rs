@@ -687,7 +687,7 @@ fn partial_summaries_merged_as_user_messages_are_summaries_not_asks() {
 
 #[test]
 fn an_earlier_compaction_summary_in_the_context_is_not_an_ask() {
-    use skald_core::codec::openclaw::{COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX};
+    use skald_core::session::{COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX};
     let earlier = summarize(&stepped_session(2, false), &ExtractiveInput::default());
     let mut messages = vec![user(&format!(
         "{COMPACTION_SUMMARY_PREFIX}{earlier}\n\n## Tool Failures\n- bash: error: linker failed{COMPACTION_SUMMARY_SUFFIX}"

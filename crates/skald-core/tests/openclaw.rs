@@ -5,12 +5,15 @@
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use skald_core::codec::openclaw::{
-    self, BRANCH_SUMMARY_PREFIX, COMPACTION_SUMMARY_PREFIX, EntryKind, OpenClawError, Session,
-    SessionEditError, SessionHeader, decode_agent_message, decode_agent_message_at, decode_session,
+    OpenClawError, decode_agent_message, decode_agent_message_at, decode_session,
     encode_agent_message, encode_agent_messages, encode_session,
 };
 use skald_core::message::{
     Block, ContentForm, ImageSource, Message, Role, StopReason, Timestamp, ToolResult, Usage,
+};
+use skald_core::session::{
+    self, BRANCH_SUMMARY_PREFIX, COMPACTION_SUMMARY_PREFIX, EntryKind, Session, SessionEditError,
+    SessionHeader,
 };
 
 const V3: &str = include_str!("fixtures/openclaw/session_v3.jsonl");
@@ -413,7 +416,7 @@ fn version_1_is_migrated_with_ids_from_line_order() {
         [
             format!(
                 "{COMPACTION_SUMMARY_PREFIX}The user greeted the assistant.{}",
-                openclaw::COMPACTION_SUMMARY_SUFFIX
+                session::COMPACTION_SUMMARY_SUFFIX
             ),
             "a parser".to_owned(),
             "Which grammar?".to_owned(),
@@ -757,7 +760,7 @@ fn agent_messages_round_trip_including_odd_shapes() {
 #[test]
 fn custom_roles_convert_like_pi() {
     let convert = |value: Value| {
-        openclaw::convert_to_llm(&decode_agent_message(&value).unwrap()).map(|m| m.plain_text())
+        session::convert_to_llm(&decode_agent_message(&value).unwrap()).map(|m| m.plain_text())
     };
     assert_eq!(
         convert(
@@ -779,14 +782,14 @@ fn custom_roles_convert_like_pi() {
         convert(json!({"role": "compactionSummary", "summary": "S", "tokensBefore": 1})),
         Some(format!(
             "{COMPACTION_SUMMARY_PREFIX}S{}",
-            openclaw::COMPACTION_SUMMARY_SUFFIX
+            session::COMPACTION_SUMMARY_SUFFIX
         ))
     );
     assert_eq!(
         convert(json!({"role": "branchSummary", "summary": "B", "fromId": "x"})),
         Some(format!(
             "{BRANCH_SUMMARY_PREFIX}B{}",
-            openclaw::BRANCH_SUMMARY_SUFFIX
+            session::BRANCH_SUMMARY_SUFFIX
         ))
     );
     assert_eq!(
@@ -1076,6 +1079,6 @@ proptest! {
         prop_assert!(message.is_ok(), "{:?}", message);
         let message = message.unwrap();
         prop_assert_eq!(encode_agent_message(&message), value.clone());
-        let _ = openclaw::convert_to_llm(&message);
+        let _ = session::convert_to_llm(&message);
     }
 }

@@ -11,10 +11,11 @@
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use skald_core::codec::openclaw::{
-    Entry, EntryKind, SKALD_CONTENT_KEY, decode_entry, encode_agent_messages, encode_entry,
+    SKALD_CONTENT_KEY, decode_entry, encode_agent_messages, encode_entry,
 };
 use skald_core::codec::{anthropic, openai};
 use skald_core::message::{Block, Extra, Message, Role, is_hint_key};
+use skald_core::session::{Entry, EntryKind};
 
 // ---------------------------------------------------------------------------------------------
 // Store round trip

@@ -19,12 +19,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use skald_core::codec::openclaw::{EntryKind, Session};
 use skald_core::compaction::{
     CancelReason, CompactionInputs, CompactionOutcome, CompactionSettings, CompactionTrigger,
     FileLists, SummaryFailure, plan_compaction,
 };
 use skald_core::message::{Message, Role};
+use skald_core::session::{EntryKind, Session};
 use skald_llm::{Summarizer, SummaryRequest};
 use skald_store::RefStore;
 use skald_store::sessions::{CompactionCheckpoint, SessionStore};

@@ -12,7 +12,7 @@
 use std::mem::size_of;
 
 use serde_json::Value;
-use skald_core::codec::openclaw::{Entry, EntryKind};
+use skald_core::session::{Entry, EntryKind};
 use skald_core::message::{Block, Extra, ImageSource, Message};
 
 /// A `HashMap`/`HashSet` entry's bookkeeping beyond its key and value (control byte and load

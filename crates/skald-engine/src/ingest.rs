@@ -52,8 +52,8 @@
 use std::collections::HashSet;
 
 use serde_json::Value;
-use skald_core::codec::openclaw::{Entry, EntryKind, Session, SessionHeader};
 use skald_core::message::{Message, Role};
+use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 use skald_core::session_id::content_key;
 use skald_store::sessions::{NewSession, SessionError, SessionStore};
 

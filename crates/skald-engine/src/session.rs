@@ -9,11 +9,11 @@
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
-use skald_core::codec::openclaw::Session;
 use skald_core::compaction::CompactionOutcome;
 use skald_core::message::Message;
 use skald_core::pipeline::offload::{ArgumentsCache, OffloadCache};
 use skald_core::pipeline::prune::PruneClock;
+use skald_core::session::Session;
 use skald_core::tokens::Calibration;
 use skald_store::sessions::{SessionError, SessionInfo, SessionStore};
 
@@ -328,8 +328,8 @@ impl SessionState {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use skald_core::codec::openclaw::SessionHeader;
     use skald_core::message::Role;
+    use skald_core::session::SessionHeader;
     use skald_store::SqliteSessionStore;
     use skald_store::sessions::NewSession;
 

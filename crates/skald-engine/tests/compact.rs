@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::json;
-use skald_core::codec::openclaw::SessionHeader;
 use skald_core::compaction::{
     CancelReason, CompactionOutcome, CompactionSettings, CompactionTrigger, SkipReason,
 };
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_core::session::SessionHeader;
 use skald_engine::compact::{CompactRequest, compact_session, session_context};
 use skald_llm::{ExtractiveSummarizer, LlmError, Summarizer, SummaryRequest};
 use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};

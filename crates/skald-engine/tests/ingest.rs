@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use skald_core::codec::openclaw::EntryKind;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_core::session::EntryKind;
 use skald_engine::SessionState;
 use skald_engine::ingest::{
     SyncOutcome, append_hidden, append_synced_tail, ingest_messages, is_hidden, sync_conversation,

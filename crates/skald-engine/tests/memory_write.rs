@@ -7,13 +7,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
 use serde_json::json;
-use skald_core::codec::openclaw::{EntryKind, SessionHeader};
 use skald_core::compaction::{CompactionSettings, CompactionTrigger};
 use skald_core::memory::extract::{ExistingMemory, MemoryCandidate};
 use skald_core::memory::upload::{DropReason, UploadSettings};
 use skald_core::memory::uri::MemoryUri;
 use skald_core::memory::write::WriteSettings;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_core::session::{EntryKind, SessionHeader};
 use skald_engine::SessionState;
 use skald_engine::compact::{CompactRequest, compact_session, session_context};
 use skald_engine::memory_write::{

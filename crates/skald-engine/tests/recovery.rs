@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use skald_core::codec::openclaw::{COMPACTION_SUMMARY_PREFIX, EntryKind, SessionHeader};
 use skald_core::compaction::{
     CompactionOutcome, CompactionSettings, CompactionTrigger, SkipReason,
 };
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::pipeline::policy::Policy;
+use skald_core::session::{COMPACTION_SUMMARY_PREFIX, EntryKind, SessionHeader};
 use skald_engine::SessionState;
 use skald_engine::recovery::{
     CONTEXT_OVERFLOW_MESSAGE, OverflowSource, PrepareContext, RecoveryAction, RecoveryError,
@@ -306,7 +306,7 @@ fn shape(store: &SqliteSessionStore) -> (u64, Option<String>) {
 }
 
 /// Every entry of `before` is still stored, unchanged.
-fn assert_nothing_lost(store: &SqliteSessionStore, before: &[skald_core::codec::openclaw::Entry]) {
+fn assert_nothing_lost(store: &SqliteSessionStore, before: &[skald_core::session::Entry]) {
     let after = store.entries(TENANT, SESSION).unwrap();
     for entry in before {
         assert!(

@@ -7,12 +7,12 @@ mod memory_common;
 
 use memory_common::*;
 use serde_json::json;
-use skald_core::codec::openclaw::SessionHeader;
 use skald_core::memory::recall::RecallSettings;
 use skald_core::memory::tools::MEMORY_TOOL_NAMES;
 use skald_core::memory::usage::SKILL_MEMORY_MARKER;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::pipeline::policy::Policy;
+use skald_core::session::SessionHeader;
 use skald_engine::memory::record_skill_use;
 use skald_engine::{RecallHook, SessionState, ViewRequest, prepare_view};
 use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};

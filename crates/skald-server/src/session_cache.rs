@@ -278,7 +278,7 @@ impl SessionCache {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use skald_core::codec::openclaw::SessionHeader;
+    use skald_core::session::SessionHeader;
     use skald_core::message::{Message, Role};
     use skald_store::SqliteSessionStore;
     use skald_store::sessions::{NewSession, SessionStore};

@@ -10,12 +10,11 @@ mod common;
 use api_support::*;
 use common::TestServer;
 use serde_json::{Value, json};
-use skald_core::codec::openclaw::{
-    COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX, decode_agent_message,
-};
+use skald_core::codec::openclaw::decode_agent_message;
 use skald_core::memory::extract::{ExistingMemory, MemoryCandidate};
 use skald_core::message::Message;
 use skald_core::render::render_messages;
+use skald_core::session::{COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX};
 use skald_llm::{DeterministicExtractor, LlmError, MemoryExtractor, Summarizer, SummaryRequest};
 use skald_server::AppState;
 use std::sync::Arc;

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use skald_core::codec::openclaw::{Entry, EntryKind, Session};
 use skald_core::message::Message;
 use skald_core::refs::{RefId, RefPayload};
+use skald_core::session::{Entry, EntryKind, Session};
 use skald_store::conformance::{
     self, NewKeyStore, NewMemoryStore, NewRefStore, NewSessionStore, TENANT_A,
 };

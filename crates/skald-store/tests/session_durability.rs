@@ -11,8 +11,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use skald_core::codec::openclaw::{EntryKind, SessionHeader};
 use skald_core::message::{Message, Role};
+use skald_core::session::{EntryKind, SessionHeader};
 use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
 
 const CHILD_ENV: &str = "SKALD_SESSION_DURABILITY_CHILD_DB";

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::json;
-use skald_core::codec::openclaw::{Entry, EntryKind, SessionHeader, decode_session};
+use skald_core::codec::openclaw::decode_session;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolResult};
+use skald_core::session::{Entry, EntryKind, SessionHeader};
 use skald_store::sessions::import::{ImportError, ImportOptions, ImportStatus, import_transcript};
 use skald_store::sessions::{
     BRANCH_REWRITE_CUSTOM_TYPE, CompactionCheckpoint, NewSession, SessionError, SessionStore,

@@ -1,15 +1,18 @@
 //! pi / OpenClaw session JSONL (version 3) and `AgentMessage` JSON, mapped to and from the neutral
-//! [`crate::message`] model.
+//! [`crate::message`] model and the [`crate::session`] model.
 //!
-//! This module owns:
+//! This module owns the file format only:
 //! - [`decode_agent_message`] / [`encode_agent_message`]: one pi `AgentMessage` ↔ one [`Message`].
 //!   Public because the HTTP server accepts OpenClaw messages.
+//! - [`decode_entry`] / [`encode_entry`] / [`encode_header`]: one line's JSON ↔ one [`Entry`] or
+//!   [`SessionHeader`].
 //! - [`decode_session`] / [`encode_session`]: the session file, a header line followed by one entry
 //!   per line. Versions 1 and 2 are migrated on read the way pi's `SessionManager` does; only
-//!   version 3 input is promised to round-trip.
-//! - [`Session`]: the entry tree (linked by `parentId`), its leaf pointer, appends, and
-//!   [`Session::build_context`], which rebuilds what pi sends to the model from a leaf
-//!   (`buildSessionContext` followed by `convertToLlm`).
+//!   version 3 input is promised to round-trip. The reader also reports what is wrong with the
+//!   tree (duplicate ids, parents that point nowhere, cycles) by line.
+//!
+//! What the lines mean — the entry tree, its leaf, and the context pi builds from it — is
+//! [`crate::session`].
 //!
 //! Typed where the pipeline acts, `extra` for the rest: every field this module does not interpret
 //! is kept in an `extra` map and written back, so decode → encode gives the same JSON value for
@@ -18,7 +21,7 @@
 //! without `cacheWrite`) is not an error: it stays in `extra`, untouched. Only shapes that make a
 //! message meaningless to a model (a text block without text, a tool call without an id) fail.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
@@ -28,19 +31,7 @@ use crate::message::{
     Block, ContentForm, Extra, ImageBlock, ImageSource, Message, MessageMeta, Role, StopReason,
     ThinkingBlock, Timestamp, ToolCall, ToolResult, Usage, is_hint_key,
 };
-
-/// The session format version this module reads natively and writes.
-pub const CURRENT_VERSION: u64 = 3;
-
-/// pi wraps a compaction summary in this text (and [`COMPACTION_SUMMARY_SUFFIX`]) for the model.
-pub const COMPACTION_SUMMARY_PREFIX: &str = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n";
-/// Closes [`COMPACTION_SUMMARY_PREFIX`].
-pub const COMPACTION_SUMMARY_SUFFIX: &str = "\n</summary>";
-/// pi wraps a branch summary in this text (and [`BRANCH_SUMMARY_SUFFIX`]) for the model.
-pub const BRANCH_SUMMARY_PREFIX: &str =
-    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n";
-/// Closes [`BRANCH_SUMMARY_PREFIX`]; pi writes it without a leading newline.
-pub const BRANCH_SUMMARY_SUFFIX: &str = "</summary>";
+use crate::session::{CURRENT_VERSION, Entry, EntryKind, Session, SessionHeader};
 
 /// The skald field of a `toolResult` message that carries the whole content of a
 /// [`Role::ToolResult`] message pi has no shape for: several results (parallel tool calls), or
@@ -77,17 +68,6 @@ pub enum OpenClawError {
         expected: String,
         found: String,
     },
-}
-
-/// Why an edit of a [`Session`] was refused; the session is unchanged.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SessionEditError {
-    #[error("entry id {id:?}: expected exactly 8 lowercase hex digits")]
-    InvalidId { id: String },
-    #[error("entry id {id:?} is already used in this session")]
-    DuplicateId { id: String },
-    #[error("no entry has id {id:?}")]
-    UnknownEntry { id: String },
 }
 
 /// A field with the wrong shape is a line issue while a session is read, and this error when one
@@ -711,265 +691,9 @@ fn encode_block(block: &Block) -> Value {
     Value::Object(out)
 }
 
-/// pi's `convertToLlm` for one message: the three model roles pass through; custom roles become
-/// user messages (`bashExecution` as "Ran `cmd`" text unless `excludeFromContext`, `custom` and
-/// `hookMessage` with their content, `branchSummary` and `compactionSummary` wrapped in their
-/// `<summary>` text); any other custom role is not for the model and gives `None`.
-///
-/// Converted messages keep the original's `meta.id` and `meta.timestamp` and nothing else, as pi
-/// keeps only `timestamp`.
-pub fn convert_to_llm(message: &Message) -> Option<Message> {
-    let name = match &message.role {
-        Role::System | Role::User | Role::Assistant | Role::ToolResult => {
-            return Some(message.clone());
-        }
-        Role::Custom(name) => name.as_str(),
-    };
-    let text_field = |key: &str| message.extra.get(key).and_then(Value::as_str);
-    let content = match name {
-        "bashExecution" => {
-            if message.extra.get("excludeFromContext") == Some(&Value::Bool(true)) {
-                return None;
-            }
-            vec![Block::text(bash_execution_text(&message.extra))]
-        }
-        "custom" | "hookMessage" => message.content.clone(),
-        "branchSummary" => vec![Block::text(format!(
-            "{BRANCH_SUMMARY_PREFIX}{}{BRANCH_SUMMARY_SUFFIX}",
-            text_field("summary")?
-        ))],
-        "compactionSummary" => vec![Block::text(format!(
-            "{COMPACTION_SUMMARY_PREFIX}{}{COMPACTION_SUMMARY_SUFFIX}",
-            text_field("summary")?
-        ))],
-        _ => return None,
-    };
-    Some(Message {
-        meta: MessageMeta {
-            id: message.meta.id.clone(),
-            timestamp: message.meta.timestamp.clone(),
-            ..MessageMeta::default()
-        },
-        ..Message::new(Role::User, content)
-    })
-}
-
-/// pi's `bashExecutionToText`, including its JavaScript truthiness rules.
-fn bash_execution_text(fields: &Extra) -> String {
-    let text_of = |key: &str| fields.get(key).and_then(Value::as_str).unwrap_or("");
-    let is_true = |key: &str| fields.get(key) == Some(&Value::Bool(true));
-    let mut text = format!("Ran `{}`\n", text_of("command"));
-    let output = text_of("output");
-    if output.is_empty() {
-        text.push_str("(no output)");
-    } else {
-        text.push_str(&format!("```\n{output}\n```"));
-    }
-    let exit_code = match fields.get("exitCode") {
-        Some(Value::Number(code)) if code.as_f64() != Some(0.0) => Some(code.to_string()),
-        Some(Value::String(code)) => Some(code.clone()),
-        Some(Value::Bool(flag)) => Some(flag.to_string()),
-        Some(Value::Number(_) | Value::Null | Value::Array(_) | Value::Object(_)) | None => None,
-    };
-    if is_true("cancelled") {
-        text.push_str("\n\n(command cancelled)");
-    } else if let Some(code) = exit_code {
-        text.push_str(&format!("\n\nCommand exited with code {code}"));
-    }
-    let full_output = text_of("fullOutputPath");
-    if is_true("truncated") && !full_output.is_empty() {
-        text.push_str(&format!(
-            "\n\n[Output truncated. Full output: {full_output}]"
-        ));
-    }
-    text
-}
-
 // ---------------------------------------------------------------------------------------------
-// Session entries
+// Entry and header lines
 // ---------------------------------------------------------------------------------------------
-
-/// Line 1 of a session file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionHeader {
-    /// Always [`CURRENT_VERSION`] once read: older files are migrated.
-    pub version: u64,
-    pub id: String,
-    /// ISO 8601 creation time.
-    pub timestamp: Option<String>,
-    /// The working directory the session started in (absent in old files).
-    pub cwd: Option<String>,
-    /// The session this one was forked from.
-    pub parent_session: Option<String>,
-    pub extra: Extra,
-}
-
-impl Default for SessionHeader {
-    fn default() -> Self {
-        SessionHeader {
-            version: CURRENT_VERSION,
-            id: String::new(),
-            timestamp: None,
-            cwd: None,
-            parent_session: None,
-            extra: Extra::new(),
-        }
-    }
-}
-
-/// One line after the header: a node of the session tree.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Entry {
-    /// pi writes 8 lowercase hex digits; older or foreign files may use other strings.
-    pub id: String,
-    /// `None` for a root.
-    pub parent_id: Option<String>,
-    /// ISO 8601 time the entry was appended.
-    pub timestamp: String,
-    pub kind: EntryKind,
-    /// Entry fields this module does not interpret.
-    pub extra: Extra,
-}
-
-/// What an entry records. Field names follow pi's `SessionManager` types.
-#[derive(Debug, Clone, PartialEq)]
-pub enum EntryKind {
-    /// `message`: an `AgentMessage`.
-    Message(Message),
-    /// `compaction`: everything on the path before `first_kept_entry_id` is replaced by `summary`.
-    Compaction {
-        summary: String,
-        /// `None` when the file has none (a version-1 index that pointed nowhere): then no entry
-        /// before the compaction is kept, as in pi.
-        first_kept_entry_id: Option<String>,
-        tokens_before: Option<u64>,
-        details: Option<Value>,
-        from_hook: Option<bool>,
-    },
-    /// `branch_summary`: what happened on the branch the conversation came back from.
-    BranchSummary {
-        from_id: String,
-        summary: String,
-        details: Option<Value>,
-        from_hook: Option<bool>,
-    },
-    /// `custom`: extension state. Never in the model's context.
-    Custom {
-        custom_type: String,
-        data: Option<Value>,
-    },
-    /// `custom_message`: extension content that is in the model's context, as a user message.
-    CustomMessage {
-        custom_type: String,
-        content: Vec<Block>,
-        content_form: ContentForm,
-        display: Option<bool>,
-        details: Option<Value>,
-    },
-    /// `thinking_level_change`.
-    ThinkingLevelChange { thinking_level: String },
-    /// `model_change`.
-    ModelChange { provider: String, model_id: String },
-    /// `label`: a bookmark on `target_id`; `None` clears it.
-    Label {
-        target_id: String,
-        label: Option<String>,
-    },
-    /// `session_info`: a display name.
-    SessionInfo { name: Option<String> },
-    /// An entry type this module does not know (OpenClaw adds its own), or a known type whose body
-    /// did not decode (reported as a [`LineIssue`]). Holds the entry object without `id`,
-    /// `parentId` and `timestamp` (those live on [`Entry`]), `type` included, written back verbatim.
-    Other(Extra),
-}
-
-impl EntryKind {
-    /// The `type` pi writes for this entry (`None` for an [`EntryKind::Other`] without a string
-    /// `type`).
-    pub fn type_name(&self) -> Option<&str> {
-        Some(match self {
-            EntryKind::Message(_) => "message",
-            EntryKind::Compaction { .. } => "compaction",
-            EntryKind::BranchSummary { .. } => "branch_summary",
-            EntryKind::Custom { .. } => "custom",
-            EntryKind::CustomMessage { .. } => "custom_message",
-            EntryKind::ThinkingLevelChange { .. } => "thinking_level_change",
-            EntryKind::ModelChange { .. } => "model_change",
-            EntryKind::Label { .. } => "label",
-            EntryKind::SessionInfo { .. } => "session_info",
-            EntryKind::Other(body) => return body.get("type").and_then(Value::as_str),
-        })
-    }
-
-    /// The message of a `message` entry.
-    pub fn as_message(&self) -> Option<&Message> {
-        match self {
-            EntryKind::Message(message) => Some(message),
-            EntryKind::Compaction { .. }
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => None,
-        }
-    }
-
-    /// The data of a `custom` entry of type `custom_type` (skald's own records, an
-    /// extension's state).
-    pub fn custom_data(&self, custom_type: &str) -> Option<&serde_json::Value> {
-        match self {
-            EntryKind::Custom {
-                custom_type: found,
-                data,
-            } if found == custom_type => data.as_ref(),
-            EntryKind::Message(_)
-            | EntryKind::Compaction { .. }
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => None,
-        }
-    }
-
-    /// True for a `compaction` checkpoint.
-    pub fn is_compaction(&self) -> bool {
-        match self {
-            EntryKind::Compaction { .. } => true,
-            EntryKind::Message(_)
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => false,
-        }
-    }
-
-    /// True for the kinds [`Session::build_context`] can turn into model-visible text.
-    pub fn feeds_context(&self) -> bool {
-        match self {
-            EntryKind::Message(_)
-            | EntryKind::Compaction { .. }
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::CustomMessage { .. } => true,
-            EntryKind::Custom { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => false,
-        }
-    }
-}
 
 /// Reads one entry line's JSON. Unlike [`decode_session`], a known entry type whose body does not
 /// decode is an error here rather than an [`EntryKind::Other`].
@@ -1221,313 +945,6 @@ pub fn encode_header(header: &SessionHeader) -> Value {
     write_extra(&mut out, &header.extra);
     Value::Object(out)
 }
-
-// ---------------------------------------------------------------------------------------------
-// Session tree
-// ---------------------------------------------------------------------------------------------
-
-/// A session: header, entries in file order, and the leaf pointer that selects a branch.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Session {
-    pub header: SessionHeader,
-    entries: Vec<Entry>,
-    /// Entry id → position in `entries`. With duplicate ids the later entry wins, as in pi.
-    index: HashMap<String, usize>,
-    /// `None`: no entries, or the leaf was reset so the next append starts a new root.
-    leaf: Option<String>,
-}
-
-impl Session {
-    /// An empty session.
-    pub fn new(header: SessionHeader) -> Session {
-        Session {
-            header,
-            ..Session::default()
-        }
-    }
-
-    /// A session from entries already read (for example from a store), in append order. The
-    /// leaf is the last entry. The tree is not checked here; [`decode_session`] reports problems.
-    pub fn from_entries(header: SessionHeader, entries: Vec<Entry>) -> Session {
-        let mut session = Session::new(header);
-        session.extend_from_entries(entries);
-        session
-    }
-
-    /// Adds entries read from a store after the ones already here, in append order, as
-    /// [`Session::from_entries`] would have: a reader catches up with an append-only session
-    /// without reading it again. The leaf is the last entry.
-    pub fn extend_from_entries(&mut self, entries: Vec<Entry>) {
-        for entry in entries {
-            self.push_entry(entry);
-        }
-    }
-
-    /// All entries, in file (append) order.
-    pub fn entries(&self) -> &[Entry] {
-        &self.entries
-    }
-
-    pub fn entry(&self, id: &str) -> Option<&Entry> {
-        self.index
-            .get(id)
-            .and_then(|&position| self.entries.get(position))
-    }
-
-    /// Entries whose parent is `id`, in append order.
-    pub fn children(&self, id: &str) -> Vec<&Entry> {
-        self.entries
-            .iter()
-            .filter(|entry| entry.parent_id.as_deref() == Some(id))
-            .collect()
-    }
-
-    /// The current leaf: the last entry appended, unless [`Session::set_leaf`] moved it.
-    pub fn leaf_id(&self) -> Option<&str> {
-        self.leaf.as_deref()
-    }
-
-    /// Moves the leaf to an existing entry (the next append branches from there), or to `None`
-    /// (the next append starts a new root).
-    pub fn set_leaf(&mut self, id: Option<&str>) -> Result<(), SessionEditError> {
-        match id {
-            Some(id) if !self.index.contains_key(id) => {
-                Err(SessionEditError::UnknownEntry { id: id.to_owned() })
-            }
-            Some(id) => {
-                self.leaf = Some(id.to_owned());
-                Ok(())
-            }
-            None => {
-                self.leaf = None;
-                Ok(())
-            }
-        }
-    }
-
-    /// The entries from the root to `leaf` (`None`: the current leaf), root first.
-    ///
-    /// An unknown leaf gives an empty path. The walk stops at a parent that does not exist or
-    /// that closes a cycle, so every input gives a finite path.
-    pub fn path_to(&self, leaf: Option<&str>) -> Vec<&Entry> {
-        let start = match leaf {
-            Some(id) => Some(id),
-            None => self.leaf.as_deref(),
-        };
-        let mut position = start.and_then(|id| self.index.get(id).copied());
-        let mut seen = HashSet::new();
-        let mut path = Vec::new();
-        while let Some(at) = position {
-            if !seen.insert(at) {
-                break;
-            }
-            let Some(entry) = self.entries.get(at) else {
-                break;
-            };
-            path.push(entry);
-            position = entry
-                .parent_id
-                .as_deref()
-                .and_then(|parent| self.index.get(parent).copied());
-        }
-        path.reverse();
-        path
-    }
-
-    /// The messages pi sends to the model from `leaf` (`None`: the current leaf): pi's
-    /// `buildSessionContext` followed by `convertToLlm`.
-    ///
-    /// If a compaction is on the path (the last one counts), its summary comes first as a user
-    /// message wrapped in [`COMPACTION_SUMMARY_PREFIX`] / [`COMPACTION_SUMMARY_SUFFIX`], then the
-    /// entries from `firstKeptEntryId` up to the compaction, then the entries after it. Message
-    /// entries go through [`convert_to_llm`]; `custom_message` entries become user messages with
-    /// their content; `branch_summary` entries with a non-empty summary become user messages
-    /// wrapped in [`BRANCH_SUMMARY_PREFIX`] / [`BRANCH_SUMMARY_SUFFIX`]; other entries add
-    /// nothing. Every message's `meta.id` is the id of the entry it came from.
-    pub fn build_context(&self, leaf: Option<&str>) -> Vec<Message> {
-        let path = self.path_to(leaf);
-        let compaction = path
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(at, entry)| match &entry.kind {
-                EntryKind::Compaction {
-                    summary,
-                    first_kept_entry_id,
-                    ..
-                } => Some((at, *entry, summary, first_kept_entry_id)),
-                EntryKind::Message(_)
-                | EntryKind::BranchSummary { .. }
-                | EntryKind::Custom { .. }
-                | EntryKind::CustomMessage { .. }
-                | EntryKind::ThinkingLevelChange { .. }
-                | EntryKind::ModelChange { .. }
-                | EntryKind::Label { .. }
-                | EntryKind::SessionInfo { .. }
-                | EntryKind::Other(_) => None,
-            });
-        let mut out = Vec::new();
-        match compaction {
-            Some((at, entry, summary, first_kept)) => {
-                out.push(summary_message(
-                    entry,
-                    COMPACTION_SUMMARY_PREFIX,
-                    summary,
-                    COMPACTION_SUMMARY_SUFFIX,
-                ));
-                let kept_from = first_kept.as_deref().and_then(|kept| {
-                    path.iter()
-                        .take(at)
-                        .position(|candidate| candidate.id == kept)
-                });
-                if let Some(from) = kept_from {
-                    for kept in path.iter().take(at).skip(from) {
-                        push_context(kept, &mut out);
-                    }
-                }
-                for after in path.iter().skip(at + 1) {
-                    push_context(after, &mut out);
-                }
-            }
-            None => {
-                for entry in &path {
-                    push_context(entry, &mut out);
-                }
-            }
-        }
-        out
-    }
-
-    /// True when `id` is 8 lowercase hex digits and no entry uses it.
-    pub fn is_fresh_id(&self, id: &str) -> bool {
-        is_entry_id(id) && !self.index.contains_key(id)
-    }
-
-    /// An unused 8-hex-digit id derived from `candidate` (the caller's random number): the
-    /// candidate itself, or the next free value after it. Core has no randomness of its own.
-    pub fn fresh_id(&self, candidate: u32) -> String {
-        let mut value = candidate;
-        // At most `entries.len()` ids are taken, so this finds a free one within that many steps.
-        for _ in 0..=self.entries.len() {
-            let id = format!("{value:08x}");
-            if !self.index.contains_key(&id) {
-                return id;
-            }
-            value = value.wrapping_add(1);
-        }
-        format!("{value:08x}")
-    }
-
-    /// Appends an entry with the caller's `id` as a child of the leaf and moves the leaf to it.
-    /// The id must be 8 lowercase hex digits and unused (see [`Session::fresh_id`]).
-    pub fn append(
-        &mut self,
-        id: &str,
-        timestamp: impl Into<String>,
-        kind: EntryKind,
-    ) -> Result<&Entry, SessionEditError> {
-        if !is_entry_id(id) {
-            return Err(SessionEditError::InvalidId { id: id.to_owned() });
-        }
-        if self.index.contains_key(id) {
-            return Err(SessionEditError::DuplicateId { id: id.to_owned() });
-        }
-        let entry = Entry {
-            id: id.to_owned(),
-            parent_id: self.leaf.clone(),
-            timestamp: timestamp.into(),
-            kind,
-            extra: Extra::new(),
-        };
-        let position = self.push_entry(entry);
-        self.entries
-            .get(position)
-            .ok_or_else(|| SessionEditError::UnknownEntry { id: id.to_owned() })
-    }
-
-    /// [`Session::append`] for a message entry.
-    pub fn append_message(
-        &mut self,
-        id: &str,
-        timestamp: impl Into<String>,
-        message: Message,
-    ) -> Result<&Entry, SessionEditError> {
-        self.append(id, timestamp, EntryKind::Message(message))
-    }
-
-    /// Adds a decoded entry as it is (its parent already set) and makes it the leaf.
-    fn push_entry(&mut self, entry: Entry) -> usize {
-        let position = self.entries.len();
-        self.index.insert(entry.id.clone(), position);
-        self.leaf = Some(entry.id.clone());
-        self.entries.push(entry);
-        position
-    }
-}
-
-fn is_entry_id(id: &str) -> bool {
-    id.len() == 8
-        && id
-            .bytes()
-            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
-}
-
-fn entry_timestamp(entry: &Entry) -> Timestamp {
-    match crate::time::parse_rfc3339_millis(&entry.timestamp) {
-        Some(millis) => Timestamp::Millis(millis),
-        None => Timestamp::Rfc3339(entry.timestamp.clone()),
-    }
-}
-
-fn user_message_from(entry: &Entry, content: Vec<Block>) -> Message {
-    Message {
-        meta: MessageMeta {
-            id: Some(entry.id.clone()),
-            timestamp: Some(entry_timestamp(entry)),
-            ..MessageMeta::default()
-        },
-        ..Message::new(Role::User, content)
-    }
-}
-
-fn summary_message(entry: &Entry, prefix: &str, summary: &str, suffix: &str) -> Message {
-    user_message_from(
-        entry,
-        vec![Block::text(format!("{prefix}{summary}{suffix}"))],
-    )
-}
-
-fn push_context(entry: &Entry, out: &mut Vec<Message>) {
-    match &entry.kind {
-        EntryKind::Message(message) => {
-            if let Some(mut converted) = convert_to_llm(message) {
-                converted.meta.id = Some(entry.id.clone());
-                out.push(converted);
-            }
-        }
-        EntryKind::CustomMessage { content, .. } => {
-            out.push(user_message_from(entry, content.clone()));
-        }
-        EntryKind::BranchSummary { summary, .. } => {
-            if !summary.is_empty() {
-                out.push(summary_message(
-                    entry,
-                    BRANCH_SUMMARY_PREFIX,
-                    summary,
-                    BRANCH_SUMMARY_SUFFIX,
-                ));
-            }
-        }
-        EntryKind::Compaction { .. }
-        | EntryKind::Custom { .. }
-        | EntryKind::ThinkingLevelChange { .. }
-        | EntryKind::ModelChange { .. }
-        | EntryKind::Label { .. }
-        | EntryKind::SessionInfo { .. }
-        | EntryKind::Other(_) => {}
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Session file
 // ---------------------------------------------------------------------------------------------
@@ -1634,7 +1051,7 @@ pub fn decode_session(input: &str) -> Result<SessionRead, OpenClawError> {
 pub fn encode_session(session: &Session) -> String {
     let mut out = encode_header(&session.header).to_string();
     out.push('\n');
-    for entry in &session.entries {
+    for entry in session.entries() {
         out.push_str(&encode_entry(entry).to_string());
         out.push('\n');
     }
@@ -1759,7 +1176,7 @@ fn tree_issues(session: &Session, lines: &[usize]) -> Vec<LineIssue> {
     let mut issues = Vec::new();
     let line_of = |position: usize| lines.get(position).copied().unwrap_or(0);
     let mut first_seen: HashMap<&str, usize> = HashMap::new();
-    for (position, entry) in session.entries.iter().enumerate() {
+    for (position, entry) in session.entries().iter().enumerate() {
         let line = line_of(position);
         match first_seen.get(entry.id.as_str()) {
             Some(&first) => issues.push(LineIssue {
@@ -1774,7 +1191,7 @@ fn tree_issues(session: &Session, lines: &[usize]) -> Vec<LineIssue> {
             }
         }
         if let Some(parent) = &entry.parent_id {
-            if !session.index.contains_key(parent) {
+            if session.position(parent).is_none() {
                 issues.push(LineIssue {
                     line,
                     message: format!(
@@ -1788,7 +1205,7 @@ fn tree_issues(session: &Session, lines: &[usize]) -> Vec<LineIssue> {
             ..
         } = &entry.kind
         {
-            if !session.index.contains_key(kept) {
+            if session.position(kept).is_none() {
                 issues.push(LineIssue {
                     line,
                     message: format!(
@@ -1803,15 +1220,15 @@ fn tree_issues(session: &Session, lines: &[usize]) -> Vec<LineIssue> {
     const NEW: u8 = 0;
     const ON_WALK: u8 = 1;
     const DONE: u8 = 2;
-    let mut state = vec![NEW; session.entries.len()];
-    for start in 0..session.entries.len() {
+    let mut state = vec![NEW; session.entries().len()];
+    for start in 0..session.entries().len() {
         let mut walk = Vec::new();
         let mut position = Some(start);
         while let Some(at) = position {
             match state.get(at).copied() {
                 Some(NEW) => {}
                 Some(ON_WALK) => {
-                    if let Some(entry) = session.entries.get(at) {
+                    if let Some(entry) = session.entries().get(at) {
                         issues.push(LineIssue {
                             line: line_of(at),
                             message: format!(
@@ -1829,10 +1246,10 @@ fn tree_issues(session: &Session, lines: &[usize]) -> Vec<LineIssue> {
             }
             walk.push(at);
             position = session
-                .entries
+                .entries()
                 .get(at)
                 .and_then(|entry| entry.parent_id.as_deref())
-                .and_then(|parent| session.index.get(parent).copied());
+                .and_then(|parent| session.position(parent));
         }
         for at in walk {
             if let Some(slot) = state.get_mut(at) {

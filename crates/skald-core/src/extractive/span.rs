@@ -7,8 +7,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::codec::openclaw::{BRANCH_SUMMARY_PREFIX, COMPACTION_SUMMARY_PREFIX};
 use crate::message::{Block, Message, Role, ToolCall, ToolResult, join_text};
+use crate::session::{BRANCH_SUMMARY_PREFIX, COMPACTION_SUMMARY_PREFIX};
 use crate::summary::missing_sections;
 
 use super::text::{UserText, split_user_text};
@@ -200,7 +200,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::codec::openclaw::{BRANCH_SUMMARY_SUFFIX, COMPACTION_SUMMARY_SUFFIX};
+    use crate::session::{BRANCH_SUMMARY_SUFFIX, COMPACTION_SUMMARY_SUFFIX};
 
     const FIVE: &str = "## Decisions\n- a\n## Open TODOs\n- (none)\n## Constraints/Rules\n- (none)\n## Pending user asks\n- (none)\n## Exact identifiers\n- (none)";
 

@@ -13,8 +13,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use serde_json::Value;
-use skald_core::codec::openclaw::{Entry, EntryKind, Session};
 use skald_core::message::{Message, Role};
+use skald_core::session::{Entry, EntryKind, Session};
 use skald_store::sessions::{SessionError, SessionStore};
 use tokio_util::sync::CancellationToken;
 

@@ -20,13 +20,13 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use skald_core::codec::openclaw::{EntryKind, Session};
 use skald_core::extractive::{ExtractiveInput, summarize};
 use skald_core::memory::upload::{
     DropReason, UploadDecision, UploadInputs, UploadRange, UploadState, UploadStatus, plan_upload,
     upload_may_start,
 };
 use skald_core::message::{Message, Role};
+use skald_core::session::{EntryKind, Session};
 use skald_core::tokens::estimate::estimate_messages_tokens;
 use skald_store::sessions::{CompactionCheckpoint, SessionStore};
 use tokio::task::JoinHandle;

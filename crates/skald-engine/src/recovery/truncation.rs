@@ -20,11 +20,11 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use skald_core::codec::openclaw::{EntryKind, Session};
 use skald_core::message::{Block, Message};
 use skald_core::pipeline::truncate::{MARKER_RESERVE_CHARS, result_budget_chars};
 use skald_core::pipeline::{TruncateSettings, truncate};
 use skald_core::refs::NewRef;
+use skald_core::session::{EntryKind, Session};
 use skald_core::tokens::estimate_message_tokens;
 
 /// The smallest per-result budget the aggregate pass goes down to: the marker (about 170
@@ -236,8 +236,8 @@ fn apply(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use skald_core::codec::openclaw::SessionHeader;
     use skald_core::message::{ContentForm, Extra, Role, ToolCall, ToolResult};
+    use skald_core::session::SessionHeader;
 
     fn result(id: &str, chars: usize) -> Message {
         Message::new(

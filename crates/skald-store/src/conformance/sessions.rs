@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use skald_core::codec::openclaw::{Entry, EntryKind, SessionHeader};
 use skald_core::message::{Extra, Message, Role};
+use skald_core::session::{Entry, EntryKind, SessionHeader};
 
 use super::{INVALID_TENANTS, NewSessionStore, SessionCheck, TENANT_A, TENANT_B};
 use crate::StoreError;

@@ -20,11 +20,11 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 use skald_core::codec::openclaw::{
-    Entry, EntryKind, SessionHeader, decode_agent_message, decode_session, encode_agent_messages,
-    encode_entry,
+    decode_agent_message, decode_session, encode_agent_messages, encode_entry,
 };
 use skald_core::codec::{self, DecodeError, Format, LineIssue};
 use skald_core::message::{Extra, Message, Role, Timestamp};
+use skald_core::session::{Entry, EntryKind, SessionHeader};
 use skald_core::session_id;
 
 use super::sqlite::iso_millis;
@@ -291,7 +291,7 @@ fn plan_openclaw(text: &str) -> Result<ImportPlan, ImportError> {
 
 /// The session's display name (its last `session_info` name), else its first user message in
 /// file order.
-fn openclaw_title(session: &skald_core::codec::openclaw::Session) -> Option<String> {
+fn openclaw_title(session: &skald_core::session::Session) -> Option<String> {
     let named = session
         .entries()
         .iter()

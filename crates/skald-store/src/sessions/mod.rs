@@ -18,7 +18,7 @@
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use skald_core::codec::openclaw::{EntryKind, SessionHeader};
+//! use skald_core::session::{EntryKind, SessionHeader};
 //! use skald_core::message::{Message, Role};
 //! use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
 //!
@@ -53,8 +53,8 @@ mod sqlite;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use skald_core::codec::openclaw::{Entry, EntryKind, Session, SessionHeader};
 use skald_core::message::Message;
+use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 
 use crate::StoreError;
 

@@ -11,11 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::{Map, Value, json};
-use skald_core::codec::openclaw::{
-    Entry, EntryKind, Session, SessionHeader, decode_entry, decode_session, encode_entry,
-    encode_header,
-};
+use skald_core::codec::openclaw::{decode_entry, decode_session, encode_entry, encode_header};
 use skald_core::message::{Extra, Message};
+use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 
 use super::{
     BRANCH_REWRITE_CUSTOM_TYPE, BranchRewrite, CompactionCheckpoint, NewSession, SessionError,

@@ -1,0 +1,220 @@
+//! The context pi sends to the model, rebuilt from a session: [`Session::build_context`] (pi's
+//! `buildSessionContext`) and [`convert_to_llm`] (pi's `convertToLlm`), as OpenClaw runs them.
+//!
+//! Only the active path counts. A compaction checkpoint on it (the last one) replaces everything
+//! before its first kept entry with its summary, wrapped in [`COMPACTION_SUMMARY_PREFIX`] /
+//! [`COMPACTION_SUMMARY_SUFFIX`]; a branch summary becomes a user message wrapped in
+//! [`BRANCH_SUMMARY_PREFIX`] / [`BRANCH_SUMMARY_SUFFIX`]; custom roles become user messages or
+//! drop out. The wrappers are pi's exact text, so other parts of skald (the extractive
+//! summarizer) can recognise an earlier summary in a context.
+
+use serde_json::Value;
+
+use super::{Entry, EntryKind, Session};
+use crate::message::{Block, Extra, Message, MessageMeta, Role, Timestamp};
+
+/// pi wraps a compaction summary in this text (and [`COMPACTION_SUMMARY_SUFFIX`]) for the model.
+pub const COMPACTION_SUMMARY_PREFIX: &str = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n";
+/// Closes [`COMPACTION_SUMMARY_PREFIX`].
+pub const COMPACTION_SUMMARY_SUFFIX: &str = "\n</summary>";
+/// pi wraps a branch summary in this text (and [`BRANCH_SUMMARY_SUFFIX`]) for the model.
+pub const BRANCH_SUMMARY_PREFIX: &str =
+    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n";
+/// Closes [`BRANCH_SUMMARY_PREFIX`]; pi writes it without a leading newline.
+pub const BRANCH_SUMMARY_SUFFIX: &str = "</summary>";
+
+impl Session {
+    /// The messages pi sends to the model from `leaf` (`None`: the current leaf): pi's
+    /// `buildSessionContext` followed by `convertToLlm`.
+    ///
+    /// If a compaction is on the path (the last one counts), its summary comes first as a user
+    /// message wrapped in [`COMPACTION_SUMMARY_PREFIX`] / [`COMPACTION_SUMMARY_SUFFIX`], then the
+    /// entries from `firstKeptEntryId` up to the compaction, then the entries after it. Message
+    /// entries go through [`convert_to_llm`]; `custom_message` entries become user messages with
+    /// their content; `branch_summary` entries with a non-empty summary become user messages
+    /// wrapped in [`BRANCH_SUMMARY_PREFIX`] / [`BRANCH_SUMMARY_SUFFIX`]; other entries add
+    /// nothing. Every message's `meta.id` is the id of the entry it came from.
+    pub fn build_context(&self, leaf: Option<&str>) -> Vec<Message> {
+        let path = self.path_to(leaf);
+        let compaction = path
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(at, entry)| match &entry.kind {
+                EntryKind::Compaction {
+                    summary,
+                    first_kept_entry_id,
+                    ..
+                } => Some((at, *entry, summary, first_kept_entry_id)),
+                EntryKind::Message(_)
+                | EntryKind::BranchSummary { .. }
+                | EntryKind::Custom { .. }
+                | EntryKind::CustomMessage { .. }
+                | EntryKind::ThinkingLevelChange { .. }
+                | EntryKind::ModelChange { .. }
+                | EntryKind::Label { .. }
+                | EntryKind::SessionInfo { .. }
+                | EntryKind::Other(_) => None,
+            });
+        let mut out = Vec::new();
+        match compaction {
+            Some((at, entry, summary, first_kept)) => {
+                out.push(summary_message(
+                    entry,
+                    COMPACTION_SUMMARY_PREFIX,
+                    summary,
+                    COMPACTION_SUMMARY_SUFFIX,
+                ));
+                let kept_from = first_kept.as_deref().and_then(|kept| {
+                    path.iter()
+                        .take(at)
+                        .position(|candidate| candidate.id == kept)
+                });
+                if let Some(from) = kept_from {
+                    for kept in path.iter().take(at).skip(from) {
+                        push_context(kept, &mut out);
+                    }
+                }
+                for after in path.iter().skip(at + 1) {
+                    push_context(after, &mut out);
+                }
+            }
+            None => {
+                for entry in &path {
+                    push_context(entry, &mut out);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// pi's `convertToLlm` for one message: the three model roles pass through; custom roles become
+/// user messages (`bashExecution` as "Ran `cmd`" text unless `excludeFromContext`, `custom` and
+/// `hookMessage` with their content, `branchSummary` and `compactionSummary` wrapped in their
+/// `<summary>` text); any other custom role is not for the model and gives `None`.
+///
+/// Converted messages keep the original's `meta.id` and `meta.timestamp` and nothing else, as pi
+/// keeps only `timestamp`.
+pub fn convert_to_llm(message: &Message) -> Option<Message> {
+    let name = match &message.role {
+        Role::System | Role::User | Role::Assistant | Role::ToolResult => {
+            return Some(message.clone());
+        }
+        Role::Custom(name) => name.as_str(),
+    };
+    let text_field = |key: &str| message.extra.get(key).and_then(Value::as_str);
+    let content = match name {
+        "bashExecution" => {
+            if message.extra.get("excludeFromContext") == Some(&Value::Bool(true)) {
+                return None;
+            }
+            vec![Block::text(bash_execution_text(&message.extra))]
+        }
+        "custom" | "hookMessage" => message.content.clone(),
+        "branchSummary" => vec![Block::text(format!(
+            "{BRANCH_SUMMARY_PREFIX}{}{BRANCH_SUMMARY_SUFFIX}",
+            text_field("summary")?
+        ))],
+        "compactionSummary" => vec![Block::text(format!(
+            "{COMPACTION_SUMMARY_PREFIX}{}{COMPACTION_SUMMARY_SUFFIX}",
+            text_field("summary")?
+        ))],
+        _ => return None,
+    };
+    Some(Message {
+        meta: MessageMeta {
+            id: message.meta.id.clone(),
+            timestamp: message.meta.timestamp.clone(),
+            ..MessageMeta::default()
+        },
+        ..Message::new(Role::User, content)
+    })
+}
+
+/// pi's `bashExecutionToText`, including its JavaScript truthiness rules.
+fn bash_execution_text(fields: &Extra) -> String {
+    let text_of = |key: &str| fields.get(key).and_then(Value::as_str).unwrap_or("");
+    let is_true = |key: &str| fields.get(key) == Some(&Value::Bool(true));
+    let mut text = format!("Ran `{}`\n", text_of("command"));
+    let output = text_of("output");
+    if output.is_empty() {
+        text.push_str("(no output)");
+    } else {
+        text.push_str(&format!("```\n{output}\n```"));
+    }
+    let exit_code = match fields.get("exitCode") {
+        Some(Value::Number(code)) if code.as_f64() != Some(0.0) => Some(code.to_string()),
+        Some(Value::String(code)) => Some(code.clone()),
+        Some(Value::Bool(flag)) => Some(flag.to_string()),
+        Some(Value::Number(_) | Value::Null | Value::Array(_) | Value::Object(_)) | None => None,
+    };
+    if is_true("cancelled") {
+        text.push_str("\n\n(command cancelled)");
+    } else if let Some(code) = exit_code {
+        text.push_str(&format!("\n\nCommand exited with code {code}"));
+    }
+    let full_output = text_of("fullOutputPath");
+    if is_true("truncated") && !full_output.is_empty() {
+        text.push_str(&format!(
+            "\n\n[Output truncated. Full output: {full_output}]"
+        ));
+    }
+    text
+}
+
+fn entry_timestamp(entry: &Entry) -> Timestamp {
+    match crate::time::parse_rfc3339_millis(&entry.timestamp) {
+        Some(millis) => Timestamp::Millis(millis),
+        None => Timestamp::Rfc3339(entry.timestamp.clone()),
+    }
+}
+
+fn user_message_from(entry: &Entry, content: Vec<Block>) -> Message {
+    Message {
+        meta: MessageMeta {
+            id: Some(entry.id.clone()),
+            timestamp: Some(entry_timestamp(entry)),
+            ..MessageMeta::default()
+        },
+        ..Message::new(Role::User, content)
+    }
+}
+
+fn summary_message(entry: &Entry, prefix: &str, summary: &str, suffix: &str) -> Message {
+    user_message_from(
+        entry,
+        vec![Block::text(format!("{prefix}{summary}{suffix}"))],
+    )
+}
+
+fn push_context(entry: &Entry, out: &mut Vec<Message>) {
+    match &entry.kind {
+        EntryKind::Message(message) => {
+            if let Some(mut converted) = convert_to_llm(message) {
+                converted.meta.id = Some(entry.id.clone());
+                out.push(converted);
+            }
+        }
+        EntryKind::CustomMessage { content, .. } => {
+            out.push(user_message_from(entry, content.clone()));
+        }
+        EntryKind::BranchSummary { summary, .. } => {
+            if !summary.is_empty() {
+                out.push(summary_message(
+                    entry,
+                    BRANCH_SUMMARY_PREFIX,
+                    summary,
+                    BRANCH_SUMMARY_SUFFIX,
+                ));
+            }
+        }
+        EntryKind::Compaction { .. }
+        | EntryKind::Custom { .. }
+        | EntryKind::ThinkingLevelChange { .. }
+        | EntryKind::ModelChange { .. }
+        | EntryKind::Label { .. }
+        | EntryKind::SessionInfo { .. }
+        | EntryKind::Other(_) => {}
+    }
+}

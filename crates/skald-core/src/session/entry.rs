@@ -1,0 +1,204 @@
+//! The nodes of a session: [`SessionHeader`] (what the session is), [`Entry`] (one node of the
+//! append-only tree: an id, the parent it hangs under, a time) and [`EntryKind`] (what the node
+//! records — a message, a compaction checkpoint, a branch summary, extension state, a setting
+//! change). Field names follow pi's `SessionManager` types, so an entry is one line of an OpenClaw
+//! session file; reading and writing that line is [`crate::codec::openclaw`]'s job, not this
+//! module's.
+//!
+//! The accessors on [`EntryKind`] answer the questions the rest of skald asks of an entry without
+//! matching on it: its pi `type`, its message, a `custom` record's data, whether it is a
+//! compaction checkpoint, and whether
+//! [`Session::build_context`](super::Session::build_context) can turn it into model-visible text.
+
+use serde_json::Value;
+
+use crate::message::{Block, ContentForm, Extra, Message};
+
+/// The session format version this model is: pi's entry tree with ids and parents (version 2)
+/// and the `custom` message role (version 3). [`crate::codec::openclaw`] reads versions 1 to this
+/// one, migrating older files up to it, and writes only this one.
+pub const CURRENT_VERSION: u64 = 3;
+
+/// Line 1 of a session file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionHeader {
+    /// Always [`CURRENT_VERSION`] once read: older files are migrated.
+    pub version: u64,
+    pub id: String,
+    /// ISO 8601 creation time.
+    pub timestamp: Option<String>,
+    /// The working directory the session started in (absent in old files).
+    pub cwd: Option<String>,
+    /// The session this one was forked from.
+    pub parent_session: Option<String>,
+    pub extra: Extra,
+}
+
+impl Default for SessionHeader {
+    fn default() -> Self {
+        SessionHeader {
+            version: CURRENT_VERSION,
+            id: String::new(),
+            timestamp: None,
+            cwd: None,
+            parent_session: None,
+            extra: Extra::new(),
+        }
+    }
+}
+
+/// One line after the header: a node of the session tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// pi writes 8 lowercase hex digits; older or foreign files may use other strings.
+    pub id: String,
+    /// `None` for a root.
+    pub parent_id: Option<String>,
+    /// ISO 8601 time the entry was appended.
+    pub timestamp: String,
+    pub kind: EntryKind,
+    /// Entry fields the model does not interpret, kept so the codec writes them back.
+    pub extra: Extra,
+}
+
+/// What an entry records. Field names follow pi's `SessionManager` types.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EntryKind {
+    /// `message`: an `AgentMessage`.
+    Message(Message),
+    /// `compaction`: everything on the path before `first_kept_entry_id` is replaced by `summary`.
+    Compaction {
+        summary: String,
+        /// `None` when the file has none (a version-1 index that pointed nowhere): then no entry
+        /// before the compaction is kept, as in pi.
+        first_kept_entry_id: Option<String>,
+        tokens_before: Option<u64>,
+        details: Option<Value>,
+        from_hook: Option<bool>,
+    },
+    /// `branch_summary`: what happened on the branch the conversation came back from.
+    BranchSummary {
+        from_id: String,
+        summary: String,
+        details: Option<Value>,
+        from_hook: Option<bool>,
+    },
+    /// `custom`: extension state. Never in the model's context.
+    Custom {
+        custom_type: String,
+        data: Option<Value>,
+    },
+    /// `custom_message`: extension content that is in the model's context, as a user message.
+    CustomMessage {
+        custom_type: String,
+        content: Vec<Block>,
+        content_form: ContentForm,
+        display: Option<bool>,
+        details: Option<Value>,
+    },
+    /// `thinking_level_change`.
+    ThinkingLevelChange { thinking_level: String },
+    /// `model_change`.
+    ModelChange { provider: String, model_id: String },
+    /// `label`: a bookmark on `target_id`; `None` clears it.
+    Label {
+        target_id: String,
+        label: Option<String>,
+    },
+    /// `session_info`: a display name.
+    SessionInfo { name: Option<String> },
+    /// An entry type this model does not know (OpenClaw adds its own), or a known type whose body
+    /// did not decode (reported as a [`LineIssue`](crate::codec::LineIssue)). Holds the entry
+    /// object without `id`, `parentId` and `timestamp` (those live on [`Entry`]), `type`
+    /// included, written back verbatim.
+    Other(Extra),
+}
+
+impl EntryKind {
+    /// The `type` pi writes for this entry (`None` for an [`EntryKind::Other`] without a string
+    /// `type`).
+    pub fn type_name(&self) -> Option<&str> {
+        Some(match self {
+            EntryKind::Message(_) => "message",
+            EntryKind::Compaction { .. } => "compaction",
+            EntryKind::BranchSummary { .. } => "branch_summary",
+            EntryKind::Custom { .. } => "custom",
+            EntryKind::CustomMessage { .. } => "custom_message",
+            EntryKind::ThinkingLevelChange { .. } => "thinking_level_change",
+            EntryKind::ModelChange { .. } => "model_change",
+            EntryKind::Label { .. } => "label",
+            EntryKind::SessionInfo { .. } => "session_info",
+            EntryKind::Other(body) => return body.get("type").and_then(Value::as_str),
+        })
+    }
+
+    /// The message of a `message` entry.
+    pub fn as_message(&self) -> Option<&Message> {
+        match self {
+            EntryKind::Message(message) => Some(message),
+            EntryKind::Compaction { .. }
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => None,
+        }
+    }
+
+    /// The data of a `custom` entry of type `custom_type` (skald's own records, an
+    /// extension's state).
+    pub fn custom_data(&self, custom_type: &str) -> Option<&serde_json::Value> {
+        match self {
+            EntryKind::Custom {
+                custom_type: found,
+                data,
+            } if found == custom_type => data.as_ref(),
+            EntryKind::Message(_)
+            | EntryKind::Compaction { .. }
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => None,
+        }
+    }
+
+    /// True for a `compaction` checkpoint.
+    pub fn is_compaction(&self) -> bool {
+        match self {
+            EntryKind::Compaction { .. } => true,
+            EntryKind::Message(_)
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => false,
+        }
+    }
+
+    /// True for the kinds [`Session::build_context`](super::Session::build_context) can turn into
+    /// model-visible text.
+    pub fn feeds_context(&self) -> bool {
+        match self {
+            EntryKind::Message(_)
+            | EntryKind::Compaction { .. }
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::CustomMessage { .. } => true,
+            EntryKind::Custom { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => false,
+        }
+    }
+}
