@@ -12,8 +12,8 @@
 use std::mem::size_of;
 
 use serde_json::Value;
-use skald_core::session::{Entry, EntryKind};
 use skald_core::message::{Block, Extra, ImageSource, Message};
+use skald_core::session::{Entry, EntryKind};
 
 /// A `HashMap`/`HashSet` entry's bookkeeping beyond its key and value (control byte and load
 /// factor slack of hashbrown, rounded): so a map of many small entries is not counted as free.

@@ -34,6 +34,7 @@
 //! ```
 
 mod accounting;
+pub mod after_turn;
 mod assemble;
 pub mod compact;
 mod fetch;

@@ -278,8 +278,8 @@ impl SessionCache {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use skald_core::session::SessionHeader;
     use skald_core::message::{Message, Role};
+    use skald_core::session::SessionHeader;
     use skald_store::SqliteSessionStore;
     use skald_store::sessions::{NewSession, SessionStore};
 

@@ -66,7 +66,7 @@ pub use tools::{MemoryToolOutput, execute_memory_tool, execute_memory_tool_at};
 pub use usage::{
     SkillAugmentation, ToolMemoryUpdate, augment_skill_reads, augment_skill_reads_with,
     load_skill_memory, load_tool_stats, record_skill_use, record_tool_reports, skill_directory,
-    tool_uri,
+    tool_reports_in, tool_uri,
 };
 
 /// The user and the agent a session belongs to, as they appear in `viking://` URIs.

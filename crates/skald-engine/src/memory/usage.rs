@@ -45,6 +45,40 @@ pub fn skill_directory(agent: &str, skill: &str) -> Result<MemoryUri, UriError> 
     Ok(uri)
 }
 
+/// Characters of a failed tool's output kept as its error in the statistics.
+const TOOL_ERROR_CHARS: usize = 200;
+
+/// The reports of the tool calls whose results are in `messages[new_from..]` (what a turn or a
+/// client's request brought), each named by its result's tool name or else by its call in
+/// `messages`; a failed one keeps the start of its output as the error. Results whose call is
+/// unknown are not reported.
+pub fn tool_reports_in(messages: &[Message], new_from: usize) -> Vec<ToolCallReport> {
+    let names: HashMap<&str, &str> = messages
+        .iter()
+        .flat_map(Message::tool_calls)
+        .map(|call| (call.id.as_str(), call.name.as_str()))
+        .collect();
+    messages
+        .iter()
+        .skip(new_from)
+        .flat_map(Message::tool_results)
+        .filter_map(|result| {
+            let tool = result
+                .tool_name
+                .clone()
+                .or_else(|| names.get(result.call_id.as_str()).map(|n| (*n).to_owned()))?;
+            let failed = result.failed();
+            let error = failed.then(|| {
+                skald_core::message::join_text(&result.content)
+                    .chars()
+                    .take(TOOL_ERROR_CHARS)
+                    .collect()
+            });
+            Some(ToolCallReport::new(tool, !failed, None, error))
+        })
+        .collect()
+}
+
 /// What [`record_tool_reports`] wrote.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct ToolMemoryUpdate {

@@ -384,10 +384,7 @@ async fn start(
     )
     .map_err(|error| ApiError::Internal(format!("syncing the conversation failed: {error}")))?;
     let client_reports = if exchange.identity.is_some() {
-        tools::client_tool_reports(
-            messages.get(synced.matched..).unwrap_or_default(),
-            &messages,
-        )
+        skald_engine::memory::tool_reports_in(&messages, synced.matched)
     } else {
         Vec::new()
     };

@@ -96,31 +96,6 @@ pub async fn execute(
     Executed { result, report }
 }
 
-/// The statistics of the client's own tool calls whose results are in `new` (what the client
-/// appended to its conversation since the last request), named by the calls in `all`.
-pub fn client_tool_reports(new: &[Message], all: &[Message]) -> Vec<ToolCallReport> {
-    let mut reports = Vec::new();
-    for result in new.iter().flat_map(Message::tool_results) {
-        let name = result.tool_name.clone().or_else(|| {
-            all.iter()
-                .flat_map(Message::tool_calls)
-                .find(|call| call.id == result.call_id)
-                .map(|call| call.name.clone())
-        });
-        let Some(name) = name else {
-            continue;
-        };
-        let error = result.failed().then(|| {
-            skald_core::message::join_text(&result.content)
-                .chars()
-                .take(200)
-                .collect()
-        });
-        reports.push(ToolCallReport::new(name, !result.failed(), None, error));
-    }
-    reports
-}
-
 /// An assistant message for the session holding `calls` after what the answer said (its text,
 /// thinking and opaque blocks such as reasoning items): built from the typed parts only, so no field of the
 /// provider's response envelope ends up in a later request.

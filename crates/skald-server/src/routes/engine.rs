@@ -27,14 +27,13 @@ use skald_core::codec::openclaw::{
 use skald_core::compaction::{CompactionOutcome, CompactionTrigger};
 use skald_core::memory::tools::MEMORY_TOOL_NAMES;
 use skald_core::memory::usage::ToolCallReport;
-use skald_core::message::{Block, Message, ToolSpec};
+use skald_core::message::{Message, ToolSpec};
 use skald_core::pipeline::offload::FETCH_TOOL_NAME;
 use skald_core::time::format_rfc3339_seconds;
+use skald_engine::after_turn::{AfterTurn, AfterTurnMemory, after_turn};
 use skald_engine::compact::{CompactReport, CompactRequest, SpanArchive, compact_and_archive};
 use skald_engine::ingest;
-use skald_engine::memory::{
-    MemoryIdentity, RecallReport, SessionMemoryReport, record_tool_reports,
-};
+use skald_engine::memory::{MemoryIdentity, RecallReport, SessionMemoryReport};
 use skald_engine::{ModelView, RecallHook, SessionState, ViewRequest, prepare_view};
 use skald_store::sessions::import::{ImportError, ImportOptions, ImportStatus, import_transcript};
 use skald_store::sessions::{SessionError, SessionInfo, SessionStore};
@@ -52,9 +51,6 @@ use skald_store::clock::now_ms;
 
 /// The smallest token budget a request may give.
 pub const MIN_TOKEN_BUDGET: u64 = 1_000;
-
-/// The most characters of a failed tool result kept as its error in the tool statistics.
-const TOOL_ERROR_CHARS: usize = 200;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -883,43 +879,7 @@ pub struct UploadReport {
     pub dropped_checkpoint: Option<String>,
 }
 
-/// The tool calls of the turn, from the tool results among the new messages.
-fn reports_from_messages(messages: &[Message], new_from: usize) -> Vec<ToolCallReport> {
-    let names: std::collections::HashMap<&str, &str> = messages
-        .iter()
-        .flat_map(Message::tool_calls)
-        .map(|call| (call.id.as_str(), call.name.as_str()))
-        .collect();
-    messages
-        .iter()
-        .skip(new_from)
-        .flat_map(|message| message.content.iter())
-        .filter_map(|block| match block {
-            Block::ToolResult(result) => Some(result),
-            Block::Text(_)
-            | Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::Opaque(_) => None,
-        })
-        .filter_map(|result| {
-            let tool = result
-                .tool_name
-                .clone()
-                .or_else(|| names.get(result.call_id.as_str()).map(|n| (*n).to_owned()))?;
-            let failed = result.failed();
-            let error = failed.then(|| {
-                skald_core::message::join_text(&result.content)
-                    .chars()
-                    .take(TOOL_ERROR_CHARS)
-                    .collect()
-            });
-            Some(ToolCallReport::new(tool, !failed, None, error))
-        })
-        .collect()
-}
-
-/// After a turn: syncs the session with the host's messages, pairs the provider's usage with
+/// After a turn (`skald_engine::after_turn`, the one use case): syncs the session with the host's messages, pairs the provider's usage with
 /// skald's estimate of the last view (token calibration), records the turn's tool calls in the
 /// agent's tool memories, and runs the two-threshold memory upload (memory on): at 50 % of the
 /// window a background upload of the oldest turns starts, at 70 % (or when it is done) they
@@ -976,123 +936,67 @@ async fn after_turn_route(
         &body.session_key,
         &body.session_file,
     );
+    let runtime = body.runtime_context.as_ref();
+    let turn = AfterTurn {
+        messages: messages.as_deref(),
+        pre_prompt_message_count: body.pre_prompt_message_count,
+        tool_reports: explicit_reports.as_deref(),
+        reported_input_tokens: runtime
+            .and_then(|context| context.prompt_cache.as_ref())
+            .and_then(|cache| cache.last_call_usage.as_ref())
+            .map(LastCallUsage::input_tokens),
+        current_token_count: runtime.and_then(|context| context.current_token_count),
+        window_tokens: window,
+        source_format: source_format(),
+    };
+    let memory = state.config.memory.enabled.then(|| AfterTurnMemory {
+        store: state.memories.as_ref(),
+        agent: &state.config.memory.agent,
+        uploads: &state.uploads,
+    });
     let slot = state.session_slot(&caller.tenant, &id);
     let mut engine_state = slot.lock().await;
-    let mut response = AfterTurnResponse::default();
-    if let Some(messages) = &messages {
-        response.sync = Some(
-            ingest::sync_conversation(
-                &mut engine_state,
-                state.sessions.as_ref(),
-                &caller.tenant,
-                &id,
-                messages,
-                source_format(),
-            )
-            .map_err(engine_error)?
-            .into(),
-        );
-    } else {
-        state
-            .sessions
-            .get(&caller.tenant, &id)
-            .map_err(session_error)?;
+    let outcome = after_turn(
+        &mut engine_state,
+        state.sessions.as_ref(),
+        &caller.tenant,
+        &id,
+        &turn,
+        memory,
+    )
+    .await
+    .map_err(engine_error)?;
+    if let Some(step) = &outcome.upload {
+        if step.started.is_some() {
+            Metrics::outcome(&state.metrics.uploads, "started");
+        }
+        for done in &step.completed {
+            Metrics::outcome(
+                &state.metrics.uploads,
+                if done.is_done() {
+                    "completed"
+                } else {
+                    "failed"
+                },
+            );
+        }
     }
-    let runtime = body.runtime_context.as_ref();
-    let reported = runtime
-        .and_then(|context| context.prompt_cache.as_ref())
-        .and_then(|cache| cache.last_call_usage.as_ref())
-        .map(LastCallUsage::input_tokens)
-        .filter(|tokens| *tokens > 0);
-    if let Some(reported) = reported {
-        response.calibration =
-            engine_state
-                .observe_usage(reported)
-                .map(|observation| CalibrationReport {
-                    model: observation.model,
-                    counted: observation.counted,
-                    reported: observation.reported,
-                });
-    }
-    if !state.config.memory.enabled {
-        return Ok(Json(response));
-    }
-    let reports = match (explicit_reports, &messages, body.pre_prompt_message_count) {
-        (Some(reports), _, _) => reports,
-        (None, Some(messages), Some(from)) => reports_from_messages(messages, from),
-        (None, _, _) => Vec::new(),
+    let response = AfterTurnResponse {
+        heartbeat: false,
+        sync: outcome.sync.map(Into::into),
+        calibration: outcome.calibration.map(|observation| CalibrationReport {
+            model: observation.model,
+            counted: observation.counted,
+            reported: observation.reported,
+        }),
+        tool_memories: outcome.tool_memories,
+        upload: outcome.upload.map(|step| UploadReport {
+            started: step.started,
+            completed: step.completed.len(),
+            dropped_checkpoint: step.dropped.map(|dropped| dropped.checkpoint_entry_id),
+        }),
+        memory_errors: outcome.memory_errors,
     };
-    if !reports.is_empty() {
-        match record_tool_reports(
-            state.memories.as_ref(),
-            &caller.tenant,
-            &state.config.memory.agent,
-            &reports,
-        ) {
-            Ok(update) => {
-                response.tool_memories = update
-                    .updated
-                    .iter()
-                    .map(|stats| stats.tool.clone())
-                    .collect();
-                response.memory_errors.extend(
-                    update
-                        .skipped
-                        .into_iter()
-                        .map(|(tool, why)| format!("tool {tool:?}: {why}")),
-                );
-            }
-            Err(error) => response
-                .memory_errors
-                .push(format!("tool statistics: {error}")),
-        }
-    }
-    let context_tokens =
-        match reported.or_else(|| runtime.and_then(|context| context.current_token_count)) {
-            Some(tokens) => tokens,
-            None => {
-                let context = engine_state
-                    .session_context(state.sessions.as_ref(), &caller.tenant, &id)
-                    .map_err(session_error)?;
-                skald_core::tokens::estimate::estimate_messages_tokens(&context)
-            }
-        };
-    match state
-        .uploads
-        .before_request(
-            &mut engine_state,
-            state.sessions.as_ref(),
-            &caller.tenant,
-            &id,
-            context_tokens,
-            window,
-        )
-        .await
-    {
-        Ok(step) => {
-            if step.started.is_some() {
-                Metrics::outcome(&state.metrics.uploads, "started");
-            }
-            for outcome in &step.completed {
-                Metrics::outcome(
-                    &state.metrics.uploads,
-                    if outcome.is_done() {
-                        "completed"
-                    } else {
-                        "failed"
-                    },
-                );
-            }
-            response.upload = Some(UploadReport {
-                started: step.started,
-                completed: step.completed.len(),
-                dropped_checkpoint: step.dropped.map(|dropped| dropped.checkpoint_entry_id),
-            });
-        }
-        Err(error) => response
-            .memory_errors
-            .push(format!("memory upload: {error}")),
-    }
     Ok(Json(response))
 }
 
