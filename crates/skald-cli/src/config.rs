@@ -510,6 +510,30 @@ mod tests {
     }
 
     #[test]
+    fn the_proxy_timeouts_and_the_shutdown_grace_are_read_and_zero_is_refused() {
+        let config = parse(
+            "[proxy]\nconnect_timeout_secs = 3\nidle_timeout_secs = 45\n\
+             [server]\nshutdown_grace_secs = 7\n",
+        )
+        .unwrap();
+        let timeouts = config.proxy.timeouts().unwrap();
+        assert_eq!(timeouts.connect, std::time::Duration::from_secs(3));
+        assert_eq!(timeouts.idle, std::time::Duration::from_secs(45));
+        assert_eq!(
+            timeouts.first_byte,
+            skald_server::config::UpstreamTimeouts::default().first_byte
+        );
+        assert_eq!(config.server.shutdown_grace_secs, 7);
+        let zero = parse("[proxy]\nfirst_byte_timeout_secs = 0\n").unwrap();
+        let error = zero.proxy.timeouts().unwrap_err().to_string();
+        assert!(error.contains("first_byte_timeout_secs"), "{error}");
+        assert!(
+            parse("[proxy]\ntimeout = 3\n").is_err(),
+            "an unknown key is refused"
+        );
+    }
+
+    #[test]
     fn a_missing_key_variable_is_a_clear_error() {
         let config = parse(
             "[llm]\nkind = \"anthropic\"\nmodel = \"claude\"\n\
