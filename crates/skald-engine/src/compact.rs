@@ -23,8 +23,7 @@ use skald_core::compaction::{
     CancelReason, CompactionInputs, CompactionOutcome, CompactionSettings, CompactionTrigger,
     FileLists, SummaryFailure, plan_compaction,
 };
-use skald_core::message::{Message, Role};
-use skald_core::session::{EntryKind, Session};
+use skald_core::session::{EntryKind, Session, session_context};
 use skald_llm::{Summarizer, SummaryRequest};
 use skald_store::RefStore;
 use skald_store::sessions::{CompactionCheckpoint, SessionStore};
@@ -244,44 +243,6 @@ fn error_with_causes(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-/// The model-visible context of a stored session from its leaf, as [`Session::build_context`]
-/// builds it, plus one thing OpenClaw's sessions never need: system messages stored as entries
-/// at the root of the path (imported Chat Completions transcripts have them) stay in front of a
-/// compaction summary instead of being summarised away.
-pub fn session_context(session: &Session, leaf: Option<&str>) -> Vec<Message> {
-    let mut context = session.build_context(leaf);
-    let path = session.path_to(leaf);
-    let Some(compaction_at) = path.iter().rposition(|entry| entry.kind.is_compaction()) else {
-        return context;
-    };
-    let visible: std::collections::HashSet<&str> = context
-        .iter()
-        .filter_map(|message| message.meta.id.as_deref())
-        .collect();
-    let pinned: Vec<Message> = path
-        .iter()
-        .take(compaction_at)
-        .map_while(|entry| {
-            entry
-                .kind
-                .as_message()
-                .filter(|message| message.role == Role::System)
-        })
-        .filter(|message| {
-            message
-                .meta
-                .id
-                .as_deref()
-                .is_none_or(|id| !visible.contains(id))
-        })
-        .cloned()
-        .collect();
-    if !pinned.is_empty() {
-        context.splice(0..0, pinned);
-    }
-    context
 }
 
 /// The latest compaction on the active path: its entry id, summary and the file lists it

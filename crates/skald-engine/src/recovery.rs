@@ -1,7 +1,7 @@
 //! Overflow recovery (seed 003 §4, OpenClaw's `run.ts` loop): one model call for a stored
 //! session, made to succeed when the prompt turns out too large for the model.
 //!
-//! [`complete_turn`] assembles the session's context ([`session_context`] → [`assemble`]),
+//! [`complete_turn`] assembles the session's context ([`session_context`](skald_core::session::session_context) → [`assemble`]),
 //! compacts first when the context is over the threshold, calls the model, and on success appends
 //! the answer to the session. When the provider reports a context overflow — an
 //! [`LlmError::ContextOverflow`] ("promptError") or an answer with stop reason `error` whose text
@@ -97,13 +97,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::EngineError;
 use crate::assemble::AssembleReport;
-use crate::compact::{
-    CompactRequest, Compaction, SpanArchive, compact_and_archive, session_context,
-};
+use crate::compact::{CompactRequest, Compaction, SpanArchive, compact_and_archive};
 use crate::memory::RecallReport;
 use crate::memory_write::{ArchiveOutcome, MemoryWriter, UploadDriver, UploadStep};
 use crate::session::SessionState;
 use crate::view::{ViewRequest, prepare_view};
+use skald_core::session::session_context;
 
 pub use crate::view::RecallHook;
 pub use truncation::{AGGREGATE_FLOOR_CHARS, TruncationSummary};

@@ -257,7 +257,7 @@ impl SessionState {
             }
         }
         let session = self.catch_up(sessions, tenant, session_id, &info)?;
-        let messages = crate::compact::session_context(session, None);
+        let messages = skald_core::session::session_context(session, None);
         self.context = Some(CachedContext {
             // What was read, which a write between the two reads may have moved past.
             entry_count: session.entries().len() as u64,

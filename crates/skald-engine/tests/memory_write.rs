@@ -13,9 +13,10 @@ use skald_core::memory::upload::{DropReason, UploadSettings};
 use skald_core::memory::uri::MemoryUri;
 use skald_core::memory::write::WriteSettings;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_core::session::session_context;
 use skald_core::session::{EntryKind, SessionHeader};
 use skald_engine::SessionState;
-use skald_engine::compact::{CompactRequest, compact_session, session_context};
+use skald_engine::compact::{CompactRequest, compact_session};
 use skald_engine::memory_write::{
     EXTRACTION_CUSTOM_TYPE, ExtractionStatus, FailedStage, INTERRUPTED_ERROR, MemoryWriter,
     UPLOAD_CUSTOM_TYPE, UploadDriver, archive_compacted_span, recorded_outcomes,

@@ -7,6 +7,10 @@
 //! [`BRANCH_SUMMARY_PREFIX`] / [`BRANCH_SUMMARY_SUFFIX`]; custom roles become user messages or
 //! drop out. The wrappers are pi's exact text, so other parts of skald (the extractive
 //! summarizer) can recognise an earlier summary in a context.
+//!
+//! [`session_context`] is that context as skald uses it everywhere (compaction, the memory
+//! archive and upload, the engine's view): root system messages stored as entries stay in front
+//! of a compaction summary.
 
 use serde_json::Value;
 
@@ -217,4 +221,42 @@ fn push_context(entry: &Entry, out: &mut Vec<Message>) {
         | EntryKind::SessionInfo { .. }
         | EntryKind::Other(_) => {}
     }
+}
+
+/// The model-visible context of a stored session from its leaf, as [`Session::build_context`]
+/// builds it, plus one thing OpenClaw's sessions never need: system messages stored as entries
+/// at the root of the path (imported Chat Completions transcripts have them) stay in front of a
+/// compaction summary instead of being summarised away.
+pub fn session_context(session: &Session, leaf: Option<&str>) -> Vec<Message> {
+    let mut context = session.build_context(leaf);
+    let path = session.path_to(leaf);
+    let Some(compaction_at) = path.iter().rposition(|entry| entry.kind.is_compaction()) else {
+        return context;
+    };
+    let visible: std::collections::HashSet<&str> = context
+        .iter()
+        .filter_map(|message| message.meta.id.as_deref())
+        .collect();
+    let pinned: Vec<Message> = path
+        .iter()
+        .take(compaction_at)
+        .map_while(|entry| {
+            entry
+                .kind
+                .as_message()
+                .filter(|message| message.role == Role::System)
+        })
+        .filter(|message| {
+            message
+                .meta
+                .id
+                .as_deref()
+                .is_none_or(|id| !visible.contains(id))
+        })
+        .cloned()
+        .collect();
+    if !pinned.is_empty() {
+        context.splice(0..0, pinned);
+    }
+    context
 }

@@ -53,7 +53,7 @@ mod tree;
 
 pub use context::{
     BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX, COMPACTION_SUMMARY_PREFIX,
-    COMPACTION_SUMMARY_SUFFIX, convert_to_llm,
+    COMPACTION_SUMMARY_SUFFIX, convert_to_llm, session_context,
 };
 pub use entry::{CURRENT_VERSION, Entry, EntryKind, SessionHeader};
 pub use tree::{Session, SessionEditError};

@@ -21,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 use super::writer::{
     ArchiveOrigin, ArchiveOutcome, ArchiveSpan, MemoryWriteError, MemoryWriter, SpanRange,
 };
-use crate::compact::{CompactResult, session_context};
+use crate::compact::CompactResult;
+use skald_core::session::session_context;
 
 /// `customType` of the session entries recording each archive and extraction.
 pub const EXTRACTION_CUSTOM_TYPE: &str = "skald.memory_extraction";

@@ -40,8 +40,9 @@ use super::writer::{
     ArchiveOrigin, ArchiveOutcome, ArchiveSpan, ExtractionStatus, FailedStage, MemoryWriteError,
     MemoryWriter, SpanRange,
 };
-use crate::compact::{DETAILS_KEY, session_context};
+use crate::compact::DETAILS_KEY;
 use crate::session::SessionState;
+use skald_core::session::session_context;
 
 /// `customType` of the session entries recording the two-threshold upload's state.
 pub const UPLOAD_CUSTOM_TYPE: &str = "skald.memory_upload";

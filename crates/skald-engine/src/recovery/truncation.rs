@@ -286,7 +286,7 @@ mod tests {
             push(&mut session, call(id));
             push(&mut session, result(id, *chars));
         }
-        let context = crate::compact::session_context(&session, None);
+        let context = skald_core::session::session_context(&session, None);
         (session, context)
     }
 
