@@ -882,6 +882,7 @@ async fn the_clients_own_session_ids_name_the_sessions() {
     let response = client
         .post(server.url("/v1/responses"))
         .header("session-id", "thread-a")
+        .header("originator", "codex_exec")
         .json(&codex(None))
         .send()
         .await
@@ -890,6 +891,7 @@ async fn the_clients_own_session_ids_name_the_sessions() {
     for key in ["thread-a", "thread-b"] {
         let response = client
             .post(server.url("/v1/responses"))
+            .header("originator", "codex_exec")
             .json(&codex(Some(key)))
             .send()
             .await

@@ -5,7 +5,8 @@
 //!    `X-Claude-Code-Session-Id` and inside `metadata.user_id` (a JSON string with `session_id`,
 //!    or the older `user_…_account_…_session_<uuid>` spelling); Codex sends its thread id in the
 //!    `session-id` / `thread-id` headers (older versions `conversation_id`) and as the body's
-//!    `prompt_cache_key`. Such an id is new for every `claude -p` or `codex exec` run and kept
+//!    `prompt_cache_key` (another OpenAI client that sends a `prompt_cache_key` is named by it
+//!    too, under `openai-` rather than `codex-`: Codex says who it is in `originator`). Such an id is new for every `claude -p` or `codex exec` run and kept
 //!    across `--resume`, so two runs with the same prompt are two sessions and a resumed
 //!    conversation lands in its own. One client session can hold several conversations at once
 //!    (Claude Code's sub-agents share their parent's id), so the id is joined with a hash of the
@@ -70,7 +71,10 @@ fn client_session(api: Api, headers: &HeaderMap, body: &Value) -> Option<(&'stat
                     .filter(|key| !key.trim().is_empty())
                     .map(str::to_owned)
             })
-            .map(|id| ("codex", id)),
+            .map(|id| {
+                let codex = header("originator").is_some_and(|who| who.starts_with("codex"));
+                (if codex { "codex" } else { "openai" }, id)
+            }),
     }
 }
 
@@ -169,20 +173,33 @@ mod tests {
         let thread = "019a0000-1111-7222-8333-444455556666";
         let by_header = session_id(
             Api::Responses,
-            &headers(&[("session-id", thread), ("x-skald-session", "mine")]),
+            &headers(&[
+                ("session-id", thread),
+                ("originator", "codex_exec"),
+                ("x-skald-session", "mine"),
+            ]),
             &json!({}),
             &opening("hi"),
         )
         .unwrap();
         let by_cache_key = session_id(
             Api::Responses,
-            &HeaderMap::new(),
+            &headers(&[("originator", "codex_exec")]),
             &json!({"prompt_cache_key": thread}),
             &opening("hi"),
         )
         .unwrap();
         assert_eq!(by_header, by_cache_key);
         assert!(by_header.starts_with("codex-019a0000"));
+        // Another OpenAI client with a cache key is named by it, not taken for Codex.
+        let sdk = session_id(
+            Api::OpenAi,
+            &HeaderMap::new(),
+            &json!({"prompt_cache_key": "user-42"}),
+            &opening("hi"),
+        )
+        .unwrap();
+        assert!(sdk.starts_with("openai-user-42-"), "{sdk}");
     }
 
     #[test]
