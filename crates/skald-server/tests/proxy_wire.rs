@@ -1371,3 +1371,27 @@ async fn a_codex_chat_request_with_text_after_its_call_still_ends_on_the_tool_re
         "the text still stands alone after the result: {messages:?}"
     );
 }
+
+/// Regression: a malformed body sent to an API with no upstream configured was answered 422
+/// ("configure the upstream") before anyone looked at it; what is wrong with the request comes
+/// first.
+#[tokio::test]
+async fn a_malformed_body_is_a_400_even_when_no_upstream_is_configured() {
+    let server = start(default_config()).await;
+    let response = reqwest::Client::new()
+        .post(server.url("/v1/messages"))
+        .header("content-type", "application/json")
+        .body("{bad")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not JSON"),
+        "{body}"
+    );
+}

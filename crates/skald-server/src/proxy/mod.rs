@@ -276,12 +276,6 @@ async fn start(
         }
     })?;
     let body = decompress(&headers, body, state.config.max_body_bytes)?;
-    let upstream = api.upstream(&state.config)?;
-    let upstream_headers = upstream::upstream_headers(api, &caller, &headers, upstream)?;
-    let url = match route {
-        Route::Generate => api.url(upstream, uri.query()),
-        Route::CountTokens => api.url_for(upstream, "/v1/messages/count_tokens", uri.query()),
-    };
     let value: Value = serde_json::from_slice(&body)
         .map_err(|error| ApiError::BadRequest(format!("the request body is not JSON: {error}")))?;
     let mut request = api.decode_request(&value).map_err(|error| {
@@ -290,6 +284,13 @@ async fn start(
             api.name()
         ))
     })?;
+    // A malformed request is refused for what it is before the configuration is looked at.
+    let upstream = api.upstream(&state.config)?;
+    let upstream_headers = upstream::upstream_headers(api, &caller, &headers, upstream)?;
+    let url = match route {
+        Route::Generate => api.url(upstream, uri.query()),
+        Route::CountTokens => api.url_for(upstream, "/v1/messages/count_tokens", uri.query()),
+    };
     let streaming = value.get("stream") == Some(&Value::Bool(true));
     let messages = std::mem::take(&mut request.messages);
     let session_id = identity::session_id(api, &headers, &value, &messages)?;

@@ -66,8 +66,7 @@ async fn fetch_ref(
     ApiPath(raw): ApiPath<String>,
     ApiQuery(query): ApiQuery<FetchQuery>,
 ) -> Result<Json<FetchedRef>, ApiError> {
-    let id = RefId::parse(&raw)
-        .map_err(|error| ApiError::BadRequest(format!("{raw:?} is not a ref id: {error}")))?;
+    let id = RefId::parse(&raw).map_err(|error| ApiError::BadRequest(error.to_string()))?;
     let mut arguments = json!({"ref_ids": [id.as_str()]});
     if let Some(lines) = &query.lines {
         arguments["lines"] = json!(lines);
