@@ -230,8 +230,9 @@ pub async fn compact_and_archive(
     })
 }
 
-/// An error and each of its causes, `: `-separated (as `anyhow` prints `{:#}`).
-fn error_with_causes(error: &dyn std::error::Error) -> String {
+/// An error and each of its causes, `: `-separated (as `anyhow` prints `{:#}`), a cause its
+/// message already holds left out: what a report or a log line says about a failure.
+pub fn error_with_causes(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -49,6 +49,7 @@ pub mod view;
 
 pub use accounting::{CacheAccount, Pricing, RequestBill, Segment};
 pub use assemble::{AssembleReport, AssembleRequest, Assembled, StageTimings, assemble};
+pub use compact::error_with_causes;
 pub use fetch::{FetchOutput, execute_fetch};
 pub use memory_write::{
     MemoryWriter, UploadDriver, archive_compacted_span, retry_pending_extractions,

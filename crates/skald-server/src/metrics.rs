@@ -153,6 +153,22 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts what one step of the two-threshold upload did: an upload started, each finished
+    /// one as completed or failed.
+    pub fn upload_step(&self, step: &skald_engine::memory_write::UploadStep) {
+        if step.started.is_some() {
+            Metrics::outcome(&self.uploads, "started");
+        }
+        for outcome in &step.completed {
+            let name = if outcome.is_done() {
+                "completed"
+            } else {
+                "failed"
+            };
+            Metrics::outcome(&self.uploads, name);
+        }
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut text = String::new();

@@ -14,7 +14,9 @@ use serde_json::Value;
 use skald_core::memory::tools::tool_specs as memory_tool_specs;
 use skald_engine::{AssembleRequest, SessionState, assemble, function_spec};
 
-use super::exchange::{Exchange, error_chain, forward_raw};
+use skald_engine::error_with_causes;
+
+use super::exchange::{Exchange, forward_raw};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -80,7 +82,7 @@ pub async fn models(state: &AppState, url: &str, headers: HeaderMap) -> Result<R
         .map_err(|error| {
             ApiError::BadGateway(format!(
                 "cannot reach the upstream at {url}: {}",
-                error_chain(&error)
+                error_with_causes(&error)
             ))
         })?;
     let status = response.status();
@@ -88,7 +90,7 @@ pub async fn models(state: &AppState, url: &str, headers: HeaderMap) -> Result<R
     let body = response.bytes().await.map_err(|error| {
         ApiError::BadGateway(format!(
             "the upstream's answer broke off: {}",
-            error_chain(&error)
+            error_with_causes(&error)
         ))
     })?;
     let mut out = Response::new(axum::body::Body::from(body));

@@ -15,6 +15,7 @@ use serde_json::Value;
 use skald_core::codec::{anthropic, openai, responses};
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, ContentForm, Conversation, Message, Role, ToolCall, Usage};
+use skald_engine::error_with_causes;
 use skald_engine::ingest;
 use skald_engine::memory::{MemoryIdentity, record_tool_reports};
 use skald_engine::recovery::{OverflowSource, RecallHook, RecoveryAction};
@@ -325,13 +326,13 @@ impl Exchange {
                     "cannot connect to the upstream at {} within {:?}: {}",
                     self.url,
                     timeouts.connect,
-                    error_chain(&error)
+                    error_with_causes(&error)
                 )))
             }
             Ok(Err(error)) => Err(ApiError::BadGateway(format!(
                 "cannot reach the upstream at {}: {}",
                 self.url,
-                error_chain(&error)
+                error_with_causes(&error)
             ))),
             Err(_) => Err(ApiError::GatewayTimeout(format!(
                 "the upstream at {} did not answer within {:?} (the proxy's first-byte timeout)",
@@ -347,7 +348,7 @@ impl Exchange {
             Ok(Ok(body)) => Ok(body),
             Ok(Err(error)) => Err(ApiError::BadGateway(format!(
                 "the upstream's answer broke off: {}",
-                error_chain(&error)
+                error_with_causes(&error)
             ))),
             Err(_) => Err(ApiError::GatewayTimeout(format!(
                 "the upstream's answer stalled: not complete within {idle:?} (the proxy's idle \
@@ -398,20 +399,7 @@ impl Exchange {
         let report = driver.report();
         if let (Some(step), false) = (&report.upload, noted.upload) {
             noted.upload = true;
-            let uploads = &self.state.metrics.uploads;
-            if step.started.is_some() {
-                Metrics::outcome(uploads, "started");
-            }
-            for outcome in &step.completed {
-                Metrics::outcome(
-                    uploads,
-                    if outcome.is_done() {
-                        "completed"
-                    } else {
-                        "failed"
-                    },
-                );
-            }
+            self.state.metrics.upload_step(step);
         }
         let compactions = &report.compactions;
         for record in compactions.iter().skip(noted.compactions) {
@@ -697,7 +685,7 @@ async fn next_chunk(
             Ok(Ok(None)) => Read::End,
             Ok(Err(error)) => Read::Failed(format!(
                 "the upstream stream broke off: {}",
-                error_chain(&error)
+                error_with_causes(&error)
             )),
             Err(_) => Read::Failed(format!(
                 "the upstream stream stalled: nothing for {idle:?} (the proxy's idle timeout)"
@@ -961,21 +949,6 @@ fn action_name(action: RecoveryAction) -> &'static str {
         RecoveryAction::GaveUp => "gave_up",
         RecoveryAction::IterationLimit => "iteration_limit",
     }
-}
-
-/// An error and its causes (reqwest's own message alone rarely says why).
-pub fn error_chain(error: &reqwest::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
 }
 
 #[cfg(test)]

@@ -967,19 +967,7 @@ async fn after_turn_route(
     .await
     .map_err(engine_error)?;
     if let Some(step) = &outcome.upload {
-        if step.started.is_some() {
-            Metrics::outcome(&state.metrics.uploads, "started");
-        }
-        for done in &step.completed {
-            Metrics::outcome(
-                &state.metrics.uploads,
-                if done.is_done() {
-                    "completed"
-                } else {
-                    "failed"
-                },
-            );
-        }
+        state.metrics.upload_step(step);
     }
     let response = AfterTurnResponse {
         heartbeat: false,
