@@ -212,7 +212,7 @@ impl Default for ServerTable {
             addr: DEFAULT_ADDR.to_owned(),
             max_body_bytes: skald_server::config::DEFAULT_MAX_BODY_BYTES,
             shutdown_grace_secs: skald_server::config::DEFAULT_SHUTDOWN_GRACE.as_secs(),
-            max_cached_bytes: skald_server::state::DEFAULT_MAX_CACHED_BYTES,
+            max_cached_bytes: skald_engine::DEFAULT_MAX_CACHED_BYTES,
         }
     }
 }
@@ -364,7 +364,7 @@ impl Config {
                 "[server] max_cached_bytes in {shown} is 0: it must be at least 1 (the default, \
                  {}, keeps the per-session state of thousands of sessions; a small budget keeps \
                  fewer and rebuilds the others from the store on their next request)",
-                skald_server::state::DEFAULT_MAX_CACHED_BYTES
+                skald_engine::DEFAULT_MAX_CACHED_BYTES
             );
         }
         Ok(Config {
@@ -442,7 +442,7 @@ mod tests {
         let config = Config::load(None, &home(dir.path())).unwrap();
         assert_eq!(
             config.server.max_cached_bytes,
-            skald_server::state::DEFAULT_MAX_CACHED_BYTES
+            skald_engine::DEFAULT_MAX_CACHED_BYTES
         );
         std::fs::write(&path, "[server]\nmax_cached_bytes = 1048576\n").unwrap();
         let config = Config::load(None, &home(dir.path())).unwrap();

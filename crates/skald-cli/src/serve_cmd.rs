@@ -38,9 +38,9 @@ pub fn server_config(config: &Config, args: &ServeArgs) -> Result<ServerConfig> 
         None => Policy::preset("skald")?,
     };
     let mut server = ServerConfig::new(policy);
-    server.compaction = config.compaction.clone();
-    server.window_tokens = config.window_tokens(args.window);
-    server.memory = MemoryDefaults {
+    server.engine.compaction = config.compaction.clone();
+    server.engine.window_tokens = config.window_tokens(args.window);
+    server.engine.memory = MemoryDefaults {
         user: config.memory.user.clone(),
         agent: config.memory.agent.clone(),
         recall: config.memory.recall.clone(),
@@ -60,11 +60,11 @@ pub fn server_config(config: &Config, args: &ServeArgs) -> Result<ServerConfig> 
         .map(|table| table.resolve("[proxy.anthropic]"))
         .transpose()?;
     server.max_body_bytes = config.server.max_body_bytes;
-    server.max_cached_bytes = config.server.max_cached_bytes;
+    server.engine.max_cached_bytes = config.server.max_cached_bytes;
     server.timeouts = config.proxy.timeouts()?;
     server.shutdown_grace = std::time::Duration::from_secs(config.server.shutdown_grace_secs);
-    server.summarizer = Arc::from(config.summarizer()?);
-    server.embedder = embedder_from_config(config.embedding.as_ref())
+    server.engine.summarizer = Arc::from(config.summarizer()?);
+    server.engine.embedder = embedder_from_config(config.embedding.as_ref())
         .context("cannot use the embedder configured in [embedding]")?;
     Ok(server)
 }

@@ -19,6 +19,7 @@ pub mod extractive;
 pub mod fetch;
 pub mod identifiers;
 pub mod identity;
+pub mod ids;
 pub mod memory;
 pub mod message;
 pub mod pipeline;

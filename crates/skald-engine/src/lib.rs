@@ -37,6 +37,7 @@ mod accounting;
 pub mod after_turn;
 mod assemble;
 pub mod compact;
+mod engine;
 mod fetch;
 mod footprint;
 pub mod ingest;
@@ -50,6 +51,12 @@ pub mod view;
 pub use accounting::{CacheAccount, Pricing, RequestBill, Segment};
 pub use assemble::{AssembleReport, AssembleRequest, Assembled, StageTimings, assemble};
 pub use compact::error_with_causes;
+pub use engine::{
+    AssembleInput, Assembly, Bootstrap, BootstrapSource, CompactInput, DEFAULT_MAX_CACHED_BYTES,
+    DEFAULT_WINDOW_TOKENS, Engine, EngineConfig, MAX_CACHED_SESSIONS, MemoryDefaults, OpenError,
+    OwnedSlotGuard, PrepareInput, SessionCache, SessionOverview, SessionSlot, SlotGuard, Stores,
+    View, ViewOptions,
+};
 pub use fetch::{FetchOutput, execute_fetch};
 pub use memory_write::{
     MemoryWriter, UploadDriver, archive_compacted_span, retry_pending_extractions,
@@ -76,4 +83,22 @@ pub enum EngineError {
     /// The compaction could not be planned (settings or window invalid).
     #[error("compaction: {0}")]
     Plan(#[from] skald_core::compaction::PlanError),
+    /// A transcript could not be imported; nothing was stored.
+    #[error(transparent)]
+    Import(#[from] skald_store::sessions::import::ImportError),
+    /// The configured `[memory]` user or agent is not a valid name.
+    #[error(transparent)]
+    MemoryIdentity(Box<MemoryIdentityError>),
+}
+
+/// The configured `[memory]` user or agent is not a valid name (one URI segment each).
+#[derive(Debug, thiserror::Error)]
+#[error("the configured memory identity (user {user:?}, agent {agent:?}) is not usable: {source}")]
+pub struct MemoryIdentityError {
+    /// The configured user.
+    pub user: String,
+    /// The configured agent.
+    pub agent: String,
+    /// What is wrong with one of them.
+    pub source: skald_core::memory::uri::UriError,
 }

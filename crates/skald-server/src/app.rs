@@ -57,6 +57,10 @@ async fn healthz(State(state): State<AppState>) -> Json<Health> {
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain"),
               (status = 401, description = "A key is required")))]
 async fn metrics(State(state): State<AppState>, _caller: crate::auth::Caller) -> impl IntoResponse {
+    state.metrics.observe_cache(
+        state.engine.cached_sessions(),
+        state.engine.cached_session_bytes(),
+    );
     (
         [(
             axum::http::header::CONTENT_TYPE,
@@ -147,7 +151,7 @@ pub async fn serve(
     let tasks = state.tasks.clone();
     let grace = state.config.shutdown_grace;
     // The upload driver aborts its tasks when dropped: it must outlive the wait below.
-    let uploads = state.uploads.clone();
+    let uploads = state.engine.uploads().clone();
     let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
     let signal = async move {
         shutdown.await;

@@ -11,6 +11,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
+use skald_core::ids::Tenant;
 use skald_store::keys::{KEY_PREFIX, KeyError};
 
 use crate::error::ApiError;
@@ -20,7 +21,7 @@ use crate::state::AppState;
 pub const SKALD_KEY_HEADER: &str = "x-skald-key";
 
 /// The tenant of an open server (no keys).
-pub const OPEN_TENANT: &str = "default";
+pub const OPEN_TENANT: &str = skald_core::ids::DEFAULT_TENANT;
 
 /// Where the request's skald key was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +39,8 @@ pub enum KeySource {
 /// The authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
-    pub tenant: String,
+    /// Parsed once here; every store call of the request trusts it.
+    pub tenant: Tenant,
     /// The key's id (`None` on an open server).
     pub key_id: Option<String>,
     pub key_source: KeySource,
@@ -80,14 +82,17 @@ pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, Api
             )));
         }
         return Ok(Caller {
-            tenant: OPEN_TENANT.to_owned(),
+            tenant: Tenant::default(),
             key_id: None,
             key_source: KeySource::None,
         });
     };
     match state.keys.authenticate(&secret) {
         Ok(key) => Ok(Caller {
-            tenant: key.tenant,
+            // The key store checked the name when the key was made.
+            tenant: Tenant::parse(key.tenant).map_err(|error| {
+                ApiError::Internal(format!("the API key's stored tenant is not valid: {error}"))
+            })?,
             key_id: Some(key.id),
             key_source: source,
         }),

@@ -2,22 +2,15 @@
 //! upstreams the proxy forwards to, and the request limits. The CLI builds it from `skald.toml`
 //! (`[proxy]`, `[server]` and the tables the other commands read); tests build it directly.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use skald_core::compaction::CompactionSettings;
-use skald_core::memory::recall::RecallSettings;
-use skald_core::memory::write::WriteSettings;
 use skald_core::pipeline::policy::Policy;
-use skald_llm::{DeterministicExtractor, Embedder, MemoryExtractor, Summarizer};
+use skald_engine::EngineConfig;
+pub use skald_engine::{DEFAULT_WINDOW_TOKENS, MemoryDefaults};
 
 /// The largest request body accepted by default (a long session's full history fits; a runaway
 /// upload does not).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
-
-/// The context window assumed for a session when neither the request nor the configuration
-/// names one.
-pub const DEFAULT_WINDOW_TOKENS: u64 = 200_000;
 
 /// Where the proxy forwards one API's requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,39 +51,13 @@ impl Default for UpstreamTimeouts {
 /// server exits anyway (an upload found unfinished is retried at the next start).
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
-/// Who memory acts for when a request does not say (`[memory]` user and agent).
-#[derive(Debug, Clone, PartialEq)]
-pub struct MemoryDefaults {
-    pub user: String,
-    pub agent: String,
-    pub recall: RecallSettings,
-    pub write: WriteSettings,
-    /// Whether requests get recall, the session-start snapshot and the memory tools.
-    pub enabled: bool,
-}
-
-impl Default for MemoryDefaults {
-    fn default() -> MemoryDefaults {
-        MemoryDefaults {
-            user: "default".to_owned(),
-            agent: "default".to_owned(),
-            recall: RecallSettings::default(),
-            write: WriteSettings::default(),
-            enabled: true,
-        }
-    }
-}
-
-/// Everything a server runs with.
+/// Everything a server runs with: the engine's configuration, and what is about HTTP — the
+/// upstreams, the request limits, the timeouts.
 #[derive(Clone)]
 pub struct ServerConfig {
-    /// The pipeline run over every session on every request.
-    pub policy: Policy,
-    pub compaction: CompactionSettings,
-    /// The window used when a request gives no token budget.
-    pub window_tokens: u64,
-    pub memory: MemoryDefaults,
-    /// `[proxy.openai]`: where `POST /v1/chat/completions` goes.
+    /// The pipeline, compaction, window, memory, cache limits and models of every session.
+    pub engine: EngineConfig,
+    /// `[proxy.openai]`: where `POST /v1/chat/completions` and `POST /v1/responses` go.
     pub openai: Option<Upstream>,
     /// `[proxy.anthropic]`: where `POST /v1/messages` goes.
     pub anthropic: Option<Upstream>,
@@ -100,54 +67,30 @@ pub struct ServerConfig {
     pub timeouts: UpstreamTimeouts,
     /// How long a stop waits for in-flight work (see [`DEFAULT_SHUTDOWN_GRACE`]).
     pub shutdown_grace: Duration,
-    /// Sessions whose engine state stays in memory (least recently used idle ones are evicted
-    /// and rebuilt on their next request).
-    pub max_cached_sessions: usize,
-    /// Bytes of engine state that stay in memory, as estimated when requests release it (least
-    /// recently used idle states are evicted; one over it alone is trimmed when released). See
-    /// [`crate::state::DEFAULT_MAX_CACHED_BYTES`] for the default's reasoning.
-    pub max_cached_bytes: usize,
-    /// Writes compaction summaries (the configured model, or the extractive one).
-    pub summarizer: Arc<dyn Summarizer>,
-    /// Embeds memories and queries; `None`: memory search is full-text only.
-    pub embedder: Option<Arc<dyn Embedder>>,
-    /// Extracts memories from what leaves a session's context (compacted spans, uploads).
-    pub extractor: Arc<dyn MemoryExtractor>,
 }
 
 impl std::fmt::Debug for ServerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerConfig")
-            .field("window_tokens", &self.window_tokens)
-            .field("memory", &self.memory)
+            .field("engine", &self.engine)
             .field("openai", &self.openai.as_ref().map(|up| &up.base_url))
             .field("anthropic", &self.anthropic.as_ref().map(|up| &up.base_url))
             .field("max_body_bytes", &self.max_body_bytes)
-            .field("embedder", &self.embedder.is_some())
-            .field("extractor", &self.extractor.name())
             .finish_non_exhaustive()
     }
 }
 
 impl ServerConfig {
-    /// The defaults: the `skald` policy, seed 001's compaction, memory on, no upstream, the
-    /// extractive summarizer, the deterministic memory extractor and no embedder.
+    /// The defaults: the engine's defaults over `policy` (seed 001's compaction, memory on, the
+    /// extractive summarizer, the deterministic memory extractor, no embedder), no upstream.
     pub fn new(policy: Policy) -> ServerConfig {
         ServerConfig {
-            policy,
-            compaction: CompactionSettings::default(),
-            window_tokens: DEFAULT_WINDOW_TOKENS,
-            memory: MemoryDefaults::default(),
+            engine: EngineConfig::new(policy),
             openai: None,
             anthropic: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             timeouts: UpstreamTimeouts::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
-            max_cached_sessions: crate::state::MAX_CACHED_SESSIONS,
-            max_cached_bytes: crate::state::DEFAULT_MAX_CACHED_BYTES,
-            summarizer: Arc::new(skald_llm::ExtractiveSummarizer::default()),
-            embedder: None,
-            extractor: Arc::new(DeterministicExtractor::default()),
         }
     }
 }

@@ -32,7 +32,6 @@ pub mod error;
 pub mod metrics;
 pub mod proxy;
 pub mod routes;
-pub mod session_cache;
 pub mod state;
 
 pub use app::{Health, openapi, router, serve};

@@ -170,6 +170,14 @@ impl Metrics {
     }
 
     /// The text exposition format.
+    /// Sets the cache gauges from the engine's counts (read when `/metrics` is scraped).
+    pub fn observe_cache(&self, sessions: usize, bytes: usize) {
+        self.cached_sessions
+            .set(i64::try_from(sessions).unwrap_or(i64::MAX));
+        self.cached_session_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
     pub fn render(&self) -> String {
         let mut text = String::new();
         // Writing into a String cannot fail.

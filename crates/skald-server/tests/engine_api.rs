@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 fn server_config() -> skald_server::ServerConfig {
     let mut config = common::default_config();
-    config.compaction.reserve_tokens = 2_000;
+    config.engine.compaction.reserve_tokens = 2_000;
     config
 }
 
@@ -310,7 +310,7 @@ impl Summarizer for DownSummarizer {
 #[tokio::test]
 async fn a_failed_compaction_is_ok_false_with_its_reason_and_writes_nothing() {
     let mut config = server_config();
-    config.summarizer = Arc::new(DownSummarizer);
+    config.engine.summarizer = Arc::new(DownSummarizer);
     let server = TestServer::start(AppState::in_memory(config).unwrap()).await;
     let api = Api::new(server.url(""), None);
     api.post(
@@ -443,8 +443,8 @@ impl MemoryExtractor for SlowExtractor {
 async fn an_upload_started_by_after_turn_finishes_before_shutdown_returns() {
     let finished = Arc::new(AtomicBool::new(false));
     let mut config = server_config();
-    config.memory.write.upload.enabled = true;
-    config.extractor = Arc::new(SlowExtractor {
+    config.engine.memory.write.upload.enabled = true;
+    config.engine.extractor = Arc::new(SlowExtractor {
         finished: finished.clone(),
     });
     let state = AppState::in_memory(config).unwrap();
@@ -472,7 +472,7 @@ async fn an_upload_started_by_after_turn_finishes_before_shutdown_returns() {
         finished.load(Ordering::SeqCst),
         "shutdown did not wait for the upload"
     );
-    assert!(!state.uploads.is_running("default", "up"));
+    assert!(!state.engine.uploads().is_running("default", "up"));
     let metrics = state.metrics.render();
     assert!(
         metrics.contains("skald_memory_uploads_total{outcome=\"started\"} 1"),
@@ -801,7 +801,7 @@ async fn session_states_stay_within_the_byte_budget_and_an_evicted_one_answers_t
     // Each session holds a ~1 MB output (twice: the stored session and its context); the budget
     // has room for about three of them.
     let mut config = server_config();
-    config.max_cached_bytes = 7_000_000;
+    config.engine.max_cached_bytes = 7_000_000;
     let state = AppState::in_memory(config).unwrap();
     let server = TestServer::start(state.clone()).await;
     let api = Api::new(server.url(""), None);
@@ -818,10 +818,14 @@ async fn session_states_stay_within_the_byte_budget_and_an_evicted_one_answers_t
         if index == 0 {
             first = body;
         }
-        assert!(state.cached_session_bytes() <= 7_000_000);
+        assert!(state.engine.cached_session_bytes() <= 7_000_000);
     }
-    assert!(state.cached_sessions() < 8, "{}", state.cached_sessions());
-    assert!(state.cached_session_bytes() >= 2_000_000);
+    assert!(
+        state.engine.cached_sessions() < 8,
+        "{}",
+        state.engine.cached_sessions()
+    );
+    assert!(state.engine.cached_session_bytes() >= 2_000_000);
 
     // big0 was evicted: its state is rebuilt from the store and the answer is the same.
     let (status, again) = api
@@ -855,10 +859,13 @@ async fn session_states_stay_within_the_byte_budget_and_an_evicted_one_answers_t
             .parse()
             .unwrap()
     };
-    assert_eq!(gauge("skald_cached_sessions"), state.cached_sessions());
+    assert_eq!(
+        gauge("skald_cached_sessions"),
+        state.engine.cached_sessions()
+    );
     assert_eq!(
         gauge("skald_cached_session_bytes"),
-        state.cached_session_bytes()
+        state.engine.cached_session_bytes()
     );
     server.shutdown().await;
 }

@@ -14,7 +14,6 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use skald_core::pipeline::policy::Policy;
 use skald_server::{AppState, ServerConfig, Upstream as UpstreamConfig};
-use skald_store::SessionStore;
 use tokio::sync::Notify;
 use upstream::{
     Reply, Upstream, anthropic_overflow, anthropic_sse_text, anthropic_sse_text_with_id,
@@ -194,7 +193,7 @@ async fn a_big_tool_result_goes_up_as_a_ref_placeholder_with_the_fetch_tool_and_
 
     // The original was stored before the placeholder went out.
     let id = first_ref_id(body).unwrap();
-    let payload = server.state.refs.get(TENANT, &id).unwrap();
+    let payload = server.state.engine.refs().get(TENANT, &id).unwrap();
     assert!(format!("{payload:?}").contains("module_150.rs"));
     let text = metrics(&server).await;
     assert_eq!(metric(&text, "skald_refs_stored_total"), 1.0);
@@ -215,7 +214,12 @@ async fn the_conversation_is_stored_once_and_a_repeated_request_writes_nothing()
         &openai_request(&[]),
     )
     .await;
-    let first = server.state.sessions.get(TENANT, "s-sync").unwrap();
+    let first = server
+        .state
+        .engine
+        .sessions()
+        .get(TENANT, "s-sync")
+        .unwrap();
     // The conversation without the system prompt: that is the host's, sent with every request.
     assert_eq!(first.message_count, 5);
 
@@ -227,7 +231,12 @@ async fn the_conversation_is_stored_once_and_a_repeated_request_writes_nothing()
         &openai_request(&[]),
     )
     .await;
-    let again = server.state.sessions.get(TENANT, "s-sync").unwrap();
+    let again = server
+        .state
+        .engine
+        .sessions()
+        .get(TENANT, "s-sync")
+        .unwrap();
     assert_eq!(again.entry_count, first.entry_count);
     assert_eq!(again.updated_at_ms, first.updated_at_ms);
 
@@ -237,11 +246,17 @@ async fn the_conversation_is_stored_once_and_a_repeated_request_writes_nothing()
         json!({"role": "user", "content": "And step 151?"}),
     ]);
     post(&server, "/v1/chat/completions", "s-sync", &next).await;
-    let after = server.state.sessions.get(TENANT, "s-sync").unwrap();
+    let after = server
+        .state
+        .engine
+        .sessions()
+        .get(TENANT, "s-sync")
+        .unwrap();
     assert_eq!(after.message_count, 7);
     let context = server
         .state
-        .sessions
+        .engine
+        .sessions()
         .context(TENANT, "s-sync", None)
         .unwrap();
     assert_eq!(context.iter().filter(|m| m.plain_text() == "ok").count(), 1);
@@ -297,7 +312,7 @@ async fn without_a_session_header_the_session_is_derived_from_the_opening() {
             .unwrap();
         assert_eq!(response.status(), 200);
     }
-    let sessions = server.state.sessions.list(TENANT).unwrap();
+    let sessions = server.state.engine.sessions().list(TENANT).unwrap();
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     assert!(sessions[0].id.starts_with("conv-"));
     assert_eq!(sessions[0].message_count, 7);
@@ -495,7 +510,8 @@ async fn tool_statistics_count_the_clients_results_once_and_skalds_own_calls() {
     )
     .await;
     let (stats, problems) =
-        skald_engine::memory::load_tool_stats(&*server.state.memories, TENANT, "default").unwrap();
+        skald_engine::memory::load_tool_stats(server.state.engine.memories(), TENANT, "default")
+            .unwrap();
     assert!(problems.is_empty(), "{problems:?}");
     let calls = |tool: &str| stats.iter().find(|s| s.tool == tool).map(|s| s.calls);
     assert_eq!(calls("bash"), Some(1), "{stats:?}");
@@ -724,10 +740,10 @@ async fn a_tool_the_client_defines_itself_is_never_intercepted() {
 
 fn overflow_config(upstream: &Upstream) -> ServerConfig {
     let mut config = config_for(upstream);
-    config.policy = Policy::preset("none").unwrap();
-    config.window_tokens = 8_192;
-    config.compaction.reserve_tokens = 512;
-    config.memory.enabled = false;
+    config.engine.policy = Policy::preset("none").unwrap();
+    config.engine.window_tokens = 8_192;
+    config.engine.compaction.reserve_tokens = 512;
+    config.engine.memory.enabled = false;
     config
 }
 
@@ -804,7 +820,12 @@ async fn an_upstream_overflow_is_compacted_and_retried_transparently() {
     );
     // The compaction is a checkpoint in the session: nothing the client sent was lost (the
     // system prompt is the host's, not the session's).
-    let info = server.state.sessions.get(TENANT, "s-overflow").unwrap();
+    let info = server
+        .state
+        .engine
+        .sessions()
+        .get(TENANT, "s-overflow")
+        .unwrap();
     assert_eq!(info.message_count, 25);
 }
 
@@ -815,10 +836,10 @@ async fn an_upstream_overflow_is_compacted_and_retried_transparently() {
 async fn at_half_the_window_the_oldest_turns_go_to_memory_and_leave_the_next_request() {
     let upstream = Upstream::start().await;
     let mut config = config_for(&upstream);
-    config.policy = Policy::preset("none").unwrap();
+    config.engine.policy = Policy::preset("none").unwrap();
     // About 6,600 estimated tokens: 55 % of the window, below compaction's threshold.
-    config.window_tokens = 12_000;
-    config.compaction.reserve_tokens = 512;
+    config.engine.window_tokens = 12_000;
+    config.engine.compaction.reserve_tokens = 512;
     let server = start(config).await;
     upstream.push(Reply::Json(200, openai_text("Builds 0 to 2 fail.")));
     upstream.push(Reply::Json(200, openai_text("Build 5 passes.")));
@@ -826,12 +847,12 @@ async fn at_half_the_window_the_oldest_turns_go_to_memory_and_leave_the_next_req
     let response = post(&server, "/v1/chat/completions", "s-upload", &request).await;
     assert_eq!(response.status(), 200);
     for _ in 0..500 {
-        if !server.state.uploads.is_running(TENANT, "s-upload") {
+        if !server.state.engine.uploads().is_running(TENANT, "s-upload") {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert!(!server.state.uploads.is_running(TENANT, "s-upload"));
+    assert!(!server.state.engine.uploads().is_running(TENANT, "s-upload"));
 
     let messages = request["messages"].as_array_mut().unwrap();
     messages.push(json!({"role": "assistant", "content": "Builds 0 to 2 fail."}));
@@ -894,7 +915,12 @@ async fn at_half_the_window_the_oldest_turns_go_to_memory_and_leave_the_next_req
         "{text}"
     );
     // Nothing the client sent was lost: every message is in the session.
-    let info = server.state.sessions.get(TENANT, "s-upload").unwrap();
+    let info = server
+        .state
+        .engine
+        .sessions()
+        .get(TENANT, "s-upload")
+        .unwrap();
     assert!(info.message_count >= 27, "{info:?}");
 }
 
@@ -977,8 +1003,19 @@ async fn with_the_skald_key_in_its_own_header_the_clients_provider_key_passes_th
     assert_eq!(sent.header("openai-organization"), Some("org-test"));
     assert_no_skald_key(&upstream, &key.secret);
     // The session is the key's tenant's.
-    assert_eq!(server.state.sessions.list("acme").unwrap().len(), 1);
-    assert!(server.state.sessions.list(TENANT).unwrap().is_empty());
+    assert_eq!(
+        server.state.engine.sessions().list("acme").unwrap().len(),
+        1
+    );
+    assert!(
+        server
+            .state
+            .engine
+            .sessions()
+            .list(TENANT)
+            .unwrap()
+            .is_empty()
+    );
 
     let refused = client
         .post(server.url("/v1/chat/completions"))
@@ -1051,7 +1088,15 @@ async fn a_skald_bearer_key_without_a_configured_provider_key_is_refused_before_
         "{message}"
     );
     assert_eq!(upstream.request_count(), 0);
-    assert!(server.state.sessions.list("acme").unwrap().is_empty());
+    assert!(
+        server
+            .state
+            .engine
+            .sessions()
+            .list("acme")
+            .unwrap()
+            .is_empty()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1144,11 +1189,20 @@ async fn bad_requests_get_a_clear_error_and_change_nothing() {
     assert!(message.contains("x-skald-session"), "{message}");
 
     assert_eq!(upstream.request_count(), 0);
-    assert!(server.state.sessions.list(TENANT).unwrap().is_empty());
     assert!(
         server
             .state
-            .refs
+            .engine
+            .sessions()
+            .list(TENANT)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        server
+            .state
+            .engine
+            .refs()
             .stats(TENANT)
             .map_or(true, |stats| stats.count == 0)
     );

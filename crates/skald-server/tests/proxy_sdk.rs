@@ -133,10 +133,10 @@ async fn small_window_server(upstream: &Upstream) -> TestServer {
         base_url: upstream.anthropic_base(),
         api_key: None,
     });
-    config.policy = Policy::preset("none").unwrap();
-    config.window_tokens = 8_192;
-    config.compaction.reserve_tokens = 512;
-    config.memory.enabled = false;
+    config.engine.policy = Policy::preset("none").unwrap();
+    config.engine.window_tokens = 8_192;
+    config.engine.compaction.reserve_tokens = 512;
+    config.engine.memory.enabled = false;
     TestServer::start(AppState::in_memory(config).unwrap()).await
 }
 

@@ -19,7 +19,6 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use skald_server::config::UpstreamTimeouts;
 use skald_server::{AppState, ServerConfig, Upstream as UpstreamConfig};
-use skald_store::SessionStore;
 use tokio::sync::Notify;
 use upstream::{
     Reply, RespItem, Upstream, anthropic_sse_text_with_id, anthropic_text, anthropic_tool_uses,
@@ -945,7 +944,15 @@ async fn count_tokens_is_forwarded_with_skalds_view_and_touches_no_session() {
     let result = sent[0].body["messages"][2]["content"][0].to_string();
     assert!(result.contains("[REF_ID: "), "{result}");
     assert!(result.len() < 2_000, "{} chars went up", result.len());
-    assert!(server.state.sessions.list(TENANT).unwrap().is_empty());
+    assert!(
+        server
+            .state
+            .engine
+            .sessions()
+            .list(TENANT)
+            .unwrap()
+            .is_empty()
+    );
     assert!(listed_sessions(&server).await.is_empty());
 }
 
@@ -1331,7 +1338,15 @@ async fn a_skald_key_in_the_provider_header_without_a_provider_key_is_a_422_nami
     );
     assert!(!message.contains(&key.secret), "{message}");
     assert_eq!(upstream.request_count(), 0);
-    assert!(server.state.sessions.list("acme").unwrap().is_empty());
+    assert!(
+        server
+            .state
+            .engine
+            .sessions()
+            .list("acme")
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Regression: an older Codex (chat wire) sends `[assistant tool_calls][assistant text][tool]`;

@@ -3,33 +3,16 @@
 use crate::StoreError;
 
 /// The longest tenant name accepted.
-pub const MAX_TENANT_LEN: usize = 128;
+pub use skald_core::ids::MAX_TENANT_LEN;
 
-/// Checks a tenant name: 1 to [`MAX_TENANT_LEN`] characters from `[A-Za-z0-9._-]`, starting with
-/// a letter or digit (so `.`/`..` and names that look like options are never tenants).
+/// Checks a tenant name by [`skald_core::ids::Tenant`]'s rules: 1 to [`MAX_TENANT_LEN`]
+/// characters from `[A-Za-z0-9._-]`, starting with a letter or digit (so `.`/`..` and names that
+/// look like options are never tenants).
 pub fn validate_tenant(tenant: &str) -> Result<(), StoreError> {
-    let invalid = |reason| StoreError::InvalidTenant {
-        shown: tenant.chars().take(80).collect(),
-        reason,
-    };
-    let Some(first) = tenant.chars().next() else {
-        return Err(invalid("a tenant name must not be empty"));
-    };
-    if tenant.len() > MAX_TENANT_LEN {
-        return Err(invalid("a tenant name has at most 128 characters"));
-    }
-    if !first.is_ascii_alphanumeric() {
-        return Err(invalid("a tenant name starts with a letter or digit"));
-    }
-    if !tenant
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-    {
-        return Err(invalid(
-            "a tenant name has only ASCII letters, digits, '.', '_' and '-'",
-        ));
-    }
-    Ok(())
+    skald_core::ids::check_tenant(tenant).map_err(|refused| StoreError::InvalidTenant {
+        shown: refused.shown,
+        reason: refused.reason,
+    })
 }
 
 #[cfg(test)]

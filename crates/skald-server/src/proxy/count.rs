@@ -28,13 +28,13 @@ pub async fn count_tokens(
     let state = &exchange.state;
     let mut detached = SessionState::default();
     let assembled = match assemble(
-        &*state.refs,
-        &state.config.policy,
+        state.engine.refs(),
+        &state.engine.config().policy,
         &mut detached,
         conversation,
         AssembleRequest {
             tenant: &exchange.tenant,
-            context_window_tokens: state.config.window_tokens,
+            context_window_tokens: state.engine.config().window_tokens,
             now_ms: exchange.now_ms,
             fetch_available: true,
         },

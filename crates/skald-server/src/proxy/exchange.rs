@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
 use skald_core::codec::{anthropic, openai, responses};
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, ContentForm, Conversation, Message, Role, ToolCall, Usage};
 use skald_engine::error_with_causes;
@@ -20,8 +21,8 @@ use skald_engine::ingest;
 use skald_engine::memory::{MemoryIdentity, record_tool_reports};
 use skald_engine::recovery::{OverflowSource, RecallHook, RecoveryAction};
 use skald_engine::{
-    CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, PrepareContext, PreparedCall, RecoveryError,
-    RecoverySettings, SessionState, TurnDriver,
+    CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, PrepareContext, PrepareInput, PreparedCall,
+    RecoveryError, RecoverySettings, SessionState, TurnDriver,
 };
 use skald_llm::LlmError;
 use tokio::sync::{mpsc, oneshot};
@@ -35,8 +36,8 @@ use super::tools::{self, Executed, SkaldTools};
 use super::upstream::{Api, response_headers};
 use crate::error::ApiError;
 use crate::metrics::{Metrics, ProxyNote};
-use crate::session_cache::OwnedSlotGuard;
 use crate::state::AppState;
+use skald_engine::OwnedSlotGuard;
 
 /// Upstream calls one request may make to answer skald's own tool calls before the answer goes
 /// to the client as it is (without those calls).
@@ -46,8 +47,8 @@ pub const MAX_TOOL_ROUNDS: u32 = 8;
 pub struct Exchange {
     pub api: Api,
     pub state: AppState,
-    pub tenant: String,
-    pub session_id: String,
+    pub tenant: Tenant,
+    pub session_id: SessionId,
     pub url: String,
     /// The headers of every upstream call (auth settled, skald's own removed).
     pub headers: HeaderMap,
@@ -93,47 +94,33 @@ struct Sent {
 
 impl Exchange {
     fn prepare_context(&self) -> PrepareContext<'_> {
-        let config = &self.state.config;
-        PrepareContext {
-            model: self.request.model.as_deref(),
-            sessions: &*self.state.sessions,
-            refs: &*self.state.refs,
+        self.state.engine.prepare_context(PrepareInput {
             tenant: &self.tenant,
-            session_id: &self.session_id,
-            summarizer: config.summarizer.as_ref(),
-            policy: &config.policy,
-            compaction: &config.compaction,
-            window_tokens: config.window_tokens,
+            session: &self.session_id,
+            model: self.request.model.as_deref(),
             system_prompt: self.host_prompt.text.as_deref(),
             tools: &self.client_tools,
             fetch_available: true,
             now_ms: self.now_ms,
             agents_md: None,
             settings: &self.settings,
-        }
+        })
     }
 
-    /// What memory does around the turn's calls, when memory is on: the server's writer
-    /// archives the span of every compaction (as for the engine API's `compact`), the upload
-    /// driver runs before the first call, and `recall` is what the model is given.
+    /// What memory does around the turn's calls, when memory is on (see
+    /// [`skald_engine::Engine::memory_hooks`]).
     fn memory_hooks<'a>(&'a self, recall: Option<&'a RecallHook<'a>>) -> MemoryHooks<'a> {
-        let on = self.identity.is_some();
-        MemoryHooks {
-            writer: on.then_some(&self.state.memory_writer),
-            uploads: on.then_some(&*self.state.uploads),
-            recall,
-        }
+        self.state
+            .engine
+            .memory_hooks(self.identity.is_some(), recall)
     }
 
     /// Recall for every call of the turn, with skald's memory tools offered (memory on).
     fn recall_hook(&self) -> Option<RecallHook<'_>> {
-        self.identity.as_ref().map(|identity| RecallHook {
-            store: &*self.state.memories,
-            embedder: self.state.config.embedder.as_deref(),
-            identity,
-            settings: &self.state.config.memory.recall,
-            offer_tools: true,
-            simulated_calls: !self.thinking_enabled(),
+        self.identity.as_ref().map(|identity| {
+            self.state
+                .engine
+                .recall_hook(identity, true, !self.thinking_enabled())
         })
     }
 
@@ -371,7 +358,7 @@ impl Exchange {
         };
         if let Err(error) = ingest::append_answer(
             session,
-            &*self.state.sessions,
+            self.state.engine.sessions(),
             &self.tenant,
             &self.session_id,
             decoded.message,
@@ -384,7 +371,7 @@ impl Exchange {
     /// `response` with the request's notes for its log line.
     fn noted(&self, mut response: Response, noted: &Noted) -> Response {
         response.extensions_mut().insert(ProxyNote {
-            session: self.session_id.clone(),
+            session: self.session_id.to_string(),
             upstream_status: noted.upstream_status,
             upstream_ms: noted.upstream_ms,
             upstream_calls: noted.upstream_calls,
@@ -441,7 +428,7 @@ impl Exchange {
         }
         ingest::append_hidden(
             session,
-            &*self.state.sessions,
+            self.state.engine.sessions(),
             &self.tenant,
             &self.session_id,
             messages,
@@ -449,7 +436,7 @@ impl Exchange {
         .and_then(|_| {
             conversation::note_write(
                 session,
-                &*self.state.sessions,
+                self.state.engine.sessions(),
                 &self.tenant,
                 &self.session_id,
             )
@@ -465,7 +452,7 @@ impl Exchange {
     pub fn record_tool_reports(&self, reports: &[ToolCallReport]) {
         if let (Some(identity), false) = (&self.identity, reports.is_empty()) {
             if let Err(error) = record_tool_reports(
-                &*self.state.memories,
+                self.state.engine.memories(),
                 &self.tenant,
                 identity.agent(),
                 reports,

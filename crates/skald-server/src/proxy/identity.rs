@@ -19,9 +19,9 @@
 
 use axum::http::HeaderMap;
 use serde_json::Value;
+use skald_core::ids::SessionId;
 use skald_core::message::Message;
 use skald_core::session_id;
-use skald_store::sessions::validate_session_id;
 
 use super::upstream::{Api, SESSION_HEADER};
 use crate::error::ApiError;
@@ -32,20 +32,22 @@ pub fn session_id(
     headers: &HeaderMap,
     body: &Value,
     messages: &[Message],
-) -> Result<String, ApiError> {
-    if let Some((host, id)) = client_session(api, headers, body) {
-        return Ok(session_id::for_client(host, &id, messages));
-    }
-    if let Some(value) = headers.get(SESSION_HEADER) {
+) -> Result<SessionId, ApiError> {
+    let derived = if let Some((host, id)) = client_session(api, headers, body) {
+        session_id::for_client(host, &id, messages)
+    } else if let Some(value) = headers.get(SESSION_HEADER) {
         let id = value.to_str().map_err(|_| {
             ApiError::BadRequest(format!("the {SESSION_HEADER} header is not ASCII text"))
         })?;
-        validate_session_id(id).map_err(|error| {
+        return SessionId::parse(id).map_err(|error| {
             ApiError::BadRequest(format!("the {SESSION_HEADER} header: {error}"))
-        })?;
-        return Ok(id.to_owned());
-    }
-    Ok(session_id::derive(messages))
+        });
+    } else {
+        session_id::derive(messages)
+    };
+    // Both derivations only make valid ids; a failure here is a bug worth a clear 500.
+    SessionId::parse(derived)
+        .map_err(|error| ApiError::Internal(format!("the derived session id: {error}")))
 }
 
 /// The host's name and its own conversation id, when the request carries one.
@@ -138,7 +140,7 @@ mod tests {
         .unwrap();
         assert_eq!(from_header, from_metadata);
         assert!(from_header.starts_with(&format!("claude-code-{uuid}-")));
-        validate_session_id(&from_header).unwrap();
+        SessionId::parse(from_header.as_str()).unwrap();
         let older = session_id(
             Api::Anthropic,
             &HeaderMap::new(),
@@ -234,7 +236,7 @@ mod tests {
             &opening("hi"),
         )
         .unwrap();
-        validate_session_id(&id).unwrap();
+        SessionId::parse(id.as_str()).unwrap();
         assert!(id.starts_with("claude-code-a-b-c-d-"));
     }
 }

@@ -32,7 +32,6 @@ use bytes::Bytes;
 use serde_json::Value;
 use skald_engine::RecoverySettings;
 use skald_engine::ingest;
-use skald_engine::memory::MemoryIdentity;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -298,8 +297,8 @@ async fn start(
         Some(Value::Array(tools)) => tools.clone(),
         Some(_) | None => Vec::new(),
     };
-    let identity = if state.config.memory.enabled {
-        match MemoryIdentity::new(&state.config.memory.user, &state.config.memory.agent) {
+    let identity = if state.engine.config().memory.enabled {
+        match state.engine.memory_identity() {
             Ok(identity) => Some(identity),
             Err(error) => {
                 tracing::warn!(%error, "the [memory] user or agent is not a valid name; memory is off");
@@ -337,7 +336,7 @@ async fn start(
         return Ok(count::count_tokens(exchange, conversation).await);
     }
 
-    let slot = state.session_slot(&exchange.tenant, &exchange.session_id);
+    let slot = state.engine.slot(&exchange.tenant, &exchange.session_id);
     let mut session = slot.lock_owned().await;
     let previous = match (api, value.get("previous_response_id")) {
         (Api::Responses, Some(Value::String(id))) => Some(id.clone()),
@@ -348,7 +347,7 @@ async fn start(
         Some(previous) => {
             let earlier = ingest::conversation_before_response(
                 &mut session,
-                &*state.sessions,
+                state.engine.sessions(),
                 &exchange.tenant,
                 &exchange.session_id,
                 &previous,
@@ -377,7 +376,7 @@ async fn start(
     };
     let synced = conversation::sync(
         &mut session,
-        &*state.sessions,
+        state.engine.sessions(),
         &exchange.tenant,
         &exchange.session_id,
         &messages,

@@ -8,13 +8,13 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use serde_json::Value;
+use skald_core::ids::Tenant;
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{
     Block, ContentForm, Extra, Message, MessageMeta, Role, StopReason, ToolCall, ToolResult,
 };
 use skald_core::pipeline::offload::FETCH_TOOL_NAME;
-use skald_engine::execute_fetch;
-use skald_engine::memory::{MemoryIdentity, execute_memory_tool};
+use skald_engine::memory::MemoryIdentity;
 
 use super::upstream::Api;
 use crate::state::AppState;
@@ -47,25 +47,20 @@ pub struct Executed {
 /// Runs one skald tool call for the request's tenant.
 pub async fn execute(
     state: &AppState,
-    tenant: &str,
+    tenant: &Tenant,
     identity: Option<&MemoryIdentity>,
     call: &ToolCall,
 ) -> Executed {
     let started = Instant::now();
     let (text, is_error) = if call.name == FETCH_TOOL_NAME {
-        let output = execute_fetch(&*state.refs, tenant, &call.arguments);
+        let output = state.engine.fetch(tenant, &call.arguments);
         let failed = output.is_error();
         (output.text, failed)
     } else if let Some(identity) = identity {
-        let output = execute_memory_tool(
-            &*state.memories,
-            state.config.embedder.as_deref(),
-            tenant,
-            identity,
-            &call.name,
-            &call.arguments,
-        )
-        .await;
+        let output = state
+            .engine
+            .memory_tool(tenant, identity, &call.name, &call.arguments)
+            .await;
         (output.text, output.is_error)
     } else {
         (

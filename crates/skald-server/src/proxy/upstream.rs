@@ -289,7 +289,7 @@ mod tests {
 
     fn caller(source: KeySource) -> Caller {
         Caller {
-            tenant: "acme".to_owned(),
+            tenant: skald_core::ids::Tenant::parse("acme").unwrap(),
             key_id: None,
             key_source: source,
         }

@@ -10,9 +10,10 @@
 //! - `POST /v1/sessions/{id}/bootstrap` — `bootstrap` from a session file's content or messages.
 //! - `GET /v1/sessions`, `GET /v1/sessions/{id}`, `…/entries`, `…/context` — reads.
 //!
-//! Every handler works in the caller's tenant only, holds the session's engine state
-//! ([`AppState::session_slot`]) while it runs (requests of one session are serialised; their
-//! decisions build on each other), and checks its whole input before it writes anything.
+//! Each handler is a mapping: it checks its whole input (the session id, the body) and
+//! translates it to one [`skald_engine::Engine`] call in the caller's tenant — which holds the
+//! session's state while it runs, so requests of one session are serialised — and translates
+//! the answer back.
 
 use std::collections::HashSet;
 
@@ -25,29 +26,26 @@ use skald_core::codec::openclaw::{
     decode_agent_message_at, encode_agent_messages, encode_entry, encode_header,
 };
 use skald_core::compaction::{CompactionOutcome, CompactionTrigger};
-use skald_core::memory::tools::MEMORY_TOOL_NAMES;
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Message, ToolSpec};
-use skald_core::pipeline::offload::FETCH_TOOL_NAME;
 use skald_core::time::format_rfc3339_seconds;
-use skald_engine::after_turn::{AfterTurn, AfterTurnMemory, after_turn};
-use skald_engine::compact::{CompactReport, CompactRequest, SpanArchive, compact_and_archive};
+use skald_engine::after_turn::AfterTurn;
+use skald_engine::compact::CompactReport;
 use skald_engine::ingest;
 use skald_engine::memory::{MemoryIdentity, RecallReport, SessionMemoryReport};
-use skald_engine::{ModelView, RecallHook, SessionState, ViewRequest, prepare_view};
-use skald_store::sessions::import::{ImportError, ImportOptions, ImportStatus, import_transcript};
-use skald_store::sessions::{SessionError, SessionInfo, SessionStore};
+use skald_engine::{
+    AssembleInput, BootstrapSource, CompactInput, ModelView, SessionOverview, View, ViewOptions,
+};
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{ApiJson, ApiPath, ApiQuery, engine_error, session_error, session_id};
+use super::{ApiJson, ApiPath, ApiQuery, engine_error, session_id};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::state::AppState;
-use skald_store::clock::now_ms;
 
 /// The smallest token budget a request may give.
 pub const MIN_TOKEN_BUDGET: u64 = 1_000;
@@ -85,27 +83,15 @@ fn decode_messages(values: &[Value], root: &str) -> Result<Vec<Message>, ApiErro
         .collect()
 }
 
-/// The token budget of a request, or the server's window.
-fn token_budget(state: &AppState, budget: Option<u64>) -> Result<u64, ApiError> {
+/// The token budget of a request, checked (`None`: the engine's window).
+fn token_budget(budget: Option<u64>) -> Result<Option<u64>, ApiError> {
     match budget {
         Some(tokens) if tokens < MIN_TOKEN_BUDGET => Err(ApiError::BadRequest(format!(
             "tokenBudget is {tokens} tokens: a context window is at least {MIN_TOKEN_BUDGET} \
              tokens"
         ))),
-        Some(tokens) => Ok(tokens),
-        None => Ok(state.config.window_tokens),
+        budget => Ok(budget),
     }
-}
-
-/// The memory identity of the server's `[memory]` user and agent.
-fn configured_identity(state: &AppState) -> Result<MemoryIdentity, ApiError> {
-    let memory = &state.config.memory;
-    MemoryIdentity::new(&memory.user, &memory.agent).map_err(|error| {
-        ApiError::Internal(format!(
-            "the configured memory identity (user {:?}, agent {:?}) is not usable: {error}",
-            memory.user, memory.agent
-        ))
-    })
 }
 
 /// A tool skald asks the host to offer the model.
@@ -171,89 +157,8 @@ pub struct MemoryReport {
     pub errors: Vec<String>,
 }
 
-/// The view and the tools, filtered by what the host runs.
-struct BuiltView {
-    view: ModelView,
-    tools: Vec<ToolDefinition>,
-    /// Whose memories the view used (memory on).
-    identity: Option<MemoryIdentity>,
-}
-
-/// Which of skald's tools the host runs: all of them when it does not say.
-fn host_runs(available: Option<&HashSet<String>>, name: &str) -> bool {
-    available.is_none_or(|names| names.contains(name))
-}
-
-/// How a view is asked for.
-struct ViewOptions<'a> {
-    window_tokens: u64,
-    /// The tools the host runs (`None`: all of skald's).
-    available: Option<&'a HashSet<String>>,
-    with_memory: bool,
-    /// Whose memories (default: the server's `[memory]` user and agent).
-    identity: Option<MemoryIdentity>,
-    pending_prompt: Option<&'a str>,
-}
-
-/// Builds the session's view (see `skald_engine::view`) in the caller's tenant.
-async fn build_view(
-    state: &AppState,
-    tenant: &str,
-    session: &str,
-    engine_state: &mut SessionState,
-    options: ViewOptions<'_>,
-) -> Result<BuiltView, ApiError> {
-    let ViewOptions {
-        window_tokens,
-        available,
-        with_memory,
-        identity,
-        pending_prompt,
-    } = options;
-    let identity = match (with_memory, identity) {
-        (false, _) => None,
-        (true, Some(identity)) => Some(identity),
-        (true, None) => Some(configured_identity(state)?),
-    };
-    let hook = identity.as_ref().map(|identity| RecallHook {
-        store: state.memories.as_ref(),
-        embedder: state.config.embedder.as_deref(),
-        identity,
-        settings: &state.config.memory.recall,
-        offer_tools: MEMORY_TOOL_NAMES
-            .iter()
-            .any(|name| host_runs(available, name)),
-        simulated_calls: true,
-    });
-    let request = ViewRequest {
-        sessions: state.sessions.as_ref(),
-        refs: state.refs.as_ref(),
-        tenant,
-        session_id: session,
-        policy: &state.config.policy,
-        window_tokens,
-        now_ms: now_ms(),
-        fetch_available: host_runs(available, FETCH_TOOL_NAME),
-        memory: hook.as_ref(),
-        pending_prompt,
-    };
-    let view = prepare_view(&request, engine_state)
-        .await
-        .map_err(engine_error)?;
-    let tools = view
-        .tools
-        .iter()
-        .filter(|tool| host_runs(available, &tool.name))
-        .map(ToolDefinition::from)
-        .collect();
-    Ok(BuiltView {
-        view,
-        tools,
-        identity,
-    })
-}
-
-fn view_report(built: &BuiltView) -> ViewReport {
+/// What the view did, as the routes report it.
+fn view_report(built: &View) -> ViewReport {
     let view = &built.view;
     let (user, agent) = built
         .identity
@@ -407,17 +312,11 @@ async fn ingest_route(
     let stored = if body.is_heartbeat {
         0
     } else {
-        let slot = state.session_slot(&caller.tenant, &id);
-        let mut engine_state = slot.lock().await;
-        ingest::ingest_messages(
-            &mut engine_state,
-            state.sessions.as_ref(),
-            &caller.tenant,
-            &id,
-            messages,
-        )
-        .map_err(engine_error)?
-        .ingested
+        state
+            .engine
+            .ingest(&caller.tenant, &id, messages)
+            .await
+            .map_err(engine_error)?
     };
     Ok(Json(if batch {
         IngestResponse::Batch {
@@ -502,53 +401,38 @@ async fn assemble_route(
 ) -> Result<Json<AssembleResponse>, ApiError> {
     let id = session_id(id)?;
     let _ = (&body.citations_mode, &body.session_key);
-    let window = token_budget(&state, body.token_budget)?;
+    let window = token_budget(body.token_budget)?;
     let messages = body
         .messages
         .as_deref()
         .map(|values| decode_messages(values, "messages"))
         .transpose()?;
-    let slot = state.session_slot(&caller.tenant, &id);
-    let mut engine_state = slot.lock().await;
-    let sync = match &messages {
-        Some(messages) => Some(
-            ingest::sync_conversation(
-                &mut engine_state,
-                state.sessions.as_ref(),
-                &caller.tenant,
-                &id,
-                messages,
-                source_format(),
-            )
-            .map_err(engine_error)?
-            .into(),
-        ),
-        None => None,
-    };
-    let built = build_view(
-        &state,
-        &caller.tenant,
-        &id,
-        &mut engine_state,
-        ViewOptions {
+    let input = AssembleInput {
+        messages,
+        source_format: source_format().to_owned(),
+        model: body.model,
+        options: ViewOptions {
             window_tokens: window,
-            available: body.available_tools.as_ref(),
-            with_memory: state.config.memory.enabled,
+            available_tools: body.available_tools,
+            with_memory: state.engine.config().memory.enabled,
             identity: None,
-            pending_prompt: body.prompt.as_deref(),
+            pending_prompt: body.prompt,
         },
-    )
-    .await?;
+    };
+    let assembly = state
+        .engine
+        .assemble(&caller.tenant, &id, input)
+        .await
+        .map_err(engine_error)?;
+    let built = &assembly.view;
     record_view_metrics(&state.metrics, &built.view);
-    let counted = built.view.estimated_tokens();
-    engine_state.record_counted(body.model.as_deref(), counted);
     Ok(Json(AssembleResponse {
         messages: encode_agent_messages(&built.view.messages),
-        estimated_tokens: engine_state.calibrated_tokens(body.model.as_deref(), counted),
+        estimated_tokens: assembly.estimated_tokens,
         system_prompt_addition: built.view.system_prompt_addition(),
-        report: view_report(&built),
-        tools: built.tools,
-        sync,
+        report: view_report(built),
+        tools: built.tools.iter().map(ToolDefinition::from).collect(),
+        sync: assembly.sync.map(Into::into),
     }))
 }
 
@@ -643,40 +527,25 @@ async fn compact_route(
     ApiJson(body): ApiJson<CompactRequestBody>,
 ) -> Result<Json<CompactResponse>, ApiError> {
     let id = session_id(id)?;
-    let window = token_budget(&state, body.token_budget)?;
-    let slot = state.session_slot(&caller.tenant, &id);
-    let mut engine_state = slot.lock().await;
-    let request = CompactRequest {
-        tenant: &caller.tenant,
-        session_id: &id,
+    let window = token_budget(body.token_budget)?;
+    let input = CompactInput {
         window_tokens: window,
         trigger: if body.force {
             CompactionTrigger::Manual
         } else {
             CompactionTrigger::Threshold
         },
-        settings: &state.config.compaction,
-        custom_instructions: body.custom_instructions.as_deref(),
-        agents_md: body.agents_md.as_deref(),
+        custom_instructions: body.custom_instructions,
+        agents_md: body.agents_md,
         context_tokens: body.current_token_count,
+        archive: body.archive.unwrap_or(true),
     };
-    let cancel = CancellationToken::new();
-    let archive =
-        (state.config.memory.enabled && body.archive.unwrap_or(true)).then_some(SpanArchive {
-            writer: &state.memory_writer,
-            system_prompt: None,
-        });
-    let compaction = compact_and_archive(
-        state.sessions.as_ref(),
-        state.refs.as_ref(),
-        state.config.summarizer.as_ref(),
-        &request,
-        archive,
-        Some(&mut engine_state),
-        &cancel,
-    )
-    .await
-    .map_err(engine_error)?;
+    let compaction = state
+        .engine
+        .compact(&caller.tenant, &id, &input, &CancellationToken::new())
+        .await
+        .map_err(engine_error)?;
+    let window = window.unwrap_or(state.engine.config().window_tokens);
     let report = compaction.report(&id, &caller.tenant, window);
     let archive = match (&compaction.memory_error, &compaction.memory_archive) {
         (Some(error), _) => serde_json::json!({ "error": error }),
@@ -901,12 +770,12 @@ async fn after_turn_route(
 ) -> Result<Json<AfterTurnResponse>, ApiError> {
     let id = session_id(id)?;
     let window = token_budget(
-        &state,
         body.token_budget.or(body
             .runtime_context
             .as_ref()
             .and_then(|context| context.token_budget)),
-    )?;
+    )?
+    .unwrap_or(state.engine.config().window_tokens);
     let messages = body
         .messages
         .as_deref()
@@ -949,23 +818,11 @@ async fn after_turn_route(
         window_tokens: window,
         source_format: source_format(),
     };
-    let memory = state.config.memory.enabled.then(|| AfterTurnMemory {
-        store: state.memories.as_ref(),
-        agent: &state.config.memory.agent,
-        uploads: &state.uploads,
-    });
-    let slot = state.session_slot(&caller.tenant, &id);
-    let mut engine_state = slot.lock().await;
-    let outcome = after_turn(
-        &mut engine_state,
-        state.sessions.as_ref(),
-        &caller.tenant,
-        &id,
-        &turn,
-        memory,
-    )
-    .await
-    .map_err(engine_error)?;
+    let outcome = state
+        .engine
+        .after_turn(&caller.tenant, &id, &turn)
+        .await
+        .map_err(engine_error)?;
     if let Some(step) = &outcome.upload {
         state.metrics.upload_step(step);
     }
@@ -1042,27 +899,6 @@ pub struct ImportReport {
     pub issues: Vec<String>,
 }
 
-fn import_error(error: ImportError) -> ApiError {
-    match error {
-        ImportError::Decode(_) | ImportError::InvalidTree { .. } => {
-            ApiError::BadRequest(format!("sessionJsonl cannot be imported: {error}"))
-        }
-        ImportError::Session(session) => session_error(session),
-        ImportError::Conflict { .. } | ImportError::FormatMismatch { .. } => {
-            ApiError::Unprocessable(error.to_string())
-        }
-    }
-}
-
-/// Stored message count of a session (0 when it does not exist).
-fn message_count(store: &dyn SessionStore, tenant: &str, id: &str) -> Result<u64, ApiError> {
-    match store.get(tenant, id) {
-        Ok(info) => Ok(info.message_count),
-        Err(SessionError::NotFound { .. }) => Ok(0),
-        Err(error) => Err(session_error(error)),
-    }
-}
-
 /// Brings a session's existing history in: an OpenClaw session file's content (`sessionJsonl`:
 /// its entry tree, ids and leaf kept) or its messages. Idempotent: what is already stored is
 /// not stored again, and a history that only grew appends what is new.
@@ -1087,69 +923,46 @@ async fn bootstrap_route(
         .as_deref()
         .map(|values| decode_messages(values, "messages"))
         .transpose()?;
-    let store = state.sessions.as_ref();
-    let slot = state.session_slot(&caller.tenant, &id);
-    let mut engine_state = slot.lock().await;
-    let before = message_count(store, &caller.tenant, &id)?;
-    let mut import = None;
-    let reason = match (body.session_jsonl, messages) {
+    let source = match (body.session_jsonl, messages) {
         (Some(_), Some(_)) => {
             return Err(ApiError::BadRequest(
                 "give either `sessionJsonl` or `messages`, not both".to_owned(),
             ));
         }
-        (Some(text), None) => {
-            let options = ImportOptions {
-                source: body.session_file,
-                session_id: Some(id.clone()),
-                now_ms: now_ms(),
-            };
-            let outcome =
-                import_transcript(store, &caller.tenant, &text, &options).map_err(import_error)?;
-            let info = store.get(&caller.tenant, &id).map_err(session_error)?;
-            let reason = match outcome.status {
-                ImportStatus::AlreadyImported => {
-                    Some("already bootstrapped: the session holds this whole history".to_owned())
-                }
-                ImportStatus::Created | ImportStatus::Appended => None,
-            };
-            import = Some(ImportReport {
-                session_id: outcome.session_id,
-                tenant: caller.tenant.clone(),
-                format: outcome.format.name().to_owned(),
-                status: outcome.status.name().to_owned(),
-                entries_added: outcome.entries_added,
-                entries: info.entry_count,
-                messages: info.message_count,
-                title: info.title,
-                issues: outcome.issues.iter().map(ToString::to_string).collect(),
-            });
-            reason
-        }
-        (None, Some(messages)) => {
-            let outcome = ingest::sync_conversation(
-                &mut engine_state,
-                store,
-                &caller.tenant,
-                &id,
-                &messages,
-                source_format(),
-            )
-            .map_err(engine_error)?;
-            (!outcome.created && outcome.appended == 0 && !outcome.forked)
-                .then(|| "already bootstrapped: the session holds these messages".to_owned())
-        }
+        (Some(text), None) => BootstrapSource::File {
+            text,
+            path: body.session_file,
+        },
+        (None, Some(messages)) => BootstrapSource::Messages {
+            messages,
+            source_format: source_format().to_owned(),
+        },
         (None, None) => {
             return Err(ApiError::BadRequest(
                 "the body needs `sessionJsonl` (a session file's content) or `messages`".to_owned(),
             ));
         }
     };
-    let after = message_count(store, &caller.tenant, &id)?;
+    let done = state
+        .engine
+        .bootstrap(&caller.tenant, &id, source)
+        .await
+        .map_err(engine_error)?;
+    let import = done.import.map(|(outcome, info)| ImportReport {
+        session_id: outcome.session_id,
+        tenant: caller.tenant.to_string(),
+        format: outcome.format.name().to_owned(),
+        status: outcome.status.name().to_owned(),
+        entries_added: outcome.entries_added,
+        entries: info.entry_count,
+        messages: info.message_count,
+        title: info.title,
+        issues: outcome.issues.iter().map(ToString::to_string).collect(),
+    });
     Ok(Json(BootstrapResponse {
-        bootstrapped: reason.is_none(),
-        imported_messages: after.saturating_sub(before),
-        reason,
+        bootstrapped: done.already.is_none(),
+        imported_messages: done.messages_after.saturating_sub(done.messages_before),
+        reason: done.already,
         import,
     }))
 }
@@ -1179,14 +992,11 @@ pub struct SessionSummary {
     pub updated_at: String,
 }
 
-impl SessionSummary {
-    /// The summary of a stored session, its context estimated.
-    fn read(store: &dyn SessionStore, tenant: &str, info: SessionInfo) -> Result<Self, ApiError> {
-        let context = store
-            .context(tenant, &info.id, None)
-            .map_err(session_error)?;
-        Ok(SessionSummary {
-            estimated_tokens: skald_core::tokens::estimate::estimate_messages_tokens(&context),
+impl From<SessionOverview> for SessionSummary {
+    fn from(overview: SessionOverview) -> SessionSummary {
+        let info = overview.info;
+        SessionSummary {
+            estimated_tokens: overview.estimated_tokens,
             session_id: info.id,
             title: info.title,
             source_format: info.source_format,
@@ -1196,7 +1006,7 @@ impl SessionSummary {
             leaf_id: info.leaf_id,
             created_at: format_rfc3339_seconds(info.created_at_ms),
             updated_at: format_rfc3339_seconds(info.updated_at_ms),
-        })
+        }
     }
 }
 
@@ -1214,13 +1024,13 @@ async fn list_sessions(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<SessionList>, ApiError> {
-    let store = state.sessions.as_ref();
-    let sessions = store
-        .list(&caller.tenant)
-        .map_err(session_error)?
+    let sessions = state
+        .engine
+        .list_sessions(&caller.tenant)
+        .map_err(engine_error)?
         .into_iter()
-        .map(|info| SessionSummary::read(store, &caller.tenant, info))
-        .collect::<Result<_, _>>()?;
+        .map(SessionSummary::from)
+        .collect();
     Ok(Json(SessionList { sessions }))
 }
 
@@ -1237,9 +1047,11 @@ async fn session_info(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<SessionSummary>, ApiError> {
     let id = session_id(id)?;
-    let store = state.sessions.as_ref();
-    let info = store.get(&caller.tenant, &id).map_err(session_error)?;
-    Ok(Json(SessionSummary::read(store, &caller.tenant, info)?))
+    let overview = state
+        .engine
+        .session_overview(&caller.tenant, &id)
+        .map_err(engine_error)?;
+    Ok(Json(overview.into()))
 }
 
 /// A session's entries as OpenClaw writes them.
@@ -1271,9 +1083,9 @@ async fn session_entries(
 ) -> Result<Json<SessionEntries>, ApiError> {
     let id = session_id(id)?;
     let session = state
-        .sessions
-        .load(&caller.tenant, &id)
-        .map_err(session_error)?;
+        .engine
+        .load_session(&caller.tenant, &id)
+        .map_err(engine_error)?;
     Ok(Json(SessionEntries {
         header: encode_header(&session.header),
         leaf_id: session.leaf_id().map(str::to_owned),
@@ -1346,7 +1158,7 @@ async fn session_context_route(
     ApiQuery(query): ApiQuery<ContextQuery>,
 ) -> Result<Json<ContextResponse>, ApiError> {
     let id = session_id(id)?;
-    let window = token_budget(&state, query.token_budget)?;
+    let window = token_budget(query.token_budget)?;
     let identity = match (query.memory, &query.user, &query.agent) {
         (_, None, None) => None,
         (false, _, _) => {
@@ -1357,8 +1169,9 @@ async fn session_context_route(
             ));
         }
         (true, user, agent) => {
-            let user = user.as_deref().unwrap_or(&state.config.memory.user);
-            let agent = agent.as_deref().unwrap_or(&state.config.memory.agent);
+            let memory = &state.engine.config().memory;
+            let user = user.as_deref().unwrap_or(&memory.user);
+            let agent = agent.as_deref().unwrap_or(&memory.agent);
             Some(MemoryIdentity::new(user, agent).map_err(|error| {
                 ApiError::BadRequest(format!(
                     "user {user:?} and agent {agent:?} must each be one URI segment: {error}"
@@ -1366,21 +1179,18 @@ async fn session_context_route(
             })?)
         }
     };
-    let mut copy = state.session_slot(&caller.tenant, &id).lock().await.clone();
-    let built = build_view(
-        &state,
-        &caller.tenant,
-        &id,
-        &mut copy,
-        ViewOptions {
-            window_tokens: window,
-            available: None,
-            with_memory: query.memory,
-            identity,
-            pending_prompt: None,
-        },
-    )
-    .await?;
+    let options = ViewOptions {
+        window_tokens: window,
+        available_tools: None,
+        with_memory: query.memory,
+        identity,
+        pending_prompt: None,
+    };
+    let built = state
+        .engine
+        .view(&caller.tenant, &id, options)
+        .await
+        .map_err(engine_error)?;
     let memory = match (&built.view.memory, &built.identity) {
         (Some(memory), Some(identity)) => Some(ContextMemory {
             user: identity.user().to_owned(),
@@ -1391,13 +1201,13 @@ async fn session_context_route(
         (Some(_), None) | (None, _) => None,
     };
     Ok(Json(ContextResponse {
-        session_id: id,
-        policy: state.config.policy.name.clone(),
+        session_id: id.into(),
+        policy: state.engine.config().policy.name.clone(),
         messages: encode_agent_messages(&built.view.messages),
         estimated_tokens: built.view.estimated_tokens(),
         system_prompt_addition: built.view.system_prompt_addition(),
         report: view_report(&built),
-        tools: built.tools,
+        tools: built.tools.iter().map(ToolDefinition::from).collect(),
         memory,
     }))
 }

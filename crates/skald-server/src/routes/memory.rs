@@ -22,7 +22,7 @@ use skald_engine::memory::manage::{
     self, AddReport, Document, ForgetReport, LsRow, ReadReport, RememberReport, SearchReport,
     Skipped, VersionRow, WriteRow,
 };
-use skald_store::memories::{MemoryLevel, MemoryStore, SearchFilter, TreeNode};
+use skald_store::memories::{MemoryLevel, SearchFilter, TreeNode};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -66,8 +66,9 @@ fn identity(
     user: Option<&str>,
     agent: Option<&str>,
 ) -> Result<MemoryIdentity, ApiError> {
-    let user = user.unwrap_or(&state.config.memory.user);
-    let agent = agent.unwrap_or(&state.config.memory.agent);
+    let memory = &state.engine.config().memory;
+    let user = user.unwrap_or(&memory.user);
+    let agent = agent.unwrap_or(&memory.agent);
     MemoryIdentity::new(user, agent).map_err(|error| {
         ApiError::BadRequest(format!(
             "user {user:?} and agent {agent:?} must each be one URI segment: {error}"
@@ -121,7 +122,9 @@ async fn ls(
         }
         (None, None) => MemoryUri::root(),
     };
-    let rows = manage::list_directory(state.memories.as_ref(), &caller.tenant, &dir)
+    let rows = state
+        .engine
+        .list_memories(&caller.tenant, &dir)
         .map_err(manage_error)?;
     Ok(Json(rows))
 }
@@ -161,8 +164,8 @@ async fn tree(
         )));
     }
     let node = state
-        .memories
-        .tree(&caller.tenant, &dir, depth)
+        .engine
+        .memory_tree(&caller.tenant, &dir, depth)
         .map_err(memory_error)?;
     Ok(Json(node))
 }
@@ -216,13 +219,10 @@ async fn read(
     ApiQuery(query): ApiQuery<ReadQuery>,
 ) -> Result<Json<ReadReport>, ApiError> {
     let uri = parse_uri(&query.uri, "uri")?;
-    let report = manage::read_memory(
-        state.memories.as_ref(),
-        &caller.tenant,
-        &uri,
-        query.level.into(),
-    )
-    .map_err(manage_error)?;
+    let report = state
+        .engine
+        .read_memory(&caller.tenant, &uri, query.level.into())
+        .map_err(manage_error)?;
     Ok(Json(report))
 }
 
@@ -302,17 +302,11 @@ async fn search(
         under,
         ..SearchFilter::default()
     };
-    let report = manage::search_memories(
-        state.memories.as_ref(),
-        state.config.embedder.as_deref(),
-        &caller.tenant,
-        &identity,
-        &body.query,
-        filter,
-        limit,
-    )
-    .await
-    .map_err(manage_error)?;
+    let report = state
+        .engine
+        .search_memories(&caller.tenant, &identity, &body.query, filter, limit)
+        .await
+        .map_err(manage_error)?;
     Ok(Json(report))
 }
 
@@ -359,17 +353,17 @@ async fn remember(
             })?
             .category(),
     };
-    let report = manage::remember(
-        state.memories.as_ref(),
-        state.config.embedder.as_deref(),
-        &caller.tenant,
-        &identity,
-        &body.content,
-        category,
-        body.priority,
-    )
-    .await
-    .map_err(manage_error)?;
+    let report = state
+        .engine
+        .remember(
+            &caller.tenant,
+            &identity,
+            &body.content,
+            category,
+            body.priority,
+        )
+        .await
+        .map_err(manage_error)?;
     Ok(Json(report))
 }
 
@@ -398,13 +392,10 @@ async fn forget(
     ApiJson(body): ApiJson<ForgetRequest>,
 ) -> Result<Json<Vec<ForgetReport>>, ApiError> {
     let uri = parse_uri(&body.uri, "uri")?;
-    let reports = manage::forget(
-        state.memories.as_ref(),
-        &caller.tenant,
-        &uri,
-        body.recursive,
-    )
-    .map_err(manage_error)?;
+    let reports = state
+        .engine
+        .forget_memories(&caller.tenant, &uri, body.recursive)
+        .map_err(manage_error)?;
     Ok(Json(reports))
 }
 
@@ -527,18 +518,18 @@ async fn add_resource(
             ));
         }
     };
-    let report = manage::add_documents(
-        state.memories.as_ref(),
-        state.config.embedder.as_deref(),
-        &caller.tenant,
-        &root,
-        documents,
-        body.max_chunk_chars
-            .unwrap_or(skald_core::memory::chunk::DEFAULT_MAX_CHUNK_CHARS),
-        body.skipped,
-    )
-    .await
-    .map_err(manage_error)?;
+    let report = state
+        .engine
+        .add_documents(
+            &caller.tenant,
+            &root,
+            documents,
+            body.max_chunk_chars
+                .unwrap_or(skald_core::memory::chunk::DEFAULT_MAX_CHUNK_CHARS),
+            body.skipped,
+        )
+        .await
+        .map_err(manage_error)?;
     Ok(Json(report))
 }
 
@@ -581,16 +572,20 @@ async fn history(
             "limit is {limit}; it is 1 to {MAX_HISTORY_LIMIT}"
         )));
     }
-    let store = state.memories.as_ref();
+    let engine = &state.engine;
     Ok(Json(match &query.uri {
         Some(text) => {
             let uri = parse_uri(text, "uri")?;
             HistoryResponse::Versions(
-                manage::entry_versions(store, &caller.tenant, &uri).map_err(manage_error)?,
+                engine
+                    .memory_versions(&caller.tenant, &uri)
+                    .map_err(manage_error)?,
             )
         }
         None => HistoryResponse::Writes(
-            manage::recent_writes(store, &caller.tenant, limit).map_err(manage_error)?,
+            engine
+                .recent_memory_writes(&caller.tenant, limit)
+                .map_err(manage_error)?,
         ),
     }))
 }

@@ -9,11 +9,13 @@ pub mod memory;
 pub mod refs;
 
 use axum::extract::{FromRequest, FromRequestParts};
+use skald_core::ids::SessionId;
 use skald_engine::EngineError;
 use skald_engine::memory::manage::ManageError;
+use skald_store::StoreError;
 use skald_store::memories::MemoryError;
 use skald_store::sessions::SessionError;
-use skald_store::{StoreError, sessions::validate_session_id};
+use skald_store::sessions::import::ImportError;
 
 use crate::error::ApiError;
 
@@ -34,9 +36,8 @@ pub struct ApiQuery<T>(pub T);
 pub struct ApiPath<T>(pub T);
 
 /// A session id from the path, checked before any store is touched.
-pub fn session_id(raw: String) -> Result<String, ApiError> {
-    validate_session_id(&raw).map_err(session_error)?;
-    Ok(raw)
+pub fn session_id(raw: String) -> Result<SessionId, ApiError> {
+    SessionId::parse(raw).map_err(|error| ApiError::BadRequest(error.to_string()))
 }
 
 /// What a session-store failure means for the caller.
@@ -88,6 +89,21 @@ pub fn engine_error(error: EngineError) -> ApiError {
         }
         EngineError::Policy(policy) => {
             ApiError::Internal(format!("the server's policy is not usable: {policy}"))
+        }
+        EngineError::Import(import) => import_error(import),
+        EngineError::MemoryIdentity(identity) => ApiError::Internal(identity.to_string()),
+    }
+}
+
+/// What a failed import of a session file means for the caller.
+fn import_error(error: ImportError) -> ApiError {
+    match error {
+        ImportError::Decode(_) | ImportError::InvalidTree { .. } => {
+            ApiError::BadRequest(format!("sessionJsonl cannot be imported: {error}"))
+        }
+        ImportError::Session(session) => session_error(session),
+        ImportError::Conflict { .. } | ImportError::FormatMismatch { .. } => {
+            ApiError::Unprocessable(error.to_string())
         }
     }
 }

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use skald_core::fetch::{FetchArgs, render_payload};
 use skald_core::refs::RefId;
-use skald_engine::execute_fetch;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -83,8 +82,8 @@ async fn fetch_ref(
     let args = FetchArgs::from_json(&arguments)
         .map_err(|error| ApiError::BadRequest(format!("bad slice: {error}")))?;
     let payload = state
-        .refs
-        .get(&caller.tenant, id.as_str())
+        .engine
+        .read_ref(&caller.tenant, &id)
         .map_err(store_error)?;
     Ok(Json(FetchedRef {
         text: render_payload(&id, &payload, &args),
@@ -138,7 +137,7 @@ async fn fetch_tool(
 ) -> Result<Json<FetchToolResponse>, ApiError> {
     let arguments = serde_json::to_value(&body)
         .map_err(|error| ApiError::Internal(format!("cannot encode the arguments: {error}")))?;
-    let output = execute_fetch(state.refs.as_ref(), &caller.tenant, &arguments);
+    let output = state.engine.fetch(&caller.tenant, &arguments);
     Ok(Json(FetchToolResponse {
         found: output.found_ids,
         failed: output.failed_ids,

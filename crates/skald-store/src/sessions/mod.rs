@@ -69,7 +69,7 @@ pub const BRANCH_REWRITE_CUSTOM_TYPE: &str = "skald.branch_rewrite";
 pub const TOKENS_AFTER_KEY: &str = "tokensAfter";
 
 /// The longest session id accepted.
-pub const MAX_SESSION_ID_LEN: usize = 128;
+pub use skald_core::ids::MAX_SESSION_ID_LEN;
 
 /// The longest entry id accepted (pi writes 8 hex digits; other writers use UUIDs).
 pub const MAX_ENTRY_ID_LEN: usize = 128;
@@ -366,31 +366,14 @@ impl SessionError {
     }
 }
 
-/// Checks a session id: 1 to [`MAX_SESSION_ID_LEN`] characters from `[A-Za-z0-9._:-]`, starting
-/// with a letter or digit. OpenClaw's UUIDs and the ids [`import`] derives all qualify.
+/// Checks a session id by [`skald_core::ids::SessionId`]'s rules: 1 to [`MAX_SESSION_ID_LEN`]
+/// characters from `[A-Za-z0-9._:-]`, starting with a letter or digit. OpenClaw's UUIDs and the
+/// ids [`import`] derives all qualify.
 pub fn validate_session_id(id: &str) -> Result<(), SessionError> {
-    let invalid = |reason| SessionError::InvalidSessionId {
-        shown: id.chars().take(80).collect(),
-        reason,
-    };
-    let Some(first) = id.chars().next() else {
-        return Err(invalid("a session id must not be empty"));
-    };
-    if id.len() > MAX_SESSION_ID_LEN {
-        return Err(invalid("a session id has at most 128 characters"));
-    }
-    if !first.is_ascii_alphanumeric() {
-        return Err(invalid("a session id starts with a letter or digit"));
-    }
-    if !id
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
-    {
-        return Err(invalid(
-            "a session id has only ASCII letters, digits, '.', '_', '-' and ':'",
-        ));
-    }
-    Ok(())
+    skald_core::ids::check_session_id(id).map_err(|refused| SessionError::InvalidSessionId {
+        shown: refused.shown,
+        reason: refused.reason,
+    })
 }
 
 /// Checks an entry id: 1 to [`MAX_ENTRY_ID_LEN`] bytes, no whitespace or control characters.

@@ -1,6 +1,6 @@
-//! The server's cache of per-session engine state ([`SessionState`]), bounded by count
-//! ([`ServerConfig::max_cached_sessions`](crate::ServerConfig::max_cached_sessions)) and by
-//! bytes ([`ServerConfig::max_cached_bytes`](crate::ServerConfig::max_cached_bytes)).
+//! The engine's cache of per-session state ([`SessionState`]), bounded by count
+//! ([`EngineConfig::max_cached_sessions`](super::EngineConfig::max_cached_sessions)) and by
+//! bytes ([`EngineConfig::max_cached_bytes`](super::EngineConfig::max_cached_bytes)).
 //!
 //! The state is a cache (memoised decisions, the stored session as last read, the rebuilt
 //! context, calibration): a session whose state is evicted rebuilds it from the store on its
@@ -21,8 +21,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use prometheus_client::metrics::gauge::Gauge;
-use skald_engine::SessionState;
+use crate::SessionState;
 
 /// Which session a state belongs to: tenant and session id.
 type Key = (String, String);
@@ -139,8 +138,6 @@ pub struct SessionCache {
     inner: Mutex<Inner>,
     max_sessions: usize,
     max_bytes: usize,
-    sessions_gauge: Gauge,
-    bytes_gauge: Gauge,
 }
 
 struct Inner {
@@ -160,13 +157,8 @@ impl std::fmt::Debug for SessionCache {
 
 impl SessionCache {
     /// A cache of at most `max_sessions` states and `max_bytes` bytes of them (both at least
-    /// 1), publishing its size on the two gauges.
-    pub fn new(
-        max_sessions: usize,
-        max_bytes: usize,
-        sessions_gauge: Gauge,
-        bytes_gauge: Gauge,
-    ) -> Arc<SessionCache> {
+    /// 1).
+    pub fn new(max_sessions: usize, max_bytes: usize) -> Arc<SessionCache> {
         Arc::new(SessionCache {
             inner: Mutex::new(Inner {
                 slots: LruCache::unbounded(),
@@ -174,8 +166,6 @@ impl SessionCache {
             }),
             max_sessions: max_sessions.max(1),
             max_bytes: max_bytes.max(1),
-            sessions_gauge,
-            bytes_gauge,
         })
     }
 
@@ -196,7 +186,6 @@ impl SessionCache {
             .clone();
         // Slots that became idle since the last release may be evictable now.
         self.evict(&mut inner);
-        self.publish(&inner);
         slot
     }
 
@@ -234,7 +223,6 @@ impl SessionCache {
             inner.total_bytes = inner.total_bytes.saturating_sub(before) + bytes;
         }
         self.evict(&mut inner);
-        self.publish(&inner);
     }
 
     /// Evicts least recently used idle states until the cache is within both bounds, or no
@@ -264,13 +252,6 @@ impl SessionCache {
                 inner.total_bytes = inner.total_bytes.saturating_sub(freed);
             }
         }
-    }
-
-    fn publish(&self, inner: &Inner) {
-        self.sessions_gauge
-            .set(i64::try_from(inner.slots.len()).unwrap_or(i64::MAX));
-        self.bytes_gauge
-            .set(i64::try_from(inner.total_bytes).unwrap_or(i64::MAX));
     }
 }
 
@@ -309,7 +290,7 @@ mod tests {
     }
 
     fn cache(max_sessions: usize, max_bytes: usize) -> Arc<SessionCache> {
-        SessionCache::new(max_sessions, max_bytes, Gauge::default(), Gauge::default())
+        SessionCache::new(max_sessions, max_bytes)
     }
 
     async fn read(cache: &Arc<SessionCache>, store: &SqliteSessionStore, id: &str) -> usize {
@@ -344,12 +325,6 @@ mod tests {
         assert!(cache.bytes() >= 5 * 2 * output);
         // The most recent ones stayed.
         assert!(cached(&cache, "s19") && cached(&cache, "s15") && !cached(&cache, "s14"));
-        // The gauges show the same.
-        assert_eq!(cache.sessions_gauge.get(), 5);
-        assert_eq!(
-            usize::try_from(cache.bytes_gauge.get()).unwrap(),
-            cache.bytes()
-        );
     }
 
     #[tokio::test]

@@ -1,0 +1,369 @@
+//! [`Engine`]: the one way in. It owns the stores (behind their traits), the engine
+//! configuration, the per-session state cache, the memory writer and the upload driver, built
+//! once; its methods are skald's use cases, each written once — [`Engine::ingest`],
+//! [`Engine::sync`], [`Engine::view`] and [`Engine::assemble`], [`Engine::compact`],
+//! [`Engine::after_turn`], [`Engine::bootstrap`] and [`Engine::import`], [`Engine::fetch`], the
+//! memory operations, and [`Engine::prepare_context`] for a caller that drives a model call
+//! itself (the proxy). The HTTP routes, the proxy and the CLI only translate their wire and
+//! argument types to these calls and back.
+//!
+//! Callers name a tenant and a session with [`Tenant`] and [`SessionId`], parsed where the
+//! value entered (an API key's record, a URL path, a command-line argument).
+//!
+//! Store calls are synchronous (see `skald_store`'s crate docs); the engine makes them inline
+//! where they are short — single SQLite statements on a WAL database — and every use case holds
+//! its session's state lock while it runs, so two calls of one session never interleave.
+//!
+//! ```
+//! use skald_core::ids::{SessionId, Tenant};
+//! use skald_core::message::{Message, Role};
+//! use skald_core::pipeline::policy::Policy;
+//! use skald_engine::{Engine, EngineConfig, ViewOptions};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let engine = Engine::in_memory(EngineConfig::new(Policy::preset("skald").unwrap())).unwrap();
+//! let (tenant, session) = (Tenant::parse("acme").unwrap(), SessionId::parse("demo").unwrap());
+//! let stored = engine
+//!     .ingest(&tenant, &session, vec![Message::text(Role::User, "why does the build fail?")])
+//!     .await
+//!     .unwrap();
+//! assert_eq!(stored, 1);
+//! let view = engine.view(&tenant, &session, ViewOptions::default()).await.unwrap();
+//! assert_eq!(view.view.messages.len(), 1);
+//! # }
+//! ```
+
+mod cache;
+mod memories;
+mod sessions;
+mod turns;
+
+use std::sync::Arc;
+
+use skald_core::compaction::CompactionSettings;
+use skald_core::ids::{SessionId, Tenant};
+use skald_core::memory::recall::RecallSettings;
+use skald_core::memory::uri::UriError;
+use skald_core::memory::write::WriteSettings;
+use skald_core::pipeline::policy::Policy;
+use skald_llm::{DeterministicExtractor, Embedder, MemoryExtractor, Summarizer};
+use skald_store::memories::MemoryStore;
+use skald_store::sessions::SessionStore;
+use skald_store::{RefSettings, RefStore, SqliteMemoryStore, SqliteRefStore, SqliteSessionStore};
+use tokio_util::task::TaskTracker;
+
+use crate::memory::MemoryIdentity;
+use crate::memory_write::{MemoryWriteError, MemoryWriter, UploadDriver};
+
+pub use cache::{OwnedSlotGuard, SessionCache, SessionSlot, SlotGuard};
+pub use sessions::{
+    AssembleInput, Assembly, Bootstrap, BootstrapSource, SessionOverview, View, ViewOptions,
+};
+pub use turns::{CompactInput, PrepareInput};
+
+/// Sessions whose state is kept in memory at most, by default
+/// ([`EngineConfig::max_cached_sessions`]). The state is a cache (memoised decisions, the
+/// session-start memory snapshot, calibration): a session evicted after being idle rebuilds it
+/// on its next call, so a long-running engine's memory follows its active sessions, not every
+/// session it ever saw.
+pub const MAX_CACHED_SESSIONS: usize = 10_000;
+
+/// Bytes of session state kept in memory at most, by default
+/// ([`EngineConfig::max_cached_bytes`]), as [`SessionState::approx_bytes`](crate::SessionState::approx_bytes)
+/// counts them. A small session's state is tens of kilobytes, so the 10,000 sessions of the count
+/// cap would be some 700 MB; one holding a 50 MB tool output is about 100 MB (the output is held
+/// in the stored session and in the rebuilt context). 512 MiB keeps thousands of small sessions
+/// or a handful of very large ones warm, and keeps the cache well inside a small machine's
+/// memory whatever its sessions hold; a host with more memory and many large sessions raises it.
+pub const DEFAULT_MAX_CACHED_BYTES: usize = 512 * 1024 * 1024;
+
+/// The context window assumed for a session when neither the call nor the configuration names
+/// one.
+pub const DEFAULT_WINDOW_TOKENS: u64 = 200_000;
+
+/// Who memory acts for when a call does not say (`[memory]` user and agent), and how recall and
+/// the write path behave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryDefaults {
+    /// The user whose memories recall reads and the write path fills.
+    pub user: String,
+    /// The agent whose skills and tool statistics are kept.
+    pub agent: String,
+    /// How much recall injects, and when.
+    pub recall: RecallSettings,
+    /// What the write path extracts and keeps.
+    pub write: WriteSettings,
+    /// Whether calls get recall, the session-start snapshot and the memory tools.
+    pub enabled: bool,
+}
+
+impl Default for MemoryDefaults {
+    fn default() -> MemoryDefaults {
+        MemoryDefaults {
+            user: "default".to_owned(),
+            agent: "default".to_owned(),
+            recall: RecallSettings::default(),
+            write: WriteSettings::default(),
+            enabled: true,
+        }
+    }
+}
+
+/// Everything the engine runs with: the part of a server's configuration that is about
+/// context, not about HTTP.
+#[derive(Clone)]
+pub struct EngineConfig {
+    /// The pipeline run over every session on every call.
+    pub policy: Policy,
+    /// How compaction plans, summarizes and checks.
+    pub compaction: CompactionSettings,
+    /// The window used when a call gives no token budget.
+    pub window_tokens: u64,
+    /// Memory's owner and settings.
+    pub memory: MemoryDefaults,
+    /// Sessions whose state stays in memory (least recently used idle ones are evicted and
+    /// rebuilt on their next call).
+    pub max_cached_sessions: usize,
+    /// Bytes of session state that stay in memory, as estimated when calls release it (least
+    /// recently used idle states are evicted; one over it alone is trimmed when released). See
+    /// [`DEFAULT_MAX_CACHED_BYTES`] for the default's reasoning.
+    pub max_cached_bytes: usize,
+    /// Writes compaction summaries (the configured model, or the extractive one).
+    pub summarizer: Arc<dyn Summarizer>,
+    /// Embeds memories and queries; `None`: memory search is full-text only.
+    pub embedder: Option<Arc<dyn Embedder>>,
+    /// Extracts memories from what leaves a session's context (compacted spans, uploads).
+    pub extractor: Arc<dyn MemoryExtractor>,
+}
+
+impl std::fmt::Debug for EngineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineConfig")
+            .field("window_tokens", &self.window_tokens)
+            .field("memory", &self.memory)
+            .field("max_cached_sessions", &self.max_cached_sessions)
+            .field("max_cached_bytes", &self.max_cached_bytes)
+            .field("summarizer", &self.summarizer.name())
+            .field("embedder", &self.embedder.is_some())
+            .field("extractor", &self.extractor.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EngineConfig {
+    /// The defaults: `policy`, seed 001's compaction, memory on, the extractive summarizer, the
+    /// deterministic memory extractor and no embedder.
+    pub fn new(policy: Policy) -> EngineConfig {
+        EngineConfig {
+            policy,
+            compaction: CompactionSettings::default(),
+            window_tokens: DEFAULT_WINDOW_TOKENS,
+            memory: MemoryDefaults::default(),
+            max_cached_sessions: MAX_CACHED_SESSIONS,
+            max_cached_bytes: DEFAULT_MAX_CACHED_BYTES,
+            summarizer: Arc::new(skald_llm::ExtractiveSummarizer::default()),
+            embedder: None,
+            extractor: Arc::new(DeterministicExtractor::default()),
+        }
+    }
+}
+
+/// The three stores an engine works on; any backend of each trait.
+#[derive(Clone)]
+pub struct Stores {
+    /// Sessions as append-only entry trees.
+    pub sessions: Arc<dyn SessionStore>,
+    /// The originals behind `[REF_ID: …]` placeholders.
+    pub refs: Arc<dyn RefStore>,
+    /// Long-term memories.
+    pub memories: Arc<dyn MemoryStore>,
+}
+
+impl Stores {
+    /// The SQLite stores, all three in one database file (created if needed).
+    pub fn open_sqlite(database: &std::path::Path) -> Result<Stores, OpenError> {
+        Ok(Stores {
+            refs: Arc::new(SqliteRefStore::open(database, RefSettings::default())?),
+            sessions: Arc::new(SqliteSessionStore::open(database)?),
+            memories: Arc::new(SqliteMemoryStore::open(database)?),
+        })
+    }
+
+    /// The SQLite stores in memory; for tests and throw-away runs.
+    pub fn in_memory() -> Result<Stores, OpenError> {
+        Ok(Stores {
+            refs: Arc::new(SqliteRefStore::in_memory(RefSettings::default())?),
+            sessions: Arc::new(SqliteSessionStore::in_memory()?),
+            memories: Arc::new(SqliteMemoryStore::in_memory()?),
+        })
+    }
+}
+
+/// The stores could not be opened, or the configuration is not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The ref store failed to open.
+    #[error("cannot open the ref store: {0}")]
+    Refs(#[from] skald_store::StoreError),
+    /// The session store failed to open.
+    #[error("cannot open the session store: {0}")]
+    Sessions(#[from] skald_store::SessionError),
+    /// The memory store failed to open.
+    #[error("cannot open the memory store: {0}")]
+    Memories(#[from] skald_store::MemoryError),
+    /// `[memory.write]` is out of range.
+    #[error("the memory write settings are not usable: {0}")]
+    MemoryWrite(#[from] MemoryWriteError),
+}
+
+/// skald's context engine (see the module docs). Cheap to clone: clones share everything.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    stores: Stores,
+    config: EngineConfig,
+    states: Arc<SessionCache>,
+    writer: MemoryWriter,
+    uploads: Arc<UploadDriver>,
+    tasks: TaskTracker,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.inner.config)
+            .field("states", &self.inner.states)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine over `stores`. Background work (memory uploads) runs on `tasks`, so a host
+    /// that waits for it at shutdown lets that work finish.
+    pub fn new(
+        stores: Stores,
+        config: EngineConfig,
+        tasks: TaskTracker,
+    ) -> Result<Engine, OpenError> {
+        let mut writer = MemoryWriter::new(
+            stores.memories.clone(),
+            config.extractor.clone(),
+            config.memory.write.clone(),
+        )?;
+        if let Some(embedder) = &config.embedder {
+            writer = writer.with_embedder(embedder.clone());
+        }
+        let uploads = Arc::new(UploadDriver::new(writer.clone()).with_tracker(tasks.clone()));
+        let states = SessionCache::new(config.max_cached_sessions, config.max_cached_bytes);
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                stores,
+                config,
+                states,
+                writer,
+                uploads,
+                tasks,
+            }),
+        })
+    }
+
+    /// An engine over in-memory SQLite stores, with its own task tracker; for tests.
+    pub fn in_memory(config: EngineConfig) -> Result<Engine, OpenError> {
+        Engine::new(Stores::in_memory()?, config, TaskTracker::new())
+    }
+
+    /// What the engine runs with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// The stores, for the read-only listings that are not a use case of their own.
+    pub fn stores(&self) -> &Stores {
+        &self.inner.stores
+    }
+
+    /// The session store.
+    pub fn sessions(&self) -> &dyn SessionStore {
+        self.inner.stores.sessions.as_ref()
+    }
+
+    /// The ref store.
+    pub fn refs(&self) -> &dyn RefStore {
+        self.inner.stores.refs.as_ref()
+    }
+
+    /// The memory store.
+    pub fn memories(&self) -> &dyn MemoryStore {
+        self.inner.stores.memories.as_ref()
+    }
+
+    /// Archives what leaves a session's context and extracts its memories.
+    pub fn writer(&self) -> &MemoryWriter {
+        &self.inner.writer
+    }
+
+    /// The two-threshold memory upload of every session.
+    pub fn uploads(&self) -> &Arc<UploadDriver> {
+        &self.inner.uploads
+    }
+
+    /// The background work a graceful stop waits for.
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.inner.tasks
+    }
+
+    /// The state of one session, created empty on first use (see [`SessionCache`] for how long
+    /// it is kept). A caller that drives a session itself (the proxy) locks it for the call.
+    pub fn slot(&self, tenant: &Tenant, session: &SessionId) -> SessionSlot {
+        self.inner.states.slot(tenant.as_str(), session.as_str())
+    }
+
+    /// Sessions whose state is in memory now.
+    pub fn cached_sessions(&self) -> usize {
+        self.inner.states.len()
+    }
+
+    /// Bytes of session state in memory, as last measured.
+    pub fn cached_session_bytes(&self) -> usize {
+        self.inner.states.bytes()
+    }
+
+    /// The memory identity of the configured `[memory]` user and agent.
+    pub fn memory_identity(&self) -> Result<MemoryIdentity, UriError> {
+        let memory = &self.inner.config.memory;
+        MemoryIdentity::new(&memory.user, &memory.agent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn ids(session: &str) -> (Tenant, SessionId) {
+        (
+            Tenant::parse("t").unwrap(),
+            SessionId::parse(session).unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn idle_session_states_are_evicted_over_the_cap_and_held_ones_stay() {
+        let mut config = EngineConfig::new(Policy::preset("skald").unwrap());
+        config.max_cached_sessions = 2;
+        let engine = Engine::in_memory(config).unwrap();
+        let (tenant, a) = ids("a");
+        let held = engine.slot(&tenant, &a);
+        drop(engine.slot(&tenant, &ids("b").1).lock().await);
+        drop(engine.slot(&tenant, &ids("c").1).lock().await);
+        assert_eq!(engine.cached_sessions(), 2);
+        // "a" is held by a call: "b", the least recently used idle one, went instead.
+        assert!(Arc::ptr_eq(&held, &engine.slot(&tenant, &a)));
+        // The released states were measured.
+        assert!(engine.cached_session_bytes() > 0);
+    }
+}

@@ -1,0 +1,378 @@
+//! The session use cases of [`Engine`]: ingest a host's messages, sync its whole conversation,
+//! build the model's view of a session (as a preview, or for a call: [`Engine::assemble`]),
+//! bring an existing history in (bootstrap and import), and read what is stored.
+
+use std::collections::HashSet;
+
+use skald_core::ids::{SessionId, Tenant};
+use skald_core::memory::tools::MEMORY_TOOL_NAMES;
+use skald_core::message::{Message, ToolSpec};
+use skald_core::pipeline::offload::FETCH_TOOL_NAME;
+use skald_core::session::Session;
+use skald_store::clock::now_ms;
+use skald_store::sessions::import::{
+    ImportOptions, ImportOutcome, ImportStatus, import_transcript,
+};
+use skald_store::sessions::{SessionError, SessionInfo};
+
+use super::Engine;
+use crate::ingest::{self, SyncOutcome};
+use crate::memory::MemoryIdentity;
+use crate::{
+    EngineError, MemoryIdentityError, ModelView, RecallHook, SessionState, ViewRequest,
+    prepare_view,
+};
+
+/// How a view is asked for.
+#[derive(Debug, Clone, Default)]
+pub struct ViewOptions {
+    /// The model's context window (default: the engine's).
+    pub window_tokens: Option<u64>,
+    /// The tools the host runs (`None`: all of skald's); skald offers no tool the host cannot
+    /// run.
+    pub available_tools: Option<HashSet<String>>,
+    /// Whether recall, the session-start snapshot and the memory tools are part of the view.
+    pub with_memory: bool,
+    /// Whose memories (default: the configured `[memory]` user and agent).
+    pub identity: Option<MemoryIdentity>,
+    /// The prompt the host is about to send (recall searches with it).
+    pub pending_prompt: Option<String>,
+}
+
+impl ViewOptions {
+    /// Whether the host runs skald's tool `name`.
+    fn host_runs(&self, name: &str) -> bool {
+        self.available_tools
+            .as_ref()
+            .is_none_or(|names| names.contains(name))
+    }
+}
+
+/// A session's view for the model, and what built it.
+#[derive(Debug)]
+pub struct View {
+    /// The messages, system prompt additions and reports.
+    pub view: ModelView,
+    /// skald's tools the host runs, in the order they are offered.
+    pub tools: Vec<ToolSpec>,
+    /// Whose memories the view used (memory on).
+    pub identity: Option<MemoryIdentity>,
+}
+
+/// An `assemble` call: the host's conversation (synced first, when given), and the view's
+/// options.
+#[derive(Debug, Clone, Default)]
+pub struct AssembleInput {
+    /// The host's whole conversation; `None`: the stored session as it is.
+    pub messages: Option<Vec<Message>>,
+    /// The session's source format if the sync creates it.
+    pub source_format: String,
+    /// The model the view is for (token calibration is per model).
+    pub model: Option<String>,
+    /// How the view is built.
+    pub options: ViewOptions,
+}
+
+/// What [`Engine::assemble`] did.
+#[derive(Debug)]
+pub struct Assembly {
+    /// The sync of the host's messages (when it sent them).
+    pub sync: Option<SyncOutcome>,
+    /// The view built.
+    pub view: View,
+    /// The view's tokens, calibrated against what the provider reported for this model.
+    pub estimated_tokens: u64,
+}
+
+/// Where a bootstrap's history comes from.
+#[derive(Debug, Clone)]
+pub enum BootstrapSource {
+    /// A session file's content (an OpenClaw session JSONL, or any transcript import reads),
+    /// and the file's path on the host, kept as the session's source.
+    File {
+        /// The file's content.
+        text: String,
+        /// The file's path on the host.
+        path: Option<String>,
+    },
+    /// The session's messages.
+    Messages {
+        /// The messages, oldest first.
+        messages: Vec<Message>,
+        /// The session's source format if the bootstrap creates it.
+        source_format: String,
+    },
+}
+
+/// What [`Engine::bootstrap`] did.
+#[derive(Debug)]
+pub struct Bootstrap {
+    /// Messages the session held before.
+    pub messages_before: u64,
+    /// Messages it holds now.
+    pub messages_after: u64,
+    /// Why nothing was stored (the session already held this history).
+    pub already: Option<String>,
+    /// The import of a file, and the session as it is after it.
+    pub import: Option<(ImportOutcome, SessionInfo)>,
+}
+
+/// A stored session and the size of its context.
+#[derive(Debug, Clone)]
+pub struct SessionOverview {
+    /// What the store keeps about the session.
+    pub info: SessionInfo,
+    /// Estimated tokens (chars/4) of the context rebuilt from the leaf, before any policy.
+    pub estimated_tokens: u64,
+}
+
+impl Engine {
+    /// Stores `messages` at the end of the session (created if new); returns how many were
+    /// stored.
+    pub async fn ingest(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        messages: Vec<Message>,
+    ) -> Result<usize, EngineError> {
+        let slot = self.slot(tenant, session);
+        let mut state = slot.lock().await;
+        Ok(
+            ingest::ingest_messages(&mut state, self.sessions(), tenant, session, messages)?
+                .ingested,
+        )
+    }
+
+    /// Brings the stored session in line with a host's whole conversation (see
+    /// [`ingest::sync_conversation`]).
+    pub async fn sync(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        messages: &[Message],
+        source_format: &str,
+    ) -> Result<SyncOutcome, EngineError> {
+        let slot = self.slot(tenant, session);
+        let mut state = slot.lock().await;
+        ingest::sync_conversation(
+            &mut state,
+            self.sessions(),
+            tenant,
+            session,
+            messages,
+            source_format,
+        )
+    }
+
+    /// What the model would be shown for the session now, built on a copy of its state: the
+    /// session's own memos are not changed (an inspection, not a call).
+    pub async fn view(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        options: ViewOptions,
+    ) -> Result<View, EngineError> {
+        let mut copy = self.slot(tenant, session).lock().await.clone();
+        self.view_with(tenant, session, &mut copy, options).await
+    }
+
+    /// The view for a model call: the host's conversation synced first (when given), the view
+    /// built on the session's state, and its size recorded for calibration.
+    pub async fn assemble(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        input: AssembleInput,
+    ) -> Result<Assembly, EngineError> {
+        let slot = self.slot(tenant, session);
+        let mut state = slot.lock().await;
+        let sync = match &input.messages {
+            Some(messages) => Some(ingest::sync_conversation(
+                &mut state,
+                self.sessions(),
+                tenant,
+                session,
+                messages,
+                &input.source_format,
+            )?),
+            None => None,
+        };
+        let view = self
+            .view_with(tenant, session, &mut state, input.options)
+            .await?;
+        let counted = view.view.estimated_tokens();
+        let model = input.model.as_deref();
+        state.record_counted(model, counted);
+        Ok(Assembly {
+            sync,
+            estimated_tokens: state.calibrated_tokens(model, counted),
+            view,
+        })
+    }
+
+    /// Builds the session's view on `state` (see [`crate::view`]).
+    async fn view_with(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        state: &mut SessionState,
+        options: ViewOptions,
+    ) -> Result<View, EngineError> {
+        let config = self.config();
+        let identity = match (options.with_memory, &options.identity) {
+            (false, _) => None,
+            (true, Some(identity)) => Some(identity.clone()),
+            (true, None) => Some(self.memory_identity().map_err(|error| {
+                EngineError::MemoryIdentity(Box::new(MemoryIdentityError {
+                    user: config.memory.user.clone(),
+                    agent: config.memory.agent.clone(),
+                    source: error,
+                }))
+            })?),
+        };
+        let hook = identity.as_ref().map(|identity| RecallHook {
+            store: self.memories(),
+            embedder: config.embedder.as_deref(),
+            identity,
+            settings: &config.memory.recall,
+            offer_tools: MEMORY_TOOL_NAMES.iter().any(|name| options.host_runs(name)),
+            simulated_calls: true,
+        });
+        let request = ViewRequest {
+            sessions: self.sessions(),
+            refs: self.refs(),
+            tenant,
+            session_id: session,
+            policy: &config.policy,
+            window_tokens: options.window_tokens.unwrap_or(config.window_tokens),
+            now_ms: now_ms(),
+            fetch_available: options.host_runs(FETCH_TOOL_NAME),
+            memory: hook.as_ref(),
+            pending_prompt: options.pending_prompt.as_deref(),
+        };
+        let view = prepare_view(&request, state).await?;
+        let tools = view
+            .tools
+            .iter()
+            .filter(|tool| options.host_runs(&tool.name))
+            .cloned()
+            .collect();
+        Ok(View {
+            view,
+            tools,
+            identity,
+        })
+    }
+
+    /// Brings a session's existing history in: a session file (its entry tree, ids and leaf
+    /// kept) or its messages. Idempotent: what is already stored is not stored again, and a
+    /// history that only grew appends what is new.
+    pub async fn bootstrap(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        source: BootstrapSource,
+    ) -> Result<Bootstrap, EngineError> {
+        // Held so no call of the session runs in between, even when a file is imported.
+        let slot = self.slot(tenant, session);
+        let mut state = slot.lock().await;
+        let messages_before = self.message_count(tenant, session)?;
+        let (already, import) = match source {
+            BootstrapSource::File { text, path } => {
+                let options = ImportOptions {
+                    source: path,
+                    session_id: Some(session.to_string()),
+                    now_ms: now_ms(),
+                };
+                let outcome = import_transcript(self.sessions(), tenant, &text, &options)?;
+                let info = self.sessions().get(tenant, session)?;
+                let already = match outcome.status {
+                    ImportStatus::AlreadyImported => Some(
+                        "already bootstrapped: the session holds this whole history".to_owned(),
+                    ),
+                    ImportStatus::Created | ImportStatus::Appended => None,
+                };
+                (already, Some((outcome, info)))
+            }
+            BootstrapSource::Messages {
+                messages,
+                source_format,
+            } => {
+                let outcome = ingest::sync_conversation(
+                    &mut state,
+                    self.sessions(),
+                    tenant,
+                    session,
+                    &messages,
+                    &source_format,
+                )?;
+                let already = (!outcome.created && outcome.appended == 0 && !outcome.forked)
+                    .then(|| "already bootstrapped: the session holds these messages".to_owned());
+                (already, None)
+            }
+        };
+        Ok(Bootstrap {
+            messages_before,
+            messages_after: self.message_count(tenant, session)?,
+            already,
+            import,
+        })
+    }
+
+    /// Imports a transcript file's content as a session of `tenant` (see
+    /// [`import_transcript`]); the session's id comes from `options`, the file, or is derived.
+    /// A cached state notices the new entries by itself (it checks the stored entry count).
+    pub fn import(
+        &self,
+        tenant: &Tenant,
+        text: &str,
+        options: &ImportOptions,
+    ) -> Result<ImportOutcome, EngineError> {
+        Ok(import_transcript(self.sessions(), tenant, text, options)?)
+    }
+
+    /// The tenant's sessions, most recently updated first, each with its context's size.
+    pub fn list_sessions(&self, tenant: &Tenant) -> Result<Vec<SessionOverview>, EngineError> {
+        self.sessions()
+            .list(tenant)?
+            .into_iter()
+            .map(|info| self.overview(tenant, info))
+            .collect()
+    }
+
+    /// One stored session, with its context's size.
+    pub fn session_overview(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+    ) -> Result<SessionOverview, EngineError> {
+        let info = self.sessions().get(tenant, session)?;
+        self.overview(tenant, info)
+    }
+
+    /// A session's whole entry tree.
+    pub fn load_session(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+    ) -> Result<Session, EngineError> {
+        Ok(self.sessions().load(tenant, session)?)
+    }
+
+    fn overview(&self, tenant: &Tenant, info: SessionInfo) -> Result<SessionOverview, EngineError> {
+        let context = self.sessions().context(tenant, &info.id, None)?;
+        Ok(SessionOverview {
+            estimated_tokens: skald_core::tokens::estimate::estimate_messages_tokens(&context),
+            info,
+        })
+    }
+
+    /// Stored message count of a session (0 when it does not exist).
+    fn message_count(&self, tenant: &Tenant, session: &SessionId) -> Result<u64, EngineError> {
+        match self.sessions().get(tenant, session) {
+            Ok(info) => Ok(info.message_count),
+            Err(SessionError::NotFound { .. }) => Ok(0),
+            Err(error) => Err(error.into()),
+        }
+    }
+}
