@@ -55,7 +55,7 @@ pub use engine::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, CompactInput, DEFAULT_MAX_CACHED_BYTES,
     DEFAULT_WINDOW_TOKENS, Engine, EngineConfig, MAX_CACHED_SESSIONS, MemoryDefaults, OpenError,
     OwnedSlotGuard, PrepareInput, SessionCache, SessionOverview, SessionSlot, SlotGuard, Stores,
-    View, ViewOptions,
+    Synced, Turn, View, ViewOptions,
 };
 pub use fetch::{FetchOutput, execute_fetch};
 pub use memory_write::{

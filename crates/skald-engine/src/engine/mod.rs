@@ -3,8 +3,9 @@
 //! once; its methods are skald's use cases, each written once — [`Engine::ingest`],
 //! [`Engine::sync`], [`Engine::view`] and [`Engine::assemble`], [`Engine::compact`],
 //! [`Engine::after_turn`], [`Engine::bootstrap`] and [`Engine::import`], [`Engine::fetch`], the
-//! memory operations, and [`Engine::prepare_context`] for a caller that drives a model call
-//! itself (the proxy). The HTTP routes, the proxy and the CLI only translate their wire and
+//! memory operations, and for a caller that drives its model calls itself (the proxy)
+//! [`Engine::begin_turn`] — a [`Turn`] holding the session for the request — with
+//! [`Engine::prepare_context`] for its calls. The HTTP routes, the proxy and the CLI only translate their wire and
 //! argument types to these calls and back.
 //!
 //! Callers name a tenant and a session with [`Tenant`] and [`SessionId`], parsed where the
@@ -37,6 +38,7 @@
 mod cache;
 mod memories;
 mod sessions;
+mod turn;
 mod turns;
 
 use std::sync::Arc;
@@ -60,6 +62,7 @@ pub use cache::{OwnedSlotGuard, SessionCache, SessionSlot, SlotGuard};
 pub use sessions::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, SessionOverview, View, ViewOptions,
 };
+pub use turn::{Synced, Turn};
 pub use turns::{CompactInput, PrepareInput};
 
 /// Sessions whose state is kept in memory at most, by default

@@ -18,7 +18,7 @@ use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, ContentForm, Conversation, Message, Role, ToolCall, Usage};
 use skald_engine::error_with_causes;
 use skald_engine::ingest;
-use skald_engine::memory::{MemoryIdentity, record_tool_reports};
+use skald_engine::memory::MemoryIdentity;
 use skald_engine::recovery::{OverflowSource, RecallHook, RecoveryAction};
 use skald_engine::{
     CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, PrepareContext, PrepareInput, PreparedCall,
@@ -28,7 +28,6 @@ use skald_llm::LlmError;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::conversation;
 use super::spelling::ClientMessages;
 use super::sse::SseSplitter;
 use super::stream::{StreamRewriter, anthropic_usage, error_event, openai_usage, responses_usage};
@@ -37,7 +36,7 @@ use super::upstream::{Api, response_headers};
 use crate::error::ApiError;
 use crate::metrics::{Metrics, ProxyNote};
 use crate::state::AppState;
-use skald_engine::OwnedSlotGuard;
+use skald_engine::Turn;
 
 /// Upstream calls one request may make to answer skald's own tool calls before the answer goes
 /// to the client as it is (without those calls).
@@ -346,7 +345,7 @@ impl Exchange {
 
     /// Records the answer the client got in the session when the client keeps no history of its
     /// own (see [`Exchange::records_answer`]); a failure is logged, never the request's.
-    fn record_answer(&self, session: &mut SessionState, response: &Value) {
+    fn record_answer(&self, session: &mut Turn, response: &Value) {
         if !self.records_answer {
             return;
         }
@@ -356,14 +355,7 @@ impl Exchange {
         let Ok(decoded) = responses::decode_response(response) else {
             return;
         };
-        if let Err(error) = ingest::append_answer(
-            session,
-            self.state.engine.sessions(),
-            &self.tenant,
-            &self.session_id,
-            decoded.message,
-            id,
-        ) {
+        if let Err(error) = session.record_answer(decoded.message, id) {
             tracing::warn!(session = self.session_id.as_str(), %error, "recording the answer failed");
         }
     }
@@ -415,7 +407,7 @@ impl Exchange {
     /// call sees them, the client's next sync skips them), and the tools' statistics.
     fn record(
         &self,
-        session: &mut SessionState,
+        session: &mut Turn,
         assistant: Message,
         executed: Vec<Executed>,
     ) -> Result<(), ApiError> {
@@ -426,37 +418,17 @@ impl Exchange {
             reports.push(run.report);
             messages.push(run.result);
         }
-        ingest::append_hidden(
-            session,
-            self.state.engine.sessions(),
-            &self.tenant,
-            &self.session_id,
-            messages,
-        )
-        .and_then(|_| {
-            conversation::note_write(
-                session,
-                self.state.engine.sessions(),
-                &self.tenant,
-                &self.session_id,
-            )
-        })
-        .map_err(|error| {
+        session.record_hidden(messages).map_err(|error| {
             ApiError::Internal(format!("recording skald's tool calls failed: {error}"))
         })?;
-        self.record_tool_reports(&reports);
+        self.record_tool_reports(session, &reports);
         Ok(())
     }
 
     /// Tool statistics for memory (failures to record them never fail the request).
-    pub fn record_tool_reports(&self, reports: &[ToolCallReport]) {
+    pub fn record_tool_reports(&self, session: &Turn, reports: &[ToolCallReport]) {
         if let (Some(identity), false) = (&self.identity, reports.is_empty()) {
-            if let Err(error) = record_tool_reports(
-                self.state.engine.memories(),
-                &self.tenant,
-                identity.agent(),
-                reports,
-            ) {
+            if let Err(error) = session.record_tool_reports(identity.agent(), reports) {
                 tracing::warn!(%error, "recording tool statistics failed");
             }
         }
@@ -541,7 +513,7 @@ fn add_to_system_prompt(messages: &mut Vec<Message>, addition: &str, origin: &st
 }
 
 /// A non-streamed answer, after skald's tools.
-pub async fn complete(exchange: Exchange, mut session: OwnedSlotGuard) -> Response {
+pub async fn complete(exchange: Exchange, mut session: Turn) -> Response {
     let prepare = exchange.prepare_context();
     let recall = exchange.recall_hook();
     let mut noted = Noted::default();
@@ -567,7 +539,7 @@ pub async fn complete(exchange: Exchange, mut session: OwnedSlotGuard) -> Respon
 async fn answer_whole(
     exchange: &Exchange,
     driver: &mut TurnDriver<'_>,
-    session: &mut SessionState,
+    session: &mut Turn,
     cancel: &CancellationToken,
     noted: &mut Noted,
     mut first: Option<Sent>,
@@ -685,11 +657,7 @@ async fn next_chunk(
 /// its events go to the client as they arrive; `head` gets the response (or the early error).
 /// A client that leaves ends the task: the upstream call is dropped (cancelled) and the
 /// session released.
-pub async fn stream(
-    exchange: Exchange,
-    mut session: OwnedSlotGuard,
-    mut head: oneshot::Sender<Response>,
-) {
+pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Sender<Response>) {
     let prepare = exchange.prepare_context();
     let recall = exchange.recall_hook();
     let mut noted = Noted::default();

@@ -14,7 +14,6 @@
 //! ([`stream`]); an upstream context overflow is recovered from and retried. What the client
 //! sees is the upstream's answer, byte for byte wherever skald had nothing to change.
 
-mod conversation;
 mod count;
 mod exchange;
 mod identity;
@@ -336,8 +335,10 @@ async fn start(
         return Ok(count::count_tokens(exchange, conversation).await);
     }
 
-    let slot = state.engine.slot(&exchange.tenant, &exchange.session_id);
-    let mut session = slot.lock_owned().await;
+    let mut session = state
+        .engine
+        .begin_turn(&exchange.tenant, &exchange.session_id)
+        .await;
     let previous = match (api, value.get("previous_response_id")) {
         (Api::Responses, Some(Value::String(id))) => Some(id.clone()),
         _ => None,
@@ -345,14 +346,9 @@ async fn start(
     let messages = match previous {
         None => messages,
         Some(previous) => {
-            let earlier = ingest::conversation_before_response(
-                &mut session,
-                state.engine.sessions(),
-                &exchange.tenant,
-                &exchange.session_id,
-                &previous,
-            )
-            .map_err(|error| ApiError::Internal(format!("reading the session failed: {error}")))?
+            let earlier = session
+                .conversation_before_response(&previous)
+                .map_err(|error| ApiError::Internal(format!("reading the session failed: {error}")))?
             .ok_or_else(|| {
                 ApiError::BadRequest(format!(
                     "previous_response_id {previous:?} is not an answer skald recorded in session \
@@ -374,15 +370,9 @@ async fn start(
             whole
         }
     };
-    let synced = conversation::sync(
-        &mut session,
-        state.engine.sessions(),
-        &exchange.tenant,
-        &exchange.session_id,
-        &messages,
-        api.origin(),
-    )
-    .map_err(|error| ApiError::Internal(format!("syncing the conversation failed: {error}")))?;
+    let synced = session
+        .sync(&messages, api.origin())
+        .map_err(|error| ApiError::Internal(format!("syncing the conversation failed: {error}")))?;
     let client_reports = if exchange.identity.is_some() {
         skald_engine::memory::tool_reports_in(&messages, synced.matched)
     } else {
@@ -390,7 +380,7 @@ async fn start(
     };
     exchange.client_messages = spelling::ClientMessages::new(messages);
     // after_turn: the results of the client's tool calls arrive with its next request.
-    exchange.record_tool_reports(&client_reports);
+    exchange.record_tool_reports(&session, &client_reports);
     if !streaming {
         return Ok(exchange::complete(exchange, session).await);
     }

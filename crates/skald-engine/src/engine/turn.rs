@@ -1,15 +1,30 @@
-//! Bringing a client's conversation into its session on every request, cheaply: the engine's
-//! `sync_conversation` reads the session back and matches every message; the proxy remembers
+//! [`Turn`]: a caller's hold on one session for a whole model request it drives itself (the
+//! proxy: it forwards raw JSON, streams, and runs skald's tools between upstream calls). The
+//! turn holds the session's state lock from the request's sync to its last record, and its
+//! methods are the writes such a request makes: the client's conversation brought in
+//! ([`Turn::sync`]), skald's own tool rounds ([`Turn::record_hidden`]), the answer a
+//! history-less client continues from ([`Turn::record_answer`]), and the tool statistics.
+//!
+//! Bringing a client's conversation in is cheap on every request: the engine's
+//! `sync_conversation` reads the session back and matches every message; the turn remembers
 //! what it synced last ([`SyncMark`]: a full-content fingerprint per message and the session's
 //! state after) so that a request that repeats or extends that conversation, with the session
 //! unchanged since, costs one row read and an append of its new tail — nothing is read back or
 //! written for a request that brings nothing new.
 
+use std::ops::{Deref, DerefMut};
+
+use skald_core::ids::{SessionId, Tenant};
+use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, Message};
-use skald_engine::ingest;
-use skald_engine::{EngineError, SessionState, SyncMark};
+use skald_store::memories::MemoryError;
 use skald_store::sessions::SessionStore;
 use xxhash_rust::xxh3::Xxh3;
+
+use super::{Engine, OwnedSlotGuard};
+use crate::ingest;
+use crate::memory::ToolMemoryUpdate;
+use crate::{EngineError, SessionState, SyncMark};
 
 /// What a sync did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,8 +38,127 @@ pub struct Synced {
     pub fast: bool,
 }
 
+/// One request's hold on its session (see the module docs). Dereferences to the session's
+/// state, which a [`TurnDriver`](crate::TurnDriver) prepares calls with.
+pub struct Turn {
+    engine: Engine,
+    tenant: Tenant,
+    session: SessionId,
+    state: OwnedSlotGuard,
+}
+
+impl std::fmt::Debug for Turn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turn")
+            .field("tenant", &self.tenant)
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Deref for Turn {
+    type Target = SessionState;
+    fn deref(&self) -> &SessionState {
+        &self.state
+    }
+}
+
+impl DerefMut for Turn {
+    fn deref_mut(&mut self) -> &mut SessionState {
+        &mut self.state
+    }
+}
+
+impl Engine {
+    /// Waits for the session's state (calls of the session before this one finish first) and
+    /// holds it for a request the caller drives.
+    pub async fn begin_turn(&self, tenant: &Tenant, session: &SessionId) -> Turn {
+        let state = self.slot(tenant, session).lock_owned().await;
+        Turn {
+            engine: self.clone(),
+            tenant: tenant.clone(),
+            session: session.clone(),
+            state,
+        }
+    }
+}
+
+impl Turn {
+    /// Brings the request's `messages` into the session (see the module docs).
+    pub fn sync(
+        &mut self,
+        messages: &[Message],
+        source_format: &str,
+    ) -> Result<Synced, EngineError> {
+        let sessions = self.engine.sessions();
+        sync(
+            &mut self.state,
+            sessions,
+            &self.tenant,
+            &self.session,
+            messages,
+            source_format,
+        )
+    }
+
+    /// The client's conversation up to and including the answer recorded under `response_id`
+    /// ([`Turn::record_answer`]); `None` when the session holds no such answer.
+    pub fn conversation_before_response(
+        &mut self,
+        response_id: &str,
+    ) -> Result<Option<Vec<Message>>, EngineError> {
+        ingest::conversation_before_response(
+            &mut self.state,
+            self.engine.sessions(),
+            &self.tenant,
+            &self.session,
+            response_id,
+        )
+    }
+
+    /// Records a round of skald's own tool calls and their results as hidden entries (the
+    /// model's next call sees them, the client's next sync skips them).
+    pub fn record_hidden(&mut self, messages: Vec<Message>) -> Result<(), EngineError> {
+        let sessions = self.engine.sessions();
+        ingest::append_hidden(
+            &mut self.state,
+            sessions,
+            &self.tenant,
+            &self.session,
+            messages,
+        )?;
+        note_write(&mut self.state, sessions, &self.tenant, &self.session)
+    }
+
+    /// Records the answer a client got under its response id, for a client that keeps no
+    /// history of its own and continues from the id.
+    pub fn record_answer(
+        &mut self,
+        message: Message,
+        response_id: &str,
+    ) -> Result<(), EngineError> {
+        ingest::append_answer(
+            &mut self.state,
+            self.engine.sessions(),
+            &self.tenant,
+            &self.session,
+            message,
+            response_id,
+        )
+    }
+
+    /// Adds the turn's tool calls to `agent`'s tool statistics.
+    pub fn record_tool_reports(
+        &self,
+        agent: &str,
+        reports: &[ToolCallReport],
+    ) -> Result<ToolMemoryUpdate, MemoryError> {
+        crate::memory::record_tool_reports(self.engine.memories(), &self.tenant, agent, reports)
+    }
+}
+
 /// Brings `messages` into the session.
-pub fn sync(
+fn sync(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
     tenant: &str,
@@ -72,9 +206,9 @@ fn leading_messages(messages: &[Message], matched: usize) -> usize {
     (ingest::prompt_len(messages) + matched).min(messages.len())
 }
 
-/// Notes the session's state after a write of the proxy's own (hidden entries), so the next
+/// Notes the session's state after a write of the turn's own (hidden entries), so the next
 /// request's sync still takes the fast path.
-pub fn note_write(
+fn note_write(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
     tenant: &str,
