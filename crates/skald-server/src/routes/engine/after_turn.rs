@@ -1,0 +1,227 @@
+//! `POST /v1/sessions/{id}/after-turn`: OpenClaw's `afterTurn` (sync, calibration, tool
+//! statistics, the two-threshold memory upload).
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// POST /v1/sessions/{id}/after-turn
+
+/// OpenClaw's `afterTurn` parameters, and skald's tool reports.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AfterTurnRequest {
+    /// The session's messages after the turn (synced like assemble's).
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub messages: Option<Vec<Value>>,
+    /// How many of `messages` were there before the turn's prompt: the tool results after
+    /// them feed the tool statistics (when `toolReports` is not given).
+    pub pre_prompt_message_count: Option<usize>,
+    /// OpenClaw's summary of an automatic compaction; informational.
+    pub auto_compaction_summary: Option<String>,
+    /// A heartbeat turn: nothing is recorded.
+    #[serde(default)]
+    pub is_heartbeat: bool,
+    /// The model's context window in tokens (default: the server's window).
+    pub token_budget: Option<u64>,
+    pub runtime_context: Option<RuntimeContext>,
+    /// The turn's tool calls, when the host measured them (durations); instead of the ones
+    /// read from the new messages.
+    pub tool_reports: Option<Vec<ToolReport>>,
+    pub session_key: Option<String>,
+    pub session_file: Option<String>,
+}
+
+/// OpenClaw's `ContextEngineRuntimeContext` (a record: keys skald does not read are
+/// accepted).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeContext {
+    pub prompt_cache: Option<PromptCache>,
+    /// The context's size in tokens, as the host counts it.
+    pub current_token_count: Option<u64>,
+    pub token_budget: Option<u64>,
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub other: Map<String, Value>,
+}
+
+/// OpenClaw's prompt-cache state.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptCache {
+    pub last_call_usage: Option<LastCallUsage>,
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub other: Map<String, Value>,
+}
+
+/// The provider's usage of the turn's last call.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LastCallUsage {
+    pub input: Option<u64>,
+    pub output: Option<u64>,
+    pub cache_read: Option<u64>,
+    pub cache_write: Option<u64>,
+    pub total: Option<u64>,
+}
+
+impl LastCallUsage {
+    /// Everything the provider read: uncached input, cache reads and cache writes.
+    fn input_tokens(&self) -> u64 {
+        self.input.unwrap_or(0) + self.cache_read.unwrap_or(0) + self.cache_write.unwrap_or(0)
+    }
+}
+
+/// One tool call of the turn.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ToolReport {
+    pub tool: String,
+    pub success: bool,
+    pub duration_ms: Option<u64>,
+    pub error: Option<String>,
+}
+
+/// What after-turn recorded.
+#[derive(Debug, Default, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AfterTurnResponse {
+    /// Set for a heartbeat turn, which records nothing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub heartbeat: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncReport>,
+    /// The provider's usage paired with skald's estimate of the last assembled view.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<CalibrationReport>,
+    /// Tools whose statistics were updated (memory on).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_memories: Vec<String>,
+    /// What the two-threshold memory upload did (memory on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upload: Option<UploadReport>,
+    /// Memory writes that failed; the turn is recorded without them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub memory_errors: Vec<String>,
+}
+
+/// One calibration observation.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CalibrationReport {
+    pub model: String,
+    pub counted: u64,
+    pub reported: u64,
+}
+
+/// What the upload driver did.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UploadReport {
+    /// The upload started now (it runs in the background).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
+    /// Archives of finished uploads recorded now.
+    pub completed: usize,
+    /// The checkpoint that took an uploaded range out of the live context.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped_checkpoint: Option<String>,
+}
+
+/// After a turn (`skald_engine::after_turn`, the one use case): syncs the session with the host's messages, pairs the provider's usage with
+/// skald's estimate of the last view (token calibration), records the turn's tool calls in the
+/// agent's tool memories, and runs the two-threshold memory upload (memory on): at 50 % of the
+/// window a background upload of the oldest turns starts, at 70 % (or when it is done) they
+/// leave the live context through a checkpoint. Uploads run on the server's task tracker, so a
+/// graceful shutdown waits for them.
+#[utoipa::path(post, path = "/v1/sessions/{id}/after-turn", tag = "engine",
+    params(("id" = String, Path, description = "Session id")),
+    request_body = AfterTurnRequest,
+    responses(
+        (status = 200, description = "What was recorded", body = AfterTurnResponse),
+        (status = 400, description = "Bad body"),
+        (status = 404, description = "No such session (and no messages to create it)"),
+    ))]
+pub(super) async fn after_turn_route(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<AfterTurnRequest>,
+) -> Result<Json<AfterTurnResponse>, ApiError> {
+    let id = session_id(id)?;
+    let window = token_budget(
+        body.token_budget.or(body
+            .runtime_context
+            .as_ref()
+            .and_then(|context| context.token_budget)),
+    )?
+    .unwrap_or(state.engine.config().window_tokens);
+    let messages = body
+        .messages
+        .as_deref()
+        .map(|values| decode_messages(values, "messages"))
+        .transpose()?;
+    let explicit_reports: Option<Vec<ToolCallReport>> = body.tool_reports.map(|reports| {
+        reports
+            .into_iter()
+            .map(|report| {
+                ToolCallReport::new(
+                    report.tool,
+                    report.success,
+                    report.duration_ms,
+                    report.error,
+                )
+            })
+            .collect()
+    });
+    if body.is_heartbeat {
+        return Ok(Json(AfterTurnResponse {
+            heartbeat: true,
+            ..AfterTurnResponse::default()
+        }));
+    }
+    let _ = (
+        &body.auto_compaction_summary,
+        &body.session_key,
+        &body.session_file,
+    );
+    let runtime = body.runtime_context.as_ref();
+    let turn = AfterTurn {
+        messages: messages.as_deref(),
+        pre_prompt_message_count: body.pre_prompt_message_count,
+        tool_reports: explicit_reports.as_deref(),
+        reported_input_tokens: runtime
+            .and_then(|context| context.prompt_cache.as_ref())
+            .and_then(|cache| cache.last_call_usage.as_ref())
+            .map(LastCallUsage::input_tokens),
+        current_token_count: runtime.and_then(|context| context.current_token_count),
+        window_tokens: window,
+        source_format: source_format(),
+    };
+    let outcome = state
+        .engine
+        .after_turn(&caller.tenant, &id, &turn)
+        .await
+        .map_err(engine_error)?;
+    if let Some(step) = &outcome.upload {
+        state.metrics.upload_step(step);
+    }
+    let response = AfterTurnResponse {
+        heartbeat: false,
+        sync: outcome.sync.map(Into::into),
+        calibration: outcome.calibration.map(|observation| CalibrationReport {
+            model: observation.model,
+            counted: observation.counted,
+            reported: observation.reported,
+        }),
+        tool_memories: outcome.tool_memories,
+        upload: outcome.upload.map(|step| UploadReport {
+            started: step.started,
+            completed: step.completed.len(),
+            dropped_checkpoint: step.dropped.map(|dropped| dropped.checkpoint_entry_id),
+        }),
+        memory_errors: outcome.memory_errors,
+    };
+    Ok(Json(response))
+}

@@ -1,0 +1,126 @@
+//! `POST /v1/sessions/{id}/bootstrap`: OpenClaw's `bootstrap`, from a session file's content
+//! or its messages.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// POST /v1/sessions/{id}/bootstrap
+
+/// OpenClaw's `bootstrap`: the session's history, once.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BootstrapRequest {
+    /// The content of the session's file: an OpenClaw session JSONL (its tree and ids kept),
+    /// or any transcript `skald import` reads.
+    pub session_jsonl: Option<String>,
+    /// The session's messages (`AgentMessage`s), when there is no file.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub messages: Option<Vec<Value>>,
+    pub session_key: Option<String>,
+    /// The file's path on the host, kept as the session's source for listings (send its
+    /// content in `sessionJsonl`).
+    pub session_file: Option<String>,
+}
+
+/// OpenClaw's `BootstrapResult`, with what an import of `sessionJsonl` did.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BootstrapResponse {
+    /// Whether anything was stored.
+    pub bootstrapped: bool,
+    /// Messages stored by this call.
+    pub imported_messages: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What importing `sessionJsonl` did (what `skald import` reports).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub import: Option<ImportReport>,
+}
+
+/// What importing a session file did.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportReport {
+    pub session_id: String,
+    pub tenant: String,
+    /// The transcript's format (`openclaw-session`, `openai-request`…).
+    pub format: String,
+    /// `created`, `appended` or `already_imported`.
+    pub status: String,
+    /// Entries this call stored.
+    pub entries_added: usize,
+    /// Entries the session holds now, of every branch.
+    pub entries: u64,
+    pub messages: u64,
+    pub title: Option<String>,
+    /// Lines the reader skipped or repaired, with the reason.
+    pub issues: Vec<String>,
+}
+
+/// Brings a session's existing history in: an OpenClaw session file's content (`sessionJsonl`:
+/// its entry tree, ids and leaf kept) or its messages. Idempotent: what is already stored is
+/// not stored again, and a history that only grew appends what is new.
+#[utoipa::path(post, path = "/v1/sessions/{id}/bootstrap", tag = "engine",
+    params(("id" = String, Path, description = "Session id (it wins over the file header's)")),
+    request_body = BootstrapRequest,
+    responses(
+        (status = 200, description = "What was stored", body = BootstrapResponse),
+        (status = 400, description = "Both or bad inputs"),
+        (status = 422, description = "The stored session differs from this history"),
+    ))]
+pub(super) async fn bootstrap_route(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<BootstrapRequest>,
+) -> Result<Json<BootstrapResponse>, ApiError> {
+    let id = session_id(id)?;
+    let _ = &body.session_key;
+    let messages = body
+        .messages
+        .as_deref()
+        .map(|values| decode_messages(values, "messages"))
+        .transpose()?;
+    let source = match (body.session_jsonl, messages) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "give either `sessionJsonl` or `messages`, not both".to_owned(),
+            ));
+        }
+        (Some(text), None) => BootstrapSource::File {
+            text,
+            path: body.session_file,
+        },
+        (None, Some(messages)) => BootstrapSource::Messages {
+            messages,
+            source_format: source_format().to_owned(),
+        },
+        (None, None) => {
+            return Err(ApiError::BadRequest(
+                "the body needs `sessionJsonl` (a session file's content) or `messages`".to_owned(),
+            ));
+        }
+    };
+    let done = state
+        .engine
+        .bootstrap(&caller.tenant, &id, source)
+        .await
+        .map_err(engine_error)?;
+    let import = done.import.map(|(outcome, info)| ImportReport {
+        session_id: outcome.session_id,
+        tenant: caller.tenant.to_string(),
+        format: outcome.format.name().to_owned(),
+        status: outcome.status.name().to_owned(),
+        entries_added: outcome.entries_added,
+        entries: info.entry_count,
+        messages: info.message_count,
+        title: info.title,
+        issues: outcome.issues.iter().map(ToString::to_string).collect(),
+    });
+    Ok(Json(BootstrapResponse {
+        bootstrapped: done.already.is_none(),
+        imported_messages: done.messages_after.saturating_sub(done.messages_before),
+        reason: done.already,
+        import,
+    }))
+}

@@ -1,0 +1,204 @@
+//! `POST /v1/sessions/{id}/messages` (OpenClaw's `ingest` / `ingestBatch`) and
+//! `POST /v1/sessions/{id}/assemble` (the model's view for the next call).
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// POST /v1/sessions/{id}/messages
+
+/// OpenClaw's `ingest` (`message`) or `ingestBatch` (`messages`).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct IngestRequest {
+    /// One OpenClaw `AgentMessage`.
+    #[schema(value_type = Option<Object>)]
+    pub message: Option<Value>,
+    /// A batch of `AgentMessage`s, in order.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub messages: Option<Vec<Value>>,
+    /// A heartbeat turn: its messages are checked but not stored.
+    #[serde(default)]
+    pub is_heartbeat: bool,
+    /// OpenClaw's session key; informational.
+    pub session_key: Option<String>,
+}
+
+/// `{"ingested": bool}` for one message, `{"ingestedCount": n}` for a batch.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum IngestResponse {
+    One {
+        /// False when the message equals the session's last message (a duplicate) or the
+        /// turn is a heartbeat.
+        ingested: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    Batch {
+        /// Messages stored (duplicates of the message before them are not).
+        ingested_count: usize,
+    },
+}
+
+/// Stores messages at the end of the session (created on first use). A message equal to the
+/// session's last message is a duplicate and is not stored again. Heartbeat turns
+/// (`isHeartbeat`) are not stored at all: they say nothing the model needs later.
+#[utoipa::path(post, path = "/v1/sessions/{id}/messages", tag = "engine",
+    params(("id" = String, Path, description = "Session id: [A-Za-z0-9._:-], up to 128 characters")),
+    request_body = IngestRequest,
+    responses(
+        (status = 200, description = "What was stored", body = IngestResponse),
+        (status = 400, description = "Not one of message/messages, or not an AgentMessage"),
+        (status = 401, description = "A key is required"),
+    ))]
+pub(super) async fn ingest_route(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<IngestRequest>,
+) -> Result<Json<IngestResponse>, ApiError> {
+    let id = session_id(id)?;
+    let _ = body.session_key;
+    let (messages, batch) = match (body.message, body.messages) {
+        (Some(message), None) => {
+            let decoded = decode_agent_message_at(&message, "message")
+                .map_err(|error| ApiError::BadRequest(format!("not an AgentMessage: {error}")))?;
+            (vec![decoded], false)
+        }
+        (None, Some(messages)) => (decode_messages(&messages, "messages")?, true),
+        (Some(_), Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "give either `message` (ingest) or `messages` (ingestBatch), not both".to_owned(),
+            ));
+        }
+        (None, None) => {
+            return Err(ApiError::BadRequest(
+                "the body needs `message` (one AgentMessage) or `messages` (a batch)".to_owned(),
+            ));
+        }
+    };
+    let stored = if body.is_heartbeat {
+        0
+    } else {
+        state
+            .engine
+            .ingest(&caller.tenant, &id, messages)
+            .await
+            .map_err(engine_error)?
+    };
+    Ok(Json(if batch {
+        IngestResponse::Batch {
+            ingested_count: stored,
+        }
+    } else {
+        IngestResponse::One {
+            ingested: stored > 0,
+        }
+    }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /v1/sessions/{id}/assemble
+
+/// OpenClaw's `assemble` parameters.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AssembleRequest {
+    /// The model's context window in tokens (default: the server's window).
+    pub token_budget: Option<u64>,
+    /// The host's whole conversation. Synced into the session first: what is new is appended,
+    /// and where it diverges from the stored history a new branch starts (the host's view wins).
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub messages: Option<Vec<Value>>,
+    /// The tools the host will run. skald's tools missing from it are not offered, and without
+    /// `fetch_original_data` nothing is moved out of the context (a ref the model cannot fetch
+    /// would lose data). Absent: the host runs every tool skald offers.
+    pub available_tools: Option<HashSet<String>>,
+    /// The model the view is for (calibrates `estimatedTokens` once usage was reported).
+    pub model: Option<String>,
+    /// The user's prompt, sent by the host after the view: recall searches with it.
+    pub prompt: Option<String>,
+    /// OpenClaw's citations mode; accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub citations_mode: Option<Value>,
+    /// OpenClaw's session key; informational.
+    pub session_key: Option<String>,
+}
+
+/// OpenClaw's `AssembleResult`, with skald's tools and report.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AssembleResponse {
+    /// The messages to send, in order (`AgentMessage`s).
+    #[schema(value_type = Vec<Object>)]
+    pub messages: Vec<Value>,
+    /// skald's estimate of the messages and the system prompt addition, corrected by the
+    /// usage reported for this model in after-turn.
+    pub estimated_tokens: u64,
+    /// To append to the host's system prompt: the REF_ID instruction once the session has
+    /// refs, the user's profile and tool memories when memory is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_prompt_addition: Option<String>,
+    /// skald's tools the host should offer the model and run (`fetch_original_data` once the
+    /// session has refs: `GET /v1/refs/{id}` answers it; the memory tools when memory is on).
+    pub tools: Vec<ToolDefinition>,
+    /// What the messages sync did, when messages were given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncReport>,
+    pub report: ViewReport,
+}
+
+/// The model's view of the session for the next call: the stored context (a compaction's
+/// summary first), the policy's pipeline — offloaded and truncated originals are stored before
+/// their placeholders are returned —, and, when memory is on, the session-start memory, the
+/// memories recalled for the latest user messages (or `prompt`), skill memories on `SKILL.md`
+/// reads and the memory tools. Nothing memory adds is stored in the session.
+#[utoipa::path(post, path = "/v1/sessions/{id}/assemble", tag = "engine",
+    params(("id" = String, Path, description = "Session id")),
+    request_body = AssembleRequest,
+    responses(
+        (status = 200, description = "The view", body = AssembleResponse),
+        (status = 400, description = "Bad messages or token budget"),
+        (status = 404, description = "No such session (and no messages to create it)"),
+    ))]
+pub(super) async fn assemble_route(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<AssembleRequest>,
+) -> Result<Json<AssembleResponse>, ApiError> {
+    let id = session_id(id)?;
+    let _ = (&body.citations_mode, &body.session_key);
+    let window = token_budget(body.token_budget)?;
+    let messages = body
+        .messages
+        .as_deref()
+        .map(|values| decode_messages(values, "messages"))
+        .transpose()?;
+    let input = AssembleInput {
+        messages,
+        source_format: source_format().to_owned(),
+        model: body.model,
+        options: ViewOptions {
+            window_tokens: window,
+            available_tools: body.available_tools,
+            with_memory: state.engine.config().memory.enabled,
+            identity: None,
+            pending_prompt: body.prompt,
+        },
+    };
+    let assembly = state
+        .engine
+        .assemble(&caller.tenant, &id, input)
+        .await
+        .map_err(engine_error)?;
+    let built = &assembly.view;
+    record_view_metrics(&state.metrics, &built.view);
+    Ok(Json(AssembleResponse {
+        messages: encode_agent_messages(&built.view.messages),
+        estimated_tokens: assembly.estimated_tokens,
+        system_prompt_addition: built.view.system_prompt_addition(),
+        report: view_report(built),
+        tools: built.tools.iter().map(ToolDefinition::from).collect(),
+        sync: assembly.sync.map(Into::into),
+    }))
+}

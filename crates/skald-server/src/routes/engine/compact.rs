@@ -1,0 +1,190 @@
+//! `POST /v1/sessions/{id}/compact`: OpenClaw's `compact`, with the compacted span archived to
+//! memory.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// POST /v1/sessions/{id}/compact
+
+/// OpenClaw's `compact` parameters.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CompactRequestBody {
+    /// The model's context window in tokens (default: the server's window).
+    pub token_budget: Option<u64>,
+    /// Compact even below the threshold (`/compact`).
+    #[serde(default)]
+    pub force: bool,
+    /// OpenClaw's reason for forcing; informational.
+    pub force_reason: Option<String>,
+    /// Instructions for this summary.
+    pub custom_instructions: Option<String>,
+    /// The workspace's AGENTS.md: its "Session Startup" and "Red Lines" sections are appended
+    /// to the summary as critical rules.
+    pub agents_md: Option<String>,
+    /// Archive the compacted span to memory and extract memories from it (default: when the
+    /// server's memory is on).
+    pub archive: Option<bool>,
+    /// What the context really costs (the provider's last input tokens), when known.
+    pub current_token_count: Option<u64>,
+    /// OpenClaw's compaction target; informational.
+    pub compaction_target: Option<String>,
+    /// OpenClaw's preflight trigger; informational.
+    pub preflight_compaction_trigger: Option<String>,
+    /// OpenClaw's runtime context; informational.
+    #[schema(value_type = Option<Object>)]
+    pub runtime_context: Option<Map<String, Value>>,
+    pub session_key: Option<String>,
+    pub session_file: Option<String>,
+}
+
+/// OpenClaw's `CompactResult`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactResponse {
+    /// False when a compaction was attempted and failed (the session is unchanged).
+    pub ok: bool,
+    pub compacted: bool,
+    /// Why nothing was compacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<CompactResultBody>,
+    /// skald's whole record of the compaction, as `skald compact --json` prints it (its own
+    /// snake_case fields).
+    #[schema(value_type = Object)]
+    pub report: CompactReport,
+}
+
+/// What a compaction produced.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactResultBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The first entry the model still sees after the summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_kept_entry_id: Option<String>,
+    pub tokens_before: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_after: Option<u64>,
+    /// skald's record: the checkpoint entry, the summarizer, and the memory archive of the
+    /// compacted span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<Value>,
+}
+
+/// Compacts the session's active branch: the history before the recent turns becomes a summary
+/// (the configured summarizer), written as a checkpoint; the span it replaced is archived to
+/// memory when memory is on. Below the threshold nothing happens unless `force`. A compaction
+/// that fails writes nothing and says why (`ok: false`).
+#[utoipa::path(post, path = "/v1/sessions/{id}/compact", tag = "engine",
+    params(("id" = String, Path, description = "Session id")),
+    request_body = CompactRequestBody,
+    responses(
+        (status = 200, description = "The outcome", body = CompactResponse),
+        (status = 400, description = "Bad body or token budget"),
+        (status = 404, description = "No such session"),
+    ))]
+pub(super) async fn compact_route(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<CompactRequestBody>,
+) -> Result<Json<CompactResponse>, ApiError> {
+    let id = session_id(id)?;
+    let window = token_budget(body.token_budget)?;
+    let input = CompactInput {
+        window_tokens: window,
+        trigger: if body.force {
+            CompactionTrigger::Manual
+        } else {
+            CompactionTrigger::Threshold
+        },
+        custom_instructions: body.custom_instructions,
+        agents_md: body.agents_md,
+        context_tokens: body.current_token_count,
+        archive: body.archive.unwrap_or(true),
+    };
+    let compaction = state
+        .engine
+        .compact(&caller.tenant, &id, &input, &CancellationToken::new())
+        .await
+        .map_err(engine_error)?;
+    let window = window.unwrap_or(state.engine.config().window_tokens);
+    let report = compaction.report(&id, &caller.tenant, window);
+    let archive = match (&compaction.memory_error, &compaction.memory_archive) {
+        (Some(error), _) => serde_json::json!({ "error": error }),
+        (None, Some(outcome)) => serde_json::to_value(outcome).unwrap_or(Value::Null),
+        (None, None) => Value::Null,
+    };
+    let result = compaction.result;
+    let response = match &result.outcome {
+        CompactionOutcome::Compacted {
+            tokens_before,
+            tokens_after,
+            summary,
+            ..
+        } => {
+            Metrics::outcome(&state.metrics.compactions, "compacted");
+            CompactResponse {
+                ok: true,
+                compacted: true,
+                reason: None,
+                result: Some(CompactResultBody {
+                    summary: Some(summary.clone()),
+                    first_kept_entry_id: result.first_kept_entry_id.clone(),
+                    tokens_before: *tokens_before,
+                    tokens_after: Some(*tokens_after),
+                    details: Some(serde_json::json!({
+                        "checkpointEntryId": result.checkpoint_entry_id,
+                        "summarizer": result.summarizer,
+                        "rewrittenEntries": result.rewritten_entries,
+                        "memoryArchive": archive,
+                    })),
+                }),
+                report,
+            }
+        }
+        CompactionOutcome::Skipped {
+            reason,
+            tokens_before,
+        } => {
+            Metrics::outcome(&state.metrics.compactions, "skipped");
+            CompactResponse {
+                ok: true,
+                compacted: false,
+                reason: Some(reason.describe()),
+                result: Some(CompactResultBody {
+                    summary: None,
+                    first_kept_entry_id: None,
+                    tokens_before: *tokens_before,
+                    tokens_after: None,
+                    details: None,
+                }),
+                report,
+            }
+        }
+        CompactionOutcome::Cancelled {
+            reason,
+            tokens_before,
+        } => {
+            Metrics::outcome(&state.metrics.compactions, "failed");
+            CompactResponse {
+                ok: false,
+                compacted: false,
+                reason: Some(reason.describe()),
+                result: Some(CompactResultBody {
+                    summary: None,
+                    first_kept_entry_id: None,
+                    tokens_before: *tokens_before,
+                    tokens_after: None,
+                    details: None,
+                }),
+                report,
+            }
+        }
+    };
+    Ok(Json(response))
+}

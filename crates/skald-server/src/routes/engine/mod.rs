@@ -1,0 +1,249 @@
+//! The engine API: OpenClaw's `ContextEngine` over HTTP, one route per method, on sessions
+//! stored per tenant. Messages are OpenClaw `AgentMessage` JSON in and out.
+//!
+//! - `POST /v1/sessions/{id}/messages` — `ingest` / `ingestBatch`.
+//! - `POST /v1/sessions/{id}/assemble` — the model's view of the session for the next call
+//!   (`skald_engine::prepare_view`: the pipeline with its refs stored first, then memory).
+//! - `POST /v1/sessions/{id}/compact` — `compact`, with the compacted span archived to memory.
+//! - `POST /v1/sessions/{id}/after-turn` — `afterTurn`: sync, calibration, tool statistics, the
+//!   two-threshold memory upload.
+//! - `POST /v1/sessions/{id}/bootstrap` — `bootstrap` from a session file's content or messages.
+//! - `GET /v1/sessions`, `GET /v1/sessions/{id}`, `…/entries`, `…/context` — reads.
+//!
+//! Each handler is a mapping: it checks its whole input (the session id, the body) and
+//! translates it to one [`skald_engine::Engine`] call in the caller's tenant — which holds the
+//! session's state while it runs, so requests of one session are serialised — and translates
+//! the answer back.
+
+use std::collections::HashSet;
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use skald_core::codec::Format;
+use skald_core::codec::openclaw::{
+    decode_agent_message_at, encode_agent_messages, encode_entry, encode_header,
+};
+use skald_core::compaction::{CompactionOutcome, CompactionTrigger};
+use skald_core::memory::usage::ToolCallReport;
+use skald_core::message::{Message, ToolSpec};
+use skald_core::time::format_rfc3339_seconds;
+use skald_engine::after_turn::AfterTurn;
+use skald_engine::compact::CompactReport;
+use skald_engine::ingest;
+use skald_engine::memory::{MemoryIdentity, RecallReport, SessionMemoryReport};
+use skald_engine::{
+    AssembleInput, BootstrapSource, CompactInput, ModelView, SessionOverview, View, ViewOptions,
+};
+use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{ApiJson, ApiPath, ApiQuery, engine_error, session_id};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::state::AppState;
+
+/// The smallest token budget a request may give.
+pub const MIN_TOKEN_BUDGET: u64 = 1_000;
+
+mod after_turn;
+mod bootstrap;
+mod calls;
+mod compact;
+mod reads;
+
+pub use after_turn::*;
+pub use bootstrap::*;
+pub use calls::*;
+pub use compact::*;
+pub use reads::*;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(calls::ingest_route))
+        .routes(routes!(calls::assemble_route))
+        .routes(routes!(compact::compact_route))
+        .routes(routes!(after_turn::after_turn_route))
+        .routes(routes!(bootstrap::bootstrap_route))
+        .routes(routes!(reads::list_sessions))
+        .routes(routes!(reads::session_info))
+        .routes(routes!(reads::session_entries))
+        .routes(routes!(reads::session_context_route))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces
+
+/// The session format sessions created through the engine API are stored as.
+fn source_format() -> &'static str {
+    Format::OpenClawSession.name()
+}
+
+/// Decodes OpenClaw `AgentMessage`s; the error names the field (`messages[2].content[0].text`).
+fn decode_messages(values: &[Value], root: &str) -> Result<Vec<Message>, ApiError> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(index, value)| {
+            decode_agent_message_at(value, &format!("{root}[{index}]"))
+                .map_err(|error| ApiError::BadRequest(format!("not an AgentMessage: {error}")))
+        })
+        .collect()
+}
+
+/// The token budget of a request, checked (`None`: the engine's window).
+fn token_budget(budget: Option<u64>) -> Result<Option<u64>, ApiError> {
+    match budget {
+        Some(tokens) if tokens < MIN_TOKEN_BUDGET => Err(ApiError::BadRequest(format!(
+            "tokenBudget is {tokens} tokens: a context window is at least {MIN_TOKEN_BUDGET} \
+             tokens"
+        ))),
+        budget => Ok(budget),
+    }
+}
+
+/// A tool skald asks the host to offer the model.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ToolDefinition {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// JSON Schema of the arguments.
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+}
+
+impl From<&ToolSpec> for ToolDefinition {
+    fn from(spec: &ToolSpec) -> ToolDefinition {
+        ToolDefinition {
+            name: spec.name.clone(),
+            description: spec.description.clone(),
+            parameters: spec.parameters.clone(),
+        }
+    }
+}
+
+/// What skald did to build a view, beyond OpenClaw's fields.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ViewReport {
+    /// Estimated tokens of the session's context before the pipeline.
+    pub tokens_before: u64,
+    /// Estimated tokens the pipeline took out.
+    pub tokens_saved: u64,
+    /// Originals stored in the ref store by this view.
+    pub refs_stored: usize,
+    /// Tool results replaced by `[REF_ID: …]` placeholders.
+    pub offloaded: usize,
+    /// Tool results trimmed or cleared by pruning.
+    pub pruned: usize,
+    /// Tool results truncated.
+    pub truncated: usize,
+    /// What memory added, when it took part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryReport>,
+}
+
+/// What memory added to a view.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryReport {
+    pub user: String,
+    pub agent: String,
+    /// The query recall searched with (none when it skipped the turn).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recall_query: Option<String>,
+    /// URIs of the memories recall injected.
+    pub recalled: Vec<String>,
+    pub recall_tokens: u64,
+    pub profile_entries: usize,
+    pub directory_entries: usize,
+    /// `SKILL.md` reads given their skill memory.
+    pub skill_reads: usize,
+    /// Reads that failed; their part was left out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+}
+
+/// What the view did, as the routes report it.
+fn view_report(built: &View) -> ViewReport {
+    let view = &built.view;
+    let (user, agent) = built
+        .identity
+        .as_ref()
+        .map_or(("", ""), |identity| (identity.user(), identity.agent()));
+    let memory = view.memory.as_ref().map(|memory| MemoryReport {
+        user: user.to_owned(),
+        agent: agent.to_owned(),
+        recall_query: memory.recall.query.clone(),
+        recalled: memory
+            .recall
+            .kept
+            .iter()
+            .map(|kept| kept.uri.clone())
+            .collect(),
+        recall_tokens: memory.recall.tokens_injected,
+        profile_entries: memory.session_start.profile_entries,
+        directory_entries: memory.session_start.directory_entries,
+        skill_reads: memory
+            .skills
+            .iter()
+            .filter(|skill| skill.appended_chars > 0)
+            .count(),
+        errors: memory
+            .session_start
+            .errors
+            .iter()
+            .cloned()
+            .chain(memory.recall.error.clone())
+            .chain(memory.skills.iter().filter_map(|skill| skill.error.clone()))
+            .collect(),
+    });
+    ViewReport {
+        tokens_before: view.tokens_before,
+        tokens_saved: view.tokens_saved(),
+        refs_stored: view.report.refs_stored,
+        offloaded: view.report.offload.offloaded.len(),
+        pruned: view.report.prune.trimmed + view.report.prune.cleared,
+        truncated: view.report.truncate.truncated,
+        memory,
+    }
+}
+
+fn record_view_metrics(metrics: &Metrics, view: &ModelView) {
+    metrics.tokens_saved.inc_by(view.tokens_saved());
+    metrics.refs_stored.inc_by(view.report.refs_stored as u64);
+}
+
+/// What bringing the session in line with the host's messages did.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncReport {
+    /// The session did not exist and was created.
+    pub created: bool,
+    /// Messages already stored on the active branch.
+    pub matched: usize,
+    /// Messages appended.
+    pub appended: usize,
+    /// Whether the host's history diverged from the stored one and a new branch started.
+    pub forked: bool,
+    /// The entry the new branch grows from (absent with `forked`: a new root).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_at: Option<String>,
+}
+
+impl From<ingest::SyncOutcome> for SyncReport {
+    fn from(outcome: ingest::SyncOutcome) -> SyncReport {
+        SyncReport {
+            created: outcome.created,
+            matched: outcome.matched,
+            appended: outcome.appended,
+            forked: outcome.forked,
+            forked_at: outcome.forked_at,
+        }
+    }
+}
