@@ -1,0 +1,335 @@
+//! Overflow recovery (seed 003 §4, OpenClaw's `run.ts` loop): one model call for a stored
+//! session, made to succeed when the prompt turns out too large for the model.
+//!
+//! [`complete_turn`] assembles the session's context ([`session_context`](skald_core::session::session_context) → [`assemble`]),
+//! compacts first when the context is over the threshold, calls the model, and on success appends
+//! the answer to the session. When the provider reports a context overflow — an
+//! [`LlmError::ContextOverflow`] ("promptError") or an answer with stop reason `error` whose text
+//! is an overflow ("assistantError") — it follows the seed's decision tree:
+//!
+//! - **Branch A:** this attempt already compacted (the threshold compaction ran and shrank the
+//!   context) → retry directly, counting an overflow compaction attempt.
+//! - **Branch B:** otherwise, while fewer than `max_overflow_compactions` (3) overflow
+//!   compaction attempts were made → compact with [`CompactionTrigger::Overflow`]; retry when it
+//!   compacted, else fall back.
+//! - **Fallback:** once per turn, cut the session's tool results persistently (a new branch, the
+//!   originals in the ref store first, the marker naming each ref) and retry when anything was
+//!   cut; otherwise give up with [`CONTEXT_OVERFLOW_MESSAGE`].
+//!
+//! A compaction whose own summarizer call overflowed skips branch B from then on (compacting
+//! again would overflow again). `max_iterations` caps the model calls of one turn whatever the
+//! branches do. Every other provider error is returned as it is ([`RecoveryError::Llm`]): a rate
+//! limit or an auth failure is never taken for an overflow, and nothing is retried that the
+//! client did not already retry.
+//!
+//! [`complete_turn_with_memory`] adds long-term memory ([`MemoryHooks`]): the two-threshold
+//! upload before the first call, the archive and extraction of every compacted span, and recall
+//! ([`RecallHook`]: the session-start profile and listing, the turn's recalled memories and the
+//! memory tools, given to each call and never stored).
+//!
+//! [`TurnDriver`] is the same turn for a caller that sends the requests itself (the proxy, which
+//! forwards raw JSON and streams the answer): it prepares each call ([`PrepareContext`], no
+//! model needed) and takes the overflow decisions; [`complete_turn_with_memory`] is its loop
+//! around a [`ChatModel`].
+//!
+//! What the user gave is never lost: compaction appends a checkpoint, truncation forks a branch
+//! (the old one stays readable), and nothing is written after the caller cancels.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use skald_core::compaction::CompactionSettings;
+//! use skald_core::message::{Message, Role};
+//! use skald_core::pipeline::policy::Policy;
+//! use skald_engine::SessionState;
+//! use skald_engine::recovery::{RecoveryError, RecoverySettings, TurnContext, complete_turn};
+//! use skald_llm::{ExtractiveSummarizer, LlmConfig, client_from_config};
+//! use skald_store::{SessionStore, SqliteRefStore, SqliteSessionStore};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let sessions = SqliteSessionStore::open("skald.db")?;
+//! let refs = SqliteRefStore::open("skald.db", Default::default())?;
+//! let config = LlmConfig::from_toml_str(&std::fs::read_to_string("skald.toml")?)?;
+//! let model = client_from_config(config.chat.as_ref().ok_or("no [llm] table")?)?;
+//! sessions.append_message("acme", "s1", Message::text(Role::User, "Why does the build fail?"))?;
+//!
+//! let (policy, compaction, settings) =
+//!     (Policy::preset("skald")?, CompactionSettings::default(), RecoverySettings::default());
+//! let ctx = TurnContext {
+//!     sessions: &sessions, refs: &refs, tenant: "acme", session_id: "s1",
+//!     model: model.as_ref(), summarizer: &ExtractiveSummarizer::default(),
+//!     policy: &policy, compaction: &compaction, window_tokens: 200_000,
+//!     system_prompt: Some("You are a coding agent."), tools: &[],
+//!     max_output_tokens: None, temperature: None, fetch_available: true,
+//!     now_ms: 1_770_000_000_000, agents_md: None, settings: &settings,
+//! };
+//! match complete_turn(&ctx, &mut SessionState::default(), &CancellationToken::new()).await {
+//!     Ok(turn) => println!("{} ({} model calls)", turn.response.text(), turn.recovery.attempts),
+//!     // The seed's "Context overflow: prompt too large for the model. Try /reset …".
+//!     Err(error @ RecoveryError::ContextOverflow { .. }) => eprintln!("{error}"),
+//!     Err(error) => return Err(error.into()),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod driver;
+mod report;
+mod truncation;
+
+pub use driver::*;
+pub use report::*;
+
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::{Value, json};
+use skald_core::compaction::{
+    CompactionOutcome, CompactionSettings, CompactionTrigger, should_compact,
+};
+use skald_core::memory::tools::{is_memory_tool, tool_specs as memory_tool_specs};
+use skald_core::message::{ToolSpec, Usage};
+use skald_core::pipeline::TruncateSettings;
+use skald_core::pipeline::policy::Policy;
+use skald_core::pipeline::truncate::TruncateSettingsError;
+use skald_core::tokens::estimate::json_estimate_chars;
+use skald_core::tokens::{CHARS_PER_TOKEN, estimate_string_chars};
+use skald_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Summarizer, SummaryRequest};
+use skald_store::RefStore;
+use skald_store::sessions::SessionStore;
+use tokio_util::sync::CancellationToken;
+
+use crate::EngineError;
+use crate::assemble::AssembleReport;
+use crate::compact::{CompactRequest, Compaction, SpanArchive, compact_and_archive};
+use crate::memory::RecallReport;
+use crate::memory_write::{ArchiveOutcome, MemoryWriter, UploadDriver, UploadStep};
+use crate::session::SessionState;
+use crate::view::{ViewRequest, prepare_view};
+use skald_core::session::session_context;
+
+pub use crate::view::RecallHook;
+pub use truncation::{AGGREGATE_FLOOR_CHARS, TruncationSummary};
+
+/// The seed's answer when every recovery step is spent.
+pub const CONTEXT_OVERFLOW_MESSAGE: &str = "Context overflow: prompt too large for the model. Try \
+     /reset (or /new) to start a fresh session, or use a larger-context model.";
+
+/// Overflow compaction attempts per turn (`MAX_OVERFLOW_COMPACTION_ATTEMPTS`).
+pub const DEFAULT_MAX_OVERFLOW_COMPACTIONS: u32 = 3;
+
+/// Model calls per turn at most (the seed's run-loop cap is 32 to 160 depending on the number of
+/// auth profiles; skald has one).
+pub const DEFAULT_MAX_ITERATIONS: u32 = 32;
+
+/// The reason written on the marker entry of the fallback's branch.
+pub const TRUNCATION_REASON: &str = "overflow recovery: oversized tool results truncated \
+     persistently (originals in the ref store)";
+
+/// The limits of one turn's recovery.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecoverySettings {
+    /// Overflow compaction attempts (branch A retries included), seed: 3.
+    pub max_overflow_compactions: u32,
+    /// Model calls per turn at most, seed: 32.
+    pub max_iterations: u32,
+    /// The fallback's per-result budget: the truncate stage's settings with `min_keep_chars` 0
+    /// (the recovery path keeps no minimum: the alternative is giving up).
+    pub truncate: TruncateSettings,
+}
+
+impl Default for RecoverySettings {
+    fn default() -> Self {
+        RecoverySettings {
+            max_overflow_compactions: DEFAULT_MAX_OVERFLOW_COMPACTIONS,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            truncate: TruncateSettings {
+                min_keep_chars: 0,
+                ..TruncateSettings::default()
+            },
+        }
+    }
+}
+
+impl RecoverySettings {
+    /// Rejects settings that cannot work: no model call allowed, or truncation settings the
+    /// truncate stage refuses.
+    pub fn validate(&self) -> Result<(), RecoverySettingsError> {
+        if self.max_iterations == 0 {
+            return Err(RecoverySettingsError::NoIterations);
+        }
+        self.truncate.validate()?;
+        Ok(())
+    }
+}
+
+/// Recovery settings that make no sense.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RecoverySettingsError {
+    #[error("max_iterations: expected at least 1 (one model call), found 0")]
+    NoIterations,
+    #[error("truncate: {0}")]
+    Truncate(#[from] TruncateSettingsError),
+}
+
+/// Everything one turn needs: where the session is, the model, and the settings.
+#[derive(Clone, Copy)]
+pub struct TurnContext<'a> {
+    pub sessions: &'a dyn SessionStore,
+    pub refs: &'a dyn RefStore,
+    pub tenant: &'a str,
+    pub session_id: &'a str,
+    /// The model answering the turn.
+    pub model: &'a dyn ChatModel,
+    /// Writes compaction summaries (the session's model, a cheaper one, or the extractive one).
+    pub summarizer: &'a dyn Summarizer,
+    /// The pipeline run over the context on every call.
+    pub policy: &'a Policy,
+    pub compaction: &'a CompactionSettings,
+    /// The model's context window in tokens.
+    pub window_tokens: u64,
+    /// The host's system prompt (skald's REF_ID instruction is appended once refs exist).
+    pub system_prompt: Option<&'a str>,
+    /// The host's tools as OpenAI function specs (skald adds `fetch_original_data` once refs
+    /// exist and `fetch_available`).
+    pub tools: &'a [Value],
+    pub max_output_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    /// Whether the host runs `fetch_original_data` (see [`AssembleRequest::fetch_available`]).
+    pub fetch_available: bool,
+    /// When the call is made (epoch ms), for the prompt-cache clocks.
+    pub now_ms: i64,
+    /// The workspace's AGENTS.md, for the summary's critical-rules appendix.
+    pub agents_md: Option<&'a str>,
+    pub settings: &'a RecoverySettings,
+}
+
+impl<'a> TurnContext<'a> {
+    /// What preparing a call needs: this context without the model (but its name) and its
+    /// sampling settings.
+    pub fn prepare_context(&self) -> PrepareContext<'a> {
+        PrepareContext {
+            model: Some(self.model.model_name()),
+            sessions: self.sessions,
+            refs: self.refs,
+            tenant: self.tenant,
+            session_id: self.session_id,
+            summarizer: self.summarizer,
+            policy: self.policy,
+            compaction: self.compaction,
+            window_tokens: self.window_tokens,
+            system_prompt: self.system_prompt,
+            tools: self.tools,
+            fetch_available: self.fetch_available,
+            now_ms: self.now_ms,
+            agents_md: self.agents_md,
+            settings: self.settings,
+        }
+    }
+}
+
+/// Everything preparing a turn's calls and recovering from their overflows needs — a
+/// [`TurnContext`] without the model: a caller that sends the requests itself (the proxy, which
+/// forwards raw JSON and streams) drives a [`TurnDriver`] with it. Fields as in [`TurnContext`].
+#[derive(Clone, Copy)]
+pub struct PrepareContext<'a> {
+    /// The model the requests go to, when the caller knows it: token calibration is per model
+    /// ([`SessionState::calibrated_tokens`]).
+    pub model: Option<&'a str>,
+    pub sessions: &'a dyn SessionStore,
+    pub refs: &'a dyn RefStore,
+    pub tenant: &'a str,
+    pub session_id: &'a str,
+    pub summarizer: &'a dyn Summarizer,
+    pub policy: &'a Policy,
+    pub compaction: &'a CompactionSettings,
+    pub window_tokens: u64,
+    pub system_prompt: Option<&'a str>,
+    /// The host's tools as OpenAI function specs or bare `{name, …}` objects: counted in the
+    /// request's size, and a skald tool of the same name is not offered again.
+    pub tools: &'a [Value],
+    pub fetch_available: bool,
+    pub now_ms: i64,
+    pub agents_md: Option<&'a str>,
+    pub settings: &'a RecoverySettings,
+}
+
+/// Makes one model call for the session's current context and recovers from overflow (see the
+/// module docs). On success the answer is appended to the session as a child of its leaf.
+pub async fn complete_turn(
+    ctx: &TurnContext<'_>,
+    state: &mut SessionState,
+    cancel: &CancellationToken,
+) -> Result<TurnOutcome, RecoveryError> {
+    complete_turn_with_memory(ctx, MemoryHooks::default(), state, cancel).await
+}
+
+/// Long-term memory around a turn (seed 002): the write path (Component 1) and recall
+/// (Components 2–5). Each optional.
+#[derive(Clone, Copy, Default)]
+pub struct MemoryHooks<'a> {
+    /// Archives and extracts the span of every compaction the turn makes.
+    pub writer: Option<&'a MemoryWriter>,
+    /// Consulted before the first call: the two-threshold background upload.
+    pub uploads: Option<&'a UploadDriver>,
+    /// What the model is given from memory on every call.
+    pub recall: Option<&'a RecallHook<'a>>,
+}
+
+impl std::fmt::Debug for MemoryHooks<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryHooks")
+            .field("writer", &self.writer.is_some())
+            .field("uploads", &self.uploads.is_some())
+            .field("recall", &self.recall.is_some())
+            .finish()
+    }
+}
+
+/// [`complete_turn`] with the memory write path: before the first call the upload driver (if
+/// any) runs its planner on the request's size, and after every compaction that wrote a
+/// checkpoint the writer (if any) archives the compacted span and extracts its memories. A
+/// failure of the write path never fails the turn: it is recorded in the session (and retried)
+/// or, when even that failed, listed in [`RecoveryReport::memory_errors`].
+pub async fn complete_turn_with_memory(
+    ctx: &TurnContext<'_>,
+    memory: MemoryHooks<'_>,
+    state: &mut SessionState,
+    cancel: &CancellationToken,
+) -> Result<TurnOutcome, RecoveryError> {
+    let prepare = ctx.prepare_context();
+    let mut driver = TurnDriver::new(&prepare, memory)?;
+    loop {
+        let mut call = driver.prepare(state, cancel).await?;
+        call.request.max_output_tokens = ctx.max_output_tokens;
+        call.request.temperature = ctx.temperature;
+        let (error, source) = match ctx.model.complete(&call.request, cancel).await {
+            Ok(response) => match response.overflow_error() {
+                Some(error) => (error, OverflowSource::AssistantError),
+                None => {
+                    if cancel.is_cancelled() {
+                        return Err(driver.aborted());
+                    }
+                    // The provider's count of what was sent calibrates the next turn's.
+                    if let Some(usage) = response.message.meta.usage {
+                        state.observe_usage(usage.total_input());
+                    }
+                    let entry = ctx.sessions.append_message(
+                        ctx.tenant,
+                        ctx.session_id,
+                        response.message.clone(),
+                    )?;
+                    return Ok(TurnOutcome {
+                        response,
+                        entry_id: entry.id,
+                        recovery: driver.into_report(),
+                    });
+                }
+            },
+            Err(error) if error.is_context_overflow() => (error, OverflowSource::PromptError),
+            Err(error) => return Err(driver.failed(error)),
+        };
+        driver.recover(state, &call, error, source, cancel).await?;
+    }
+}
