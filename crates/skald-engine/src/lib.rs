@@ -1,11 +1,19 @@
-//! skald's context engine: the pipeline run over a session for each model request
-//! ([`assemble`]), compaction of a stored session ([`compact`]), the memory write path
-//! ([`memory_write`]: archives and memory extraction after compaction, the two-threshold
-//! upload), one model call with overflow recovery ([`complete_turn`]), the executor of
-//! `fetch_original_data` ([`execute_fetch`]), long-term memory — recall, session-start
-//! injection, skill and tool memories, the memory tools ([`memory`]) —, and
-//! [`replay`], which re-creates every model call of a real transcript under each policy and
+//! skald's context engine. [`Engine`] is the one way in: built once over the stores and an
+//! [`EngineConfig`], its methods are the use cases — ingest, sync, view and assemble, compact,
+//! after-turn, bootstrap and import, fetch, the memory operations, and a [`Turn`] for a caller
+//! that sends its own model calls (the proxy) — and the HTTP routes, the proxy and the CLI only
+//! translate to and from them.
+//!
+//! Beneath it, the pieces it is made of: the pipeline run over a session for each model request
+//! ([`assemble`], [`prepare_view`]), compaction of a stored session ([`compact`]), the memory
+//! write path ([`memory_write`]: archives and memory extraction after compaction, the
+//! two-threshold upload), one model call with overflow recovery ([`complete_turn`],
+//! [`TurnDriver`]), the executor of `fetch_original_data` ([`execute_fetch`]), long-term memory —
+//! recall, session-start injection, skill and tool memories, the memory tools ([`memory`]) —,
+//! and [`replay`], which re-creates every model call of a real transcript under each policy and
 //! measures tokens, prompt-cache use, cost and what the model could still see or fetch.
+//!
+//! The pipeline alone, over messages a caller holds:
 //!
 //! ```
 //! use skald_core::message::{Block, Message, Role, ToolCall, ToolResult, ContentForm, Extra};
