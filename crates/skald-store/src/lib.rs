@@ -74,12 +74,13 @@ pub mod memories;
 pub mod refs;
 mod schema;
 pub mod sessions;
+mod sqlite;
 pub mod tenant;
 
 pub use cache::CacheStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;
-pub use error::StoreError;
+pub use error::{BackendError, BackendErrorKind, StoreError};
 pub use keys::{KeyError, KeyStore, SqliteKeyStore};
 pub use memories::{MemoryError, MemoryStore, SqliteMemoryStore};
 pub use refs::{

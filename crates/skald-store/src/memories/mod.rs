@@ -73,6 +73,7 @@ use skald_core::memory::levels::{MAX_ABSTRACT_CHARS, MAX_OVERVIEW_CHARS};
 use skald_core::memory::uri::{MemoryCategory, MemoryUri, UriError};
 
 use crate::StoreError;
+use crate::error::{BackendError, BackendErrorKind, corrupt_message};
 
 pub use sqlite::SqliteMemoryStore;
 
@@ -776,12 +777,13 @@ pub enum MemoryError {
     #[error(transparent)]
     Store(#[from] StoreError),
 
-    /// SQLite failed (disk full, permissions, locked for longer than the busy timeout, …).
+    /// The storage backend failed (disk full, permissions, locked for longer than the busy
+    /// timeout, …); [`BackendError::kind`] says which of these it was.
     #[error("memory store: {action} failed: {source}")]
     Storage {
         action: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: BackendError,
     },
 
     /// Stored rows do not decode (damaged file, or edited by hand).
@@ -790,18 +792,11 @@ pub enum MemoryError {
 }
 
 impl MemoryError {
-    /// Wraps a SQLite error, telling damage apart from ordinary failures.
-    pub(crate) fn storage(action: &'static str) -> impl FnOnce(rusqlite::Error) -> MemoryError {
-        move |source| {
-            let damaged = matches!(
-                source.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-            );
-            if damaged {
-                MemoryError::Corrupt(format!(
-                    "{action}: {source}; move the database file away to start a new store"
-                ))
-            } else {
+    /// Wraps a backend error, telling damage apart from ordinary failures.
+    pub(crate) fn backend(action: &'static str, source: BackendError) -> MemoryError {
+        match source.kind() {
+            BackendErrorKind::Corrupt => MemoryError::Corrupt(corrupt_message(action, &source)),
+            BackendErrorKind::Busy | BackendErrorKind::Full | BackendErrorKind::Other => {
                 MemoryError::Storage { action, source }
             }
         }
