@@ -21,13 +21,22 @@ fn uri(text: &str) -> MemoryUri {
     MemoryUri::parse(text).unwrap()
 }
 
+/// An entry of the corpus: URI, content, creation time, vector, given L0.
+type Entry = (
+    &'static str,
+    &'static str,
+    i64,
+    Option<[f32; 3]>,
+    Option<&'static str>,
+);
+
 /// Entries in several directories, a few with given abstracts, some with vectors, over months;
 /// `with_other_tenant` adds a second tenant's entries, so the full-text index holds more rows
 /// than the searched tenant's (the tenant-restricted query path).
 fn corpus(settings: MemorySettings, with_other_tenant: bool) -> SqliteMemoryStore {
     let clock = Arc::new(ManualClock::new(T0));
     let store = SqliteMemoryStore::in_memory_with(settings, clock).unwrap();
-    let entries: [(&str, &str, i64, Option<[f32; 3]>, Option<&str>); 11] = [
+    let entries: [Entry; 11] = [
         (
             "viking://user/alice/memories/events/rome.md",
             "Alice flew to Rome for a pottery workshop with her sister.",
@@ -127,7 +136,9 @@ fn corpus(settings: MemorySettings, with_other_tenant: bool) -> SqliteMemoryStor
                 "Pottery notes: wedging, throwing, trimming, glazing.",
             ),
         ] {
-            store.add("globex", NewMemory::new(uri(at), content)).unwrap();
+            store
+                .add("globex", NewMemory::new(uri(at), content))
+                .unwrap();
         }
     }
     store

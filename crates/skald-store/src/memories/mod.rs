@@ -4,6 +4,11 @@
 //! What this module owns:
 //! - [`MemoryStore`], the interface the engine (write path, recall, agent tools) and the CLI use,
 //!   and [`SqliteMemoryStore`], the product behind it.
+//! - The policies every backend shares: [`search`] ranks and fuses (over the
+//!   [`search::SearchPrimitives`] a backend provides: candidates with raw scores, document
+//!   counts, rows by id) and [`dedup`] decides what is a duplicate on the write path (over the
+//!   [`dedup::DuplicatePrimitives`] lookups). A second backend implements the primitives, not
+//!   the policies, so it returns the same hits in the same order with the same scores.
 //! - **Entries.** Each lives at an entry location of the layout
 //!   ([`MemoryUri::is_entry_location`]) and has an L0 abstract (≤ 256 chars), an L1 overview
 //!   (≤ 4,000 chars) and L2 content; a writer that gives no L0/L1 gets them derived without an
@@ -65,6 +70,8 @@
 //! # }
 //! ```
 
+pub mod dedup;
+pub mod search;
 mod sqlite;
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,264 @@
+//! [`SqliteMemoryStore`]: the memory store on SQLite, in the same database file as the other
+//! stores. Tables (see `schema.rs`): `memories` (one row per version, never deleted; only the
+//! status and the vector of a row change), `memory_merges` (duplicates merged into a version),
+//! `memory_bands` (MinHash LSH keys of live versions, for near-duplicate candidates) and
+//! `memories_fts` (a contentless FTS5 index of live versions, rowid = version id).
+//!
+//! The ranking and duplicate policies are not here: [`super::search`] and [`super::dedup`] hold
+//! them, over primitives this backend provides. Here: the connection and its transactions
+//! (this file), reading and decoding rows (`rows`), the write path (`write`), listings and
+//! statistics (`read`) and the search primitives with their caches (`search`).
+
+mod read;
+mod rows;
+mod search;
+mod write;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use rusqlite::{Connection, TransactionBehavior};
+use skald_core::memory::uri::MemoryUri;
+
+use super::{
+    AddOutcome, DirEntry, Memory, MemoryError, MemorySettings, MemoryStats, MemoryStore,
+    MemoryWrite, NewMemory, SearchHit, SearchQuery, TreeNode, UpdateOutcome, validate_new,
+    validate_vector,
+};
+use crate::clock::{Clock, SystemClock};
+use crate::schema;
+use crate::tenant::validate_tenant;
+use search::{IndexCounts, VectorCache};
+
+/// The memory store on SQLite: one connection behind a mutex. `Send + Sync`: share it with an
+/// `Arc`. Several processes may open the same file; every write takes SQLite's write lock for
+/// its whole check-then-insert, so two writers never both add the same entry.
+pub struct SqliteMemoryStore {
+    conn: Mutex<Connection>,
+    clock: Arc<dyn Clock>,
+    settings: MemorySettings,
+    path: Option<PathBuf>,
+    /// Commits made through this store; with SQLite's `data_version` (commits by other
+    /// connections) it tells when [`IndexCounts`] are stale.
+    writes: AtomicU64,
+    counts: Mutex<Option<IndexCounts>>,
+    vectors: Mutex<Option<VectorCache>>,
+}
+
+impl std::fmt::Debug for SqliteMemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteMemoryStore")
+            .field("path", &self.path)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteMemoryStore {
+    /// Opens (creating if needed) the database at `path` with default settings, creating its
+    /// parent directory too. Use the file of the other stores ([`crate::DATABASE_FILE`]).
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteMemoryStore, MemoryError> {
+        SqliteMemoryStore::open_with(path, MemorySettings::default(), Arc::new(SystemClock))
+    }
+
+    /// [`SqliteMemoryStore::open`] with settings and the clock write times come from.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        settings: MemorySettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<SqliteMemoryStore, MemoryError> {
+        settings.validate()?;
+        let path = path.as_ref();
+        crate::schema::create_parent_dir(path)?;
+        let conn = Connection::open(path).map_err(MemoryError::storage("opening the database"))?;
+        SqliteMemoryStore::with_connection(conn, settings, clock, Some(path.to_path_buf()))
+    }
+
+    /// A store that lives in memory and disappears when dropped (tests, evaluations).
+    pub fn in_memory() -> Result<SqliteMemoryStore, MemoryError> {
+        SqliteMemoryStore::in_memory_with(MemorySettings::default(), Arc::new(SystemClock))
+    }
+
+    /// [`SqliteMemoryStore::in_memory`] with settings and a clock.
+    pub fn in_memory_with(
+        settings: MemorySettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<SqliteMemoryStore, MemoryError> {
+        settings.validate()?;
+        let conn = Connection::open_in_memory()
+            .map_err(MemoryError::storage("opening an in-memory database"))?;
+        SqliteMemoryStore::with_connection(conn, settings, clock, None)
+    }
+
+    fn with_connection(
+        mut conn: Connection,
+        settings: MemorySettings,
+        clock: Arc<dyn Clock>,
+        path: Option<PathBuf>,
+    ) -> Result<SqliteMemoryStore, MemoryError> {
+        schema::prepare(&mut conn)?;
+        Ok(SqliteMemoryStore {
+            conn: Mutex::new(conn),
+            clock,
+            settings,
+            path,
+            writes: AtomicU64::new(0),
+            counts: Mutex::new(None),
+            vectors: Mutex::new(None),
+        })
+    }
+
+    /// The database file, or `None` for an in-memory store.
+    pub fn database_path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The settings the store runs with.
+    pub fn settings(&self) -> &MemorySettings {
+        &self.settings
+    }
+
+    // A panic while the lock was held cannot leave SQLite inconsistent (an open transaction is
+    // rolled back when dropped), so a poisoned lock is used as it is.
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `work` in one write transaction and commits it. An error rolls everything back.
+    fn write<T>(
+        &self,
+        work: impl FnOnce(&Connection, i64) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
+        let now = self.clock.now_ms();
+        let mut conn = self.conn();
+        // IMMEDIATE takes the write lock before the checks read anything, so what they saw is
+        // still true when the inserts run, even with another process on the same file.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(MemoryError::storage("starting a memory write"))?;
+        let value = work(&tx, now)?;
+        tx.commit()
+            .map_err(MemoryError::storage("committing a memory write"))?;
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        Ok(value)
+    }
+
+    /// Runs `work` on one consistent snapshot of the database.
+    fn read<T>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction()
+            .map_err(MemoryError::storage("starting a memory read"))?;
+        work(&tx)
+    }
+}
+
+impl MemoryStore for SqliteMemoryStore {
+    fn add(&self, tenant: &str, memory: NewMemory) -> Result<AddOutcome, MemoryError> {
+        validate_tenant(tenant)?;
+        validate_new(&memory)?;
+        let threshold = self.settings.near_duplicate_threshold;
+        self.write(|tx, now| write::add(tx, tenant, memory, now, threshold))
+    }
+
+    fn add_many(
+        &self,
+        tenant: &str,
+        memories: Vec<NewMemory>,
+    ) -> Result<Vec<AddOutcome>, MemoryError> {
+        validate_tenant(tenant)?;
+        let in_batch = |index: usize, uri: &MemoryUri, error: MemoryError| MemoryError::InBatch {
+            index,
+            uri: uri.clone(),
+            source: Box::new(error),
+        };
+        for (index, memory) in memories.iter().enumerate() {
+            validate_new(memory).map_err(|error| in_batch(index, &memory.uri, error))?;
+        }
+        let threshold = self.settings.near_duplicate_threshold;
+        self.write(|tx, now| {
+            let mut outcomes = Vec::with_capacity(memories.len());
+            for (index, memory) in memories.into_iter().enumerate() {
+                let uri = memory.uri.clone();
+                let outcome = write::add(tx, tenant, memory, now, threshold)
+                    .map_err(|error| in_batch(index, &uri, error))?;
+                outcomes.push(outcome);
+            }
+            Ok(outcomes)
+        })
+    }
+
+    fn update(&self, tenant: &str, memory: NewMemory) -> Result<UpdateOutcome, MemoryError> {
+        validate_tenant(tenant)?;
+        validate_new(&memory)?;
+        self.write(|tx, now| write::update(tx, tenant, &memory, now))
+    }
+
+    fn forget(&self, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError> {
+        validate_tenant(tenant)?;
+        uri.require_entry()?;
+        self.write(|tx, now| write::forget(tx, tenant, uri, now))
+    }
+
+    fn get(&self, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError> {
+        validate_tenant(tenant)?;
+        self.read(|tx| rows::live_memory(tx, tenant, uri))
+    }
+
+    fn history(&self, tenant: &str, uri: &MemoryUri) -> Result<Vec<Memory>, MemoryError> {
+        validate_tenant(tenant)?;
+        self.read(|tx| read::history(tx, tenant, uri))
+    }
+
+    fn ls(&self, tenant: &str, dir: &MemoryUri) -> Result<Vec<DirEntry>, MemoryError> {
+        validate_tenant(tenant)?;
+        self.read(|tx| read::ls(tx, tenant, dir))
+    }
+
+    fn tree(
+        &self,
+        tenant: &str,
+        dir: &MemoryUri,
+        max_depth: usize,
+    ) -> Result<TreeNode, MemoryError> {
+        validate_tenant(tenant)?;
+        self.read(|tx| read::tree(tx, tenant, dir, max_depth))
+    }
+
+    fn search(&self, tenant: &str, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
+        self.read(|tx| {
+            super::search::search(
+                &search::Snapshot::new(self, tx),
+                &self.settings,
+                tenant,
+                query,
+            )
+        })
+    }
+
+    fn set_embedding(
+        &self,
+        tenant: &str,
+        uri: &MemoryUri,
+        vector: &[f32],
+    ) -> Result<(), MemoryError> {
+        validate_tenant(tenant)?;
+        validate_vector("embedding", vector)?;
+        self.write(|tx, _| write::set_embedding(tx, tenant, uri, vector))
+    }
+
+    fn recent_writes(&self, tenant: &str, limit: usize) -> Result<Vec<MemoryWrite>, MemoryError> {
+        validate_tenant(tenant)?;
+        read::recent_writes_limit(limit)?;
+        self.read(|tx| read::recent_writes(tx, tenant, limit))
+    }
+
+    fn stats(&self, tenant: &str) -> Result<MemoryStats, MemoryError> {
+        validate_tenant(tenant)?;
+        self.read(|tx| read::stats(tx, tenant))
+    }
+}
