@@ -35,7 +35,14 @@ type Entry = (
 /// than the searched tenant's (the tenant-restricted query path).
 fn corpus(settings: MemorySettings, with_other_tenant: bool) -> SqliteMemoryStore {
     let clock = Arc::new(ManualClock::new(T0));
-    let store = SqliteMemoryStore::in_memory_with(settings, clock).unwrap();
+    fill(
+        SqliteMemoryStore::in_memory_with(settings, clock).unwrap(),
+        with_other_tenant,
+    )
+}
+
+/// The corpus written into `store`.
+fn fill(store: SqliteMemoryStore, with_other_tenant: bool) -> SqliteMemoryStore {
     let entries: [Entry; 11] = [
         (
             "viking://user/alice/memories/events/rome.md",
@@ -243,4 +250,24 @@ fn search_results_without_the_directory_ranking_are_pinned() {
         ..MemorySettings::default()
     };
     insta::assert_snapshot!(run(&corpus(settings, true)));
+}
+
+#[test]
+fn a_database_file_searched_on_readers_gives_the_same_results() {
+    // The file-backed store searches on its reader pool, with the caches shared by the
+    // readers: the same hits and scores as the in-memory store, cold and warm.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let on_file = fill(
+        SqliteMemoryStore::open_with(
+            dir.path().join("skald.sqlite3"),
+            MemorySettings::default(),
+            clock,
+        )
+        .unwrap(),
+        true,
+    );
+    let expected = run(&corpus(MemorySettings::default(), true));
+    assert_eq!(run(&on_file), expected);
+    assert_eq!(run(&on_file), expected, "the warm caches changed a result");
 }

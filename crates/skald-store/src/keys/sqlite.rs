@@ -1,20 +1,23 @@
 //! [`SqliteKeyStore`]: the API keys on SQLite, in the same database file as the other stores.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 
 use super::{
     ApiKey, CreatedKey, KEY_PREFIX, KeyError, KeyStore, SECRET_BYTES, SHOWN_CHARS, hex,
     secret_hash, validate_name,
 };
 use crate::clock::{Clock, SystemClock};
+use crate::sqlite::pool::Connections;
 use crate::{StoreError, validate_tenant};
 
-/// The API keys, in the data directory's database.
+/// The API keys, in the data directory's database: a writer connection for creating and revoking
+/// keys, and for a database file a pool of readers for the lookups every request makes
+/// ([`Connections`]).
 pub struct SqliteKeyStore {
-    conn: Mutex<Connection>,
+    connections: Connections,
     clock: Arc<dyn Clock>,
 }
 
@@ -35,36 +38,18 @@ impl SqliteKeyStore {
         path: impl AsRef<Path>,
         clock: Arc<dyn Clock>,
     ) -> Result<SqliteKeyStore, KeyError> {
-        let path = path.as_ref();
-        crate::schema::create_parent_dir(path)?;
-        let conn = Connection::open(path).map_err(StoreError::storage("opening the database"))?;
-        SqliteKeyStore::with_connection(conn, clock)
-    }
-
-    /// A store in memory, gone when dropped; for tests.
-    pub fn in_memory() -> Result<SqliteKeyStore, KeyError> {
-        let conn = Connection::open_in_memory()
-            .map_err(StoreError::storage("opening an in-memory database"))?;
-        SqliteKeyStore::with_connection(conn, Arc::new(SystemClock))
-    }
-
-    fn with_connection(
-        mut conn: Connection,
-        clock: Arc<dyn Clock>,
-    ) -> Result<SqliteKeyStore, KeyError> {
-        crate::schema::prepare(&mut conn)?;
         Ok(SqliteKeyStore {
-            conn: Mutex::new(conn),
+            connections: Connections::open::<KeyError>(path.as_ref())?,
             clock,
         })
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        // A panic while holding the lock cannot leave a half-written row (SQLite transactions
-        // roll back), so the connection is still good.
-        self.conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// A store in memory, gone when dropped; for tests.
+    pub fn in_memory() -> Result<SqliteKeyStore, KeyError> {
+        Ok(SqliteKeyStore {
+            connections: Connections::in_memory::<KeyError>()?,
+            clock: Arc::new(SystemClock),
+        })
     }
 
     /// Creates a key for `tenant`; the returned secret is not stored and cannot be shown again.
@@ -83,7 +68,8 @@ impl SqliteKeyStore {
             created_at_ms: self.clock.now_ms(),
             revoked_at_ms: None,
         };
-        self.conn()
+        self.connections
+            .writer()
             .execute(
                 "INSERT INTO api_keys (id, tenant, name, secret_sha256, prefix, created_at_ms) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -102,38 +88,41 @@ impl SqliteKeyStore {
 
     /// Every key, of every tenant, oldest first (the operator's view; revoked keys included).
     pub fn list(&self) -> Result<Vec<ApiKey>, KeyError> {
-        let conn = self.conn();
-        let mut statement = conn
-            .prepare(
-                // `rowid` (insertion order; rows are never deleted) breaks ties between keys
-                // created in the same millisecond, which `id` (random) would shuffle.
-                "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms FROM api_keys \
-                 ORDER BY created_at_ms, rowid",
-            )
-            .map_err(StoreError::storage("listing API keys"))?;
-        let rows = statement
-            .query_map([], read_key)
-            .map_err(StoreError::storage("listing API keys"))?;
-        let keys = rows
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(StoreError::storage("reading API keys"))?;
-        Ok(keys)
+        self.connections.read(|conn, _| {
+            let mut statement = conn
+                .prepare(
+                    // `rowid` (insertion order; rows are never deleted) breaks ties between keys
+                    // created in the same millisecond, which `id` (random) would shuffle.
+                    "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms FROM api_keys \
+                     ORDER BY created_at_ms, rowid",
+                )
+                .map_err(StoreError::storage("listing API keys"))?;
+            let rows = statement
+                .query_map([], read_key)
+                .map_err(StoreError::storage("listing API keys"))?;
+            let keys = rows
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(StoreError::storage("reading API keys"))?;
+            Ok(keys)
+        })
     }
 
     /// Whether some key is live (created and not revoked); see [`KeyStore::any_active`].
     pub fn any_active(&self) -> Result<bool, KeyError> {
         // Cached: an open server asks on every request.
-        let found: Option<i64> = self
-            .conn()
-            .prepare_cached("SELECT 1 FROM api_keys WHERE revoked_at_ms IS NULL LIMIT 1")
-            .and_then(|mut statement| statement.query_row([], |row| row.get(0)).optional())
-            .map_err(StoreError::storage("looking for API keys"))?;
+        let found: Option<i64> = self.connections.read(|conn, _| {
+            conn.prepare_cached("SELECT 1 FROM api_keys WHERE revoked_at_ms IS NULL LIMIT 1")
+                .and_then(|mut statement| statement.query_row([], |row| row.get(0)).optional())
+                .map_err(StoreError::storage("looking for API keys"))
+        })?;
         Ok(found.is_some())
     }
 
     /// Revokes a key by id; it stops working at once.
     pub fn revoke(&self, id: &str) -> Result<ApiKey, KeyError> {
-        let conn = self.conn();
+        // On the writer, read and update alike: the check that the key is not revoked yet and
+        // the revocation go through one connection, one after the other.
+        let conn = self.connections.writer();
         let key = conn
             .query_row(
                 "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms FROM api_keys \
@@ -165,17 +154,19 @@ impl SqliteKeyStore {
             return Err(KeyError::Unknown);
         }
         let key = self
-            .conn()
-            .prepare_cached(
-                "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms FROM api_keys \
-                 WHERE secret_sha256 = ?1",
-            )
-            .and_then(|mut statement| {
-                statement
-                    .query_row([secret_hash(secret)], read_key)
-                    .optional()
-            })
-            .map_err(StoreError::storage("looking up the API key"))?
+            .connections
+            .read(|conn, _| {
+                conn.prepare_cached(
+                    "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms \
+                     FROM api_keys WHERE secret_sha256 = ?1",
+                )
+                .and_then(|mut statement| {
+                    statement
+                        .query_row([secret_hash(secret)], read_key)
+                        .optional()
+                })
+                .map_err(StoreError::storage("looking up the API key"))
+            })?
             .ok_or(KeyError::Unknown)?;
         match key.revoked_at_ms {
             Some(_) => Err(KeyError::Revoked { id: key.id }),
@@ -220,6 +211,8 @@ fn read_key(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKey> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use rusqlite::Connection;
+
     use super::*;
     use crate::ManualClock;
 
@@ -316,7 +309,7 @@ mod tests {
         let keys = SqliteKeyStore::in_memory().unwrap();
         let created = keys.create("acme", "x").unwrap();
         keys.revoke(&created.key.id).unwrap();
-        let conn = keys.conn();
+        let conn = keys.connections.writer();
         assert!(conn.execute("DELETE FROM api_keys", []).is_err());
         assert!(
             conn.execute("UPDATE api_keys SET revoked_at_ms = NULL", [])

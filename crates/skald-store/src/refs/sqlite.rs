@@ -5,7 +5,7 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use skald_core::refs::{CanonicalPayload, RefId, RefPayload};
 
 use super::{RefInfo, RefSettings, RefStats, RefStore};
@@ -13,13 +13,14 @@ use crate::StoreError;
 use crate::cache::{CacheStats, RefCache};
 use crate::clock::{Clock, SystemClock};
 use crate::codec::{self, Codec};
-use crate::schema;
+use crate::sqlite::pool::Connections;
 use crate::tenant::validate_tenant;
 
-/// The ref store on SQLite: one database file (or memory), a connection behind a mutex, and an
-/// LRU cache of decoded payloads in front of it. `Send + Sync`: share it with an `Arc`.
+/// The ref store on SQLite: one database file (or memory), a writer connection with a pool of
+/// readers beside it ([`Connections`]), and an LRU cache of decoded payloads in front of them.
+/// `Send + Sync`: share it with an `Arc`.
 pub struct SqliteRefStore {
-    conn: Mutex<Connection>,
+    connections: Connections,
     cache: Mutex<RefCache>,
     clock: Arc<dyn Clock>,
     ttl_ms: i64,
@@ -71,9 +72,13 @@ impl SqliteRefStore {
     ) -> Result<SqliteRefStore, StoreError> {
         settings.validate()?;
         let path = path.as_ref();
-        crate::schema::create_parent_dir(path)?;
-        let conn = Connection::open(path).map_err(StoreError::storage("opening the database"))?;
-        SqliteRefStore::with_connection(conn, &settings, clock, Some(path.to_path_buf()))
+        let connections = Connections::open::<StoreError>(path)?;
+        Ok(SqliteRefStore::with_connections(
+            connections,
+            &settings,
+            clock,
+            Some(path.to_path_buf()),
+        ))
     }
 
     /// A store that lives in memory and disappears when dropped; for tests.
@@ -87,28 +92,31 @@ impl SqliteRefStore {
         clock: Arc<dyn Clock>,
     ) -> Result<SqliteRefStore, StoreError> {
         settings.validate()?;
-        let conn = Connection::open_in_memory()
-            .map_err(StoreError::storage("opening an in-memory database"))?;
-        SqliteRefStore::with_connection(conn, &settings, clock, None)
+        let connections = Connections::in_memory::<StoreError>()?;
+        Ok(SqliteRefStore::with_connections(
+            connections,
+            &settings,
+            clock,
+            None,
+        ))
     }
 
-    fn with_connection(
-        mut conn: Connection,
+    fn with_connections(
+        connections: Connections,
         settings: &RefSettings,
         clock: Arc<dyn Clock>,
         path: Option<PathBuf>,
-    ) -> Result<SqliteRefStore, StoreError> {
-        schema::prepare(&mut conn)?;
+    ) -> SqliteRefStore {
         // validate() has rejected 0; 1 keeps this total without an unwrap.
         let capacity = NonZeroUsize::new(settings.cache_entries).unwrap_or(NonZeroUsize::MIN);
-        Ok(SqliteRefStore {
-            conn: Mutex::new(conn),
+        SqliteRefStore {
+            connections,
             cache: Mutex::new(RefCache::new(capacity, settings.cache_bytes)),
             clock,
             ttl_ms: settings.ttl_ms(),
             refresh_slack_ms: settings.ttl_ms() / 24,
             path,
-        })
+        }
     }
 
     /// The database file, or `None` for an in-memory store.
@@ -152,8 +160,8 @@ impl SqliteRefStore {
         // Offloading is deterministic, so the same outputs are put again on every request of a
         // session. A refresh is a write with an fsync; skip it while the stored expiry is within
         // a small fraction of the TTL of the new one, and never compress content already stored.
-        let stored_expiries: Vec<Option<i64>> = {
-            let conn = self.conn();
+        // Read on a reader: the write below checks again inside its transaction.
+        let stored_expiries: Vec<Option<i64>> = self.connections.read(|conn, _| {
             let mut select = conn
                 .prepare_cached("SELECT expires_at_ms FROM refs WHERE tenant = ?1 AND id = ?2")
                 .map_err(StoreError::storage("reading a ref"))?;
@@ -165,8 +173,8 @@ impl SqliteRefStore {
                         .optional()
                         .map_err(StoreError::storage("reading a ref"))
                 })
-                .collect::<Result<_, _>>()?
-        };
+                .collect::<Result<_, _>>()
+        })?;
         let mut writes: Vec<Write<'_>> = Vec::new();
         let mut fresh: Vec<(&RefId, i64)> = Vec::new();
         for (payload, stored) in payloads.iter().zip(stored_expiries) {
@@ -209,7 +217,7 @@ impl SqliteRefStore {
         now: i64,
         expires_at: i64,
     ) -> Result<(), StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.connections.writer();
         let transaction = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(StoreError::storage("starting to store refs"))?;
@@ -275,7 +283,8 @@ impl SqliteRefStore {
             Err(reason) => {
                 // Unreadable content is worth nothing, and a row in its place would make every
                 // re-put skip the write: remove it so the next put stores the content afresh.
-                self.conn()
+                self.connections
+                    .writer()
                     .execute(
                         "DELETE FROM refs WHERE tenant = ?1 AND id = ?2",
                         params![tenant, id.as_str()],
@@ -317,9 +326,8 @@ impl SqliteRefStore {
         now: i64,
         with_content: bool,
     ) -> Result<Row, StoreError> {
-        let conn = self.conn();
-        let row = conn
-            .query_row(
+        let row = self.connections.read(|conn, _| {
+            conn.query_row(
                 "SELECT codec, CASE WHEN ?3 THEN content ELSE x'' END, original_bytes,
                         stored_bytes, created_at_ms, expires_at_ms
                  FROM refs WHERE tenant = ?1 AND id = ?2",
@@ -336,7 +344,8 @@ impl SqliteRefStore {
                 },
             )
             .optional()
-            .map_err(StoreError::storage("reading a ref"))?;
+            .map_err(StoreError::storage("reading a ref"))
+        })?;
         let Some(row) = row else {
             return Err(StoreError::NotFound {
                 tenant: tenant.to_owned(),
@@ -344,13 +353,15 @@ impl SqliteRefStore {
             });
         };
         if row.expires_at_ms <= now {
-            // Conditional, so a refresh committed by another process in between survives.
-            conn.execute(
-                "DELETE FROM refs WHERE tenant = ?1 AND id = ?2 AND expires_at_ms <= ?3",
-                params![tenant, id.as_str(), now],
-            )
-            .map_err(StoreError::storage("removing an expired ref"))?;
-            drop(conn);
+            // Conditional, so a refresh committed in between (by this store's writer or by
+            // another process) survives.
+            self.connections
+                .writer()
+                .execute(
+                    "DELETE FROM refs WHERE tenant = ?1 AND id = ?2 AND expires_at_ms <= ?3",
+                    params![tenant, id.as_str(), now],
+                )
+                .map_err(StoreError::storage("removing an expired ref"))?;
             self.cache().remove(tenant, id);
             return Err(StoreError::Expired {
                 tenant: tenant.to_owned(),
@@ -370,7 +381,8 @@ impl SqliteRefStore {
     /// [`SqliteRefStore::purge_expired`] as of `now_ms`.
     pub fn purge_expired_at(&self, now_ms: i64) -> Result<u64, StoreError> {
         let removed = self
-            .conn()
+            .connections
+            .writer()
             .execute(
                 "DELETE FROM refs WHERE expires_at_ms <= ?1",
                 params![now_ms],
@@ -384,8 +396,8 @@ impl SqliteRefStore {
     pub fn stats(&self, tenant: &str) -> Result<RefStats, StoreError> {
         validate_tenant(tenant)?;
         let now = self.clock.now_ms();
-        self.conn()
-            .query_row(
+        self.connections.read(|conn, _| {
+            conn.query_row(
                 "SELECT COUNT(*), COALESCE(SUM(original_bytes), 0), COALESCE(SUM(stored_bytes), 0),
                         COALESCE(SUM(expires_at_ms <= ?2), 0)
                  FROM refs WHERE tenant = ?1",
@@ -393,24 +405,27 @@ impl SqliteRefStore {
                 stats_from_row,
             )
             .map_err(StoreError::storage("reading ref statistics"))
+        })
     }
 
     /// [`SqliteRefStore::stats`] for every tenant that has refs, by tenant name.
     pub fn stats_by_tenant(&self) -> Result<BTreeMap<String, RefStats>, StoreError> {
         let now = self.clock.now_ms();
-        let conn = self.conn();
-        let mut statement = conn
-            .prepare(
-                "SELECT COUNT(*), COALESCE(SUM(original_bytes), 0), COALESCE(SUM(stored_bytes), 0),
-                        COALESCE(SUM(expires_at_ms <= ?1), 0), tenant
-                 FROM refs GROUP BY tenant",
-            )
-            .map_err(StoreError::storage("reading ref statistics"))?;
-        let rows = statement
-            .query_map(params![now], |row| Ok((row.get(4)?, stats_from_row(row)?)))
-            .map_err(StoreError::storage("reading ref statistics"))?;
-        rows.collect::<Result<BTreeMap<String, RefStats>, _>>()
-            .map_err(StoreError::storage("reading ref statistics"))
+        self.connections.read(|conn, _| {
+            let mut statement = conn
+                .prepare(
+                    "SELECT COUNT(*), COALESCE(SUM(original_bytes), 0),
+                            COALESCE(SUM(stored_bytes), 0), COALESCE(SUM(expires_at_ms <= ?1), 0),
+                            tenant
+                     FROM refs GROUP BY tenant",
+                )
+                .map_err(StoreError::storage("reading ref statistics"))?;
+            let rows = statement
+                .query_map(params![now], |row| Ok((row.get(4)?, stats_from_row(row)?)))
+                .map_err(StoreError::storage("reading ref statistics"))?;
+            rows.collect::<Result<BTreeMap<String, RefStats>, _>>()
+                .map_err(StoreError::storage("reading ref statistics"))
+        })
     }
 
     /// How the in-memory cache is doing.
@@ -418,12 +433,8 @@ impl SqliteRefStore {
         self.cache().stats()
     }
 
-    // A panic while a lock was held cannot leave SQLite inconsistent (statements are atomic) and
-    // at worst leaves the cache's byte count off, so a poisoned lock is used as it is.
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
+    // A panic while the lock was held at worst leaves the cache's byte count off, so a poisoned
+    // lock is used as it is.
     fn cache(&self) -> MutexGuard<'_, RefCache> {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -1,8 +1,12 @@
-//! What the SQLite stores share: turning `rusqlite` errors into the backend-neutral
-//! [`BackendError`], so that no public error type of the crate names `rusqlite`.
+//! What the SQLite stores share: their connections (a writer and a pool of readers, [`pool`])
+//! and turning `rusqlite` errors into the backend-neutral [`BackendError`], so that no public
+//! error type of the crate names `rusqlite`.
+
+pub(crate) mod pool;
 
 use crate::StoreError;
 use crate::error::{BackendError, BackendErrorKind};
+use crate::keys::KeyError;
 use crate::memories::MemoryError;
 use crate::sessions::SessionError;
 
@@ -28,6 +32,36 @@ pub(crate) fn backend_error(error: rusqlite::Error) -> BackendError {
         BackendErrorKind::Other
     };
     BackendError::new(kind, error)
+}
+
+/// An error type of a store, made from a SQLite failure and the action that failed; what the
+/// shared SQLite code (the connection pool) reports its failures with.
+pub(crate) trait SqliteFailure {
+    fn failure(action: &'static str, error: rusqlite::Error) -> Self;
+}
+
+impl SqliteFailure for StoreError {
+    fn failure(action: &'static str, error: rusqlite::Error) -> StoreError {
+        StoreError::storage(action)(error)
+    }
+}
+
+impl SqliteFailure for SessionError {
+    fn failure(action: &'static str, error: rusqlite::Error) -> SessionError {
+        SessionError::storage(action)(error)
+    }
+}
+
+impl SqliteFailure for MemoryError {
+    fn failure(action: &'static str, error: rusqlite::Error) -> MemoryError {
+        MemoryError::storage(action)(error)
+    }
+}
+
+impl SqliteFailure for KeyError {
+    fn failure(action: &'static str, error: rusqlite::Error) -> KeyError {
+        KeyError::Storage(StoreError::storage(action)(error))
+    }
 }
 
 // The constructors the SQLite code maps its errors with (`.map_err(StoreError::storage("…"))`).

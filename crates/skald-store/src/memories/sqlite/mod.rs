@@ -14,9 +14,10 @@ mod rows;
 mod search;
 mod write;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, TransactionBehavior};
 use skald_core::memory::uri::MemoryUri;
@@ -27,21 +28,28 @@ use super::{
     validate_vector,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::schema;
+use crate::sqlite::pool::{ConnectionId, Connections};
 use crate::tenant::validate_tenant;
 use search::{IndexCounts, VectorCache};
 
-/// The memory store on SQLite: one connection behind a mutex. `Send + Sync`: share it with an
+/// The memory store on SQLite: a writer connection and, for a database file, a pool of readers
+/// that searches and reads use beside it ([`Connections`]). `Send + Sync`: share it with an
 /// `Arc`. Several processes may open the same file; every write takes SQLite's write lock for
 /// its whole check-then-insert, so two writers never both add the same entry.
 pub struct SqliteMemoryStore {
-    conn: Mutex<Connection>,
+    connections: Connections,
     clock: Arc<dyn Clock>,
     settings: MemorySettings,
     path: Option<PathBuf>,
-    /// Commits made through this store; with SQLite's `data_version` (commits by other
-    /// connections) it tells when [`IndexCounts`] are stale.
+    /// Commits made through this store; with `epoch` it tells when the search caches
+    /// ([`IndexCounts`], [`VectorCache`]) are stale.
     writes: AtomicU64,
+    /// Bumped whenever a connection finds the database changed since it last looked (SQLite's
+    /// `data_version`: commits by any other connection, this store's writer or another
+    /// process); see `search::CacheKey`.
+    epoch: AtomicU64,
+    /// The `data_version` each connection saw at its last search.
+    seen: Mutex<HashMap<ConnectionId, i64>>,
     counts: Mutex<Option<IndexCounts>>,
     vectors: Mutex<Option<VectorCache>>,
 }
@@ -70,9 +78,13 @@ impl SqliteMemoryStore {
     ) -> Result<SqliteMemoryStore, MemoryError> {
         settings.validate()?;
         let path = path.as_ref();
-        crate::schema::create_parent_dir(path)?;
-        let conn = Connection::open(path).map_err(MemoryError::storage("opening the database"))?;
-        SqliteMemoryStore::with_connection(conn, settings, clock, Some(path.to_path_buf()))
+        let connections = Connections::open::<MemoryError>(path)?;
+        Ok(SqliteMemoryStore::with_connections(
+            connections,
+            settings,
+            clock,
+            Some(path.to_path_buf()),
+        ))
     }
 
     /// A store that lives in memory and disappears when dropped (tests, evaluations).
@@ -86,27 +98,32 @@ impl SqliteMemoryStore {
         clock: Arc<dyn Clock>,
     ) -> Result<SqliteMemoryStore, MemoryError> {
         settings.validate()?;
-        let conn = Connection::open_in_memory()
-            .map_err(MemoryError::storage("opening an in-memory database"))?;
-        SqliteMemoryStore::with_connection(conn, settings, clock, None)
+        let connections = Connections::in_memory::<MemoryError>()?;
+        Ok(SqliteMemoryStore::with_connections(
+            connections,
+            settings,
+            clock,
+            None,
+        ))
     }
 
-    fn with_connection(
-        mut conn: Connection,
+    fn with_connections(
+        connections: Connections,
         settings: MemorySettings,
         clock: Arc<dyn Clock>,
         path: Option<PathBuf>,
-    ) -> Result<SqliteMemoryStore, MemoryError> {
-        schema::prepare(&mut conn)?;
-        Ok(SqliteMemoryStore {
-            conn: Mutex::new(conn),
+    ) -> SqliteMemoryStore {
+        SqliteMemoryStore {
+            connections,
             clock,
             settings,
             path,
             writes: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
+            seen: Mutex::new(HashMap::new()),
             counts: Mutex::new(None),
             vectors: Mutex::new(None),
-        })
+        }
     }
 
     /// The database file, or `None` for an in-memory store.
@@ -119,19 +136,13 @@ impl SqliteMemoryStore {
         &self.settings
     }
 
-    // A panic while the lock was held cannot leave SQLite inconsistent (an open transaction is
-    // rolled back when dropped), so a poisoned lock is used as it is.
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Runs `work` in one write transaction and commits it. An error rolls everything back.
     fn write<T>(
         &self,
         work: impl FnOnce(&Connection, i64) -> Result<T, MemoryError>,
     ) -> Result<T, MemoryError> {
         let now = self.clock.now_ms();
-        let mut conn = self.conn();
+        let mut conn = self.connections.writer();
         // IMMEDIATE takes the write lock before the checks read anything, so what they saw is
         // still true when the inserts run, even with another process on the same file.
         let tx = conn
@@ -144,16 +155,25 @@ impl SqliteMemoryStore {
         Ok(value)
     }
 
-    /// Runs `work` on one consistent snapshot of the database.
+    /// Runs `work` on one consistent snapshot of the database, on a reader.
     fn read<T>(
         &self,
         work: impl FnOnce(&Connection) -> Result<T, MemoryError>,
     ) -> Result<T, MemoryError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction()
-            .map_err(MemoryError::storage("starting a memory read"))?;
-        work(&tx)
+        self.read_on(|tx, _| work(tx))
+    }
+
+    /// [`SqliteMemoryStore::read`], telling `work` which connection it runs on.
+    fn read_on<T>(
+        &self,
+        work: impl FnOnce(&Connection, ConnectionId) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
+        self.connections.read(|conn, id| {
+            let tx = conn
+                .transaction()
+                .map_err(MemoryError::storage("starting a memory read"))?;
+            work(&tx, id)
+        })
     }
 }
 
@@ -230,13 +250,9 @@ impl MemoryStore for SqliteMemoryStore {
     }
 
     fn search(&self, tenant: &str, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
-        self.read(|tx| {
-            super::search::search(
-                &search::Snapshot::new(self, tx),
-                &self.settings,
-                tenant,
-                query,
-            )
+        self.read_on(|tx, id| {
+            let snapshot = search::Snapshot::new(self, tx, id)?;
+            super::search::search(&snapshot, &self.settings, tenant, query)
         })
     }
 

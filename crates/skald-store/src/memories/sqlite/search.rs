@@ -2,11 +2,10 @@
 //! with their bm25 scores, the index's document counts, vector candidates by cosine, and rows by
 //! id. The ranking itself is [`crate::memories::search`]'s.
 //!
-//! Two caches live here, both dropped when the database changes (SQLite's `data_version`, for
-//! commits by other connections, and the store's own commit count): the index's row counts
-//! (counting a common term's rows walks its whole doclist, and the same names recur in query
-//! after query) and each tenant's live vectors (a search compares them in memory instead of
-//! reading every blob again).
+//! Two caches live here, shared by the store's connections and dropped when the database
+//! changes ([`CacheKey`]): the index's row counts (counting a common term's rows walks its whole
+//! doclist, and the same names recur in query after query) and each tenant's live vectors (a
+//! search compares them in memory instead of reading every blob again).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -22,13 +21,36 @@ use crate::memories::search::{
     SearchPrimitives, TextCandidate, TextRequest, VectorRequest, rank_by_cosine,
 };
 use crate::memories::{Memory, MemoryError, SearchFilter};
+use crate::sqlite::pool::ConnectionId;
+
+/// Which database state cached data belongs to.
+///
+/// SQLite's `data_version` tells a connection whether any other connection committed since it
+/// last looked, but its values are the connection's own: two connections' values cannot be
+/// compared, so they cannot key a cache the readers share. Instead each connection compares its
+/// `data_version` with the one it saw at its previous search; when it changed (or the connection
+/// is new), the connection bumps the store's epoch and uses a key of its own for this search
+/// ([`CacheKey::Private`]), which no other search matches. When it did not change, the key is
+/// the epoch and the store's commit count read *before* the search's snapshot began
+/// ([`CacheKey::Shared`]).
+///
+/// Why that is safe: after a commit, every connection's first search sees its `data_version`
+/// changed and goes private, bumping the epoch; so a shared key read after the commit is larger
+/// than any shared key read before it, and two searches share a key only if no commit came
+/// between their snapshots. The commit count covers the one case `data_version` misses: an
+/// in-memory store reads on its writer, whose own commits do not change its `data_version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CacheKey {
+    Shared { epoch: u64, writes: u64 },
+    Private(u64),
+}
 
 /// A tenant's live vectors: version id and components.
 pub(super) type TenantVectors = Arc<Vec<(i64, Vec<f32>)>>;
 
 /// Live vectors per tenant, kept until the database changes.
 pub(super) struct VectorCache {
-    generation: (i64, u64),
+    key: CacheKey,
     tenants: HashMap<String, TenantVectors>,
 }
 
@@ -39,8 +61,8 @@ const MAX_CACHED_VECTOR_TENANTS: usize = 16;
 /// counting a common term's rows walks its whole doclist, and the same names recur in query
 /// after query.
 pub(super) struct IndexCounts {
-    /// `(data_version, writes)` when counted.
-    generation: (i64, u64),
+    /// The database state counted.
+    key: CacheKey,
     /// Live (indexed) versions of every tenant: FTS5's row count, which its BM25 uses.
     indexed: i64,
     tenants: HashMap<String, i64>,
@@ -86,21 +108,37 @@ fn filter_sql(filter: &SearchFilter, values: &mut Vec<SqlValue>) -> String {
 pub(super) struct Snapshot<'a> {
     store: &'a SqliteMemoryStore,
     tx: &'a Connection,
+    key: CacheKey,
 }
 
 impl<'a> Snapshot<'a> {
-    pub(super) fn new(store: &'a SqliteMemoryStore, tx: &'a Connection) -> Snapshot<'a> {
-        Snapshot { store, tx }
-    }
-
-    /// Which database state cached data belongs to: SQLite's `data_version` (commits by other
-    /// connections) and this store's own commits.
-    fn generation(&self) -> Result<(i64, u64), MemoryError> {
-        let data_version: i64 = self
-            .tx
+    /// The primitives of a search in the read transaction `tx` (begun, nothing read yet) on the
+    /// connection `connection`.
+    pub(super) fn new(
+        store: &'a SqliteMemoryStore,
+        tx: &'a Connection,
+        connection: ConnectionId,
+    ) -> Result<Snapshot<'a>, MemoryError> {
+        // Read before the snapshot begins: a commit after these reads is then either in the
+        // snapshot and seen below as a changed data_version, or not in it at all.
+        let epoch = store.epoch.load(Ordering::SeqCst);
+        let writes = store.writes.load(Ordering::SeqCst);
+        // The pragma reads the database header, so it begins the transaction's snapshot.
+        let data_version: i64 = tx
             .query_row("PRAGMA data_version", [], |row| row.get(0))
             .map_err(MemoryError::storage("reading the data version"))?;
-        Ok((data_version, self.store.writes.load(Ordering::SeqCst)))
+        let unchanged = store
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(connection, data_version)
+            == Some(data_version);
+        let key = if unchanged {
+            CacheKey::Shared { epoch, writes }
+        } else {
+            CacheKey::Private(store.epoch.fetch_add(1, Ordering::SeqCst))
+        };
+        Ok(Snapshot { store, tx, key })
     }
 
     /// Runs `work` on the index counts of the current database state, counting the live
@@ -109,14 +147,13 @@ impl<'a> Snapshot<'a> {
         &self,
         work: impl FnOnce(&mut IndexCounts) -> Result<T, MemoryError>,
     ) -> Result<T, MemoryError> {
-        let generation = self.generation()?;
         let mut cache = self
             .store
             .counts
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let counts = match cache.take() {
-            Some(counts) if counts.generation == generation => counts,
+            Some(counts) if counts.key == self.key => counts,
             Some(_) | None => {
                 let indexed: i64 = self
                     .tx
@@ -124,7 +161,7 @@ impl<'a> Snapshot<'a> {
                     .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
                     .map_err(MemoryError::storage("counting indexed memories"))?;
                 IndexCounts {
-                    generation,
+                    key: self.key,
                     indexed,
                     tenants: HashMap::new(),
                     terms: HashMap::new(),
@@ -158,16 +195,15 @@ impl<'a> Snapshot<'a> {
 
     /// The tenant's live vectors, read once per database state.
     fn tenant_vectors(&self, tenant: &str) -> Result<TenantVectors, MemoryError> {
-        let generation = self.generation()?;
         let mut cache = self
             .store
             .vectors
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let cached = match cache.take() {
-            Some(cached) if cached.generation == generation => cached,
+            Some(cached) if cached.key == self.key => cached,
             Some(_) | None => VectorCache {
-                generation,
+                key: self.key,
                 tenants: HashMap::new(),
             },
         };
@@ -355,5 +391,74 @@ impl SearchPrimitives for Snapshot<'_> {
 
     fn load(&self, ids: &[i64]) -> Result<Vec<Memory>, MemoryError> {
         load_many(self.tx, ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::memories::{MemoryStore, NewMemory};
+    use crate::sqlite::pool::open_reader;
+    use skald_core::memory::uri::MemoryUri;
+
+    fn add(store: &SqliteMemoryStore, name: &str) {
+        let uri = MemoryUri::parse(&format!("viking://resources/{name}.md")).unwrap();
+        store
+            .add("acme", NewMemory::new(uri, format!("notes about {name}")))
+            .unwrap();
+    }
+
+    /// What a search on `conn` (as reader `slot`) counts, and with which cache key.
+    fn indexed_on(
+        store: &SqliteMemoryStore,
+        conn: &mut Connection,
+        slot: usize,
+    ) -> (i64, CacheKey) {
+        let tx = conn.transaction().unwrap();
+        let snapshot = Snapshot::new(store, &tx, ConnectionId::reader(slot)).unwrap();
+        (snapshot.indexed_documents().unwrap(), snapshot.key)
+    }
+
+    #[test]
+    fn no_connection_reuses_counts_from_before_a_commit_by_another_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite3");
+        let store = SqliteMemoryStore::open(&path).unwrap();
+        // Another process on the same file: its commits move no counter of `store`.
+        let other = SqliteMemoryStore::open(&path).unwrap();
+        add(&store, "kiln");
+        let mut a = open_reader(&path).unwrap();
+        let mut b = open_reader(&path).unwrap();
+
+        let (count, key) = indexed_on(&store, &mut a, 0);
+        assert_eq!(count, 1);
+        assert!(
+            matches!(key, CacheKey::Private(_)),
+            "a new connection shares nothing"
+        );
+        let (count, key) = indexed_on(&store, &mut a, 0);
+        assert_eq!(count, 1);
+        let CacheKey::Shared { epoch, .. } = key else {
+            panic!("an unchanged connection shares the cache: {key:?}");
+        };
+        let (_, key) = indexed_on(&store, &mut b, 1);
+        assert!(matches!(key, CacheKey::Private(_)));
+
+        add(&other, "glaze");
+        // Both connections see the commit: each goes private once, then shares a newer key.
+        for (conn, slot) in [(&mut a, 0), (&mut b, 1)] {
+            let (count, key) = indexed_on(&store, conn, slot);
+            assert_eq!(count, 2, "connection {slot} counted the old state");
+            assert!(matches!(key, CacheKey::Private(_)));
+        }
+        for (conn, slot) in [(&mut a, 0), (&mut b, 1)] {
+            let (count, key) = indexed_on(&store, conn, slot);
+            assert_eq!(count, 2, "connection {slot} reused the old counts");
+            assert!(
+                matches!(key, CacheKey::Shared { epoch: newer, .. } if newer > epoch),
+                "{key:?}"
+            );
+        }
     }
 }
