@@ -1,4 +1,4 @@
-//! Checks of a [`KeyStore`]: a secret shown once and authenticating its key, the tenant kept,
+//! Checks of a [`KeyStore`](crate::KeyStore): a secret shown once and authenticating its key, the tenant kept,
 //! revocation refused with `Revoked` and final, unknown secrets `Unknown`, `any_active`, bad
 //! input refused, lookups beside creates and revocations on other threads, and durability across
 //! a reopen. Each check panics with the violated property.

@@ -14,8 +14,8 @@ use crate::sqlite::pool::Connections;
 use crate::{StoreError, validate_tenant};
 
 /// The API keys, in the data directory's database: a writer connection for creating and revoking
-/// keys, and for a database file a pool of readers for the lookups every request makes
-/// ([`Connections`]).
+/// keys, and for a database file a pool of readers for the lookups every request makes ([see the
+/// crate documentation](crate#how-storage-is-laid-out)).
 pub struct SqliteKeyStore {
     connections: Connections,
     clock: Arc<dyn Clock>,

@@ -17,8 +17,8 @@ use crate::sqlite::pool::Connections;
 use crate::tenant::validate_tenant;
 
 /// The ref store on SQLite: one database file (or memory), a writer connection with a pool of
-/// readers beside it ([`Connections`]), and an LRU cache of decoded payloads in front of them.
-/// `Send + Sync`: share it with an `Arc`.
+/// readers beside it ([see the crate documentation](crate#how-storage-is-laid-out)), and an LRU
+/// cache of decoded payloads in front of them. `Send + Sync`: share it with an `Arc`.
 pub struct SqliteRefStore {
     connections: Connections,
     cache: Mutex<RefCache>,

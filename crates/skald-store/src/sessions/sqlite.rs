@@ -27,8 +27,9 @@ use crate::tenant::validate_tenant;
 const ENVELOPE_KEYS: [&str; 3] = ["id", "parentId", "timestamp"];
 
 /// The session store on SQLite: a writer connection and, for a database file, a pool of readers
-/// that loads and listings use beside it ([`Connections`]). `Send + Sync`: share it with an
-/// `Arc`. Several processes may open the same file; writes take SQLite's write lock for the whole
+/// that loads and listings use beside it ([see the crate
+/// documentation](crate#how-storage-is-laid-out)). `Send + Sync`: share it with an `Arc`. Several
+/// processes may open the same file; writes take SQLite's write lock for the whole
 /// check-then-insert, so two writers never both take the same id.
 pub struct SqliteSessionStore {
     connections: Connections,

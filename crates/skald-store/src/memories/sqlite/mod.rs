@@ -33,9 +33,10 @@ use crate::tenant::validate_tenant;
 use search::{IndexCounts, VectorCache};
 
 /// The memory store on SQLite: a writer connection and, for a database file, a pool of readers
-/// that searches and reads use beside it ([`Connections`]). `Send + Sync`: share it with an
-/// `Arc`. Several processes may open the same file; every write takes SQLite's write lock for
-/// its whole check-then-insert, so two writers never both add the same entry.
+/// that searches and reads use beside it ([see the crate
+/// documentation](crate#how-storage-is-laid-out)). `Send + Sync`: share it with an `Arc`. Several
+/// processes may open the same file; every write takes SQLite's write lock for its whole
+/// check-then-insert, so two writers never both add the same entry.
 pub struct SqliteMemoryStore {
     connections: Connections,
     clock: Arc<dyn Clock>,
