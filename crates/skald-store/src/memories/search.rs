@@ -98,8 +98,7 @@ pub struct VectorRequest<'a> {
     pub depth: usize,
 }
 
-/// Searches the tenant's live memories: checks the tenant and the query, then ranks and fuses
-/// the backend's candidates as the module documentation describes. This is all of
+/// Searches the tenant's live memories: [`check`], then [`search_checked`]. This is all of
 /// [`MemoryStore::search`](super::MemoryStore::search) but the snapshot `backend` reads.
 pub fn search(
     backend: &impl SearchPrimitives,
@@ -107,6 +106,13 @@ pub fn search(
     tenant: &str,
     query: &SearchQuery,
 ) -> Result<Vec<SearchHit>, MemoryError> {
+    let plan = check(tenant, query)?;
+    search_checked(backend, settings, tenant, query, &plan)
+}
+
+/// Checks the tenant and the query and analyses the query's text, before a backend reads
+/// anything: bad input is refused without touching storage.
+pub fn check(tenant: &str, query: &SearchQuery) -> Result<QueryPlan, MemoryError> {
     validate_tenant(tenant)?;
     validate_query(query)?;
     let plan = QueryPlan::new(&query.text);
@@ -116,6 +122,18 @@ pub fn search(
             reason: "the query has no words to search for and no vector".to_owned(),
         });
     }
+    Ok(plan)
+}
+
+/// Ranks and fuses the backend's candidates for a query [`check`] accepted (`plan` is what it
+/// returned), as the module documentation describes.
+pub fn search_checked(
+    backend: &impl SearchPrimitives,
+    settings: &MemorySettings,
+    tenant: &str,
+    query: &SearchQuery,
+    plan: &QueryPlan,
+) -> Result<Vec<SearchHit>, MemoryError> {
     let depth = settings.candidates.max(query.limit);
     let mut text: Vec<TextCandidate> = Vec::new();
     let mut dated: Vec<i64> = Vec::new();

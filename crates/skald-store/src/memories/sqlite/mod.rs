@@ -251,9 +251,10 @@ impl MemoryStore for SqliteMemoryStore {
     }
 
     fn search(&self, tenant: &str, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
+        let plan = super::search::check(tenant, query)?;
         self.read_on(|tx, id| {
             let snapshot = search::Snapshot::new(self, tx, id)?;
-            super::search::search(&snapshot, &self.settings, tenant, query)
+            super::search::search_checked(&snapshot, &self.settings, tenant, query, &plan)
         })
     }
 
