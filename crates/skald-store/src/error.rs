@@ -39,12 +39,13 @@ pub enum StoreError {
         expired_at: i64,
     },
 
-    /// SQLite failed (disk full, permissions, locked for longer than the busy timeout, …).
+    /// The storage backend failed (disk full, permissions, locked for longer than the busy
+    /// timeout, …); [`BackendError::kind`] says which of these it was.
     #[error("ref store: {action} failed: {source}")]
     Storage {
         action: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: BackendError,
     },
 
     /// The directory that should hold the database could not be created.
@@ -68,22 +69,84 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Wraps a SQLite error, telling damage apart from ordinary failures.
-    pub(crate) fn storage(action: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
-        move |source| {
-            let damaged = matches!(
-                source.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-            );
-            if damaged {
-                StoreError::Corrupt(format!(
-                    "{action}: {source}; move the database file away to start a new store"
-                ))
-            } else {
+    /// Wraps a backend error, telling damage apart from ordinary failures.
+    pub(crate) fn backend(action: &'static str, source: BackendError) -> StoreError {
+        match source.kind() {
+            BackendErrorKind::Corrupt => StoreError::Corrupt(corrupt_message(action, &source)),
+            BackendErrorKind::Busy | BackendErrorKind::Full | BackendErrorKind::Other => {
                 StoreError::Storage { action, source }
             }
         }
     }
+}
+
+/// A failure of the storage backend (SQLite, or any other behind the store traits), with what
+/// kind of failure it was so a caller can act on it without knowing the backend.
+///
+/// It displays as the backend's own message and is transparent in the error chain (its
+/// [`source`](std::error::Error::source) is the backend error's source), so wrapping a backend
+/// error in it changes no text a user sees.
+#[derive(Debug)]
+pub struct BackendError {
+    kind: BackendErrorKind,
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// What kind of failure a [`BackendError`] is: what a caller can do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendErrorKind {
+    /// Another connection or process held a lock for longer than the store waits: retrying
+    /// later may succeed.
+    Busy,
+    /// The stored data is damaged or is not a database of this store: retrying will not help;
+    /// the data needs to be moved away or restored.
+    Corrupt,
+    /// The disk or the database is full: free space, then retry.
+    Full,
+    /// Anything else (permissions, a constraint, a bug): see the message.
+    Other,
+}
+
+impl BackendError {
+    /// A backend failure of `kind` caused by `source`.
+    pub fn new(
+        kind: BackendErrorKind,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> BackendError {
+        BackendError {
+            kind,
+            source: source.into(),
+        }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> BackendErrorKind {
+        self.kind
+    }
+
+    /// The backend's own error, for a caller that knows the backend and wants its details.
+    pub fn backend_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.source
+    }
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.source, f)
+    }
+}
+
+impl std::error::Error for BackendError {
+    // The message is the backend error's, so its source comes next in the chain; returning the
+    // backend error itself would print the same message twice.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.source()
+    }
+}
+
+/// The message of a `Corrupt` error made from a backend error: what failed, how, and what to do.
+pub(crate) fn corrupt_message(action: &str, source: &BackendError) -> String {
+    format!("{action}: {source}; move the database file away to start a new store")
 }
 
 fn format_ms(ms: i64) -> String {

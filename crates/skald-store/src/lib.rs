@@ -3,7 +3,8 @@
 //! them back through a `[REF_ID: …]` placeholder. The **session store** ([`sessions`]) keeps each
 //! session as an append-only tree of OpenClaw entries. The **memory store** ([`memories`]) keeps
 //! long-term memories under `viking://` URIs, add-only, deduplicated, with full-text and vector
-//! search. All three live in one database file.
+//! search. The **key store** ([`keys`]) keeps the API keys of `skald serve`. All four live in one
+//! database file.
 //!
 //! Guarantees, each with its own tests:
 //! - **A ref id is handed out only once its content is durable.** [`SqliteRefStore::put`] returns
@@ -62,6 +63,51 @@
 //!
 //! On disk: [`SqliteRefStore::open`] takes the database file's path (the caller decides where in
 //! the data directory; [`DATABASE_FILE`] is the suggested name).
+//!
+//! # How storage is laid out
+//!
+//! - **Traits, then backends.** Callers see the traits [`RefStore`], [`SessionStore`],
+//!   [`MemoryStore`] and [`KeyStore`] and their error types ([`StoreError`], [`SessionError`],
+//!   [`MemoryError`], [`KeyError`]). No public type names the backend's library: a backend
+//!   failure is a [`BackendError`], whose [`BackendErrorKind`] (busy, corrupt, full, other) says
+//!   what a caller can do about it. The SQLite backend is the `Sqlite*` stores.
+//! - **One file, one schema.** The SQLite stores share [`DATABASE_FILE`]; whichever opens it
+//!   first brings the schema up to [`SCHEMA_VERSION`] (migrations tracked in `user_version`).
+//! - **A writer and a pool of readers.** Each file-backed SQLite store has one writer connection
+//!   (WAL, `synchronous=FULL`, a 5 s busy timeout), through which every write goes, and up to 4
+//!   read-only connections, opened when reads need them, that reads use beside the writer. WAL
+//!   gives each read a snapshot holding every commit that returned before the read began. A store
+//!   in memory (`in_memory()`) has only its one connection: separate in-memory connections would
+//!   be separate databases.
+//! - **Policy above primitives.** What a memory search returns (which terms count, the BM25,
+//!   date, directory and vector rankings, their fusion) is decided in [`memories::search`], and
+//!   what counts as a duplicate on the write path in [`memories::dedup`], over small primitive
+//!   traits ([`memories::search::SearchPrimitives`], [`memories::dedup::DuplicatePrimitives`])
+//!   that a backend implements: candidates with raw scores, document counts, rows by id,
+//!   duplicate lookups. SQLite provides them with FTS5, vectors compared in memory and MinHash
+//!   LSH bands; a PostgreSQL backend would provide the same primitives and rank identically.
+//! - **One contract for every backend.** The `conformance` feature's suite
+//!   (`skald_store::conformance`) checks any backend of the traits: behaviour, tenant isolation,
+//!   documented errors, reads beside writes on other threads, durability across a reopen.
+//!
+//! # Synchronous traits, async callers
+//!
+//! The store traits are synchronous, and stay so; an async caller runs a store call that can
+//! take long (a search over a large store, a batch write waiting for its `fsync`, an import) on
+//! tokio's blocking pool with `tokio::task::spawn_blocking`, and a call that is short by
+//! construction (an API key lookup) inline. Why:
+//!
+//! - SQLite is synchronous by nature: a call is a few microseconds to a few milliseconds of
+//!   in-process work and disk I/O, with nothing to await. An async trait would only wrap each
+//!   call in a future that blocks anyway, and make every caller and every test async.
+//! - A PostgreSQL backend fits the same shape: it can use the synchronous `postgres` client, or
+//!   hold a tokio runtime handle and `block_on` an async client inside the blocking pool. Either
+//!   way it implements the same traits as SQLite and passes the same conformance suite.
+//! - One trait shape for every backend keeps the engine's code free of backend differences, and
+//!   keeps `&dyn RefStore` and friends object-safe without boxing futures.
+//!
+//! The stores are `Send + Sync`, so a store shared in an `Arc` moves into `spawn_blocking`
+//! closures as it is.
 
 mod cache;
 pub mod clock;
@@ -74,12 +120,13 @@ pub mod memories;
 pub mod refs;
 mod schema;
 pub mod sessions;
+mod sqlite;
 pub mod tenant;
 
 pub use cache::CacheStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;
-pub use error::StoreError;
+pub use error::{BackendError, BackendErrorKind, StoreError};
 pub use keys::{KeyError, KeyStore, SqliteKeyStore};
 pub use memories::{MemoryError, MemoryStore, SqliteMemoryStore};
 pub use refs::{

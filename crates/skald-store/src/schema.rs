@@ -165,7 +165,7 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// How long a writer waits for another connection (another process on the same file) to finish.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Creates the directory that will hold the database file at `path`, if it has one.
 pub(crate) fn create_parent_dir(path: &std::path::Path) -> Result<(), StoreError> {

@@ -20,6 +20,7 @@ use skald_core::session::{Entry, EntryKind, Session};
 use skald_store::conformance::{
     self, NewKeyStore, NewMemoryStore, NewRefStore, NewSessionStore, TENANT_A,
 };
+use skald_store::keys::{ApiKey, CreatedKey, KeyError};
 use skald_store::sessions::{
     BranchRewrite, CompactionCheckpoint, NewSession, SessionError, SessionInfo, SessionStore,
 };
@@ -174,6 +175,9 @@ fn memories_on_disk() {
     conformance::memories::survives_reopen(&|| {
         Box::new(SqliteMemoryStore::open(files.reopened()).unwrap())
     });
+    conformance::memories::search_survives_reopen(&|| {
+        Box::new(SqliteMemoryStore::open(files.reopened()).unwrap())
+    });
 }
 
 #[test]
@@ -198,6 +202,9 @@ fn every_store_survives_reopen_on_one_shared_file() {
         DEFAULT_TTL,
     );
     conformance::memories::survives_reopen(&|| Box::new(SqliteMemoryStore::open(&path).unwrap()));
+    conformance::memories::search_survives_reopen(&|| {
+        Box::new(SqliteMemoryStore::open(&path).unwrap())
+    });
     conformance::keys::survives_reopen(&|| Box::new(SqliteKeyStore::open(&path).unwrap()));
 }
 
@@ -297,6 +304,48 @@ fn a_store_hiding_expiry_fails_the_expiry_check() {
         },
         DEFAULT_TTL,
     );
+}
+
+/// A key store whose listing is read once and then served from a copy that is never refreshed:
+/// the stale read a careless replica or cache gives.
+struct StaleListingKeys {
+    keys: SqliteKeyStore,
+    listed: std::sync::Mutex<Option<Vec<ApiKey>>>,
+}
+
+impl KeyStore for StaleListingKeys {
+    fn create(&self, tenant: &str, name: &str) -> Result<CreatedKey, KeyError> {
+        self.keys.create(tenant, name)
+    }
+    fn list(&self) -> Result<Vec<ApiKey>, KeyError> {
+        let mut listed = self.listed.lock().unwrap();
+        if let Some(keys) = listed.as_ref() {
+            return Ok(keys.clone());
+        }
+        let keys = self.keys.list()?;
+        *listed = Some(keys.clone());
+        Ok(keys)
+    }
+    fn any_active(&self) -> Result<bool, KeyError> {
+        self.keys.any_active()
+    }
+    fn revoke(&self, id: &str) -> Result<ApiKey, KeyError> {
+        self.keys.revoke(id)
+    }
+    fn authenticate(&self, secret: &str) -> Result<ApiKey, KeyError> {
+        self.keys.authenticate(secret)
+    }
+}
+
+#[test]
+#[should_panic(expected = "creates returned shows them all")]
+fn a_store_serving_stale_reads_fails_the_concurrency_check() {
+    conformance::keys::lookups_run_beside_writes(&|| {
+        Box::new(StaleListingKeys {
+            keys: SqliteKeyStore::in_memory().unwrap(),
+            listed: std::sync::Mutex::new(None),
+        })
+    });
 }
 
 /// The factory types are what a backend's closures coerce to.

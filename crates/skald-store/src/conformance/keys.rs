@@ -1,6 +1,7 @@
-//! Checks of a [`KeyStore`]: a secret shown once and authenticating its key, the tenant kept,
+//! Checks of a [`KeyStore`](crate::KeyStore): a secret shown once and authenticating its key, the tenant kept,
 //! revocation refused with `Revoked` and final, unknown secrets `Unknown`, `any_active`, bad
-//! input refused, and durability across a reopen. Each check panics with the violated property.
+//! input refused, lookups beside creates and revocations on other threads, and durability across
+//! a reopen. Each check panics with the violated property.
 
 use super::{INVALID_TENANTS, KeyCheck, NewKeyStore, TENANT_A, TENANT_B};
 use crate::keys::{KEY_PREFIX, KeyError};
@@ -15,6 +16,7 @@ pub const CHECKS: &[(&str, KeyCheck)] = &[
     ("unknown_secrets_are_unknown", unknown_secrets_are_unknown),
     ("any_active_means_a_live_key", any_active_means_a_live_key),
     ("invalid_input_is_refused", invalid_input_is_refused),
+    ("lookups_run_beside_writes", lookups_run_beside_writes),
 ];
 
 /// Runs every check of [`CHECKS`], each on a fresh store from `new`.
@@ -204,6 +206,51 @@ pub fn invalid_input_is_refused(new: &NewKeyStore<'_>) {
     );
     assert!(!store.any_active().unwrap());
     store.create(TENANT_A, &"n".repeat(200)).unwrap();
+}
+
+/// Authentications and listings on several threads while another thread creates and revokes
+/// keys: each lookup sees every create and revoke that returned before it began (a revoked key
+/// is refused at once, as the server relies on).
+pub fn lookups_run_beside_writes(new: &NewKeyStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    let created = std::sync::Mutex::new(Vec::new());
+    super::reads_beside_writes(
+        16,
+        3,
+        &|step| {
+            let key = store.create(TENANT_A, &format!("agent {step}")).unwrap();
+            // Every other key is revoked at once: its revocation returned before `written`
+            // counts the step.
+            if step % 2 == 1 {
+                store.revoke(&key.key.id).unwrap();
+            }
+            created.lock().unwrap().push(key);
+        },
+        &|written| {
+            let created: Vec<_> = created.lock().unwrap()[..written].to_vec();
+            for (step, key) in created.iter().enumerate() {
+                let found = store.authenticate(&key.secret);
+                if step % 2 == 1 {
+                    assert!(
+                        matches!(found, Err(KeyError::Revoked { .. })),
+                        "key {step} was revoked before this lookup began, got {found:?}"
+                    );
+                } else {
+                    assert!(
+                        matches!(&found, Ok(found) if found.id == key.key.id),
+                        "key {step} was created before this lookup began, got {found:?}"
+                    );
+                }
+            }
+            let listed = store.list().unwrap().len();
+            assert!(
+                listed >= written,
+                "a listing after {written} creates returned shows them all, not {listed}"
+            );
+            assert!(store.any_active().unwrap());
+        },
+    );
 }
 
 /// Keys created and revoked through one handle authenticate (or are refused) the same way

@@ -1,13 +1,17 @@
 //! Checks of a [`MemoryStore`]: add and read, versions (an update supersedes, a forget leaves a
 //! tombstone, history lists every version), duplicates merged within their owner, `ls`/`tree`,
-//! search on a small fixed corpus, tenant isolation across all of these, and durability across a
-//! reopen. Each check panics with the violated property.
+//! search on a small fixed corpus, tenant isolation across all of these, the documented errors
+//! of missing and mismatched items, reads beside writes on other threads, and durability
+//! (entries and search results) across a reopen. Each check panics with the violated property.
 //!
-//! Search ranking is the backend's own (BM25, vectors, fusion…). The checks assert only robust
-//! facts: for a few queries whose words occur in one entry of the corpus only, that entry comes
-//! first; a search returns at most `limit` live entries, each once; forgotten and superseded
-//! versions and other tenants' entries are never returned. Near-duplicate merging depends on a
-//! backend's threshold, so only exact duplicates are checked.
+//! Search ranking is [`crate::memories::search`]'s policy for a backend that provides its
+//! primitives, but a backend may rank its own way (BM25, vectors, fusion…). The checks assert
+//! only robust facts: for a few queries whose words occur in one entry of the corpus only, that
+//! entry comes first; a search returns at most `limit` live entries, each once, best first,
+//! each hit's ranks and scores consistent; a vector-only search orders by cosine; forgotten and
+//! superseded versions and other tenants' entries are never returned; a reopened store searches
+//! exactly as before. Near-duplicate merging depends on a backend's threshold, so only exact
+//! duplicates are checked.
 
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
 
@@ -18,7 +22,8 @@ use crate::memories::{
     NewMemory, SearchQuery, UpdateOutcome,
 };
 
-/// Every check but [`survives_reopen`], by name.
+/// Every check but the durability ones ([`survives_reopen`], [`search_survives_reopen`]), by
+/// name.
 pub const CHECKS: &[(&str, MemoryCheck)] = &[
     ("add_and_read", add_and_read),
     ("versions_are_kept", versions_are_kept),
@@ -30,6 +35,15 @@ pub const CHECKS: &[(&str, MemoryCheck)] = &[
     ),
     ("tenants_are_isolated", tenants_are_isolated),
     ("invalid_input_is_refused", invalid_input_is_refused),
+    (
+        "missing_items_are_their_documented_errors",
+        missing_items_are_their_documented_errors,
+    ),
+    (
+        "search_hits_are_ordered_and_explained",
+        search_hits_are_ordered_and_explained,
+    ),
+    ("reads_run_beside_writes", reads_run_beside_writes),
 ];
 
 /// Runs every check of [`CHECKS`], each on a fresh store from `new`.
@@ -689,4 +703,260 @@ pub fn survives_reopen(open: &NewMemoryStore<'_>) {
         "search works after a reopen"
     );
     assert!(store.ls(TENANT_B, &MemoryUri::root()).unwrap().is_empty());
+}
+
+/// Three-dimensional vectors for the first corpus entries, for the vector checks.
+const VECTORS: &[[f32; 3]] = &[
+    [1.0, 0.0, 0.0],
+    [0.6, 0.8, 0.0],
+    [0.0, 1.0, 0.0],
+    [0.0, 0.6, 0.8],
+];
+
+fn add_vectors(store: &dyn MemoryStore, tenant: &str) {
+    for ((at, _), vector) in CORPUS.iter().zip(VECTORS) {
+        store
+            .set_embedding(tenant, &uri(at), vector)
+            .unwrap_or_else(|error| panic!("set_embedding of {at} failed: {error}"));
+    }
+}
+
+/// Operations on entries that are not there name why: `update`, `forget`, `history` and
+/// `set_embedding` of an unknown URI are `NotFound`; reads and writes of a forgotten entry are
+/// `Forgotten`; a query vector of dimensions no stored vector has is `DimensionMismatch` naming
+/// both. None of them is a storage error, and none writes anything.
+pub fn missing_items_are_their_documented_errors(new: &NewMemoryStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    add_corpus(store, TENANT_A);
+    add_vectors(store, TENANT_A);
+    let before = store.stats(TENANT_A).unwrap();
+    let unknown = uri("viking://resources/never/written.md");
+    let not_found = |what: &str, result: Result<(), MemoryError>| {
+        assert!(
+            matches!(&result, Err(MemoryError::NotFound { uri, .. }) if *uri == unknown),
+            "{what} of an unknown URI is NotFound naming it, got {result:?}"
+        );
+    };
+    not_found("get", store.get(TENANT_A, &unknown).map(drop));
+    not_found(
+        "update",
+        store
+            .update(TENANT_A, NewMemory::new(unknown.clone(), "new content"))
+            .map(drop),
+    );
+    not_found("forget", store.forget(TENANT_A, &unknown).map(drop));
+    not_found("history", store.history(TENANT_A, &unknown).map(drop));
+    not_found(
+        "set_embedding",
+        store.set_embedding(TENANT_A, &unknown, &[1.0, 0.0, 0.0]),
+    );
+
+    let forgotten = uri(CORPUS[5].0);
+    store.forget(TENANT_A, &forgotten).unwrap();
+    let after_forget = store.stats(TENANT_A).unwrap();
+    let gone = |what: &str, result: Result<(), MemoryError>| {
+        assert!(
+            matches!(&result, Err(MemoryError::Forgotten { uri, .. }) if *uri == forgotten),
+            "{what} of a forgotten entry is Forgotten naming it, got {result:?}"
+        );
+    };
+    gone("get", store.get(TENANT_A, &forgotten).map(drop));
+    gone(
+        "update",
+        store
+            .update(TENANT_A, NewMemory::new(forgotten.clone(), "again"))
+            .map(drop),
+    );
+    gone("forget", store.forget(TENANT_A, &forgotten).map(drop));
+
+    let mismatch = store.search(
+        TENANT_A,
+        &SearchQuery::text("", 5).with_vector(vec![1.0, 0.0]),
+    );
+    assert!(
+        matches!(
+            &mismatch,
+            Err(MemoryError::DimensionMismatch { query: 2, stored }) if stored == &[3]
+        ),
+        "a 2-dimensional query against 3-dimensional vectors is DimensionMismatch, got \
+         {mismatch:?}"
+    );
+    assert_eq!(
+        (before.live, before.superseded),
+        (after_forget.live + 1, after_forget.superseded),
+        "only the forget wrote anything"
+    );
+    assert_eq!(
+        store.stats(TENANT_A).unwrap(),
+        after_forget,
+        "the refused operations wrote nothing"
+    );
+}
+
+fn assert_hits_consistent(hits: &[crate::memories::SearchHit], limit: usize, what: &str) {
+    assert!(hits.len() <= limit, "{what}: more hits than the limit");
+    let mut seen = std::collections::HashSet::new();
+    for pair in hits.windows(2) {
+        assert!(
+            pair[0].score >= pair[1].score,
+            "{what}: hits are best first: {} before {}",
+            pair[0].score,
+            pair[1].score
+        );
+    }
+    for hit in hits {
+        assert!(seen.insert(hit.memory.id), "{what}: a hit came twice");
+        assert_eq!(
+            hit.memory.status,
+            MemoryStatus::Live,
+            "{what}: a hit is live"
+        );
+        assert_eq!(
+            hit.text_rank.is_some(),
+            hit.bm25.is_some(),
+            "{what}: a text rank comes with its BM25 score"
+        );
+        assert_eq!(
+            hit.vector_rank.is_some(),
+            hit.cosine.is_some(),
+            "{what}: a vector rank comes with its cosine"
+        );
+        assert!(
+            hit.text_rank.is_some() || hit.vector_rank.is_some(),
+            "{what}: a hit was found by text or by vector"
+        );
+    }
+}
+
+/// Hits come best first (the score never rises), each once, live, and explained: a text rank
+/// with its BM25 score, a vector rank with its cosine. A text-only search has no vector ranks; a
+/// vector-only search has no text ranks and orders by cosine.
+pub fn search_hits_are_ordered_and_explained(new: &NewMemoryStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    add_corpus(store, TENANT_A);
+    add_vectors(store, TENANT_A);
+    for (text, _) in QUERIES {
+        let hits = store
+            .search(TENANT_A, &SearchQuery::text(*text, 3))
+            .unwrap();
+        assert_hits_consistent(&hits, 3, text);
+        assert!(
+            hits.iter().all(|hit| hit.vector_rank.is_none()),
+            "{text}: a text-only search has no vector ranks"
+        );
+        let hybrid = store
+            .search(
+                TENANT_A,
+                &SearchQuery::text(*text, 10).with_vector(vec![0.3, 0.9, 0.1]),
+            )
+            .unwrap();
+        assert_hits_consistent(&hybrid, 10, text);
+    }
+    let by_vector = store
+        .search(
+            TENANT_A,
+            &SearchQuery::text("", 10).with_vector(vec![0.1, 0.9, 0.2]),
+        )
+        .unwrap();
+    assert_hits_consistent(&by_vector, 10, "vector only");
+    assert_eq!(
+        by_vector.len(),
+        VECTORS.len(),
+        "a vector-only search finds every entry with a vector"
+    );
+    for pair in by_vector.windows(2) {
+        assert!(
+            pair[0].cosine >= pair[1].cosine,
+            "a vector-only search orders by cosine: {:?} before {:?}",
+            pair[0].cosine,
+            pair[1].cosine
+        );
+    }
+    assert!(by_vector.iter().all(|hit| hit.text_rank.is_none()));
+}
+
+/// Gets and searches on several threads while another thread adds entries: each read finds
+/// every entry whose add returned before the read began, by URI and by search.
+pub fn reads_run_beside_writes(new: &NewMemoryStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    // Words no other entry has, so no backend merges one entry into another.
+    let words = |step: usize| -> String {
+        (0..6)
+            .map(|k| format!("w{:x}", (step * 7919 + k * 104_729) % 1_000_003))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let at = |step: usize| uri(&format!("viking://resources/log/{step}.md"));
+    super::reads_beside_writes(
+        16,
+        3,
+        &|step| {
+            let content = format!("pottery kiln log {}", words(step));
+            let outcome = store
+                .add(TENANT_A, NewMemory::new(at(step), content))
+                .unwrap();
+            assert!(
+                matches!(outcome, AddOutcome::Added(_)),
+                "entry {step} added"
+            );
+        },
+        &|written| {
+            let last = written - 1;
+            let read = store.get(TENANT_A, &at(last));
+            assert!(
+                matches!(&read, Ok(memory) if memory.uri == at(last)),
+                "entry {last} was added before this read began, got {read:?}"
+            );
+            let found = search_uris(store, TENANT_A, &words(last), 5);
+            assert_eq!(
+                found.first().map(String::as_str),
+                Some(at(last).as_str()),
+                "a search for entry {last}'s own words finds it first"
+            );
+            let all = search_uris(store, TENANT_A, "kiln", 100);
+            assert!(
+                all.len() >= written,
+                "{written} adds returned but a search finds {}",
+                all.len()
+            );
+        },
+    );
+}
+
+/// Searches through a reopened handle return exactly what they returned before it closed:
+/// the same hits in the same order, with the same scores (the full-text index and the vectors
+/// are as durable as the entries). `open` returns a new handle on the same persistent storage
+/// on every call.
+pub fn search_survives_reopen(open: &NewMemoryStore<'_>) {
+    // A tenant of its own, so this check and [`survives_reopen`] can share one storage.
+    const TENANT: &str = "conformance-search-reopen";
+    let queries: Vec<SearchQuery> = QUERIES
+        .iter()
+        .map(|(text, _)| SearchQuery::text(*text, 5))
+        .chain([
+            SearchQuery::text("alice editor tokens", 5).with_vector(vec![0.2, 0.9, 0.1]),
+            SearchQuery::text("", 5).with_vector(vec![0.9, 0.1, 0.3]),
+        ])
+        .collect();
+    let before: Vec<_> = {
+        let store = open();
+        add_corpus(store.as_ref(), TENANT);
+        add_vectors(store.as_ref(), TENANT);
+        queries
+            .iter()
+            .map(|query| store.search(TENANT, query).unwrap())
+            .collect()
+    };
+    let store = open();
+    for (query, hits) in queries.iter().zip(&before) {
+        assert_eq!(
+            &store.search(TENANT, query).unwrap(),
+            hits,
+            "search {:?} returns the same after a reopen",
+            query.text
+        );
+    }
 }

@@ -24,6 +24,11 @@
 //! every check of a store but durability; each module's `CHECKS` lists the checks by name, for a
 //! backend that wants one test per check.
 //!
+//! Every store is `Send + Sync` and shared between threads, so each module has a check that
+//! reads run while another thread writes and that a read sees every write that returned before
+//! it began ([`reads_beside_writes`] drives them): a backend with a connection pool, or with
+//! replicas, must keep that promise.
+//!
 //! ```ignore
 //! // In a PostgreSQL backend's tests (the feature turned on by its dev-dependency):
 //! use skald_store::conformance;
@@ -41,6 +46,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::clock::Clock;
 use crate::keys::KeyStore;
@@ -86,3 +92,85 @@ pub const TENANT_B: &str = "conformance-b";
 
 /// Tenant names every store must refuse before touching storage.
 pub const INVALID_TENANTS: &[&str] = &["", "../a", "a b", "a/b"];
+
+/// Threads that read while one thread writes: `write(step)` runs for each step in turn on the
+/// writing thread; meanwhile `readers` threads call `read(written)` over and over, where
+/// `written` steps had returned before the call began (at least 1), and once more with every
+/// step written. `read` panics when what it reads is missing one of those steps.
+///
+/// The writer does not run ahead: before each next step it waits until some read that began
+/// after the step returned has finished, so every step is read while later writes go on (and a
+/// store that serves reads from a stale copy is caught however fast it writes).
+pub fn reads_beside_writes(
+    steps: usize,
+    readers: usize,
+    write: &(dyn Fn(usize) + Sync),
+    read: &(dyn Fn(usize) + Sync),
+) {
+    let written = AtomicUsize::new(0);
+    let read_up_to = AtomicUsize::new(0);
+    let done = AtomicBool::new(false);
+    let readers_gone = AtomicUsize::new(0);
+    let failure = std::thread::scope(|scope| {
+        let mut threads = Vec::with_capacity(readers + 1);
+        for _ in 0..readers {
+            threads.push(scope.spawn(|| {
+                // Counted even when a read panics, so the writer stops waiting for reads.
+                let _gone = CountOnDrop(&readers_gone);
+                while !done.load(Ordering::SeqCst) {
+                    match written.load(Ordering::SeqCst) {
+                        0 => std::thread::yield_now(),
+                        steps_seen => {
+                            read(steps_seen);
+                            read_up_to.fetch_max(steps_seen, Ordering::SeqCst);
+                        }
+                    }
+                }
+                match written.load(Ordering::SeqCst) {
+                    0 => {}
+                    steps_seen => read(steps_seen),
+                }
+            }));
+        }
+        threads.push(scope.spawn(|| {
+            // Set even when a write panics, so the readers stop and the panic is reported.
+            let _finished = SetOnDrop(&done);
+            for step in 0..steps {
+                write(step);
+                written.store(step + 1, Ordering::SeqCst);
+                while read_up_to.load(Ordering::SeqCst) <= step
+                    && readers_gone.load(Ordering::SeqCst) < readers
+                {
+                    std::thread::yield_now();
+                }
+            }
+        }));
+        // Joined here, so the first failure is reported with its own message rather than as
+        // "a scoped thread panicked".
+        // Every thread is joined (a panicked one left unjoined would make the scope panic).
+        let failures: Vec<_> = threads
+            .into_iter()
+            .filter_map(|thread| thread.join().err())
+            .collect();
+        failures.into_iter().next()
+    });
+    if let Some(panic) = failure {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+struct CountOnDrop<'a>(&'a AtomicUsize);
+
+impl Drop for CountOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}

@@ -1,7 +1,8 @@
 //! Checks of a [`RefStore`]: byte-identical round trips (small, 5 MB repetitive, 5 MB
 //! high-entropy, images, non-ASCII), ids that are content hashes, `put_many`, tenant isolation,
-//! expiry as a distinct error, stats, ids checked before storage, and durability across a
-//! reopen. Each check panics with the violated property.
+//! expiry as a distinct error, stats, ids checked before storage, a never-stored id `NotFound`,
+//! reads beside writes on other threads, and durability across a reopen. Each check panics with
+//! the violated property.
 //!
 //! `put_many` is checked for what the trait lets a caller observe: once it returns every payload
 //! of the batch reads back, and a refused batch (an invalid tenant) stores none. A failure in
@@ -44,6 +45,12 @@ pub const CHECKS: &[(&str, RefCheck)] = &[
     ("stats_count_what_is_stored", stats_count_what_is_stored),
     ("invalid_ids_are_refused", |new, _| {
         invalid_ids_are_refused(new)
+    }),
+    ("never_stored_ids_are_not_found", |new, _| {
+        never_stored_ids_are_not_found(new)
+    }),
+    ("reads_run_beside_writes", |new, _| {
+        reads_run_beside_writes(new)
     }),
 ];
 
@@ -375,6 +382,58 @@ pub fn invalid_ids_are_refused(new: &NewRefStore<'_>) {
             "stats for tenant {tenant:?} is InvalidTenant, got {stats:?}"
         );
     }
+}
+
+/// A well-formed id that was never put is `NotFound` (not `Expired`, not a storage error), by bare
+/// id and by `[REF_ID: …]` token.
+pub fn never_stored_ids_are_not_found(new: &NewRefStore<'_>) {
+    let (store, _) = fresh(new);
+    let store = store.as_ref();
+    store.put(TENANT_A, &text("something else")).unwrap();
+    let never = text("never stored").id();
+    for asked in [never.as_str().to_owned(), placeholder(&never, "summary")] {
+        let missing = store.get(TENANT_A, &asked);
+        assert!(
+            matches!(&missing, Err(StoreError::NotFound { id, .. }) if *id == never),
+            "get of a never-stored id {asked:?} is NotFound naming it, got {missing:?}"
+        );
+    }
+}
+
+/// Gets and stats on several threads while another thread puts: each read sees every ref whose
+/// put returned before the read began, byte-identical, and the counts never fall behind.
+pub fn reads_run_beside_writes(new: &NewRefStore<'_>) {
+    let (store, _) = fresh(new);
+    let store = store.as_ref();
+    let payloads: Vec<RefPayload> = (0..24)
+        .map(|step| text(format!("output of step {step}\n").repeat(50)))
+        .collect();
+    let ids = std::sync::Mutex::new(Vec::new());
+    super::reads_beside_writes(
+        payloads.len(),
+        3,
+        &|step| {
+            let id = store.put(TENANT_A, &payloads[step]).unwrap();
+            ids.lock().unwrap().push(id);
+        },
+        &|written| {
+            let ids: Vec<RefId> = ids.lock().unwrap()[..written].to_vec();
+            let stats = store.stats(TENANT_A).unwrap();
+            assert!(
+                stats.count >= written as u64,
+                "{written} puts returned but stats count {}",
+                stats.count
+            );
+            for step in [0, written / 2, written - 1] {
+                let read = store.get(TENANT_A, ids[step].as_str());
+                assert!(
+                    matches!(&read, Ok(payload) if *payload == payloads[step]),
+                    "the ref of put {step} (returned before this read) reads back: {:?}",
+                    read.map(|payload| payload.id())
+                );
+            }
+        },
+    );
 }
 
 /// What one handle put (a large payload and a batch) reads back through a reopened handle, with

@@ -1,6 +1,7 @@
 //! Checks of a [`SessionStore`]: create/get/list, appends read back in order, the leaf,
-//! `entries_after`, append-only history, tenant isolation, ids checked before storage, and
-//! durability across a reopen. Each check panics with the violated property.
+//! `entries_after`, append-only history, tenant isolation, ids checked before storage, writes to
+//! a missing session `NotFound`, reads beside appends on other threads, and durability across a
+//! reopen. Each check panics with the violated property.
 //!
 //! Append-only is checked in two ways: the trait has no method that changes or removes an entry
 //! (so no caller can), and every write that would reuse an id, name an unknown parent or rewrite
@@ -30,6 +31,11 @@ pub const CHECKS: &[(&str, SessionCheck)] = &[
         "invalid_ids_are_refused_before_storage",
         invalid_ids_are_refused_before_storage,
     ),
+    (
+        "writes_to_missing_sessions_are_not_found",
+        writes_to_missing_sessions_are_not_found,
+    ),
+    ("reads_run_beside_appends", reads_run_beside_appends),
 ];
 
 /// Runs every check of [`CHECKS`], each on a fresh store from `new`.
@@ -576,6 +582,77 @@ pub fn invalid_ids_are_refused_before_storage(new: &NewSessionStore<'_>) {
     assert!(
         entries(store, TENANT_A, "s1").is_empty(),
         "refused appends store nothing"
+    );
+}
+
+/// Every write to a session that does not exist is `NotFound` (not a storage error) and creates
+/// nothing; a leaf that names no entry of an existing session is `UnknownEntry`.
+pub fn writes_to_missing_sessions_are_not_found(new: &NewSessionStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    let not_found = |what: &str, result: Result<(), SessionError>| {
+        assert!(
+            matches!(&result, Err(SessionError::NotFound { id, .. }) if id == "missing"),
+            "{what} of a missing session is NotFound naming it, got {result:?}"
+        );
+    };
+    not_found(
+        "append_message",
+        store
+            .append_message(TENANT_A, "missing", Message::text(Role::User, "hello"))
+            .map(drop),
+    );
+    not_found("append", store.append(TENANT_A, "missing", &chain("m", 1)));
+    not_found("set_leaf", store.set_leaf(TENANT_A, "missing", None));
+    not_found(
+        "entries_after",
+        store.entries_after(TENANT_A, "missing", 0).map(drop),
+    );
+    assert!(
+        store.list(TENANT_A).unwrap().is_empty(),
+        "the refused writes created no session"
+    );
+    store.create(TENANT_A, session("s1")).unwrap();
+    let unknown = store.set_leaf(TENANT_A, "s1", Some("no-such-entry"));
+    assert!(
+        matches!(unknown, Err(SessionError::UnknownEntry { .. })),
+        "set_leaf to an entry the session lacks is UnknownEntry, got {unknown:?}"
+    );
+}
+
+/// Loads and `entries_after` on several threads while another thread appends: each read has
+/// every entry whose append returned before the read began, in append order.
+pub fn reads_run_beside_appends(new: &NewSessionStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    store.create(TENANT_A, session("busy")).unwrap();
+    let appended = std::sync::Mutex::new(Vec::new());
+    super::reads_beside_writes(
+        24,
+        3,
+        &|step| {
+            let message = Message::text(Role::User, format!("message {step}"));
+            let entry = store.append_message(TENANT_A, "busy", message).unwrap();
+            appended.lock().unwrap().push(entry.id);
+        },
+        &|written| {
+            let expected: Vec<String> = appended.lock().unwrap()[..written].to_vec();
+            let loaded = entries(store, TENANT_A, "busy");
+            let loaded: Vec<&str> = ids(&loaded);
+            assert!(
+                loaded.len() >= written && loaded[..written] == expected[..],
+                "a load after {written} appends returned must start with them, in order: \
+                 {loaded:?}"
+            );
+            let tail = store
+                .entries_after(TENANT_A, "busy", (written - 1) as u64)
+                .unwrap();
+            assert_eq!(
+                tail.first().map(|entry| entry.id.as_str()),
+                expected.last().map(String::as_str),
+                "entries_after skips exactly the entries before it"
+            );
+        },
     );
 }
 

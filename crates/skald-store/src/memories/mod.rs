@@ -4,6 +4,11 @@
 //! What this module owns:
 //! - [`MemoryStore`], the interface the engine (write path, recall, agent tools) and the CLI use,
 //!   and [`SqliteMemoryStore`], the product behind it.
+//! - The policies every backend shares: [`search`] ranks and fuses (over the
+//!   [`search::SearchPrimitives`] a backend provides: candidates with raw scores, document
+//!   counts, rows by id) and [`dedup`] decides what is a duplicate on the write path (over the
+//!   [`dedup::DuplicatePrimitives`] lookups). A second backend implements the primitives, not
+//!   the policies, so it returns the same hits in the same order with the same scores.
 //! - **Entries.** Each lives at an entry location of the layout
 //!   ([`MemoryUri::is_entry_location`]) and has an L0 abstract (≤ 256 chars), an L1 overview
 //!   (≤ 4,000 chars) and L2 content; a writer that gives no L0/L1 gets them derived without an
@@ -65,6 +70,8 @@
 //! # }
 //! ```
 
+pub mod dedup;
+pub mod search;
 mod sqlite;
 
 use serde::{Deserialize, Serialize};
@@ -73,6 +80,7 @@ use skald_core::memory::levels::{MAX_ABSTRACT_CHARS, MAX_OVERVIEW_CHARS};
 use skald_core::memory::uri::{MemoryCategory, MemoryUri, UriError};
 
 use crate::StoreError;
+use crate::error::{BackendError, BackendErrorKind, corrupt_message};
 
 pub use sqlite::SqliteMemoryStore;
 
@@ -776,12 +784,13 @@ pub enum MemoryError {
     #[error(transparent)]
     Store(#[from] StoreError),
 
-    /// SQLite failed (disk full, permissions, locked for longer than the busy timeout, …).
+    /// The storage backend failed (disk full, permissions, locked for longer than the busy
+    /// timeout, …); [`BackendError::kind`] says which of these it was.
     #[error("memory store: {action} failed: {source}")]
     Storage {
         action: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: BackendError,
     },
 
     /// Stored rows do not decode (damaged file, or edited by hand).
@@ -790,18 +799,11 @@ pub enum MemoryError {
 }
 
 impl MemoryError {
-    /// Wraps a SQLite error, telling damage apart from ordinary failures.
-    pub(crate) fn storage(action: &'static str) -> impl FnOnce(rusqlite::Error) -> MemoryError {
-        move |source| {
-            let damaged = matches!(
-                source.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-            );
-            if damaged {
-                MemoryError::Corrupt(format!(
-                    "{action}: {source}; move the database file away to start a new store"
-                ))
-            } else {
+    /// Wraps a backend error, telling damage apart from ordinary failures.
+    pub(crate) fn backend(action: &'static str, source: BackendError) -> MemoryError {
+        match source.kind() {
+            BackendErrorKind::Corrupt => MemoryError::Corrupt(corrupt_message(action, &source)),
+            BackendErrorKind::Busy | BackendErrorKind::Full | BackendErrorKind::Other => {
                 MemoryError::Storage { action, source }
             }
         }

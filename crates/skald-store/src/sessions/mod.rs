@@ -57,6 +57,7 @@ use skald_core::message::Message;
 use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 
 use crate::StoreError;
+use crate::error::{BackendError, BackendErrorKind, corrupt_message};
 
 pub use sqlite::SqliteSessionStore;
 
@@ -334,12 +335,13 @@ pub enum SessionError {
     #[error(transparent)]
     Store(#[from] StoreError),
 
-    /// SQLite failed (disk full, permissions, locked for longer than the busy timeout, …).
+    /// The storage backend failed (disk full, permissions, locked for longer than the busy
+    /// timeout, …); [`BackendError::kind`] says which of these it was.
     #[error("session store: {action} failed: {source}")]
     Storage {
         action: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: BackendError,
     },
 
     /// Stored rows do not decode (damaged file, or edited by hand).
@@ -348,18 +350,11 @@ pub enum SessionError {
 }
 
 impl SessionError {
-    /// Wraps a SQLite error, telling damage apart from ordinary failures.
-    pub(crate) fn storage(action: &'static str) -> impl FnOnce(rusqlite::Error) -> SessionError {
-        move |source| {
-            let damaged = matches!(
-                source.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-            );
-            if damaged {
-                SessionError::Corrupt(format!(
-                    "{action}: {source}; move the database file away to start a new store"
-                ))
-            } else {
+    /// Wraps a backend error, telling damage apart from ordinary failures.
+    pub(crate) fn backend(action: &'static str, source: BackendError) -> SessionError {
+        match source.kind() {
+            BackendErrorKind::Corrupt => SessionError::Corrupt(corrupt_message(action, &source)),
+            BackendErrorKind::Busy | BackendErrorKind::Full | BackendErrorKind::Other => {
                 SessionError::Storage { action, source }
             }
         }

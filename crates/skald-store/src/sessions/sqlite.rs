@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::{Map, Value, json};
@@ -20,17 +20,19 @@ use super::{
     SessionInfo, SessionStore, TOKENS_AFTER_KEY, validate_entry_id, validate_session_id,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::schema;
+use crate::sqlite::pool::Connections;
 use crate::tenant::validate_tenant;
 
 /// The envelope of an entry lives in its own columns; the body column holds the rest.
 const ENVELOPE_KEYS: [&str; 3] = ["id", "parentId", "timestamp"];
 
-/// The session store on SQLite: one connection behind a mutex. `Send + Sync`: share it with an
-/// `Arc`. Several processes may open the same file; writes take SQLite's write lock for the whole
+/// The session store on SQLite: a writer connection and, for a database file, a pool of readers
+/// that loads and listings use beside it ([see the crate
+/// documentation](crate#how-storage-is-laid-out)). `Send + Sync`: share it with an `Arc`. Several
+/// processes may open the same file; writes take SQLite's write lock for the whole
 /// check-then-insert, so two writers never both take the same id.
 pub struct SqliteSessionStore {
-    conn: Mutex<Connection>,
+    connections: Connections,
     clock: Arc<dyn Clock>,
     path: Option<PathBuf>,
 }
@@ -69,9 +71,11 @@ impl SqliteSessionStore {
         clock: Arc<dyn Clock>,
     ) -> Result<SqliteSessionStore, SessionError> {
         let path = path.as_ref();
-        crate::schema::create_parent_dir(path)?;
-        let conn = Connection::open(path).map_err(SessionError::storage("opening the database"))?;
-        SqliteSessionStore::with_connection(conn, clock, Some(path.to_path_buf()))
+        Ok(SqliteSessionStore {
+            connections: Connections::open::<SessionError>(path)?,
+            clock,
+            path: Some(path.to_path_buf()),
+        })
     }
 
     /// A store that lives in memory and disappears when dropped; for tests.
@@ -81,33 +85,16 @@ impl SqliteSessionStore {
 
     /// [`SqliteSessionStore::in_memory`] with the clock entry timestamps come from.
     pub fn in_memory_with_clock(clock: Arc<dyn Clock>) -> Result<SqliteSessionStore, SessionError> {
-        let conn = Connection::open_in_memory()
-            .map_err(SessionError::storage("opening an in-memory database"))?;
-        SqliteSessionStore::with_connection(conn, clock, None)
-    }
-
-    fn with_connection(
-        mut conn: Connection,
-        clock: Arc<dyn Clock>,
-        path: Option<PathBuf>,
-    ) -> Result<SqliteSessionStore, SessionError> {
-        schema::prepare(&mut conn)?;
         Ok(SqliteSessionStore {
-            conn: Mutex::new(conn),
+            connections: Connections::in_memory::<SessionError>()?,
             clock,
-            path,
+            path: None,
         })
     }
 
     /// The database file, or `None` for an in-memory store.
     pub fn database_path(&self) -> Option<&Path> {
         self.path.as_deref()
-    }
-
-    // A panic while the lock was held cannot leave SQLite inconsistent (an open transaction is
-    // rolled back when dropped), so a poisoned lock is used as it is.
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs `work` in one write transaction and commits it (on disk when this returns: the
@@ -117,7 +104,7 @@ impl SqliteSessionStore {
         work: impl FnOnce(&Connection, i64) -> Result<T, SessionError>,
     ) -> Result<T, SessionError> {
         let now = self.clock.now_ms();
-        let mut conn = self.conn();
+        let mut conn = self.connections.writer();
         // IMMEDIATE takes the write lock before the checks read anything, so what they saw is
         // still true when the inserts run, even with another process on the same file.
         let tx = conn
@@ -129,16 +116,17 @@ impl SqliteSessionStore {
         Ok(value)
     }
 
-    /// Runs `work` on one consistent snapshot of the database.
+    /// Runs `work` on one consistent snapshot of the database, on a reader.
     fn read<T>(
         &self,
         work: impl FnOnce(&Connection) -> Result<T, SessionError>,
     ) -> Result<T, SessionError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction()
-            .map_err(SessionError::storage("starting a session read"))?;
-        work(&tx)
+        self.connections.read(|conn, _| {
+            let tx = conn
+                .transaction()
+                .map_err(SessionError::storage("starting a session read"))?;
+            work(&tx)
+        })
     }
 
     /// Appends one entry of `kind` under the leaf, after `check` approved it against the leaf.

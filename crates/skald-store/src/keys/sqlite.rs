@@ -1,131 +1,23 @@
-//! API keys of `skald serve`: each key belongs to one tenant, and a request made with it sees
-//! only that tenant's sessions, refs and memories.
-//!
-//! What this module owns:
-//! - The key format: `sk-skald-` followed by 48 lowercase hex digits (24 bytes from the operating
-//!   system's random source). The secret is shown once, when the key is created; the store keeps
-//!   only its SHA-256, its first characters (to tell keys apart in a listing) and who it is for.
-//! - Revocation: a revoked key stops working at once (every lookup reads the table) and its row
-//!   stays, revoked, so the list shows every key there was. The schema's triggers refuse a delete
-//!   and any change but the one revocation.
-//! - [`KeyStore`], the interface the server and the CLI use, and [`SqliteKeyStore`], the product
-//!   behind it. [`KeyError`] is the error of every backend; its [`KeyError::Storage`] variant
-//!   wraps a [`StoreError`], which exposes `rusqlite::Error` in its `Storage` variant.
-//!
-//! ```
-//! use skald_store::keys::{KeyError, SqliteKeyStore};
-//!
-//! # fn main() -> Result<(), KeyError> {
-//! let keys = SqliteKeyStore::in_memory()?;
-//! let created = keys.create("acme", "ci runner")?;
-//! assert!(created.secret.starts_with("sk-skald-"));
-//! assert_eq!(keys.authenticate(&created.secret)?.tenant, "acme");
-//!
-//! keys.revoke(&created.key.id)?;
-//! assert!(matches!(keys.authenticate(&created.secret), Err(KeyError::Revoked { .. })));
-//! assert!(matches!(keys.authenticate("sk-skald-nope"), Err(KeyError::Unknown)));
-//! # Ok(())
-//! # }
-//! ```
+//! [`SqliteKeyStore`]: the API keys on SQLite, in the same database file as the other stores.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use rusqlite::{Connection, OptionalExtension, params};
-use skald_core::refs::RefId;
+use rusqlite::{OptionalExtension, params};
 
+use super::{
+    ApiKey, CreatedKey, KEY_PREFIX, KeyError, KeyStore, SECRET_BYTES, SHOWN_CHARS, hex,
+    secret_hash, validate_name,
+};
 use crate::clock::{Clock, SystemClock};
+use crate::sqlite::pool::Connections;
 use crate::{StoreError, validate_tenant};
 
-/// What every skald API key starts with, so a leaked one is recognisable (secret scanners match
-/// on prefixes) and is never mistaken for a provider's key.
-pub const KEY_PREFIX: &str = "sk-skald-";
-
-/// Random bytes in a key.
-const SECRET_BYTES: usize = 24;
-
-/// Characters of the secret kept in clear for listings (the prefix and 6 hex digits).
-const SHOWN_CHARS: usize = KEY_PREFIX.len() + 6;
-
-/// The longest key name accepted.
-pub const MAX_KEY_NAME_LEN: usize = 200;
-
-/// A key as listed: everything but the secret.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ApiKey {
-    /// `key_` and 16 hex digits; what `skald keys revoke` takes.
-    pub id: String,
-    pub tenant: String,
-    pub name: String,
-    /// The first characters of the secret, to recognise the key.
-    pub prefix: String,
-    pub created_at_ms: i64,
-    pub revoked_at_ms: Option<i64>,
-}
-
-/// A key just created: the only time its secret is known.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CreatedKey {
-    pub key: ApiKey,
-    pub secret: String,
-}
-
-/// Why a key operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    /// No key has this secret (or the text is not a skald key at all).
-    #[error("unknown API key: no skald key has this secret")]
-    Unknown,
-    /// The key existed and was revoked.
-    #[error("API key {id} was revoked")]
-    Revoked { id: String },
-    /// `revoke` was given an id no key has.
-    #[error("no API key has the id {0:?}; `skald keys list` shows the ids")]
-    NoSuchId(String),
-    /// The key was already revoked; nothing changed.
-    #[error("API key {0} is already revoked")]
-    AlreadyRevoked(String),
-    /// A key name that is empty, too long or has control characters.
-    #[error("invalid key name: {0}")]
-    InvalidName(&'static str),
-    /// The tenant name is not valid.
-    #[error(transparent)]
-    Tenant(StoreError),
-    /// The operating system's random source failed.
-    #[error("no random bytes for a new key: {0}")]
-    Random(String),
-    /// SQLite failed.
-    #[error(transparent)]
-    Storage(#[from] StoreError),
-}
-
-/// What the server and the CLI need from a key store. A backend keeps only what identifies a
-/// key (never its secret), never deletes a key, and never un-revokes one.
-pub trait KeyStore: Send + Sync {
-    /// Creates a key for `tenant`; the returned secret is not stored and cannot be shown again.
-    /// An invalid tenant is [`KeyError::Tenant`], an empty, over-long or control-character name
-    /// [`KeyError::InvalidName`]; nothing is stored then.
-    fn create(&self, tenant: &str, name: &str) -> Result<CreatedKey, KeyError>;
-
-    /// Every key, of every tenant, oldest first (the operator's view; revoked keys included).
-    fn list(&self) -> Result<Vec<ApiKey>, KeyError>;
-
-    /// Whether some key is live (created and not revoked). The server asks on every request
-    /// while it is open; once this is true it requires a key (see `AppState::auth_required`).
-    fn any_active(&self) -> Result<bool, KeyError>;
-
-    /// Revokes a key by id; it stops working at once, and for good. An unknown id is
-    /// [`KeyError::NoSuchId`], a key revoked before [`KeyError::AlreadyRevoked`].
-    fn revoke(&self, id: &str) -> Result<ApiKey, KeyError>;
-
-    /// The key whose secret this is, if it is live: [`KeyError::Unknown`] for text no key has
-    /// (or that is not a skald key at all), [`KeyError::Revoked`] for a revoked key.
-    fn authenticate(&self, secret: &str) -> Result<ApiKey, KeyError>;
-}
-
-/// The API keys, in the data directory's database.
+/// The API keys, in the data directory's database: a writer connection for creating and revoking
+/// keys, and for a database file a pool of readers for the lookups every request makes ([see the
+/// crate documentation](crate#how-storage-is-laid-out)).
 pub struct SqliteKeyStore {
-    conn: Mutex<Connection>,
+    connections: Connections,
     clock: Arc<dyn Clock>,
 }
 
@@ -146,36 +38,18 @@ impl SqliteKeyStore {
         path: impl AsRef<Path>,
         clock: Arc<dyn Clock>,
     ) -> Result<SqliteKeyStore, KeyError> {
-        let path = path.as_ref();
-        crate::schema::create_parent_dir(path)?;
-        let conn = Connection::open(path).map_err(StoreError::storage("opening the database"))?;
-        SqliteKeyStore::with_connection(conn, clock)
-    }
-
-    /// A store in memory, gone when dropped; for tests.
-    pub fn in_memory() -> Result<SqliteKeyStore, KeyError> {
-        let conn = Connection::open_in_memory()
-            .map_err(StoreError::storage("opening an in-memory database"))?;
-        SqliteKeyStore::with_connection(conn, Arc::new(SystemClock))
-    }
-
-    fn with_connection(
-        mut conn: Connection,
-        clock: Arc<dyn Clock>,
-    ) -> Result<SqliteKeyStore, KeyError> {
-        crate::schema::prepare(&mut conn)?;
         Ok(SqliteKeyStore {
-            conn: Mutex::new(conn),
+            connections: Connections::open::<KeyError>(path.as_ref())?,
             clock,
         })
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        // A panic while holding the lock cannot leave a half-written row (SQLite transactions
-        // roll back), so the connection is still good.
-        self.conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// A store in memory, gone when dropped; for tests.
+    pub fn in_memory() -> Result<SqliteKeyStore, KeyError> {
+        Ok(SqliteKeyStore {
+            connections: Connections::in_memory::<KeyError>()?,
+            clock: Arc::new(SystemClock),
+        })
     }
 
     /// Creates a key for `tenant`; the returned secret is not stored and cannot be shown again.
@@ -194,7 +68,8 @@ impl SqliteKeyStore {
             created_at_ms: self.clock.now_ms(),
             revoked_at_ms: None,
         };
-        self.conn()
+        self.connections
+            .writer()
             .execute(
                 "INSERT INTO api_keys (id, tenant, name, secret_sha256, prefix, created_at_ms) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -213,38 +88,41 @@ impl SqliteKeyStore {
 
     /// Every key, of every tenant, oldest first (the operator's view; revoked keys included).
     pub fn list(&self) -> Result<Vec<ApiKey>, KeyError> {
-        let conn = self.conn();
-        let mut statement = conn
-            .prepare(
-                // `rowid` (insertion order; rows are never deleted) breaks ties between keys
-                // created in the same millisecond, which `id` (random) would shuffle.
-                "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms FROM api_keys \
-                 ORDER BY created_at_ms, rowid",
-            )
-            .map_err(StoreError::storage("listing API keys"))?;
-        let rows = statement
-            .query_map([], read_key)
-            .map_err(StoreError::storage("listing API keys"))?;
-        let keys = rows
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(StoreError::storage("reading API keys"))?;
-        Ok(keys)
+        self.connections.read(|conn, _| {
+            let mut statement = conn
+                .prepare(
+                    // `rowid` (insertion order; rows are never deleted) breaks ties between keys
+                    // created in the same millisecond, which `id` (random) would shuffle.
+                    "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms FROM api_keys \
+                     ORDER BY created_at_ms, rowid",
+                )
+                .map_err(StoreError::storage("listing API keys"))?;
+            let rows = statement
+                .query_map([], read_key)
+                .map_err(StoreError::storage("listing API keys"))?;
+            let keys = rows
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(StoreError::storage("reading API keys"))?;
+            Ok(keys)
+        })
     }
 
     /// Whether some key is live (created and not revoked); see [`KeyStore::any_active`].
     pub fn any_active(&self) -> Result<bool, KeyError> {
         // Cached: an open server asks on every request.
-        let found: Option<i64> = self
-            .conn()
-            .prepare_cached("SELECT 1 FROM api_keys WHERE revoked_at_ms IS NULL LIMIT 1")
-            .and_then(|mut statement| statement.query_row([], |row| row.get(0)).optional())
-            .map_err(StoreError::storage("looking for API keys"))?;
+        let found: Option<i64> = self.connections.read(|conn, _| {
+            conn.prepare_cached("SELECT 1 FROM api_keys WHERE revoked_at_ms IS NULL LIMIT 1")
+                .and_then(|mut statement| statement.query_row([], |row| row.get(0)).optional())
+                .map_err(StoreError::storage("looking for API keys"))
+        })?;
         Ok(found.is_some())
     }
 
     /// Revokes a key by id; it stops working at once.
     pub fn revoke(&self, id: &str) -> Result<ApiKey, KeyError> {
-        let conn = self.conn();
+        // On the writer, read and update alike: the check that the key is not revoked yet and
+        // the revocation go through one connection, one after the other.
+        let conn = self.connections.writer();
         let key = conn
             .query_row(
                 "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms FROM api_keys \
@@ -276,17 +154,19 @@ impl SqliteKeyStore {
             return Err(KeyError::Unknown);
         }
         let key = self
-            .conn()
-            .prepare_cached(
-                "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms FROM api_keys \
-                 WHERE secret_sha256 = ?1",
-            )
-            .and_then(|mut statement| {
-                statement
-                    .query_row([secret_hash(secret)], read_key)
-                    .optional()
-            })
-            .map_err(StoreError::storage("looking up the API key"))?
+            .connections
+            .read(|conn, _| {
+                conn.prepare_cached(
+                    "SELECT id, tenant, name, prefix, created_at_ms, revoked_at_ms \
+                     FROM api_keys WHERE secret_sha256 = ?1",
+                )
+                .and_then(|mut statement| {
+                    statement
+                        .query_row([secret_hash(secret)], read_key)
+                        .optional()
+                })
+                .map_err(StoreError::storage("looking up the API key"))
+            })?
             .ok_or(KeyError::Unknown)?;
         match key.revoked_at_ms {
             Some(_) => Err(KeyError::Revoked { id: key.id }),
@@ -328,38 +208,11 @@ fn read_key(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKey> {
     })
 }
 
-fn validate_name(name: &str) -> Result<(), KeyError> {
-    if name.trim().is_empty() {
-        return Err(KeyError::InvalidName(
-            "a key needs a name saying who or what uses it",
-        ));
-    }
-    if name.chars().count() > MAX_KEY_NAME_LEN {
-        return Err(KeyError::InvalidName(
-            "a key name has at most 200 characters",
-        ));
-    }
-    if name.chars().any(char::is_control) {
-        return Err(KeyError::InvalidName(
-            "a key name has no control characters",
-        ));
-    }
-    Ok(())
-}
-
-/// The SHA-256 of a secret (lowercase hex, as a ref id is), as stored: a leaked database gives
-/// no usable key.
-fn secret_hash(secret: &str) -> String {
-    RefId::of_bytes(secret.as_bytes()).as_str().to_owned()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use rusqlite::Connection;
+
     use super::*;
     use crate::ManualClock;
 
@@ -456,7 +309,7 @@ mod tests {
         let keys = SqliteKeyStore::in_memory().unwrap();
         let created = keys.create("acme", "x").unwrap();
         keys.revoke(&created.key.id).unwrap();
-        let conn = keys.conn();
+        let conn = keys.connections.writer();
         assert!(conn.execute("DELETE FROM api_keys", []).is_err());
         assert!(
             conn.execute("UPDATE api_keys SET revoked_at_ms = NULL", [])

@@ -1,146 +1,26 @@
-//! The ref store: originals of offloaded and truncated tool outputs, per tenant, under their
-//! content hash, with a time to live. [`RefStore`] is the interface the engine sees;
-//! [`SqliteRefStore`] is the product behind it.
+//! [`SqliteRefStore`]: the ref store on SQLite.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use skald_core::refs::{CanonicalPayload, RefId, RefPayload};
 
+use super::{RefInfo, RefSettings, RefStats, RefStore};
 use crate::StoreError;
 use crate::cache::{CacheStats, RefCache};
 use crate::clock::{Clock, SystemClock};
 use crate::codec::{self, Codec};
-use crate::schema;
+use crate::sqlite::pool::Connections;
 use crate::tenant::validate_tenant;
 
-/// How long a ref lives after its last put, unless configured otherwise.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
-/// The shortest time to live accepted: a model must have time to ask for the original.
-pub const MIN_TTL: Duration = Duration::from_secs(10 * 60);
-/// The longest time to live accepted.
-pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 60 * 60);
-/// Entries the in-memory cache holds, unless configured otherwise.
-pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
-/// Payload bytes the in-memory cache holds, unless configured otherwise: with images in tool
-/// output, an entry bound alone would let the cache grow to gigabytes.
-pub const DEFAULT_CACHE_BYTES: usize = 256 * 1024 * 1024;
-
-/// What the engine needs from a ref store; implemented by [`SqliteRefStore`], and by any fake a
-/// test of the engine wants.
-pub trait RefStore: Send + Sync {
-    /// Stores `payload` for `tenant` and returns its id, only once the content is durably
-    /// committed. Putting content that is already stored refreshes its expiry.
-    fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError>;
-
-    /// Stores every payload of `payloads` (canonical bytes with their id, as a stage's
-    /// [`NewRef`](skald_core::refs::NewRef) carries them) for `tenant`, returning only once all
-    /// are durably committed. [`SqliteRefStore`] commits a batch at once (one sync); this
-    /// default puts them one by one.
-    fn put_many(&self, tenant: &str, payloads: &[&CanonicalPayload]) -> Result<(), StoreError> {
-        for payload in payloads {
-            let decoded = RefPayload::from_bytes(payload.bytes())
-                .map_err(|error| StoreError::Corrupt(format!("ref {}: {error}", payload.id())))?;
-            self.put(tenant, &decoded)?;
-        }
-        Ok(())
-    }
-
-    /// The payload stored under `id` for `tenant`. `id` is untrusted text (a bare id or a
-    /// `[REF_ID: …]` token) and is parsed before storage is touched.
-    fn get(&self, tenant: &str, id: &str) -> Result<RefPayload, StoreError>;
-
-    /// Counts and sizes of what `tenant` has stored.
-    fn stats(&self, tenant: &str) -> Result<RefStats, StoreError>;
-}
-
-/// Settings of a [`SqliteRefStore`]; checked by [`RefSettings::validate`] when a store opens.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefSettings {
-    /// How long a ref lives after its last put; between [`MIN_TTL`] and [`MAX_TTL`].
-    pub ttl: Duration,
-    /// The in-memory cache's bound in entries; at least 1.
-    pub cache_entries: usize,
-    /// The in-memory cache's bound in payload bytes (original sizes); a payload larger than this
-    /// is never cached. 0 turns caching off.
-    pub cache_bytes: usize,
-}
-
-impl Default for RefSettings {
-    fn default() -> RefSettings {
-        RefSettings {
-            ttl: DEFAULT_TTL,
-            cache_entries: DEFAULT_CACHE_ENTRIES,
-            cache_bytes: DEFAULT_CACHE_BYTES,
-        }
-    }
-}
-
-impl RefSettings {
-    pub fn validate(&self) -> Result<(), StoreError> {
-        if self.ttl < MIN_TTL {
-            return Err(StoreError::InvalidSettings(format!(
-                "ttl is {} s; it must be at least {} s (10 minutes) so a model has time to fetch \
-                 what it was shown",
-                self.ttl.as_secs(),
-                MIN_TTL.as_secs()
-            )));
-        }
-        if self.ttl > MAX_TTL {
-            return Err(StoreError::InvalidSettings(format!(
-                "ttl is {} s; it must be at most {} s (365 days)",
-                self.ttl.as_secs(),
-                MAX_TTL.as_secs()
-            )));
-        }
-        if self.cache_entries == 0 {
-            return Err(StoreError::InvalidSettings(
-                "cache_entries is 0; it must be at least 1 (to turn the cache off, set \
-                 cache_bytes to 0)"
-                    .into(),
-            ));
-        }
-        Ok(())
-    }
-
-    fn ttl_ms(&self) -> i64 {
-        i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX)
-    }
-}
-
-/// Counts and sizes of stored refs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RefStats {
-    /// Refs stored, expired ones not yet removed included.
-    pub count: u64,
-    /// Sum of the canonical payload sizes.
-    pub original_bytes: u64,
-    /// Sum of the sizes as stored (after compression).
-    pub stored_bytes: u64,
-    /// How many of `count` have expired and wait for a read or [`SqliteRefStore::purge_expired`]
-    /// to remove them.
-    pub expired: u64,
-}
-
-/// What the store knows about one ref, without its content.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefInfo {
-    pub id: RefId,
-    pub codec: Codec,
-    pub original_bytes: u64,
-    pub stored_bytes: u64,
-    pub created_at_ms: i64,
-    pub expires_at_ms: i64,
-}
-
-/// The ref store on SQLite: one database file (or memory), a connection behind a mutex, and an
-/// LRU cache of decoded payloads in front of it. `Send + Sync`: share it with an `Arc`.
+/// The ref store on SQLite: one database file (or memory), a writer connection with a pool of
+/// readers beside it ([see the crate documentation](crate#how-storage-is-laid-out)), and an LRU
+/// cache of decoded payloads in front of them. `Send + Sync`: share it with an `Arc`.
 pub struct SqliteRefStore {
-    conn: Mutex<Connection>,
+    connections: Connections,
     cache: Mutex<RefCache>,
     clock: Arc<dyn Clock>,
     ttl_ms: i64,
@@ -192,9 +72,13 @@ impl SqliteRefStore {
     ) -> Result<SqliteRefStore, StoreError> {
         settings.validate()?;
         let path = path.as_ref();
-        crate::schema::create_parent_dir(path)?;
-        let conn = Connection::open(path).map_err(StoreError::storage("opening the database"))?;
-        SqliteRefStore::with_connection(conn, &settings, clock, Some(path.to_path_buf()))
+        let connections = Connections::open::<StoreError>(path)?;
+        Ok(SqliteRefStore::with_connections(
+            connections,
+            &settings,
+            clock,
+            Some(path.to_path_buf()),
+        ))
     }
 
     /// A store that lives in memory and disappears when dropped; for tests.
@@ -208,28 +92,31 @@ impl SqliteRefStore {
         clock: Arc<dyn Clock>,
     ) -> Result<SqliteRefStore, StoreError> {
         settings.validate()?;
-        let conn = Connection::open_in_memory()
-            .map_err(StoreError::storage("opening an in-memory database"))?;
-        SqliteRefStore::with_connection(conn, &settings, clock, None)
+        let connections = Connections::in_memory::<StoreError>()?;
+        Ok(SqliteRefStore::with_connections(
+            connections,
+            &settings,
+            clock,
+            None,
+        ))
     }
 
-    fn with_connection(
-        mut conn: Connection,
+    fn with_connections(
+        connections: Connections,
         settings: &RefSettings,
         clock: Arc<dyn Clock>,
         path: Option<PathBuf>,
-    ) -> Result<SqliteRefStore, StoreError> {
-        schema::prepare(&mut conn)?;
+    ) -> SqliteRefStore {
         // validate() has rejected 0; 1 keeps this total without an unwrap.
         let capacity = NonZeroUsize::new(settings.cache_entries).unwrap_or(NonZeroUsize::MIN);
-        Ok(SqliteRefStore {
-            conn: Mutex::new(conn),
+        SqliteRefStore {
+            connections,
             cache: Mutex::new(RefCache::new(capacity, settings.cache_bytes)),
             clock,
             ttl_ms: settings.ttl_ms(),
             refresh_slack_ms: settings.ttl_ms() / 24,
             path,
-        })
+        }
     }
 
     /// The database file, or `None` for an in-memory store.
@@ -273,8 +160,8 @@ impl SqliteRefStore {
         // Offloading is deterministic, so the same outputs are put again on every request of a
         // session. A refresh is a write with an fsync; skip it while the stored expiry is within
         // a small fraction of the TTL of the new one, and never compress content already stored.
-        let stored_expiries: Vec<Option<i64>> = {
-            let conn = self.conn();
+        // Read on a reader: the write below checks again inside its transaction.
+        let stored_expiries: Vec<Option<i64>> = self.connections.read(|conn, _| {
             let mut select = conn
                 .prepare_cached("SELECT expires_at_ms FROM refs WHERE tenant = ?1 AND id = ?2")
                 .map_err(StoreError::storage("reading a ref"))?;
@@ -286,8 +173,8 @@ impl SqliteRefStore {
                         .optional()
                         .map_err(StoreError::storage("reading a ref"))
                 })
-                .collect::<Result<_, _>>()?
-        };
+                .collect::<Result<_, _>>()
+        })?;
         let mut writes: Vec<Write<'_>> = Vec::new();
         let mut fresh: Vec<(&RefId, i64)> = Vec::new();
         for (payload, stored) in payloads.iter().zip(stored_expiries) {
@@ -330,7 +217,7 @@ impl SqliteRefStore {
         now: i64,
         expires_at: i64,
     ) -> Result<(), StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.connections.writer();
         let transaction = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(StoreError::storage("starting to store refs"))?;
@@ -396,7 +283,8 @@ impl SqliteRefStore {
             Err(reason) => {
                 // Unreadable content is worth nothing, and a row in its place would make every
                 // re-put skip the write: remove it so the next put stores the content afresh.
-                self.conn()
+                self.connections
+                    .writer()
                     .execute(
                         "DELETE FROM refs WHERE tenant = ?1 AND id = ?2",
                         params![tenant, id.as_str()],
@@ -438,9 +326,8 @@ impl SqliteRefStore {
         now: i64,
         with_content: bool,
     ) -> Result<Row, StoreError> {
-        let conn = self.conn();
-        let row = conn
-            .query_row(
+        let row = self.connections.read(|conn, _| {
+            conn.query_row(
                 "SELECT codec, CASE WHEN ?3 THEN content ELSE x'' END, original_bytes,
                         stored_bytes, created_at_ms, expires_at_ms
                  FROM refs WHERE tenant = ?1 AND id = ?2",
@@ -457,7 +344,8 @@ impl SqliteRefStore {
                 },
             )
             .optional()
-            .map_err(StoreError::storage("reading a ref"))?;
+            .map_err(StoreError::storage("reading a ref"))
+        })?;
         let Some(row) = row else {
             return Err(StoreError::NotFound {
                 tenant: tenant.to_owned(),
@@ -465,13 +353,15 @@ impl SqliteRefStore {
             });
         };
         if row.expires_at_ms <= now {
-            // Conditional, so a refresh committed by another process in between survives.
-            conn.execute(
-                "DELETE FROM refs WHERE tenant = ?1 AND id = ?2 AND expires_at_ms <= ?3",
-                params![tenant, id.as_str(), now],
-            )
-            .map_err(StoreError::storage("removing an expired ref"))?;
-            drop(conn);
+            // Conditional, so a refresh committed in between (by this store's writer or by
+            // another process) survives.
+            self.connections
+                .writer()
+                .execute(
+                    "DELETE FROM refs WHERE tenant = ?1 AND id = ?2 AND expires_at_ms <= ?3",
+                    params![tenant, id.as_str(), now],
+                )
+                .map_err(StoreError::storage("removing an expired ref"))?;
             self.cache().remove(tenant, id);
             return Err(StoreError::Expired {
                 tenant: tenant.to_owned(),
@@ -491,7 +381,8 @@ impl SqliteRefStore {
     /// [`SqliteRefStore::purge_expired`] as of `now_ms`.
     pub fn purge_expired_at(&self, now_ms: i64) -> Result<u64, StoreError> {
         let removed = self
-            .conn()
+            .connections
+            .writer()
             .execute(
                 "DELETE FROM refs WHERE expires_at_ms <= ?1",
                 params![now_ms],
@@ -505,8 +396,8 @@ impl SqliteRefStore {
     pub fn stats(&self, tenant: &str) -> Result<RefStats, StoreError> {
         validate_tenant(tenant)?;
         let now = self.clock.now_ms();
-        self.conn()
-            .query_row(
+        self.connections.read(|conn, _| {
+            conn.query_row(
                 "SELECT COUNT(*), COALESCE(SUM(original_bytes), 0), COALESCE(SUM(stored_bytes), 0),
                         COALESCE(SUM(expires_at_ms <= ?2), 0)
                  FROM refs WHERE tenant = ?1",
@@ -514,24 +405,27 @@ impl SqliteRefStore {
                 stats_from_row,
             )
             .map_err(StoreError::storage("reading ref statistics"))
+        })
     }
 
     /// [`SqliteRefStore::stats`] for every tenant that has refs, by tenant name.
     pub fn stats_by_tenant(&self) -> Result<BTreeMap<String, RefStats>, StoreError> {
         let now = self.clock.now_ms();
-        let conn = self.conn();
-        let mut statement = conn
-            .prepare(
-                "SELECT COUNT(*), COALESCE(SUM(original_bytes), 0), COALESCE(SUM(stored_bytes), 0),
-                        COALESCE(SUM(expires_at_ms <= ?1), 0), tenant
-                 FROM refs GROUP BY tenant",
-            )
-            .map_err(StoreError::storage("reading ref statistics"))?;
-        let rows = statement
-            .query_map(params![now], |row| Ok((row.get(4)?, stats_from_row(row)?)))
-            .map_err(StoreError::storage("reading ref statistics"))?;
-        rows.collect::<Result<BTreeMap<String, RefStats>, _>>()
-            .map_err(StoreError::storage("reading ref statistics"))
+        self.connections.read(|conn, _| {
+            let mut statement = conn
+                .prepare(
+                    "SELECT COUNT(*), COALESCE(SUM(original_bytes), 0),
+                            COALESCE(SUM(stored_bytes), 0), COALESCE(SUM(expires_at_ms <= ?1), 0),
+                            tenant
+                     FROM refs GROUP BY tenant",
+                )
+                .map_err(StoreError::storage("reading ref statistics"))?;
+            let rows = statement
+                .query_map(params![now], |row| Ok((row.get(4)?, stats_from_row(row)?)))
+                .map_err(StoreError::storage("reading ref statistics"))?;
+            rows.collect::<Result<BTreeMap<String, RefStats>, _>>()
+                .map_err(StoreError::storage("reading ref statistics"))
+        })
     }
 
     /// How the in-memory cache is doing.
@@ -539,12 +433,8 @@ impl SqliteRefStore {
         self.cache().stats()
     }
 
-    // A panic while a lock was held cannot leave SQLite inconsistent (statements are atomic) and
-    // at worst leaves the cache's byte count off, so a poisoned lock is used as it is.
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
+    // A panic while the lock was held at worst leaves the cache's byte count off, so a poisoned
+    // lock is used as it is.
     fn cache(&self) -> MutexGuard<'_, RefCache> {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
