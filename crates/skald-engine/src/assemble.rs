@@ -187,7 +187,7 @@ pub fn assemble<S: RefStore + ?Sized>(
         }
     }
     if !batch.is_empty() {
-        if let Err(error) = store.put_many(request.tenant, &batch) {
+        if let Err(error) = crate::blocking(|| store.put_many(request.tenant, &batch)) {
             // The offload memos already hold placeholders for these refs, and would hand them
             // out on the next request without offering the refs again: forget them, so the
             // next request recomputes (the same) placeholders and stores their refs first.

@@ -44,6 +44,7 @@
 mod accounting;
 pub mod after_turn;
 mod assemble;
+mod blocking;
 pub mod compact;
 mod engine;
 mod fetch;
@@ -58,6 +59,7 @@ pub mod view;
 
 pub use accounting::{CacheAccount, Pricing, RequestBill, Segment};
 pub use assemble::{AssembleReport, AssembleRequest, Assembled, StageTimings, assemble};
+pub use blocking::blocking;
 pub use compact::error_with_causes;
 pub use engine::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, CompactInput, DEFAULT_MAX_CACHED_BYTES,

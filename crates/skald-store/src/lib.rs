@@ -93,9 +93,11 @@
 //! # Synchronous traits, async callers
 //!
 //! The store traits are synchronous, and stay so; an async caller runs a store call that can
-//! take long (a search over a large store, a batch write waiting for its `fsync`, an import) on
-//! tokio's blocking pool with `tokio::task::spawn_blocking`, and a call that is short by
-//! construction (an API key lookup) inline. Why:
+//! take long (a search over a large store, a batch write waiting for its `fsync`, an import) so
+//! that it does not stall the runtime — the engine uses `tokio::task::block_in_place` on a
+//! multi-threaded runtime (`skald_engine::blocking`), which borrows instead of copying;
+//! `spawn_blocking` with the store in an `Arc` works as well — and a call that is short by
+//! construction (an API key lookup, one indexed row) inline. Why:
 //!
 //! - SQLite is synchronous by nature: a call is a few microseconds to a few milliseconds of
 //!   in-process work and disk I/O, with nothing to await. An async trait would only wrap each

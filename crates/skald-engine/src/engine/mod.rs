@@ -11,9 +11,11 @@
 //! Callers name a tenant and a session with [`Tenant`] and [`SessionId`], parsed where the
 //! value entered (an API key's record, a URL path, a command-line argument).
 //!
-//! Store calls are synchronous (see `skald_store`'s crate docs); the engine makes them inline
-//! where they are short — single SQLite statements on a WAL database — and every use case holds
-//! its session's state lock while it runs, so two calls of one session never interleave.
+//! Store calls are synchronous (see `skald_store`'s crate docs): the engine makes the short ones
+//! inline and runs the ones that can take long — a batch of refs written and `fsync`ed, a memory
+//! search, a transcript import — through [`blocking`](crate::blocking), so they never stall a
+//! server's other requests. Every use case holds its session's state lock while it runs, so two
+//! calls of one session never interleave.
 //!
 //! ```
 //! use skald_core::ids::{SessionId, Tenant};

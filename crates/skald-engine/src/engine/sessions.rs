@@ -284,7 +284,9 @@ impl Engine {
                     session_id: Some(session.to_string()),
                     now_ms: now_ms(),
                 };
-                let outcome = import_transcript(self.sessions(), tenant, &text, &options)?;
+                let outcome = crate::blocking(|| {
+                    import_transcript(self.sessions(), tenant, &text, &options)
+                })?;
                 let info = self.sessions().get(tenant, session)?;
                 let already = match outcome.status {
                     ImportStatus::AlreadyImported => Some(
@@ -328,7 +330,9 @@ impl Engine {
         text: &str,
         options: &ImportOptions,
     ) -> Result<ImportOutcome, EngineError> {
-        Ok(import_transcript(self.sessions(), tenant, text, options)?)
+        Ok(crate::blocking(|| {
+            import_transcript(self.sessions(), tenant, text, options)
+        })?)
     }
 
     /// The tenant's sessions, most recently updated first, each with its context's size.

@@ -278,10 +278,10 @@ pub(super) fn search_visible(
 ) -> Result<Vec<SearchHit>, MemoryError> {
     let mut query = SearchQuery::text(text, limit).with_filter(filter);
     query.vector = vector;
-    let hits = match store.search(tenant, &query) {
+    let hits = match crate::blocking(|| store.search(tenant, &query)) {
         Err(MemoryError::DimensionMismatch { .. }) => {
             query.vector = None;
-            store.search(tenant, &query)?
+            crate::blocking(|| store.search(tenant, &query))?
         }
         Err(MemoryError::InvalidInput { field: "query", .. }) => Vec::new(),
         other => other?,

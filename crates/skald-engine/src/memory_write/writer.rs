@@ -485,12 +485,12 @@ impl MemoryWriter {
                 }
             }
         }
-        let hits = match self.memories.search(tenant, &query) {
+        let hits = match crate::blocking(|| self.memories.search(tenant, &query)) {
             Ok(hits) => hits,
             // A vector of another model: the text ranking alone.
             Err(MemoryError::DimensionMismatch { .. }) => {
                 query.vector = None;
-                self.memories.search(tenant, &query).unwrap_or_default()
+                crate::blocking(|| self.memories.search(tenant, &query)).unwrap_or_default()
             }
             Err(_) => Vec::new(),
         };

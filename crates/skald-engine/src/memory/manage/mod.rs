@@ -195,7 +195,7 @@ pub async fn search_memories(
     if let Some(embedder) = embedder {
         query = query.with_vector(embed_one(embedder, text).await?);
     }
-    let hits: Vec<SearchHit> = match store.search(tenant, &query) {
+    let hits: Vec<SearchHit> = match crate::blocking(|| store.search(tenant, &query)) {
         Ok(hits) => hits,
         // Only stopwords and no vector: nothing can match.
         Err(MemoryError::InvalidInput { field: "query", .. }) => Vec::new(),
