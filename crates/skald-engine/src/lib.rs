@@ -41,6 +41,8 @@
 //! assert_eq!(assembled.tools[0].name, "fetch_original_data");
 //! ```
 
+#![warn(missing_docs)]
+
 mod accounting;
 pub mod after_turn;
 mod assemble;
