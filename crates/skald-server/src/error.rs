@@ -47,8 +47,8 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    /// The HTTP status the error is answered with (400, 401, 404, 410, 405, 426, 413, 422, 502, 504
-    /// or 500).
+    /// The HTTP status the error is answered with, one per variant: from 400 for `BadRequest` to
+    /// 504 for `GatewayTimeout`, and 500 for `Internal`.
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,

@@ -15,7 +15,7 @@ use prometheus_client::registry::Registry;
 
 use crate::state::AppState;
 
-/// Labels of `skald_http_requests`: one series per route template, method and status.
+/// Labels of `skald_http_requests_total`: one series per route template, method and status.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
     /// The matched route template (`/v1/sessions/{id}/assemble`, never the raw path), or
@@ -44,7 +44,7 @@ pub struct OutcomeLabels {
 /// The server's metrics and their registry.
 pub struct Metrics {
     registry: Registry,
-    /// `skald_http_requests`: requests by route template, method and status.
+    /// `skald_http_requests_total`: requests by route template, method and status.
     pub requests: Family<RouteLabels, Counter>,
     /// `skald_http_request_duration_seconds`: time from request to response headers by route
     /// template, 50 µs to about 13 s in doubling buckets.
