@@ -31,6 +31,8 @@ impl Default for Pricing {
 }
 
 impl Pricing {
+    /// Dollars for a request of `uncached` uncached input tokens, `cache_write` tokens written to
+    /// the cache and `cache_read` tokens read from it.
     pub fn cost(&self, uncached: u64, cache_write: u64, cache_read: u64) -> f64 {
         (uncached as f64
             + cache_write as f64 * self.cache_write_multiplier
@@ -43,15 +45,23 @@ impl Pricing {
 /// One part of a request, for prefix matching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
+    /// Fingerprint of the segment's content; two segments are the same for the cache when theirs
+    /// are equal.
     pub fingerprint: u128,
+    /// Tokens the segment takes in the request.
     pub tokens: u64,
 }
 
 /// How one request was billed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RequestBill {
+    /// Input tokens of the whole request: cache reads plus cache writes.
     pub total_tokens: u64,
+    /// Tokens of the leading segments equal to the previous request's, sent within the TTL: billed
+    /// as cache reads.
     pub cache_read_tokens: u64,
+    /// The other tokens of the request (`total_tokens - cache_read_tokens`): billed as cache
+    /// writes.
     pub cache_write_tokens: u64,
 }
 
@@ -64,6 +74,8 @@ pub struct CacheAccount {
 }
 
 impl CacheAccount {
+    /// An account with nothing cached yet, whose cached prefix stays warm for `ttl_ms` milliseconds
+    /// after each request.
     pub fn new(ttl_ms: i64) -> CacheAccount {
         CacheAccount {
             previous: Vec::new(),

@@ -46,9 +46,11 @@ pub struct AfterTurn<'a> {
 /// Long-term memory for [`after_turn`]; `None` when memory is off.
 #[derive(Clone, Copy)]
 pub struct AfterTurnMemory<'a> {
+    /// The memory store that receives the tool statistics and the upload's archives and memories.
     pub store: &'a dyn MemoryStore,
     /// The agent whose tool statistics the turn updates.
     pub agent: &'a str,
+    /// The upload driver that runs the two-threshold upload for the session.
     pub uploads: &'a UploadDriver,
 }
 

@@ -40,10 +40,16 @@ pub struct AssembleRequest<'a> {
 /// Every stage's report for one request.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct AssembleReport {
+    /// What repair did to the call/result pairing; `None` when the policy does not repair.
     pub repair: Option<RepairReport>,
+    /// What the turn limit dropped from the front of the conversation.
     pub turn_limit: TurnLimitReport,
+    /// Tool results and call arguments replaced by refs; empty when the policy does not offload or
+    /// the host cannot fetch.
     pub offload: OffloadReport,
+    /// What pruning trimmed or cleared of old tool results.
     pub prune: PruneReport,
+    /// What truncation cut from tool results over the per-result budget.
     pub truncate: TruncateReport,
     /// Refs stored by this request (first-time offloads, prunes and truncations).
     pub refs_stored: usize,
@@ -54,12 +60,19 @@ pub struct AssembleReport {
 /// Where an assemble spent its time, in microseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct StageTimings {
+    /// Repairing the call/result pairing.
     pub repair: u64,
+    /// Applying the turn limit.
     pub turn_limit: u64,
+    /// Offloading results and arguments to refs (the stored originals excluded).
     pub offload: u64,
+    /// Time in the pruning stage (trimming and clearing old results).
     pub prune: u64,
+    /// Time in the truncation stage.
     pub truncate: u64,
+    /// Storing the request's new refs in the ref store (one batch).
     pub store: u64,
+    /// Estimating the tokens of the assembled messages.
     pub estimate: u64,
 }
 
@@ -74,13 +87,17 @@ fn lap(start: &mut Instant) -> u64 {
 /// The context for one model request.
 #[derive(Debug, Clone)]
 pub struct Assembled {
+    /// The messages to send, in order, with what the pipeline took out replaced by refs or markers.
     pub messages: Vec<Message>,
     /// To append to the host's system prompt (the REF_ID instruction from the first call when
     /// the policy offloads, else once anything is a ref).
     pub system_prompt_addition: Option<String>,
     /// Tools to add to the request (`fetch_original_data`, when the instruction is added).
     pub tools: Vec<ToolSpec>,
+    /// skald's estimate of the tokens of `messages` (estimator characters / 4, not BPE), without
+    /// the system prompt addition and tools.
     pub estimated_tokens: u64,
+    /// What each stage did, for logs and the engine API.
     pub report: AssembleReport,
     /// Wall time of the pipeline, for reports.
     pub elapsed_ms: f64,

@@ -39,11 +39,17 @@ pub const DETAILS_KEY: &str = "skald";
 /// What to compact and how.
 #[derive(Debug, Clone)]
 pub struct CompactRequest<'a> {
+    /// The tenant whose session is compacted; its ref store receives the originals of truncated
+    /// tail results.
     pub tenant: &'a str,
+    /// The session to compact; its current branch is what is read and rewritten.
     pub session_id: &'a str,
     /// The model's context window in tokens.
     pub window_tokens: u64,
+    /// Why the compaction is asked for; a threshold compaction is skipped below the threshold, and
+    /// only an overflow accepts a degraded summary.
     pub trigger: CompactionTrigger,
+    /// Reserve, kept tail, summarizer timeout and the other compaction settings.
     pub settings: &'a CompactionSettings,
     /// Instructions given with this compaction (`skald compact --instructions`).
     pub custom_instructions: Option<&'a str>,
@@ -56,6 +62,8 @@ pub struct CompactRequest<'a> {
 /// The outcome and what was written for it.
 #[derive(Debug, Clone)]
 pub struct CompactResult {
+    /// Compacted (with the summary), skipped or cancelled, with the context's tokens before and
+    /// after.
     pub outcome: CompactionOutcome,
     /// The checkpoint entry (only for `Compacted`).
     pub checkpoint_entry_id: Option<String>,
@@ -72,7 +80,9 @@ pub struct CompactResult {
 /// whether it ran on the local store or on a server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompactReport {
+    /// The session that was compacted.
     pub session_id: String,
+    /// The tenant the session belongs to.
     pub tenant: String,
     /// `compacted`, `skipped` or `cancelled`.
     pub outcome: String,
@@ -80,8 +90,12 @@ pub struct CompactReport {
     pub reason: Option<String>,
     /// The same reason, typed (`{"kind": "nothing_to_compact"}`…).
     pub reason_detail: Option<Value>,
+    /// Tokens the context took before: skald's estimate, or the provider's figure when one was
+    /// given and is larger.
     pub tokens_before: u64,
+    /// Tokens the context takes after (equal to `tokens_before` unless compacted).
     pub tokens_after: u64,
+    /// The summary that now stands for the compacted span (`None` unless compacted).
     pub summary: Option<String>,
     /// The entry the model sees first after the summary.
     pub first_kept_entry_id: Option<String>,
@@ -91,6 +105,7 @@ pub struct CompactReport {
     pub rewritten_entries: usize,
     /// `extractive` or `llm:<model>`.
     pub summarizer: String,
+    /// The model's context window the compaction planned for, in tokens.
     pub window_tokens: u64,
     /// What the compaction did (stages, calls, quality audit, identifiers, files).
     pub details: Option<Value>,
@@ -162,13 +177,17 @@ impl CompactReport {
 /// model saw).
 #[derive(Clone, Copy)]
 pub struct SpanArchive<'a> {
+    /// The memory writer that archives the span and extracts its memories.
     pub writer: &'a MemoryWriter,
+    /// The host's system prompt, put in front of the archived span; `None` when the host has none
+    /// or did not send it.
     pub system_prompt: Option<&'a str>,
 }
 
 /// A compaction and what became of the span it replaced ([`compact_and_archive`]).
 #[derive(Debug, Clone)]
 pub struct Compaction {
+    /// What the compaction did and wrote to the session.
     pub result: CompactResult,
     /// The archive of the replaced span (`None`: nothing was compacted, no archive was asked
     /// for, or the span was archived before).

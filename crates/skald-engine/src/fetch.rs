@@ -8,8 +8,13 @@ use skald_store::{RefStore, StoreError};
 /// The text to return to the model as the tool's result, and whether any id failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchOutput {
+    /// The tool result for the model: each found ref's requested slice, and one `=== …` line per id
+    /// that failed.
     pub text: String,
+    /// Ids that could not be parsed or were not in the tenant's store (1 when the arguments
+    /// themselves were invalid).
     pub failed_ids: usize,
+    /// Ids whose original was found and rendered.
     pub found_ids: usize,
 }
 

@@ -86,7 +86,9 @@ pub struct SyncOutcome {
 /// What [`ingest_messages`] did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct IngestOutcome {
+    /// The session did not exist and was created (source format `openclaw-session`).
     pub created: bool,
+    /// Messages appended under the leaf (the re-sends not counted).
     pub ingested: usize,
     /// Messages equal to the one before them (a re-send), not stored again.
     pub duplicates: usize,

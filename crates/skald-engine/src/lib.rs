@@ -41,6 +41,8 @@
 //! assert_eq!(assembled.tools[0].name, "fetch_original_data");
 //! ```
 
+#![warn(missing_docs)]
+
 mod accounting;
 pub mod after_turn;
 mod assemble;
@@ -85,6 +87,8 @@ pub enum EngineError {
     /// The ref store failed: nothing was handed to the model that is not stored.
     #[error("ref store: {0}")]
     Store(#[from] skald_store::StoreError),
+    /// The policy could not be loaded (an unknown preset, unparsable TOML or invalid settings);
+    /// nothing was run.
     #[error("policy: {0}")]
     Policy(#[from] skald_core::pipeline::policy::PolicyError),
     /// The session store failed or the session is unknown; nothing was changed.

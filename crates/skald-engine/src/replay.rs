@@ -32,14 +32,20 @@ use crate::session::SessionState;
 /// How calls are replayed and billed.
 #[derive(Debug, Clone)]
 pub struct ReplaySettings {
+    /// The context window every replayed call is assembled for, in tokens.
     pub context_window_tokens: u64,
+    /// How long the prompt cache stays warm after a request, in milliseconds (5 minutes by
+    /// default).
     pub cache_ttl_ms: i64,
+    /// The prices the replayed calls and the transcript's own calls are costed at.
     pub pricing: Pricing,
     /// Most tokens one fetch of an offloaded output is charged.
     pub fetch_penalty_max_tokens: u64,
+    /// The BPE encoding input tokens are counted with.
     pub encoding: Encoding,
     /// Milliseconds between calls when a transcript has no timestamps.
     pub default_call_gap_ms: i64,
+    /// The tenant the replay's refs are stored under.
     pub tenant: String,
 }
 
@@ -64,25 +70,43 @@ pub struct Retention {
     pub visible: f64,
     /// Share of uses the request shows or can fetch through a ref.
     pub recoverable: f64,
+    /// Identifier uses counted: identifiers an assistant message uses that first appeared in an
+    /// earlier tool result of the same request.
     pub uses: u64,
+    /// Uses whose identifier the assembled request still shows.
     pub visible_uses: u64,
+    /// Uses whose identifier the assembled request shows, or whose tool result it holds as a ref
+    /// the model can fetch.
     pub recoverable_uses: u64,
 }
 
 /// One policy's figures over one or more transcripts.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PolicyFigures {
+    /// Model calls replayed (one per assistant message with a non-empty request).
     pub calls: u64,
+    /// BPE input tokens summed over all calls.
     pub input_tokens: u64,
+    /// The largest request of any call, in BPE tokens.
     pub peak_context_tokens: u64,
+    /// Input tokens billed as cache reads, summed over calls.
     pub cache_read_tokens: u64,
+    /// Input tokens billed as cache writes, summed over calls (everything not read from the cache).
     pub cache_write_tokens: u64,
+    /// Tokens charged for fetches: each use only recoverable through a ref costs one fetch of
+    /// its original, at most `fetch_penalty_max_tokens`.
     pub fetch_penalty_tokens: u64,
+    /// Dollars under the settings' pricing: cache reads, cache writes and the fetch penalty.
     pub cost_usd: f64,
+    /// What the requests kept of the identifiers the model went on to use.
     pub retention: Retention,
+    /// Distinct refs the pipeline created by offloading results or arguments.
     pub offloads: u64,
+    /// Distinct tool calls whose result pruning trimmed.
     pub trims: u64,
+    /// Distinct tool calls whose result pruning cleared.
     pub clears: u64,
+    /// Distinct tool calls whose result truncation cut.
     pub truncations: u64,
     /// Median wall time of one `assemble`, in milliseconds.
     pub assemble_ms: f64,
@@ -140,15 +164,22 @@ fn median(samples: &[f64]) -> f64 {
 /// What the transcript's provider actually billed, from its recorded usage.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Billed {
+    /// Model calls with recorded usage (assistant messages that have it).
     pub calls: u64,
+    /// Input tokens the provider read: uncached, cache reads and cache writes.
     pub input_tokens: u64,
+    /// Input tokens the provider read from its cache.
     pub cache_read_tokens: u64,
+    /// Input tokens the provider wrote to its cache.
     pub cache_write_tokens: u64,
+    /// Input tokens the provider neither read from nor wrote to its cache.
     pub uncached_input_tokens: u64,
+    /// Dollars for those tokens under the replay's pricing.
     pub cost_usd: f64,
 }
 
 impl Billed {
+    /// Adds another transcript's figures to these.
     pub fn absorb(&mut self, other: Billed) {
         self.calls += other.calls;
         self.input_tokens += other.input_tokens;

@@ -66,6 +66,8 @@ pub struct SessionState {
 /// One pairing of skald's count with the provider's, fed to the calibration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UsageObservation {
+    /// The model the call was made to ([`UNNAMED_MODEL`] when the host named none); calibration is
+    /// kept per model.
     pub model: String,
     /// Tokens skald estimated for the call's view.
     pub counted: u64,
@@ -79,8 +81,12 @@ pub struct UsageObservation {
 /// only has its new tail to append — no need to read the session back and compare.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SyncMark {
+    /// A full-content fingerprint of each client message synced, in the client's order.
     pub fingerprints: Vec<u128>,
+    /// The stored session's entry count right after the sync; a different count means another
+    /// writer changed the session since.
     pub entry_count: u64,
+    /// The stored session's leaf right after the sync (`None` for a session without entries).
     pub leaf_id: Option<String>,
 }
 

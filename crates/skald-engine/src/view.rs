@@ -47,10 +47,13 @@ const MAX_SKILL_DECISIONS: usize = 10_000;
 /// never stores them.
 #[derive(Clone, Copy)]
 pub struct RecallHook<'a> {
+    /// The memory store recall, the session-start snapshot and skill memories read from.
     pub store: &'a dyn MemoryStore,
     /// Vectors for the query when the memories have them; text search alone without one.
     pub embedder: Option<&'a dyn Embedder>,
+    /// The user and agent of the session: only what they may see is recalled or listed.
     pub identity: &'a MemoryIdentity,
+    /// What recall and the session-start injection include, and their budgets.
     pub settings: &'a RecallSettings,
     /// Offer the five memory tools to the model (the host must then run them, e.g. with
     /// [`crate::memory::execute_memory_tool`]).
@@ -65,10 +68,17 @@ pub struct RecallHook<'a> {
 /// Which session to view, and how.
 #[derive(Clone, Copy)]
 pub struct ViewRequest<'a> {
+    /// The session store the session is read from.
     pub sessions: &'a dyn SessionStore,
+    /// The ref store the originals of what the pipeline takes out are written to before the view is
+    /// returned.
     pub refs: &'a dyn RefStore,
+    /// The tenant of the session and of the refs and memories read; nothing of another tenant is
+    /// read.
     pub tenant: &'a str,
+    /// The session to view: its context is rebuilt from the current leaf.
     pub session_id: &'a str,
+    /// The pipeline to run over the context.
     pub policy: &'a Policy,
     /// The model's context window in tokens.
     pub window_tokens: u64,
@@ -86,7 +96,9 @@ pub struct ViewRequest<'a> {
 /// What memory added to a view.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MemoryViewReport {
+    /// What the session-start snapshot holds (taken at the session's first view, then repeated).
     pub session_start: SessionMemoryReport,
+    /// What this call's recall searched for, kept and dropped.
     pub recall: RecallReport,
     /// `SKILL.md` reads that got (or would have got) a skill memory.
     pub skills: Vec<SkillAugmentation>,
@@ -114,6 +126,7 @@ pub struct ModelView {
     pub memory_chars: usize,
     /// Estimated tokens of the recalled memories.
     pub recall_tokens: u64,
+    /// What each pipeline stage did to the context.
     pub report: AssembleReport,
     /// `None` without a memory hook.
     pub memory: Option<MemoryViewReport>,

@@ -35,6 +35,7 @@ struct ApiDoc;
 pub struct Health {
     /// Always `ok` when the server answers.
     pub status: &'static str,
+    /// The skald-server crate's version (`CARGO_PKG_VERSION`).
     pub version: &'static str,
     /// Whether requests need an API key.
     pub auth_required: bool,

@@ -43,6 +43,7 @@ pub struct Caller {
     pub tenant: Tenant,
     /// The key's id (`None` on an open server).
     pub key_id: Option<String>,
+    /// Which header carried the key, so the proxy strips exactly that one before going upstream.
     pub key_source: KeySource,
 }
 

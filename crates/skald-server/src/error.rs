@@ -47,6 +47,8 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The HTTP status the error is answered with, one per variant: from 400 for `BadRequest` to
+    /// 504 for `GatewayTimeout`, and 500 for `Internal`.
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,

@@ -25,6 +25,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 mod app;
 pub mod auth;
 pub mod config;

@@ -22,7 +22,10 @@ pub struct AppState {
     pub engine: Engine,
     /// The API keys; any [`KeyStore`] backend.
     pub keys: Arc<dyn KeyStore>,
+    /// The engine settings, upstreams, body limit, timeouts and shutdown grace the server was
+    /// started with.
     pub config: Arc<ServerConfig>,
+    /// The server's Prometheus metrics, rendered at `/metrics`.
     pub metrics: Arc<Metrics>,
     /// The proxy's client for upstream calls (rustls, connection pool).
     pub http: reqwest::Client,
@@ -40,8 +43,10 @@ pub enum OpenError {
     /// The engine's stores or settings.
     #[error(transparent)]
     Engine(#[from] skald_engine::OpenError),
+    /// The key store could not be opened or read.
     #[error("cannot open the key store: {0}")]
     Keys(#[from] KeyError),
+    /// The HTTP client for upstream calls could not be built (TLS backend).
     #[error("cannot build the HTTP client for upstream calls: {0}")]
     Http(#[from] reqwest::Error),
 }

@@ -92,10 +92,12 @@ impl MemoryIdentity {
         })
     }
 
+    /// The user's name, one segment of `viking://user/{user}`.
     pub fn user(&self) -> &str {
         &self.user
     }
 
+    /// The agent's name, one segment of `viking://agent/{agent}`.
     pub fn agent(&self) -> &str {
         &self.agent
     }

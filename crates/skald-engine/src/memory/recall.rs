@@ -29,16 +29,25 @@ const MAX_TOOLS_IN_PROMPT: usize = 10;
 /// A memory recall injected.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RecalledMemory {
+    /// The memory's `viking://` URI, as the model sees it in the injected result.
     pub uri: String,
+    /// How much of it was injected: abstract, overview or full content, the most that fit the
+    /// budget.
     pub level: RecallLevel,
+    /// How well it matched the query: matched terms, their coverage and, with an embedder, the
+    /// cosine.
     pub relevance: Relevance,
 }
 
 /// A memory a search found that recall did not inject.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DroppedMemory {
+    /// The memory's `viking://` URI.
     pub uri: String,
+    /// Why it was left out: below the relevance thresholds, over `max_results` or over the token
+    /// budget.
     pub reason: DropReason,
+    /// How well it matched the query.
     pub relevance: Relevance,
 }
 
@@ -55,7 +64,9 @@ pub struct RecallReport {
     pub embedding_error: Option<String>,
     /// Visible hits the store returned.
     pub candidates: usize,
+    /// The memories injected, in the order the result shows them.
     pub kept: Vec<RecalledMemory>,
+    /// Visible hits that were not injected, each with its reason.
     pub dropped: Vec<DroppedMemory>,
     /// Estimated tokens of the injected memories.
     pub tokens_injected: u64,
@@ -68,6 +79,7 @@ pub struct RecallOutcome {
     /// the latest user message (unchanged when nothing was injected). For this call only: never
     /// store them in the session.
     pub messages: Vec<Message>,
+    /// What the recall searched for, kept and dropped.
     pub report: RecallReport,
 }
 
@@ -314,6 +326,7 @@ pub struct SessionMemory {
     pub system_prompt_addition: Option<String>,
     /// A simulated `memory_ls {"path": "viking://"}` and its result.
     pub directory_messages: Vec<Message>,
+    /// What the session-start injection found, and the reads that failed.
     pub report: SessionMemoryReport,
 }
 
@@ -335,8 +348,12 @@ impl SessionMemory {
 /// What the session-start injection found.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct SessionMemoryReport {
+    /// Entries under the user's `memories/profile` put in the `## User Profile` section.
     pub profile_entries: usize,
+    /// Tools of the agent whose statistics were loaded (at most 10 of them are described in the
+    /// system prompt).
     pub tools: usize,
+    /// Nodes in the `memory_ls` listing of `viking://`.
     pub directory_entries: usize,
     /// Reads that failed; what they would have added is left out.
     pub errors: Vec<String>,

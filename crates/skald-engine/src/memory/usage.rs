@@ -266,7 +266,9 @@ fn collect_entries<'a>(node: &'a TreeNode, out: &mut Vec<&'a TreeNode>) {
 /// A tool result that got a skill memory appended (or could not).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SkillAugmentation {
+    /// The id of the tool call that read the `SKILL.md`; its result is the one appended to.
     pub call_id: String,
+    /// The skill's name, as read from the `skills/<name>/SKILL.md` path.
     pub skill: String,
     /// Characters appended (0 when nothing is remembered).
     pub appended_chars: usize,

@@ -62,8 +62,11 @@ struct RunningUpload {
 /// A range that left the live context.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DroppedRange {
+    /// The upload that archived the range (`upload-NNN`).
     pub upload_id: String,
+    /// Why the range left: the upload finished, or the context reached the drop threshold first.
     pub reason: DropReason,
+    /// The session entries of the range; the context now starts at its end entry.
     pub range: UploadRange,
     /// The compaction checkpoint that removed it.
     pub checkpoint_entry_id: String,
@@ -78,6 +81,7 @@ pub struct UploadStep {
     pub completed: Vec<ArchiveOutcome>,
     /// The upload started now.
     pub started: Option<String>,
+    /// The range removed from the live context now, if one was.
     pub dropped: Option<DroppedRange>,
 }
 
@@ -119,6 +123,7 @@ struct UploadRecord {
 }
 
 impl UploadDriver {
+    /// A driver with no uploads running, archiving with `writer`.
     pub fn new(writer: MemoryWriter) -> UploadDriver {
         UploadDriver {
             writer,

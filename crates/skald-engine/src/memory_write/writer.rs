@@ -38,6 +38,7 @@ pub enum MemoryWriteError {
     /// The session could not be read or the record could not be appended.
     #[error("session store: {0}")]
     Session(#[from] SessionError),
+    /// The write settings are invalid ([`WriteSettings::validate`]); no writer was built.
     #[error("memory write settings: {0}")]
     Settings(#[from] skald_core::memory::write::WriteSettingsError),
 }
@@ -45,10 +46,15 @@ pub enum MemoryWriteError {
 /// The session entries of a span, `[first, last]`, and the first entry after it when known.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpanRange {
+    /// The session entry of the span's first message.
     pub first_entry_id: String,
+    /// The session entry of the span's last message.
     pub last_entry_id: String,
+    /// The first entry after the span, where the context resumes once it left; `None` when not
+    /// known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_entry_id: Option<String>,
+    /// Session messages in the span (a host system prompt put in front of the archive not counted).
     pub messages: usize,
 }
 
@@ -75,20 +81,29 @@ impl SpanRange {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ArchiveOrigin {
     /// A compaction checkpoint replaced it.
-    Compaction { checkpoint_entry_id: String },
+    Compaction {
+        /// The checkpoint entry that replaced the span.
+        checkpoint_entry_id: String,
+    },
     /// The two-threshold upload took it.
-    Upload { upload_id: String },
+    Upload {
+        /// The upload that took the span (`upload-NNN`).
+        upload_id: String,
+    },
 }
 
 /// A span to archive and extract.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArchiveSpan {
+    /// The session the span left; its archive goes under `viking://session/{session_id}`.
     pub session_id: String,
     /// Everything that left the context, oldest first (a host system prompt first, if any).
     pub messages: Vec<Message>,
     /// The summary that replaced it, for the archive's L0/L1.
     pub summary: Option<String>,
+    /// The session entries the span covers; the key its records share.
     pub range: SpanRange,
+    /// What made the span leave the context.
     pub origin: ArchiveOrigin,
     /// Archive entries already written by an earlier attempt (a retry only extracts).
     pub archived: Vec<MemoryUri>,
@@ -100,7 +115,10 @@ pub struct ArchiveSpan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExtractionStatus {
+    /// The span is archived and its memories are written.
     Done,
+    /// A step failed; the outcome is recorded and the span retried, up to
+    /// `max_extraction_attempts`.
     Failed,
 }
 
@@ -108,13 +126,16 @@ pub enum ExtractionStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailedStage {
+    /// Writing the archive entries to the memory store.
     Archive,
+    /// Extracting the memories, or writing them.
     Extraction,
 }
 
 /// One memory the extraction wrote.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WrittenMemory {
+    /// Where the memory is stored (for `merged`, the live duplicate it went into).
     pub uri: MemoryUri,
     /// `added`, `merged` (into `uri`, a live duplicate), `updated` or `unchanged`.
     pub outcome: String,
@@ -123,17 +144,26 @@ pub struct WrittenMemory {
 /// What one archive-and-extract attempt did. Serialised as the record's `data`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArchiveOutcome {
+    /// Whether the span is archived and its memories written.
     pub status: ExtractionStatus,
+    /// Which step failed (`None` when done).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_stage: Option<FailedStage>,
+    /// What went wrong, for people (`None` when done).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The session entries of the span.
     pub range: SpanRange,
+    /// What made the span leave the context.
     pub origin: ArchiveOrigin,
     /// This attempt included.
     pub attempts: u32,
+    /// The archive entries of the span: one `archive_NNN`, or its `part_MMM` pieces; empty when
+    /// archiving failed.
     pub archive: Vec<MemoryUri>,
+    /// The memories extracted from the span and what became of each.
     pub memories: Vec<WrittenMemory>,
+    /// The name of the extractor that ran (`deterministic` or the LLM extractor's name).
     pub extractor: String,
     /// Vectors could not be computed or stored (the memories are written; search works
     /// without them).
@@ -142,6 +172,7 @@ pub struct ArchiveOutcome {
 }
 
 impl ArchiveOutcome {
+    /// Whether the attempt succeeded (status `done`).
     pub fn is_done(&self) -> bool {
         self.status == ExtractionStatus::Done
     }
@@ -150,9 +181,15 @@ impl ArchiveOutcome {
 /// Archives spans and writes the memories extracted from them.
 #[derive(Clone)]
 pub struct MemoryWriter {
+    /// The memory store archives and memories are written to.
     pub memories: Arc<dyn MemoryStore>,
+    /// Proposes the memories of a span.
     pub extractor: Arc<dyn MemoryExtractor>,
+    /// Embeds the span's query for similar memories and the memories added or updated; `None`:
+    /// no vectors are stored and similar memories are found by text alone.
     pub embedder: Option<Arc<dyn Embedder>>,
+    /// Which user and agent memories belong to, the extraction's limits and the retry budget
+    /// (validated by [`MemoryWriter::new`]).
     pub settings: WriteSettings,
 }
 
@@ -181,6 +218,7 @@ impl MemoryWriter {
         })
     }
 
+    /// This writer with `embedder`, which then embeds the memories it adds or updates.
     pub fn with_embedder(mut self, embedder: Arc<dyn Embedder>) -> MemoryWriter {
         self.embedder = Some(embedder);
         self

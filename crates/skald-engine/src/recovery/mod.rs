@@ -167,8 +167,10 @@ impl RecoverySettings {
 /// Recovery settings that make no sense.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RecoverySettingsError {
+    /// `max_iterations` is 0: the turn could not make a single model call.
     #[error("max_iterations: expected at least 1 (one model call), found 0")]
     NoIterations,
+    /// The fallback truncation's settings are ones the truncate stage refuses.
     #[error("truncate: {0}")]
     Truncate(#[from] TruncateSettingsError),
 }
@@ -176,9 +178,15 @@ pub enum RecoverySettingsError {
 /// Everything one turn needs: where the session is, the model, and the settings.
 #[derive(Clone, Copy)]
 pub struct TurnContext<'a> {
+    /// The session store the turn reads the session from and appends the answer, compactions and
+    /// truncation branches to.
     pub sessions: &'a dyn SessionStore,
+    /// The ref store that receives the originals of everything the pipeline, compaction or
+    /// truncation takes out.
     pub refs: &'a dyn RefStore,
+    /// The tenant of the session and of its refs; nothing of another tenant is read.
     pub tenant: &'a str,
+    /// The session the turn runs on; its current leaf is the context.
     pub session_id: &'a str,
     /// The model answering the turn.
     pub model: &'a dyn ChatModel,
@@ -186,6 +194,7 @@ pub struct TurnContext<'a> {
     pub summarizer: &'a dyn Summarizer,
     /// The pipeline run over the context on every call.
     pub policy: &'a Policy,
+    /// When to compact before a call (the threshold) and how; overflow compactions use it too.
     pub compaction: &'a CompactionSettings,
     /// The model's context window in tokens.
     pub window_tokens: u64,
@@ -194,7 +203,10 @@ pub struct TurnContext<'a> {
     /// The host's tools as OpenAI function specs (skald adds `fetch_original_data` once refs
     /// exist and `fetch_available`).
     pub tools: &'a [Value],
+    /// The answer's output limit; `None` leaves it to the provider configuration's
+    /// `max_output_tokens`.
     pub max_output_tokens: Option<u32>,
+    /// The sampling temperature; `None` leaves it to the provider's default.
     pub temperature: Option<f32>,
     /// Whether the host runs `fetch_original_data` (see [`AssembleRequest::fetch_available`]).
     pub fetch_available: bool,
@@ -202,6 +214,8 @@ pub struct TurnContext<'a> {
     pub now_ms: i64,
     /// The workspace's AGENTS.md, for the summary's critical-rules appendix.
     pub agents_md: Option<&'a str>,
+    /// How many overflow compactions and model calls the turn may make, and the fallback
+    /// truncation's budget.
     pub settings: &'a RecoverySettings,
 }
 
@@ -237,21 +251,34 @@ pub struct PrepareContext<'a> {
     /// The model the requests go to, when the caller knows it: token calibration is per model
     /// ([`SessionState::calibrated_tokens`]).
     pub model: Option<&'a str>,
+    /// The session store the context is read from and compactions are written to.
     pub sessions: &'a dyn SessionStore,
+    /// The ref store that receives the originals of what is taken out of the context.
     pub refs: &'a dyn RefStore,
+    /// The tenant of the session and of its refs.
     pub tenant: &'a str,
+    /// The session the calls are prepared for.
     pub session_id: &'a str,
+    /// Writes the summaries of the turn's compactions.
     pub summarizer: &'a dyn Summarizer,
+    /// The pipeline run over the context on every call.
     pub policy: &'a Policy,
+    /// When to compact before a call, and how.
     pub compaction: &'a CompactionSettings,
+    /// The model's context window in tokens.
     pub window_tokens: u64,
+    /// The host's system prompt; skald's additions are appended to it.
     pub system_prompt: Option<&'a str>,
     /// The host's tools as OpenAI function specs or bare `{name, …}` objects: counted in the
     /// request's size, and a skald tool of the same name is not offered again.
     pub tools: &'a [Value],
+    /// Whether the caller runs `fetch_original_data`; without it nothing is offloaded.
     pub fetch_available: bool,
+    /// When the call is made (epoch ms), for the prompt-cache clocks.
     pub now_ms: i64,
+    /// The workspace's AGENTS.md, for the summary's critical-rules appendix.
     pub agents_md: Option<&'a str>,
+    /// The limits of the turn's recovery.
     pub settings: &'a RecoverySettings,
 }
 

@@ -34,13 +34,17 @@ pub enum RecoveryAction {
 pub struct OverflowRecord {
     /// The model call (from 1) that overflowed.
     pub attempt: u32,
+    /// Whether the request was rejected or the answer reported the overflow.
     pub source: OverflowSource,
     /// The provider's figures, when its message states them.
     pub requested_tokens: Option<u64>,
+    /// The context limit in tokens the provider's message states, if it states one.
     pub limit_tokens: Option<u64>,
+    /// The provider's error message, as it gave it.
     pub message: String,
     /// skald's estimate of what that call sent (messages, system prompt and tools).
     pub estimated_tokens: u64,
+    /// What recovery did about this overflow.
     pub action: RecoveryAction,
 }
 
@@ -49,10 +53,13 @@ pub struct OverflowRecord {
 pub struct CompactionRecord {
     /// The model call (from 1) it ran before (threshold) or after (overflow).
     pub attempt: u32,
+    /// Threshold (before a call) or overflow (after one).
     pub trigger: CompactionTrigger,
     /// The window it planned for.
     pub window_tokens: u64,
+    /// Compacted, skipped or cancelled, with the context's tokens before and after.
     pub outcome: CompactionOutcome,
+    /// The compaction entry written (`None` unless compacted).
     pub checkpoint_entry_id: Option<String>,
     /// A summarizer call of this compaction itself failed with a context overflow.
     pub summarizer_overflowed: bool,
@@ -63,6 +70,7 @@ pub struct CompactionRecord {
 }
 
 impl CompactionRecord {
+    /// Whether this compaction wrote a checkpoint and so changed the context.
     pub fn is_compacted(&self) -> bool {
         self.outcome.is_compacted()
     }
@@ -73,6 +81,7 @@ impl CompactionRecord {
 pub struct TruncationRecord {
     /// The model call (from 1) whose overflow led to it.
     pub attempt: u32,
+    /// What the truncation cut, in figures.
     pub summary: TruncationSummary,
     /// Refs holding the originals (stored before the branch was written).
     pub ref_ids: Vec<String>,
@@ -80,6 +89,8 @@ pub struct TruncationRecord {
     pub rewritten_entries: usize,
     /// The branch's marker entry and its new leaf (`None` when nothing was cut).
     pub marker_entry_id: Option<String>,
+    /// The new leaf of the truncation's branch, the session's leaf from then on (`None` when
+    /// nothing was cut).
     pub leaf_entry_id: Option<String>,
 }
 
@@ -97,9 +108,11 @@ pub struct RecoveryReport {
     pub attempts: u32,
     /// The seed's `overflowCompactionAttempts`: branch A retries and branch B compactions.
     pub overflow_compaction_attempts: u32,
+    /// Every overflow the provider reported, in order.
     pub overflows: Vec<OverflowRecord>,
     /// Threshold and overflow compactions, with their outcomes.
     pub compactions: Vec<CompactionRecord>,
+    /// The fallback truncation, when it ran (at most once per turn).
     pub truncation: Option<TruncationRecord>,
     /// What the two-threshold upload did before the first call, when a driver was given.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -127,6 +140,7 @@ pub struct TurnOutcome {
     pub response: ChatResponse,
     /// The session entry holding the answer.
     pub entry_id: String,
+    /// What recovery did on the way to the answer.
     pub recovery: RecoveryReport,
 }
 
@@ -146,29 +160,39 @@ pub enum RecoveryError {
     ContextOverflow {
         /// The provider's last overflow error.
         last_error: LlmError,
+        /// What recovery did before it gave up.
         report: Box<RecoveryReport>,
     },
     /// The provider failed for another reason than the prompt's size (rate limit, auth, quota,
     /// bad request, server, timeout…), after the client's own retries.
     #[error("{source}")]
     Llm {
+        /// The provider's error.
         #[source]
         source: LlmError,
+        /// What recovery did before the failing call.
         report: Box<RecoveryReport>,
     },
     /// The caller cancelled; the step that was running wrote nothing.
     #[error("aborted by the caller")]
-    Aborted { report: Box<RecoveryReport> },
+    Aborted {
+        /// What recovery did before the caller cancelled.
+        report: Box<RecoveryReport>,
+    },
     /// `max_iterations` model calls were made without an answer.
     #[error(
         "overflow recovery stopped after {iterations} model calls (max_iterations); last error: \
          {last_error}"
     )]
     IterationLimit {
+        /// Model calls made (`max_iterations`).
         iterations: u32,
+        /// The error of the last call, an overflow.
         last_error: LlmError,
+        /// What recovery did over those calls.
         report: Box<RecoveryReport>,
     },
+    /// The recovery settings are invalid ([`RecoverySettings::validate`]); no model call was made.
     #[error("recovery settings: {0}")]
     Settings(#[from] RecoverySettingsError),
     /// A store failed, the session is unknown, or a compaction could not be planned.

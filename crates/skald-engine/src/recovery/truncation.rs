@@ -65,11 +65,13 @@ pub struct TruncationSummary {
     pub target_tokens: u64,
     /// Estimated tokens of the request before and after.
     pub tokens_before: u64,
+    /// Estimated tokens of the request after the cut.
     pub tokens_after: u64,
     /// Tool-result blocks cut.
     pub results: usize,
     /// Text characters of the cut results, before and after.
     pub chars_before: usize,
+    /// Text characters of the cut results after the cut.
     pub chars_after: usize,
     /// Still over the target with every result at the floor.
     pub still_over_target: bool,

@@ -41,6 +41,8 @@ use crate::state::AppState;
 pub use exchange::MAX_TOOL_ROUNDS;
 pub use upstream::{Api, SESSION_HEADER};
 
+/// The proxy's routes with their OpenAPI operations: chat completions, messages, responses (and
+/// the WebSocket `GET /v1/responses` it refuses), Anthropic's token count and the models list.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(chat_completions))

@@ -84,6 +84,8 @@ impl Api {
         }
     }
 
+    /// Encodes `conversation` as this API's request body, with the fields the client sent that
+    /// skald does not model kept as they were.
     pub fn encode_request(self, conversation: &Conversation) -> Value {
         match self {
             Api::OpenAi => openai::encode_request(conversation),

@@ -41,6 +41,8 @@ pub const MAX_HISTORY_LIMIT: usize = 1_000;
 /// `tree` levels by default.
 const DEFAULT_TREE_DEPTH: usize = 3;
 
+/// The memory API's routes with their OpenAPI operations: ls, tree, read, search, remember, forget,
+/// resources and history.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(ls))
@@ -93,7 +95,10 @@ pub struct LsQuery {
     /// List this category's directory for the user/agent instead: profile, preferences,
     /// entities, events, cases, patterns, skills, tools, resources, session.
     pub category: Option<String>,
+    /// With `category`: the user whose directory is listed (default: the server's `[memory]` user).
     pub user: Option<String>,
+    /// With `category`: the agent whose directory is listed (default: the server's `[memory]`
+    /// agent).
     pub agent: Option<String>,
 }
 
@@ -235,6 +240,7 @@ async fn read(
 pub enum Categories {
     /// One name, or names separated by commas.
     One(String),
+    /// Several names, each one category.
     Many(Vec<String>),
 }
 
@@ -251,7 +257,11 @@ pub struct SearchRequest {
     pub limit: Option<usize>,
     /// Only at or below this URI (e.g. `viking://resources/my-project/docs`).
     pub path: Option<String>,
+    /// The user whose memories are searched, besides the resources and session archives (default:
+    /// the server's `[memory]` user).
     pub user: Option<String>,
+    /// The agent whose memories are searched, besides the resources and session archives (default:
+    /// the server's `[memory]` agent).
     pub agent: Option<String>,
 }
 
@@ -325,7 +335,9 @@ pub struct RememberRequest {
     pub memory_type: Option<String>,
     /// 0 (lowest) to 10 (highest); default 5.
     pub priority: Option<u8>,
+    /// The user the memory is remembered for (default: the server's `[memory]` user).
     pub user: Option<String>,
+    /// The agent a case or pattern is remembered for (default: the server's `[memory]` agent).
     pub agent: Option<String>,
 }
 
@@ -551,7 +563,9 @@ pub struct HistoryQuery {
 #[derive(Debug, serde::Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum HistoryResponse {
+    /// Without `uri`: the tenant's latest writes, newest first.
     Writes(Vec<WriteRow>),
+    /// With `uri`: every version of that entry, newest first.
     Versions(Vec<VersionRow>),
 }
 

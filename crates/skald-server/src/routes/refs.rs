@@ -19,6 +19,8 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 
+/// The refs API's routes with their OpenAPI operations: `GET /v1/refs/{id}` and
+/// `POST /v1/refs/fetch`.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(fetch_ref))

@@ -10,6 +10,7 @@ pub struct Document {
     pub segments: Vec<String>,
     /// Its file name (decides Markdown or plain text).
     pub file_name: String,
+    /// The document's whole text, chunked at headings (Markdown) or blank lines (anything else).
     pub text: String,
     /// How to name it in the report (a path).
     pub shown: String,
@@ -19,7 +20,10 @@ pub struct Document {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Skipped {
+    /// The document's path as the caller named it.
     pub path: String,
+    /// Why it was left out, for people (empty, too deep for a URI, or another file maps to the same
+    /// directory).
     pub reason: String,
 }
 
@@ -30,7 +34,9 @@ pub struct AddReport {
     /// The URI the document(s) were added at.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub root: MemoryUri,
+    /// Documents chunked and added (the skipped ones not counted).
     pub files: usize,
+    /// Chunk entries planned over all documents (the `_overview` entries not counted).
     pub chunks: usize,
     /// `_overview` entries (one per directory, documents' chunk directories included).
     pub directories: usize,
@@ -38,6 +44,8 @@ pub struct AddReport {
     pub added: usize,
     /// Entries whose content changed: new versions.
     pub updated: usize,
+    /// Entries whose abstract and content were already stored as they are: nothing was written for
+    /// them.
     pub unchanged: usize,
     /// New entries that duplicated an existing resource and were merged into it.
     pub merged: usize,
@@ -45,6 +53,7 @@ pub struct AddReport {
     pub forgotten: usize,
     /// Vectors stored (an embedder was given).
     pub embedded: usize,
+    /// Documents left out, by the caller or by `add_documents`, each with its reason.
     pub skipped: Vec<Skipped>,
 }
 

@@ -41,20 +41,39 @@ pub enum ManageError {
     /// The store refused or failed (unknown URI, conflict, storage…).
     #[error(transparent)]
     Store(#[from] MemoryError),
+    /// A URI is not a valid `viking://` URI, or names a directory where an entry is needed.
     #[error(transparent)]
     Uri(#[from] UriError),
     /// A request field is unusable; the message says which and why.
     #[error("{field}: {reason}")]
-    InvalidInput { field: &'static str, reason: String },
+    InvalidInput {
+        /// The request field at fault (`query`, `content`, `priority`, `category`…).
+        field: &'static str,
+        /// What is wrong with it and what is accepted, for people.
+        reason: String,
+    },
     /// The embedder failed or answered with the wrong number of vectors.
     #[error("embedding with {embedder}: {message}")]
-    Embedding { embedder: String, message: String },
+    Embedding {
+        /// The embedder's name.
+        embedder: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A directory was read and has no `_overview` entry.
     #[error("{uri} is a directory with no overview; list it with ls or tree")]
-    DirectoryWithoutOverview { uri: MemoryUri },
+    DirectoryWithoutOverview {
+        /// The directory that was asked for.
+        uri: MemoryUri,
+    },
     /// A recursive forget found nothing live.
     #[error("no memory at or below {uri} for tenant {tenant:?}")]
-    NothingToForget { uri: MemoryUri, tenant: String },
+    NothingToForget {
+        /// The URI that was asked for.
+        uri: MemoryUri,
+        /// The tenant whose memories were searched.
+        tenant: String,
+    },
 }
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> ManageError {
@@ -141,11 +160,14 @@ async fn embed_one(embedder: &dyn Embedder, text: &str) -> Result<Vec<f32>, Mana
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchReport {
+    /// The query text as given.
     pub query: String,
     /// "hybrid" (full text and vectors) or "full-text".
     pub mode: String,
+    /// The embedder that embedded the query (`None` in full-text mode).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embedder: Option<String>,
+    /// The results `identity` may see, best first, at most `limit` of them.
     pub results: Vec<SearchRow>,
 }
 
@@ -153,16 +175,24 @@ pub struct SearchReport {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchRow {
+    /// Position in the results, from 1.
     pub rank: usize,
+    /// The entry's `viking://` URI.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub uri: MemoryUri,
+    /// The entry's memory category.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub category: MemoryCategory,
+    /// The fused rank score, rounded to four decimals; higher is better, comparable within one
+    /// search only.
     pub score: f64,
     /// The entry's abstract (L0); read the rest with `read`.
     pub l0: String,
+    /// The entry's priority, 0 (lowest) to 10 (highest).
     pub priority: u8,
+    /// When what the entry records happened, RFC 3339 in UTC to the second.
     pub created_at: String,
+    /// When its current version was written, RFC 3339 in UTC to the second.
     pub updated_at: String,
 }
 
@@ -237,8 +267,10 @@ pub async fn search_memories(
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LsRow {
+    /// The directory's or entry's `viking://` URI.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub uri: MemoryUri,
+    /// The last URI segment, with a trailing `/` for a directory (`viking://` for the root).
     pub name: String,
     /// "directory" or "entry".
     #[serde(rename = "type")]
@@ -246,14 +278,18 @@ pub struct LsRow {
     /// Directories: live entries below it at any depth.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entries: Option<u64>,
+    /// Entries: their memory category; `None` for directories.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub category: Option<MemoryCategory>,
     /// Entries: the abstract; directories: the abstract of their `_overview`, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub l0: Option<String>,
+    /// Entries: their priority, 0 (lowest) to 10 (highest); `None` for directories.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<u8>,
+    /// Entries: when their current version was written, RFC 3339 in UTC to the second; `None` for
+    /// directories.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<String>,
 }
@@ -314,6 +350,7 @@ pub fn list_directory(
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReadReport {
+    /// The URI asked for.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub uri: MemoryUri,
     /// The entry the text came from (the `_overview` entry for a directory).
@@ -322,13 +359,21 @@ pub struct ReadReport {
     /// "l0", "l1" or "l2".
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub level: MemoryLevel,
+    /// The entry's text at `level`.
     pub text: String,
+    /// The entry's memory category.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub category: MemoryCategory,
+    /// The entry's live version number (1 for the first write).
     pub version: u32,
+    /// The entry's priority, 0 (lowest) to 10 (highest).
     pub priority: u8,
+    /// When what the entry records happened, RFC 3339 in UTC to the second.
     pub created_at: String,
+    /// When its live version was written, RFC 3339 in UTC to the second.
     pub updated_at: String,
+    /// Where the version came from (session and entry ids): its own source first, then those of
+    /// merged duplicates; empty for a memory written by hand with no duplicate merged.
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub sources: Vec<MemorySource>,
 }
@@ -382,21 +427,29 @@ pub fn read_memory(
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WriteRow {
+    /// When the write happened, RFC 3339 in UTC to the second.
     pub at: String,
     /// added, updated, merged or forgotten.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub action: WriteAction,
+    /// The entry written, updated, forgotten or merged into.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub uri: MemoryUri,
+    /// For a merge: where the writer asked to write; `None` otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub requested_uri: Option<MemoryUri>,
+    /// For a merge: how the duplicate matched (same text, or near with its similarity); `None`
+    /// otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub duplicate: Option<DuplicateKind>,
+    /// The version the write concerns.
     pub version: u32,
+    /// The entry's memory category.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub category: MemoryCategory,
+    /// That version's abstract.
     pub l0: String,
 }
 
@@ -419,14 +472,20 @@ impl From<MemoryWrite> for WriteRow {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VersionRow {
+    /// The version number, from 1.
     pub version: u32,
     /// live, superseded or forgotten.
     pub status: String,
+    /// When this version was written, RFC 3339 in UTC to the second.
     pub written_at: String,
+    /// When a later version superseded it or it was forgotten; `None` while it is live.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
+    /// This version's priority, 0 (lowest) to 10 (highest).
     pub priority: u8,
+    /// This version's abstract.
     pub l0: String,
+    /// This version's full content.
     pub l2: String,
 }
 
@@ -507,13 +566,18 @@ pub struct RememberReport {
     /// Where it would have been stored.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub requested_uri: MemoryUri,
+    /// How the write matched its duplicate (`None` when it was added).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub duplicate: Option<DuplicateKind>,
+    /// The memory category it was stored under.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub category: MemoryCategory,
+    /// The stored entry's abstract.
     pub l0: String,
+    /// The stored entry's priority, 0 (lowest) to 10 (highest).
     pub priority: u8,
+    /// Whether the stored entry has a vector (an embedder was given).
     pub embedded: bool,
 }
 
@@ -574,10 +638,14 @@ pub async fn remember(
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ForgetReport {
+    /// The entry forgotten.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub uri: MemoryUri,
+    /// When it was forgotten, RFC 3339 in UTC to the second.
     pub forgotten_at: String,
+    /// The version that was live when it was forgotten.
     pub version: u32,
+    /// That version's abstract.
     pub l0: String,
 }
 

@@ -23,11 +23,14 @@ pub struct AfterTurnRequest {
     pub is_heartbeat: bool,
     /// The model's context window in tokens (default: the server's window).
     pub token_budget: Option<u64>,
+    /// What the host knows about the context: the last call's usage, its token count and window.
     pub runtime_context: Option<RuntimeContext>,
     /// The turn's tool calls, when the host measured them (durations); instead of the ones
     /// read from the new messages.
     pub tool_reports: Option<Vec<ToolReport>>,
+    /// OpenClaw's session key; accepted, not used.
     pub session_key: Option<String>,
+    /// OpenClaw's session file path; accepted, not used.
     pub session_file: Option<String>,
 }
 
@@ -36,10 +39,13 @@ pub struct AfterTurnRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeContext {
+    /// The prompt-cache state, whose last call's usage calibrates skald's estimates.
     pub prompt_cache: Option<PromptCache>,
     /// The context's size in tokens, as the host counts it.
     pub current_token_count: Option<u64>,
+    /// The model's context window in tokens, when the top-level `tokenBudget` is not given.
     pub token_budget: Option<u64>,
+    /// Every other key of the record; accepted, not read.
     #[serde(flatten)]
     #[schema(value_type = Object)]
     pub other: Map<String, Value>,
@@ -49,7 +55,9 @@ pub struct RuntimeContext {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptCache {
+    /// The provider's usage of the turn's last call.
     pub last_call_usage: Option<LastCallUsage>,
+    /// Every other key of the record; accepted, not read.
     #[serde(flatten)]
     #[schema(value_type = Object)]
     pub other: Map<String, Value>,
@@ -59,10 +67,16 @@ pub struct PromptCache {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LastCallUsage {
+    /// Uncached input tokens.
     pub input: Option<u64>,
+    /// Output tokens; accepted, not used.
     pub output: Option<u64>,
+    /// Input tokens read from the provider's cache.
     pub cache_read: Option<u64>,
+    /// Input tokens written to the provider's cache.
     pub cache_write: Option<u64>,
+    /// The provider's total; accepted, not used (the input is the sum of `input`, `cacheRead` and
+    /// `cacheWrite`).
     pub total: Option<u64>,
 }
 
@@ -77,9 +91,13 @@ impl LastCallUsage {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ToolReport {
+    /// The tool's name, as the model called it.
     pub tool: String,
+    /// Whether the call succeeded.
     pub success: bool,
+    /// How long the call took, in milliseconds, when the host timed it.
     pub duration_ms: Option<u64>,
+    /// The error text, when the call failed.
     pub error: Option<String>,
 }
 
@@ -90,6 +108,7 @@ pub struct AfterTurnResponse {
     /// Set for a heartbeat turn, which records nothing.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub heartbeat: bool,
+    /// What syncing the host's messages did, when messages were given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync: Option<SyncReport>,
     /// The provider's usage paired with skald's estimate of the last assembled view.
@@ -110,8 +129,11 @@ pub struct AfterTurnResponse {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CalibrationReport {
+    /// The model the view was counted for (`unnamed` when the host named none).
     pub model: String,
+    /// Tokens skald estimated for the last assembled view.
     pub counted: u64,
+    /// Input tokens the provider reported for that call (uncached, cache reads and cache writes).
     pub reported: u64,
 }
 

@@ -16,6 +16,7 @@ pub struct BootstrapRequest {
     /// The session's messages (`AgentMessage`s), when there is no file.
     #[schema(value_type = Option<Vec<Object>>)]
     pub messages: Option<Vec<Value>>,
+    /// OpenClaw's session key; accepted, not used.
     pub session_key: Option<String>,
     /// The file's path on the host, kept as the session's source for listings (send its
     /// content in `sessionJsonl`).
@@ -30,6 +31,7 @@ pub struct BootstrapResponse {
     pub bootstrapped: bool,
     /// Messages stored by this call.
     pub imported_messages: u64,
+    /// Why nothing was stored (the session already held this history); absent when something was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// What importing `sessionJsonl` did (what `skald import` reports).
@@ -41,7 +43,9 @@ pub struct BootstrapResponse {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportReport {
+    /// The session the history was stored in (the path's id).
     pub session_id: String,
+    /// The caller's tenant, which holds the session.
     pub tenant: String,
     /// The transcript's format (`openclaw-session`, `openai-request`…).
     pub format: String,
@@ -51,7 +55,10 @@ pub struct ImportReport {
     pub entries_added: usize,
     /// Entries the session holds now, of every branch.
     pub entries: u64,
+    /// Message entries the session holds now, of every branch.
     pub messages: u64,
+    /// The session's title: its name in the file, else its first user message (up to 80
+    /// characters).
     pub title: Option<String>,
     /// Lines the reader skipped or repaired, with the reason.
     pub issues: Vec<String>,

@@ -27,11 +27,13 @@ pub struct IngestRequest {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum IngestResponse {
+    /// The answer to `message` (OpenClaw's `ingest`).
     One {
         /// False when the message equals the session's last message (a duplicate) or the
         /// turn is a heartbeat.
         ingested: bool,
     },
+    /// The answer to `messages` (OpenClaw's `ingestBatch`).
     #[serde(rename_all = "camelCase")]
     Batch {
         /// Messages stored (duplicates of the message before them are not).
@@ -144,6 +146,7 @@ pub struct AssembleResponse {
     /// What the messages sync did, when messages were given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync: Option<SyncReport>,
+    /// What skald did to build the view.
     pub report: ViewReport,
 }
 

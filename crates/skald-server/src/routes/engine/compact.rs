@@ -34,7 +34,9 @@ pub struct CompactRequestBody {
     /// OpenClaw's runtime context; informational.
     #[schema(value_type = Option<Object>)]
     pub runtime_context: Option<Map<String, Value>>,
+    /// OpenClaw's session key; accepted, not used.
     pub session_key: Option<String>,
+    /// OpenClaw's session file path; accepted, not used.
     pub session_file: Option<String>,
 }
 
@@ -44,10 +46,13 @@ pub struct CompactRequestBody {
 pub struct CompactResponse {
     /// False when a compaction was attempted and failed (the session is unchanged).
     pub ok: bool,
+    /// Whether a checkpoint was written and the context is now smaller.
     pub compacted: bool,
     /// Why nothing was compacted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The summary and token counts; given for every outcome, with only `tokensBefore` set unless
+    /// compacted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<CompactResultBody>,
     /// skald's whole record of the compaction, as `skald compact --json` prints it (its own
@@ -60,12 +65,16 @@ pub struct CompactResponse {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactResultBody {
+    /// The summary that now stands for the compacted history (absent unless compacted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     /// The first entry the model still sees after the summary.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_kept_entry_id: Option<String>,
+    /// Tokens the context took before: skald's estimate, or `currentTokenCount` when given and
+    /// larger.
     pub tokens_before: u64,
+    /// Tokens the context takes after (absent unless compacted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens_after: Option<u64>,
     /// skald's record: the checkpoint entry, the summarizer, and the memory archive of the

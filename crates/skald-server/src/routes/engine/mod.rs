@@ -62,6 +62,8 @@ pub use calls::*;
 pub use compact::*;
 pub use reads::*;
 
+/// The engine API's routes with their OpenAPI operations: ingest, assemble, compact, after-turn,
+/// bootstrap and the session reads.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(calls::ingest_route))
@@ -109,7 +111,9 @@ fn token_budget(budget: Option<u64>) -> Result<Option<u64>, ApiError> {
 /// A tool skald asks the host to offer the model.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ToolDefinition {
+    /// The tool's name, as the model calls it (`fetch_original_data`, `search_memories`…).
     pub name: String,
+    /// What the tool does, for the model; absent when the tool has no description.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// JSON Schema of the arguments.
@@ -152,15 +156,22 @@ pub struct ViewReport {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MemoryReport {
+    /// The user whose memories the view could see: the one the context route's query named, else
+    /// the server's `[memory]` user.
     pub user: String,
+    /// The agent whose memories the view could see: the one the context route's query named, else
+    /// the server's `[memory]` agent.
     pub agent: String,
     /// The query recall searched with (none when it skipped the turn).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recall_query: Option<String>,
     /// URIs of the memories recall injected.
     pub recalled: Vec<String>,
+    /// Estimated tokens of the memories recall injected.
     pub recall_tokens: u64,
+    /// Profile entries in the system prompt addition's `## User Profile` section.
     pub profile_entries: usize,
+    /// Nodes of the `memory_ls` listing injected at the session's start.
     pub directory_entries: usize,
     /// `SKILL.md` reads given their skill memory.
     pub skill_reads: usize,

@@ -10,10 +10,15 @@ use super::*;
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionSummary {
+    /// The session's id, unique within the caller's tenant.
     pub session_id: String,
+    /// A human title for listings: an imported session's name or first user message (up to 80
+    /// characters); absent when it has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The format the session came from (`openclaw-session`, `claude-code`…).
     pub source_format: String,
+    /// Where an imported session came from (a file path), for listings; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// Entries of every branch.
@@ -22,9 +27,12 @@ pub struct SessionSummary {
     pub messages: u64,
     /// Estimated tokens (chars/4) of the context rebuilt from the leaf, before any policy.
     pub estimated_tokens: u64,
+    /// The entry the active branch ends at; absent for a session without entries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leaf_id: Option<String>,
+    /// When the session was created, RFC 3339 in UTC to the second.
     pub created_at: String,
+    /// When an entry was last appended or the leaf last moved, RFC 3339 in UTC to the second.
     pub updated_at: String,
 }
 
@@ -150,7 +158,9 @@ pub struct ContextQuery {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextMemory {
+    /// The user whose memories were used (the query's, else the server's `[memory]` user).
     pub user: String,
+    /// The agent whose memories were used (the query's, else the server's `[memory]` agent).
     pub agent: String,
     /// The session-start snapshot: profile and tool memories, the directory listing.
     #[schema(value_type = Object)]
@@ -164,14 +174,24 @@ pub struct ContextMemory {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextResponse {
+    /// The session the context is of.
     pub session_id: String,
+    /// The name of the server's policy the pipeline ran.
     pub policy: String,
+    /// The messages the model would be sent, in order (`AgentMessage`s), memory's injections
+    /// included.
     #[schema(value_type = Vec<Object>)]
     pub messages: Vec<Value>,
+    /// skald's estimate of the messages and the system prompt addition (tools excluded), in tokens.
     pub estimated_tokens: u64,
+    /// To append to the host's system prompt: the REF_ID instruction once the session has refs, and
+    /// memory's sections with `memory`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub system_prompt_addition: Option<String>,
+    /// skald's tools the model would be offered (`fetch_original_data` once the session has refs;
+    /// the memory tools with `memory`).
     pub tools: Vec<ToolDefinition>,
+    /// What skald did to build the context.
     pub report: ViewReport,
     /// With `memory`: what memory added, in full.
     #[serde(skip_serializing_if = "Option::is_none")]
