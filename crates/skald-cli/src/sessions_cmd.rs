@@ -1,6 +1,5 @@
-//! `skald sessions`: the sessions in the local store (or a server's, `GET /v1/sessions`), with
-//! their size and the tokens their context holds; and the opening of that store, shared by the
-//! session commands.
+//! `skald sessions`: the sessions in the local store (`Engine::list_sessions`) or a server's
+//! (`GET /v1/sessions`), with their size and the tokens their context holds.
 
 use std::process::ExitCode;
 
@@ -8,11 +7,12 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use skald_core::time::format_rfc3339_seconds;
-use skald_core::tokens::estimate_messages_tokens;
+use skald_engine::SessionOverview;
 use skald_store::DATABASE_FILE;
-use skald_store::sessions::{SessionStore, SqliteSessionStore};
+use skald_store::sessions::SqliteSessionStore;
 
 use crate::home::Home;
+use crate::local::{self, StoreKind};
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
 
@@ -101,6 +101,23 @@ impl From<ServerSession> for SessionRow {
     }
 }
 
+impl From<SessionOverview> for SessionRow {
+    fn from(overview: SessionOverview) -> SessionRow {
+        let info = overview.info;
+        SessionRow {
+            session_id: info.id,
+            title: info.title,
+            source_format: info.source_format,
+            source: info.source,
+            entries: info.entry_count,
+            messages: info.message_count,
+            estimated_tokens: overview.estimated_tokens,
+            leaf_id: info.leaf_id,
+            updated_at: format_rfc3339_seconds(info.updated_at_ms),
+        }
+    }
+}
+
 pub fn run(
     args: &SessionsArgs,
     home: &Home,
@@ -113,25 +130,16 @@ pub fn run(
         let rows: Vec<SessionRow> = listed.sessions.into_iter().map(SessionRow::from).collect();
         return print_rows(&rows, mode);
     }
-    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+    let tenant = local::tenant_arg(args.tenant.as_deref())?;
     let rows = if home.path.join(DATABASE_FILE).exists() {
-        let store = open_store(home)?;
-        let mut rows = Vec::new();
-        for info in store.list(tenant)? {
-            let context = store.context(tenant, &info.id, None)?;
-            rows.push(SessionRow {
-                estimated_tokens: estimate_messages_tokens(&context),
-                session_id: info.id,
-                title: info.title,
-                source_format: info.source_format,
-                source: info.source,
-                entries: info.entry_count,
-                messages: info.message_count,
-                leaf_id: info.leaf_id,
-                updated_at: format_rfc3339_seconds(info.updated_at_ms),
-            });
-        }
-        rows
+        let engine =
+            local::local_engine(home, StoreKind::Sessions, local::default_engine_config()?)?;
+        engine
+            .list_sessions(&tenant)
+            .map_err(local::store_error)?
+            .into_iter()
+            .map(SessionRow::from)
+            .collect()
     } else {
         Vec::new()
     };
