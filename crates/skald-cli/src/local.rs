@@ -92,6 +92,7 @@ pub fn default_engine_config() -> Result<EngineConfig> {
 pub enum StoreKind {
     Sessions,
     Refs,
+    Memories,
 }
 
 /// The three stores in the data directory's database (created if missing), `first` first.
@@ -124,6 +125,11 @@ pub fn open_stores(home: &Home, first: StoreKind) -> Result<Stores> {
             refs: refs()?,
             sessions: sessions()?,
             memories: memories()?,
+        },
+        StoreKind::Memories => Stores {
+            memories: memories()?,
+            sessions: sessions()?,
+            refs: refs()?,
         },
     })
 }

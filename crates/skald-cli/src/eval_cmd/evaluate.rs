@@ -16,8 +16,7 @@ use skald_store::memories::{
 };
 
 use super::locomo::{Conversation, TurnRef, category_name, session_memories, tenant_of};
-use super::{LocomoArgs, vector_fusion};
-use crate::memory_cmd::Embedding;
+use super::{Embedding, LocomoArgs, vector_fusion};
 
 /// How deep each question's ranking goes (enough hits for ten distinct sessions).
 const SEARCH_DEPTH: usize = 50;

@@ -19,16 +19,17 @@ use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use skald_llm::{EmbeddingConfig, LocalEmbeddingConfig, embedder_from_config};
+use skald_engine::memory::manage;
+use skald_llm::{Embedder, EmbeddingConfig, LocalEmbeddingConfig, embedder_from_config};
 use skald_store::memories::{DEFAULT_VECTOR_SHARE, DEFAULT_VECTOR_WEIGHT, VectorFusion};
 
 use crate::config::Config;
 use crate::home::Home;
-use crate::memory_cmd::Embedding;
 use crate::output::{self, Mode};
 
 mod evaluate;
@@ -145,6 +146,49 @@ pub(super) fn vector_fusion(mode: Option<FusionArg>, weight: Option<f64>) -> Vec
         FusionArg::Rank => VectorFusion::Rank {
             weight: weight.unwrap_or(DEFAULT_VECTOR_WEIGHT),
         },
+    }
+}
+
+/// The embedder of `[embedding]`, with the runtime its calls run on. The benchmark embeds the
+/// memories and questions itself, outside an engine, so it can time the embedding apart from the
+/// search.
+pub struct Embedding {
+    runtime: tokio::runtime::Runtime,
+    embedder: Arc<dyn Embedder>,
+}
+
+impl Embedding {
+    /// `None` when no `[embedding]` is configured.
+    pub fn from_config(config: &Config) -> Result<Option<Embedding>> {
+        let embedder = embedder_from_config(config.embedding.as_ref())
+            .context("cannot use the embedder configured in [embedding]")?;
+        embedder.map(Embedding::new).transpose()
+    }
+
+    pub fn new(embedder: Arc<dyn Embedder>) -> Result<Embedding> {
+        Ok(Embedding {
+            runtime: crate::compact_cmd::runtime()?,
+            embedder,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        self.embedder.name()
+    }
+
+    /// The embedder itself, for the engine's async calls run through [`Embedding::block_on`].
+    pub fn embedder(&self) -> &dyn Embedder {
+        self.embedder.as_ref()
+    }
+
+    /// Runs an engine future on this embedding's runtime.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    /// One vector per text, in order.
+    pub fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        Ok(self.block_on(manage::embed_texts(self.embedder(), texts))?)
     }
 }
 

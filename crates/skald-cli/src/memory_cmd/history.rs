@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use skald_core::memory::uri::MemoryUri;
-use skald_engine::memory::manage::{self, VersionRow, WriteRow};
+use skald_engine::memory::manage::{VersionRow, WriteRow};
 
-use super::{Identity, IdentityArgs, open_store, parse_uri};
+use super::{Identity, IdentityArgs, memory_engine, parse_uri};
 use crate::config::Config;
 use crate::home::Home;
 use crate::output::{self, Mode};
@@ -34,12 +34,12 @@ pub fn run_history(
 ) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
     let entry = history_entry(args)?;
-    let store = open_store(home)?;
+    let engine = memory_engine(home, config, false)?;
     if let Some(uri) = entry {
-        let versions = manage::entry_versions(&store, &identity.tenant, &uri)?;
+        let versions = engine.memory_versions(&identity.tenant, &uri)?;
         return print_versions(&versions, mode);
     }
-    let rows = manage::recent_writes(&store, &identity.tenant, usize::from(args.limit))?;
+    let rows = engine.recent_memory_writes(&identity.tenant, usize::from(args.limit))?;
     print_writes(&rows, mode)
 }
 

@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use skald_core::memory::uri::{MAX_DEPTH, MemoryUri};
-use skald_engine::memory::manage::{self, LsRow};
-use skald_store::memories::{MemoryStore, TreeNode};
+use skald_engine::memory::manage::LsRow;
+use skald_store::memories::TreeNode;
 
-use super::{Identity, IdentityArgs, open_store, parse_category, parse_uri};
+use super::{Identity, IdentityArgs, memory_engine, parse_category, parse_uri};
 use crate::config::Config;
 use crate::home::Home;
 use crate::output::{self, Mode};
@@ -47,8 +47,8 @@ pub fn run_ls(args: &LsArgs, home: &Home, config: &Config, mode: Mode) -> Result
         (None, Some(name)) => identity.category_dir(parse_category(name)?)?,
         (None, None) => MemoryUri::root(),
     };
-    let store = open_store(home)?;
-    let rows: Vec<LsRow> = manage::list_directory(&store, &identity.tenant, &dir)?;
+    let engine = memory_engine(home, config, false)?;
+    let rows: Vec<LsRow> = engine.list_memories(&identity.tenant, &dir)?;
     print_ls(&rows, dir.as_str(), mode)
 }
 
@@ -102,8 +102,8 @@ pub fn run_tree(args: &TreeArgs, home: &Home, config: &Config, mode: Mode) -> Re
         Some(text) => parse_uri(text, "URI")?,
         None => MemoryUri::root(),
     };
-    let store = open_store(home)?;
-    let tree: TreeNode = store.tree(&identity.tenant, &dir, args.depth)?;
+    let engine = memory_engine(home, config, false)?;
+    let tree: TreeNode = engine.memory_tree(&identity.tenant, &dir, args.depth)?;
     print_tree(&tree, mode)
 }
 

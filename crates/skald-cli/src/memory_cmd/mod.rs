@@ -1,10 +1,12 @@
 //! The memory commands: `skald search`, `ls`, `tree`, `read`, `search-docs`, `history`,
 //! `remember` and `forget` over the memory store in the data directory's database (`skald add`
-//! is `add_cmd`). What they do is `skald_engine::memory::manage` (the server's memory API runs
-//! the same code); this module parses, resolves who they act for ([`Identity`]: `[memory]` in
-//! skald.toml, overridden by `--user`/`--agent`/`--tenant`), opens the store and the embedder of
-//! `[embedding]` (when configured, queries are embedded and writes store vectors; without one,
-//! search is full-text only), and prints.
+//! is `add_cmd`). Each is one memory operation of the local engine (`Engine::search_memories`,
+//! `list_memories`, `memory_tree`, `read_memory`, `memory_versions`, `recent_memory_writes`,
+//! `remember`, `forget_memories`; the server's memory API makes the same calls); this module
+//! parses, resolves who they act for ([`Identity`]: `[memory]` in skald.toml, overridden by
+//! `--user`/`--agent`/`--tenant`), builds the engine with the embedder of `[embedding]` for the
+//! commands that embed (when configured, queries are embedded and writes store vectors; without
+//! one, search is full-text only), and prints.
 //!
 //! Every argument is checked before the store is opened, so bad input writes nothing.
 //!
@@ -13,25 +15,25 @@
 //! structs and tables; the user and agent default to the server's `[memory]` ones, and flags the
 //! route has no field for are refused.
 //!
-//! This module holds what the commands share (who they act for, argument parsing, the store and
-//! the embedder); each command is in its own module: [`search`], [`ls`] (with tree), [`read`],
+//! This module holds what the commands share (who they act for, argument parsing, the engine);
+//! each command is in its own module: [`search`], [`ls`] (with tree), [`read`],
 //! [`history`], [`write`] (remember and forget).
-
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use skald_core::ids::Tenant;
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
+use skald_engine::Engine;
 use skald_engine::memory::MemoryIdentity;
 use skald_engine::memory::manage;
-use skald_llm::{Embedder, embedder_from_config};
-use skald_store::DATABASE_FILE;
-use skald_store::memories::SqliteMemoryStore;
+#[cfg(test)]
+use skald_llm::Embedder;
 #[cfg(test)]
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::home::Home;
+use crate::local::{self, Models, StoreKind};
 use crate::remote;
 
 mod history;
@@ -87,7 +89,7 @@ impl IdentityArgs {
 pub struct Identity {
     pub user: String,
     pub agent: String,
-    pub tenant: String,
+    pub tenant: Tenant,
 }
 
 impl Identity {
@@ -95,15 +97,10 @@ impl Identity {
         let pick = |flag: &Option<String>, configured: &str| {
             flag.clone().unwrap_or_else(|| configured.to_owned())
         };
-        let identity = Identity {
-            user: pick(&args.user, &config.memory.user),
-            agent: pick(&args.agent, &config.memory.agent),
-            tenant: pick(&args.tenant, &config.memory.tenant),
-        };
-        for (what, scope, id) in [
-            ("user", "user", &identity.user),
-            ("agent", "agent", &identity.agent),
-        ] {
+        let user = pick(&args.user, &config.memory.user);
+        let agent = pick(&args.agent, &config.memory.agent);
+        let tenant = pick(&args.tenant, &config.memory.tenant);
+        for (what, scope, id) in [("user", "user", &user), ("agent", "agent", &agent)] {
             if id.is_empty() {
                 bail!("the {what} id is empty");
             }
@@ -113,9 +110,13 @@ impl Identity {
             MemoryUri::parse(&format!("viking://{scope}/{id}"))
                 .with_context(|| format!("the {what} id {id:?} is not usable in a URI"))?;
         }
-        skald_store::validate_tenant(&identity.tenant)
-            .with_context(|| format!("the tenant {:?}", identity.tenant))?;
-        Ok(identity)
+        let tenant =
+            Tenant::parse(tenant.as_str()).with_context(|| format!("the tenant {tenant:?}"))?;
+        Ok(Identity {
+            user,
+            agent,
+            tenant,
+        })
     }
 
     /// The user and agent as the engine names them.
@@ -144,65 +145,19 @@ pub fn parse_uri(text: &str, what: &str) -> Result<MemoryUri> {
     MemoryUri::parse(text).with_context(|| format!("{what} {text:?} is not a memory URI"))
 }
 
-/// Opens the memory store in the data directory's database (created if missing).
-pub fn open_store(home: &Home) -> Result<SqliteMemoryStore> {
+/// The local engine of a memory command, over the data directory's database (created if
+/// missing; a database that cannot be opened is reported as the memory store). `embed`: the
+/// command embeds (search, remember, add), so the engine gets the embedder of `[embedding]`
+/// (without one, search is full-text only and writes store no vectors); the other commands do
+/// not build it, so a broken `[embedding]` does not stop them.
+pub fn memory_engine(home: &Home, config: &Config, embed: bool) -> Result<Engine> {
+    let models = Models {
+        summarizer: false,
+        embedder: embed,
+    };
+    let engine_config = local::engine_config(config, None, true, models)?;
     home.ensure()?;
-    let path = home.path.join(DATABASE_FILE);
-    SqliteMemoryStore::open(&path)
-        .with_context(|| format!("cannot open the memory store {}", path.display()))
-}
-
-/// The embedder of `[embedding]`, with the runtime its calls run on.
-pub struct Embedding {
-    runtime: tokio::runtime::Runtime,
-    embedder: Arc<dyn Embedder>,
-}
-
-impl Embedding {
-    /// `None` when no `[embedding]` is configured.
-    pub fn from_config(config: &Config) -> Result<Option<Embedding>> {
-        let embedder = embedder_from_config(config.embedding.as_ref())
-            .context("cannot use the embedder configured in [embedding]")?;
-        embedder.map(Embedding::new).transpose()
-    }
-
-    pub fn new(embedder: Arc<dyn Embedder>) -> Result<Embedding> {
-        Ok(Embedding {
-            runtime: crate::compact_cmd::runtime()?,
-            embedder,
-        })
-    }
-
-    pub fn name(&self) -> &str {
-        self.embedder.name()
-    }
-
-    /// The embedder itself, for the engine's async calls run through [`Embedding::block_on`].
-    pub fn embedder(&self) -> &dyn Embedder {
-        self.embedder.as_ref()
-    }
-
-    /// Runs an engine future on this embedding's runtime.
-    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
-        self.runtime.block_on(future)
-    }
-
-    /// One vector per text, in order.
-    pub fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        Ok(self.block_on(manage::embed_texts(self.embedder(), texts))?)
-    }
-}
-
-/// Runs a memory operation of the engine, with the embedder when one is configured (on its
-/// runtime), else on a runtime of its own.
-pub fn run_memory_op<T>(
-    embedding: Option<&Embedding>,
-    op: impl AsyncFnOnce(Option<&dyn Embedder>) -> Result<T, manage::ManageError>,
-) -> Result<T> {
-    Ok(match embedding {
-        Some(embedding) => embedding.block_on(op(Some(embedding.embedder())))?,
-        None => crate::compact_cmd::runtime()?.block_on(op(None))?,
-    })
+    local::local_engine(home, StoreKind::Memories, engine_config)
 }
 
 /// A deterministic embedder for tests: words (longer than 3 characters) hashed into 64

@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use skald_engine::memory::manage::{self, ReadReport};
 use skald_store::memories::MemoryLevel;
 
-use super::{Identity, IdentityArgs, open_store, parse_uri};
+use super::{Identity, IdentityArgs, memory_engine, parse_uri};
 use crate::config::Config;
 use crate::home::Home;
 use crate::output::{self, Mode};
@@ -59,8 +59,8 @@ pub struct ReadArgs {
 pub fn run_read(args: &ReadArgs, home: &Home, config: &Config, mode: Mode) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
     let uri = parse_uri(&args.uri, "URI")?;
-    let store = open_store(home)?;
-    let report = match manage::read_memory(&store, &identity.tenant, &uri, args.level.level()) {
+    let engine = memory_engine(home, config, false)?;
+    let report = match engine.read_memory(&identity.tenant, &uri, args.level.level()) {
         Err(manage::ManageError::DirectoryWithoutOverview { uri }) => bail!(
             "{uri} is a directory with no overview; list it with `skald ls {uri}` or \
              `skald tree {uri}`"

@@ -7,14 +7,14 @@ use anyhow::{Result, bail};
 use clap::Args;
 use serde_json::json;
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
+use skald_engine::Engine;
 use skald_engine::memory::manage::{self, SearchReport};
-use skald_store::memories::{SearchFilter, SqliteMemoryStore};
+use skald_store::memories::SearchFilter;
 
-use super::{
-    Embedding, Identity, IdentityArgs, open_store, parse_category, parse_uri, run_memory_op,
-};
+use super::{Identity, IdentityArgs, memory_engine, parse_category, parse_uri};
 use crate::config::Config;
 use crate::home::Home;
+use crate::local;
 use crate::output::{self, Mode};
 use crate::remote::Remote;
 
@@ -175,9 +175,8 @@ fn search(
     mode: Mode,
 ) -> Result<ExitCode> {
     check_query(text)?;
-    let embedding = Embedding::from_config(config)?;
-    let store = open_store(home)?;
-    let report = search_store(&store, text, filter, limit, identity, embedding.as_ref())?;
+    let engine = memory_engine(home, config, true)?;
+    let report = search_engine(&engine, text, filter, limit, identity)?;
     print_search(&report, mode)
 }
 
@@ -201,27 +200,21 @@ fn print_search(report: &SearchReport, mode: Mode) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn search_store(
-    store: &SqliteMemoryStore,
+fn search_engine(
+    engine: &Engine,
     text: &str,
     filter: SearchFilter,
     limit: usize,
     identity: &Identity,
-    embedding: Option<&Embedding>,
 ) -> Result<SearchReport> {
     let memory_identity = identity.memory_identity()?;
-    run_memory_op(embedding, async |embedder| {
-        manage::search_memories(
-            store,
-            embedder,
-            &identity.tenant,
-            &memory_identity,
-            text,
-            filter,
-            limit,
-        )
-        .await
-    })
+    Ok(local::block_on(engine.search_memories(
+        &identity.tenant,
+        &memory_identity,
+        text,
+        filter,
+        limit,
+    ))??)
 }
 
 #[cfg(test)]
@@ -229,15 +222,17 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use std::sync::Arc;
 
-    use skald_store::memories::MemoryStore;
+    use skald_core::pipeline::policy::Policy;
+    use skald_engine::EngineConfig;
 
     use super::*;
     use crate::memory_cmd::WordsEmbedder;
 
     #[test]
     fn with_an_embedder_remember_stores_vectors_and_search_is_hybrid() {
-        let store = SqliteMemoryStore::in_memory().unwrap();
-        let embedding = Embedding::new(Arc::new(WordsEmbedder)).unwrap();
+        let mut config = EngineConfig::new(Policy::preset("skald").unwrap());
+        config.embedder = Some(Arc::new(WordsEmbedder));
+        let engine = Engine::in_memory(config).unwrap();
         let identity = Identity::resolve(
             &IdentityArgs {
                 user: None,
@@ -249,39 +244,30 @@ mod tests {
         .unwrap();
         let memory_identity = identity.memory_identity().unwrap();
         let remember = |content: &'static str| {
-            run_memory_op(Some(&embedding), async |embedder| {
-                manage::remember(
-                    &store,
-                    embedder,
-                    &identity.tenant,
-                    &memory_identity,
-                    content,
-                    MemoryCategory::Preferences,
-                    None,
-                )
-                .await
-            })
+            local::block_on(engine.remember(
+                &identity.tenant,
+                &memory_identity,
+                content,
+                MemoryCategory::Preferences,
+                None,
+            ))
+            .unwrap()
             .unwrap()
         };
         let report = remember("The user prefers dark themes everywhere");
         assert!(report.embedded);
         remember("The user drinks green tea");
         let filter = SearchFilter::default();
-        let found = search_store(
-            &store,
-            "dark themes",
-            filter,
-            5,
-            &identity,
-            Some(&embedding),
-        )
-        .unwrap();
+        let found = search_engine(&engine, "dark themes", filter, 5, &identity).unwrap();
         assert_eq!(found.mode, "hybrid");
         assert_eq!(found.embedder.as_deref(), Some("words"));
         assert_eq!(
             found.results.first().map(|row| row.uri.clone()),
             Some(report.uri)
         );
-        assert_eq!(store.stats("default").unwrap().with_embedding, 2);
+        assert_eq!(
+            engine.memories().stats("default").unwrap().with_embedding,
+            2
+        );
     }
 }

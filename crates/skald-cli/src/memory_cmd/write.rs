@@ -6,11 +6,12 @@ use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use skald_core::memory::uri::MemoryCategory;
-use skald_engine::memory::manage::{self, ForgetReport, RememberReport};
+use skald_engine::memory::manage::{ForgetReport, RememberReport};
 
-use super::{Embedding, Identity, IdentityArgs, open_store, parse_uri, run_memory_op};
+use super::{Identity, IdentityArgs, memory_engine, parse_uri};
 use crate::config::Config;
 use crate::home::Home;
+use crate::local;
 use crate::output::{self, Mode};
 use crate::remote::Remote;
 
@@ -80,21 +81,15 @@ pub fn run_remember(
 ) -> Result<ExitCode> {
     let identity = Identity::resolve(&args.identity, config)?;
     check_content(&args.content)?;
-    let embedding = Embedding::from_config(config)?;
-    let store = open_store(home)?;
+    let engine = memory_engine(home, config, true)?;
     let memory_identity = identity.memory_identity()?;
-    let report = run_memory_op(embedding.as_ref(), async |embedder| {
-        manage::remember(
-            &store,
-            embedder,
-            &identity.tenant,
-            &memory_identity,
-            &args.content,
-            args.memory_type.category(),
-            args.priority,
-        )
-        .await
-    })?;
+    let report = local::block_on(engine.remember(
+        &identity.tenant,
+        &memory_identity,
+        &args.content,
+        args.memory_type.category(),
+        args.priority,
+    ))??;
     print_remember(&report, mode)
 }
 
@@ -166,8 +161,8 @@ pub fn run_forget(args: &ForgetArgs, home: &Home, config: &Config, mode: Mode) -
     if !args.recursive {
         uri.require_entry()?;
     }
-    let store = open_store(home)?;
-    let reports = manage::forget(&store, &identity.tenant, &uri, args.recursive)?;
+    let engine = memory_engine(home, config, false)?;
+    let reports = engine.forget_memories(&identity.tenant, &uri, args.recursive)?;
     print_forgotten(args, &reports, mode)
 }
 
