@@ -3,21 +3,17 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use skald_core::time::format_rfc3339_seconds;
 use skald_engine::SessionOverview;
 use skald_store::DATABASE_FILE;
-use skald_store::sessions::SqliteSessionStore;
 
 use crate::home::Home;
 use crate::local::{self, StoreKind};
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
-
-/// The tenant of the local commands when none is given.
-pub const DEFAULT_TENANT: &str = "default";
 
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
@@ -41,28 +37,6 @@ struct SessionRow {
     leaf_id: Option<String>,
     /// ISO 8601, UTC.
     updated_at: String,
-}
-
-/// Opens the session store in the data directory's database (created if missing).
-pub fn open_store(home: &Home) -> Result<SqliteSessionStore> {
-    let path = home.path.join(DATABASE_FILE);
-    SqliteSessionStore::open(&path)
-        .with_context(|| format!("cannot open the session store {}", path.display()))
-}
-
-/// Opens the session store for a command that reads sessions: a data directory without a
-/// database has none, which is said plainly rather than creating an empty store.
-pub fn open_existing_store(home: &Home) -> Result<SqliteSessionStore> {
-    let path = home.path.join(DATABASE_FILE);
-    if !path.exists() {
-        bail!(
-            "no session store at {} (data directory from {}): import a transcript first with \
-             `skald import FILE`",
-            path.display(),
-            home.source.name()
-        );
-    }
-    open_store(home)
 }
 
 /// A session as the server's `GET /v1/sessions` lists it (the fields `skald sessions` prints).
