@@ -1,7 +1,7 @@
 //! `skald add FILE|DIR`: documents into the memory store as resources.
 //!
-//! What is written is `skald_engine::memory::manage::add_documents` (the server's resources
-//! API runs the same code); this command walks and reads the files. Each text file is cut by
+//! What is written is `Engine::add_documents` (`skald_engine::memory::manage::add_documents`; the
+//! server's resources API makes the same call); this command walks and reads the files. Each text file is cut by
 //! `skald_core::memory::chunk` (Markdown at headings, anything else at
 //! blank lines, chunks of at most `--max-chunk-chars`) and each chunk becomes an entry at
 //! `<root>/<dir>/…/<file>/<chunk-slug>` (root `viking://resources`, or `--to`). Every directory
@@ -28,11 +28,12 @@ use clap::Args;
 use serde_json::json;
 use skald_core::memory::chunk::{DEFAULT_MAX_CHUNK_CHARS, MIN_CHUNK_CHARS};
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
-use skald_engine::memory::manage::{self, AddReport, Document, Skipped, segment_of};
+use skald_engine::memory::manage::{AddReport, Document, Skipped, segment_of};
 
 use crate::config::Config;
 use crate::home::Home;
-use crate::memory_cmd::{Embedding, Identity, IdentityArgs, open_store, parse_uri, run_memory_op};
+use crate::local;
+use crate::memory_cmd::{Identity, IdentityArgs, memory_engine, parse_uri};
 use crate::output::{self, Mode};
 use crate::remote::Remote;
 
@@ -162,20 +163,14 @@ fn add_local(args: &AddArgs, home: &Home, config: &Config) -> Result<AddReport> 
         .map(|(_, document)| document)
         .collect();
     let (root, skipped) = (gathered.root, gathered.skipped);
-    let embedding = Embedding::from_config(config)?;
-    let store = open_store(home)?;
-    run_memory_op(embedding.as_ref(), async |embedder| {
-        manage::add_documents(
-            &store,
-            embedder,
-            &identity.tenant,
-            &root,
-            documents,
-            args.max_chunk_chars,
-            skipped,
-        )
-        .await
-    })
+    let engine = memory_engine(home, config, true)?;
+    Ok(local::block_on(engine.add_documents(
+        &identity.tenant,
+        &root,
+        documents,
+        args.max_chunk_chars,
+        skipped,
+    ))??)
 }
 
 /// Reads the file or the directory's files, checking the arguments first.

@@ -1,10 +1,11 @@
-//! `skald compact`: a manual compaction of a stored session through `skald_engine::compact`,
-//! with the summarizer the configuration names (an LLM, else the extractive one), Ctrl-C wired
-//! to the engine's cancellation token, and the typed outcome printed. `--compare` hands over to
-//! [`crate::compare_cmd`]. After a compaction the compacted span is archived under
-//! `viking://session/{id}/archive_NNN` and its memories extracted
-//! (`skald_engine::memory_write::archive_compacted_span`; `--no-archive` skips it), with the
-//! deterministic extractor unless `--extract-with llm` names the summary model.
+//! `skald compact`: a manual compaction of a stored session through `Engine::compact` (the
+//! server's compact route makes the same call), with the summarizer the configuration names (an
+//! LLM, else the extractive one), Ctrl-C wired to the engine's cancellation token, and the typed
+//! outcome printed. `--compare` hands over to [`crate::compare_cmd`]. After a compaction the
+//! compacted span is archived under `viking://session/{id}/archive_NNN` and its memories
+//! extracted (`skald_engine::memory_write::archive_compacted_span`; `--no-archive` skips it),
+//! with the deterministic extractor unless `--extract-with llm` names the summary model (the
+//! engine's `EngineConfig::extractor`).
 //!
 //! Exit status: 0 when the session was compacted or the compaction was skipped (nothing to do is
 //! not a failure), [`EXIT_CANCELLED`] when work started and was abandoned (the session is
@@ -13,6 +14,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -22,20 +24,18 @@ use serde::Deserialize;
 use serde_json::json;
 use skald_core::compaction::{CancelReason, CompactionOutcome, CompactionTrigger};
 use skald_core::memory::write::WriteSettings;
-use skald_engine::compact::{CompactReport, CompactRequest, SpanArchive, compact_and_archive};
-use skald_engine::memory_write::MemoryWriter;
+use skald_engine::CompactInput;
+use skald_engine::compact::CompactReport;
+use skald_engine::memory_write::MemoryWriteError;
 use skald_llm::{DeterministicExtractor, LlmExtractor, MemoryExtractor, client_from_config};
-use skald_store::SqliteMemoryStore;
-use skald_store::sessions::SessionStore;
-use skald_store::{DATABASE_FILE, RefSettings, SqliteRefStore};
 use tokio_util::sync::CancellationToken;
 
 use crate::compare_cmd;
 use crate::config::Config;
 use crate::home::Home;
+use crate::local::{self, Models, StoreKind};
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
-use crate::sessions_cmd::{DEFAULT_TENANT, open_existing_store};
 
 /// Exit status of a compaction that started and was abandoned (timeout, summarizer failures,
 /// quality guard, a context that would not shrink).
@@ -148,53 +148,48 @@ pub fn run(
         return compare_cmd::run(path, args, config, mode);
     }
     let session_id = args.session.as_deref().ok_or_else(missing_session)?;
-    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+    let tenant = local::tenant_arg(args.tenant.as_deref())?;
+    let session = local::session_arg(session_id, "SESSION")?;
     let window_tokens = config.window_tokens(args.window);
     if window_tokens < 1_000 {
         bail!("--window is {window_tokens} tokens: a context window is at least 1000 tokens");
     }
     let agents_md = read_agents_md(args)?;
-    let sessions = open_existing_store(home)?;
+    local::require_session_store(home)?;
+    let stores = local::open_stores(home, StoreKind::Sessions)?;
     // An unknown session fails here, before a summarizer (and its key) is even looked at.
-    sessions.get(tenant, session_id)?;
-    let summarizer = config.summarizer()?;
-    let refs_path = home.path.join(DATABASE_FILE);
-    let refs = SqliteRefStore::open(&refs_path, RefSettings::default())
-        .with_context(|| format!("cannot open the ref store {}", refs_path.display()))?;
-    let request = CompactRequest {
-        tenant,
-        session_id,
-        window_tokens,
+    stores.sessions.get(&tenant, &session)?;
+    let models = Models {
+        summarizer: true,
+        // The archive's memories are written without vectors, as they always were here.
+        embedder: false,
+    };
+    let mut engine_config = local::engine_config(config, args.window, true, models)?;
+    // What archives the span is settled before the compaction, so a bad memory setting is known
+    // first; it does not stop the compaction (the report says the span was not archived).
+    let archive = (!args.no_archive).then(|| span_archive(args, config));
+    if let Some(Ok((extractor, settings))) = &archive {
+        engine_config.extractor = extractor.clone();
+        engine_config.memory.write = settings.clone();
+    }
+    let engine = local::engine(stores, engine_config)?;
+    let input = CompactInput {
+        window_tokens: Some(window_tokens),
         trigger: CompactionTrigger::Manual,
-        settings: &config.compaction,
-        custom_instructions: args.instructions.as_deref(),
-        agents_md: agents_md.as_deref(),
+        custom_instructions: args.instructions.clone(),
+        agents_md,
         context_tokens: None,
+        archive: matches!(archive, Some(Ok(_))),
     };
 
     let runtime = runtime()?;
     let cancel = CancellationToken::new();
     cancel_on_ctrl_c(&runtime, cancel.clone());
-    // The writer is built before the compaction, so a bad memory setting is known first; it
-    // does not stop the compaction (the report says the span was not archived).
-    let writer = (!args.no_archive).then(|| memory_writer(args, home, config));
-    let archive = match &writer {
-        Some(Ok(writer)) => Some(SpanArchive {
-            writer,
-            system_prompt: None,
-        }),
-        Some(Err(_)) | None => None,
-    };
-    let spinner = spinner(mode, &format!("compacting with {}", summarizer.name()));
-    let compaction = runtime.block_on(compact_and_archive(
-        &sessions,
-        &refs,
-        summarizer.as_ref(),
-        &request,
-        archive,
-        None,
-        &cancel,
-    ));
+    let spinner = spinner(
+        mode,
+        &format!("compacting with {}", engine.config().summarizer.name()),
+    );
+    let compaction = runtime.block_on(engine.compact(&tenant, &session, &input, &cancel));
     spinner.finish_and_clear();
     let compaction =
         compaction.with_context(|| format!("cannot compact session {session_id:?}"))?;
@@ -205,8 +200,8 @@ pub fn run(
             ..
         }
     );
-    let mut report = compaction.report(session_id, tenant, window_tokens);
-    if let (Some(Err(error)), Some(_)) = (&writer, &compaction.result.checkpoint_entry_id) {
+    let mut report = compaction.report(session_id, &tenant, window_tokens);
+    if let (Some(Err(error)), Some(_)) = (&archive, &compaction.result.checkpoint_entry_id) {
         report.memory_error = Some(format!("{error:#}"));
     }
     if let Some(error) = &report.memory_error {
@@ -284,21 +279,22 @@ fn read_agents_md(args: &CompactArgs) -> Result<Option<String>> {
         .transpose()
 }
 
-/// The writer that archives the span a compaction replaced and extracts its memories into the
-/// memory store in the same database file.
-fn memory_writer(args: &CompactArgs, home: &Home, config: &Config) -> Result<MemoryWriter> {
-    let extractor: std::sync::Arc<dyn MemoryExtractor> = match args.extract_with.as_deref() {
+/// What archives the span a compaction replaced and extracts its memories: the extractor
+/// `--extract-with` names, and the `[memory.write]` settings for `--user` (checked here, as the
+/// engine's writer would check them).
+fn span_archive(
+    args: &CompactArgs,
+    config: &Config,
+) -> Result<(Arc<dyn MemoryExtractor>, WriteSettings)> {
+    let extractor: Arc<dyn MemoryExtractor> = match args.extract_with.as_deref() {
         Some("llm") => {
             let provider = config.llm.summary_or_chat().context(
                 "--extract-with llm needs a model: configure [llm] (or [llm.summary]) in skald.toml",
             )?;
-            std::sync::Arc::new(LlmExtractor::new(client_from_config(provider)?))
+            Arc::new(LlmExtractor::new(client_from_config(provider)?))
         }
-        Some(_) | None => std::sync::Arc::new(DeterministicExtractor::default()),
+        Some(_) | None => Arc::new(DeterministicExtractor::default()),
     };
-    let path = home.path.join(DATABASE_FILE);
-    let memories = SqliteMemoryStore::open(&path)
-        .with_context(|| format!("cannot open the memory store {}", path.display()))?;
     let settings = WriteSettings {
         user: args
             .user
@@ -306,11 +302,8 @@ fn memory_writer(args: &CompactArgs, home: &Home, config: &Config) -> Result<Mem
             .unwrap_or_else(|| config.memory.user.clone()),
         ..config.memory.write.clone()
     };
-    Ok(MemoryWriter::new(
-        std::sync::Arc::new(memories),
-        extractor,
-        settings,
-    )?)
+    settings.validate().map_err(MemoryWriteError::from)?;
+    Ok((extractor, settings))
 }
 
 /// A spinner on stderr while work runs, only for a person at a terminal.

@@ -1,9 +1,10 @@
-//! `skald context`: what the model would see for a stored session — the engine's view
-//! (`skald_engine::prepare_view`, the one builder the server's assemble and context routes use)
-//! from the session's leaf with a cold state, the refs it hands out stored in the local ref
-//! store; with `--url`, the server's `GET /v1/sessions/{id}/context`, printed the same way.
+//! `skald context`: what the model would see for a stored session — `Engine::view` (the
+//! builder the server's assemble and context routes use) from the session's leaf with a cold
+//! state, the refs it hands out stored in the local ref store; with `--url`, the server's
+//! `GET /v1/sessions/{id}/context`, printed the same way.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -12,20 +13,17 @@ use serde_json::Value;
 use skald_core::codec::openclaw::{decode_agent_message_at, encode_agent_messages};
 use skald_core::message::Message;
 use skald_core::render::render_messages;
-use skald_engine::memory::{MemoryIdentity, RecallReport, SessionMemoryReport};
-use skald_engine::{RecallHook, SessionState, ViewRequest, prepare_view};
-use skald_llm::embedder_from_config;
+use skald_engine::memory::{RecallReport, SessionMemoryReport};
+use skald_engine::{View, ViewOptions};
 use skald_store::sessions::{NewSession, SessionError, SessionStore, SqliteSessionStore};
-use skald_store::{DATABASE_FILE, RefSettings, SqliteRefStore};
 
 use crate::config::Config;
 use crate::home::Home;
+use crate::local::{self, Models, StoreKind};
 use crate::memory_cmd::{Identity, IdentityArgs};
 use crate::output::Mode;
 use crate::remote::{self, Remote};
 use crate::replay_cmd::load_policy;
-use crate::sessions_cmd::{DEFAULT_TENANT, open_existing_store};
-use skald_store::clock::now_ms;
 
 #[derive(Debug, Args)]
 pub struct ContextArgs {
@@ -188,7 +186,7 @@ fn decode_messages(values: &[Value]) -> Result<Vec<Message>> {
 /// A copy of `session` in an in-memory store with its leaf at `leaf`: the view of another
 /// branch or an earlier point, built by the same code as the view of the leaf.
 fn at_leaf(
-    store: &SqliteSessionStore,
+    store: &dyn SessionStore,
     tenant: &str,
     session_id: &str,
     leaf: &str,
@@ -227,69 +225,53 @@ fn context_local(
         bail!("--window is {window} tokens: a context window is at least 1000 tokens");
     }
     let policy = load_policy(args.policy.as_deref().unwrap_or("skald"), config)?;
-    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
-    let sessions = open_existing_store(home)?;
+    let tenant = local::tenant_arg(args.tenant.as_deref())?;
+    let session = local::session_arg(&args.session, "SESSION")?;
+    local::require_session_store(home)?;
+    let mut stores = local::open_stores(home, StoreKind::Sessions)?;
     // An unknown session (or tenant) fails here, with the store's own error.
-    sessions.get(tenant, &args.session)?;
-    let leaf_copy = args
-        .leaf
-        .as_deref()
-        .map(|leaf| at_leaf(&sessions, tenant, &args.session, leaf))
-        .transpose()?;
-    let view_sessions: &dyn SessionStore = match &leaf_copy {
-        Some(copy) => copy,
-        None => &sessions,
-    };
-    let refs_path = home.path.join(DATABASE_FILE);
-    let refs = SqliteRefStore::open(&refs_path, RefSettings::default())
-        .with_context(|| format!("cannot open the ref store {}", refs_path.display()))?;
-    let memory = if args.memory {
+    stores.sessions.get(&tenant, &session)?;
+    if let Some(leaf) = args.leaf.as_deref() {
+        stores.sessions = Arc::new(at_leaf(stores.sessions.as_ref(), &tenant, &session, leaf)?);
+    }
+    let identity = if args.memory {
         // The memory commands' identity rules; the tenant is the session's.
-        let Identity { user, agent, .. } = Identity::resolve(
+        let identity = Identity::resolve(
             &IdentityArgs {
                 user: args.user.clone(),
                 agent: args.agent.clone(),
-                tenant: Some(tenant.to_owned()),
+                tenant: Some(tenant.to_string()),
             },
             config,
         )?;
-        let identity = MemoryIdentity::new(&user, &agent)
-            .with_context(|| format!("the memory identity (user {user:?}, agent {agent:?})"))?;
-        let embedder = embedder_from_config(config.embedding.as_ref())
-            .context("cannot use the embedder configured in [embedding]")?;
-        let store = crate::memory_cmd::open_store(home)?;
-        Some((user, agent, identity, embedder, store))
+        Some(identity.memory_identity()?)
     } else {
         None
     };
-    let hook = memory
-        .as_ref()
-        .map(|(_, _, identity, embedder, store)| RecallHook {
-            store,
-            embedder: embedder.as_deref(),
-            identity,
-            settings: &config.memory.recall,
-            offer_tools: true,
-            simulated_calls: true,
-        });
-    let request = ViewRequest {
-        sessions: view_sessions,
-        refs: &refs,
-        tenant,
-        session_id: &args.session,
-        policy: &policy,
-        window_tokens: window,
-        now_ms: now_ms(),
-        fetch_available: true,
-        memory: hook.as_ref(),
+    let models = Models {
+        summarizer: false,
+        embedder: args.memory,
+    };
+    let mut engine_config = local::engine_config(config, args.window, args.memory, models)?;
+    engine_config.policy = policy;
+    let engine = local::engine(stores, engine_config)?;
+    let options = ViewOptions {
+        window_tokens: Some(window),
+        // The view shows everything skald would offer a host that runs all of its tools.
+        available_tools: None,
+        with_memory: args.memory,
+        identity,
         pending_prompt: None,
     };
-    let mut state = SessionState::default();
-    let view = crate::compact_cmd::runtime()?.block_on(prepare_view(&request, &mut state))?;
-    let memory_view = match (view.memory.clone(), &memory) {
-        (Some(report), Some((user, agent, ..))) => Some(serde_json::to_value(MemoryView {
-            user: user.clone(),
-            agent: agent.clone(),
+    let View {
+        view,
+        tools,
+        identity,
+    } = local::block_on(engine.view(&tenant, &session, options))??;
+    let memory_view = match (view.memory.clone(), &identity) {
+        (Some(report), Some(identity)) => Some(serde_json::to_value(MemoryView {
+            user: identity.user().to_owned(),
+            agent: identity.agent().to_owned(),
             session_start: report.session_start,
             recall: report.recall,
         })?),
@@ -297,11 +279,11 @@ fn context_local(
     };
     let report = ContextReport {
         session_id: args.session.clone(),
-        policy: policy.name.clone(),
+        policy: engine.config().policy.name.clone(),
         messages: encode_agent_messages(&view.messages),
         estimated_tokens: view.estimated_tokens(),
         system_prompt_addition: view.system_prompt_addition(),
-        tools: view.tools.iter().map(|tool| tool.name.clone()).collect(),
+        tools: tools.iter().map(|tool| tool.name.clone()).collect(),
         memory: memory_view,
     };
     Ok((report, view.messages))

@@ -1,5 +1,6 @@
-//! `skald fetch`: the original content behind a ref id, from the local ref store (or a server's,
-//! `POST /v1/refs/fetch`) — the same slices (`--lines`, `--grep`) a model gets from
+//! `skald fetch`: the original content behind a ref id, from the local ref store
+//! (`Engine::fetch`, the executor of `fetch_original_data`) or a server's
+//! (`POST /v1/refs/fetch`) — the same slices (`--lines`, `--grep`) a model gets from
 //! `fetch_original_data`.
 
 use std::process::ExitCode;
@@ -8,13 +9,12 @@ use anyhow::{Result, bail};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use skald_engine::execute_fetch;
-use skald_store::{DATABASE_FILE, RefSettings, SqliteRefStore};
+use skald_store::DATABASE_FILE;
 
 use crate::home::Home;
+use crate::local::{self, StoreKind};
 use crate::output::Mode;
 use crate::remote::{self, Remote};
-use crate::sessions_cmd::DEFAULT_TENANT;
 
 #[derive(Debug, Args)]
 pub struct FetchArgs {
@@ -79,6 +79,7 @@ fn fetch_remote(args: &FetchArgs, remote: &Remote) -> Result<FetchReport> {
 }
 
 fn fetch_local(args: &FetchArgs, home: &Home) -> Result<FetchReport> {
+    let tenant = local::tenant_arg(args.tenant.as_deref())?;
     let path = home.path.join(DATABASE_FILE);
     if !path.exists() {
         bail!(
@@ -87,7 +88,7 @@ fn fetch_local(args: &FetchArgs, home: &Home) -> Result<FetchReport> {
             home.source.name()
         );
     }
-    let store = SqliteRefStore::open(&path, RefSettings::default())?;
+    let engine = local::local_engine(home, StoreKind::Refs, local::default_engine_config()?)?;
     let mut arguments = json!({
         "ref_ids": args.ref_ids,
         "context": args.context,
@@ -99,8 +100,7 @@ fn fetch_local(args: &FetchArgs, home: &Home) -> Result<FetchReport> {
     if let Some(grep) = &args.grep {
         arguments["grep"] = json!(grep);
     }
-    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
-    let output = execute_fetch(&store, tenant, &arguments);
+    let output = engine.fetch(&tenant, &arguments);
     Ok(FetchReport {
         found: output.found_ids,
         failed: output.failed_ids,

@@ -1,5 +1,5 @@
-//! `skald import`: a transcript into the local session store (or a server's, through
-//! `POST /v1/sessions/{id}/bootstrap`), once — OpenClaw sessions with their whole entry tree,
+//! `skald import`: a transcript into the local session store (`Engine::import`) or a server's
+//! (through `POST /v1/sessions/{id}/bootstrap`), once — OpenClaw sessions with their whole entry tree,
 //! every other format as a chain of messages.
 
 use std::path::PathBuf;
@@ -9,13 +9,12 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use skald_store::sessions::SessionStore;
-use skald_store::sessions::import::{ImportOptions, import_transcript, plan_import};
+use skald_store::sessions::import::{ImportOptions, plan_import};
 
 use crate::home::Home;
+use crate::local::{self, StoreKind};
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
-use crate::sessions_cmd::{DEFAULT_TENANT, open_store};
 use skald_store::clock::now_ms;
 
 #[derive(Debug, Args)]
@@ -66,9 +65,14 @@ pub fn run(
 ) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&args.path)
         .with_context(|| format!("cannot read {}", args.path.display()))?;
+    let session_id = args
+        .session_id
+        .as_deref()
+        .map(|id| local::session_arg(id, "--session-id"))
+        .transpose()?;
     let options = ImportOptions {
         source: Some(args.path.display().to_string()),
-        session_id: args.session_id.clone(),
+        session_id: session_id.map(String::from),
         now_ms: now_ms(),
     };
     let report = match remote {
@@ -111,15 +115,16 @@ fn import_local(
     options: &ImportOptions,
     home: &Home,
 ) -> Result<ImportReport> {
-    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+    let tenant = local::tenant_arg(args.tenant.as_deref())?;
     home.ensure()?;
-    let store = open_store(home)?;
-    let outcome = import_transcript(&store, tenant, text, options)
+    let engine = local::local_engine(home, StoreKind::Sessions, local::default_engine_config()?)?;
+    let outcome = engine
+        .import(&tenant, text, options)
         .with_context(|| format!("cannot import {}", args.path.display()))?;
-    let info = store.get(tenant, &outcome.session_id)?;
+    let info = engine.sessions().get(&tenant, &outcome.session_id)?;
     Ok(ImportReport {
         session_id: outcome.session_id,
-        tenant: tenant.to_owned(),
+        tenant: tenant.to_string(),
         format: outcome.format.name().to_owned(),
         status: outcome.status.name().to_owned(),
         entries_added: outcome.entries_added,

@@ -18,6 +18,7 @@ mod home;
 mod import_cmd;
 mod inspect;
 mod keys_cmd;
+mod local;
 mod memory_cmd;
 mod output;
 mod remote;

@@ -4,17 +4,15 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use skald_core::pipeline::policy::Policy;
-use skald_llm::embedder_from_config;
-use skald_server::{AppState, MemoryDefaults, ServerConfig};
+use skald_server::{AppState, ServerConfig};
 use skald_store::DATABASE_FILE;
 
 use crate::config::Config;
 use crate::home::Home;
+use crate::local::{self, Models};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -31,41 +29,32 @@ pub struct ServeArgs {
     pub no_memory: bool,
 }
 
-/// What the server is built from, checked before anything listens.
+/// What the server is built from, checked before anything listens. The engine's part is
+/// [`local::engine_config`], the mapping the local commands use too.
 pub fn server_config(config: &Config, args: &ServeArgs) -> Result<ServerConfig> {
-    let policy = match &config.policy {
-        Some(policy) => policy.clone(),
-        None => Policy::preset("skald")?,
-    };
-    let mut server = ServerConfig::new(policy);
-    server.engine.compaction = config.compaction.clone();
-    server.engine.window_tokens = config.window_tokens(args.window);
-    server.engine.memory = MemoryDefaults {
-        user: config.memory.user.clone(),
-        agent: config.memory.agent.clone(),
-        recall: config.memory.recall.clone(),
-        write: config.memory.write.clone(),
-        enabled: !args.no_memory,
-    };
-    server.openai = config
+    // The upstreams and timeouts are checked before the models are built, so a configuration
+    // with several mistakes reports them in the order it always has.
+    let openai = config
         .proxy
         .openai
         .as_ref()
         .map(|table| table.resolve("[proxy.openai]"))
         .transpose()?;
-    server.anthropic = config
+    let anthropic = config
         .proxy
         .anthropic
         .as_ref()
         .map(|table| table.resolve("[proxy.anthropic]"))
         .transpose()?;
+    let timeouts = config.proxy.timeouts()?;
+    let engine = local::engine_config(config, args.window, !args.no_memory, Models::ALL)?;
+    let mut server = ServerConfig::new(engine.policy.clone());
+    server.engine = engine;
+    server.openai = openai;
+    server.anthropic = anthropic;
     server.max_body_bytes = config.server.max_body_bytes;
-    server.engine.max_cached_bytes = config.server.max_cached_bytes;
-    server.timeouts = config.proxy.timeouts()?;
+    server.timeouts = timeouts;
     server.shutdown_grace = std::time::Duration::from_secs(config.server.shutdown_grace_secs);
-    server.engine.summarizer = Arc::from(config.summarizer()?);
-    server.engine.embedder = embedder_from_config(config.embedding.as_ref())
-        .context("cannot use the embedder configured in [embedding]")?;
     Ok(server)
 }
 

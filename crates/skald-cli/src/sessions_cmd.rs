@@ -1,23 +1,19 @@
-//! `skald sessions`: the sessions in the local store (or a server's, `GET /v1/sessions`), with
-//! their size and the tokens their context holds; and the opening of that store, shared by the
-//! session commands.
+//! `skald sessions`: the sessions in the local store (`Engine::list_sessions`) or a server's
+//! (`GET /v1/sessions`), with their size and the tokens their context holds.
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use skald_core::time::format_rfc3339_seconds;
-use skald_core::tokens::estimate_messages_tokens;
+use skald_engine::SessionOverview;
 use skald_store::DATABASE_FILE;
-use skald_store::sessions::{SessionStore, SqliteSessionStore};
 
 use crate::home::Home;
+use crate::local::{self, StoreKind};
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
-
-/// The tenant of the local commands when none is given.
-pub const DEFAULT_TENANT: &str = "default";
 
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
@@ -41,28 +37,6 @@ struct SessionRow {
     leaf_id: Option<String>,
     /// ISO 8601, UTC.
     updated_at: String,
-}
-
-/// Opens the session store in the data directory's database (created if missing).
-pub fn open_store(home: &Home) -> Result<SqliteSessionStore> {
-    let path = home.path.join(DATABASE_FILE);
-    SqliteSessionStore::open(&path)
-        .with_context(|| format!("cannot open the session store {}", path.display()))
-}
-
-/// Opens the session store for a command that reads sessions: a data directory without a
-/// database has none, which is said plainly rather than creating an empty store.
-pub fn open_existing_store(home: &Home) -> Result<SqliteSessionStore> {
-    let path = home.path.join(DATABASE_FILE);
-    if !path.exists() {
-        bail!(
-            "no session store at {} (data directory from {}): import a transcript first with \
-             `skald import FILE`",
-            path.display(),
-            home.source.name()
-        );
-    }
-    open_store(home)
 }
 
 /// A session as the server's `GET /v1/sessions` lists it (the fields `skald sessions` prints).
@@ -101,6 +75,23 @@ impl From<ServerSession> for SessionRow {
     }
 }
 
+impl From<SessionOverview> for SessionRow {
+    fn from(overview: SessionOverview) -> SessionRow {
+        let info = overview.info;
+        SessionRow {
+            session_id: info.id,
+            title: info.title,
+            source_format: info.source_format,
+            source: info.source,
+            entries: info.entry_count,
+            messages: info.message_count,
+            estimated_tokens: overview.estimated_tokens,
+            leaf_id: info.leaf_id,
+            updated_at: format_rfc3339_seconds(info.updated_at_ms),
+        }
+    }
+}
+
 pub fn run(
     args: &SessionsArgs,
     home: &Home,
@@ -113,25 +104,16 @@ pub fn run(
         let rows: Vec<SessionRow> = listed.sessions.into_iter().map(SessionRow::from).collect();
         return print_rows(&rows, mode);
     }
-    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+    let tenant = local::tenant_arg(args.tenant.as_deref())?;
     let rows = if home.path.join(DATABASE_FILE).exists() {
-        let store = open_store(home)?;
-        let mut rows = Vec::new();
-        for info in store.list(tenant)? {
-            let context = store.context(tenant, &info.id, None)?;
-            rows.push(SessionRow {
-                estimated_tokens: estimate_messages_tokens(&context),
-                session_id: info.id,
-                title: info.title,
-                source_format: info.source_format,
-                source: info.source,
-                entries: info.entry_count,
-                messages: info.message_count,
-                leaf_id: info.leaf_id,
-                updated_at: format_rfc3339_seconds(info.updated_at_ms),
-            });
-        }
-        rows
+        let engine =
+            local::local_engine(home, StoreKind::Sessions, local::default_engine_config()?)?;
+        engine
+            .list_sessions(&tenant)
+            .map_err(local::store_error)?
+            .into_iter()
+            .map(SessionRow::from)
+            .collect()
     } else {
         Vec::new()
     };

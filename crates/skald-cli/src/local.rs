@@ -1,0 +1,194 @@
+//! The engine of the local commands: a [`skald_engine::Engine`] over the data directory's
+//! database, configured from skald.toml by [`engine_config`] — the one mapping of the
+//! configuration to an [`EngineConfig`], which `skald serve` builds its engine with too, so a
+//! command on the local store runs with the settings the server would. Each local command checks
+//! its arguments here ([`tenant_arg`], [`session_arg`]), makes one engine call, and prints the
+//! answer, as the server's routes do.
+//!
+//! The stores are opened as the commands opened them before they went through the engine: a
+//! command about one store names that store when the database cannot be opened
+//! ([`open_stores`]), and the commands that read sessions refuse a data directory without a
+//! database rather than creating an empty one ([`require_session_store`]).
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use skald_core::ids::{SessionId, Tenant};
+use skald_core::pipeline::policy::Policy;
+use skald_engine::{Engine, EngineConfig, EngineError, MemoryDefaults, Stores};
+use skald_llm::embedder_from_config;
+use skald_store::memories::{MemoryStore, SqliteMemoryStore};
+use skald_store::sessions::{SessionStore, SqliteSessionStore};
+use skald_store::{DATABASE_FILE, RefSettings, RefStore, SqliteRefStore};
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::home::Home;
+
+/// The configured models an engine is given. Each is built only when the command uses it:
+/// building one reads a key from the environment, makes a client or loads a local model, and a
+/// command that never calls it should neither fail on its configuration nor pay for it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Models {
+    /// The summary model of `[llm.summary]` / `[llm]` (else the extractive summarizer).
+    pub summarizer: bool,
+    /// The embedder of `[embedding]` (else none: memory search is full-text only).
+    pub embedder: bool,
+}
+
+impl Models {
+    /// Every configured model (the server's engine).
+    pub const ALL: Models = Models {
+        summarizer: true,
+        embedder: true,
+    };
+}
+
+/// The engine configuration of `config`: its policy (the `skald` preset with the file's
+/// overrides), compaction, context window (`window`, else `[llm] context_window_tokens`),
+/// `[memory]` owner and settings (`memory`: whether calls get long-term memory), session-cache
+/// limit, and the `models` asked for.
+pub fn engine_config(
+    config: &Config,
+    window: Option<u64>,
+    memory: bool,
+    models: Models,
+) -> Result<EngineConfig> {
+    let policy = match &config.policy {
+        Some(policy) => policy.clone(),
+        None => Policy::preset("skald")?,
+    };
+    let mut engine = EngineConfig::new(policy);
+    engine.compaction = config.compaction.clone();
+    engine.window_tokens = config.window_tokens(window);
+    engine.memory = MemoryDefaults {
+        user: config.memory.user.clone(),
+        agent: config.memory.agent.clone(),
+        recall: config.memory.recall.clone(),
+        write: config.memory.write.clone(),
+        enabled: memory,
+    };
+    engine.max_cached_bytes = config.server.max_cached_bytes;
+    if models.summarizer {
+        engine.summarizer = Arc::from(config.summarizer()?);
+    }
+    if models.embedder {
+        engine.embedder = embedder_from_config(config.embedding.as_ref())
+            .context("cannot use the embedder configured in [embedding]")?;
+    }
+    Ok(engine)
+}
+
+/// The engine configuration of a command that loads no configuration (`fetch`, `import`,
+/// `sessions` only read or write stored data): the defaults, which such a command never
+/// consults. Not loading skald.toml keeps a broken one from failing them.
+pub fn default_engine_config() -> Result<EngineConfig> {
+    Ok(EngineConfig::new(Policy::preset("skald")?))
+}
+
+/// The store a command is about: opened first, so a database that cannot be opened at all is
+/// reported as that store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Sessions,
+    Refs,
+    Memories,
+}
+
+/// The three stores in the data directory's database (created if missing), `first` first.
+pub fn open_stores(home: &Home, first: StoreKind) -> Result<Stores> {
+    let path = home.path.join(DATABASE_FILE);
+    let sessions = || -> Result<Arc<dyn SessionStore>> {
+        Ok(Arc::new(SqliteSessionStore::open(&path).with_context(
+            || format!("cannot open the session store {}", path.display()),
+        )?))
+    };
+    let refs = || -> Result<Arc<dyn RefStore>> {
+        Ok(Arc::new(
+            SqliteRefStore::open(&path, RefSettings::default())
+                .with_context(|| format!("cannot open the ref store {}", path.display()))?,
+        ))
+    };
+    let memories = || -> Result<Arc<dyn MemoryStore>> {
+        Ok(Arc::new(SqliteMemoryStore::open(&path).with_context(
+            || format!("cannot open the memory store {}", path.display()),
+        )?))
+    };
+    // Struct fields are evaluated in the order written.
+    Ok(match first {
+        StoreKind::Sessions => Stores {
+            sessions: sessions()?,
+            refs: refs()?,
+            memories: memories()?,
+        },
+        StoreKind::Refs => Stores {
+            refs: refs()?,
+            sessions: sessions()?,
+            memories: memories()?,
+        },
+        StoreKind::Memories => Stores {
+            memories: memories()?,
+            sessions: sessions()?,
+            refs: refs()?,
+        },
+    })
+}
+
+/// An engine over `stores`. A command's process ends with its call, so the engine's background
+/// work (memory uploads, which only a finished turn starts) has no host to wait for it: the
+/// task tracker is the engine's own.
+pub fn engine(stores: Stores, config: EngineConfig) -> Result<Engine> {
+    Ok(Engine::new(stores, config, TaskTracker::new())?)
+}
+
+/// [`open_stores`], then [`engine`].
+pub fn local_engine(home: &Home, first: StoreKind, config: EngineConfig) -> Result<Engine> {
+    engine(open_stores(home, first)?, config)
+}
+
+/// Refuses a data directory without a database, for the commands that read sessions: it has
+/// none, which is said plainly rather than creating an empty store.
+pub fn require_session_store(home: &Home) -> Result<()> {
+    let path = home.path.join(DATABASE_FILE);
+    if !path.exists() {
+        bail!(
+            "no session store at {} (data directory from {}): import a transcript first with \
+             `skald import FILE`",
+            path.display(),
+            home.source.name()
+        );
+    }
+    Ok(())
+}
+
+/// `--tenant`, checked (absent: the default tenant).
+pub fn tenant_arg(value: Option<&str>) -> Result<Tenant> {
+    match value {
+        Some(name) => Tenant::parse(name).context("--tenant"),
+        None => Ok(Tenant::default()),
+    }
+}
+
+/// A session-id argument, checked; `argument` names it in the error (`SESSION`, `--session-id`).
+pub fn session_arg(value: &str, argument: &str) -> Result<SessionId> {
+    SessionId::parse(value).with_context(|| argument.to_owned())
+}
+
+/// The error of an engine call, as the command reported it when it called the store itself:
+/// the store's own error, without the engine's `session store: …` / `ref store: …` wrapper
+/// (which `{:#}` prints twice, as the message and again as its cause).
+pub fn store_error(error: EngineError) -> anyhow::Error {
+    match error {
+        EngineError::Session(error) => error.into(),
+        EngineError::Store(error) => error.into(),
+        error @ (EngineError::Policy(_)
+        | EngineError::Plan(_)
+        | EngineError::Import(_)
+        | EngineError::MemoryIdentity(_)) => error.into(),
+    }
+}
+
+/// Runs an engine call to completion on a runtime of its own.
+pub fn block_on<F: std::future::Future>(future: F) -> Result<F::Output> {
+    Ok(crate::compact_cmd::runtime()?.block_on(future))
+}
