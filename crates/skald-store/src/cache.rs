@@ -17,11 +17,17 @@ struct Entry {
 /// Counters for a caller who wants to see whether the cache is working.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CacheStats {
+    /// Payloads in the cache now.
     pub entries: usize,
+    /// The most entries the cache holds: [`RefSettings::cache_entries`](crate::RefSettings::cache_entries).
     pub capacity: usize,
     /// Sum of the original sizes of the cached payloads.
     pub bytes: usize,
+    /// [`SqliteRefStore::get`](crate::SqliteRefStore::get) calls answered from the cache since the
+    /// store was opened.
     pub hits: u64,
+    /// [`SqliteRefStore::get`](crate::SqliteRefStore::get) calls that had to read the database
+    /// since the store was opened: the ref was not cached, or its cached entry had expired.
     pub misses: u64,
 }
 

@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A source of the current time in milliseconds since the Unix epoch.
 pub trait Clock: Send + Sync {
+    /// The current time in milliseconds since the Unix epoch.
     fn now_ms(&self) -> i64;
 }
 
@@ -37,16 +38,20 @@ pub struct ManualClock {
 }
 
 impl ManualClock {
+    /// A clock that reads `now_ms` (milliseconds since the Unix epoch) until it is moved.
     pub fn new(now_ms: i64) -> ManualClock {
         ManualClock {
             now_ms: AtomicI64::new(now_ms),
         }
     }
 
+    /// Moves the clock to `now_ms` (milliseconds since the Unix epoch), backwards if it is
+    /// earlier than the current reading.
     pub fn set(&self, now_ms: i64) {
         self.now_ms.store(now_ms, Ordering::SeqCst);
     }
 
+    /// Moves the clock forward by `by_ms` milliseconds (backwards if negative).
     pub fn advance(&self, by_ms: i64) {
         self.now_ms.fetch_add(by_ms, Ordering::SeqCst);
     }

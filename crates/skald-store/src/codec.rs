@@ -13,6 +13,7 @@ pub enum Codec {
 }
 
 impl Codec {
+    /// The name stored in the `codec` column: `"raw"` or `"zstd"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Codec::Raw => "raw",
@@ -20,6 +21,8 @@ impl Codec {
         }
     }
 
+    /// The codec named `name` as [`Codec::as_str`] writes it; `None` for any other name (a row
+    /// written by a newer skald, or damaged).
     pub fn parse(name: &str) -> Option<Codec> {
         match name {
             "raw" => Some(Codec::Raw),

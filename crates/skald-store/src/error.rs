@@ -13,7 +13,12 @@ pub enum StoreError {
 
     /// The tenant name is empty, too long or has characters outside `[A-Za-z0-9._-]`.
     #[error("invalid tenant {shown:?}: {reason}")]
-    InvalidTenant { shown: String, reason: &'static str },
+    InvalidTenant {
+        /// The refused name, cut to its first 80 characters.
+        shown: String,
+        /// The rule it broke, as a sentence a user can act on.
+        reason: &'static str,
+    },
 
     /// A setting is out of range; the message names the setting and the accepted range.
     #[error("invalid ref store settings: {0}")]
@@ -24,7 +29,12 @@ pub enum StoreError {
         "ref {id} not found for tenant {tenant:?}: it was never stored for this tenant, or it \
          expired and was purged"
     )]
-    NotFound { tenant: String, id: RefId },
+    NotFound {
+        /// The tenant the lookup was made for.
+        tenant: String,
+        /// The id looked up, as parsed from the caller's text.
+        id: RefId,
+    },
 
     /// The ref existed but its time to live had run out; it has now been removed.
     #[error(
@@ -33,9 +43,11 @@ pub enum StoreError {
         format_ms(*.expired_at)
     )]
     Expired {
+        /// The tenant the lookup was made for.
         tenant: String,
+        /// The id of the expired ref, as parsed from the caller's text.
         id: RefId,
-        /// Milliseconds since the Unix epoch.
+        /// When the ref expired, in milliseconds since the Unix epoch.
         expired_at: i64,
     },
 
@@ -43,7 +55,9 @@ pub enum StoreError {
     /// timeout, …); [`BackendError::kind`] says which of these it was.
     #[error("ref store: {action} failed: {source}")]
     Storage {
+        /// What the store was doing when the backend failed, e.g. `"storing a ref"`.
         action: &'static str,
+        /// The backend's failure, with its [`BackendErrorKind`].
         #[source]
         source: BackendError,
     },
@@ -51,7 +65,9 @@ pub enum StoreError {
     /// The directory that should hold the database could not be created.
     #[error("ref store: could not create directory {}: {source}", .path.display())]
     Io {
+        /// The directory that could not be created (the database file's parent).
         path: PathBuf,
+        /// Why the operating system refused.
         #[source]
         source: std::io::Error,
     },
@@ -61,7 +77,12 @@ pub enum StoreError {
         "ref store database has schema version {found}, newer than the {supported} this build \
          supports: upgrade skald or use another data directory"
     )]
-    UnsupportedSchema { found: i64, supported: i64 },
+    UnsupportedSchema {
+        /// The schema version recorded in the database file.
+        found: i64,
+        /// The newest schema version this build knows: [`SCHEMA_VERSION`](crate::SCHEMA_VERSION).
+        supported: i64,
+    },
 
     /// Stored bytes do not decode to what was put (damaged file, or edited by hand).
     #[error("ref store data is corrupt: {0}")]

@@ -111,6 +111,8 @@
 //! The stores are `Send + Sync`, so a store shared in an `Arc` moves into `spawn_blocking`
 //! closures as it is.
 
+#![warn(missing_docs)]
+
 mod cache;
 pub mod clock;
 mod codec;

@@ -1,8 +1,6 @@
 //! The conformance suite: the behaviour every backend of the store traits must show, written
-//! against the traits only ([`SessionStore`](crate::SessionStore),
-//! [`RefStore`](crate::RefStore), [`MemoryStore`](crate::MemoryStore),
-//! [`KeyStore`](crate::KeyStore)), so the SQLite stores and any later backend (PostgreSQL) are
-//! held to the same checks.
+//! against the traits only ([`SessionStore`], [`RefStore`], [`MemoryStore`], [`KeyStore`]), so
+//! the SQLite stores and any later backend (PostgreSQL) are held to the same checks.
 //!
 //! Behind the cargo feature `conformance` (off by default). A backend's test turns it on with a
 //! dev-dependency, `skald-store = { workspace = true, features = ["conformance"] }`; this crate's

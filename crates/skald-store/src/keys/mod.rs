@@ -54,18 +54,26 @@ pub const MAX_KEY_NAME_LEN: usize = 200;
 pub struct ApiKey {
     /// `key_` and 16 hex digits; what `skald keys revoke` takes.
     pub id: String,
+    /// The tenant whose sessions, refs and memories a request with this key sees.
     pub tenant: String,
+    /// What the key is for, as given at creation (e.g. `ci runner`); at most
+    /// [`MAX_KEY_NAME_LEN`] characters, none of them control characters.
     pub name: String,
     /// The first characters of the secret, to recognise the key.
     pub prefix: String,
+    /// When the key was created, in milliseconds since the Unix epoch.
     pub created_at_ms: i64,
+    /// When the key was revoked, in milliseconds since the Unix epoch; `None` while it is live.
     pub revoked_at_ms: Option<i64>,
 }
 
 /// A key just created: the only time its secret is known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreatedKey {
+    /// The key as it is stored and listed.
     pub key: ApiKey,
+    /// The whole key, [`KEY_PREFIX`] and 48 hex digits, to hand to the user; the store keeps only
+    /// its hash.
     pub secret: String,
 }
 
@@ -77,7 +85,10 @@ pub enum KeyError {
     Unknown,
     /// The key existed and was revoked.
     #[error("API key {id} was revoked")]
-    Revoked { id: String },
+    Revoked {
+        /// The revoked key's id (`key_…`), to find it in `skald keys list`.
+        id: String,
+    },
     /// `revoke` was given an id no key has.
     #[error("no API key has the id {0:?}; `skald keys list` shows the ids")]
     NoSuchId(String),

@@ -48,10 +48,17 @@ pub trait DuplicatePrimitives {
 #[derive(Debug)]
 pub enum Placement {
     /// Merge it into the live version `id`.
-    Duplicate { id: i64, kind: DuplicateKind },
+    Duplicate {
+        /// The [`Memory::id`](super::Memory::id) of the live version to merge into.
+        id: i64,
+        /// Whether it is an exact or a near duplicate.
+        kind: DuplicateKind,
+    },
     /// Store it as a new entry; what the backend indexes it by.
     New {
+        /// The owner the entry's duplicates are looked for under ([`dedup_root`]).
         dedup_root: String,
+        /// SHA-256 of the normalised content ([`content_hash`]), for exact duplicates.
         content_hash: String,
         /// `None` for content too short to fingerprint. Boxed: a fingerprint is a few hundred
         /// bytes, which the other outcomes need not carry.

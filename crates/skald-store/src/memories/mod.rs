@@ -113,8 +113,11 @@ pub const MAX_SOURCE_ENTRY_IDS: usize = 1000;
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct MemorySource {
+    /// The session the memory was extracted from; `None` when it came from no session.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// Ids of the session entries it was extracted from, at most [`MAX_SOURCE_ENTRY_IDS`];
+    /// empty when none are known.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub entry_ids: Vec<String>,
 }
@@ -175,31 +178,39 @@ impl NewMemory {
         }
     }
 
+    /// Gives the L0 abstract (1 to 256 characters) instead of deriving it.
     pub fn with_l0(mut self, l0: impl Into<String>) -> NewMemory {
         self.l0 = Some(l0.into());
         self
     }
 
+    /// Gives the L1 overview (1 to 4,000 characters) instead of deriving it.
     pub fn with_l1(mut self, l1: impl Into<String>) -> NewMemory {
         self.l1 = Some(l1.into());
         self
     }
 
+    /// Sets the priority, 0 (lowest) to [`MAX_PRIORITY`].
     pub fn with_priority(mut self, priority: u8) -> NewMemory {
         self.priority = Some(priority);
         self
     }
 
+    /// Records where the memory came from.
     pub fn with_source(mut self, source: MemorySource) -> NewMemory {
         self.source = source;
         self
     }
 
+    /// Dates the memory at `created_at_ms` (ms since the Unix epoch), e.g. the time of the
+    /// session it was drawn from, instead of now.
     pub fn created_at(mut self, created_at_ms: i64) -> NewMemory {
         self.created_at_ms = Some(created_at_ms);
         self
     }
 
+    /// Stores `embedding` as the entry's vector (1 to [`MAX_VECTOR_DIMENSIONS`] finite
+    /// components, not all zero).
     pub fn with_embedding(mut self, embedding: Vec<f32>) -> NewMemory {
         self.embedding = Some(embedding);
         self
@@ -213,9 +224,17 @@ pub enum MemoryStatus {
     /// The current version of its URI.
     Live,
     /// Replaced by version `by` (a [`Memory::id`]) at `at_ms`.
-    Superseded { by: i64, at_ms: i64 },
+    Superseded {
+        /// The [`Memory::id`] of the version that replaced it.
+        by: i64,
+        /// When it was replaced, in ms since the Unix epoch.
+        at_ms: i64,
+    },
     /// Forgotten at `at_ms`; search and reads no longer see it.
-    Forgotten { at_ms: i64 },
+    Forgotten {
+        /// When it was forgotten, in ms since the Unix epoch.
+        at_ms: i64,
+    },
 }
 
 /// Which level of an entry to read.
@@ -235,10 +254,13 @@ pub enum MemoryLevel {
 pub struct Memory {
     /// The version's id, unique in the database.
     pub id: i64,
+    /// The tenant the entry belongs to.
     pub tenant: String,
+    /// Where the entry lives: an entry location of the layout.
     pub uri: MemoryUri,
     /// 1 for the first version of the URI, then 2, 3…
     pub version: u32,
+    /// The category, as the URI decides it ([`MemoryUri::category`]).
     pub category: MemoryCategory,
     /// The abstract.
     pub l0: String,
@@ -246,15 +268,17 @@ pub struct Memory {
     pub l1: String,
     /// The full content.
     pub l2: String,
+    /// 0 (lowest) to [`MAX_PRIORITY`].
     pub priority: u8,
     /// The version's own source first (when it has one), then those of merged duplicates.
     pub sources: Vec<MemorySource>,
     /// When what it records happened (ms since the Unix epoch).
     pub created_at_ms: i64,
-    /// When this version was written.
+    /// When this version was written (ms since the Unix epoch).
     pub updated_at_ms: i64,
+    /// Whether this version is live, superseded or forgotten.
     pub status: MemoryStatus,
-    /// The version this one replaced.
+    /// The [`Memory::id`] of the version this one replaced; `None` for a first version.
     pub supersedes: Option<i64>,
     /// SHA-256 of the normalised L2 ([`skald_core::memory::dedup::content_hash`]).
     pub content_hash: String,
@@ -287,7 +311,10 @@ pub enum DuplicateKind {
     /// Same normalised text.
     Exact,
     /// Word-pair Jaccard similarity at or above the threshold.
-    Near { similarity: f64 },
+    Near {
+        /// The word-pair Jaccard similarity of the written content to the entry's L2, 0.0 to 1.0.
+        similarity: f64,
+    },
 }
 
 /// A write that was merged into an existing entry instead of being stored.
@@ -297,6 +324,7 @@ pub struct Merge {
     pub requested_uri: MemoryUri,
     /// The live entry it was merged into, with the new source added.
     pub into: Memory,
+    /// Whether the write was an exact or a near duplicate of it.
     pub kind: DuplicateKind,
 }
 
@@ -326,7 +354,9 @@ impl AddOutcome {
 pub enum UpdateOutcome {
     /// A new version was written; `previous` is now superseded.
     Updated {
+        /// The new live version.
         memory: Memory,
+        /// The version it replaced, as stored now: [`MemoryStatus::Superseded`] by `memory`.
         previous: Box<Memory>,
     },
     /// Content, levels, priority and source equal the live version's: nothing was written.
@@ -345,7 +375,9 @@ impl UpdateOutcome {
 /// One line of a directory listing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DirEntry {
+    /// The directory's or the entry's URI.
     pub uri: MemoryUri,
+    /// Whether it is a directory or an entry, with what a listing shows of it.
     #[serde(flatten)]
     pub kind: DirEntryKind,
 }
@@ -355,12 +387,19 @@ pub struct DirEntry {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum DirEntryKind {
     /// A directory, with the number of live entries below it at any depth.
-    Directory { entries: u64 },
+    Directory {
+        /// Live entries at any depth below the directory.
+        entries: u64,
+    },
     /// An entry, with its abstract.
     Entry {
+        /// The entry's category.
         category: MemoryCategory,
+        /// The live version's L0 abstract.
         l0: String,
+        /// The live version's priority, 0 to [`MAX_PRIORITY`].
         priority: u8,
+        /// When the live version was written, in ms since the Unix epoch.
         updated_at_ms: i64,
     },
 }
@@ -368,6 +407,7 @@ pub enum DirEntryKind {
 /// A directory and what is below it, to a depth.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TreeNode {
+    /// This directory or entry.
     #[serde(flatten)]
     pub entry: DirEntry,
     /// Empty for entries, and for directories at the depth limit.
@@ -413,6 +453,7 @@ pub struct SearchQuery {
     pub text: String,
     /// A query vector from the same model as the stored vectors (optional).
     pub vector: Option<Vec<f32>>,
+    /// Which entries may be returned; the default filters nothing.
     pub filter: SearchFilter,
     /// How many hits to return, 1 to [`MAX_SEARCH_LIMIT`].
     pub limit: usize,
@@ -433,11 +474,13 @@ impl SearchQuery {
         }
     }
 
+    /// Adds a query vector, for the vector ranking.
     pub fn with_vector(mut self, vector: Vec<f32>) -> SearchQuery {
         self.vector = Some(vector);
         self
     }
 
+    /// Restricts the search to the entries `filter` lets through.
     pub fn with_filter(mut self, filter: SearchFilter) -> SearchQuery {
         self.filter = filter;
         self
@@ -460,17 +503,22 @@ pub struct SearchFilter {
 /// One search result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchHit {
+    /// The live version that matched, with all its sources.
     pub memory: Memory,
     /// The fused score (`Σ weight / (60 + rank)` over the rankings fused); comparable within one
     /// search only.
     pub score: f64,
-    /// 0-based rank in the BM25 ranking, and FTS5's bm25 value there (lower is better).
+    /// 0-based rank in the BM25 ranking; `None` when the hit is not among the full-text
+    /// candidates.
     pub text_rank: Option<usize>,
+    /// FTS5's bm25 value at `text_rank` (negative, lower is better); `None` with `text_rank`.
     pub bm25: Option<f64>,
     /// 0-based rank in the BM25 ranking restricted to the query's dates.
     pub date_rank: Option<usize>,
-    /// 0-based rank in the vector ranking, and the cosine similarity.
+    /// 0-based rank in the vector ranking; `None` when the query has no vector or the hit is not
+    /// among the vector candidates.
     pub vector_rank: Option<usize>,
+    /// The cosine similarity of the hit's vector to the query vector; `None` with `vector_rank`.
     pub cosine: Option<f32>,
     /// 0-based rank in the BM25 ranking re-ordered by directory relevance.
     pub directory_rank: Option<usize>,
@@ -495,6 +543,7 @@ pub enum WriteAction {
 pub struct MemoryWrite {
     /// When it happened (ms since the Unix epoch).
     pub at_ms: i64,
+    /// What the write did.
     pub action: WriteAction,
     /// The entry written, updated, forgotten, or merged into.
     pub uri: MemoryUri,
@@ -506,7 +555,9 @@ pub struct MemoryWrite {
     pub duplicate: Option<DuplicateKind>,
     /// The version concerned (its [`Memory::id`] and number).
     pub memory_id: i64,
+    /// That version's number at its URI ([`Memory::version`]).
     pub version: u32,
+    /// The entry's category.
     pub category: MemoryCategory,
     /// That version's abstract.
     pub l0: String,
@@ -515,8 +566,11 @@ pub struct MemoryWrite {
 /// Counts of a tenant's versions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct MemoryStats {
+    /// Live versions: one per entry that search and reads see.
     pub live: u64,
+    /// Versions replaced by a newer version at their URI.
     pub superseded: u64,
+    /// Versions forgotten and not replaced since.
     pub forgotten: u64,
     /// Writes merged into an existing entry.
     pub merged: u64,
@@ -530,8 +584,11 @@ pub struct MemoryStats {
 pub struct ColumnWeights {
     /// The words of the URI below its fixed layout (names of users, entities, files).
     pub path: f64,
+    /// The L0 abstract, when the writer gave one.
     pub l0: f64,
+    /// The L1 overview, when the writer gave one.
     pub l1: f64,
+    /// The L2 content.
     pub l2: f64,
 }
 
@@ -552,6 +609,7 @@ pub struct MemorySettings {
     /// Word-pair Jaccard similarity from which a write is merged into an existing entry, from
     /// 0.6 to 1.0; `None` merges exact duplicates only.
     pub near_duplicate_threshold: Option<f64>,
+    /// The BM25 weights of the indexed fields; finite and not negative.
     pub weights: ColumnWeights,
     /// How deep each ranking goes before fusion (at least the search limit).
     pub candidates: usize,
@@ -573,13 +631,19 @@ pub struct MemorySettings {
 pub enum VectorFusion {
     /// The vector ranking is one more list of the reciprocal rank fusion, of this weight (the
     /// BM25 ranking's is 1); 0 turns it off.
-    Rank { weight: f64 },
+    Rank {
+        /// The RRF weight of the vector ranking; finite and not negative.
+        weight: f64,
+    },
     /// Min-max score fusion ([`skald_core::memory::fusion::min_max_score_fusion`]): the BM25
     /// scores of the text candidates and the cosines of the vector candidates are each mapped to
     /// [0, 1] within the query, and `(1 - share) × text + share × vector` orders the relevance
     /// ranking that takes the BM25 ranking's place in the reciprocal rank fusion. `share` is
     /// from 0 (text only) to 1 (vectors only).
-    Score { share: f64 },
+    Score {
+        /// The vector side's share of the relevance score, 0 to 1.
+        share: f64,
+    },
 }
 
 impl Default for VectorFusion {
@@ -738,32 +802,59 @@ pub enum MemoryError {
 
     /// A field of the request is out of range; the message names it and the accepted range.
     #[error("invalid {field}: {reason}")]
-    InvalidInput { field: &'static str, reason: String },
+    InvalidInput {
+        /// The field refused, e.g. `"l0"`, `"limit"` or `"source.entry_ids"`.
+        field: &'static str,
+        /// What is wrong with it and what is accepted.
+        reason: String,
+    },
 
     /// No live entry at the URI for this tenant (entries of other tenants are never visible).
     #[error("no memory at {uri} for tenant {tenant:?}; list what exists with `skald ls`")]
-    NotFound { tenant: String, uri: MemoryUri },
+    NotFound {
+        /// The tenant the lookup was made for.
+        tenant: String,
+        /// The URI looked up.
+        uri: MemoryUri,
+    },
 
     /// The entry at the URI was forgotten.
     #[error(
         "the memory at {uri} was forgotten at {at_ms} ms since the Unix epoch; its versions are \
          still listed by history"
     )]
-    Forgotten { uri: MemoryUri, at_ms: i64 },
+    Forgotten {
+        /// The URI looked up.
+        uri: MemoryUri,
+        /// When its latest version was forgotten, in ms since the Unix epoch.
+        at_ms: i64,
+    },
 
     /// `add` at a URI that holds a different live entry.
     #[error("a different memory already lives at {uri}; update it to write a new version")]
-    AlreadyExists { uri: MemoryUri },
+    AlreadyExists {
+        /// The URI written to, where the live entry is.
+        uri: MemoryUri,
+    },
 
     /// The URI is below an existing entry, or existing entries are below it.
     #[error("{uri} conflicts with the entry {existing}: a URI is either an entry or a directory")]
-    PathConflict { uri: MemoryUri, existing: MemoryUri },
+    PathConflict {
+        /// The URI written to.
+        uri: MemoryUri,
+        /// A live entry it conflicts with: the one `uri` would be inside, or one of those that
+        /// would be inside `uri`.
+        existing: MemoryUri,
+    },
 
     /// A write of [`MemoryStore::add_many`] failed; nothing of the batch was written.
     #[error("memory {index} of the batch ({uri}): {source}")]
     InBatch {
+        /// The 0-based position of the failed memory in the batch.
         index: usize,
+        /// Its URI.
         uri: MemoryUri,
+        /// Why it failed.
         #[source]
         source: Box<MemoryError>,
     },
@@ -773,7 +864,12 @@ pub enum MemoryError {
         "the query vector has {query} dimensions but the stored vectors have {stored:?}; embed \
          the query with the model the memories were embedded with"
     )]
-    DimensionMismatch { query: usize, stored: Vec<usize> },
+    DimensionMismatch {
+        /// The query vector's dimensions.
+        query: usize,
+        /// The dimensions of the stored vectors the search could see, ascending, each once.
+        stored: Vec<usize>,
+    },
 
     /// A setting is out of range.
     #[error("invalid memory store settings: {0}")]
@@ -788,7 +884,9 @@ pub enum MemoryError {
     /// timeout, …); [`BackendError::kind`] says which of these it was.
     #[error("memory store: {action} failed: {source}")]
     Storage {
+        /// What the store was doing when the backend failed, e.g. `"counting memories"`.
         action: &'static str,
+        /// The backend's failure, with its [`BackendErrorKind`].
         #[source]
         source: BackendError,
     },

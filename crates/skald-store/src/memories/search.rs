@@ -65,22 +65,27 @@ pub trait SearchPrimitives {
 /// What [`SearchPrimitives::text_candidates`] searches for.
 #[derive(Debug, Clone, Copy)]
 pub struct TextRequest<'a> {
+    /// The tenant searched, already validated; no other tenant's versions are candidates.
     pub tenant: &'a str,
     /// Terms of the query (as [`QueryPlan::terms`] gives them, so already normalised); a
     /// document matches when it holds any of them. Never empty.
     pub terms: &'a [&'a str],
+    /// The query's filter, already validated: categories, directory, creation-time range.
     pub filter: &'a SearchFilter,
     /// Creation-time windows `[start, end)` in ms since the Unix epoch; a document matches when
     /// it was created in any of them. Empty: no restriction.
     pub windows: &'a [(i64, i64)],
     /// The BM25 weights of the indexed fields.
     pub weights: ColumnWeights,
+    /// The most candidates to return: [`MemorySettings::candidates`], or the query's limit if
+    /// that is larger.
     pub depth: usize,
 }
 
 /// A full-text candidate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextCandidate {
+    /// The version's [`Memory::id`].
     pub id: i64,
     /// The BM25 score as SQLite's FTS5 reports it: negative, lower is better. A backend whose
     /// BM25 is positive (higher is better) negates it.
@@ -92,9 +97,15 @@ pub struct TextCandidate {
 /// What [`SearchPrimitives::vector_candidates`] searches for.
 #[derive(Debug, Clone, Copy)]
 pub struct VectorRequest<'a> {
+    /// The tenant searched, already validated; no other tenant's versions are candidates.
     pub tenant: &'a str,
+    /// The query vector, already validated: 1 to
+    /// [`MAX_VECTOR_DIMENSIONS`](super::MAX_VECTOR_DIMENSIONS) finite components, not all zero.
     pub vector: &'a [f32],
+    /// The query's filter, already validated: categories, directory, creation-time range.
     pub filter: &'a SearchFilter,
+    /// The most candidates to return: [`MemorySettings::candidates`], or the query's limit if
+    /// that is larger.
     pub depth: usize,
 }
 

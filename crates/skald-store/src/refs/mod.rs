@@ -76,6 +76,8 @@ impl Default for RefSettings {
 }
 
 impl RefSettings {
+    /// Checks the settings: [`StoreError::InvalidSettings`], naming the setting and its accepted
+    /// range, if `ttl` is outside [`MIN_TTL`]..=[`MAX_TTL`] or `cache_entries` is 0.
     pub fn validate(&self) -> Result<(), StoreError> {
         if self.ttl < MIN_TTL {
             return Err(StoreError::InvalidSettings(format!(
@@ -124,10 +126,18 @@ pub struct RefStats {
 /// What the store knows about one ref, without its content.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefInfo {
+    /// The ref's id (the hash of its canonical payload).
     pub id: RefId,
+    /// How the content is encoded on disk.
     pub codec: Codec,
+    /// Size of the canonical payload, in bytes.
     pub original_bytes: u64,
+    /// Size of the content as stored (after compression, if any), in bytes.
     pub stored_bytes: u64,
+    /// When the ref was first stored, in milliseconds since the Unix epoch; a re-put does not
+    /// change it.
     pub created_at_ms: i64,
+    /// When the ref expires, in milliseconds since the Unix epoch: its last put plus the TTL (a
+    /// put never moves it earlier).
     pub expires_at_ms: i64,
 }

@@ -69,8 +69,12 @@ impl ImportStatus {
 /// The result of [`import_transcript`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImportOutcome {
+    /// The id the session is stored under: [`ImportOptions::session_id`], the OpenClaw header's
+    /// id, or the derived one.
     pub session_id: String,
+    /// The format the transcript was detected as.
     pub format: Format,
+    /// Whether the session was created, extended, or already held everything.
     pub status: ImportStatus,
     /// Entries appended by this import.
     pub entries_added: usize,
@@ -83,28 +87,44 @@ pub struct ImportOutcome {
 /// Why a transcript was not imported. Nothing was stored.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
+    /// The text is not a transcript of a format `skald_core::codec` reads, or does not decode
+    /// as the format it was detected as.
     #[error(transparent)]
     Decode(#[from] DecodeError),
+    /// The session store refused or failed: an invalid tenant or session id, an entry it cannot
+    /// store, or a storage failure.
     #[error(transparent)]
     Session(#[from] SessionError),
     /// The transcript's entries cannot be stored as they are; the reason names the entry.
     #[error("{reason}")]
-    InvalidTree { reason: String },
+    InvalidTree {
+        /// What is wrong, naming the entry (e.g. an id used twice, a parent later in the file).
+        reason: String,
+    },
     /// The session exists and one of its stored entries differs from the transcript's.
     #[error(
         "session {session:?} was imported before, and {what} differs from the stored one: the \
          transcript was changed, not only extended; give another --session-id to import it as a \
          new session"
     )]
-    Conflict { session: String, what: String },
+    Conflict {
+        /// The session id imported into.
+        session: String,
+        /// The first differing entry: `entry "<id>"` for an OpenClaw session, `message <n>`
+        /// (1-based) for other formats.
+        what: String,
+    },
     /// The session exists but came from another format.
     #[error(
         "session {session:?} was imported from a {stored} transcript, and this one is {found}; \
          give another --session-id to import it as a new session"
     )]
     FormatMismatch {
+        /// The session id imported into.
         session: String,
+        /// The format the stored session was imported from ([`Format::name`]).
         stored: String,
+        /// The format of this transcript ([`Format::name`]).
         found: &'static str,
     },
 }
@@ -112,10 +132,16 @@ pub enum ImportError {
 /// A transcript turned into what the store keeps.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImportPlan {
+    /// The format the transcript was detected as.
     pub format: Format,
+    /// The session header; its `id` is the session id to import under.
     pub header: SessionHeader,
+    /// A title for listings: the first line of an OpenClaw session's last `session_info` name,
+    /// else of the first user message, cut to 80 characters; `None` when there is neither.
     pub title: Option<String>,
+    /// The entries to store, in file order, each parent before its children.
     pub entries: Vec<Entry>,
+    /// Lines the decoder skipped or repaired, each with the reason.
     pub issues: Vec<LineIssue>,
     /// How to name entry `i` in errors ("entry \"a1b2c3d4\"", "message 3").
     linear: bool,

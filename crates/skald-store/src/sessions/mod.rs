@@ -219,11 +219,17 @@ impl NewSession {
 /// What is stored about a session, besides its entries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionInfo {
+    /// The tenant the session belongs to.
     pub tenant: String,
+    /// The session id (`header.id`), unique within the tenant.
     pub id: String,
+    /// The session header as it was created.
     pub header: SessionHeader,
+    /// The format the session came from ([`NewSession::source_format`]).
     pub source_format: String,
+    /// Where it came from (a file path); `None` when the creator gave none.
     pub source: Option<String>,
+    /// A human title for listings; `None` when the creator gave none.
     pub title: Option<String>,
     /// The entry the active branch ends at; `None` for an empty session or after
     /// `set_leaf(None)`.
@@ -241,12 +247,15 @@ pub struct SessionInfo {
 /// A compaction to record: the summary that replaces the history before `first_kept_entry_id`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompactionCheckpoint {
+    /// The summary the model sees in place of the history before the first kept entry.
     pub summary: String,
     /// The first entry of the active path the model still sees after the summary; `None`
     /// keeps no entry from before the checkpoint (everything was summarised).
     pub first_kept_entry_id: Option<String>,
+    /// The context size before the compaction, in tokens (pi's `tokensBefore`).
     pub tokens_before: u64,
-    /// Stored in the entry's extra fields as [`TOKENS_AFTER_KEY`].
+    /// The context size after the compaction, in tokens; stored in the entry's extra fields as
+    /// [`TOKENS_AFTER_KEY`].
     pub tokens_after: u64,
     /// Host-only data (read and modified files…); never shown to a model.
     pub details: Option<Value>,
@@ -275,26 +284,51 @@ pub struct BranchRewrite {
 pub enum SessionError {
     /// The session id is empty, too long, or has characters outside `[A-Za-z0-9._:-]`.
     #[error("invalid session id {shown:?}: {reason}")]
-    InvalidSessionId { shown: String, reason: &'static str },
+    InvalidSessionId {
+        /// The refused id, cut to its first 80 characters.
+        shown: String,
+        /// The rule it broke, as a sentence a user can act on.
+        reason: &'static str,
+    },
 
     /// No such session for this tenant (sessions of other tenants are never visible).
     #[error(
         "no session {id:?} for tenant {tenant:?}: import a transcript first, or list the stored \
          sessions with `skald sessions`"
     )]
-    NotFound { tenant: String, id: String },
+    NotFound {
+        /// The tenant the lookup was made for.
+        tenant: String,
+        /// The session id looked up.
+        id: String,
+    },
 
     /// `create` of a session id the tenant already has.
     #[error("session {id:?} already exists for tenant {tenant:?}")]
-    AlreadyExists { tenant: String, id: String },
+    AlreadyExists {
+        /// The tenant the session was to be created for.
+        tenant: String,
+        /// The session id it already has.
+        id: String,
+    },
 
     /// An entry id is empty, too long or has control characters.
     #[error("invalid entry id {shown:?}: {reason}")]
-    InvalidEntryId { shown: String, reason: &'static str },
+    InvalidEntryId {
+        /// The refused id, cut to its first 80 characters.
+        shown: String,
+        /// The rule it broke, as a sentence a user can act on.
+        reason: &'static str,
+    },
 
     /// An appended entry reuses an id of the session (or of the same batch).
     #[error("session {session:?}: entry id {id:?} is already used")]
-    DuplicateEntryId { session: String, id: String },
+    DuplicateEntryId {
+        /// The session appended to.
+        session: String,
+        /// The entry id used twice.
+        id: String,
+    },
 
     /// An appended entry's parent is neither stored nor earlier in the batch.
     #[error(
@@ -302,14 +336,22 @@ pub enum SessionError {
          session (a parent is stored before its children)"
     )]
     UnknownParent {
+        /// The session appended to.
         session: String,
+        /// The id of the entry whose parent is missing.
         id: String,
+        /// The parent id it names.
         parent: String,
     },
 
     /// An entry named by the caller does not exist in the session.
     #[error("session {session:?} has no entry {id:?}")]
-    UnknownEntry { session: String, id: String },
+    UnknownEntry {
+        /// The session looked in.
+        session: String,
+        /// The entry id no entry of the session has.
+        id: String,
+    },
 
     /// An entry that must be on the active branch is on another one.
     #[error(
@@ -317,14 +359,22 @@ pub enum SessionError {
         leaf.as_deref().unwrap_or("no entry")
     )]
     NotOnActivePath {
+        /// The session looked in.
         session: String,
+        /// The entry that is off the active branch.
         id: String,
+        /// The stored leaf the active branch ends at; `None` when the session has no leaf.
         leaf: Option<String>,
     },
 
     /// An entry cannot be stored as it is (for example an unknown entry kind without a `type`).
     #[error("entry {id:?}: {reason}")]
-    InvalidEntry { id: String, reason: String },
+    InvalidEntry {
+        /// The refused entry's id.
+        id: String,
+        /// Why it cannot be stored.
+        reason: String,
+    },
 
     /// `rewrite_branch` with no rewrites.
     #[error("rewrite_branch needs at least one entry to rewrite")]
@@ -339,7 +389,9 @@ pub enum SessionError {
     /// timeout, …); [`BackendError::kind`] says which of these it was.
     #[error("session store: {action} failed: {source}")]
     Storage {
+        /// What the store was doing when the backend failed, e.g. `"appending a session entry"`.
         action: &'static str,
+        /// The backend's failure, with its [`BackendErrorKind`].
         #[source]
         source: BackendError,
     },
