@@ -103,7 +103,8 @@ fn import_remote(
         .with_context(|| format!("cannot import {}", args.path.display()))?;
     answer.import.with_context(|| {
         format!(
-            "the server at {} bootstrapped session {session_id:?} but did not say what it              imported (is it an older skald?)",
+            "the server at {} bootstrapped session {session_id:?} but did not say what it \
+             imported (is it an older skald?)",
             remote.base()
         )
     })
