@@ -221,14 +221,8 @@ impl ToolResult {
     pub fn text_chars(&self) -> usize {
         self.content
             .iter()
-            .map(|block| match block {
-                Block::Text(text) => text.text.chars().count(),
-                Block::Image(_)
-                | Block::Thinking(_)
-                | Block::ToolCall(_)
-                | Block::ToolResult(_)
-                | Block::Opaque(_) => 0,
-            })
+            .filter_map(Block::as_text)
+            .map(|text| text.text.chars().count())
             .sum()
     }
 }
@@ -236,20 +230,11 @@ impl ToolResult {
 /// The text blocks of `blocks`, joined by newlines (images, calls and nested results skipped).
 pub fn join_text(blocks: &[Block]) -> String {
     let mut out = String::new();
-    for block in blocks {
-        match block {
-            Block::Text(text) => {
-                if !out.is_empty() {
-                    out.push('\n');
-                }
-                out.push_str(&text.text);
-            }
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => {}
+    for text in blocks.iter().filter_map(Block::as_text) {
+        if !out.is_empty() {
+            out.push('\n');
         }
+        out.push_str(&text.text);
     }
     out
 }
@@ -274,6 +259,81 @@ impl Block {
             text: text.into(),
             extra: Extra::new(),
         })
+    }
+
+    // The accessors below match every variant by name (the workspace denies wildcard arms on its
+    // own enums), so callers that want one kind of block need not write the whole list out.
+
+    /// The text block, if this is one.
+    pub fn as_text(&self) -> Option<&TextBlock> {
+        match self {
+            Block::Text(text) => Some(text),
+            Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => None,
+        }
+    }
+
+    /// The text block, mutably, if this is one.
+    pub fn as_text_mut(&mut self) -> Option<&mut TextBlock> {
+        match self {
+            Block::Text(text) => Some(text),
+            Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => None,
+        }
+    }
+
+    /// The tool call, if this block is one.
+    pub fn as_tool_call(&self) -> Option<&ToolCall> {
+        match self {
+            Block::ToolCall(call) => Some(call),
+            Block::Text(_)
+            | Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => None,
+        }
+    }
+
+    /// The tool call, mutably, if this block is one.
+    pub fn as_tool_call_mut(&mut self) -> Option<&mut ToolCall> {
+        match self {
+            Block::ToolCall(call) => Some(call),
+            Block::Text(_)
+            | Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => None,
+        }
+    }
+
+    /// The tool result, if this block is one.
+    pub fn as_tool_result(&self) -> Option<&ToolResult> {
+        match self {
+            Block::ToolResult(result) => Some(result),
+            Block::Text(_)
+            | Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::Opaque(_) => None,
+        }
+    }
+
+    /// The tool result, mutably, if this block is one.
+    pub fn as_tool_result_mut(&mut self) -> Option<&mut ToolResult> {
+        match self {
+            Block::ToolResult(result) => Some(result),
+            Block::Text(_)
+            | Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::Opaque(_) => None,
+        }
     }
 }
 
@@ -324,26 +384,12 @@ impl Message {
 
     /// The tool calls in this message, in order.
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
-        self.content.iter().filter_map(|block| match block {
-            Block::ToolCall(call) => Some(call),
-            Block::Text(_)
-            | Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => None,
-        })
+        self.content.iter().filter_map(Block::as_tool_call)
     }
 
     /// The tool results in this message, in order.
     pub fn tool_results(&self) -> impl Iterator<Item = &ToolResult> {
-        self.content.iter().filter_map(|block| match block {
-            Block::ToolResult(result) => Some(result),
-            Block::Text(_)
-            | Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::Opaque(_) => None,
-        })
+        self.content.iter().filter_map(Block::as_tool_result)
     }
 
     /// The concatenated text blocks of the message (not of nested tool results).

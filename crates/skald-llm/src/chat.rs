@@ -157,18 +157,14 @@ pub fn strip_details(messages: &[Message]) -> Vec<Message> {
 fn strip_blocks(blocks: &[Block]) -> Vec<Block> {
     blocks
         .iter()
-        .map(|block| match block {
-            Block::ToolResult(result) => {
+        .map(|block| match block.as_tool_result() {
+            Some(result) => {
                 let mut result = result.clone();
                 result.details = None;
                 result.content = strip_blocks(&result.content);
                 Block::ToolResult(result)
             }
-            Block::Text(_)
-            | Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::Opaque(_) => block.clone(),
+            None => block.clone(),
         })
         .collect()
 }

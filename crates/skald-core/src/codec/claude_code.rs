@@ -380,19 +380,10 @@ fn read_user(
     // goes to the first result; results are named after their call.
     let mut details = object.get("toolUseResult").cloned();
     let mut has_results = false;
-    for block in &mut content {
-        match block {
-            Block::ToolResult(result) => {
-                has_results = true;
-                result.tool_name = tool_names.get(&result.call_id).cloned();
-                result.details = details.take();
-            }
-            Block::Text(_)
-            | Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::Opaque(_) => {}
-        }
+    for result in content.iter_mut().filter_map(Block::as_tool_result_mut) {
+        has_results = true;
+        result.tool_name = tool_names.get(&result.call_id).cloned();
+        result.details = details.take();
     }
     let mut omit = vec!["type", "message", "uuid", "timestamp"];
     if details.is_none() {

@@ -535,14 +535,8 @@ fn shrink_tail(
             result
                 .content
                 .iter()
-                .map(|block| match block {
-                    Block::Text(text) => estimate_string_chars(&text.text) as u64,
-                    Block::Image(_)
-                    | Block::Thinking(_)
-                    | Block::ToolCall(_)
-                    | Block::ToolResult(_)
-                    | Block::Opaque(_) => 0,
-                })
+                .filter_map(Block::as_text)
+                .map(|text| estimate_string_chars(&text.text) as u64)
                 .sum()
         })
         .collect();

@@ -195,14 +195,10 @@ pub fn digest(text: &str, settings: &DigestSettings) -> Digest {
 /// summary, where the budget cannot push them out.
 pub fn digest_blocks(blocks: &[Block], settings: &DigestSettings) -> Digest {
     // One text block (the usual tool result) is read where it is, not copied.
-    let mut texts = blocks.iter().filter_map(|block| match block {
-        Block::Text(text) => Some(text.text.as_str()),
-        Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::ToolResult(_)
-        | Block::Opaque(_) => None,
-    });
+    let mut texts = blocks
+        .iter()
+        .filter_map(Block::as_text)
+        .map(|text| text.text.as_str());
     let single = match (texts.next(), texts.next()) {
         (Some(only), None) => Some(only),
         (Some(_), Some(_)) | (None, _) => None,

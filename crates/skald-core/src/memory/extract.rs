@@ -163,18 +163,9 @@ pub fn extract_memories(messages: &[Message], settings: &ExtractSettings) -> Vec
 /// harness reminders) removed.
 fn user_text(message: &Message) -> String {
     let mut out = String::new();
-    for block in &message.content {
-        match block {
-            Block::Text(text) => {
-                out.push_str(&strip_tagged_blocks(&text.text));
-                out.push('\n');
-            }
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => {}
-        }
+    for text in message.content.iter().filter_map(Block::as_text) {
+        out.push_str(&strip_tagged_blocks(&text.text));
+        out.push('\n');
     }
     out
 }

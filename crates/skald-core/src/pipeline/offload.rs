@@ -243,14 +243,8 @@ fn text_bytes(result: &ToolResult) -> usize {
     result
         .content
         .iter()
-        .map(|block| match block {
-            Block::Text(text) => text.text.len() + 1,
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => 0,
-        })
+        .filter_map(Block::as_text)
+        .map(|text| text.text.len() + 1)
         .sum()
 }
 
@@ -262,14 +256,11 @@ pub fn text_of(result: &ToolResult) -> String {
 /// [`text_of`], borrowed when the result has a single text block (the usual case): joining
 /// would copy the whole output.
 fn text_in(result: &ToolResult) -> std::borrow::Cow<'_, str> {
-    let mut texts = result.content.iter().filter_map(|block| match block {
-        Block::Text(text) => Some(text.text.as_str()),
-        Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::ToolResult(_)
-        | Block::Opaque(_) => None,
-    });
+    let mut texts = result
+        .content
+        .iter()
+        .filter_map(Block::as_text)
+        .map(|text| text.text.as_str());
     match (texts.next(), texts.next()) {
         (Some(only), None) => std::borrow::Cow::Borrowed(only),
         (Some(_), Some(_)) | (None, _) => std::borrow::Cow::Owned(text_of(result)),
@@ -303,14 +294,12 @@ pub fn is_workspace_file(text: &str) -> bool {
 fn replace(original: Vec<Block>, digest: &DigestSettings) -> (CachedOffload, NewRef) {
     let summary = digest_blocks(&original, digest).summary;
     let mut replacement = vec![Block::text(String::new())];
-    replacement.extend(original.iter().filter_map(|block| match block {
-        Block::Text(_) => None,
-        Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::ToolResult(_)
-        | Block::Opaque(_) => Some(block.clone()),
-    }));
+    replacement.extend(
+        original
+            .iter()
+            .filter(|block| block.as_text().is_none())
+            .cloned(),
+    );
     let new_ref = NewRef::new(RefPayload::new(original));
     let text = placeholder(&new_ref.id, &summary);
     let chars_after = text.chars().count();
@@ -342,18 +331,11 @@ fn result_at(
     message_index: usize,
     block_index: usize,
 ) -> Option<&mut ToolResult> {
-    match messages
+    messages
         .get_mut(message_index)?
         .content
         .get_mut(block_index)?
-    {
-        Block::ToolResult(result) => Some(result),
-        Block::Text(_)
-        | Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::Opaque(_) => None,
-    }
+        .as_tool_result_mut()
 }
 
 /// Puts a placeholder in the place of `result`'s content; the report line, with its position.

@@ -581,18 +581,11 @@ fn result_mut<'a>(
     messages: &'a mut [Message],
     candidate: &Candidate,
 ) -> Option<&'a mut ToolResult> {
-    match messages
+    messages
         .get_mut(candidate.message)?
         .content
         .get_mut(candidate.block)?
-    {
-        Block::ToolResult(result) => Some(result),
-        Block::Text(_)
-        | Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::Opaque(_) => None,
-    }
+        .as_tool_result_mut()
 }
 
 /// A 64-character id for measuring texts before the real one is computed.
@@ -764,14 +757,8 @@ fn hard_clear(
 fn text_parts(blocks: &[Block]) -> Vec<&str> {
     blocks
         .iter()
-        .filter_map(|block| match block {
-            Block::Text(text) => Some(text.text.as_str()),
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => None,
-        })
+        .filter_map(Block::as_text)
+        .map(|text| text.text.as_str())
         .collect()
 }
 

@@ -291,13 +291,10 @@ fn truncate_result(
     let weights: Vec<Option<usize>> = result
         .content
         .iter()
-        .map(|block| match block {
-            Block::Text(text) => Some(estimate_string_chars(&text.text)),
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => None,
+        .map(|block| {
+            block
+                .as_text()
+                .map(|text| estimate_string_chars(&text.text))
         })
         .collect();
     let before: usize = weights.iter().flatten().sum();
@@ -324,14 +321,10 @@ fn truncate_result(
 }
 
 fn text_blocks(blocks: &[Block]) -> impl Iterator<Item = &str> {
-    blocks.iter().filter_map(|block| match block {
-        Block::Text(text) => Some(text.text.as_str()),
-        Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::ToolResult(_)
-        | Block::Opaque(_) => None,
-    })
+    blocks
+        .iter()
+        .filter_map(Block::as_text)
+        .map(|text| text.text.as_str())
 }
 
 fn plan(

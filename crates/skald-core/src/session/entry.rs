@@ -6,8 +6,8 @@
 //! module's.
 //!
 //! The accessors on [`EntryKind`] answer the questions the rest of skald asks of an entry without
-//! matching on it: its pi `type`, its message, a `custom` record's data, whether it is a
-//! compaction checkpoint, and whether
+//! matching on it: its pi `type`, its message, a `custom` record's data, a compaction's summary,
+//! a `session_info` name, whether it is a compaction checkpoint, and whether
 //! [`Session::build_context`](super::Session::build_context) can turn it into model-visible text.
 
 use serde_json::Value;
@@ -165,6 +165,39 @@ impl EntryKind {
             | EntryKind::ModelChange { .. }
             | EntryKind::Label { .. }
             | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => None,
+        }
+    }
+
+    /// The summary of a `compaction` checkpoint: the text that stands for everything before its
+    /// first kept entry.
+    pub fn compaction_summary(&self) -> Option<&str> {
+        match self {
+            EntryKind::Compaction { summary, .. } => Some(summary),
+            EntryKind::Message(_)
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => None,
+        }
+    }
+
+    /// The display name a `session_info` entry sets (`None` also when it clears the name).
+    pub fn session_name(&self) -> Option<&str> {
+        match self {
+            EntryKind::SessionInfo { name } => name.as_deref(),
+            EntryKind::Message(_)
+            | EntryKind::Compaction { .. }
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
             | EntryKind::Other(_) => None,
         }
     }
