@@ -149,6 +149,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod anthropic;
 pub mod chat;
 pub mod client;
