@@ -12,6 +12,8 @@
 //! assert_eq!(decoded.conversation.messages.len(), 2);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod codec;
 pub mod compaction;
 pub mod digest;

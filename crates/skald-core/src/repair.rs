@@ -81,6 +81,7 @@ pub struct RepairReport {
     /// Assistant messages without tool calls merged into the assistant message whose calls they
     /// sat between and the results (see the module docs).
     pub merged_assistant_messages: usize,
+    /// One line per change, saying what was done to which message and why.
     pub reasons: Vec<String>,
 }
 

@@ -7,7 +7,7 @@
 //!   conversations at once (Claude Code's sub-agents share their parent's), so the opening —
 //!   the system prompt and the first user message, which a resumed conversation sends again —
 //!   tells them apart.
-//! - Otherwise [`derive`]: `conv-<hash of the opening>`, the same for a conversation and for the
+//! - Otherwise [`derive`](fn@derive): `conv-<hash of the opening>`, the same for a conversation and for the
 //!   same conversation grown longer.
 //!
 //! The opening is hashed by [`content_key`] (what a message says, whatever its spelling: a

@@ -10,7 +10,7 @@
 //!   are held back and emitted right after the merged message, in their original order.
 //! - `user` lines holding `tool_result` blocks become [`Role::ToolResult`] messages, one per line.
 //!   The line's `toolUseResult` (the harness's structured view of the result) is host-only and
-//!   goes to the first result's [`ToolResult::details`]. Other `user` lines are [`Role::User`]
+//!   goes to the first result's [`ToolResult::details`](crate::message::ToolResult::details). Other `user` lines are [`Role::User`]
 //!   messages; flags such as `isMeta`, `isCompactSummary`, `isVisibleInTranscriptOnly` stay in
 //!   the message's extra with the rest of the line envelope.
 //! - `system` lines become [`Role::Custom`] messages named by their `subtype`, which no model sees.
@@ -58,12 +58,18 @@ pub enum ClaudeCodeError {
     Empty,
     /// Not one line is a Claude Code entry: the input is something else.
     #[error("none of the {lines} non-blank lines is a Claude Code entry; first problem: {first}")]
-    NoEntries { lines: usize, first: LineIssue },
+    NoEntries {
+        /// How many non-blank lines the input has.
+        lines: usize,
+        /// Why the first of them is not an entry.
+        first: LineIssue,
+    },
 }
 
 /// A decoded session: the conversation plus what was skipped.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaudeCodeRead {
+    /// The messages of the session, in order, with Claude Code's tool results as blocks.
     pub conversation: Conversation,
     /// Lines that could not be read, each with the reason.
     pub issues: Vec<LineIssue>,

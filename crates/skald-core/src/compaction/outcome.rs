@@ -4,6 +4,10 @@
 //! `Cancelled` (decided after work started), with a reason a caller can act on, and in both
 //! cases the history stays exactly as it was.
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use serde::Serialize;
 
 use super::appendices::FileLists;

@@ -32,6 +32,10 @@
 //! tail fits, and the originals come back as [`crate::refs::NewRef`]s. With split turns this
 //! happens only when even the smallest kept part (the latest assistant step on) is over budget.
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use serde::Serialize;
 
 use super::appendices::{

@@ -18,6 +18,10 @@
 //!   language clearly dominates what the user and the assistant wrote, it is named
 //!   ([`detect_language`]).
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use std::collections::HashMap;
 
 use serde::Serialize;

@@ -8,6 +8,10 @@
 //! lowercase runs of letters and digits; a run of CJK characters, which has no spaces, yields its
 //! character bigrams so that a Chinese ask can match a Chinese summary.
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use std::collections::HashSet;
 
 use serde::Serialize;

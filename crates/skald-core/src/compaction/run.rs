@@ -28,6 +28,10 @@
 //! An [`SummaryFailure::Aborted`] result cancels at once. The run never looks at a clock: the
 //! caller enforces `timeout_ms` around the loop and calls [`CompactionRun::cancel`].
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use serde::Serialize;
 
 use super::appendices::finish_summary;

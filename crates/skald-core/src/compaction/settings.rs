@@ -2,6 +2,10 @@
 //! keys rejected, and [`CompactionSettings::validate`] refusing values that cannot be what the
 //! author meant (with the field, the accepted range and the value found).
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use serde::{Deserialize, Serialize};
 
 /// Tokens kept free for the model's next reply: compaction triggers above `window − reserve`.

@@ -26,6 +26,10 @@
 //! Users of memory systems complain about noisy memories more than missing ones, so every
 //! pattern here errs on the side of saying nothing.
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 

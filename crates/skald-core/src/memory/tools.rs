@@ -38,6 +38,10 @@
 //! assert!(error.to_string().contains("unknown argument \"qeury\""));
 //! ```
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 

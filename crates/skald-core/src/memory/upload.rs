@@ -17,6 +17,10 @@
 //! A failed upload whose range is still in the context is started again (a retry); one whose
 //! range already left is retried by the engine from the session store.
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};

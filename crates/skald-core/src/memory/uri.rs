@@ -19,6 +19,10 @@
 //! or session directory. The canonical form has no trailing slash (except the root,
 //! `viking://`); `viking://user/alice/` and `viking://user/alice` are the same directory.
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use std::fmt;
 use std::str::FromStr;
 

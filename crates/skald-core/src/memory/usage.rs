@@ -22,6 +22,10 @@
 //! assert!(section.starts_with("## Tool Usage Memories\n### bash\n- Called 20 times, 90% success rate"));
 //! ```
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use std::cmp::Reverse;
 
 use serde::{Deserialize, Serialize};

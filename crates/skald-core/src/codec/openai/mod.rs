@@ -31,6 +31,10 @@
 //! The parts, private (every item has one path: here): `decode` (JSON → model) and `encode`
 //! (model → JSON). This file holds the hint keys, [`OpenAiError`], [`OpenAiResponse`] and the
 //! origin-mark helpers the other wire codecs share.
+//!
+//! [`ToolResult::details`]: crate::message::ToolResult::details
+//! [`Role::System`]: crate::message::Role::System
+//! [`Role::ToolResult`]: crate::message::Role::ToolResult
 
 mod decode;
 mod encode;
@@ -52,6 +56,10 @@ pub use crate::message::HINT_PREFIX;
 pub const ORIGIN: &str = "openai";
 /// On a message's `extra`: the role spelling when it was not the default for its [`Role`]
 /// (`"developer"` for [`Role::System`], `"function"` for [`Role::ToolResult`]).
+///
+/// [`Role`]: crate::message::Role
+/// [`Role::System`]: crate::message::Role::System
+/// [`Role::ToolResult`]: crate::message::Role::ToolResult
 pub const ROLE_HINT: &str = "skald:openai.role";
 
 /// Unknown fields of a tool call's inner `function` object (the outer ones are the call's extra).
@@ -81,21 +89,29 @@ pub enum OpenAiError {
     /// A required field is absent.
     #[error("{path}: missing, expected {expected}")]
     Missing {
+        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
         path: String,
+        /// What the format allows there.
         expected: &'static str,
     },
     /// A field has the wrong JSON type.
     #[error("{path}: expected {expected}, found {found}")]
     WrongType {
+        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
         path: String,
+        /// What the format allows there.
         expected: &'static str,
+        /// The JSON type that was there instead.
         found: &'static str,
     },
     /// A field has the right type but a value the format does not define.
     #[error("{path}: expected {expected}, found {found:?}")]
     UnknownValue {
+        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
         path: String,
+        /// What the format allows there.
         expected: &'static str,
+        /// The value that was there instead.
         found: String,
     },
 }

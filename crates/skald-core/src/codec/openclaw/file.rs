@@ -17,6 +17,7 @@ use crate::session::{CURRENT_VERSION, EntryKind, Session, SessionHeader};
 /// A decoded session and what the reader had to say about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRead {
+    /// The header and entries read, with version 1 and 2 files migrated to the current version.
     pub session: Session,
     /// Problems, by line: lines skipped, entries whose body did not decode (kept as
     /// [`EntryKind::Other`], out of the context), duplicate ids, parents that point nowhere,

@@ -25,6 +25,10 @@
 //! A field that has a typed home but an unexpected shape (a fractional timestamp, a usage object
 //! without `cacheWrite`) is not an error: it stays in `extra`, untouched. Only shapes that make a
 //! message meaningless to a model (a text block without text, a tool call without an id) fail.
+//!
+//! [`Message`]: crate::message::Message
+//! [`Entry`]: crate::session::Entry
+//! [`SessionHeader`]: crate::session::SessionHeader
 
 mod entry;
 mod file;
@@ -43,7 +47,7 @@ pub use message::{
 };
 
 /// The skald field of a `toolResult` message that carries the whole content of a
-/// [`Role::ToolResult`] message pi has no shape for: several results (parallel tool calls), or
+/// [`Role::ToolResult`](crate::message::Role::ToolResult) message pi has no shape for: several results (parallel tool calls), or
 /// results beside text (Anthropic's `[tool_result, text]` user message), or a lone result with
 /// fields of its own (`cache_control`), which pi's one object would mix with the message's. Every
 /// block is written
@@ -64,17 +68,30 @@ pub enum OpenClawError {
     Empty,
     /// The first non-blank line is not a usable session header.
     #[error("line {line}: invalid session header: {message}")]
-    InvalidHeader { line: usize, message: String },
+    InvalidHeader {
+        /// The line the header was expected on.
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The header names a format version newer than this reader knows.
     #[error(
         "line {line}: session version {version} is newer than this reader, which reads versions 1 to {CURRENT_VERSION}"
     )]
-    UnsupportedVersion { line: usize, version: u64 },
+    UnsupportedVersion {
+        /// The header's line.
+        line: usize,
+        /// The version the header names.
+        version: u64,
+    },
     /// A message or entry field has the wrong shape. `path` is the JSON path of the field.
     #[error("{path}: expected {expected}, found {found}")]
     InvalidField {
+        /// The JSON path of the field (`message.content[1].text`).
         path: String,
+        /// What the format allows there.
         expected: String,
+        /// What was there instead.
         found: String,
     },
 }

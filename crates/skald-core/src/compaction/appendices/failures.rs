@@ -3,6 +3,10 @@
 //! ([`failure_message`]: an error line before an exit-code line, then the last line, then the
 //! head).
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;

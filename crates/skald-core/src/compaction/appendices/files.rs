@@ -2,6 +2,10 @@
 //! changed, recognised by tool name and path argument across OpenClaw, Claude Code and editor
 //! tools, patches included ([`file_accesses`], [`collect_file_ops`]).
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};

@@ -11,6 +11,10 @@
 //! (the file lists) and `rules` (AGENTS.md). This file holds the headings and limits, the pinned
 //! user messages, and [`finish_summary`], which appends everything in the seed's order.
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use serde::Serialize;
 
 use crate::message::{Message, Role};

@@ -28,7 +28,7 @@ pub struct PreservedSplit {
     /// The boundary moved back this many times so that no kept result lost its call.
     pub moved_for_pairing: usize,
     /// Set when the boundary was moved forward inside the preserved turns
-    /// ([`cut_preserved_turns`]).
+    /// ([`cut_preserved_turns`](super::cut_preserved_turns)).
     pub turn_split: Option<TurnSplit>,
 }
 

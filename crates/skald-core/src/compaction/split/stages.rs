@@ -2,6 +2,10 @@
 //! parts (merged by a final call) and [`plan_part`] picks the fallback level of one part — whole,
 //! without its oversized messages, or only a note ([`FallbackLevel`]).
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use std::ops::Range;
 
 use serde::Serialize;
@@ -23,7 +27,7 @@ pub enum FallbackLevel {
     Full,
     /// Level 2: only the messages that are not oversized, with a note for each oversized one.
     SmallOnly,
-    /// Level 3: no summarizer call worked; a plain note ([`fallback_note`]).
+    /// Level 3: no summarizer call worked; a plain note ([`fallback_note`](super::fallback_note)).
     Note,
 }
 

@@ -2,6 +2,10 @@
 //! leaves every tool call with its results ([`turn_cut_points`]) and the cut that keeps the
 //! earliest part that fits ([`cut_preserved_turns`], described by a [`TurnSplit`]).
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use serde::Serialize;
 
 use super::PreservedSplit;

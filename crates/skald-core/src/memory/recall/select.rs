@@ -3,6 +3,10 @@
 //! candidate was dropped ([`DropReason`]); [`memory_json`] is one memory as a tool result shows
 //! it.
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use serde::Serialize;
 use serde_json::{Value, json};
 

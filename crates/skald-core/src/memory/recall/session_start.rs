@@ -2,6 +2,10 @@
 //! ([`render_profile_section`]) and a simulated `memory_ls` of `viking://`
 //! ([`directory_messages`]), whose listing loses its deepest levels first when it is too long.
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use serde_json::{Value, json};
 
 use super::{LS_TOOL_NAME, render_result_json, simulated_call};

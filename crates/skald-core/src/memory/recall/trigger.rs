@@ -3,6 +3,10 @@
 //! [`MAX_QUERY_MESSAGE_CHARS`](super::MAX_QUERY_MESSAGE_CHARS)), and a greeting, a message too
 //! short or one with no searchable word skips recall with a [`SkipReason`].
 
+// Not every public item here is documented yet; the rest of the crate is held to
+// missing_docs (see lib.rs), and this allow goes once this module is done too.
+#![allow(missing_docs)]
+
 use std::fmt;
 
 use serde::Serialize;

@@ -26,10 +26,12 @@ pub struct ArgumentsCache {
 }
 
 impl ArgumentsCache {
+    /// How many tool calls the cache remembers an outcome for.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// True when the cache remembers nothing yet.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

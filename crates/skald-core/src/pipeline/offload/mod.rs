@@ -1,6 +1,6 @@
 //! Offload (seed 000, SCCS): large tool results leave the context and a placeholder
 //! `[REF_ID: <sha-256>] (Summary: <digest>)` stands in their place; the original is returned as a
-//! [`NewRef`] for the caller to store durably before the output reaches a model.
+//! [`NewRef`](crate::refs::NewRef) for the caller to store durably before the output reaches a model.
 //!
 //! Decisions are content-addressed: the same result under the same settings always becomes the
 //! same placeholder, byte for byte, so requests share their prefix. Which results are offloaded
@@ -61,6 +61,7 @@ not fetch when the summary already answers the question.";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OffloadSettings {
+    /// Whether the stage runs at all.
     pub enabled: bool,
     /// Results whose text exceeds this many characters are offloaded (seed: 3000, minimum 2000).
     pub compress_threshold: usize,
@@ -89,12 +90,15 @@ impl Default for OffloadSettings {
 /// A setting outside what the stage accepts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OffloadSettingsError {
+    /// `compress_threshold` is below the seed's minimum.
     #[error(
         "offload.compress_threshold is {0}: it must be at least {MIN_COMPRESS_THRESHOLD} chars"
     )]
     ThresholdTooLow(usize),
+    /// `summary_max_chars` is not a usable digest budget.
     #[error("offload.summary_max_chars: {0}")]
     Digest(String),
+    /// `arguments_threshold` is neither 0 nor at least the minimum.
     #[error(
         "offload.arguments_threshold is {0}: it must be 0 (off) or at least {MIN_ARGUMENTS_THRESHOLD} chars"
     )]
@@ -102,6 +106,7 @@ pub enum OffloadSettingsError {
 }
 
 impl OffloadSettings {
+    /// Rejects settings outside what the stage accepts.
     pub fn validate(&self) -> Result<(), OffloadSettingsError> {
         if self.compress_threshold < MIN_COMPRESS_THRESHOLD {
             return Err(OffloadSettingsError::ThresholdTooLow(
@@ -121,17 +126,22 @@ impl OffloadSettings {
 /// One result the stage offloaded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Offloaded {
+    /// The index of the message holding the result.
     pub message_index: usize,
+    /// The id of the call the result answers (or of the call whose arguments were offloaded).
     pub call_id: String,
+    /// The ref that holds the original.
     pub ref_id: String,
     /// Size of the original text in bytes (chars for ASCII).
     pub chars_before: usize,
+    /// Size of the placeholder that replaced it.
     pub chars_after: usize,
 }
 
 /// What the offload stage did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct OffloadReport {
+    /// Every offloaded result, in message order.
     pub offloaded: Vec<Offloaded>,
     /// Results over the threshold kept because they are OpenClaw workspace files.
     pub kept_workspace_files: usize,
@@ -140,6 +150,7 @@ pub struct OffloadReport {
 }
 
 impl OffloadReport {
+    /// Characters the offloads took out of the context.
     pub fn chars_saved(&self) -> usize {
         self.offloaded
             .iter()

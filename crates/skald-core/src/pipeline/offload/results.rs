@@ -32,7 +32,7 @@ enum Memo {
     Eligible(Option<CachedOffload>),
 }
 
-/// Memo of offload decisions keyed by a cheap identity of each result (see [`quick_key`]), so a
+/// Memo of offload decisions keyed by a cheap identity of each result (see `quick_key`), so a
 /// request costs work only for results it has not seen before.
 #[derive(Debug, Clone, Default)]
 pub struct OffloadCache {
@@ -40,10 +40,12 @@ pub struct OffloadCache {
 }
 
 impl OffloadCache {
+    /// How many results the cache remembers a decision for.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// True when the cache remembers nothing yet.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -51,11 +53,13 @@ impl OffloadCache {
 /// The outcome of [`offload`].
 #[derive(Debug, Clone, Default)]
 pub struct OffloadOutcome {
+    /// The messages, with the chosen results replaced by their placeholders.
     pub messages: Vec<Message>,
     /// Originals offloaded for the first time with this cache: store them before `messages` is
     /// shown to a model. Results offloaded in earlier calls keep their placeholder and are not
     /// returned again (the caller stored them then; an empty cache returns them all again).
     pub new_refs: Vec<NewRef>,
+    /// What was offloaded, kept and deferred.
     pub report: OffloadReport,
 }
 
