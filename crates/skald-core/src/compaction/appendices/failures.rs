@@ -3,10 +3,6 @@
 //! ([`failure_message`]: an error line before an exit-code line, then the last line, then the
 //! head).
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
@@ -19,7 +15,9 @@ use crate::message::{Message, join_text};
 /// A tool call that reported failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolFailure {
+    /// The id of the failed call.
     pub call_id: String,
+    /// The tool that failed (`tool` when neither the result nor its call names it).
     pub tool_name: String,
     /// The most informative part of the result's text ([`failure_message`]), whitespace
     /// collapsed, cut to the configured length.

@@ -2,10 +2,6 @@
 //! changed, recognised by tool name and path argument across OpenClaw, Claude Code and editor
 //! tools, patches included ([`file_accesses`], [`collect_file_ops`]).
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
@@ -18,11 +14,14 @@ use crate::message::{Message, ToolCall};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FileLists {
+    /// Files only read, sorted.
     pub read: Vec<String>,
+    /// Files edited or written, sorted.
     pub modified: Vec<String>,
 }
 
 impl FileLists {
+    /// True when no file was read or modified.
     pub fn is_empty(&self) -> bool {
         self.read.is_empty() && self.modified.is_empty()
     }
@@ -31,8 +30,11 @@ impl FileLists {
 /// File operations seen in tool calls, before they become [`FileLists`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FileOps {
+    /// Files a tool read.
     pub read: BTreeSet<String>,
+    /// Files a tool changed in part (an edit, a patch).
     pub edited: BTreeSet<String>,
+    /// Files a tool wrote whole.
     pub written: BTreeSet<String>,
 }
 
@@ -61,8 +63,11 @@ impl FileOps {
 /// What a tool call did to a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileAccess {
+    /// The tool read the file.
     Read,
+    /// The tool changed part of the file.
     Edit,
+    /// The tool wrote the whole file.
     Write,
 }
 

@@ -11,10 +11,6 @@
 //! (the file lists) and `rules` (AGENTS.md). This file holds the headings and limits, the pinned
 //! user messages, and [`finish_summary`], which appends everything in the seed's order.
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use serde::Serialize;
 
 use crate::message::{Message, Role};
@@ -38,6 +34,7 @@ pub const PINNED_USER_HEADING: &str = "## Earlier user messages (verbatim)";
 pub const MAX_PINNED_USER_CHARS: usize = 2_000;
 /// AGENTS.md sections appended, and the older names used when none of them exists.
 pub const CRITICAL_RULE_SECTIONS: [&str; 2] = ["Session Startup", "Red Lines"];
+/// The older names of those sections, used when an AGENTS.md has neither.
 pub const LEGACY_CRITICAL_RULE_SECTIONS: [&str; 2] = ["Every Session", "Safety"];
 /// Marker after critical rules cut to their limit.
 pub const TRUNCATED_MARKER: &str = "\n...[truncated]...";
@@ -73,11 +70,16 @@ pub fn format_pinned_user_messages(texts: &[String]) -> String {
 /// Everything appended to a summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Appendices {
+    /// User messages the recent-turn fallback keeps verbatim, each cut to
+    /// [`MAX_PINNED_USER_CHARS`].
     pub pinned_user_messages: Vec<String>,
+    /// The failed tool calls, oldest first.
     pub tool_failures: Vec<ToolFailure>,
     /// Failures listed at most (the rest are counted).
     pub max_tool_failures: usize,
+    /// The files read and modified.
     pub files: FileLists,
+    /// The AGENTS.md sections, already cut to their limit.
     pub critical_rules: Option<String>,
 }
 

@@ -2,10 +2,6 @@
 //! chunks go first ([`prune_history_for_context_share`]), and tool results whose call was dropped
 //! go with it, so the kept history still pairs every result with its call.
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use std::collections::HashSet;
 
 use super::chunk::normalize_parts;
@@ -23,9 +19,13 @@ pub struct HistoryPrune {
     /// The oldest history, pairing repaired: summarised first, its summary passed on as the
     /// previous summary of the main pass.
     pub dropped: Vec<Message>,
+    /// How many chunks were dropped from the front.
     pub dropped_chunks: usize,
+    /// Their size.
     pub dropped_tokens: u64,
+    /// The size of what is kept.
     pub kept_tokens: u64,
+    /// The budget the kept history was brought under.
     pub budget_tokens: u64,
     /// Repairs made to `kept` after the cut (orphan results of dropped calls move to `dropped`
     /// first, so this is normally clean).

@@ -2,10 +2,6 @@
 //! parts (merged by a final call) and [`plan_part`] picks the fallback level of one part — whole,
 //! without its oversized messages, or only a note ([`FallbackLevel`]).
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use std::ops::Range;
 
 use serde::Serialize;
@@ -35,6 +31,7 @@ pub enum FallbackLevel {
 /// plan was made for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PartPlan {
+    /// The messages of the part.
     pub range: Range<usize>,
     /// Level 1: chunks summarised in turn, each with the summary so far as previous summary.
     pub chunks: Vec<Range<usize>>,
@@ -50,6 +47,7 @@ impl PartPlan {
         self.range.len()
     }
 
+    /// True when the part holds no message.
     pub fn is_empty(&self) -> bool {
         self.range.is_empty()
     }
@@ -64,6 +62,7 @@ impl PartPlan {
 /// parts summarised separately and merged.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct StagePlan {
+    /// The parts, in order; one part is summarised without a merge.
     pub parts: Vec<PartPlan>,
     /// Tokens one request may carry.
     pub max_chunk_tokens: u64,

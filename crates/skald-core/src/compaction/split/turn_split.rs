@@ -2,10 +2,6 @@
 //! leaves every tool call with its results ([`turn_cut_points`]) and the cut that keeps the
 //! earliest part that fits ([`cut_preserved_turns`], described by a [`TurnSplit`]).
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use serde::Serialize;
 
 use super::PreservedSplit;
@@ -28,6 +24,7 @@ pub enum TurnSplitReason {
 /// included, is summarised.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TurnSplit {
+    /// Why the boundary moved.
     pub reason: TurnSplitReason,
     /// Where the preserved turns started before the cut.
     pub preserved_from: usize,
