@@ -112,7 +112,7 @@ pub struct DroppedHistory {
     pub messages: Vec<Message>,
     /// The summarizer calls that summarise it.
     pub stages: StagePlan,
-    /// The share of the window one chunk may take ([`compute_adaptive_chunk_ratio`](super::compute_adaptive_chunk_ratio)).
+    /// The share of the window one chunk may take ([`compute_adaptive_chunk_ratio`]).
     pub chunk_ratio: f64,
     /// How many chunks were pruned from the front of the history.
     pub dropped_chunks: usize,
@@ -121,7 +121,7 @@ pub struct DroppedHistory {
     /// Tokens of everything that is not summarised (the trigger of the pruning).
     pub new_content_tokens: u64,
     /// The history budget the pruning brought the rest under
-    /// ([`history_budget_tokens`](super::split::history_budget_tokens)).
+    /// ([`history_budget_tokens`]).
     pub budget_tokens: u64,
 }
 

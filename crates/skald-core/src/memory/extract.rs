@@ -26,10 +26,6 @@
 //! Users of memory systems complain about noisy memories more than missing ones, so every
 //! pattern here errs on the side of saying nothing.
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
@@ -52,16 +48,24 @@ pub enum CandidateAction {
     /// A new memory (merged by the store if it duplicates one).
     Add,
     /// A new version of the existing memory at `uri` (an LLM extractor told about it).
-    Update { uri: MemoryUri },
+    Update {
+        /// The memory the candidate replaces.
+        uri: MemoryUri,
+    },
 }
 
 /// Which pattern produced a deterministic candidate (for reports and tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExtractionKind {
+    /// An explicit request to remember ("remember that …", 记住…), or the assistant's
+    /// confirmation of one.
     Remember,
+    /// A stated preference ("I prefer …", "my favourite X is Y").
     Preference,
+    /// A statement with an absolute or resolved relative date.
     Event,
+    /// A named person, project or place of the user's ("my sister Alice …").
     Entity,
     /// From an LLM extractor.
     Model,
@@ -70,12 +74,16 @@ pub enum ExtractionKind {
 /// A memory an extractor found, before it is written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryCandidate {
+    /// Whether to add a memory or update a stored one.
     pub action: CandidateAction,
+    /// Which pattern (or the LLM) produced it.
     pub kind: ExtractionKind,
+    /// The category it is filed under, which decides its directory and owner.
     pub category: MemoryCategory,
     /// A slug path under the category directory (`dark-mode`, `2026/03/13/dentist`), without
     /// the `.md` the URI gets.
     pub name: String,
+    /// The memory's text, as it will be stored (the L2 level).
     pub content: String,
     /// The session entries (message ids) it was drawn from.
     pub source_entry_ids: Vec<String>,
@@ -117,7 +125,9 @@ impl MemoryCandidate {
 /// can update or skip instead of adding a duplicate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExistingMemory {
+    /// Where it is stored.
     pub uri: MemoryUri,
+    /// Its full text.
     pub content: String,
 }
 

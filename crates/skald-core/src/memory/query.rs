@@ -8,10 +8,6 @@
 //! that names a date ("on 25 February, 2022", "in May 2023") is about what was remembered then,
 //! so memories created in that window get a second ranking.
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use std::sync::LazyLock;
 
 use chrono::{Datelike, Months, NaiveDate, TimeDelta};
@@ -177,7 +173,9 @@ pub fn is_stopword(word: &str) -> bool {
 /// `end` exclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DateWindow {
+    /// The window's first millisecond.
     pub start_ms: i64,
+    /// The first millisecond after the window.
     pub end_ms: i64,
 }
 

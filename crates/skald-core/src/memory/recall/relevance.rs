@@ -3,10 +3,6 @@
 //! the informative part of a URI, [`informative_path`]) and the cosine similarity of embeddings,
 //! combined in [`Relevance`].
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use serde::Serialize;
 
 use super::{COVERAGE_SATURATION_TERMS, RecallLevel, RecallSettings};
@@ -104,10 +100,15 @@ pub fn informative_path(uri: &str) -> String {
 /// A memory a search found, as recall needs it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecallCandidate {
+    /// The memory's `viking://` URI.
     pub uri: String,
+    /// Its category (`preferences`, `events`…).
     pub category: String,
+    /// Its abstract: one line.
     pub l0: String,
+    /// Its overview: a paragraph.
     pub l1: String,
+    /// Its full content.
     pub l2: String,
     /// When what it records happened (ms since the Unix epoch).
     pub created_at_ms: i64,
@@ -129,8 +130,12 @@ impl RecallCandidate {
 /// How relevant a candidate is (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Relevance {
+    /// How many of the query's content words occur in the memory's text or URI.
     pub matched_terms: usize,
+    /// The matched share of the query's words, counted against at most
+    /// [`COVERAGE_SATURATION_TERMS`](super::COVERAGE_SATURATION_TERMS) words.
     pub term_coverage: f64,
+    /// The cosine similarity of the query's and the memory's embeddings, when both exist.
     pub cosine: Option<f32>,
 }
 

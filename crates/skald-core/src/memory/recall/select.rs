@@ -3,10 +3,6 @@
 //! candidate was dropped ([`DropReason`]); [`memory_json`] is one memory as a tool result shows
 //! it.
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -29,8 +25,11 @@ pub enum DropReason {
 /// A candidate recall shows, at the level that fit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SelectedMemory {
+    /// The memory.
     pub candidate: RecallCandidate,
+    /// The deepest level that fit the budget.
     pub level: RecallLevel,
+    /// Why it was kept.
     pub relevance: Relevance,
 }
 
@@ -44,6 +43,7 @@ impl SelectedMemory {
 /// What [`select_memories`] decided.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Selection {
+    /// The memories shown, in rank order.
     pub kept: Vec<SelectedMemory>,
     /// Each dropped candidate's URI, why, and its relevance.
     pub dropped: Vec<(String, DropReason, Relevance)>,

@@ -2,10 +2,6 @@
 //! ([`render_profile_section`]) and a simulated `memory_ls` of `viking://`
 //! ([`directory_messages`]), whose listing loses its deepest levels first when it is too long.
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use serde_json::{Value, json};
 
 use super::{LS_TOOL_NAME, render_result_json, simulated_call};
@@ -16,6 +12,7 @@ use crate::tokens::estimate_string_chars;
 /// One memory of the user's profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfileEntry {
+    /// The memory's `viking://` URI.
     pub uri: String,
     /// The full content for `profile.md`, the abstract for the others.
     pub text: String,
@@ -59,8 +56,20 @@ pub fn render_profile_section(entries: &[ProfileEntry], max_chars: usize) -> Opt
 /// One line of a listing: a directory with its entry count, or an entry with its abstract.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListingEntry {
-    Directory { uri: String, entries: u64 },
-    Entry { uri: String, abstract_text: String },
+    /// A directory.
+    Directory {
+        /// The directory's `viking://` URI.
+        uri: String,
+        /// How many entries it holds.
+        entries: u64,
+    },
+    /// A memory.
+    Entry {
+        /// The memory's `viking://` URI.
+        uri: String,
+        /// Its abstract (L0).
+        abstract_text: String,
+    },
 }
 
 impl ListingEntry {

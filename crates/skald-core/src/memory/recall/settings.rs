@@ -2,10 +2,6 @@
 //! ([`RecallLevel`]), and the check that rejects a setting recall cannot work with
 //! ([`RecallSettingsError`]).
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use serde::{Deserialize, Serialize};
 
 /// Which level of a memory recall shows at most.
@@ -105,8 +101,11 @@ impl Default for RecallSettings {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("memory.recall.{field} is {found}; {expected}")]
 pub struct RecallSettingsError {
+    /// The setting's name under `[memory.recall]`.
     pub field: &'static str,
+    /// The value given.
     pub found: String,
+    /// What the setting accepts.
     pub expected: &'static str,
 }
 

@@ -3,10 +3,6 @@
 //! [`MAX_QUERY_MESSAGE_CHARS`](super::MAX_QUERY_MESSAGE_CHARS)), and a greeting, a message too
 //! short or one with no searchable word skips recall with a [`SkipReason`].
 
-// Not every public item here is documented yet; the rest of the crate is held to
-// missing_docs (see lib.rs), and this allow goes once this module is done too.
-#![allow(missing_docs)]
-
 use std::fmt;
 
 use serde::Serialize;
@@ -104,9 +100,17 @@ pub enum SkipReason {
     /// No user message with text of its own (only injected or harness content).
     NoUserMessage,
     /// The latest user message is a greeting or an acknowledgement.
-    Greeting { text: String },
+    Greeting {
+        /// The greeting, as the user wrote it.
+        text: String,
+    },
     /// The latest user message is shorter than `min_query_chars`.
-    TooShort { chars: usize, min: usize },
+    TooShort {
+        /// The message's length in characters.
+        chars: usize,
+        /// `min_query_chars`.
+        min: usize,
+    },
     /// The query has no word to search for.
     NoSearchableWords,
 }
