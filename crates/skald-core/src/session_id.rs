@@ -7,12 +7,14 @@
 //!   conversations at once (Claude Code's sub-agents share their parent's), so the opening —
 //!   the system prompt and the first user message, which a resumed conversation sends again —
 //!   tells them apart.
-//! - Otherwise [`derive`](fn@derive): `conv-<hash of the opening>`, the same for a conversation and for the
+//! - Otherwise [`derive`]: `conv-<hash of the opening>`, the same for a conversation and for the
 //!   same conversation grown longer.
 //!
 //! The opening is hashed by [`content_key`] (what a message says, whatever its spelling: a
 //! string or blocks, extra fields, timestamps), so the same conversation in two wire formats
 //! derives the same id.
+//!
+//! [`derive`]: fn@derive
 
 use crate::message::{Block, Message, Role};
 use crate::refs::RefId;

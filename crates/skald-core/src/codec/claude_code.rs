@@ -10,7 +10,7 @@
 //!   are held back and emitted right after the merged message, in their original order.
 //! - `user` lines holding `tool_result` blocks become [`Role::ToolResult`] messages, one per line.
 //!   The line's `toolUseResult` (the harness's structured view of the result) is host-only and
-//!   goes to the first result's [`ToolResult::details`](crate::message::ToolResult::details). Other `user` lines are [`Role::User`]
+//!   goes to the first result's [`ToolResult::details`]. Other `user` lines are [`Role::User`]
 //!   messages; flags such as `isMeta`, `isCompactSummary`, `isVisibleInTranscriptOnly` stay in
 //!   the message's extra with the rest of the line envelope.
 //! - `system` lines become [`Role::Custom`] messages named by their `subtype`, which no model sees.
@@ -29,6 +29,8 @@
 //! Envelope fields (`uuid`, `parentUuid`, `sessionId`, `cwd`, …) are kept in [`Message::extra`];
 //! for a merged assistant message they are those of its first line, and `lineUuids` lists the
 //! `uuid` of every line merged into it.
+//!
+//! [`ToolResult::details`]: crate::message::ToolResult::details
 
 use std::collections::HashMap;
 

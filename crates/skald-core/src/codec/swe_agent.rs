@@ -9,14 +9,17 @@
 //! Two tool styles exist:
 //! - **Function calling**: assistant messages carry OpenAI `tool_calls` (arguments a JSON string,
 //!   kept verbatim in `arguments_text`) and `tool` messages name their call in `tool_call_ids`.
-//!   A `tool` message becomes a [`Role::ToolResult`](crate::message::Role::ToolResult) when the id it names belongs to a call seen
+//!   A `tool` message becomes a [`Role::ToolResult`] when the id it names belongs to a call seen
 //!   before it; otherwise it stays a user message with `role: "tool"` kept in its extra.
 //! - **Classic** (no function calling): the command is a fenced block in the assistant text,
 //!   also recorded in `action`, and the next user message is its observation. When the action's
 //!   fence is found in the text and the next message is a user observation of the same kind (demo
-//!   or not), the fence becomes a [`ToolCall`](crate::message::ToolCall) named after the command's first word (`edit`,
+//!   or not), the fence becomes a [`ToolCall`] named after the command's first word (`edit`,
 //!   `open`, `python`…) with arguments `{"command": action}` and id `call_<history index>`, and
 //!   the observation its result (`is_error` unknown). Otherwise both stay plain text.
+//!
+//! [`Role::ToolResult`]: crate::message::Role::ToolResult
+//! [`ToolCall`]: crate::message::ToolCall
 
 use std::collections::HashMap;
 

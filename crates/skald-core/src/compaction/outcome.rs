@@ -76,7 +76,8 @@ pub enum SkipReason {
     TailTooLarge {
         /// The preserved recent turns' size.
         tail_tokens: u64,
-        /// What the context may hold after compacting (the window minus the reserve).
+        /// The most the preserved turns may take: what the threshold leaves after the prefix and
+        /// the summary's room, over the safety margin.
         budget_tokens: u64,
     },
 }
@@ -263,14 +264,14 @@ pub enum CompactionOutcome {
     },
     /// Nothing was attempted; the history is unchanged.
     Skipped {
-        /// Why.
+        /// Why nothing was attempted.
         reason: SkipReason,
         /// The context's size, unchanged.
         tokens_before: u64,
     },
     /// Work started and was abandoned; the history is unchanged.
     Cancelled {
-        /// Why.
+        /// Why the work was abandoned.
         reason: CancelReason,
         /// The context's size, unchanged.
         tokens_before: u64,

@@ -205,7 +205,7 @@ pub enum UploadDecision {
     },
     /// Nothing to do on this request.
     Nothing {
-        /// Why.
+        /// Why there is nothing to do.
         reason: IdleReason,
     },
 }

@@ -3,10 +3,10 @@
 //! when that is not enough.
 //!
 //! The algorithm, in the seed's terms (defaults in brackets):
-//! 1. **Gate.** Mode `off` does nothing. Mode `cache-ttl` \[default\] prunes only when the provider's
-//!    prompt cache has expired: `now − last_cache_touch ≥ ttl` [5 min], and never when the clock
-//!    was never touched. Mode `always` skips the gate (providers without a prompt cache). After a
-//!    prune that changed something the returned [`PruneClock`] is touched.
+//! 1. **Gate.** Mode `off` does nothing. Mode `cache-ttl` \[default\] prunes only when the
+//!    provider's prompt cache has expired: `now − last_cache_touch ≥ ttl` [5 min], and never when
+//!    the clock was never touched. Mode `always` skips the gate (providers without a prompt
+//!    cache). After a prune that changed something the returned [`PruneClock`] is touched.
 //! 2. `char_window = context_window_tokens × 4`; a window of 0 means unknown and does nothing.
 //!    Characters are estimator characters ([`crate::tokens::estimate_chars`]: CJK ×4, image 8,000).
 //! 3. **Protected:** everything before the first user message (bootstrap reads), everything from
@@ -14,9 +14,9 @@
 //!    pruning], results holding an image, and tools the allow/deny globs exclude (case-insensitive,
 //!    deny wins, empty allow = all; a result without a tool name takes the name of its call).
 //! 4. If `total / char_window < soft_trim_ratio` [0.3] nothing changes. Otherwise every prunable
-//!    result whose text (blocks joined by newlines) exceeds `soft_trim.max_chars` \[4,000\] becomes
-//!    head \[1,500\] + `"\n...\n"` + tail \[1,500\] + `"\n\n[Tool result trimmed: kept first H chars
-//!    and last T chars of N chars.]"`, head and tail taken across block boundaries.
+//!    result whose text (blocks joined by newlines) exceeds `soft_trim.max_chars` \[4,000\]
+//!    becomes head \[1,500\] + `"\n...\n"` + tail \[1,500\] + `"\n\n[Tool result trimmed: kept
+//!    first H chars and last T chars of N chars.]"`, head and tail taken across block boundaries.
 //! 5. If the ratio is still ≥ `hard_clear_ratio` [0.5] and the prunable results hold at least
 //!    `min_prunable_tool_chars` \[50,000\], results are replaced by the placeholder ["[Old tool
 //!    result content cleared]"], oldest first, until the ratio drops below `hard_clear_ratio`.

@@ -11,8 +11,10 @@ use crate::codec::json::{FieldError, Path, as_object, rest, write_extra};
 use crate::message::Extra;
 use crate::session::{Entry, EntryKind, SessionHeader};
 
-/// Reads one entry line's JSON. Unlike [`decode_session`](super::decode_session), a known entry type whose body does not
+/// Reads one entry line's JSON. Unlike [`decode_session`], a known entry type whose body does not
 /// decode is an error here rather than an [`EntryKind::Other`].
+///
+/// [`decode_session`]: super::decode_session
 pub fn decode_entry(value: &Value) -> Result<Entry, OpenClawError> {
     let obj = as_object(value, Path::Root.key("entry"), "an object with a \"type\"")?;
     let (entry, body_error) = decode_entry_object(obj)?;

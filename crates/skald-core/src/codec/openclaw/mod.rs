@@ -47,13 +47,15 @@ pub use message::{
 };
 
 /// The skald field of a `toolResult` message that carries the whole content of a
-/// [`Role::ToolResult`](crate::message::Role::ToolResult) message pi has no shape for: several results (parallel tool calls), or
+/// [`Role::ToolResult`] message pi has no shape for: several results (parallel tool calls), or
 /// results beside text (Anthropic's `[tool_result, text]` user message), or a lone result with
 /// fields of its own (`cache_control`), which pi's one object would mix with the message's. Every
 /// block is written
 /// with the block encoder (results as nested `toolResult` blocks), in order; pi's own fields of
 /// the message describe the first result, so readers of the format still see a valid message.
 /// [`decode_agent_message`] restores the content from this field when it is present.
+///
+/// [`Role::ToolResult`]: crate::message::Role::ToolResult
 pub const SKALD_CONTENT_KEY: &str = "skaldContent";
 
 // ---------------------------------------------------------------------------------------------

@@ -99,6 +99,7 @@ pub fn finish_summary(summary: &str, appendices: &Appendices) -> String {
         .collect::<Vec<_>>()
         .join("\n\n")
 }
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

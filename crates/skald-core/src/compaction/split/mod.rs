@@ -53,6 +53,7 @@ pub fn strip_details(mut messages: Vec<Message>) -> Vec<Message> {
     }
     messages
 }
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

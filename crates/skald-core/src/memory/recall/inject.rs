@@ -82,7 +82,9 @@ pub fn render_result_json(fields: &[(&str, Value)]) -> String {
     out
 }
 
-/// The `search_memories` result for `memories` (already JSON objects, see [`memory_json`](super::memory_json)).
+/// The `search_memories` result for `memories` (already JSON objects, see [`memory_json`]).
+///
+/// [`memory_json`]: super::memory_json
 pub fn search_result_text(memories: Vec<Value>) -> String {
     render_result_json(&[
         ("success", json!(true)),

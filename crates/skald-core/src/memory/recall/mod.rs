@@ -12,7 +12,7 @@
 //! for something never remembered still has the top score. So the threshold applies to two
 //! absolute measures instead, and a hit is kept when either clears its bar:
 //! - **term coverage** ([`term_coverage`]): the share of the query's content words (after
-//!   [`QueryPlan`](crate::memory::query::QueryPlan)'s stopwords, with a light suffix stemmer) that occur in the memory's text or
+//!   [`QueryPlan`]'s stopwords, with a light suffix stemmer) that occur in the memory's text or
 //!   the informative part of its URI ([`informative_path`]), counted against at most
 //!   [`COVERAGE_SATURATION_TERMS`] words. A query made of five
 //!   messages has many words and a relevant memory shares a few of them, so matching three is
@@ -51,6 +51,8 @@
 //! let greeting = vec![Message::text(Role::User, "thanks!")];
 //! assert!(matches!(recall_query(&greeting, &settings), Err(SkipReason::Greeting { .. })));
 //! ```
+//!
+//! [`QueryPlan`]: crate::memory::query::QueryPlan
 
 mod inject;
 mod relevance;

@@ -50,8 +50,10 @@ pub struct RecallSettings {
     pub min_query_chars: usize,
     /// At most this many memories are injected.
     pub max_results: usize,
-    /// A memory is relevant when this share of the query's words (see [`term_coverage`](super::term_coverage)) occur
+    /// A memory is relevant when this share of the query's words (see [`term_coverage`]) occur
     /// in it, 0 to 1…
+    ///
+    /// [`term_coverage`]: super::term_coverage
     pub min_term_coverage: f64,
     /// …or when its embedding's cosine similarity to the query's is at least this, -1 to 1.
     pub min_cosine: f64,

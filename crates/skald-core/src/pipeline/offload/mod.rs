@@ -1,6 +1,6 @@
 //! Offload (seed 000, SCCS): large tool results leave the context and a placeholder
 //! `[REF_ID: <sha-256>] (Summary: <digest>)` stands in their place; the original is returned as a
-//! [`NewRef`](crate::refs::NewRef) for the caller to store durably before the output reaches a model.
+//! [`NewRef`] for the caller to store durably before the output reaches a model.
 //!
 //! Decisions are content-addressed: the same result under the same settings always becomes the
 //! same placeholder, byte for byte, so requests share their prefix. Which results are offloaded
@@ -14,6 +14,8 @@
 //! The parts, private (every item has one path: here): `results` (tool results, the stage
 //! proper) and `arguments` (long tool-call arguments). This file holds the settings, the limits
 //! and the report both parts fill.
+//!
+//! [`NewRef`]: crate::refs::NewRef
 
 mod arguments;
 mod results;

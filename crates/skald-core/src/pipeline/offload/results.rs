@@ -50,6 +50,7 @@ impl OffloadCache {
         self.entries.is_empty()
     }
 }
+
 /// The outcome of [`offload`].
 #[derive(Debug, Clone, Default)]
 pub struct OffloadOutcome {
