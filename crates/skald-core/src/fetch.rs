@@ -89,7 +89,9 @@ pub fn tool_spec() -> ToolSpec {
 /// An inclusive, 1-based line range; either end may be open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineRange {
+    /// The first line shown, 1-based (1 when the range was written `:50`).
     pub start: usize,
+    /// The last line shown, inclusive; `None` runs to the end of the output.
     pub end: Option<usize>,
 }
 
@@ -125,28 +127,41 @@ impl LineRange {
 /// The parsed arguments of one call.
 #[derive(Debug, Clone)]
 pub struct FetchArgs {
+    /// The refs to fetch, as the model wrote them; [`FetchArgs::parsed_ids`] checks each.
     pub ref_ids: Vec<String>,
+    /// Only these lines of each original.
     pub lines: Option<LineRange>,
+    /// Only the lines matching this expression, with `context` lines around each match.
     pub grep: Option<Regex>,
+    /// Lines shown before and after each `grep` match (at most 50).
     pub context: usize,
+    /// The most characters of one original's body shown; the rest is cut on a line with a note
+    /// saying how to narrow the request.
     pub max_chars: usize,
 }
 
 /// Arguments a model got wrong; the message is written for the model to correct itself.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FetchArgsError {
+    /// The arguments are not a JSON object.
     #[error("arguments must be a JSON object with \"ref_ids\"")]
     NotAnObject,
+    /// `ref_ids` is missing, empty, too long or not all strings.
     #[error("\"ref_ids\" must be a non-empty array of strings (at most {MAX_REF_IDS})")]
     RefIds,
+    /// An argument the tool does not define.
     #[error("unknown argument {0:?}: expected ref_ids, lines, grep, context or max_chars")]
     Unknown(String),
+    /// `lines` is not a line range.
     #[error("\"lines\" {0:?} is not a line range: use \"120:180\", \"120:\" or \":50\" (1-based)")]
     Lines(String),
+    /// `grep` does not compile as a regular expression.
     #[error("\"grep\" is not a valid regular expression: {0}")]
     Grep(String),
+    /// `context` or `max_chars` is not a non-negative integer.
     #[error("\"{0}\" must be a non-negative integer")]
     Integer(&'static str),
+    /// `max_chars` is below the smallest useful slice.
     #[error("\"max_chars\" must be at least {MIN_MAX_CHARS}")]
     MaxCharsTooSmall,
 }

@@ -12,6 +12,10 @@
 //! assert_eq!(decoded.conversation.messages.len(), 2);
 //! ```
 
+// Every public item says what it is; `clippy -D warnings` turns a new undocumented one into an
+// error.
+#![warn(missing_docs)]
+
 pub mod codec;
 pub mod compaction;
 pub mod digest;

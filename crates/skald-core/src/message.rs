@@ -107,9 +107,13 @@ impl StopReason {
 /// cached tokens, so its decoder subtracts `cache_read` to keep one meaning across providers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// Input tokens read without the cache (cache reads and writes are counted apart).
     pub input: u64,
+    /// Tokens the model wrote, reasoning included where the provider counts it there.
     pub output: u64,
+    /// Input tokens served from the provider's prompt cache.
     pub cache_read: u64,
+    /// Input tokens written to the provider's prompt cache by this call.
     pub cache_write: u64,
 }
 
@@ -123,7 +127,9 @@ impl Usage {
 /// A point in time as a format wrote it: epoch milliseconds or an RFC 3339 string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Timestamp {
+    /// Milliseconds since the Unix epoch (pi, OpenClaw).
     Millis(i64),
+    /// An RFC 3339 / ISO 8601 string, kept as written (Claude Code, session entries).
     Rfc3339(String),
 }
 
@@ -155,59 +161,81 @@ pub enum ContentForm {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ImageSource {
     /// Inline bytes, base64-encoded.
-    Base64 { media_type: String, data: String },
+    Base64 {
+        /// The MIME type of the bytes (`image/png`…).
+        media_type: String,
+        /// The image bytes, base64-encoded.
+        data: String,
+    },
     /// A URL (including `data:` URLs, kept as written).
-    Url { url: String },
+    Url {
+        /// The address, exactly as the format wrote it.
+        url: String,
+    },
 }
 
 /// Text the model reads or wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextBlock {
+    /// The text itself.
     pub text: String,
+    /// Fields of the block the model does not interpret (`cache_control`, annotations…).
     pub extra: Extra,
 }
 
 /// An image input.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImageBlock {
+    /// Where the image's bytes are.
     pub source: ImageSource,
+    /// Fields of the block the model does not interpret (`cache_control`, `detail`…).
     pub extra: Extra,
 }
 
 /// Model reasoning, with the provider's signature when there is one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThinkingBlock {
+    /// The reasoning text (empty when the provider sent only a signature).
     pub thinking: String,
+    /// The provider's signature over the reasoning, which must come back unchanged for the
+    /// provider to accept the thinking in a later request.
     pub signature: Option<String>,
+    /// Fields of the block the model does not interpret.
     pub extra: Extra,
 }
 
 /// A request from the model to run a tool.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
+    /// The call's id, which its result quotes (`call_id`, `tool_use_id`).
     pub id: String,
+    /// The name of the tool to run.
     pub name: String,
     /// The arguments, parsed. A string that is not valid JSON is kept as `Value::String`.
     pub arguments: Value,
     /// The arguments exactly as a string-encoding format (OpenAI) sent them. Encoders write this
     /// text back when present; whoever changes `arguments` must clear it.
     pub arguments_text: Option<String>,
+    /// Fields of the call the model does not interpret.
     pub extra: Extra,
 }
 
 /// The outcome of a tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
+    /// The id of the [`ToolCall`] this result answers.
     pub call_id: String,
     /// The tool's name where the format records it (OpenClaw does; Anthropic and OpenAI do not).
     pub tool_name: Option<String>,
     /// What the tool returned, as text and image blocks.
     pub content: Vec<Block>,
+    /// How the format spelled `content` (a bare string or a list of parts).
     pub content_form: ContentForm,
     /// `None` when the format left the flag out.
     pub is_error: Option<bool>,
     /// Host-only data (OpenClaw `details`). Never shown to a model or a summarizer, never counted.
     pub details: Option<Value>,
+    /// Fields of the result the model does not interpret.
     pub extra: Extra,
 }
 
@@ -221,14 +249,8 @@ impl ToolResult {
     pub fn text_chars(&self) -> usize {
         self.content
             .iter()
-            .map(|block| match block {
-                Block::Text(text) => text.text.chars().count(),
-                Block::Image(_)
-                | Block::Thinking(_)
-                | Block::ToolCall(_)
-                | Block::ToolResult(_)
-                | Block::Opaque(_) => 0,
-            })
+            .filter_map(Block::as_text)
+            .map(|text| text.text.chars().count())
             .sum()
     }
 }
@@ -236,20 +258,11 @@ impl ToolResult {
 /// The text blocks of `blocks`, joined by newlines (images, calls and nested results skipped).
 pub fn join_text(blocks: &[Block]) -> String {
     let mut out = String::new();
-    for block in blocks {
-        match block {
-            Block::Text(text) => {
-                if !out.is_empty() {
-                    out.push('\n');
-                }
-                out.push_str(&text.text);
-            }
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => {}
+    for text in blocks.iter().filter_map(Block::as_text) {
+        if !out.is_empty() {
+            out.push('\n');
         }
+        out.push_str(&text.text);
     }
     out
 }
@@ -257,10 +270,15 @@ pub fn join_text(blocks: &[Block]) -> String {
 /// One piece of a message's content.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
+    /// Text the model reads or wrote.
     Text(TextBlock),
+    /// An image input.
     Image(ImageBlock),
+    /// Model reasoning.
     Thinking(ThinkingBlock),
+    /// A tool call the model made (assistant messages).
     ToolCall(ToolCall),
+    /// The outcome of a tool call ([`Role::ToolResult`] messages, or Anthropic user messages).
     ToolResult(ToolResult),
     /// A block of a type skald does not model (Anthropic `redacted_thinking`, `document`, server
     /// tool blocks…), kept verbatim.
@@ -275,6 +293,81 @@ impl Block {
             extra: Extra::new(),
         })
     }
+
+    // The accessors below match every variant by name (the workspace denies wildcard arms on its
+    // own enums), so callers that want one kind of block need not write the whole list out.
+
+    /// The text block, if this is one.
+    pub fn as_text(&self) -> Option<&TextBlock> {
+        match self {
+            Block::Text(text) => Some(text),
+            Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => None,
+        }
+    }
+
+    /// The text block, mutably, if this is one.
+    pub fn as_text_mut(&mut self) -> Option<&mut TextBlock> {
+        match self {
+            Block::Text(text) => Some(text),
+            Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => None,
+        }
+    }
+
+    /// The tool call, if this block is one.
+    pub fn as_tool_call(&self) -> Option<&ToolCall> {
+        match self {
+            Block::ToolCall(call) => Some(call),
+            Block::Text(_)
+            | Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => None,
+        }
+    }
+
+    /// The tool call, mutably, if this block is one.
+    pub fn as_tool_call_mut(&mut self) -> Option<&mut ToolCall> {
+        match self {
+            Block::ToolCall(call) => Some(call),
+            Block::Text(_)
+            | Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => None,
+        }
+    }
+
+    /// The tool result, if this block is one.
+    pub fn as_tool_result(&self) -> Option<&ToolResult> {
+        match self {
+            Block::ToolResult(result) => Some(result),
+            Block::Text(_)
+            | Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::Opaque(_) => None,
+        }
+    }
+
+    /// The tool result, mutably, if this block is one.
+    pub fn as_tool_result_mut(&mut self) -> Option<&mut ToolResult> {
+        match self {
+            Block::ToolResult(result) => Some(result),
+            Block::Text(_)
+            | Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::Opaque(_) => None,
+        }
+    }
 }
 
 /// Per-message facts that are not content.
@@ -283,18 +376,26 @@ pub struct MessageMeta {
     /// The format's own id for the message or entry (OpenClaw entry id, Claude Code uuid,
     /// provider response id).
     pub id: Option<String>,
+    /// Why the model stopped, on assistant messages the provider annotated.
     pub stop_reason: Option<StopReason>,
+    /// Tokens the call that produced this message used, as the provider reported them.
     pub usage: Option<Usage>,
+    /// When the message was written, in the format's own spelling.
     pub timestamp: Option<Timestamp>,
+    /// The model that wrote the message.
     pub model: Option<String>,
+    /// The provider that served the model (pi's `provider`, `anthropic`, `openai`…).
     pub provider: Option<String>,
 }
 
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
+    /// Who speaks.
     pub role: Role,
+    /// What the message says, in order.
     pub content: Vec<Block>,
+    /// Facts about the message that are not content (id, usage, stop reason, time).
     pub meta: MessageMeta,
     /// How the format spelled `content`.
     pub content_form: ContentForm,
@@ -324,26 +425,12 @@ impl Message {
 
     /// The tool calls in this message, in order.
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
-        self.content.iter().filter_map(|block| match block {
-            Block::ToolCall(call) => Some(call),
-            Block::Text(_)
-            | Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => None,
-        })
+        self.content.iter().filter_map(Block::as_tool_call)
     }
 
     /// The tool results in this message, in order.
     pub fn tool_results(&self) -> impl Iterator<Item = &ToolResult> {
-        self.content.iter().filter_map(|block| match block {
-            Block::ToolResult(result) => Some(result),
-            Block::Text(_)
-            | Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::Opaque(_) => None,
-        })
+        self.content.iter().filter_map(Block::as_tool_result)
     }
 
     /// The concatenated text blocks of the message (not of nested tool results).
@@ -363,7 +450,9 @@ impl Message {
 /// A tool the model may call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
+    /// The name the model calls the tool by.
     pub name: String,
+    /// What the tool does, as the model is told.
     pub description: Option<String>,
     /// JSON Schema of the arguments.
     pub parameters: Value,
@@ -374,7 +463,9 @@ pub struct ToolSpec {
 /// A conversation as a model request sees it: messages plus the tools on offer.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Conversation {
+    /// The messages, in order (system messages included, in place).
     pub messages: Vec<Message>,
+    /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
     /// The model the request or transcript names, if any.
     pub model: Option<String>,

@@ -34,20 +34,31 @@ pub struct RefId(String);
 /// Why a string is not a ref id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RefIdError {
+    /// The string is empty.
     #[error("ref id is empty")]
     Empty,
+    /// The string is not 64 characters long.
     #[error(
         "ref id {shown:?} is not a ref id: expected 64 lowercase hex characters (a SHA-256), \
          found {len} characters"
     )]
-    WrongLength { shown: String, len: usize },
+    WrongLength {
+        /// The start of the string, cut for the message.
+        shown: String,
+        /// Its length in characters.
+        len: usize,
+    },
+    /// The string has a character that is not lowercase hex.
     #[error(
         "ref id {shown:?} is not a ref id: expected only lowercase hex characters 0-9a-f, \
          found {found:?} at position {position}"
     )]
     BadCharacter {
+        /// The start of the string, cut for the message.
         shown: String,
+        /// The first character that is not lowercase hex.
         found: char,
+        /// Its position in the string, counting characters from 0.
         position: usize,
     },
 }
@@ -100,6 +111,7 @@ impl RefId {
         RefId(hex)
     }
 
+    /// The id as its 64 hex characters.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -120,12 +132,15 @@ impl std::fmt::Display for RefId {
 /// and the store writes the same bytes without serialising the payload again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewRef {
+    /// The id the payload is stored under: the SHA-256 of its canonical bytes.
     pub id: RefId,
+    /// The original content.
     pub payload: RefPayload,
     canonical: CanonicalPayload,
 }
 
 impl NewRef {
+    /// A ref for `payload`, its canonical bytes and id computed here, once.
     pub fn new(payload: RefPayload) -> NewRef {
         let canonical = CanonicalPayload::of(&payload);
         NewRef {
@@ -151,6 +166,7 @@ pub struct CanonicalPayload {
 }
 
 impl CanonicalPayload {
+    /// The canonical bytes of `payload` and their hash.
     pub fn of(payload: &RefPayload) -> CanonicalPayload {
         let bytes = payload.to_bytes();
         CanonicalPayload {
@@ -159,10 +175,12 @@ impl CanonicalPayload {
         }
     }
 
+    /// The SHA-256 of [`CanonicalPayload::bytes`].
     pub fn id(&self) -> &RefId {
         &self.id
     }
 
+    /// The bytes a store writes, exactly as hashed.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
@@ -188,19 +206,23 @@ pub fn ref_ids_in(text: &str) -> Vec<RefId> {
 /// The original content of a tool output, as stored behind a ref: every block, images included.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RefPayload {
+    /// The original blocks of the output, in order.
     pub blocks: Vec<Block>,
 }
 
 /// Why stored bytes are not a payload.
 #[derive(Debug, thiserror::Error)]
 pub enum PayloadError {
+    /// The stored bytes are not JSON.
     #[error("stored ref content is not JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// The stored JSON is not an array of blocks this format writes.
     #[error("stored ref content: {0}")]
     Shape(String),
 }
 
 impl RefPayload {
+    /// A payload holding `blocks`.
     pub fn new(blocks: Vec<Block>) -> RefPayload {
         RefPayload { blocks }
     }

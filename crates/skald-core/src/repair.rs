@@ -81,6 +81,7 @@ pub struct RepairReport {
     /// Assistant messages without tool calls merged into the assistant message whose calls they
     /// sat between and the results (see the module docs).
     pub merged_assistant_messages: usize,
+    /// One line per change, saying what was done to which message and why.
     pub reasons: Vec<String>,
 }
 
@@ -247,20 +248,18 @@ pub fn sanitize_tool_calls(
                 return Some(message);
             }
             let mut verdicts = verdicts.into_iter();
-            message.content.retain_mut(|block| match block {
-                Block::ToolCall(call) => match verdicts.next() {
+            message.content.retain_mut(|block| {
+                let Some(call) = block.as_tool_call_mut() else {
+                    return true;
+                };
+                match verdicts.next() {
                     Some(Verdict::Keep) | None => true,
                     Some(Verdict::Trim) => {
                         call.name = call.name.trim().to_owned();
                         true
                     }
                     Some(Verdict::Drop) => false,
-                },
-                Block::Text(_)
-                | Block::Image(_)
-                | Block::Thinking(_)
-                | Block::ToolResult(_)
-                | Block::Opaque(_) => true,
+                }
             });
             if message.content.is_empty() {
                 report.dropped_empty_messages += 1;

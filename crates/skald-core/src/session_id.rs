@@ -13,6 +13,8 @@
 //! The opening is hashed by [`content_key`] (what a message says, whatever its spelling: a
 //! string or blocks, extra fields, timestamps), so the same conversation in two wire formats
 //! derives the same id.
+//!
+//! [`derive`]: fn@derive
 
 use crate::message::{Block, Message, Role};
 use crate::refs::RefId;

@@ -8,9 +8,13 @@ use crate::message::{Block, Message, Role};
 /// Count, median, 90th percentile and maximum of a list of sizes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Distribution {
+    /// How many sizes there are.
     pub count: usize,
+    /// The middle size (the lower of the two middles for an even count).
     pub median: usize,
+    /// The size 90 % of the list are at or below.
     pub p90: usize,
+    /// The largest size.
     pub max: usize,
 }
 

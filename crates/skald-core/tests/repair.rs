@@ -707,15 +707,9 @@ proptest! {
             let mut all: Vec<String> = messages
                 .iter()
                 .flat_map(|m| m.content.iter())
-                .filter_map(|b| match b {
-                    Block::Text(t) if t.text.starts_with("text ") => Some(t.text.clone()),
-                    Block::Text(_)
-                    | Block::Image(_)
-                    | Block::Thinking(_)
-                    | Block::ToolCall(_)
-                    | Block::ToolResult(_)
-                    | Block::Opaque(_) => None,
-                })
+                .filter_map(Block::as_text)
+                .filter(|t| t.text.starts_with("text "))
+                .map(|t| t.text.clone())
                 .collect();
             all.sort();
             all

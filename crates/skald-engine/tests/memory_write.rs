@@ -13,8 +13,8 @@ use skald_core::memory::upload::{DropReason, UploadSettings};
 use skald_core::memory::uri::MemoryUri;
 use skald_core::memory::write::WriteSettings;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_core::session::SessionHeader;
 use skald_core::session::session_context;
-use skald_core::session::{EntryKind, SessionHeader};
 use skald_engine::SessionState;
 use skald_engine::compact::{CompactRequest, compact_session};
 use skald_engine::memory_write::{
@@ -244,19 +244,7 @@ fn custom_entries(fixture: &Fixture, custom: &str) -> Vec<serde_json::Value> {
         .entries(TENANT, SESSION)
         .unwrap()
         .into_iter()
-        .filter_map(|entry| match entry.kind {
-            EntryKind::Custom { custom_type, data } if custom_type == custom => data,
-            EntryKind::Message(_)
-            | EntryKind::Compaction { .. }
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => None,
-        })
+        .filter_map(|entry| entry.kind.custom_data(custom).cloned())
         .collect()
 }
 

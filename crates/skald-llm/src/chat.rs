@@ -26,6 +26,8 @@ pub struct ChatRequest {
     pub tools: Vec<Value>,
     /// Output limit; the provider configuration's `max_output_tokens` when `None`.
     pub max_output_tokens: Option<u32>,
+    /// Sampling temperature; the provider's default when `None`. Anthropic takes 0 to 1, so
+    /// its client clamps the value into that range.
     pub temperature: Option<f32>,
 }
 
@@ -48,6 +50,7 @@ pub struct ChatResponse {
     /// Tokens the provider reported (`input` excludes cached tokens, as in
     /// [`skald_core::message::Usage`]); zero when it reported none.
     pub usage: Usage,
+    /// Why the model stopped (end of turn, output limit, tool use…), when the provider said.
     pub stop_reason: Option<StopReason>,
     /// The model that answered, as the provider names it (else the configured model).
     pub model: String,
@@ -76,12 +79,20 @@ pub enum StreamEvent {
     ThinkingDelta(String),
     /// The model started tool call number `index` (0 for the first call of the answer).
     ToolCallStart {
+        /// The call's position among the answer's tool calls; later deltas name it.
         index: usize,
+        /// The provider's id of the call, which the tool result must quote.
         id: String,
+        /// The tool the model calls.
         name: String,
     },
     /// More of tool call `index`'s arguments, as JSON text.
-    ToolCallArgsDelta { index: usize, delta: String },
+    ToolCallArgsDelta {
+        /// The call these arguments belong to, as in [`StreamEvent::ToolCallStart`].
+        index: usize,
+        /// The next piece of the arguments' JSON text; the pieces concatenate to the whole.
+        delta: String,
+    },
     /// Token usage so far (providers report it at the start, the end, or both; the last one
     /// is final).
     Usage(Usage),
@@ -157,18 +168,14 @@ pub fn strip_details(messages: &[Message]) -> Vec<Message> {
 fn strip_blocks(blocks: &[Block]) -> Vec<Block> {
     blocks
         .iter()
-        .map(|block| match block {
-            Block::ToolResult(result) => {
+        .map(|block| match block.as_tool_result() {
+            Some(result) => {
                 let mut result = result.clone();
                 result.details = None;
                 result.content = strip_blocks(&result.content);
                 Block::ToolResult(result)
             }
-            Block::Text(_)
-            | Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::Opaque(_) => block.clone(),
+            None => block.clone(),
         })
         .collect()
 }

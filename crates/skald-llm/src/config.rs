@@ -83,10 +83,12 @@ pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4_096;
 /// [`ProviderConfig::validate`]. `Debug` never prints the key.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ProviderConfig {
+    /// Which API the endpoint speaks, and so which client serves it.
     pub kind: ProviderKind,
     /// The API root without a trailing slash: requests go to `{base_url}/chat/completions`
     /// (OpenAI) or `{base_url}/v1/messages` (Anthropic).
     pub base_url: String,
+    /// The model name sent with every request, as the provider spells it.
     pub model: String,
     /// The environment variable holding the key (the recommended way).
     pub api_key_env: Option<String>,

@@ -21,55 +21,92 @@ pub enum LlmError {
     /// provider's message states, when it states them.
     #[error("context overflow: {message}")]
     ContextOverflow {
+        /// The prompt size the provider says it was sent.
         requested_tokens: Option<u64>,
+        /// The context window the provider says the model has.
         limit_tokens: Option<u64>,
+        /// The provider's error text, cut to a readable length.
         message: String,
     },
     /// Too many requests or tokens per unit of time (HTTP 429 and its spellings). Retried by the
     /// client; returned once the retries are spent or the wait asked for is too long.
     #[error("rate limited{}: {message}", retry_after_note(*retry_after_ms))]
     RateLimited {
+        /// How long the provider asked to wait (`Retry-After` and its relatives), in milliseconds.
         retry_after_ms: Option<u64>,
+        /// The provider's error text, cut to a readable length.
         message: String,
     },
     /// The account has no credit or quota left (HTTP 402, `insufficient_quota`). Never retried:
     /// waiting does not help.
     #[error("quota or billing limit reached: {message}")]
-    QuotaExceeded { message: String },
+    QuotaExceeded {
+        /// The provider's error text, cut to a readable length.
+        message: String,
+    },
     /// The key is missing, wrong or not allowed to use the model (HTTP 401, 403).
     #[error("authentication failed (HTTP {status}): {message}")]
-    Auth { status: u16, message: String },
+    Auth {
+        /// The HTTP status (401 or 403).
+        status: u16,
+        /// The provider's error text, cut to a readable length.
+        message: String,
+    },
     /// The provider rejected the request as malformed (HTTP 400, 404, 422…), for a reason other
     /// than its size.
     #[error("bad request (HTTP {status}): {message}")]
-    BadRequest { status: u16, message: String },
+    BadRequest {
+        /// The HTTP status the provider answered with.
+        status: u16,
+        /// The provider's error text, cut to a readable length.
+        message: String,
+    },
     /// The provider failed (HTTP 5xx, 529 overloaded, or an error event in a stream, which
     /// has no status and is reported as 500).
     #[error("server error (HTTP {status}){}: {message}", retry_after_note(*retry_after_ms))]
     Server {
+        /// The HTTP status (500 for an error event inside a stream).
         status: u16,
+        /// How long the provider asked to wait, in milliseconds, when it said.
         retry_after_ms: Option<u64>,
+        /// The provider's error text, cut to a readable length.
         message: String,
     },
     /// No answer within the configured time.
     #[error("timed out: {message}")]
-    Timeout { message: String },
+    Timeout {
+        /// What did not arrive in time and the limit it missed, or the provider's text for an
+        /// HTTP 408.
+        message: String,
+    },
     /// The caller's cancellation token fired.
     #[error("aborted by the caller")]
     Aborted,
     /// The connection failed (DNS, refused, reset, TLS) or broke mid-answer.
     #[error("transport error: {message}")]
-    Transport { message: String },
+    Transport {
+        /// The underlying error and its causes.
+        message: String,
+    },
     /// The provider answered something that is not a valid response of its API.
     #[error("invalid response from the provider: {message}")]
-    InvalidResponse { message: String },
+    InvalidResponse {
+        /// What was wrong with the answer.
+        message: String,
+    },
     /// skald was asked to send something it cannot express (a tool spec without a name…);
     /// nothing was sent.
     #[error("invalid request: {message}")]
-    InvalidRequest { message: String },
+    InvalidRequest {
+        /// What could not be expressed.
+        message: String,
+    },
     /// The provider configuration is unusable (bad URL, unknown kind, missing key variable…).
     #[error("invalid LLM configuration: {message}")]
-    Config { message: String },
+    Config {
+        /// Which setting is wrong and why.
+        message: String,
+    },
 }
 
 fn retry_after_note(retry_after_ms: Option<u64>) -> String {

@@ -149,6 +149,10 @@
 //! # }
 //! ```
 
+// Every public item says what it is; `clippy -D warnings` turns a new undocumented one into an
+// error.
+#![warn(missing_docs)]
+
 pub mod anthropic;
 pub mod chat;
 pub mod client;

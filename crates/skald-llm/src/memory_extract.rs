@@ -74,6 +74,7 @@ pub struct DeterministicExtractor {
 }
 
 impl DeterministicExtractor {
+    /// An extractor that keeps at most `settings.max_candidates` memories of one span.
     pub fn new(settings: ExtractSettings) -> DeterministicExtractor {
         DeterministicExtractor { settings }
     }
@@ -156,6 +157,8 @@ impl LlmExtractor {
         parts
     }
 
+    /// The output limit of one extraction call (4,096 by default): the JSON list of memories
+    /// must fit in it whole, or the call's answer cannot be parsed.
     pub fn with_max_output_tokens(mut self, tokens: u32) -> LlmExtractor {
         self.max_output_tokens = tokens;
         self

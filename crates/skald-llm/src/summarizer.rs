@@ -32,6 +32,8 @@ pub struct SummaryRequest {
     pub identifiers: Vec<String>,
     /// The quality checks the previous attempt failed, to fix this time.
     pub feedback: Option<String>,
+    /// The summary's output limit in tokens; the extractive summarizer turns it into a character
+    /// budget, and 0 means its default.
     pub max_output_tokens: u32,
 }
 
@@ -210,6 +212,8 @@ pub struct ExtractiveSummarizer {
 }
 
 impl ExtractiveSummarizer {
+    /// A summarizer that writes within `settings` (item lengths, how much of the system text and
+    /// recent assistant messages it reads, each section's share of the budget).
     pub fn new(settings: skald_core::extractive::ExtractiveSettings) -> ExtractiveSummarizer {
         ExtractiveSummarizer { settings }
     }

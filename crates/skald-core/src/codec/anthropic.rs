@@ -67,21 +67,29 @@ pub enum AnthropicError {
     /// A required field is absent.
     #[error("{path}: missing, expected {expected}")]
     Missing {
+        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
         path: String,
+        /// What the format allows there.
         expected: &'static str,
     },
     /// A field has the wrong JSON type.
     #[error("{path}: expected {expected}, found {found}")]
     WrongType {
+        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
         path: String,
+        /// What the format allows there.
         expected: &'static str,
+        /// The JSON type that was there instead.
         found: &'static str,
     },
     /// A field has the right type but a value the format does not define.
     #[error("{path}: expected {expected}, found {found:?}")]
     UnknownValue {
+        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
         path: String,
+        /// What the format allows there.
         expected: &'static str,
+        /// The value that was there instead.
         found: String,
     },
 }

@@ -29,6 +29,8 @@
 //! Envelope fields (`uuid`, `parentUuid`, `sessionId`, `cwd`, …) are kept in [`Message::extra`];
 //! for a merged assistant message they are those of its first line, and `lineUuids` lists the
 //! `uuid` of every line merged into it.
+//!
+//! [`ToolResult::details`]: crate::message::ToolResult::details
 
 use std::collections::HashMap;
 
@@ -58,12 +60,18 @@ pub enum ClaudeCodeError {
     Empty,
     /// Not one line is a Claude Code entry: the input is something else.
     #[error("none of the {lines} non-blank lines is a Claude Code entry; first problem: {first}")]
-    NoEntries { lines: usize, first: LineIssue },
+    NoEntries {
+        /// How many non-blank lines the input has.
+        lines: usize,
+        /// Why the first of them is not an entry.
+        first: LineIssue,
+    },
 }
 
 /// A decoded session: the conversation plus what was skipped.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaudeCodeRead {
+    /// The messages of the session, in order, with Claude Code's tool results as blocks.
     pub conversation: Conversation,
     /// Lines that could not be read, each with the reason.
     pub issues: Vec<LineIssue>,
@@ -380,19 +388,10 @@ fn read_user(
     // goes to the first result; results are named after their call.
     let mut details = object.get("toolUseResult").cloned();
     let mut has_results = false;
-    for block in &mut content {
-        match block {
-            Block::ToolResult(result) => {
-                has_results = true;
-                result.tool_name = tool_names.get(&result.call_id).cloned();
-                result.details = details.take();
-            }
-            Block::Text(_)
-            | Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::Opaque(_) => {}
-        }
+    for result in content.iter_mut().filter_map(Block::as_tool_result_mut) {
+        has_results = true;
+        result.tool_name = tool_names.get(&result.call_id).cloned();
+        result.details = details.take();
     }
     let mut omit = vec!["type", "message", "uuid", "timestamp"];
     if details.is_none() {

@@ -50,8 +50,11 @@ pub enum DetectError {
         supported_list()
     )]
     NotJson {
+        /// The 1-based line of the input where the JSON parser stopped.
         line: usize,
+        /// The 1-based column on that line.
         column: usize,
+        /// What the JSON parser found wrong.
         message: String,
     },
     /// A JSON document whose shape matches no format.
@@ -59,13 +62,22 @@ pub enum DetectError {
         "{shape} matches no supported format; expected one of: {}",
         supported_list()
     )]
-    UnknownDocument { shape: String },
+    UnknownDocument {
+        /// What the document looks like (its type, or an object's first keys), to say why no
+        /// format matched.
+        shape: String,
+    },
     /// JSON Lines whose lines match no session format.
     #[error(
         "JSON Lines whose line {line} is {shape} match no supported session format; expected one of: {}",
         supported_list()
     )]
-    UnknownLines { line: usize, shape: String },
+    UnknownLines {
+        /// The first line that matched no session format.
+        line: usize,
+        /// What that line looks like, to say why no format matched.
+        shape: String,
+    },
 }
 
 fn supported_list() -> String {

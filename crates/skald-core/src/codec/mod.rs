@@ -63,7 +63,9 @@ impl Format {
 /// A problem with one line (1-based) of a JSONL input that the reader skipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineIssue {
+    /// The 1-based line number in the input.
     pub line: usize,
+    /// What was wrong with the line and what the reader did about it.
     pub message: String,
 }
 
@@ -76,7 +78,9 @@ impl std::fmt::Display for LineIssue {
 /// A transcript decoded from any format: the model-visible conversation plus what was skipped.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decoded {
+    /// The format the input was recognised as.
     pub format: Format,
+    /// What the input says, in the neutral model.
     pub conversation: Conversation,
     /// Lines that could not be read, each with the reason.
     pub issues: Vec<LineIssue>,
@@ -88,18 +92,25 @@ pub struct Decoded {
 /// Why [`decode`] could not read an input at all.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
+    /// The input is empty, not JSON, or matches no supported format.
     #[error(transparent)]
     Detect(#[from] DetectError),
+    /// The input looked like a Chat Completions request or response but did not decode.
     #[error("OpenAI Chat Completions: {0}")]
     OpenAi(#[from] openai::OpenAiError),
+    /// The input looked like an Anthropic Messages request or response but did not decode.
     #[error("Anthropic Messages: {0}")]
     Anthropic(#[from] anthropic::AnthropicError),
+    /// The input looked like an OpenClaw session file but did not decode.
     #[error("OpenClaw session: {0}")]
     OpenClaw(#[from] openclaw::OpenClawError),
+    /// The input looked like a Claude Code session but did not decode.
     #[error("Claude Code session: {0}")]
     ClaudeCode(#[from] claude_code::ClaudeCodeError),
+    /// The input looked like a mini-swe-agent trajectory but did not decode.
     #[error("mini-swe-agent trajectory: {0}")]
     MiniSwe(#[from] mini_swe::MiniSweError),
+    /// The input looked like a SWE-agent trajectory but did not decode.
     #[error("SWE-agent trajectory: {0}")]
     SweAgent(#[from] swe_agent::SweAgentError),
 }

@@ -17,6 +17,9 @@
 //!   or not), the fence becomes a [`ToolCall`] named after the command's first word (`edit`,
 //!   `open`, `python`…) with arguments `{"command": action}` and id `call_<history index>`, and
 //!   the observation its result (`is_error` unknown). Otherwise both stay plain text.
+//!
+//! [`Role::ToolResult`]: crate::message::Role::ToolResult
+//! [`ToolCall`]: crate::message::ToolCall
 
 use std::collections::HashMap;
 
@@ -32,15 +35,21 @@ pub enum SweAgentError {
     /// The input is not one JSON document.
     #[error("not valid JSON at line {line}, column {column}: {message}")]
     Json {
+        /// The 1-based line of the input where the JSON parser stopped.
         line: usize,
+        /// The 1-based column on that line.
         column: usize,
+        /// What the JSON parser found wrong.
         message: String,
     },
     /// A field has the wrong type or is missing.
     #[error("{path}: expected {expected}, found {found}")]
     Shape {
+        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
         path: String,
+        /// What the format allows there.
         expected: &'static str,
+        /// The JSON type that was there instead.
         found: &'static str,
     },
 }

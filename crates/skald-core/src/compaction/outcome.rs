@@ -62,7 +62,9 @@ pub enum SkipReason {
     Disabled,
     /// Threshold trigger while the context is not above the threshold.
     BelowThreshold {
+        /// The context's size.
         context_tokens: u64,
+        /// The size above which the threshold trigger compacts.
         threshold_tokens: u64,
     },
     /// Everything is in the preserved recent turns (or is a leading system message), and the
@@ -72,7 +74,10 @@ pub enum SkipReason {
     /// Nothing can be summarised (no safe cut point inside the preserved turns either), and the
     /// preserved recent turns alone are over the budget with no tool result left to truncate.
     TailTooLarge {
+        /// The preserved recent turns' size.
         tail_tokens: u64,
+        /// The most the preserved turns may take: what the threshold leaves after the prefix and
+        /// the summary's room, over the safety margin.
         budget_tokens: u64,
     },
 }
@@ -109,18 +114,28 @@ impl SkipReason {
 pub enum CancelReason {
     /// The context would not be smaller after compacting.
     WouldNotShrink {
+        /// The context's size before compacting.
         tokens_before: u64,
+        /// What it would have been after.
         tokens_after: u64,
     },
     /// The whole compaction took longer than `timeout_ms` (the caller's clock).
-    Timeout { timeout_ms: u64 },
+    Timeout {
+        /// The limit that was exceeded.
+        timeout_ms: u64,
+    },
     /// The caller aborted.
     Aborted,
     /// Every summarizer call for the history failed (only a last-resort note was left).
-    SummarizerFailed { last_error: String },
+    SummarizerFailed {
+        /// The error of the last call, as the summarizer reported it.
+        last_error: String,
+    },
     /// The summary still failed the quality guard after every retry.
     QualityGuardExhausted {
+        /// How many summaries were written and audited.
         attempts: u32,
+        /// What the last of them failed.
         failures: Vec<QualityFailure>,
     },
 }
@@ -165,8 +180,11 @@ pub struct TailTruncation {
     pub messages: Vec<Message>,
     /// Originals of the truncated results.
     pub new_refs: Vec<NewRef>,
+    /// What was cut, result by result.
     pub report: TruncateReport,
+    /// The tail's size before truncating.
     pub tokens_before: u64,
+    /// The tail's size after truncating.
     pub tokens_after: u64,
     /// Still over the budget after truncating every result as far as the truncate stage goes.
     pub still_over_budget: bool,
@@ -175,8 +193,11 @@ pub struct TailTruncation {
 /// What a compaction did, for checkpoints, logs and `skald compact --json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompactionDetails {
+    /// What started the compaction.
     pub trigger: CompactionTrigger,
+    /// The model's context window.
     pub window_tokens: u64,
+    /// The threshold the trigger was measured against.
     pub threshold_tokens: u64,
     /// Leading system messages kept in front of the summary.
     pub pinned_prefix: usize,
@@ -186,7 +207,9 @@ pub struct CompactionDetails {
     pub dropped_messages: usize,
     /// Messages kept verbatim after the summary.
     pub preserved_messages: usize,
+    /// Summarizer calls made, retries and merges included.
     pub summarizer_calls: u32,
+    /// Summarizer calls that failed.
     pub failed_calls: u32,
     /// Summary attempts (the quality guard's retries included).
     pub attempts: u32,
@@ -199,9 +222,13 @@ pub struct CompactionDetails {
     /// A degraded result was accepted (overflow only; see
     /// [`CompactionTrigger::accepts_degraded`]).
     pub degraded: bool,
+    /// The exact identifiers the summary was asked to keep.
     pub identifiers: Vec<String>,
+    /// The language the summary was written in.
     pub language: Language,
+    /// The files read and modified that the summary's appendix lists.
     pub files: FileLists,
+    /// How many failed tool calls the summary's appendix lists.
     pub tool_failures: usize,
     /// Set when the kept part starts inside the preserved turns (a split turn).
     pub turn_split: Option<TurnSplit>,
@@ -218,7 +245,9 @@ pub struct CompactionDetails {
 pub enum CompactionOutcome {
     /// The history before `first_kept_index` is replaced by `summary`; the context is smaller.
     Compacted {
+        /// The context's size before compacting.
         tokens_before: u64,
+        /// The context's size after: prefix, summary and kept messages.
         tokens_after: u64,
         /// The final summary, appendices included.
         summary: String,
@@ -230,16 +259,21 @@ pub enum CompactionOutcome {
         /// Present when the preserved tail was shrunk; its messages replace the kept ones.
         #[serde(skip)]
         tail_truncation: Option<Box<TailTruncation>>,
+        /// What the compaction did, step by step.
         details: Box<CompactionDetails>,
     },
     /// Nothing was attempted; the history is unchanged.
     Skipped {
+        /// Why nothing was attempted.
         reason: SkipReason,
+        /// The context's size, unchanged.
         tokens_before: u64,
     },
     /// Work started and was abandoned; the history is unchanged.
     Cancelled {
+        /// Why the work was abandoned.
         reason: CancelReason,
+        /// The context's size, unchanged.
         tokens_before: u64,
     },
 }

@@ -85,15 +85,23 @@ pub struct CompactionInputs<'a> {
 /// A compaction that cannot be planned.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlanError {
+    /// The settings failed validation.
     #[error("compaction settings: {0}")]
     Settings(#[from] CompactionSettingsError),
+    /// The context window is 0 (unknown), so there is no threshold to plan against.
     #[error("window_tokens: expected the model's context window (more than 0), found 0")]
     ZeroWindow,
+    /// The reserve takes the whole window, leaving nothing for the context.
     #[error(
         "window_tokens: {window} is not above reserve_tokens ({reserve}); lower reserve_tokens \
          for this model or give its real context window"
     )]
-    WindowNotAboveReserve { window: u64, reserve: u64 },
+    WindowNotAboveReserve {
+        /// The model's context window.
+        window: u64,
+        /// `reserve_tokens` from the settings.
+        reserve: u64,
+    },
 }
 
 /// The oldest history, pruned for `max_history_share` and summarised first.
@@ -102,21 +110,31 @@ pub struct DroppedHistory {
     /// Details stripped, pairing repaired.
     #[serde(skip)]
     pub messages: Vec<Message>,
+    /// The summarizer calls that summarise it.
     pub stages: StagePlan,
+    /// The share of the window one chunk may take ([`compute_adaptive_chunk_ratio`]).
     pub chunk_ratio: f64,
+    /// How many chunks were pruned from the front of the history.
     pub dropped_chunks: usize,
+    /// Their size.
     pub dropped_tokens: u64,
     /// Tokens of everything that is not summarised (the trigger of the pruning).
     pub new_content_tokens: u64,
+    /// The history budget the pruning brought the rest under
+    /// ([`history_budget_tokens`]).
     pub budget_tokens: u64,
 }
 
 /// Everything decided before the first summarizer call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompactionPlan {
+    /// The settings the plan was made with.
     pub settings: CompactionSettings,
+    /// What started the compaction.
     pub trigger: CompactionTrigger,
+    /// The model's context window.
     pub window_tokens: u64,
+    /// The size above which the threshold trigger compacts.
     pub threshold_tokens: u64,
     /// What the context takes now: the estimate of its model-visible messages plus
     /// `overhead_tokens`.
@@ -127,10 +145,13 @@ pub struct CompactionPlan {
     pub skip: Option<SkipReason>,
     /// Messages planned over.
     pub message_count: usize,
+    /// Where the preserved recent turns begin.
     pub split: PreservedSplit,
     /// `MessageMeta::id` of the first kept message.
     pub first_kept_entry: Option<String>,
+    /// Tokens of the leading system messages kept in front of the summary.
     pub prefix_tokens: u64,
+    /// Tokens of the messages kept verbatim after the summary.
     pub tail_tokens: u64,
     /// Most tokens the kept tail may take (see the module docs): `(threshold − overhead −
     /// prefix − SUMMARY_ROOM_TOKENS) / safety_margin`.
@@ -138,20 +159,30 @@ pub struct CompactionPlan {
     /// Set when the tail alone was over its budget and had tool results to truncate.
     #[serde(skip)]
     pub tail_truncation: Option<TailTruncation>,
+    /// The oldest history, when it had to be pruned for `max_history_share` and is summarised
+    /// first.
     pub dropped: Option<DroppedHistory>,
     /// The messages summarised in the main pass: details stripped, pairing repaired.
     #[serde(skip)]
     pub span: Vec<Message>,
+    /// Its size.
     pub span_tokens: u64,
+    /// The summarizer calls that summarise it.
     pub stages: StagePlan,
+    /// The share of the window one chunk may take.
     pub chunk_ratio: f64,
     /// Identifiers the summary must keep (checked under the strict policy).
     pub identifiers: Vec<String>,
     /// The latest user message of the span, which the summary must reflect.
     pub latest_user_ask: Option<String>,
+    /// The language the summary is written in, from the span's prose.
     pub language: Language,
+    /// Instructions for the summarizer: the ones given with this compaction, else the configured
+    /// ones.
     pub custom_instructions: Option<String>,
+    /// The summary of the previous compaction, merged into this one.
     pub previous_summary: Option<String>,
+    /// What is appended to the summary after it is written.
     pub appendices: Appendices,
 }
 
@@ -535,14 +566,8 @@ fn shrink_tail(
             result
                 .content
                 .iter()
-                .map(|block| match block {
-                    Block::Text(text) => estimate_string_chars(&text.text) as u64,
-                    Block::Image(_)
-                    | Block::Thinking(_)
-                    | Block::ToolCall(_)
-                    | Block::ToolResult(_)
-                    | Block::Opaque(_) => 0,
-                })
+                .filter_map(Block::as_text)
+                .map(|text| estimate_string_chars(&text.text) as u64)
                 .sum()
         })
         .collect();

@@ -59,6 +59,7 @@ pub const QUALITY_FIX_OTHER: &str = "Fix all issues and include every required s
 /// The text in front of a summary where it stands in the context (pi's compaction summary
 /// wrapper), and after it.
 pub const SUMMARY_PREFIX: &str = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n";
+/// What follows a summary where it stands in the context, closing [`SUMMARY_PREFIX`]'s tag.
 pub const SUMMARY_SUFFIX: &str = "\n</summary>";
 
 /// Told to the summarizer when the history ends inside a turn (pi's turn-prefix summary: the
@@ -86,8 +87,11 @@ const MAX_OPAQUE_CHARS: usize = 2_000;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Language {
+    /// The prose is mostly CJK, and mostly Han characters.
     Chinese,
+    /// The prose is mostly CJK, at least a tenth of it kana.
     Japanese,
+    /// The prose is mostly CJK, at least half of it Hangul.
     Korean,
     /// Not one of the above, or not clear: the summarizer is told to use the conversation's
     /// primary language without naming it.
@@ -348,9 +352,11 @@ fn render_block(
 /// What varies between summarizer requests of one compaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PromptContext {
+    /// Which identifier instructions the summarizer gets.
     pub identifier_policy: IdentifierPolicy,
     /// The text of [`IdentifierPolicy::Custom`].
     pub identifier_instructions: Option<String>,
+    /// The language the summary must be written in.
     pub language: Language,
     /// Already resolved and cut ([`resolve_custom_instructions`]).
     pub custom_instructions: Option<String>,

@@ -43,13 +43,22 @@ const STOP_WORDS: &[&str] = &[
 #[serde(tag = "check", rename_all = "snake_case")]
 pub enum QualityFailure {
     /// A required heading is not on a line of its own.
-    MissingSection { heading: String },
+    MissingSection {
+        /// The heading, `## ` included.
+        heading: String,
+    },
     /// Identifiers the summary does not contain verbatim (hex compared ignoring case).
-    MissingIdentifiers { identifiers: Vec<String> },
+    MissingIdentifiers {
+        /// The identifiers missing, in the order they were expected.
+        identifiers: Vec<String>,
+    },
     /// Too few of the latest ask's meaningful tokens appear in the summary.
     LatestAskNotReflected {
+        /// The ask's meaningful tokens (stopwords left out).
         ask_tokens: Vec<String>,
+        /// How many of them the summary contains.
         matched: usize,
+        /// How many it had to contain.
         required: usize,
     },
 }
@@ -79,10 +88,12 @@ impl QualityFailure {
 /// The outcome of an audit.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct QualityReport {
+    /// Every check that failed, in check order; empty when the summary passed.
     pub failures: Vec<QualityFailure>,
 }
 
 impl QualityReport {
+    /// True when every check passed.
     pub fn passed(&self) -> bool {
         self.failures.is_empty()
     }
@@ -96,6 +107,7 @@ impl QualityReport {
 /// What a summary is checked against.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QualityExpectations {
+    /// Whether identifiers are checked at all (only the strict policy checks them).
     pub identifier_policy: IdentifierPolicy,
     /// Identifiers extracted from the summarised history (at most
     /// [`crate::identifiers::MAX_GUARD_IDENTIFIERS`]).

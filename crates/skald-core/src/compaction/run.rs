@@ -49,7 +49,10 @@ pub const NO_PRIOR_HISTORY: &str = "No prior history.";
 pub enum SummaryFailure {
     /// The call failed (too large, provider error, empty output…): the next fallback level
     /// applies.
-    Failed { message: String },
+    Failed {
+        /// What went wrong, for the report and the last-resort note.
+        message: String,
+    },
     /// The caller aborted: the compaction is cancelled at once.
     Aborted,
 }
@@ -70,15 +73,22 @@ pub enum SummaryStage {
 pub enum SummaryStep {
     /// Chunk `chunk` of `chunks` (1-based) of part `part` of `parts`.
     Chunk {
+        /// The part, counting from 1.
         part: usize,
+        /// How many parts the stage has.
         parts: usize,
+        /// The chunk within the part, counting from 1.
         chunk: usize,
+        /// How many chunks the part has.
         chunks: usize,
     },
     /// Chunk `chunk` of `chunks` of the merge of `parts` partial summaries.
     Merge {
+        /// How many partial summaries are merged.
         parts: usize,
+        /// The chunk of the merge, counting from 1.
         chunk: usize,
+        /// How many chunks the merge takes.
         chunks: usize,
     },
 }
@@ -87,12 +97,17 @@ pub enum SummaryStep {
 /// content as values for a summarizer that needs no LLM.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SummaryRequest {
+    /// Which history the request summarises.
     pub stage: SummaryStage,
     /// 0 for the first attempt, then one per quality-guard retry.
     pub attempt: u32,
+    /// Where the request sits in its stage.
     pub step: SummaryStep,
+    /// The fallback level the request is made at (whole, without oversized messages, note).
     pub level: FallbackLevel,
+    /// The system prompt for an LLM summarizer.
     pub instructions: String,
+    /// The user prompt for an LLM summarizer: the transcript and what to do with it.
     pub prompt: String,
     /// The messages summarised (details stripped); for a merge, the partial summaries as user
     /// messages.
@@ -101,6 +116,7 @@ pub struct SummaryRequest {
     pub previous_summary: Option<String>,
     /// Identifiers to keep verbatim.
     pub identifiers: Vec<String>,
+    /// The language to write the summary in.
     pub language: Language,
     /// Most tokens the summary may take (`0.8 × reserve_tokens`).
     pub max_output_tokens: u64,

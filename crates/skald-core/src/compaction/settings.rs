@@ -63,6 +63,7 @@ pub enum IdentifierPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QualityGuardSettings {
+    /// Whether summaries are audited at all.
     pub enabled: bool,
     /// Attempts after the first one when the audit fails.
     pub max_retries: u32,
@@ -102,21 +103,33 @@ impl Default for ToolFailureSettings {
 pub struct CompactionSettings {
     /// When false the threshold trigger never fires; manual and overflow compactions still run.
     pub enabled: bool,
+    /// Tokens of the window kept free for the model's answer: the threshold trigger fires above
+    /// `window − reserve_tokens`.
     pub reserve_tokens: u64,
+    /// User turns at the end kept verbatim after the summary.
     pub keep_recent_turns: usize,
     /// When everything after the leading system messages is in the preserved turns (a few user
     /// turns of long autonomous tool work), they are cut inside a turn to keep about this many
     /// tokens, so that a manual, overflow or over-threshold compaction has something to
     /// summarise (see [`super::split::cut_preserved_turns`]).
     pub keep_recent_tokens: u64,
+    /// The share of the window the summarised history may take when new content is large; older
+    /// history beyond it is pruned and summarised first.
     pub max_history_share: f64,
+    /// Parts a large span is split into, each summarised on its own and then merged.
     pub parts: usize,
+    /// The share of the window one summarizer chunk may fill before the adaptive reduction.
     pub base_chunk_ratio: f64,
+    /// The floor the adaptive chunk ratio never goes below.
     pub min_chunk_ratio: f64,
+    /// Tokens of one summarizer request taken by its instructions, subtracted from what a chunk
+    /// may carry.
     pub summarization_overhead_tokens: u64,
     /// Factor applied to token estimates before they are compared with limits.
     pub safety_margin: f64,
+    /// The audit of summaries and its retries.
     pub quality_guard: QualityGuardSettings,
+    /// The `## Tool Failures` appendix.
     pub tool_failures: ToolFailureSettings,
     /// Characters of AGENTS.md's "Session Startup" and "Red Lines" appended; 0 leaves them out.
     pub max_critical_rules_chars: usize,
@@ -126,6 +139,7 @@ pub struct CompactionSettings {
     pub custom_instructions: Option<String>,
     /// Wall-clock limit of one compaction, enforced by the caller.
     pub timeout_ms: u64,
+    /// How strictly the summary must keep exact identifiers.
     pub identifier_policy: IdentifierPolicy,
     /// The policy text for [`IdentifierPolicy::Custom`].
     pub identifier_instructions: Option<String>,
@@ -159,38 +173,65 @@ impl Default for CompactionSettings {
 /// A compaction setting that makes no sense.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CompactionSettingsError {
+    /// `keep_recent_turns` is over the most the planner handles.
     #[error("keep_recent_turns: expected at most {MAX_KEEP_RECENT_TURNS}, found {0}")]
     KeepRecentTurns(usize),
+    /// A share outside (0, 1].
     #[error("{field}: expected a number greater than 0 and at most 1, found {found}")]
-    Share { field: &'static str, found: f64 },
+    Share {
+        /// The setting's name.
+        field: &'static str,
+        /// The value given.
+        found: f64,
+    },
+    /// `min_chunk_ratio` is above `base_chunk_ratio`.
     #[error(
         "min_chunk_ratio: expected at most base_chunk_ratio ({base}), found {min}; the adaptive \
          ratio shrinks from the base towards the minimum"
     )]
-    ChunkRatioOrder { base: f64, min: f64 },
+    ChunkRatioOrder {
+        /// `base_chunk_ratio`.
+        base: f64,
+        /// `min_chunk_ratio`.
+        min: f64,
+    },
+    /// `parts` is 0 or over the most allowed.
     #[error("parts: expected 1 to {MAX_PARTS}, found {0}")]
     Parts(usize),
+    /// `safety_margin` is outside 1 to 3.
     #[error("safety_margin: expected a number from 1 to 3, found {0}")]
     SafetyMargin(f64),
+    /// `quality_guard.max_retries` is over the most allowed.
     #[error("quality_guard.max_retries: expected at most {MAX_QUALITY_GUARD_RETRIES}, found {0}")]
     QualityRetries(u32),
+    /// `tool_failures.max_chars` leaves no room for text and the `...`.
     #[error(
         "tool_failures.max_chars: expected at least 4 (room for the text and \"...\"), found {0}"
     )]
     ToolFailureChars(usize),
+    /// `max_custom_instructions_chars` is 0 or over the most allowed.
     #[error(
         "max_custom_instructions_chars: expected 1 to {MAX_CUSTOM_INSTRUCTIONS_CHARS}, found {0}"
     )]
     CustomInstructionsLimit(usize),
+    /// The configured custom instructions are longer than their limit.
     #[error(
         "custom_instructions: {found} characters, longer than max_custom_instructions_chars \
          ({limit}); shorten them or raise the limit"
     )]
-    CustomInstructionsTooLong { found: usize, limit: usize },
+    CustomInstructionsTooLong {
+        /// Their length in characters.
+        found: usize,
+        /// `max_custom_instructions_chars`.
+        limit: usize,
+    },
+    /// `timeout_ms` is 0.
     #[error("timeout_ms: expected more than 0, found 0")]
     ZeroTimeout,
+    /// `identifier_policy = "custom"` without `identifier_instructions`.
     #[error("identifier_policy = \"custom\" needs identifier_instructions (non-empty text)")]
     CustomPolicyWithoutInstructions,
+    /// `identifier_instructions` given with a policy other than `custom`, which ignores them.
     #[error(
         "identifier_instructions: only used with identifier_policy = \"custom\", found policy \
          {0:?}; remove them or set the policy to custom"

@@ -107,11 +107,17 @@ pub const CUT_MARK: char = '…';
 /// Why digest settings were rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DigestSettingsError {
+    /// `summary_max_chars` is too small for a useful digest.
     #[error(
         "summary_max_chars: expected at least {minimum} characters, found {found}; a shorter \
          summary cannot hold a kind, a status and one identifier"
     )]
-    SummaryMaxCharsTooSmall { found: usize, minimum: usize },
+    SummaryMaxCharsTooSmall {
+        /// The budget given.
+        found: usize,
+        /// The smallest budget that holds a kind, a status and one identifier.
+        minimum: usize,
+    },
 }
 
 /// How digests are made. Construct with [`DigestSettings::new`], which validates.
@@ -150,11 +156,17 @@ impl Default for DigestSettings {
 /// What a text is, as far as summarising goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ContentKind {
+    /// A JSON document (an object or array).
     Json,
+    /// Markdown: headings, lists, fenced code.
     Markdown,
+    /// Rows of columns separated by tabs, pipes, commas, semicolons or spaces.
     Table,
+    /// Log lines (a build, a test run, a service log).
     Log,
+    /// Source code or a diff.
     Code,
+    /// Anything else: prose or unstructured output.
     PlainText,
 }
 
@@ -180,6 +192,7 @@ impl ContentKind {
 /// A summary of a text and the kind it was summarised as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Digest {
+    /// The kind the text was read as, which decided how it was summarised.
     pub kind: ContentKind,
     /// One line, at most [`DigestSettings::summary_max_chars`] characters.
     pub summary: String,
@@ -195,14 +208,10 @@ pub fn digest(text: &str, settings: &DigestSettings) -> Digest {
 /// summary, where the budget cannot push them out.
 pub fn digest_blocks(blocks: &[Block], settings: &DigestSettings) -> Digest {
     // One text block (the usual tool result) is read where it is, not copied.
-    let mut texts = blocks.iter().filter_map(|block| match block {
-        Block::Text(text) => Some(text.text.as_str()),
-        Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::ToolResult(_)
-        | Block::Opaque(_) => None,
-    });
+    let mut texts = blocks
+        .iter()
+        .filter_map(Block::as_text)
+        .map(|text| text.text.as_str());
     let single = match (texts.next(), texts.next()) {
         (Some(only), None) => Some(only),
         (Some(_), Some(_)) | (None, _) => None,

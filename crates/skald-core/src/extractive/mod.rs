@@ -84,7 +84,9 @@ pub enum SummaryLanguage {
     /// Chinese when the user's and assistant's prose is mostly Chinese, English otherwise.
     #[default]
     Auto,
+    /// English labels whatever the conversation's language.
     English,
+    /// Chinese labels whatever the conversation's language.
     Chinese,
 }
 
@@ -126,7 +128,9 @@ pub struct ExtractiveInput {
     pub identifiers: Vec<String>,
     /// Longest summary in characters (Unicode scalar values).
     pub max_chars: usize,
+    /// The language of the summary's own labels.
     pub language: SummaryLanguage,
+    /// Item lengths, how much is read, and section shares.
     pub settings: ExtractiveSettings,
 }
 

@@ -48,16 +48,24 @@ pub enum CandidateAction {
     /// A new memory (merged by the store if it duplicates one).
     Add,
     /// A new version of the existing memory at `uri` (an LLM extractor told about it).
-    Update { uri: MemoryUri },
+    Update {
+        /// The memory the candidate replaces.
+        uri: MemoryUri,
+    },
 }
 
 /// Which pattern produced a deterministic candidate (for reports and tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExtractionKind {
+    /// An explicit request to remember ("remember that …", 记住…), or the assistant's
+    /// confirmation of one.
     Remember,
+    /// A stated preference ("I prefer …", "my favourite X is Y").
     Preference,
+    /// A statement with an absolute or resolved relative date.
     Event,
+    /// A named person, project or place of the user's ("my sister Alice …").
     Entity,
     /// From an LLM extractor.
     Model,
@@ -66,12 +74,16 @@ pub enum ExtractionKind {
 /// A memory an extractor found, before it is written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryCandidate {
+    /// Whether to add a memory or update a stored one.
     pub action: CandidateAction,
+    /// Which pattern (or the LLM) produced it.
     pub kind: ExtractionKind,
+    /// The category it is filed under, which decides its directory and owner.
     pub category: MemoryCategory,
     /// A slug path under the category directory (`dark-mode`, `2026/03/13/dentist`), without
     /// the `.md` the URI gets.
     pub name: String,
+    /// The memory's text, as it will be stored (the L2 level).
     pub content: String,
     /// The session entries (message ids) it was drawn from.
     pub source_entry_ids: Vec<String>,
@@ -113,7 +125,9 @@ impl MemoryCandidate {
 /// can update or skip instead of adding a duplicate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExistingMemory {
+    /// Where it is stored.
     pub uri: MemoryUri,
+    /// Its full text.
     pub content: String,
 }
 
@@ -163,18 +177,9 @@ pub fn extract_memories(messages: &[Message], settings: &ExtractSettings) -> Vec
 /// harness reminders) removed.
 fn user_text(message: &Message) -> String {
     let mut out = String::new();
-    for block in &message.content {
-        match block {
-            Block::Text(text) => {
-                out.push_str(&strip_tagged_blocks(&text.text));
-                out.push('\n');
-            }
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => {}
-        }
+    for text in message.content.iter().filter_map(Block::as_text) {
+        out.push_str(&strip_tagged_blocks(&text.text));
+        out.push('\n');
     }
     out
 }

@@ -18,7 +18,9 @@ pub const RRF_K: f64 = 60.0;
 /// One ranking to fuse: its items best first, and how much it counts.
 #[derive(Debug, Clone, Copy)]
 pub struct RankedList<'a, T> {
+    /// How much the list counts in the fused score.
     pub weight: f64,
+    /// The items, best first.
     pub items: &'a [T],
 }
 
@@ -32,6 +34,7 @@ impl<'a, T> RankedList<'a, T> {
 /// An item of the fused ranking.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fused<T> {
+    /// The item, as the input lists hold it.
     pub item: T,
     /// `Σ weight / (k + rank)` over the lists that hold the item.
     pub score: f64,
@@ -84,7 +87,9 @@ pub fn reciprocal_rank_fusion<T: Clone + Eq + Hash>(
 /// much it counts.
 #[derive(Debug, Clone, Copy)]
 pub struct ScoredList<'a, T> {
+    /// How much the list counts in the fused score.
     pub weight: f64,
+    /// The items with their scores, in any order.
     pub items: &'a [(T, f64)],
 }
 

@@ -4,7 +4,7 @@
 //! analysis for full-text search ([`query`]) and reciprocal rank fusion ([`fusion`]); recall and
 //! session-start injection ([`recall`]), the agent's memory tools ([`tools`]), and tool and
 //! skill memories ([`usage`]); on the write path, the deterministic extractor ([`extract`]), the
-//! two-threshold upload planner ([`upload`]) and the write settings ([`write`]).
+//! two-threshold upload planner ([`upload`]) and the write settings ([`write`](mod@write)).
 //!
 //! The store (`skald_store::memories`) keeps the entries; everything here is a computation on
 //! values, so the store, the engine's recall and the CLI agree on what a URI, a duplicate or a

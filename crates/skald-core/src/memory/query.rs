@@ -173,7 +173,9 @@ pub fn is_stopword(word: &str) -> bool {
 /// `end` exclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DateWindow {
+    /// The window's first millisecond.
     pub start_ms: i64,
+    /// The first millisecond after the window.
     pub end_ms: i64,
 }
 

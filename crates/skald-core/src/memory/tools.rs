@@ -47,8 +47,11 @@ use super::recall::{LS_TOOL_NAME, RecallLevel, SEARCH_TOOL_NAME};
 use super::uri::{MemoryCategory, MemoryUri, UriError};
 use crate::message::{Extra, ToolSpec};
 
+/// The tool that reads one memory at a chosen level.
 pub const READ_TOOL_NAME: &str = "memory_read";
+/// The tool through which the agent writes a memory it decided to keep.
 pub const COMMIT_TOOL_NAME: &str = "commit_memory";
+/// The tool that deletes one memory.
 pub const FORGET_TOOL_NAME: &str = "memory_forget";
 
 /// The five tools, in the order [`tool_specs`] lists them.
@@ -172,37 +175,57 @@ pub fn tool_specs() -> Vec<ToolSpec> {
 /// What a model got wrong in a memory tool call; the message says how to correct it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolArgsError {
+    /// The tool name is not one of the five memory tools.
     #[error(
         "unknown tool {0:?}: the memory tools are search_memories, memory_ls, memory_read, commit_memory and memory_forget"
     )]
     UnknownTool(String),
+    /// The arguments are not a JSON object.
     #[error("{tool}: the arguments must be a JSON object, for example {example}")]
     NotAnObject {
+        /// The tool called.
         tool: &'static str,
+        /// A valid argument object for that tool, to copy from.
         example: &'static str,
     },
+    /// An argument the tool does not define.
     #[error("{tool}: unknown argument {found:?}; the arguments are {expected}")]
     Unknown {
+        /// The tool called.
         tool: &'static str,
+        /// The argument's name.
         found: String,
+        /// The arguments the tool does define.
         expected: &'static str,
     },
+    /// A required argument is absent.
     #[error("{tool}: missing required argument {field:?} ({expected})")]
     Missing {
+        /// The tool called.
         tool: &'static str,
+        /// The argument's name.
         field: &'static str,
+        /// What it should hold.
         expected: &'static str,
     },
+    /// An argument has a value the tool does not accept.
     #[error("{tool}: {field:?} must be {expected}")]
     Invalid {
+        /// The tool called.
         tool: &'static str,
+        /// The argument's name.
         field: &'static str,
+        /// What it must be.
         expected: String,
     },
+    /// An argument that must be a memory URI is not one.
     #[error("{tool}: {field:?} is not a memory URI: {error}")]
     Uri {
+        /// The tool called.
         tool: &'static str,
+        /// The argument's name.
         field: &'static str,
+        /// Why the text is not a memory URI.
         error: UriError,
     },
 }
@@ -210,34 +233,48 @@ pub enum ToolArgsError {
 /// The parsed arguments of `search_memories`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchArgs {
+    /// What to look for, in natural language or keywords.
     pub query: String,
+    /// How many memories to return.
     pub max_results: usize,
+    /// Only memories of this category.
     pub category: Option<MemoryCategory>,
+    /// Only memories at or below this directory.
     pub path: Option<MemoryUri>,
 }
 
 /// The parsed arguments of `memory_ls`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LsArgs {
+    /// The directory to list (`viking://` when not given).
     pub path: MemoryUri,
+    /// Only memories of this category.
     pub category: Option<MemoryCategory>,
 }
 
 /// The parsed arguments of `memory_read`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadArgs {
+    /// The memory to read.
     pub uri: MemoryUri,
+    /// How much of it: abstract, overview or full content.
     pub level: RecallLevel,
 }
 
 /// What kind of memory `commit_memory` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemoryType {
+    /// Who the user is.
     Profile,
+    /// What the user prefers.
     Preference,
+    /// A person, project or thing and its state.
     Entity,
+    /// Something that happened.
     Event,
+    /// A problem and how it was solved (the agent's).
     Case,
+    /// A reusable way of working (the agent's).
     Pattern,
 }
 
@@ -283,8 +320,12 @@ impl MemoryType {
 /// The parsed arguments of `commit_memory`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommitArgs {
+    /// The fact, self-contained.
     pub content: String,
+    /// What kind of memory it is, which decides its category and whether it replaces an older
+    /// one on the same topic.
     pub memory_type: MemoryType,
+    /// How important it is, 0 to 10 (5 unless given).
     pub priority: u8,
     /// The topic, as given.
     pub topic: Option<String>,
@@ -293,10 +334,15 @@ pub struct CommitArgs {
 /// One parsed memory tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MemoryToolCall {
+    /// `search_memories`.
     Search(SearchArgs),
+    /// `memory_ls`.
     Ls(LsArgs),
+    /// `memory_read`.
     Read(ReadArgs),
+    /// `commit_memory`.
     Commit(CommitArgs),
+    /// `memory_forget`, with the memory to delete.
     Forget(MemoryUri),
 }
 

@@ -62,13 +62,21 @@ impl Default for UploadSettings {
 /// Upload settings that cannot work.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum UploadSettingsError {
+    /// The ratios are not `0 < upload_ratio < drop_ratio <= 1`.
     #[error(
         "upload_ratio {upload} and drop_ratio {drop}: expected 0 < upload_ratio < drop_ratio <= 1 \
          (the seed uses 0.5 and 0.7)"
     )]
-    Ratios { upload: f64, drop: f64 },
+    Ratios {
+        /// `upload_ratio`.
+        upload: f64,
+        /// `drop_ratio`.
+        drop: f64,
+    },
+    /// `keep_recent_turns` is over the most the planner handles.
     #[error("keep_recent_turns: expected at most {MAX_KEEP_RECENT_TURNS}, found {0}")]
     KeepRecentTurns(usize),
+    /// `min_messages` is 0, so an upload could take nothing.
     #[error("min_messages: expected at least 1, found 0")]
     MinMessages,
 }
@@ -95,15 +103,20 @@ impl UploadSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UploadStatus {
+    /// Archiving and extraction are under way.
     Running,
+    /// The range is archived and its memories extracted.
     Done,
+    /// The upload failed; the planner may start it again.
     Failed,
 }
 
 /// The messages of an upload, by session entry id: `[first, end)`, `last` the final one in it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UploadRange {
+    /// The session entry of the range's first message.
     pub first_entry_id: String,
+    /// The session entry of its last message.
     pub last_entry_id: String,
     /// The first message after the range: what the context starts with once the range left.
     pub end_entry_id: String,
@@ -114,8 +127,11 @@ pub struct UploadRange {
 /// The session's upload, as recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UploadState {
+    /// The upload's id, which names its archive.
     pub upload_id: String,
+    /// Where it stands.
     pub status: UploadStatus,
+    /// The messages it takes.
     pub range: UploadRange,
 }
 
@@ -128,7 +144,9 @@ pub struct UploadInputs<'a> {
     /// Index of the first message an upload may take: after the pinned system messages and the
     /// latest compaction summary.
     pub first_uploadable: usize,
+    /// The context's size in tokens.
     pub context_tokens: u64,
+    /// The model's context window (0 when unknown).
     pub window_tokens: u64,
     /// The latest recorded upload of the session, if any.
     pub state: Option<&'a UploadState>,
@@ -149,9 +167,11 @@ pub enum DropReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IdleReason {
+    /// Uploads are off in the settings.
     Disabled,
     /// No window to compare with.
     NoWindow,
+    /// The context is below the upload threshold.
     BelowUploadThreshold,
     /// An upload runs and the context is below the drop threshold (or its range already left).
     UploadRunning,
@@ -165,18 +185,27 @@ pub enum UploadDecision {
     /// Start a background upload of `messages[indices]`. `retry_of` names a failed upload of
     /// the same range.
     StartUpload {
+        /// The messages to upload, by entry id.
         range: UploadRange,
+        /// Their indices in the planner's messages.
         indices: Range<usize>,
+        /// The id of the failed upload this one retries.
         retry_of: Option<String>,
     },
     /// Remove `messages[indices]` (the range of upload `upload_id`) from the context.
     DropRange {
+        /// The upload whose range leaves.
         upload_id: String,
+        /// The range, by entry id.
         range: UploadRange,
+        /// Its indices in the planner's messages.
         indices: Range<usize>,
+        /// Why it leaves now.
         reason: DropReason,
     },
+    /// Nothing to do on this request.
     Nothing {
+        /// Why there is nothing to do.
         reason: IdleReason,
     },
 }

@@ -134,54 +134,100 @@ impl FromStr for MemoryCategory {
 /// Why a text is not a memory URI. Each message names the problem and what is expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UriError {
+    /// The text does not start with `viking://`.
     #[error(
         "memory URI {shown:?} must start with viking:// (for example viking://user/alice/memories/preferences/editor.md)"
     )]
-    MissingScheme { shown: String },
+    MissingScheme {
+        /// The start of the text, cut for the message.
+        shown: String,
+    },
 
+    /// The URI is longer than the most accepted.
     #[error("memory URI is {len} bytes long; at most {MAX_URI_LEN} are accepted")]
-    TooLong { len: usize },
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
 
+    /// The URI has more path segments than the most accepted.
     #[error("memory URI has {depth} path segments; at most {MAX_DEPTH} are accepted")]
-    TooDeep { depth: usize },
+    TooDeep {
+        /// How many it has.
+        depth: usize,
+    },
 
+    /// Two slashes in a row.
     #[error(
         "memory URI {shown:?} has an empty path segment at position {position} (two slashes in a row)"
     )]
-    EmptySegment { shown: String, position: usize },
+    EmptySegment {
+        /// The URI, cut for the message.
+        shown: String,
+        /// The empty segment's position, counting from 0.
+        position: usize,
+    },
 
+    /// A path segment the layout refuses: too long, starting with `.`, or with a character
+    /// outside letters, digits and `- _ . ~ @ + : = ,`.
     #[error("memory URI segment {segment:?} is not allowed: {reason}")]
     InvalidSegment {
+        /// The segment.
         segment: String,
+        /// What is wrong with it.
         reason: &'static str,
     },
 
+    /// The first segment is not `user`, `agent`, `resources` or `session`.
     #[error(
         "memory URI {shown:?}: {found:?} is not a top-level directory; expected user, agent, resources or session"
     )]
-    UnknownScope { shown: String, found: String },
+    UnknownScope {
+        /// The URI, cut for the message.
+        shown: String,
+        /// The first segment.
+        found: String,
+    },
 
+    /// A category name the layout does not define.
     #[error("unknown category {found:?}: expected {expected}")]
     UnknownCategory {
+        /// The name given.
         found: String,
+        /// The category names there are.
         expected: &'static str,
     },
 
+    /// A segment where the layout expects another one.
     #[error("memory URI {shown:?}: expected {expected} after {after:?}, found {found:?}")]
     UnexpectedSegment {
+        /// The URI, cut for the message.
         shown: String,
+        /// The segment it follows.
         after: String,
+        /// The segment found.
         found: String,
+        /// What the layout expects there.
         expected: &'static str,
     },
 
+    /// A tool entry with segments after the tool's name.
     #[error(
         "memory URI {shown:?}: a tool entry is exactly viking://agent/{{agent}}/tools/{{name}}, with nothing after the tool's name"
     )]
-    ToolTooDeep { shown: String },
+    ToolTooDeep {
+        /// The URI, cut for the message.
+        shown: String,
+    },
 
+    /// A directory where an entry is required.
     #[error("memory URI {shown:?} is a directory; an entry lives below it, for example {example}")]
-    NotAnEntry { shown: String, example: String },
+    NotAnEntry {
+        /// The URI, cut for the message.
+        shown: String,
+        /// An entry URI below it, for the message.
+        example: String,
+    },
 }
 
 /// A validated memory URI in canonical form (no trailing slash, except the root `viking://`).

@@ -45,14 +45,18 @@ pub const MAX_ISSUES_SHOWN: usize = 3;
 /// What happened in one tool call of a finished turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCallReport {
+    /// The tool's name.
     pub tool: String,
+    /// Whether the call succeeded.
     pub success: bool,
+    /// How long the call took, when the host measured it.
     pub duration_ms: Option<u64>,
     /// The error text, when it failed.
     pub error: Option<String>,
 }
 
 impl ToolCallReport {
+    /// A report of one call.
     pub fn new(
         tool: impl Into<String>,
         success: bool,
@@ -71,18 +75,24 @@ impl ToolCallReport {
 /// An error pattern and how often it occurred.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorCount {
+    /// The error's first line with numbers replaced by `N` ([`error_pattern`]).
     pub pattern: String,
+    /// How many calls failed with it.
     pub count: u64,
 }
 
 /// Usage statistics of one tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolStats {
+    /// The tool's name.
     pub tool: String,
+    /// Calls recorded.
     pub calls: u64,
+    /// Calls that succeeded.
     pub successes: u64,
     /// Sum of the durations of the calls that reported one.
     pub total_duration_ms: u64,
+    /// Calls that reported a duration, the divisor of the average.
     pub timed_calls: u64,
     /// The most frequent error patterns, most frequent first, at most
     /// [`MAX_ERROR_PATTERNS`].
@@ -91,6 +101,7 @@ pub struct ToolStats {
 }
 
 impl ToolStats {
+    /// Empty statistics for `tool`.
     pub fn new(tool: impl Into<String>) -> ToolStats {
         ToolStats {
             tool: tool.into(),
@@ -273,11 +284,14 @@ pub fn render_tool_memory_section(stats: &[ToolStats], max_tools: usize) -> Opti
 /// How often a skill was used and how often that went well (`stats.json` of a skill).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SkillUsage {
+    /// Times the skill was used.
     pub uses: u64,
+    /// Uses that went well.
     pub successes: u64,
 }
 
 impl SkillUsage {
+    /// Successes as a whole percentage of uses (0 when never used).
     pub fn success_percent(&self) -> u64 {
         (self.successes.saturating_mul(100))
             .checked_div(self.uses)
@@ -288,14 +302,18 @@ impl SkillUsage {
 /// What is remembered about one skill.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SkillMemory {
+    /// How often it was used and how well, when recorded.
     pub usage: Option<SkillUsage>,
     /// Past examples (with their dates when known).
     pub examples: Vec<String>,
+    /// Advice on using the skill.
     pub tips: Vec<String>,
+    /// Problems met when using it.
     pub known_issues: Vec<String>,
 }
 
 impl SkillMemory {
+    /// True when nothing at all is remembered about the skill.
     pub fn is_empty(&self) -> bool {
         self.usage.is_none_or(|usage| usage.uses == 0)
             && self.examples.is_empty()

@@ -26,7 +26,9 @@ pub struct WriteSettings {
     /// Similar stored memories shown to an extractor per span, so it updates or skips instead
     /// of adding a duplicate.
     pub similar_memories: usize,
+    /// How the deterministic extractor reads a span.
     pub extract: ExtractSettings,
+    /// When the conversation is archived and extracted in uploads.
     pub upload: UploadSettings,
 }
 
@@ -47,18 +49,26 @@ impl Default for WriteSettings {
 /// Write settings that cannot work.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum WriteSettingsError {
+    /// `user` or `agent` cannot name a `viking://` owner.
     #[error("{field} {value:?}: {reason}")]
     Owner {
+        /// `user` or `agent`.
         field: &'static str,
+        /// The value given.
         value: String,
+        /// Why the URI layout refuses it.
         reason: String,
     },
+    /// `max_extraction_attempts` is 0, so no span would ever be extracted.
     #[error("max_extraction_attempts: expected at least 1, found 0")]
     NoAttempts,
+    /// `similar_memories` is over 50.
     #[error("similar_memories: expected at most 50, found {0}")]
     SimilarMemories(usize),
+    /// `extract.max_candidates` is outside 1 to 1000.
     #[error("extract.max_candidates: expected 1 to 1000, found {0}")]
     MaxCandidates(usize),
+    /// The upload settings failed validation.
     #[error("upload: {0}")]
     Upload(#[from] UploadSettingsError),
 }

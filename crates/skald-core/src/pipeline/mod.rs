@@ -2,8 +2,8 @@
 //! function: it takes the messages by value and returns them (moved, not cloned, where unchanged)
 //! with a report of what it changed and why.
 //!
-//! Order on a request: repair → [`turn_limit`] → [`offload`] (seed 000) → [`prune`] →
-//! [`truncate`] (seed 003). Stages that take content out return it as
+//! Order on a request: repair → [`turn_limit`] → [`offload`] (seed 000) → [`prune`](mod@prune) →
+//! [`truncate`](mod@truncate) (seed 003). Stages that take content out return it as
 //! [`crate::refs::NewRef`]s for the caller to store before the output reaches a model.
 //! [`policy`] holds the settings of all of them, loaded from TOML presets.
 //!

@@ -48,8 +48,10 @@ pub enum OffloadSchedule {
     /// the messages after it, which are few when it leaves young. Results over
     /// `immediate_over_chars` never enter.
     CacheAware {
+        /// How many of the latest assistant turns keep their results visible.
         #[serde(default = "default_keep_recent")]
         keep_recent_assistants: usize,
+        /// Results longer than this many characters are offloaded at once, however young.
         #[serde(default = "default_immediate")]
         immediate_over_chars: usize,
     },
@@ -66,15 +68,21 @@ fn default_immediate() -> usize {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Policy {
+    /// The preset the policy started from (`none`, `openclaw`, `sccs`, `skald`), or `custom`.
     pub name: String,
     /// Run transcript repair first.
     pub repair: bool,
     /// Prompt-cache lifetime the policy plans around, in milliseconds.
     pub cache_ttl_ms: u64,
+    /// The turn-limit stage.
     pub turn_limit: TurnLimitSettings,
+    /// The offload stage.
     pub offload: OffloadSettings,
+    /// When offloadable results actually leave the context.
     pub schedule: OffloadSchedule,
+    /// The prune stage.
     pub prune: PruneSettings,
+    /// The truncate stage.
     pub truncate: TruncateSettings,
 }
 
@@ -96,12 +104,20 @@ impl Default for Policy {
 /// Why a policy could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
+    /// The name is not one of the presets.
     #[error("unknown policy {0:?}: expected one of none, openclaw, sccs, skald")]
     UnknownPreset(String),
+    /// The TOML did not parse into a policy.
     #[error("policy TOML: {0}")]
     Toml(String),
+    /// A stage's settings failed validation.
     #[error("policy {name}: {reason}")]
-    Invalid { name: String, reason: String },
+    Invalid {
+        /// The policy's name.
+        name: String,
+        /// Which setting is wrong and why.
+        reason: String,
+    },
 }
 
 impl From<OffloadSettingsError> for PolicyError {

@@ -3,10 +3,10 @@
 //! when that is not enough.
 //!
 //! The algorithm, in the seed's terms (defaults in brackets):
-//! 1. **Gate.** Mode `off` does nothing. Mode `cache-ttl` [default] prunes only when the provider's
-//!    prompt cache has expired: `now − last_cache_touch ≥ ttl` [5 min], and never when the clock
-//!    was never touched. Mode `always` skips the gate (providers without a prompt cache). After a
-//!    prune that changed something the returned [`PruneClock`] is touched.
+//! 1. **Gate.** Mode `off` does nothing. Mode `cache-ttl` \[default\] prunes only when the
+//!    provider's prompt cache has expired: `now − last_cache_touch ≥ ttl` [5 min], and never when
+//!    the clock was never touched. Mode `always` skips the gate (providers without a prompt
+//!    cache). After a prune that changed something the returned [`PruneClock`] is touched.
 //! 2. `char_window = context_window_tokens × 4`; a window of 0 means unknown and does nothing.
 //!    Characters are estimator characters ([`crate::tokens::estimate_chars`]: CJK ×4, image 8,000).
 //! 3. **Protected:** everything before the first user message (bootstrap reads), everything from
@@ -14,11 +14,11 @@
 //!    pruning], results holding an image, and tools the allow/deny globs exclude (case-insensitive,
 //!    deny wins, empty allow = all; a result without a tool name takes the name of its call).
 //! 4. If `total / char_window < soft_trim_ratio` [0.3] nothing changes. Otherwise every prunable
-//!    result whose text (blocks joined by newlines) exceeds `soft_trim.max_chars` [4,000] becomes
-//!    head [1,500] + `"\n...\n"` + tail [1,500] + `"\n\n[Tool result trimmed: kept first H chars
-//!    and last T chars of N chars.]"`, head and tail taken across block boundaries.
+//!    result whose text (blocks joined by newlines) exceeds `soft_trim.max_chars` \[4,000\]
+//!    becomes head \[1,500\] + `"\n...\n"` + tail \[1,500\] + `"\n\n[Tool result trimmed: kept
+//!    first H chars and last T chars of N chars.]"`, head and tail taken across block boundaries.
 //! 5. If the ratio is still ≥ `hard_clear_ratio` [0.5] and the prunable results hold at least
-//!    `min_prunable_tool_chars` [50,000], results are replaced by the placeholder ["[Old tool
+//!    `min_prunable_tool_chars` \[50,000\], results are replaced by the placeholder ["[Old tool
 //!    result content cleared]"], oldest first, until the ratio drops below `hard_clear_ratio`.
 //!
 //! Differences from OpenClaw, all deliberate: a trim or clear that would not make a result
@@ -47,20 +47,31 @@ use crate::tokens::{CHARS_PER_TOKEN, estimate_messages_chars, estimate_string_ch
 
 use super::truncate::{content_chars, prefix_end, suffix_start};
 
+/// How long a provider's prompt cache lives without use (Anthropic's 5 minutes), in `cache-ttl`
+/// mode.
 pub const DEFAULT_TTL_MS: u64 = 5 * 60 * 1000;
+/// Assistant messages at the end of the context whose results are never pruned.
 pub const DEFAULT_KEEP_LAST_ASSISTANTS: usize = 3;
+/// Context fill (characters over the window's characters) from which results are soft-trimmed.
 pub const DEFAULT_SOFT_TRIM_RATIO: f64 = 0.3;
+/// Context fill from which soft-trimmed results are also cleared.
 pub const DEFAULT_HARD_CLEAR_RATIO: f64 = 0.5;
+/// Characters the prunable results must hold before a hard clear is worth a cache miss.
 pub const DEFAULT_MIN_PRUNABLE_TOOL_CHARS: usize = 50_000;
+/// Results with more joined text than this are soft-trimmed.
 pub const DEFAULT_SOFT_TRIM_MAX_CHARS: usize = 4_000;
+/// Characters a soft trim keeps from the start of a result.
 pub const DEFAULT_SOFT_TRIM_HEAD_CHARS: usize = 1_500;
+/// Characters a soft trim keeps from the end of a result.
 pub const DEFAULT_SOFT_TRIM_TAIL_CHARS: usize = 1_500;
+/// What a hard-cleared result says in place of its content (OpenClaw's text).
 pub const DEFAULT_HARD_CLEAR_PLACEHOLDER: &str = "[Old tool result content cleared]";
 
 /// When pruning may run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PruneMode {
+    /// Never prune.
     Off,
     /// Only once the provider's prompt cache has expired (the seed's default).
     #[default]
@@ -75,7 +86,9 @@ pub enum PruneMode {
 pub struct SoftTrimSettings {
     /// Results whose joined text is longer than this are trimmed.
     pub max_chars: usize,
+    /// Characters kept from the start of a trimmed result.
     pub head_chars: usize,
+    /// Characters kept from the end of a trimmed result.
     pub tail_chars: usize,
 }
 
@@ -93,6 +106,7 @@ impl Default for SoftTrimSettings {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HardClearSettings {
+    /// Whether results may be cleared at all once soft trim is not enough.
     pub enabled: bool,
     /// What a cleared result says when originals are not kept.
     pub placeholder: String,
@@ -112,7 +126,9 @@ impl Default for HardClearSettings {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolMatch {
+    /// Globs of the tools whose results may be pruned; empty means every tool.
     pub allow: Vec<String>,
+    /// Globs of the tools whose results are never pruned, whatever `allow` says.
     pub deny: Vec<String>,
 }
 
@@ -127,17 +143,23 @@ impl ToolMatch {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PruneSettings {
+    /// When pruning may run.
     pub mode: PruneMode,
     /// Prompt-cache lifetime in `cache-ttl` mode.
     pub ttl_ms: u64,
     /// Results of the last N assistant messages (and everything after them) are protected.
     pub keep_last_assistants: usize,
+    /// Context fill at which soft trim starts.
     pub soft_trim_ratio: f64,
+    /// Context fill at which hard clear starts (at least `soft_trim_ratio`).
     pub hard_clear_ratio: f64,
     /// Hard clear runs only when prunable results hold at least this many characters.
     pub min_prunable_tool_chars: usize,
+    /// How a soft trim cuts a result.
     pub soft_trim: SoftTrimSettings,
+    /// Whether and how results are cleared.
     pub hard_clear: HardClearSettings,
+    /// Which tools' results may be pruned.
     pub tools: ToolMatch,
     /// Return trimmed and cleared originals as refs and name them in the context.
     pub keep_originals: bool,
@@ -163,24 +185,50 @@ impl Default for PruneSettings {
 /// A pruning setting that makes no sense.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PruneSettingsError {
+    /// A ratio outside 0 to 1 (or not a number).
     #[error("{field}: expected a ratio between 0 and 1, found {found}")]
-    Ratio { field: &'static str, found: f64 },
+    Ratio {
+        /// The setting's name.
+        field: &'static str,
+        /// The value given.
+        found: f64,
+    },
+    /// `hard_clear_ratio` is below `soft_trim_ratio`, so hard clear could run before soft trim.
     #[error(
         "hard_clear_ratio: expected at least soft_trim_ratio ({soft}), found {hard}; hard clear \
          only runs after soft trim"
     )]
-    RatioOrder { soft: f64, hard: f64 },
+    RatioOrder {
+        /// `soft_trim_ratio`.
+        soft: f64,
+        /// `hard_clear_ratio`.
+        hard: f64,
+    },
+    /// `cache-ttl` mode with a lifetime of 0, which would prune on every request.
     #[error("ttl_ms: expected more than 0 in cache-ttl mode, found 0; use mode = \"always\"")]
     ZeroTtl,
+    /// Head and tail together keep as much as a result may hold, so trimming shortens nothing.
     #[error(
         "soft_trim: expected head_chars + tail_chars ({kept}) below max_chars ({max_chars}), or \
          trimming would not shorten anything"
     )]
-    SoftTrimSizes { kept: usize, max_chars: usize },
+    SoftTrimSizes {
+        /// `head_chars + tail_chars`.
+        kept: usize,
+        /// `soft_trim.max_chars`.
+        max_chars: usize,
+    },
+    /// Hard clear is on but its placeholder says nothing.
     #[error("hard_clear.placeholder: expected text, found an empty string")]
     EmptyPlaceholder,
+    /// An empty tool-name glob, which matches no tool and is surely a typo.
     #[error("tools.{list}[{index}]: expected a tool-name glob, found an empty string")]
-    EmptyGlob { list: &'static str, index: usize },
+    EmptyGlob {
+        /// `allow` or `deny`.
+        list: &'static str,
+        /// The glob's position in that list.
+        index: usize,
+    },
 }
 
 impl PruneSettings {
@@ -231,16 +279,19 @@ impl PruneSettings {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PruneClock {
+    /// The last cache write or read, in epoch milliseconds; `None` until the first request.
     pub last_cache_touch_ms: Option<i64>,
 }
 
 impl PruneClock {
+    /// A clock touched at `now_ms`.
     pub fn touched(now_ms: i64) -> PruneClock {
         PruneClock {
             last_cache_touch_ms: Some(now_ms),
         }
     }
 
+    /// Records a cache write or read at `now_ms`.
     pub fn touch(&mut self, now_ms: i64) {
         self.last_cache_touch_ms = Some(now_ms);
     }
@@ -251,7 +302,9 @@ impl PruneClock {
 pub struct PruneEnv {
     /// The model's context window in tokens (0 = unknown: nothing is pruned).
     pub context_window_tokens: u64,
+    /// The time of this request, in epoch milliseconds.
     pub now_ms: i64,
+    /// When the prompt cache was last used, to gate `cache-ttl` mode.
     pub clock: PruneClock,
 }
 
@@ -259,20 +312,27 @@ pub struct PruneEnv {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PruneSkip {
+    /// Mode `off`.
     Off,
+    /// The context window is unknown (0), so there is no fill to measure.
     NoContextWindow,
     /// `cache-ttl` mode and the clock was never touched.
     NoCacheTouch,
     /// `cache-ttl` mode and the cache is still warm.
     CacheWarm {
+        /// Time since the cache was last touched.
         elapsed_ms: i64,
+        /// The cache lifetime it has not yet reached.
         ttl_ms: u64,
     },
     /// Fewer assistant messages than `keep_last_assistants`.
     TooFewAssistants {
+        /// Assistant messages in the context.
         found: usize,
+        /// Assistant messages the protection needs before anything may be pruned.
         needed: usize,
     },
+    /// The context fill is below `soft_trim_ratio`.
     BelowSoftTrimRatio,
 }
 
@@ -280,48 +340,66 @@ pub enum PruneSkip {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PruneAction {
+    /// Cut to head and tail.
     Trimmed,
+    /// Replaced by the placeholder (or a ref placeholder, with `keep_originals`).
     Cleared,
 }
 
 /// One trimmed or cleared result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PruneChange {
+    /// The index of the message holding the result.
     pub message_index: usize,
     /// Index of the result block within its message.
     pub block_index: usize,
+    /// The id of the call the result answers.
     pub call_id: String,
+    /// The tool that produced the result, from the result or its call.
     pub tool_name: Option<String>,
+    /// Whether the result was trimmed or cleared.
     pub action: PruneAction,
     /// Estimator characters of the result's content before and after this change.
     pub chars_before: usize,
+    /// Estimator characters after the change (see `chars_before`).
     pub chars_after: usize,
     /// The ref holding the original, with `keep_originals`.
     pub ref_id: Option<String>,
+    /// Why the result was changed, with the numbers that decided it.
     pub reason: String,
 }
 
 /// What pruning did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PruneReport {
+    /// Why the stage stopped before looking at results, if it did.
     pub skipped: Option<PruneSkip>,
     /// True when the cache-TTL gate stopped the stage (cache warm or clock never touched).
     pub skipped_by_ttl: bool,
+    /// The context window in estimator characters (`context_window_tokens × 4`).
     pub char_window: usize,
     /// Estimator characters of all messages (0 when the stage stopped before measuring).
     pub chars_before: usize,
+    /// Estimator characters of all messages after pruning.
     pub chars_after: usize,
+    /// `chars_before / char_window`: the fill the thresholds are compared with.
     pub ratio_before: f64,
+    /// `chars_after / char_window`.
     pub ratio_after: f64,
     /// Results outside every protection, and their characters after soft trim.
     pub prunable_results: usize,
+    /// Estimator characters of those results after soft trim (what hard clear may free).
     pub prunable_tool_chars: usize,
+    /// How many results were soft-trimmed.
     pub trimmed: usize,
+    /// How many results were cleared.
     pub cleared: usize,
+    /// Every change, in message order.
     pub changes: Vec<PruneChange>,
 }
 
 impl PruneReport {
+    /// True when no result was changed.
     pub fn is_noop(&self) -> bool {
         self.changes.is_empty()
     }
@@ -342,16 +420,23 @@ impl PruneReport {
 /// the messages are shown to a model, and the clock to keep for the next request.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PruneOutcome {
+    /// The messages after pruning.
     pub messages: Vec<Message>,
+    /// What was changed and why.
     pub report: PruneReport,
+    /// Originals of trimmed and cleared results (with `keep_originals`), to store before the
+    /// messages reach a model.
     pub new_refs: Vec<NewRef>,
+    /// The clock to keep for the next request (touched when something changed).
     pub clock: PruneClock,
 }
 
 /// A result about to be cleared, for the caller's summary (see [`prune_with`]).
 #[derive(Debug, Clone, Copy)]
 pub struct ClearedResult<'a> {
+    /// The id of the call the result answers.
     pub call_id: &'a str,
+    /// The tool that produced it, when known.
     pub tool_name: Option<&'a str>,
     /// The content being cleared as it was before this prune (a soft trim earlier in the same
     /// prune does not hide it).
@@ -581,18 +666,11 @@ fn result_mut<'a>(
     messages: &'a mut [Message],
     candidate: &Candidate,
 ) -> Option<&'a mut ToolResult> {
-    match messages
+    messages
         .get_mut(candidate.message)?
         .content
         .get_mut(candidate.block)?
-    {
-        Block::ToolResult(result) => Some(result),
-        Block::Text(_)
-        | Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::Opaque(_) => None,
-    }
+        .as_tool_result_mut()
 }
 
 /// A 64-character id for measuring texts before the real one is computed.
@@ -764,14 +842,8 @@ fn hard_clear(
 fn text_parts(blocks: &[Block]) -> Vec<&str> {
     blocks
         .iter()
-        .filter_map(|block| match block {
-            Block::Text(text) => Some(text.text.as_str()),
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => None,
-        })
+        .filter_map(Block::as_text)
+        .map(|text| text.text.as_str())
         .collect()
 }
 

@@ -77,6 +77,7 @@ const TAIL_WORDS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TruncateSettings {
+    /// Whether the stage runs at all.
     pub enabled: bool,
     /// Largest share of the context window (in tokens × 4 characters) one result may take.
     pub max_context_share: f64,
@@ -100,13 +101,20 @@ impl Default for TruncateSettings {
 /// A truncation setting that makes no sense.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TruncateSettingsError {
+    /// `max_context_share` is not in (0, 1].
     #[error("max_context_share: expected a number greater than 0 and at most 1, found {0}")]
     Share(f64),
+    /// `hard_max_chars` leaves no room for the marker a cut result ends with.
     #[error(
         "hard_max_chars: expected at least min_keep_chars + {MARKER_RESERVE_CHARS} (the marker) \
          = {minimum}, found {found}"
     )]
-    HardMaxTooSmall { minimum: usize, found: usize },
+    HardMaxTooSmall {
+        /// The smallest cap that holds `min_keep_chars` and the marker.
+        minimum: usize,
+        /// The cap given.
+        found: usize,
+    },
 }
 
 impl TruncateSettings {
@@ -155,17 +163,23 @@ pub enum TruncateMode {
 /// One truncated result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TruncateChange {
+    /// The index of the message holding the result.
     pub message_index: usize,
     /// Index of the result block within its message.
     pub block_index: usize,
+    /// The id of the call the result answers.
     pub call_id: String,
+    /// The tool that produced the result, when known.
     pub tool_name: Option<String>,
+    /// How the text was cut.
     pub mode: TruncateMode,
     /// Text characters of the result before and after.
     pub chars_before: usize,
+    /// Text characters after the cut (see `chars_before`).
     pub chars_after: usize,
     /// The ref holding the original (also in [`TruncateOutcome::new_refs`]).
     pub ref_id: String,
+    /// Why the result was cut, with the numbers that decided it.
     pub reason: String,
 }
 
@@ -174,14 +188,18 @@ pub struct TruncateChange {
 pub struct TruncateReport {
     /// The per-result budget used (0 when the stage did not run).
     pub budget_chars: usize,
+    /// How many results were cut.
     pub truncated: usize,
     /// Text characters of the truncated results, before and after.
     pub chars_before: usize,
+    /// Text characters of the cut results after the cut (see `chars_before`).
     pub chars_after: usize,
+    /// Every cut, in message order.
     pub changes: Vec<TruncateChange>,
 }
 
 impl TruncateReport {
+    /// True when no result was cut.
     pub fn is_noop(&self) -> bool {
         self.truncated == 0
     }
@@ -203,8 +221,11 @@ impl TruncateReport {
 /// shown to a model.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TruncateOutcome {
+    /// The messages after truncation.
     pub messages: Vec<Message>,
+    /// What was cut and why.
     pub report: TruncateReport,
+    /// The originals of the cut results, to store before the messages reach a model.
     pub new_refs: Vec<NewRef>,
 }
 
@@ -291,13 +312,10 @@ fn truncate_result(
     let weights: Vec<Option<usize>> = result
         .content
         .iter()
-        .map(|block| match block {
-            Block::Text(text) => Some(estimate_string_chars(&text.text)),
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => None,
+        .map(|block| {
+            block
+                .as_text()
+                .map(|text| estimate_string_chars(&text.text))
         })
         .collect();
     let before: usize = weights.iter().flatten().sum();
@@ -324,14 +342,10 @@ fn truncate_result(
 }
 
 fn text_blocks(blocks: &[Block]) -> impl Iterator<Item = &str> {
-    blocks.iter().filter_map(|block| match block {
-        Block::Text(text) => Some(text.text.as_str()),
-        Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::ToolResult(_)
-        | Block::Opaque(_) => None,
-    })
+    blocks
+        .iter()
+        .filter_map(Block::as_text)
+        .map(|text| text.text.as_str())
 }
 
 fn plan(

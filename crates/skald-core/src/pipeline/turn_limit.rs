@@ -38,8 +38,10 @@ pub struct TurnLimitSettings {
 /// A turn-limit setting that makes no sense.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TurnLimitSettingsError {
+    /// `batch` is larger than the stage allows.
     #[error("batch: expected at most {MAX_BATCH} turns, found {0}")]
     BatchTooLarge(usize),
+    /// `batch` is set without a `limit`, so there is nothing to batch.
     #[error("batch: set to {0} but there is no limit; set limit or remove batch")]
     BatchWithoutLimit(usize),
 }
@@ -66,12 +68,15 @@ impl TurnLimitSettings {
 pub struct TurnLimitReport {
     /// User turns in the input.
     pub turns_before: usize,
+    /// User turns dropped from the front.
     pub turns_dropped: usize,
+    /// Messages dropped with those turns.
     pub messages_dropped: usize,
     /// Leading system messages kept in front of the cut.
     pub system_messages_kept: usize,
     /// Input indices of the dropped messages (`None` when nothing was dropped).
     pub dropped: Option<Range<usize>>,
+    /// Why the cut fell where it did, one line per decision.
     pub reasons: Vec<String>,
 }
 

@@ -40,26 +40,17 @@ impl Session {
     /// nothing. Every message's `meta.id` is the id of the entry it came from.
     pub fn build_context(&self, leaf: Option<&str>) -> Vec<Message> {
         let path = self.path_to(leaf);
-        let compaction = path
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(at, entry)| match &entry.kind {
-                EntryKind::Compaction {
-                    summary,
-                    first_kept_entry_id,
-                    ..
-                } => Some((at, *entry, summary, first_kept_entry_id)),
-                EntryKind::Message(_)
-                | EntryKind::BranchSummary { .. }
-                | EntryKind::Custom { .. }
-                | EntryKind::CustomMessage { .. }
-                | EntryKind::ThinkingLevelChange { .. }
-                | EntryKind::ModelChange { .. }
-                | EntryKind::Label { .. }
-                | EntryKind::SessionInfo { .. }
-                | EntryKind::Other(_) => None,
-            });
+        let compaction = path.iter().enumerate().rev().find_map(|(at, entry)| {
+            let EntryKind::Compaction {
+                summary,
+                first_kept_entry_id,
+                ..
+            } = &entry.kind
+            else {
+                return None;
+            };
+            Some((at, *entry, summary, first_kept_entry_id))
+        });
         let mut out = Vec::new();
         match compaction {
             Some((at, entry, summary, first_kept)) => {

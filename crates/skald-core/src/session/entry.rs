@@ -6,8 +6,8 @@
 //! module's.
 //!
 //! The accessors on [`EntryKind`] answer the questions the rest of skald asks of an entry without
-//! matching on it: its pi `type`, its message, a `custom` record's data, whether it is a
-//! compaction checkpoint, and whether
+//! matching on it: its pi `type`, its message, a `custom` record's data, a compaction's summary,
+//! a `session_info` name, whether it is a compaction checkpoint, and whether
 //! [`Session::build_context`](super::Session::build_context) can turn it into model-visible text.
 
 use serde_json::Value;
@@ -24,6 +24,7 @@ pub const CURRENT_VERSION: u64 = 3;
 pub struct SessionHeader {
     /// Always [`CURRENT_VERSION`] once read: older files are migrated.
     pub version: u64,
+    /// The session's own id, as the host that created it assigned it.
     pub id: String,
     /// ISO 8601 creation time.
     pub timestamp: Option<String>,
@@ -31,6 +32,7 @@ pub struct SessionHeader {
     pub cwd: Option<String>,
     /// The session this one was forked from.
     pub parent_session: Option<String>,
+    /// Header fields the model does not interpret, written back unchanged.
     pub extra: Extra,
 }
 
@@ -56,6 +58,7 @@ pub struct Entry {
     pub parent_id: Option<String>,
     /// ISO 8601 time the entry was appended.
     pub timestamp: String,
+    /// What the entry records.
     pub kind: EntryKind,
     /// Entry fields the model does not interpret, kept so the codec writes them back.
     pub extra: Extra,
@@ -68,45 +71,74 @@ pub enum EntryKind {
     Message(Message),
     /// `compaction`: everything on the path before `first_kept_entry_id` is replaced by `summary`.
     Compaction {
+        /// The text that stands for everything before the first kept entry.
         summary: String,
         /// `None` when the file has none (a version-1 index that pointed nowhere): then no entry
         /// before the compaction is kept, as in pi.
         first_kept_entry_id: Option<String>,
+        /// The context size in tokens when the compaction ran, as the host measured it.
         tokens_before: Option<u64>,
+        /// Extension data about the compaction (skald's own outcome record among them); never shown
+        /// to the model.
         details: Option<Value>,
+        /// True when an extension hook wrote the summary rather than the host's own compaction.
         from_hook: Option<bool>,
     },
     /// `branch_summary`: what happened on the branch the conversation came back from.
     BranchSummary {
+        /// The entry the conversation returned from: the leaf of the abandoned branch.
         from_id: String,
+        /// What happened on that branch, as the model will read it.
         summary: String,
+        /// Extension data about the summary; never shown to the model.
         details: Option<Value>,
+        /// True when an extension hook wrote the summary.
         from_hook: Option<bool>,
     },
     /// `custom`: extension state. Never in the model's context.
     Custom {
+        /// Which extension the record belongs to; skald's own records use `skald.` names.
         custom_type: String,
+        /// The extension's state, as it wrote it.
         data: Option<Value>,
     },
     /// `custom_message`: extension content that is in the model's context, as a user message.
     CustomMessage {
+        /// Which extension wrote the message.
         custom_type: String,
+        /// What the model reads, as a user message.
         content: Vec<Block>,
+        /// How the file spelled `content`, so it is written back the same way.
         content_form: ContentForm,
+        /// Whether the host shows the message in its own interface (the model sees it either way).
         display: Option<bool>,
+        /// Extension data about the message; never shown to the model.
         details: Option<Value>,
     },
     /// `thinking_level_change`.
-    ThinkingLevelChange { thinking_level: String },
+    ThinkingLevelChange {
+        /// The reasoning effort chosen from here on (`off`, `low`, `high`…), as the host spells it.
+        thinking_level: String,
+    },
     /// `model_change`.
-    ModelChange { provider: String, model_id: String },
+    ModelChange {
+        /// The provider of the model chosen from here on.
+        provider: String,
+        /// The model chosen from here on, as the provider names it.
+        model_id: String,
+    },
     /// `label`: a bookmark on `target_id`; `None` clears it.
     Label {
+        /// The entry the bookmark is on.
         target_id: String,
+        /// The bookmark's text; `None` removes an earlier label of the same entry.
         label: Option<String>,
     },
     /// `session_info`: a display name.
-    SessionInfo { name: Option<String> },
+    SessionInfo {
+        /// The session's display name from here on; `None` clears it.
+        name: Option<String>,
+    },
     /// An entry type this model does not know (OpenClaw adds its own), or a known type whose body
     /// did not decode (reported as a [`LineIssue`](crate::codec::LineIssue)). Holds the entry
     /// object without `id`, `parentId` and `timestamp` (those live on [`Entry`]), `type`
@@ -165,6 +197,39 @@ impl EntryKind {
             | EntryKind::ModelChange { .. }
             | EntryKind::Label { .. }
             | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => None,
+        }
+    }
+
+    /// The summary of a `compaction` checkpoint: the text that stands for everything before its
+    /// first kept entry.
+    pub fn compaction_summary(&self) -> Option<&str> {
+        match self {
+            EntryKind::Compaction { summary, .. } => Some(summary),
+            EntryKind::Message(_)
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => None,
+        }
+    }
+
+    /// The display name a `session_info` entry sets (`None` also when it clears the name).
+    pub fn session_name(&self) -> Option<&str> {
+        match self {
+            EntryKind::SessionInfo { name } => name.as_deref(),
+            EntryKind::Message(_)
+            | EntryKind::Compaction { .. }
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
             | EntryKind::Other(_) => None,
         }
     }

@@ -19,17 +19,30 @@ use crate::message::{Extra, Message};
 /// Why an edit of a [`Session`] was refused; the session is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionEditError {
+    /// The id is not 8 lowercase hex digits, the form every new entry id takes.
     #[error("entry id {id:?}: expected exactly 8 lowercase hex digits")]
-    InvalidId { id: String },
+    InvalidId {
+        /// The id that was refused.
+        id: String,
+    },
+    /// Another entry of the session already has the id.
     #[error("entry id {id:?} is already used in this session")]
-    DuplicateId { id: String },
+    DuplicateId {
+        /// The id that was refused.
+        id: String,
+    },
+    /// The id names no entry of the session.
     #[error("no entry has id {id:?}")]
-    UnknownEntry { id: String },
+    UnknownEntry {
+        /// The id that was looked for.
+        id: String,
+    },
 }
 
 /// A session: header, entries in file order, and the leaf pointer that selects a branch.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Session {
+    /// What the session is: id, format version, working directory, parent session.
     pub header: SessionHeader,
     entries: Vec<Entry>,
     /// Entry id → position in `entries`. With duplicate ids the later entry wins, as in pi.
@@ -70,6 +83,7 @@ impl Session {
         &self.entries
     }
 
+    /// The entry with this id (the later one when a damaged file repeats an id).
     pub fn entry(&self, id: &str) -> Option<&Entry> {
         self.index
             .get(id)

@@ -45,6 +45,7 @@ pub struct CalibrationSettings {
     pub forgetting: f64,
     /// Bounds of the ratio and of the fitted slope.
     pub min_ratio: f64,
+    /// The upper bound of the ratio and of the fitted slope (see `min_ratio`).
     pub max_ratio: f64,
     /// The fit is used only when the weighted standard deviation of the counted values is at least
     /// this fraction of their weighted mean; below it slope and overhead cannot be told apart.
@@ -79,10 +80,15 @@ pub struct ModelCalibration {
     /// Exponentially weighted sums for the least-squares fit: Σw, Σw·x, Σw·y, Σw·x², Σw·x·y, Σw·y²
     /// with x = counted, y = reported.
     pub sum_w: f64,
+    /// Σw·x: the weighted sum of counted tokens.
     pub sum_x: f64,
+    /// Σw·y: the weighted sum of reported tokens.
     pub sum_y: f64,
+    /// Σw·x²: the weighted sum of squared counted tokens.
     pub sum_xx: f64,
+    /// Σw·x·y: the weighted sum of counted times reported tokens.
     pub sum_xy: f64,
+    /// Σw·y²: the weighted sum of squared reported tokens.
     pub sum_yy: f64,
 }
 
@@ -156,7 +162,9 @@ impl ModelCalibration {
 /// Calibration of every model seen, keyed by the model name as the host reports it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
+    /// How fast the fit follows new observations and when it is trusted.
     pub settings: CalibrationSettings,
+    /// What has been learnt per model name.
     pub models: BTreeMap<String, ModelCalibration>,
 }
 

@@ -28,7 +28,9 @@ pub const DEFAULT_CACHE_CAPACITY: usize = 64 * 1024;
 /// Hits and misses since the counter was made or cleared.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CacheStats {
+    /// Messages whose token count came from the cache.
     pub hits: u64,
+    /// Messages that had to be tokenized.
     pub misses: u64,
     /// Tokens produced by actual tokenization (misses only).
     pub tokenized_tokens: u64,

@@ -113,14 +113,8 @@ pub fn result_text(result: &ToolResult) -> String {
     result
         .content
         .iter()
-        .filter_map(|block| match block {
-            Block::Text(text) => Some(text.text.as_str()),
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => None,
-        })
+        .filter_map(Block::as_text)
+        .map(|text| text.text.as_str())
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -130,14 +124,8 @@ pub fn text_weight(result: &ToolResult) -> usize {
     result
         .content
         .iter()
-        .map(|block| match block {
-            Block::Text(text) => estimate_string_chars(&text.text),
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => 0,
-        })
+        .filter_map(Block::as_text)
+        .map(|text| estimate_string_chars(&text.text))
         .sum()
 }
 

@@ -353,14 +353,7 @@ pub fn augment_skill_reads_with(
 /// Appends to the last text block (so a result spelled as one string stays one string), or adds
 /// a text block when there is none.
 fn append_text(content: &mut Vec<Block>, appendix: &str) {
-    let last_text = content.iter_mut().rev().find_map(|block| match block {
-        Block::Text(text) => Some(text),
-        Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::ToolResult(_)
-        | Block::Opaque(_) => None,
-    });
+    let last_text = content.iter_mut().rev().find_map(Block::as_text_mut);
     match last_text {
         Some(text) => text.text.push_str(appendix),
         None => content.push(Block::text(appendix.trim_start())),

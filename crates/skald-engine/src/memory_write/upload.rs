@@ -26,7 +26,7 @@ use skald_core::memory::upload::{
     upload_may_start,
 };
 use skald_core::message::{Message, Role};
-use skald_core::session::{EntryKind, Session};
+use skald_core::session::Session;
 use skald_core::tokens::estimate::estimate_messages_tokens;
 use skald_store::sessions::{CompactionCheckpoint, SessionStore};
 use tokio::task::JoinHandle;
@@ -511,18 +511,7 @@ fn drop_range(
         .path_to(None)
         .into_iter()
         .rev()
-        .find_map(|entry| match &entry.kind {
-            EntryKind::Compaction { summary, .. } => Some(summary.clone()),
-            EntryKind::Message(_)
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => None,
-        });
+        .find_map(|entry| entry.kind.compaction_summary().map(str::to_owned));
     let summary = dropped_range_summary(session_id, upload_id, dropped, previous.as_deref());
     let summary_tokens = estimate_messages_tokens(&[Message::text(Role::User, summary.clone())]);
     let tokens_after = context_tokens

@@ -168,18 +168,7 @@ fn candidate(session: &Session, message: &Message, tokens: u64) -> Option<Candid
         return None;
     }
     let entry_id = message.meta.id.clone()?;
-    let stored = match &session.entry(&entry_id)?.kind {
-        EntryKind::Message(stored) => stored.clone(),
-        EntryKind::Compaction { .. }
-        | EntryKind::BranchSummary { .. }
-        | EntryKind::Custom { .. }
-        | EntryKind::CustomMessage { .. }
-        | EntryKind::ThinkingLevelChange { .. }
-        | EntryKind::ModelChange { .. }
-        | EntryKind::Label { .. }
-        | EntryKind::SessionInfo { .. }
-        | EntryKind::Other(_) => return None,
-    };
+    let stored = session.entry(&entry_id)?.kind.as_message()?.clone();
     Some(Candidate {
         entry_id,
         stored,
@@ -299,14 +288,8 @@ mod tests {
         message
             .content
             .iter()
-            .map(|block| match block {
-                Block::ToolResult(result) => skald_core::message::join_text(&result.content).len(),
-                Block::Text(_)
-                | Block::Image(_)
-                | Block::Thinking(_)
-                | Block::ToolCall(_)
-                | Block::Opaque(_) => 0,
-            })
+            .filter_map(Block::as_tool_result)
+            .map(|result| skald_core::message::join_text(&result.content).len())
             .sum()
     }
 

@@ -90,6 +90,7 @@ impl fmt::Display for EmbedderKind {
 pub struct OpenAiEmbeddingConfig {
     /// The API root without a trailing slash: requests go to `{base_url}/embeddings`.
     pub base_url: String,
+    /// The embedding model sent with every request, as the server spells it.
     pub model: String,
     /// The environment variable holding the key; `None` sends no key.
     pub api_key_env: Option<String>,
@@ -247,7 +248,10 @@ fn validate_sizes(dimensions: Option<usize>, batch_size: usize) -> Result<(), Ll
 /// The `[embedding]` table: one embedder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EmbeddingConfig {
+    /// `kind = "openai"`: an OpenAI-compatible `/v1/embeddings` server.
     OpenAi(OpenAiEmbeddingConfig),
+    /// `kind = "local"`: a sentence-transformers directory run in-process (needs the
+    /// `local-embeddings` feature to be usable).
     Local(LocalEmbeddingConfig),
 }
 

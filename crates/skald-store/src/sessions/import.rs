@@ -318,25 +318,13 @@ fn plan_openclaw(text: &str) -> Result<ImportPlan, ImportError> {
 /// The session's display name (its last `session_info` name), else its first user message in
 /// file order.
 fn openclaw_title(session: &skald_core::session::Session) -> Option<String> {
-    let named = session
-        .entries()
-        .iter()
-        .rev()
-        .find_map(|entry| match &entry.kind {
-            EntryKind::SessionInfo { name: Some(name) } if !name.trim().is_empty() => {
-                Some(name.clone())
-            }
-            EntryKind::Message(_)
-            | EntryKind::Compaction { .. }
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => None,
-        });
+    let named = session.entries().iter().rev().find_map(|entry| {
+        entry
+            .kind
+            .session_name()
+            .filter(|name| !name.trim().is_empty())
+            .map(str::to_owned)
+    });
     // Not the context's first message: after a compaction that is the summary.
     let messages: Vec<Message> = session
         .entries()

@@ -1,150 +1,18 @@
-//! Offload (seed 000, SCCS): large tool results leave the context and a placeholder
-//! `[REF_ID: <sha-256>] (Summary: <digest>)` stands in their place; the original is returned as a
-//! [`NewRef`] for the caller to store durably before the output reaches a model.
-//!
-//! Decisions are content-addressed: the same result under the same settings always becomes the
-//! same placeholder, byte for byte, so requests share their prefix. Which results are offloaded
-//! is the caller's choice through a selector (SCCS offloads every large result at once; skald's
-//! engine can defer results still in active use). The stage itself guarantees what must always
-//! hold: content that already carries a ref is never offloaded again, output of
-//! `fetch_original_data` is never offloaded, OpenClaw's workspace files (SOUL.md, AGENTS.md, …,
-//! recognised by their first line) stay, and non-text blocks (images) stay beside the
-//! placeholder.
+//! Offloading large tool results: [`offload`] decides per result (content that is already a
+//! ref, fetch output and workspace files stay), replaces the chosen ones with their placeholder
+//! and hands the originals back as [`NewRef`]s; [`OffloadCache`] remembers each decision by a
+//! cheap identity of the result so a request only pays for results it has not seen.
 
 use std::collections::HashMap;
 
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
-use serde::{Deserialize, Serialize};
-
-use crate::digest::{DigestSettings, digest_blocks};
-use crate::message::{Block, Message, ToolResult};
-use crate::refs::{NewRef, RefPayload, contains_ref, placeholder};
 use xxhash_rust::xxh3::Xxh3;
 
+use super::{FETCH_TOOL_NAME, OPENCLAW_FILES, OffloadReport, OffloadSettings, Offloaded};
+use crate::digest::{DigestSettings, digest_blocks};
 use crate::identity::hash_edges;
-
-/// The tool through which a model fetches offloaded originals.
-pub const FETCH_TOOL_NAME: &str = "fetch_original_data";
-
-/// Smallest `compress_threshold` the seed allows.
-pub const MIN_COMPRESS_THRESHOLD: usize = 2_000;
-
-/// Smallest `arguments_threshold`: a placeholder with its digest is about 400 characters, so
-/// offloading shorter arguments would save little and cost a fetch.
-pub const MIN_ARGUMENTS_THRESHOLD: usize = 1_000;
-
-/// OpenClaw workspace files that are context, not tool noise (seed 000's whitelist).
-pub const OPENCLAW_FILES: &[&str] = &[
-    "SOUL.md",
-    "MEMORY.md",
-    "USER.md",
-    "AGENTS.md",
-    "TOOLS.md",
-    "IDENTITY.md",
-    "HEARTBEAT.md",
-    "BOOTSTRAP.md",
-];
-
-/// Added to the system prompt when something was offloaded and the fetch tool is available.
-pub const REF_ID_INSTRUCTION: &str = "\
-Some earlier tool outputs were moved out of this conversation to save space. Each appears as \
-`[REF_ID: <id>] (Summary: <summary>)`: the summary keeps the key facts and exact identifiers, \
-and the full original is one call away. Call `fetch_original_data` with the REF_ID when you need \
-more than the summary shows: exact lines or line numbers, code you are about to edit, a full \
-error message or stack trace, or values the summary does not list. Ask for a slice (`lines` \
-\"120:180\" or a `grep` pattern) rather than the whole output when you know what you need. Do \
-not fetch when the summary already answers the question.";
-
-/// Settings of the offload stage.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct OffloadSettings {
-    pub enabled: bool,
-    /// Results whose text exceeds this many characters are offloaded (seed: 3000, minimum 2000).
-    pub compress_threshold: usize,
-    /// Budget of the digest in the placeholder (seed: 300, minimum 50).
-    pub summary_max_chars: usize,
-    /// Keep OpenClaw workspace files in the context.
-    pub keep_workspace_files: bool,
-    /// String arguments of tool calls (file contents of a write, the old and new text of an
-    /// edit) longer than this many characters are offloaded too, once the call is old enough;
-    /// 0 leaves arguments alone (SCCS).
-    pub arguments_threshold: usize,
-}
-
-impl Default for OffloadSettings {
-    fn default() -> OffloadSettings {
-        OffloadSettings {
-            enabled: true,
-            compress_threshold: 3_000,
-            summary_max_chars: 300,
-            keep_workspace_files: true,
-            arguments_threshold: 0,
-        }
-    }
-}
-
-/// A setting outside what the stage accepts.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OffloadSettingsError {
-    #[error(
-        "offload.compress_threshold is {0}: it must be at least {MIN_COMPRESS_THRESHOLD} chars"
-    )]
-    ThresholdTooLow(usize),
-    #[error("offload.summary_max_chars: {0}")]
-    Digest(String),
-    #[error(
-        "offload.arguments_threshold is {0}: it must be 0 (off) or at least {MIN_ARGUMENTS_THRESHOLD} chars"
-    )]
-    ArgumentsThresholdTooLow(usize),
-}
-
-impl OffloadSettings {
-    pub fn validate(&self) -> Result<(), OffloadSettingsError> {
-        if self.compress_threshold < MIN_COMPRESS_THRESHOLD {
-            return Err(OffloadSettingsError::ThresholdTooLow(
-                self.compress_threshold,
-            ));
-        }
-        self.digest_settings()
-            .map(|_| ())
-            .map_err(|error| OffloadSettingsError::Digest(error.to_string()))
-    }
-
-    fn digest_settings(&self) -> Result<DigestSettings, crate::digest::DigestSettingsError> {
-        DigestSettings::new(self.summary_max_chars)
-    }
-}
-
-/// One result the stage offloaded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Offloaded {
-    pub message_index: usize,
-    pub call_id: String,
-    pub ref_id: String,
-    /// Size of the original text in bytes (chars for ASCII).
-    pub chars_before: usize,
-    pub chars_after: usize,
-}
-
-/// What the offload stage did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct OffloadReport {
-    pub offloaded: Vec<Offloaded>,
-    /// Results over the threshold kept because they are OpenClaw workspace files.
-    pub kept_workspace_files: usize,
-    /// Results over the threshold the selector chose to keep for now.
-    pub deferred: usize,
-}
-
-impl OffloadReport {
-    pub fn chars_saved(&self) -> usize {
-        self.offloaded
-            .iter()
-            .map(|o| o.chars_before.saturating_sub(o.chars_after))
-            .sum()
-    }
-}
+use crate::message::{Block, Message, ToolResult};
+use crate::refs::{NewRef, RefPayload, contains_ref, placeholder};
 
 /// A tool result's placeholder, computed once per content and reused: digesting and hashing a
 /// large output is the expensive part, and the answer never changes for the same content.
@@ -164,7 +32,7 @@ enum Memo {
     Eligible(Option<CachedOffload>),
 }
 
-/// Memo of offload decisions keyed by a cheap identity of each result (see [`quick_key`]), so a
+/// Memo of offload decisions keyed by a cheap identity of each result (see `quick_key`), so a
 /// request costs work only for results it has not seen before.
 #[derive(Debug, Clone, Default)]
 pub struct OffloadCache {
@@ -172,33 +40,12 @@ pub struct OffloadCache {
 }
 
 impl OffloadCache {
+    /// How many results the cache remembers a decision for.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-}
-
-/// Offloaded argument values of one tool call, computed once.
-#[derive(Debug, Clone)]
-struct CachedArguments {
-    arguments: serde_json::Value,
-    offloaded: Vec<Offloaded>,
-}
-
-/// Memo of argument offloads by call id and argument sizes.
-#[derive(Debug, Clone, Default)]
-pub struct ArgumentsCache {
-    entries: HashMap<u128, Option<CachedArguments>>,
-}
-
-impl ArgumentsCache {
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
+    /// True when the cache remembers nothing yet.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -207,11 +54,13 @@ impl ArgumentsCache {
 /// The outcome of [`offload`].
 #[derive(Debug, Clone, Default)]
 pub struct OffloadOutcome {
+    /// The messages, with the chosen results replaced by their placeholders.
     pub messages: Vec<Message>,
     /// Originals offloaded for the first time with this cache: store them before `messages` is
     /// shown to a model. Results offloaded in earlier calls keep their placeholder and are not
     /// returned again (the caller stored them then; an empty cache returns them all again).
     pub new_refs: Vec<NewRef>,
+    /// What was offloaded, kept and deferred.
     pub report: OffloadReport,
 }
 
@@ -243,14 +92,8 @@ fn text_bytes(result: &ToolResult) -> usize {
     result
         .content
         .iter()
-        .map(|block| match block {
-            Block::Text(text) => text.text.len() + 1,
-            Block::Image(_)
-            | Block::Thinking(_)
-            | Block::ToolCall(_)
-            | Block::ToolResult(_)
-            | Block::Opaque(_) => 0,
-        })
+        .filter_map(Block::as_text)
+        .map(|text| text.text.len() + 1)
         .sum()
 }
 
@@ -262,14 +105,11 @@ pub fn text_of(result: &ToolResult) -> String {
 /// [`text_of`], borrowed when the result has a single text block (the usual case): joining
 /// would copy the whole output.
 fn text_in(result: &ToolResult) -> std::borrow::Cow<'_, str> {
-    let mut texts = result.content.iter().filter_map(|block| match block {
-        Block::Text(text) => Some(text.text.as_str()),
-        Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::ToolResult(_)
-        | Block::Opaque(_) => None,
-    });
+    let mut texts = result
+        .content
+        .iter()
+        .filter_map(Block::as_text)
+        .map(|text| text.text.as_str());
     match (texts.next(), texts.next()) {
         (Some(only), None) => std::borrow::Cow::Borrowed(only),
         (Some(_), Some(_)) | (None, _) => std::borrow::Cow::Owned(text_of(result)),
@@ -303,14 +143,12 @@ pub fn is_workspace_file(text: &str) -> bool {
 fn replace(original: Vec<Block>, digest: &DigestSettings) -> (CachedOffload, NewRef) {
     let summary = digest_blocks(&original, digest).summary;
     let mut replacement = vec![Block::text(String::new())];
-    replacement.extend(original.iter().filter_map(|block| match block {
-        Block::Text(_) => None,
-        Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::ToolResult(_)
-        | Block::Opaque(_) => Some(block.clone()),
-    }));
+    replacement.extend(
+        original
+            .iter()
+            .filter(|block| block.as_text().is_none())
+            .cloned(),
+    );
     let new_ref = NewRef::new(RefPayload::new(original));
     let text = placeholder(&new_ref.id, &summary);
     let chars_after = text.chars().count();
@@ -342,18 +180,11 @@ fn result_at(
     message_index: usize,
     block_index: usize,
 ) -> Option<&mut ToolResult> {
-    match messages
+    messages
         .get_mut(message_index)?
         .content
         .get_mut(block_index)?
-    {
-        Block::ToolResult(result) => Some(result),
-        Block::Text(_)
-        | Block::Image(_)
-        | Block::Thinking(_)
-        | Block::ToolCall(_)
-        | Block::Opaque(_) => None,
-    }
+        .as_tool_result_mut()
 }
 
 /// Puts a placeholder in the place of `result`'s content; the report line, with its position.
@@ -532,128 +363,6 @@ fn quick_key(result: &ToolResult, settings: &OffloadSettings) -> u128 {
             }
             Block::Thinking(_) | Block::ToolCall(_) | Block::ToolResult(_) | Block::Opaque(_) => {
                 hasher.update(b"o");
-            }
-        }
-    }
-    hasher.digest128()
-}
-
-/// Offloads long string arguments of the tool calls `select` chooses (by message index and call):
-/// each such value becomes a `[REF_ID: …] (Summary: …)` placeholder and its text goes to a ref.
-/// The call's id, name and every other argument stay as they were, so the model still reads what
-/// it did; only the bulk (a file it wrote, the text it replaced) waits behind the ref.
-pub fn offload_arguments(
-    mut messages: Vec<Message>,
-    settings: &OffloadSettings,
-    cache: &mut ArgumentsCache,
-    mut select: impl FnMut(usize, &crate::message::ToolCall) -> bool,
-) -> OffloadOutcome {
-    let mut report = OffloadReport::default();
-    let mut new_refs = Vec::new();
-    if !settings.enabled || settings.arguments_threshold == 0 {
-        return OffloadOutcome {
-            messages,
-            new_refs,
-            report,
-        };
-    }
-    let digest = settings.digest_settings().unwrap_or_default();
-    for (message_index, message) in messages.iter_mut().enumerate() {
-        if message.role != crate::message::Role::Assistant {
-            continue;
-        }
-        for block in &mut message.content {
-            let Block::ToolCall(call) = block else {
-                continue;
-            };
-            if call.name == FETCH_TOOL_NAME || !has_long_string(&call.arguments, settings) {
-                continue;
-            }
-            if !select(message_index, call) {
-                report.deferred += 1;
-                continue;
-            }
-            let key = arguments_key(call, settings);
-            let entry = cache.entries.entry(key).or_insert_with(|| {
-                let mut arguments = call.arguments.clone();
-                let mut offloaded = Vec::new();
-                if let serde_json::Value::Object(fields) = &mut arguments {
-                    for (field, value) in fields.iter_mut() {
-                        let serde_json::Value::String(text) = value else {
-                            continue;
-                        };
-                        let chars = text.chars().count();
-                        if chars <= settings.arguments_threshold || contains_ref(text) {
-                            continue;
-                        }
-                        let summary = crate::digest::digest(text, &digest).summary;
-                        // `arguments` is this entry's own copy: its text can move into the ref.
-                        let payload = RefPayload::new(vec![Block::text(std::mem::take(text))]);
-                        let new_ref = NewRef::new(payload);
-                        let replacement = placeholder(&new_ref.id, &summary);
-                        offloaded.push(Offloaded {
-                            message_index,
-                            call_id: format!("{}#{field}", call.id),
-                            ref_id: new_ref.id.to_string(),
-                            chars_before: chars,
-                            chars_after: replacement.chars().count(),
-                        });
-                        new_refs.push(new_ref);
-                        *value = serde_json::Value::String(replacement);
-                    }
-                }
-                (!offloaded.is_empty()).then_some(CachedArguments {
-                    arguments,
-                    offloaded,
-                })
-            });
-            let Some(cached) = entry else {
-                continue;
-            };
-            call.arguments = cached.arguments.clone();
-            call.arguments_text = None;
-            report
-                .offloaded
-                .extend(cached.offloaded.iter().cloned().map(|mut o| {
-                    o.message_index = message_index;
-                    o
-                }));
-        }
-    }
-    OffloadOutcome {
-        messages,
-        new_refs,
-        report,
-    }
-}
-
-/// True when some top-level string argument may exceed the threshold (bytes bound chars).
-fn has_long_string(arguments: &serde_json::Value, settings: &OffloadSettings) -> bool {
-    match arguments {
-        serde_json::Value::Object(fields) => fields.values().any(|value| {
-            matches!(value, serde_json::Value::String(text) if text.len() > settings.arguments_threshold)
-        }),
-        serde_json::Value::Null
-        | serde_json::Value::Bool(_)
-        | serde_json::Value::Number(_)
-        | serde_json::Value::String(_)
-        | serde_json::Value::Array(_) => false,
-    }
-}
-
-/// Cheap identity of a call's arguments: id, name, and each string field's length and edges.
-fn arguments_key(call: &crate::message::ToolCall, settings: &OffloadSettings) -> u128 {
-    const EDGE: usize = 128;
-    let mut hasher = Xxh3::new();
-    hasher.update(call.id.as_bytes());
-    hasher.update(call.name.as_bytes());
-    hasher.update(&(settings.arguments_threshold as u64).to_le_bytes());
-    hasher.update(&(settings.summary_max_chars as u64).to_le_bytes());
-    if let serde_json::Value::Object(fields) = &call.arguments {
-        for (field, value) in fields {
-            hasher.update(field.as_bytes());
-            if let serde_json::Value::String(text) = value {
-                hash_edges(&mut hasher, text, EDGE);
             }
         }
     }
@@ -964,24 +673,6 @@ mod tests {
         assert_eq!(asked, vec![(2, "c1".to_owned())]);
         assert_eq!(out.report.deferred, 1);
         assert!(out.new_refs.is_empty());
-    }
-
-    #[test]
-    fn settings_below_the_seed_minimums_are_rejected() {
-        let low = OffloadSettings {
-            compress_threshold: 1_999,
-            ..OffloadSettings::default()
-        };
-        assert_eq!(
-            low.validate(),
-            Err(OffloadSettingsError::ThresholdTooLow(1_999))
-        );
-        let short = OffloadSettings {
-            summary_max_chars: 49,
-            ..OffloadSettings::default()
-        };
-        assert!(short.validate().is_err());
-        assert!(OffloadSettings::default().validate().is_ok());
     }
 
     #[test]
