@@ -35,7 +35,7 @@ use crate::config::Config;
 use crate::home::Home;
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
-use crate::sessions_cmd::{DEFAULT_TENANT, open_existing_store};
+use crate::sessions_cmd::{open_existing_store, session_arg, tenant_arg};
 
 /// Exit status of a compaction that started and was abandoned (timeout, summarizer failures,
 /// quality guard, a context that would not shrink).
@@ -147,8 +147,11 @@ pub fn run(
     if let Some(path) = &args.compare {
         return compare_cmd::run(path, args, config, mode);
     }
-    let session_id = args.session.as_deref().ok_or_else(missing_session)?;
-    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+    let session_id = session_arg(
+        args.session.as_deref().ok_or_else(missing_session)?,
+        "SESSION",
+    )?;
+    let tenant = tenant_arg(args.tenant.as_deref())?;
     let window_tokens = config.window_tokens(args.window);
     if window_tokens < 1_000 {
         bail!("--window is {window_tokens} tokens: a context window is at least 1000 tokens");
@@ -156,14 +159,14 @@ pub fn run(
     let agents_md = read_agents_md(args)?;
     let sessions = open_existing_store(home)?;
     // An unknown session fails here, before a summarizer (and its key) is even looked at.
-    sessions.get(tenant, session_id)?;
+    sessions.get(&tenant, &session_id)?;
     let summarizer = config.summarizer()?;
     let refs_path = home.path.join(DATABASE_FILE);
     let refs = SqliteRefStore::open(&refs_path, RefSettings::default())
         .with_context(|| format!("cannot open the ref store {}", refs_path.display()))?;
     let request = CompactRequest {
-        tenant,
-        session_id,
+        tenant: &tenant,
+        session_id: &session_id,
         window_tokens,
         trigger: CompactionTrigger::Manual,
         settings: &config.compaction,
@@ -205,7 +208,7 @@ pub fn run(
             ..
         }
     );
-    let mut report = compaction.report(session_id, tenant, window_tokens);
+    let mut report = compaction.report(&session_id, &tenant, window_tokens);
     if let (Some(Err(error)), Some(_)) = (&writer, &compaction.result.checkpoint_entry_id) {
         report.memory_error = Some(format!("{error:#}"));
     }

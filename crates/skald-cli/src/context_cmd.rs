@@ -10,6 +10,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use skald_core::codec::openclaw::{decode_agent_message_at, encode_agent_messages};
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::Message;
 use skald_core::render::render_messages;
 use skald_engine::memory::{MemoryIdentity, RecallReport, SessionMemoryReport};
@@ -24,7 +25,7 @@ use crate::memory_cmd::{Identity, IdentityArgs};
 use crate::output::Mode;
 use crate::remote::{self, Remote};
 use crate::replay_cmd::load_policy;
-use crate::sessions_cmd::{DEFAULT_TENANT, open_existing_store};
+use crate::sessions_cmd::{open_existing_store, session_arg, tenant_arg};
 use skald_store::clock::now_ms;
 
 #[derive(Debug, Args)]
@@ -189,14 +190,14 @@ fn decode_messages(values: &[Value]) -> Result<Vec<Message>> {
 /// branch or an earlier point, built by the same code as the view of the leaf.
 fn at_leaf(
     store: &SqliteSessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     leaf: &str,
 ) -> Result<SqliteSessionStore> {
     let session = store.load(tenant, session_id)?;
     if session.entry(leaf).is_none() {
         return Err(SessionError::UnknownEntry {
-            session: session_id.to_owned(),
+            session: session_id.to_string(),
             id: leaf.to_owned(),
         }
         .into());
@@ -227,14 +228,15 @@ fn context_local(
         bail!("--window is {window} tokens: a context window is at least 1000 tokens");
     }
     let policy = load_policy(args.policy.as_deref().unwrap_or("skald"), config)?;
-    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+    let tenant = tenant_arg(args.tenant.as_deref())?;
+    let session_id = session_arg(&args.session, "SESSION")?;
     let sessions = open_existing_store(home)?;
-    // An unknown session (or tenant) fails here, with the store's own error.
-    sessions.get(tenant, &args.session)?;
+    // An unknown session fails here, with the store's own error.
+    sessions.get(&tenant, &session_id)?;
     let leaf_copy = args
         .leaf
         .as_deref()
-        .map(|leaf| at_leaf(&sessions, tenant, &args.session, leaf))
+        .map(|leaf| at_leaf(&sessions, &tenant, &session_id, leaf))
         .transpose()?;
     let view_sessions: &dyn SessionStore = match &leaf_copy {
         Some(copy) => copy,
@@ -249,7 +251,7 @@ fn context_local(
             &IdentityArgs {
                 user: args.user.clone(),
                 agent: args.agent.clone(),
-                tenant: Some(tenant.to_owned()),
+                tenant: Some(tenant.to_string()),
             },
             config,
         )?;
@@ -275,8 +277,8 @@ fn context_local(
     let request = ViewRequest {
         sessions: view_sessions,
         refs: &refs,
-        tenant,
-        session_id: &args.session,
+        tenant: &tenant,
+        session_id: &session_id,
         policy: &policy,
         window_tokens: window,
         now_ms: now_ms(),

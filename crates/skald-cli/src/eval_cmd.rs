@@ -24,6 +24,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::Value;
+use skald_core::ids::Tenant;
 use skald_core::memory::levels::{MAX_OVERVIEW_CHARS, cut_at_word};
 use skald_core::memory::uri::MemoryUri;
 use skald_llm::{EmbeddingConfig, LocalEmbeddingConfig, embedder_from_config};
@@ -372,13 +373,13 @@ fn slug(text: &str) -> String {
     }
 }
 
-fn tenant_of(sample_id: &str, index: usize) -> String {
+fn tenant_of(sample_id: &str, index: usize) -> Result<Tenant> {
     let cleaned: String = sample_id
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
         .take(100)
         .collect();
-    if cleaned
+    let name = if cleaned
         .chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphanumeric())
@@ -386,7 +387,8 @@ fn tenant_of(sample_id: &str, index: usize) -> String {
         cleaned
     } else {
         format!("conversation-{index}")
-    }
+    };
+    Ok(Tenant::parse(name)?)
 }
 
 /// A turn as text: the speaker, what they said and the image they shared, if any (what a
@@ -630,7 +632,7 @@ pub fn evaluate(
     let store = SqliteMemoryStore::in_memory_with(settings, Arc::new(SystemClock))?;
     let mut memory_turns: HashMap<i64, Vec<TurnRef>> = HashMap::new();
     for (index, conversation) in conversations.iter().enumerate() {
-        let tenant = tenant_of(&conversation.sample_id, index);
+        let tenant = tenant_of(&conversation.sample_id, index)?;
         progress.set_message(format!("ingesting {}", conversation.sample_id));
         let mut batches = Vec::new();
         for session in &conversation.sessions {
@@ -675,7 +677,7 @@ pub fn evaluate(
         ingest_seconds += started.elapsed().as_secs_f64();
     }
     for (index, conversation) in conversations.iter().enumerate() {
-        let tenant = tenant_of(&conversation.sample_id, index);
+        let tenant = tenant_of(&conversation.sample_id, index)?;
         let known: HashSet<TurnRef> = conversation
             .sessions
             .iter()

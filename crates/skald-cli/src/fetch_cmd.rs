@@ -14,7 +14,7 @@ use skald_store::{DATABASE_FILE, RefSettings, SqliteRefStore};
 use crate::home::Home;
 use crate::output::Mode;
 use crate::remote::{self, Remote};
-use crate::sessions_cmd::DEFAULT_TENANT;
+use crate::sessions_cmd::tenant_arg;
 
 #[derive(Debug, Args)]
 pub struct FetchArgs {
@@ -79,6 +79,7 @@ fn fetch_remote(args: &FetchArgs, remote: &Remote) -> Result<FetchReport> {
 }
 
 fn fetch_local(args: &FetchArgs, home: &Home) -> Result<FetchReport> {
+    let tenant = tenant_arg(args.tenant.as_deref())?;
     let path = home.path.join(DATABASE_FILE);
     if !path.exists() {
         bail!(
@@ -99,8 +100,7 @@ fn fetch_local(args: &FetchArgs, home: &Home) -> Result<FetchReport> {
     if let Some(grep) = &args.grep {
         arguments["grep"] = json!(grep);
     }
-    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
-    let output = execute_fetch(&store, tenant, &arguments);
+    let output = execute_fetch(&store, &tenant, &arguments);
     Ok(FetchReport {
         found: output.found_ids,
         failed: output.failed_ids,

@@ -15,7 +15,7 @@ use skald_store::sessions::import::{ImportOptions, import_transcript, plan_impor
 use crate::home::Home;
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
-use crate::sessions_cmd::{DEFAULT_TENANT, open_store};
+use crate::sessions_cmd::{open_store, session_arg, tenant_arg};
 use skald_store::clock::now_ms;
 
 #[derive(Debug, Args)]
@@ -66,9 +66,14 @@ pub fn run(
 ) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&args.path)
         .with_context(|| format!("cannot read {}", args.path.display()))?;
+    let session_id = args
+        .session_id
+        .as_deref()
+        .map(|id| session_arg(id, "--session-id"))
+        .transpose()?;
     let options = ImportOptions {
         source: Some(args.path.display().to_string()),
-        session_id: args.session_id.clone(),
+        session_id,
         now_ms: now_ms(),
     };
     let report = match remote {
@@ -111,15 +116,15 @@ fn import_local(
     options: &ImportOptions,
     home: &Home,
 ) -> Result<ImportReport> {
-    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+    let tenant = tenant_arg(args.tenant.as_deref())?;
     home.ensure()?;
     let store = open_store(home)?;
-    let outcome = import_transcript(&store, tenant, text, options)
+    let outcome = import_transcript(&store, &tenant, text, options)
         .with_context(|| format!("cannot import {}", args.path.display()))?;
-    let info = store.get(tenant, &outcome.session_id)?;
+    let info = store.get(&tenant, &outcome.session_id)?;
     Ok(ImportReport {
-        session_id: outcome.session_id,
-        tenant: tenant.to_owned(),
+        session_id: outcome.session_id.into(),
+        tenant: tenant.to_string(),
         format: outcome.format.name().to_owned(),
         status: outcome.status.name().to_owned(),
         entries_added: outcome.entries_added,

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use serde_json::json;
+use skald_core::ids::Tenant;
 use skald_core::memory::uri::{MAX_DEPTH, MemoryCategory, MemoryUri};
 use skald_engine::memory::MemoryIdentity;
 use skald_engine::memory::manage::{
@@ -71,7 +72,7 @@ impl IdentityArgs {
 pub struct Identity {
     pub user: String,
     pub agent: String,
-    pub tenant: String,
+    pub tenant: Tenant,
 }
 
 impl Identity {
@@ -79,15 +80,11 @@ impl Identity {
         let pick = |flag: &Option<String>, configured: &str| {
             flag.clone().unwrap_or_else(|| configured.to_owned())
         };
-        let identity = Identity {
-            user: pick(&args.user, &config.memory.user),
-            agent: pick(&args.agent, &config.memory.agent),
-            tenant: pick(&args.tenant, &config.memory.tenant),
-        };
-        for (what, scope, id) in [
-            ("user", "user", &identity.user),
-            ("agent", "agent", &identity.agent),
-        ] {
+        let (user, agent) = (
+            pick(&args.user, &config.memory.user),
+            pick(&args.agent, &config.memory.agent),
+        );
+        for (what, scope, id) in [("user", "user", &user), ("agent", "agent", &agent)] {
             if id.is_empty() {
                 bail!("the {what} id is empty");
             }
@@ -97,9 +94,14 @@ impl Identity {
             MemoryUri::parse(&format!("viking://{scope}/{id}"))
                 .with_context(|| format!("the {what} id {id:?} is not usable in a URI"))?;
         }
-        skald_store::validate_tenant(&identity.tenant)
-            .with_context(|| format!("the tenant {:?}", identity.tenant))?;
-        Ok(identity)
+        let tenant = pick(&args.tenant, &config.memory.tenant);
+        let tenant =
+            Tenant::parse(tenant.as_str()).with_context(|| format!("the tenant {tenant:?}"))?;
+        Ok(Identity {
+            user,
+            agent,
+            tenant,
+        })
     }
 
     /// The user and agent as the engine names them.
@@ -919,6 +921,11 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    /// A tenant name of the tests, parsed (it is well formed).
+    fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+        skald_core::ids::Tenant::parse(name).unwrap()
+    }
+
     #[test]
     fn with_an_embedder_remember_stores_vectors_and_search_is_hybrid() {
         let store = SqliteMemoryStore::in_memory().unwrap();
@@ -967,7 +974,13 @@ mod tests {
             found.results.first().map(|row| row.uri.clone()),
             Some(report.uri)
         );
-        assert_eq!(store.stats("default").unwrap().with_embedding, 2);
+        assert_eq!(
+            store
+                .stats(&tenant_named("default"))
+                .unwrap()
+                .with_embedding,
+            2
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::{Deserialize, Serialize};
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::time::format_rfc3339_seconds;
 use skald_core::tokens::estimate_messages_tokens;
 use skald_store::DATABASE_FILE;
@@ -16,8 +17,20 @@ use crate::home::Home;
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
 
-/// The tenant of the local commands when none is given.
-pub const DEFAULT_TENANT: &str = "default";
+/// The tenant of a local command: its `--tenant`, parsed here once, or the default tenant
+/// ([`Tenant::default`]) when none is given.
+pub fn tenant_arg(tenant: Option<&str>) -> Result<Tenant> {
+    match tenant {
+        Some(name) => Tenant::parse(name).context("--tenant"),
+        None => Ok(Tenant::default()),
+    }
+}
+
+/// A session id given on the command line, parsed here once; `arg` names the argument (`SESSION`,
+/// `--session-id`) in the error.
+pub fn session_arg(id: &str, arg: &str) -> Result<SessionId> {
+    SessionId::parse(id).with_context(|| arg.to_owned())
+}
 
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
@@ -113,12 +126,13 @@ pub fn run(
         let rows: Vec<SessionRow> = listed.sessions.into_iter().map(SessionRow::from).collect();
         return print_rows(&rows, mode);
     }
-    let tenant = args.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+    let tenant = tenant_arg(args.tenant.as_deref())?;
     let rows = if home.path.join(DATABASE_FILE).exists() {
         let store = open_store(home)?;
         let mut rows = Vec::new();
-        for info in store.list(tenant)? {
-            let context = store.context(tenant, &info.id, None)?;
+        for info in store.list(&tenant)? {
+            let session = session_arg(&info.id, "a stored session's id")?;
+            let context = store.context(&tenant, &session, None)?;
             rows.push(SessionRow {
                 estimated_tokens: estimate_messages_tokens(&context),
                 session_id: info.id,

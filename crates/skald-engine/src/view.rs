@@ -13,6 +13,7 @@
 
 use std::sync::LazyLock;
 
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::recall::RecallSettings;
 use skald_core::memory::recall::simulated_calls_as_text;
 use skald_core::memory::tools::tool_specs as memory_tool_specs;
@@ -67,8 +68,8 @@ pub struct RecallHook<'a> {
 pub struct ViewRequest<'a> {
     pub sessions: &'a dyn SessionStore,
     pub refs: &'a dyn RefStore,
-    pub tenant: &'a str,
-    pub session_id: &'a str,
+    pub tenant: &'a Tenant,
+    pub session_id: &'a SessionId,
     pub policy: &'a Policy,
     /// The model's context window in tokens.
     pub window_tokens: u64,
