@@ -200,7 +200,7 @@ pub fn run(
             ..
         }
     );
-    let mut report = compaction.report(session_id, &tenant, window_tokens);
+    let mut report = compaction.report(&session, &tenant, window_tokens);
     if let (Some(Err(error)), Some(_)) = (&archive, &compaction.result.checkpoint_entry_id) {
         report.memory_error = Some(format!("{error:#}"));
     }

@@ -24,6 +24,7 @@ use skald_core::codec::{self, Format};
 use skald_core::compaction::{CompactionOutcome, CompactionSettings, CompactionTrigger};
 use skald_core::extractive::{ExtractiveInput, span_text, summarize};
 use skald_core::identifiers::{extract_identifiers, mentions_identifier};
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Message, Role};
 use skald_core::session::SessionHeader;
 use skald_core::session::session_context;
@@ -442,13 +443,17 @@ async fn engine_summary(
         id: SCRATCH_SESSION.to_owned(),
         ..SessionHeader::default()
     };
-    sessions.create(SCRATCH_TENANT, NewSession::new(header, "claude-code"))?;
+    let (tenant, session) = (
+        Tenant::parse(SCRATCH_TENANT)?,
+        SessionId::parse(SCRATCH_SESSION)?,
+    );
+    sessions.create(&tenant, NewSession::new(header, "claude-code"))?;
     for message in span.iter().filter(|message| message.is_model_visible()) {
-        sessions.append_message(SCRATCH_TENANT, SCRATCH_SESSION, message.clone())?;
+        sessions.append_message(&tenant, &session, message.clone())?;
     }
     let request = CompactRequest {
-        tenant: SCRATCH_TENANT,
-        session_id: SCRATCH_SESSION,
+        tenant: &tenant,
+        session_id: &session,
         window_tokens,
         trigger: CompactionTrigger::Manual,
         settings,
@@ -464,7 +469,7 @@ async fn engine_summary(
         &CancellationToken::new(),
     )
     .await?;
-    let after = session_context(&sessions.load(SCRATCH_TENANT, SCRATCH_SESSION)?, None);
+    let after = session_context(&sessions.load(&tenant, &session)?, None);
     let (outcome, reason, summary, counts) = match &result.outcome {
         CompactionOutcome::Compacted {
             summary, details, ..

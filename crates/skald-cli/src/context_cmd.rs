@@ -11,6 +11,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use skald_core::codec::openclaw::{decode_agent_message_at, encode_agent_messages};
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::Message;
 use skald_core::render::render_messages;
 use skald_engine::memory::{RecallReport, SessionMemoryReport};
@@ -187,14 +188,14 @@ fn decode_messages(values: &[Value]) -> Result<Vec<Message>> {
 /// branch or an earlier point, built by the same code as the view of the leaf.
 fn at_leaf(
     store: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     leaf: &str,
 ) -> Result<SqliteSessionStore> {
     let session = store.load(tenant, session_id)?;
     if session.entry(leaf).is_none() {
         return Err(SessionError::UnknownEntry {
-            session: session_id.to_owned(),
+            session: session_id.to_string(),
             id: leaf.to_owned(),
         }
         .into());

@@ -72,7 +72,7 @@ pub fn run(
         .transpose()?;
     let options = ImportOptions {
         source: Some(args.path.display().to_string()),
-        session_id: session_id.map(String::from),
+        session_id,
         now_ms: now_ms(),
     };
     let report = match remote {
@@ -124,7 +124,7 @@ fn import_local(
         .with_context(|| format!("cannot import {}", args.path.display()))?;
     let info = engine.sessions().get(&tenant, &outcome.session_id)?;
     Ok(ImportReport {
-        session_id: outcome.session_id,
+        session_id: outcome.session_id.to_string(),
         tenant: tenant.to_string(),
         format: outcome.format.name().to_owned(),
         status: outcome.status.name().to_owned(),

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use skald_core::ids::Tenant;
 use skald_core::time::format_rfc3339_seconds;
 use skald_store::DATABASE_FILE;
 use skald_store::keys::{ApiKey, SqliteKeyStore};
@@ -77,17 +78,24 @@ fn view(key: ApiKey, secret: Option<String>) -> KeyView {
 
 pub fn run(args: &KeysArgs, home: &Home, mode: Mode) -> Result<ExitCode> {
     // Bad input is refused before the store is opened (and so before a data directory is made).
-    if let KeysCommand::Create { tenant, name } = &args.command {
-        skald_store::validate_tenant(tenant)?;
-        if name.trim().is_empty() {
-            anyhow::bail!("--name is empty: say who or what uses the key");
+    let new_key_tenant = match &args.command {
+        KeysCommand::Create { tenant, name } => {
+            let tenant = Tenant::parse(tenant.as_str())?;
+            if name.trim().is_empty() {
+                anyhow::bail!("--name is empty: say who or what uses the key");
+            }
+            Some(tenant)
         }
-    }
+        KeysCommand::List | KeysCommand::Revoke { .. } => None,
+    };
     let path = home.ensure()?.join(DATABASE_FILE);
     let keys = SqliteKeyStore::open(&path)
         .with_context(|| format!("cannot open the key store {}", path.display()))?;
     let rows = match &args.command {
-        KeysCommand::Create { tenant, name } => {
+        KeysCommand::Create { name, .. } => {
+            let Some(tenant) = &new_key_tenant else {
+                anyhow::bail!("the tenant of the new key was not parsed");
+            };
             let created = keys.create(tenant, name)?;
             vec![view(created.key, Some(created.secret))]
         }

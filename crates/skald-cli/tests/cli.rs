@@ -271,7 +271,7 @@ fn fetch_reads_slices_from_the_local_store_and_rejects_bad_ids() {
             SqliteRefStore::open(home.path().join(DATABASE_FILE), RefSettings::default()).unwrap();
         store
             .put(
-                "default",
+                &tenant_named("default"),
                 &RefPayload::new(vec![Block::text(text.join("\n"))]),
             )
             .unwrap()
@@ -310,4 +310,9 @@ fn fetch_reads_slices_from_the_local_store_and_rejects_bad_ids() {
     ]);
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("no ref store"));
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

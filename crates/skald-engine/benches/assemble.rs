@@ -20,6 +20,10 @@ use skald_core::pipeline::policy::Policy;
 use skald_engine::{AssembleRequest, SessionState, assemble};
 use skald_store::SqliteRefStore;
 
+/// The tenant of the requests, as the engine takes it.
+static BENCH: std::sync::LazyLock<skald_core::ids::Tenant> =
+    std::sync::LazyLock::new(|| tenant_named("bench"));
+
 fn largest_session() -> Option<String> {
     let dir =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/trajectories/claude-code");
@@ -33,7 +37,7 @@ fn largest_session() -> Option<String> {
 
 fn request(now_ms: i64) -> AssembleRequest<'static> {
     AssembleRequest {
-        tenant: "bench",
+        tenant: &BENCH,
         context_window_tokens: 200_000,
         now_ms,
         fetch_available: true,
@@ -105,3 +109,8 @@ fn benches(c: &mut Criterion) {
 
 criterion_group!(assemble_benches, benches);
 criterion_main!(assemble_benches);
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}

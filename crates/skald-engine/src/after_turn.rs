@@ -11,6 +11,7 @@
 //!
 //! Memory failures never fail the turn: they are reported in [`AfterTurnOutcome::memory_errors`].
 
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::Message;
 use skald_core::tokens::estimate::estimate_messages_tokens;
@@ -74,8 +75,8 @@ pub struct AfterTurnOutcome {
 pub async fn after_turn(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     turn: &AfterTurn<'_>,
     memory: Option<AfterTurnMemory<'_>>,
 ) -> Result<AfterTurnOutcome, EngineError> {

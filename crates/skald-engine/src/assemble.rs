@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde::Serialize;
 use skald_core::fetch;
 use skald_core::identity::quick_message_identity;
+use skald_core::ids::Tenant;
 use skald_core::message::{Message, Role, ToolSpec};
 use skald_core::pipeline::offload::{
     OffloadReport, REF_ID_INSTRUCTION, offload, offload_arguments,
@@ -27,7 +28,7 @@ use crate::session::SessionState;
 #[derive(Debug, Clone, Copy)]
 pub struct AssembleRequest<'a> {
     /// The tenant whose ref store receives the originals.
-    pub tenant: &'a str,
+    pub tenant: &'a Tenant,
     /// The model's context window in tokens.
     pub context_window_tokens: u64,
     /// When the request is made (epoch ms): drives the prompt-cache clocks.

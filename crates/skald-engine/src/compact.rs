@@ -23,6 +23,7 @@ use skald_core::compaction::{
     CancelReason, CompactionInputs, CompactionOutcome, CompactionSettings, CompactionTrigger,
     FileLists, SummaryFailure, plan_compaction,
 };
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::session::{EntryKind, Session, session_context};
 use skald_llm::{Summarizer, SummaryRequest};
 use skald_store::RefStore;
@@ -41,9 +42,9 @@ pub const DETAILS_KEY: &str = "skald";
 pub struct CompactRequest<'a> {
     /// The tenant whose session is compacted; its ref store receives the originals of truncated
     /// tail results.
-    pub tenant: &'a str,
+    pub tenant: &'a Tenant,
     /// The session to compact; its current branch is what is read and rewritten.
-    pub session_id: &'a str,
+    pub session_id: &'a SessionId,
     /// The model's context window in tokens.
     pub window_tokens: u64,
     /// Why the compaction is asked for; a threshold compaction is skipped below the threshold, and
@@ -120,7 +121,12 @@ pub struct CompactReport {
 
 impl CompactReport {
     /// The report of `result`; the archive fields are the caller's to fill.
-    pub fn new(session_id: &str, tenant: &str, window_tokens: u64, result: &CompactResult) -> Self {
+    pub fn new(
+        session_id: &SessionId,
+        tenant: &Tenant,
+        window_tokens: u64,
+        result: &CompactResult,
+    ) -> Self {
         let (outcome, reason, reason_detail, summary, details) = match &result.outcome {
             CompactionOutcome::Compacted {
                 summary, details, ..
@@ -147,8 +153,8 @@ impl CompactReport {
             ),
         };
         CompactReport {
-            session_id: session_id.to_owned(),
-            tenant: tenant.to_owned(),
+            session_id: session_id.to_string(),
+            tenant: tenant.to_string(),
             outcome: outcome.to_owned(),
             reason,
             reason_detail,
@@ -198,7 +204,12 @@ pub struct Compaction {
 
 impl Compaction {
     /// The report of this compaction, its archive included.
-    pub fn report(&self, session_id: &str, tenant: &str, window_tokens: u64) -> CompactReport {
+    pub fn report(
+        &self,
+        session_id: &SessionId,
+        tenant: &Tenant,
+        window_tokens: u64,
+    ) -> CompactReport {
         let mut report = CompactReport::new(session_id, tenant, window_tokens, &self.result);
         report.memory_archive = self.memory_archive.clone();
         report.memory_error = self.memory_error.clone();

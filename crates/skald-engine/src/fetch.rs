@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 use skald_core::fetch::{FetchArgs, render_payload};
+use skald_core::ids::Tenant;
 use skald_store::{RefStore, StoreError};
 
 /// The text to return to the model as the tool's result, and whether any id failed.
@@ -28,7 +29,7 @@ impl FetchOutput {
 /// Runs one `fetch_original_data` call with the model's JSON arguments.
 pub fn execute_fetch<S: RefStore + ?Sized>(
     store: &S,
-    tenant: &str,
+    tenant: &Tenant,
     arguments: &Value,
 ) -> FetchOutput {
     let args = match FetchArgs::from_json(arguments) {

@@ -19,32 +19,34 @@
 //! A sync whose conversation holds nothing new writes nothing.
 //!
 //! ```
+//! use skald_core::ids::{SessionId, Tenant};
 //! use skald_core::message::{Message, Role};
 //! use skald_engine::SessionState;
 //! use skald_engine::ingest::sync_conversation;
 //! use skald_store::{SessionStore, SqliteSessionStore};
 //!
-//! # fn main() -> Result<(), skald_engine::EngineError> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let sessions = SqliteSessionStore::in_memory()?;
+//! let (acme, s1) = (Tenant::parse("acme")?, SessionId::parse("s1")?);
 //! // The session's engine state: between calls it holds the session as last read.
 //! let mut held = SessionState::default();
 //! let mut conversation = vec![
 //!     Message::text(Role::System, "You are terse."),
 //!     Message::text(Role::User, "list the files"),
 //! ];
-//! let first = sync_conversation(&mut held, &sessions, "acme", "s1", &conversation, "openai")?;
+//! let first = sync_conversation(&mut held, &sessions, &acme, &s1, &conversation, "openai")?;
 //! assert!(first.created);
 //! assert_eq!(first.appended, 1); // the system prompt is the host's, not the session's
 //!
 //! conversation.push(Message::text(Role::Assistant, "a.txt b.txt"));
 //! conversation.push(Message::text(Role::User, "and the hidden ones?"));
-//! let next = sync_conversation(&mut held, &sessions, "acme", "s1", &conversation, "openai")?;
+//! let next = sync_conversation(&mut held, &sessions, &acme, &s1, &conversation, "openai")?;
 //! assert_eq!((next.matched, next.appended), (1, 2));
 //!
 //! // The same request again (a client retry) writes nothing.
-//! let again = sync_conversation(&mut held, &sessions, "acme", "s1", &conversation, "openai")?;
+//! let again = sync_conversation(&mut held, &sessions, &acme, &s1, &conversation, "openai")?;
 //! assert_eq!((again.matched, again.appended), (3, 0));
-//! assert_eq!(sessions.context("acme", "s1", None)?.len(), 3);
+//! assert_eq!(sessions.context(&acme, &s1, None)?.len(), 3);
 //! # Ok(())
 //! # }
 //! ```
@@ -52,6 +54,7 @@
 use std::collections::HashSet;
 
 use serde_json::Value;
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Message, Role};
 use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 use skald_core::session_id::content_key;
@@ -100,8 +103,8 @@ pub struct IngestOutcome {
 pub fn sync_conversation(
     held: &mut SessionState,
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     messages: &[Message],
     source_format: &str,
 ) -> Result<SyncOutcome, EngineError> {
@@ -180,8 +183,8 @@ pub fn sync_conversation(
 pub fn append_synced_tail(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     tail: &[Message],
 ) -> Result<usize, EngineError> {
     // A repeated request brings nothing: no need to read the session back.
@@ -214,8 +217,8 @@ pub fn append_synced_tail(
 pub fn append_hidden(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     messages: Vec<Message>,
 ) -> Result<Vec<Entry>, EngineError> {
     if messages.is_empty() {
@@ -240,8 +243,8 @@ pub fn append_hidden(
 pub fn append_answer(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     answer: Message,
     response_id: &str,
 ) -> Result<(), EngineError> {
@@ -268,8 +271,8 @@ pub fn append_answer(
 pub fn conversation_before_response(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     response_id: &str,
 ) -> Result<Option<Vec<Message>>, EngineError> {
     let session = match state.stored_session(sessions, tenant, session_id) {
@@ -302,8 +305,8 @@ pub fn conversation_before_response(
 pub fn ingest_messages(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     messages: Vec<Message>,
 ) -> Result<IngestOutcome, EngineError> {
     let created = create_if_missing(sessions, tenant, session_id, "openclaw-session")?;
@@ -350,8 +353,8 @@ pub fn is_hidden(entry: &Entry) -> bool {
 /// Creates the session unless it exists; whether it was created.
 fn create_if_missing(
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     source_format: &str,
 ) -> Result<bool, EngineError> {
     match sessions.get(tenant, session_id) {
@@ -366,12 +369,12 @@ fn create_if_missing(
 
 fn create(
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     source_format: &str,
 ) -> Result<(), EngineError> {
     let header = SessionHeader {
-        id: session_id.to_owned(),
+        id: session_id.to_string(),
         timestamp: Some(crate::memory_write::now_iso()),
         ..SessionHeader::default()
     };

@@ -34,7 +34,8 @@
 //!         content_form: ContentForm::Blocks, is_error: None, details: None, extra: Extra::new() })]),
 //! ];
 //! let mut state = SessionState::default();
-//! let request = AssembleRequest { tenant: "acme", context_window_tokens: 200_000, now_ms: 0, fetch_available: true };
+//! let acme = skald_core::ids::Tenant::parse("acme").unwrap();
+//! let request = AssembleRequest { tenant: &acme, context_window_tokens: 200_000, now_ms: 0, fetch_available: true };
 //! let assembled = assemble(&store, &policy, &mut state, messages, request).unwrap();
 //! assert_eq!(assembled.report.offload.offloaded.len(), 1);
 //! assert!(assembled.system_prompt_addition.is_some());

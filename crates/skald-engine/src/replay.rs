@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 use skald_core::codec::claude_code::request_start;
 use skald_core::identifiers::extract_identifiers;
+use skald_core::ids::Tenant;
 use skald_core::message::{Block, Message, Role, ToolSpec};
 use skald_core::pipeline::offload::text_of;
 use skald_core::pipeline::policy::Policy;
@@ -46,7 +47,7 @@ pub struct ReplaySettings {
     /// Milliseconds between calls when a transcript has no timestamps.
     pub default_call_gap_ms: i64,
     /// The tenant the replay's refs are stored under.
-    pub tenant: String,
+    pub tenant: Tenant,
 }
 
 impl Default for ReplaySettings {
@@ -58,7 +59,8 @@ impl Default for ReplaySettings {
             fetch_penalty_max_tokens: 2_000,
             encoding: Encoding::O200kBase,
             default_call_gap_ms: 10_000,
-            tenant: "replay".to_owned(),
+            // "replay" is a well-formed name; the fallback is never taken.
+            tenant: Tenant::parse("replay").unwrap_or_default(),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 use skald_core::compaction::CompactionOutcome;
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::Message;
 use skald_core::pipeline::offload::{ArgumentsCache, OffloadCache};
 use skald_core::pipeline::prune::PruneClock;
@@ -253,8 +254,8 @@ impl SessionState {
     pub fn session_context(
         &mut self,
         sessions: &dyn SessionStore,
-        tenant: &str,
-        session_id: &str,
+        tenant: &Tenant,
+        session_id: &SessionId,
     ) -> Result<Vec<Message>, SessionError> {
         let info = sessions.get(tenant, session_id)?;
         if let Some(cached) = &self.context {
@@ -281,8 +282,8 @@ impl SessionState {
     pub fn stored_session(
         &mut self,
         sessions: &dyn SessionStore,
-        tenant: &str,
-        session_id: &str,
+        tenant: &Tenant,
+        session_id: &SessionId,
     ) -> Result<&Session, SessionError> {
         let info = sessions.get(tenant, session_id)?;
         self.catch_up(sessions, tenant, session_id, &info)
@@ -291,8 +292,8 @@ impl SessionState {
     fn catch_up(
         &mut self,
         sessions: &dyn SessionStore,
-        tenant: &str,
-        session_id: &str,
+        tenant: &Tenant,
+        session_id: &SessionId,
         info: &SessionInfo,
     ) -> Result<&Session, SessionError> {
         let caught_up = match self.stored.take() {
@@ -341,13 +342,23 @@ mod tests {
 
     use super::*;
 
+    /// A tenant name of the tests, parsed (it is well formed).
+    fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+        skald_core::ids::Tenant::parse(name).unwrap()
+    }
+
+    /// A session id of the tests, parsed (it is well formed).
+    fn session_named(id: &str) -> skald_core::ids::SessionId {
+        skald_core::ids::SessionId::parse(id).unwrap()
+    }
+
     fn create(store: &SqliteSessionStore, tenant: &str, id: &str) {
         let header = SessionHeader {
             id: id.into(),
             ..SessionHeader::default()
         };
         store
-            .create(tenant, NewSession::new(header, "openai"))
+            .create(&tenant_named(tenant), NewSession::new(header, "openai"))
             .unwrap();
     }
 
@@ -356,18 +367,48 @@ mod tests {
         let store = SqliteSessionStore::in_memory().unwrap();
         create(&store, "t", "s");
         let first = store
-            .append_message("t", "s", Message::text(Role::User, "one"))
+            .append_message(
+                &tenant_named("t"),
+                &session_named("s"),
+                Message::text(Role::User, "one"),
+            )
             .unwrap();
         let mut state = SessionState::default();
-        assert_eq!(state.session_context(&store, "t", "s").unwrap().len(), 1);
-        assert_eq!(state.session_context(&store, "t", "s").unwrap().len(), 1);
+        assert_eq!(
+            state
+                .session_context(&store, &tenant_named("t"), &session_named("s"))
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            state
+                .session_context(&store, &tenant_named("t"), &session_named("s"))
+                .unwrap()
+                .len(),
+            1
+        );
         store
-            .append_message("t", "s", Message::text(Role::Assistant, "two"))
+            .append_message(
+                &tenant_named("t"),
+                &session_named("s"),
+                Message::text(Role::Assistant, "two"),
+            )
             .unwrap();
-        assert_eq!(state.session_context(&store, "t", "s").unwrap().len(), 2);
+        assert_eq!(
+            state
+                .session_context(&store, &tenant_named("t"), &session_named("s"))
+                .unwrap()
+                .len(),
+            2
+        );
         // A leaf moved back: same entry count, another path.
-        store.set_leaf("t", "s", Some(&first.id)).unwrap();
-        let context = state.session_context(&store, "t", "s").unwrap();
+        store
+            .set_leaf(&tenant_named("t"), &session_named("s"), Some(&first.id))
+            .unwrap();
+        let context = state
+            .session_context(&store, &tenant_named("t"), &session_named("s"))
+            .unwrap();
         assert_eq!(context.len(), 1);
         assert_eq!(context[0].plain_text(), "one");
     }
@@ -379,34 +420,58 @@ mod tests {
         let mut state = SessionState::default();
         assert!(
             state
-                .stored_session(&store, "t", "s")
+                .stored_session(&store, &tenant_named("t"), &session_named("s"))
                 .unwrap()
                 .entries()
                 .is_empty()
         );
         let first = store
-            .append_message("t", "s", Message::text(Role::User, "one"))
+            .append_message(
+                &tenant_named("t"),
+                &session_named("s"),
+                Message::text(Role::User, "one"),
+            )
             .unwrap();
         for text in ["two", "three"] {
             store
-                .append_message("t", "s", Message::text(Role::Assistant, text))
+                .append_message(
+                    &tenant_named("t"),
+                    &session_named("s"),
+                    Message::text(Role::Assistant, text),
+                )
                 .unwrap();
         }
         assert_eq!(
-            state.stored_session(&store, "t", "s").unwrap(),
-            &store.load("t", "s").unwrap()
+            state
+                .stored_session(&store, &tenant_named("t"), &session_named("s"))
+                .unwrap(),
+            &store.load(&tenant_named("t"), &session_named("s")).unwrap()
         );
         // A branch from the first message: the leaf moves back, then a new entry grows from it.
-        store.set_leaf("t", "s", Some(&first.id)).unwrap();
+        store
+            .set_leaf(&tenant_named("t"), &session_named("s"), Some(&first.id))
+            .unwrap();
         assert_eq!(
-            state.stored_session(&store, "t", "s").unwrap(),
-            &store.load("t", "s").unwrap()
+            state
+                .stored_session(&store, &tenant_named("t"), &session_named("s"))
+                .unwrap(),
+            &store.load(&tenant_named("t"), &session_named("s")).unwrap()
         );
         store
-            .append_message("t", "s", Message::text(Role::Assistant, "two, again"))
+            .append_message(
+                &tenant_named("t"),
+                &session_named("s"),
+                Message::text(Role::Assistant, "two, again"),
+            )
             .unwrap();
-        let held = state.stored_session(&store, "t", "s").unwrap().clone();
-        assert_eq!(held, store.load("t", "s").unwrap());
+        let held = state
+            .stored_session(&store, &tenant_named("t"), &session_named("s"))
+            .unwrap()
+            .clone();
+        assert_eq!(
+            held,
+            store.load(&tenant_named("t"), &session_named("s")).unwrap()
+        );
         assert_eq!(held.entries().len(), 4);
         assert_eq!(
             held.build_context(None)
@@ -423,25 +488,39 @@ mod tests {
         for id in ["a", "b"] {
             create(&store, "t", id);
             store
-                .append_message("t", id, Message::text(Role::User, id))
+                .append_message(
+                    &tenant_named("t"),
+                    &session_named(id),
+                    Message::text(Role::User, id),
+                )
                 .unwrap();
         }
         let mut state = SessionState::default();
-        state.stored_session(&store, "t", "a").unwrap();
+        state
+            .stored_session(&store, &tenant_named("t"), &session_named("a"))
+            .unwrap();
         assert_eq!(
-            state.stored_session(&store, "t", "b").unwrap(),
-            &store.load("t", "b").unwrap()
+            state
+                .stored_session(&store, &tenant_named("t"), &session_named("b"))
+                .unwrap(),
+            &store.load(&tenant_named("t"), &session_named("b")).unwrap()
         );
         // The same id in another tenant is another session.
         create(&store, "u", "b");
         for text in ["x", "y"] {
             store
-                .append_message("u", "b", Message::text(Role::User, text))
+                .append_message(
+                    &tenant_named("u"),
+                    &session_named("b"),
+                    Message::text(Role::User, text),
+                )
                 .unwrap();
         }
         assert_eq!(
-            state.stored_session(&store, "u", "b").unwrap(),
-            &store.load("u", "b").unwrap()
+            state
+                .stored_session(&store, &tenant_named("u"), &session_named("b"))
+                .unwrap(),
+            &store.load(&tenant_named("u"), &session_named("b")).unwrap()
         );
     }
 
@@ -450,25 +529,39 @@ mod tests {
         let store = SqliteSessionStore::in_memory().unwrap();
         create(&store, "t", "s");
         store
-            .append_message("t", "s", Message::text(Role::User, "short"))
+            .append_message(
+                &tenant_named("t"),
+                &session_named("s"),
+                Message::text(Role::User, "short"),
+            )
             .unwrap();
         let mut state = SessionState::default();
         let empty = state.approx_bytes();
-        state.session_context(&store, "t", "s").unwrap();
+        state
+            .session_context(&store, &tenant_named("t"), &session_named("s"))
+            .unwrap();
         let small = state.approx_bytes();
         assert!(small > empty);
         // A large output, read incrementally: held once in the session, once in the context.
         let output = "x".repeat(1_000_000);
         store
-            .append_message("t", "s", Message::text(Role::Assistant, output.clone()))
+            .append_message(
+                &tenant_named("t"),
+                &session_named("s"),
+                Message::text(Role::Assistant, output.clone()),
+            )
             .unwrap();
-        state.session_context(&store, "t", "s").unwrap();
+        state
+            .session_context(&store, &tenant_named("t"), &session_named("s"))
+            .unwrap();
         let large = state.approx_bytes();
         assert!(large >= small + 2 * output.len(), "{large} {small}");
         assert!(large < small + 2 * output.len() + 4_096, "{large} {small}");
         // The same figure as a state that read the session in one go.
         let mut fresh = SessionState::default();
-        fresh.session_context(&store, "t", "s").unwrap();
+        fresh
+            .session_context(&store, &tenant_named("t"), &session_named("s"))
+            .unwrap();
         assert_eq!(fresh.approx_bytes(), large);
 
         // Memos count too, and clearing them gives their bytes back.
@@ -485,7 +578,9 @@ mod tests {
         state.forget_stored_session();
         assert_eq!(state.approx_bytes(), empty);
         // What was forgotten is read again, whole.
-        state.session_context(&store, "t", "s").unwrap();
+        state
+            .session_context(&store, &tenant_named("t"), &session_named("s"))
+            .unwrap();
         assert_eq!(state.approx_bytes(), large);
     }
 

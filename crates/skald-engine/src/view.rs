@@ -13,6 +13,7 @@
 
 use std::sync::LazyLock;
 
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::recall::RecallSettings;
 use skald_core::memory::recall::simulated_calls_as_text;
 use skald_core::memory::tools::tool_specs as memory_tool_specs;
@@ -75,9 +76,9 @@ pub struct ViewRequest<'a> {
     pub refs: &'a dyn RefStore,
     /// The tenant of the session and of the refs and memories read; nothing of another tenant is
     /// read.
-    pub tenant: &'a str,
+    pub tenant: &'a Tenant,
     /// The session to view: its context is rebuilt from the current leaf.
-    pub session_id: &'a str,
+    pub session_id: &'a SessionId,
     /// The pipeline to run over the context.
     pub policy: &'a Policy,
     /// The model's context window in tokens.

@@ -21,6 +21,11 @@ use tokio_util::sync::CancellationToken;
 
 const TENANT: &str = "acme";
 const SESSION: &str = "s-compact";
+/// [`TENANT`] and [`SESSION`] as the engine takes them.
+static TENANT_ID: std::sync::LazyLock<skald_core::ids::Tenant> =
+    std::sync::LazyLock::new(|| tenant_named(TENANT));
+static SESSION_ID: std::sync::LazyLock<skald_core::ids::SessionId> =
+    std::sync::LazyLock::new(|| session_named(SESSION));
 
 fn stores() -> (SqliteSessionStore, SqliteRefStore) {
     let clock = Arc::new(ManualClock::new(1_770_000_000_000));
@@ -103,10 +108,15 @@ fn seed_session(store: &SqliteSessionStore, messages: Vec<Message>) {
         ..SessionHeader::default()
     };
     store
-        .create(TENANT, NewSession::new(header, "openclaw-session"))
+        .create(
+            &tenant_named(TENANT),
+            NewSession::new(header, "openclaw-session"),
+        )
         .unwrap();
     for message in messages {
-        store.append_message(TENANT, SESSION, message).unwrap();
+        store
+            .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
+            .unwrap();
     }
 }
 
@@ -119,8 +129,8 @@ fn settings() -> CompactionSettings {
 
 fn request<'a>(settings: &'a CompactionSettings, window: u64) -> CompactRequest<'a> {
     CompactRequest {
-        tenant: TENANT,
-        session_id: SESSION,
+        tenant: &TENANT_ID,
+        session_id: &SESSION_ID,
         window_tokens: window,
         trigger: CompactionTrigger::Manual,
         settings,
@@ -185,7 +195,9 @@ impl Summarizer for Scripted {
 }
 
 fn snapshot_of_store(store: &SqliteSessionStore) -> (u64, Option<String>) {
-    let info = store.get(TENANT, SESSION).unwrap();
+    let info = store
+        .get(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     (info.entry_count, info.leaf_id)
 }
 
@@ -193,7 +205,9 @@ fn snapshot_of_store(store: &SqliteSessionStore) -> (u64, Option<String>) {
 async fn a_manual_compaction_writes_a_checkpoint_and_the_context_starts_from_the_summary() {
     let (sessions, refs) = stores();
     seed_session(&sessions, conversation(false));
-    let before = sessions.context(TENANT, SESSION, None).unwrap();
+    let before = sessions
+        .context(&tenant_named(TENANT), &session_named(SESSION), None)
+        .unwrap();
     let settings = settings();
     let result = compact_session(
         &sessions,
@@ -223,7 +237,9 @@ async fn a_manual_compaction_writes_a_checkpoint_and_the_context_starts_from_the
         "details reached the summary"
     );
     let checkpoint = result.checkpoint_entry_id.clone().unwrap();
-    let session = sessions.load(TENANT, SESSION).unwrap();
+    let session = sessions
+        .load(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     assert_eq!(session.leaf_id(), Some(checkpoint.as_str()));
     let after = session_context(&session, None);
     assert!(after.len() < before.len());
@@ -265,7 +281,9 @@ async fn a_second_compaction_carries_the_first_summary_forward() {
     .unwrap();
     assert!(first.outcome.is_compacted());
     for message in conversation(false).into_iter().take(8) {
-        sessions.append_message(TENANT, SESSION, message).unwrap();
+        sessions
+            .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
+            .unwrap();
     }
     let recorder = Scripted::new(Behaviour::Record);
     let second = compact_session(
@@ -436,7 +454,9 @@ async fn a_short_session_has_nothing_to_compact() {
 async fn an_oversized_tail_is_truncated_on_a_new_branch_with_originals_in_the_ref_store() {
     let (sessions, refs) = stores();
     seed_session(&sessions, conversation(true));
-    let before_session = sessions.load(TENANT, SESSION).unwrap();
+    let before_session = sessions
+        .load(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     let old_leaf = before_session.leaf_id().map(str::to_owned);
     let settings = settings();
     let result = compact_session(
@@ -450,7 +470,9 @@ async fn an_oversized_tail_is_truncated_on_a_new_branch_with_originals_in_the_re
     .unwrap();
     assert!(result.outcome.is_compacted(), "{:?}", result.outcome);
     assert!(result.rewritten_entries > 0, "the tail was not rewritten");
-    let session = sessions.load(TENANT, SESSION).unwrap();
+    let session = sessions
+        .load(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     let after = session_context(&session, None);
     let text = skald_core::render::render_messages(&after);
     let ids = skald_core::refs::ref_ids_in(&text);
@@ -459,7 +481,7 @@ async fn an_oversized_tail_is_truncated_on_a_new_branch_with_originals_in_the_re
         "the truncation marker names no ref:\n{text}"
     );
     for id in ids {
-        let payload = refs.get(TENANT, id.as_str()).unwrap();
+        let payload = refs.get(&tenant_named(TENANT), id.as_str()).unwrap();
         assert!(payload.text().contains("build 5 commit"));
     }
     // The old branch is still readable, untouched.
@@ -577,4 +599,14 @@ async fn an_llm_summarizer_gets_no_details_and_tool_output_as_untrusted_data() {
         wrapped_checks > 0,
         "the tool output was not in the user prompt"
     );
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}
+
+/// A session id of the tests, parsed (it is well formed).
+fn session_named(id: &str) -> skald_core::ids::SessionId {
+    skald_core::ids::SessionId::parse(id).unwrap()
 }

@@ -74,9 +74,13 @@ fn session() -> Vec<Message> {
     ]
 }
 
+/// The tenant of the requests, as the engine takes it.
+static ACME: std::sync::LazyLock<skald_core::ids::Tenant> =
+    std::sync::LazyLock::new(|| tenant_named("acme"));
+
 fn request(now_ms: i64) -> AssembleRequest<'static> {
     AssembleRequest {
-        tenant: "acme",
+        tenant: &ACME,
         context_window_tokens: 200_000,
         now_ms,
         fetch_available: true,
@@ -173,17 +177,17 @@ fn every_ref_the_model_sees_is_stored_and_fetchable() {
         "pytest log and the old write's content leave: {visible}"
     );
     for id in &ids {
-        let payload = store.get("acme", id.as_str()).unwrap();
+        let payload = store.get(&tenant_named("acme"), id.as_str()).unwrap();
         assert!(!payload.text().is_empty());
         // Another tenant sees nothing.
-        assert!(store.get("other", id.as_str()).is_err());
+        assert!(store.get(&tenant_named("other"), id.as_str()).is_err());
     }
     // The pytest log comes back, sliced.
     let log_id = ids
         .iter()
         .find(|id| {
             store
-                .get("acme", id.as_str())
+                .get(&tenant_named("acme"), id.as_str())
                 .unwrap()
                 .text()
                 .contains("PASSED")
@@ -191,7 +195,7 @@ fn every_ref_the_model_sees_is_stored_and_fetchable() {
         .unwrap();
     let fetched = execute_fetch(
         &store,
-        "acme",
+        &tenant_named("acme"),
         &json!({"ref_ids": [log_id.as_str()], "grep": "FAILED", "context": 0}),
     );
     assert_eq!(fetched.found_ids, 1);
@@ -215,7 +219,7 @@ struct BatchRecorder {
 impl skald_store::RefStore for BatchRecorder {
     fn put(
         &self,
-        tenant: &str,
+        tenant: &skald_core::ids::Tenant,
         payload: &skald_core::refs::RefPayload,
     ) -> Result<RefId, skald_store::StoreError> {
         self.inner.put(tenant, payload)
@@ -223,7 +227,7 @@ impl skald_store::RefStore for BatchRecorder {
 
     fn put_many(
         &self,
-        tenant: &str,
+        tenant: &skald_core::ids::Tenant,
         payloads: &[&skald_core::refs::CanonicalPayload],
     ) -> Result<(), skald_store::StoreError> {
         self.batches.lock().unwrap().push(payloads.len());
@@ -235,13 +239,16 @@ impl skald_store::RefStore for BatchRecorder {
 
     fn get(
         &self,
-        tenant: &str,
+        tenant: &skald_core::ids::Tenant,
         id: &str,
     ) -> Result<skald_core::refs::RefPayload, skald_store::StoreError> {
         self.inner.get(tenant, id)
     }
 
-    fn stats(&self, tenant: &str) -> Result<skald_store::RefStats, skald_store::StoreError> {
+    fn stats(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+    ) -> Result<skald_store::RefStats, skald_store::StoreError> {
         self.inner.stats(tenant)
     }
 }
@@ -265,7 +272,7 @@ fn the_refs_of_one_request_are_stored_in_one_batch() {
     assert_eq!(*store.batches.lock().unwrap(), vec![stored]);
     for id in ref_ids_in(&full_text(&assembled)) {
         assert!(
-            store.inner.get("acme", id.as_str()).is_ok(),
+            store.inner.get(&tenant_named("acme"), id.as_str()).is_ok(),
             "{id} not stored"
         );
     }
@@ -290,7 +297,7 @@ fn a_failed_batch_fails_the_request_and_hands_out_no_ref() {
     let assembled = assemble(&store, &policy, &mut state, session(), request(1_000)).unwrap();
     for id in ref_ids_in(&full_text(&assembled)) {
         assert!(
-            store.inner.get("acme", id.as_str()).is_ok(),
+            store.inner.get(&tenant_named("acme"), id.as_str()).is_ok(),
             "{id} not stored"
         );
     }
@@ -302,14 +309,14 @@ fn fetch_reports_each_bad_id_on_its_own() {
     let unknown = RefId::of_bytes(b"never stored");
     let out = execute_fetch(
         &store,
-        "acme",
+        &tenant_named("acme"),
         &json!({"ref_ids": ["../../etc/passwd", unknown.as_str()]}),
     );
     assert_eq!((out.found_ids, out.failed_ids), (0, 2));
     assert!(out.is_error());
     assert!(out.text.contains("../../etc/passwd"), "{}", out.text);
     assert!(out.text.contains(unknown.as_str()), "{}", out.text);
-    let bad = execute_fetch(&store, "acme", &json!({"ids": []}));
+    let bad = execute_fetch(&store, &tenant_named("acme"), &json!({"ids": []}));
     assert!(bad.text.contains("unknown argument"), "{}", bad.text);
 }
 
@@ -425,4 +432,9 @@ fn replay_measures_savings_and_keeps_everything_recoverable() {
         none.cache_read_tokens > 0,
         "consecutive calls share their prefix"
     );
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

@@ -43,7 +43,7 @@ fn result(role: Role, id: &str, text: &str) -> Message {
 
 fn texts(sessions: &SqliteSessionStore, session: &str) -> Vec<String> {
     sessions
-        .context("t", session, None)
+        .context(&tenant_named("t"), &session_named(session), None)
         .unwrap()
         .iter()
         .map(|message| {
@@ -63,8 +63,8 @@ fn sync(sessions: &SqliteSessionStore, messages: &[Message]) -> SyncOutcome {
     sync_conversation(
         &mut SessionState::default(),
         sessions,
-        "t",
-        "s",
+        &tenant_named("t"),
+        &session_named("s"),
         messages,
         "openai",
     )
@@ -94,7 +94,13 @@ fn a_conversation_that_grows_appends_only_its_new_messages() {
         (second.created, second.matched, second.appended),
         (false, 4, 1)
     );
-    assert_eq!(sessions.entries("t", "s").unwrap().len(), 5);
+    assert_eq!(
+        sessions
+            .entries(&tenant_named("t"), &session_named("s"))
+            .unwrap()
+            .len(),
+        5
+    );
 }
 
 #[test]
@@ -102,10 +108,17 @@ fn a_retry_of_the_same_request_writes_nothing() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let messages = conversation();
     sync(&sessions, &messages);
-    let before = sessions.get("t", "s").unwrap();
+    let before = sessions
+        .get(&tenant_named("t"), &session_named("s"))
+        .unwrap();
     let again = sync(&sessions, &messages);
     assert_eq!((again.matched, again.appended, again.forked), (4, 0, false));
-    assert_eq!(sessions.get("t", "s").unwrap(), before);
+    assert_eq!(
+        sessions
+            .get(&tenant_named("t"), &session_named("s"))
+            .unwrap(),
+        before
+    );
 }
 
 #[test]
@@ -114,7 +127,9 @@ fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
     let mut messages = conversation();
     sync(&sessions, &messages);
     // Overflow recovery rewrote the stored result persistently (a new branch).
-    let stored = sessions.entries("t", "s").unwrap();
+    let stored = sessions
+        .entries(&tenant_named("t"), &session_named("s"))
+        .unwrap();
     let result_entry = stored
         .iter()
         .find(|entry| matches!(&entry.kind, EntryKind::Message(m) if m.role == Role::ToolResult))
@@ -124,7 +139,12 @@ fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
         EntryKind::Message(result(Role::ToolResult, "c1", "[truncated: ref …]")),
     )]);
     sessions
-        .rewrite_branch("t", "s", rewrites, "test truncation")
+        .rewrite_branch(
+            &tenant_named("t"),
+            &session_named("s"),
+            rewrites,
+            "test truncation",
+        )
         .unwrap();
     messages.push(Message::text(Role::User, "and now?"));
     let outcome = sync(&sessions, &messages);
@@ -132,7 +152,9 @@ fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
         (outcome.matched, outcome.appended, outcome.forked),
         (4, 1, false)
     );
-    let context = sessions.context("t", "s", None).unwrap();
+    let context = sessions
+        .context(&tenant_named("t"), &session_named("s"), None)
+        .unwrap();
     let kept = context.iter().any(|message| {
         message.content.iter().any(|block| {
             matches!(block, Block::ToolResult(result)
@@ -154,8 +176,8 @@ fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
     let hidden = append_hidden(
         &mut SessionState::default(),
         &sessions,
-        "t",
-        "s",
+        &tenant_named("t"),
+        &session_named("s"),
         vec![
             call("skald-1"),
             result(Role::ToolResult, "skald-1", "line 12: error"),
@@ -170,7 +192,9 @@ fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
         (outcome.matched, outcome.appended, outcome.forked),
         (1, 2, false)
     );
-    let context = sessions.context("t", "s", None).unwrap();
+    let context = sessions
+        .context(&tenant_named("t"), &session_named("s"), None)
+        .unwrap();
     assert_eq!(
         context.len(),
         5,
@@ -186,7 +210,11 @@ fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
     let mut messages = conversation();
     messages.push(Message::text(Role::User, "delete b.txt"));
     sync(&sessions, &messages);
-    let old_leaf = sessions.get("t", "s").unwrap().leaf_id.unwrap();
+    let old_leaf = sessions
+        .get(&tenant_named("t"), &session_named("s"))
+        .unwrap()
+        .leaf_id
+        .unwrap();
     // The user edited their last message.
     messages.pop();
     messages.push(Message::text(Role::User, "delete a.txt"));
@@ -194,7 +222,9 @@ fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
     assert!(outcome.forked);
     assert_eq!((outcome.matched, outcome.appended), (4, 1));
     assert_eq!(texts(&sessions, "s").last().unwrap(), "delete a.txt");
-    let old = sessions.context("t", "s", Some(&old_leaf)).unwrap();
+    let old = sessions
+        .context(&tenant_named("t"), &session_named("s"), Some(&old_leaf))
+        .unwrap();
     assert_eq!(old.last().unwrap().plain_text(), "delete b.txt");
 }
 
@@ -203,13 +233,28 @@ fn a_regenerate_moves_back_to_the_shorter_history_without_writing_messages() {
     let sessions = SqliteSessionStore::in_memory().unwrap();
     let messages = conversation();
     sync(&sessions, &messages);
-    let entries_before = sessions.entries("t", "s").unwrap().len();
+    let entries_before = sessions
+        .entries(&tenant_named("t"), &session_named("s"))
+        .unwrap()
+        .len();
     // The client asks for the last answer again: its history stops before that answer.
     let outcome = sync(&sessions, &messages[..4]);
     assert!(outcome.forked);
     assert_eq!((outcome.matched, outcome.appended), (3, 0));
-    assert_eq!(sessions.entries("t", "s").unwrap().len(), entries_before);
-    assert_eq!(sessions.context("t", "s", None).unwrap().len(), 3);
+    assert_eq!(
+        sessions
+            .entries(&tenant_named("t"), &session_named("s"))
+            .unwrap()
+            .len(),
+        entries_before
+    );
+    assert_eq!(
+        sessions
+            .context(&tenant_named("t"), &session_named("s"), None)
+            .unwrap()
+            .len(),
+        3
+    );
 }
 
 #[test]
@@ -222,8 +267,8 @@ fn anthropic_tool_results_in_user_messages_match_openai_tool_messages() {
     let outcome = sync_conversation(
         &mut SessionState::default(),
         &sessions,
-        "t",
-        "s",
+        &tenant_named("t"),
+        &session_named("s"),
         &anthropic,
         "anthropic",
     )
@@ -254,8 +299,8 @@ fn ingest_skips_a_resent_message_and_counts_it() {
     let first = ingest_messages(
         &mut state,
         &sessions,
-        "t",
-        "s",
+        &tenant_named("t"),
+        &session_named("s"),
         vec![Message::text(Role::User, "hi")],
     )
     .unwrap();
@@ -266,8 +311,8 @@ fn ingest_skips_a_resent_message_and_counts_it() {
     let again = ingest_messages(
         &mut state,
         &sessions,
-        "t",
-        "s",
+        &tenant_named("t"),
+        &session_named("s"),
         vec![
             Message::text(Role::User, "hi"),
             Message::text(Role::Assistant, "hello"),
@@ -294,7 +339,14 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
     // A late system message is history (only the opening prompt is the host's).
     let mut state = SessionState::default();
     assert_eq!(
-        append_synced_tail(&mut state, &by_tail, "t", "s", &tail).unwrap(),
+        append_synced_tail(
+            &mut state,
+            &by_tail,
+            &tenant_named("t"),
+            &session_named("s"),
+            &tail
+        )
+        .unwrap(),
         3
     );
     let by_sync = SqliteSessionStore::in_memory().unwrap();
@@ -307,7 +359,14 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
     let next = sync(&by_tail, &whole);
     assert_eq!((next.matched, next.appended, next.forked), (7, 0, false));
     assert_eq!(
-        append_synced_tail(&mut state, &by_tail, "t", "s", &[]).unwrap(),
+        append_synced_tail(
+            &mut state,
+            &by_tail,
+            &tenant_named("t"),
+            &session_named("s"),
+            &[]
+        )
+        .unwrap(),
         0
     );
 }
@@ -331,8 +390,8 @@ fn sessions_of_one_tenant_are_invisible_to_another() {
     sync_conversation(
         &mut SessionState::default(),
         &sessions,
-        "a",
-        "s",
+        &tenant_named("a"),
+        &session_named("s"),
         &conversation(),
         "openai",
     )
@@ -340,14 +399,20 @@ fn sessions_of_one_tenant_are_invisible_to_another() {
     let other = sync_conversation(
         &mut SessionState::default(),
         &sessions,
-        "b",
-        "s",
+        &tenant_named("b"),
+        &session_named("s"),
         &conversation()[..2],
         "openai",
     )
     .unwrap();
     assert!(other.created);
-    assert_eq!(sessions.context("b", "s", None).unwrap().len(), 1);
+    assert_eq!(
+        sessions
+            .context(&tenant_named("b"), &session_named("s"), None)
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -361,7 +426,9 @@ fn a_system_message_later_in_the_conversation_is_history_and_is_stored() {
         outcome.appended, 6,
         "only the opening system prompt is left out"
     );
-    let context = sessions.context("t", "s", None).unwrap();
+    let context = sessions
+        .context(&tenant_named("t"), &session_named("s"), None)
+        .unwrap();
     assert_eq!(context[4].role, Role::System);
     assert_eq!(context[4].plain_text(), "reminder: the tests are slow");
     let again = sync(&sessions, &messages);
@@ -390,7 +457,15 @@ fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
     let fresh = SqliteSessionStore::in_memory().unwrap();
     let mut held = SessionState::default();
     for (step, messages) in steps.iter().enumerate() {
-        let a = sync_conversation(&mut held, &with_held, "t", "s", messages, "openai").unwrap();
+        let a = sync_conversation(
+            &mut held,
+            &with_held,
+            &tenant_named("t"),
+            &session_named("s"),
+            messages,
+            "openai",
+        )
+        .unwrap();
         let b = sync(&fresh, messages);
         assert_eq!(
             (a.created, a.matched, a.appended, a.forked),
@@ -403,8 +478,8 @@ fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
                 append_hidden(
                     &mut SessionState::default(),
                     store,
-                    "t",
-                    "s",
+                    &tenant_named("t"),
+                    &session_named("s"),
                     vec![
                         call("skald-1"),
                         result(Role::ToolResult, "skald-1", "line 1"),
@@ -415,8 +490,16 @@ fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
         }
     }
     assert_eq!(
-        with_held.load("t", "s").unwrap().entries().len(),
-        fresh.load("t", "s").unwrap().entries().len()
+        with_held
+            .load(&tenant_named("t"), &session_named("s"))
+            .unwrap()
+            .entries()
+            .len(),
+        fresh
+            .load(&tenant_named("t"), &session_named("s"))
+            .unwrap()
+            .entries()
+            .len()
     );
 }
 
@@ -447,14 +530,16 @@ fn text_beside_a_tool_result_is_stored_and_in_the_context() {
     let outcome = sync_conversation(
         &mut SessionState::default(),
         &sessions,
-        "t",
-        "s",
+        &tenant_named("t"),
+        &session_named("s"),
         &messages,
         "anthropic",
     )
     .unwrap();
     assert_eq!(outcome.appended, 3);
-    let context = sessions.context("t", "s", None).unwrap();
+    let context = sessions
+        .context(&tenant_named("t"), &session_named("s"), None)
+        .unwrap();
     let last = context.last().unwrap();
     assert_eq!(last.role, Role::ToolResult);
     assert_eq!(last.plain_text(), "now delete b.txt");
@@ -464,11 +549,21 @@ fn text_beside_a_tool_result_is_stored_and_in_the_context() {
     let again = sync_conversation(
         &mut SessionState::default(),
         &sessions,
-        "t",
-        "s",
+        &tenant_named("t"),
+        &session_named("s"),
         &messages,
         "anthropic",
     )
     .unwrap();
     assert_eq!((again.matched, again.appended, again.forked), (3, 0, false));
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}
+
+/// A session id of the tests, parsed (it is well formed).
+fn session_named(id: &str) -> skald_core::ids::SessionId {
+    skald_core::ids::SessionId::parse(id).unwrap()
 }

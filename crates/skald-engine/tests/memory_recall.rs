@@ -34,7 +34,7 @@ async fn recall_injects_a_simulated_search_after_the_latest_user_message() {
     let outcome = recall_for_turn(
         &store,
         None,
-        TENANT,
+        &tenant_named(TENANT),
         &identity(),
         &RecallSettings::default(),
         conversation(),
@@ -70,7 +70,7 @@ async fn recall_query_uses_the_last_five_user_messages() {
     let outcome = recall_for_turn(
         &store,
         None,
-        TENANT,
+        &tenant_named(TENANT),
         &identity(),
         &RecallSettings::default(),
         messages,
@@ -86,8 +86,24 @@ async fn recall_query_uses_the_last_five_user_messages() {
 async fn recall_injection_is_for_this_call_only_and_byte_identical() {
     let store = fixture_store();
     let settings = RecallSettings::default();
-    let first = recall_for_turn(&store, None, TENANT, &identity(), &settings, conversation()).await;
-    let again = recall_for_turn(&store, None, TENANT, &identity(), &settings, conversation()).await;
+    let first = recall_for_turn(
+        &store,
+        None,
+        &tenant_named(TENANT),
+        &identity(),
+        &settings,
+        conversation(),
+    )
+    .await;
+    let again = recall_for_turn(
+        &store,
+        None,
+        &tenant_named(TENANT),
+        &identity(),
+        &settings,
+        conversation(),
+    )
+    .await;
     assert_eq!(first.messages, again.messages);
     // The next turn: the caller's stored messages never held the injection, and the new one
     // goes after the new latest user message.
@@ -100,7 +116,15 @@ async fn recall_injection_is_for_this_call_only_and_byte_identical() {
         Role::User,
         "Did that index fix the invoices queries?",
     ));
-    let later = recall_for_turn(&store, None, TENANT, &identity(), &settings, next.clone()).await;
+    let later = recall_for_turn(
+        &store,
+        None,
+        &tenant_named(TENANT),
+        &identity(),
+        &settings,
+        next.clone(),
+    )
+    .await;
     assert_eq!(later.messages.len(), next.len() + 2);
     assert_eq!(&later.messages[..next.len()], &next[..]);
     let calls: Vec<&ToolCall> = later
@@ -119,7 +143,7 @@ async fn greetings_skip_recall_and_say_why() {
         let outcome = recall_for_turn(
             &store,
             None,
-            TENANT,
+            &tenant_named(TENANT),
             &identity(),
             &RecallSettings::default(),
             messages.clone(),
@@ -145,7 +169,7 @@ async fn messages_of_three_chars_or_fewer_skip_recall() {
     let outcome = recall_for_turn(
         &store,
         None,
-        TENANT,
+        &tenant_named(TENANT),
         &identity(),
         &RecallSettings::default(),
         messages.clone(),
@@ -164,7 +188,7 @@ async fn threshold_drops_weak_matches_and_other_users_never_show() {
     let outcome = recall_for_turn(
         &store,
         None,
-        TENANT,
+        &tenant_named(TENANT),
         &identity(),
         &RecallSettings::default(),
         vec![Message::text(
@@ -196,8 +220,15 @@ async fn budget_limits_what_is_injected_without_cutting_entries() {
         level: RecallLevel::L2,
         ..RecallSettings::default()
     };
-    let outcome =
-        recall_for_turn(&store, None, TENANT, &identity(), &settings, conversation()).await;
+    let outcome = recall_for_turn(
+        &store,
+        None,
+        &tenant_named(TENANT),
+        &identity(),
+        &settings,
+        conversation(),
+    )
+    .await;
     let report = &outcome.report;
     assert!(report.tokens_injected <= 60, "{report:#?}");
     assert!(!report.kept.is_empty());
@@ -215,7 +246,7 @@ async fn budget_limits_what_is_injected_without_cutting_entries() {
     for memory in body["memories"].as_array().unwrap() {
         let uri =
             skald_core::memory::uri::MemoryUri::parse(memory["uri"].as_str().unwrap()).unwrap();
-        let stored = store.get(TENANT, &uri).unwrap();
+        let stored = store.get(&tenant_named(TENANT), &uri).unwrap();
         let shown = memory["abstract"]
             .as_str()
             .or(memory["overview"].as_str())
@@ -237,8 +268,15 @@ async fn level_setting_chooses_abstract_overview_or_content() {
             level,
             ..RecallSettings::default()
         };
-        let outcome =
-            recall_for_turn(&store, None, TENANT, &identity(), &settings, conversation()).await;
+        let outcome = recall_for_turn(
+            &store,
+            None,
+            &tenant_named(TENANT),
+            &identity(),
+            &settings,
+            conversation(),
+        )
+        .await;
         let text = render_messages(&outcome.messages[5..]);
         assert!(text.contains(field), "{level:?}: {text}");
         assert!(outcome.report.kept.iter().all(|k| k.level <= level));
@@ -251,7 +289,7 @@ async fn search_failure_injects_nothing_and_reports_it() {
     let outcome = recall_for_turn(
         &store,
         None,
-        TENANT,
+        &tenant_named(TENANT),
         &identity(),
         &RecallSettings::default(),
         conversation(),
@@ -274,7 +312,7 @@ async fn embedder_failure_falls_back_to_text_search() {
     let outcome = recall_for_turn(
         &store,
         Some(&FailingEmbedder),
-        TENANT,
+        &tenant_named(TENANT),
         &identity(),
         &RecallSettings::default(),
         conversation(),
@@ -294,7 +332,7 @@ async fn vectors_keep_a_semantic_match_with_no_shared_words() {
     .unwrap();
     store
         .add(
-            TENANT,
+            &tenant_named(TENANT),
             NewMemory::new(uri.clone(), "Alice likes a black background theme.")
                 .created_at(DAY_MS)
                 .with_embedding(embed(&embedder, "dark mode colours").await),
@@ -304,7 +342,7 @@ async fn vectors_keep_a_semantic_match_with_no_shared_words() {
     let outcome = recall_for_turn(
         &store,
         Some(&embedder),
-        TENANT,
+        &tenant_named(TENANT),
         &identity(),
         &RecallSettings::default(),
         messages,
@@ -330,8 +368,13 @@ async fn profile_and_tool_memories_are_injected_at_session_start() {
         })
         .chain((0..4).map(|_| ToolCallReport::new("read", true, Some(15), None)))
         .collect();
-    record_tool_reports(&store, TENANT, "main", &reports).unwrap();
-    let session = session_start_memory(&store, TENANT, &identity(), &RecallSettings::default());
+    record_tool_reports(&store, &tenant_named(TENANT), "main", &reports).unwrap();
+    let session = session_start_memory(
+        &store,
+        &tenant_named(TENANT),
+        &identity(),
+        &RecallSettings::default(),
+    );
     assert!(session.report.errors.is_empty(), "{:?}", session.report);
     assert_eq!(session.report.profile_entries, 2);
     let prompt = session.system_prompt_addition.clone().unwrap();
@@ -347,11 +390,11 @@ async fn profile_and_tool_memories_are_injected_at_session_start() {
 async fn session_start_snapshot_is_sticky_across_turns() {
     let store = fixture_store();
     let settings = RecallSettings::default();
-    let session = session_start_memory(&store, TENANT, &identity(), &settings);
+    let session = session_start_memory(&store, &tenant_named(TENANT), &identity(), &settings);
     // A memory written during the session does not change what this session was given.
     store
         .add(
-            TENANT,
+            &tenant_named(TENANT),
             NewMemory::new(
                 skald_core::memory::uri::MemoryUri::parse(
                     "viking://user/alice/memories/profile/pets.md",
@@ -367,14 +410,19 @@ async fn session_start_snapshot_is_sticky_across_turns() {
     let one = session.apply(conversation());
     let two = session.apply(turn_two);
     assert_eq!(&two[..one.len()], &one[..]);
-    let fresh = session_start_memory(&store, TENANT, &identity(), &settings);
+    let fresh = session_start_memory(&store, &tenant_named(TENANT), &identity(), &settings);
     assert_ne!(fresh.system_prompt_addition, session.system_prompt_addition);
 }
 
 #[tokio::test]
 async fn session_start_injects_nothing_when_switched_off_or_empty() {
     let store = skald_store::SqliteMemoryStore::in_memory().unwrap();
-    let session = session_start_memory(&store, TENANT, &identity(), &RecallSettings::default());
+    let session = session_start_memory(
+        &store,
+        &tenant_named(TENANT),
+        &identity(),
+        &RecallSettings::default(),
+    );
     assert_eq!(session.system_prompt_addition, None);
     assert!(session.directory_messages.is_empty());
     let off = RecallSettings {
@@ -383,7 +431,7 @@ async fn session_start_injects_nothing_when_switched_off_or_empty() {
         tool_memory: false,
         ..RecallSettings::default()
     };
-    let session = session_start_memory(&fixture_store(), TENANT, &identity(), &off);
+    let session = session_start_memory(&fixture_store(), &tenant_named(TENANT), &identity(), &off);
     assert_eq!(session.system_prompt_addition, None);
     assert!(session.directory_messages.is_empty());
 }
@@ -420,11 +468,11 @@ fn skill_read_messages(original: &str) -> Vec<Message> {
 async fn skill_augmentation_keeps_the_original_intact() {
     let store = fixture_store();
     for success in [true, true, true, false] {
-        record_skill_use(&store, TENANT, "main", "pptx", success).unwrap();
+        record_skill_use(&store, &tenant_named(TENANT), "main", "pptx", success).unwrap();
     }
     let original = "## Create Presentation\nCreate a PowerPoint presentation with python-pptx.\n";
     let mut messages = skill_read_messages(original);
-    let done = augment_skill_reads(&store, TENANT, &identity(), &mut messages);
+    let done = augment_skill_reads(&store, &tenant_named(TENANT), &identity(), &mut messages);
     assert_eq!(done.len(), 1);
     assert_eq!(done[0].skill, "pptx");
     assert!(done[0].appended_chars > 0);
@@ -435,7 +483,9 @@ async fn skill_augmentation_keeps_the_original_intact() {
     insta::assert_snapshot!(render_messages(&messages));
     // Once only: a second pass changes nothing.
     let before = messages.clone();
-    assert!(augment_skill_reads(&store, TENANT, &identity(), &mut messages).is_empty());
+    assert!(
+        augment_skill_reads(&store, &tenant_named(TENANT), &identity(), &mut messages).is_empty()
+    );
     assert_eq!(messages, before);
 }
 
@@ -447,7 +497,7 @@ async fn skill_reads_with_no_memory_and_other_reads_are_untouched() {
         call.arguments = json!({"path": "skills/unknown/SKILL.md"});
     }
     let before = messages.clone();
-    let done = augment_skill_reads(&store, TENANT, &identity(), &mut messages);
+    let done = augment_skill_reads(&store, &tenant_named(TENANT), &identity(), &mut messages);
     assert_eq!(done.len(), 1);
     assert_eq!(done[0].appended_chars, 0);
     assert_eq!(messages, before);
@@ -455,7 +505,9 @@ async fn skill_reads_with_no_memory_and_other_reads_are_untouched() {
     if let Some(Block::ToolCall(call)) = readme[1].content.first_mut() {
         call.arguments = json!({"path": "skills/pptx/README.md"});
     }
-    assert!(augment_skill_reads(&store, TENANT, &identity(), &mut readme).is_empty());
+    assert!(
+        augment_skill_reads(&store, &tenant_named(TENANT), &identity(), &mut readme).is_empty()
+    );
 }
 
 #[tokio::test]
@@ -465,20 +517,20 @@ async fn tool_reports_merge_into_versioned_stats() {
         ToolCallReport::new("bash", true, Some(1000), None),
         ToolCallReport::new("bash", false, Some(2000), Some("exit status 1".into())),
     ];
-    record_tool_reports(&store, TENANT, "main", &first).unwrap();
+    record_tool_reports(&store, &tenant_named(TENANT), "main", &first).unwrap();
     let second = [
         ToolCallReport::new("bash", true, Some(600), None),
         ToolCallReport::new("bad tool name", true, None, None),
     ];
-    let update = record_tool_reports(&store, TENANT, "main", &second).unwrap();
+    let update = record_tool_reports(&store, &tenant_named(TENANT), "main", &second).unwrap();
     assert_eq!(update.skipped.len(), 1);
     assert_eq!(update.skipped[0].0, "bad tool name");
     let uri = skald_core::memory::uri::MemoryUri::parse("viking://agent/main/tools/bash").unwrap();
-    let memory = store.get(TENANT, &uri).unwrap();
+    let memory = store.get(&tenant_named(TENANT), &uri).unwrap();
     assert_eq!(memory.version, 2);
     assert_eq!(memory.l0, "bash: 3 calls, 66% ok, avg 1.2 s");
-    assert_eq!(store.history(TENANT, &uri).unwrap().len(), 2);
-    let (stats, problems) = load_tool_stats(&store, TENANT, "main").unwrap();
+    assert_eq!(store.history(&tenant_named(TENANT), &uri).unwrap().len(), 2);
+    let (stats, problems) = load_tool_stats(&store, &tenant_named(TENANT), "main").unwrap();
     assert!(problems.is_empty());
     assert_eq!(stats.len(), 1);
     assert_eq!(stats[0].calls, 3);
@@ -492,7 +544,7 @@ async fn a_second_turn_with_profile_listing_and_recall() {
         directory_max_chars: 600,
         ..RecallSettings::default()
     };
-    let session = session_start_memory(&store, TENANT, &identity(), &settings);
+    let session = session_start_memory(&store, &tenant_named(TENANT), &identity(), &settings);
     let mut messages = conversation();
     messages.push(Message::text(
         Role::Assistant,
@@ -514,7 +566,7 @@ async fn a_second_turn_with_profile_listing_and_recall() {
     let outcome = recall_for_turn(
         &store,
         None,
-        TENANT,
+        &tenant_named(TENANT),
         &identity(),
         &settings,
         with_listing.clone(),
@@ -533,7 +585,7 @@ async fn the_calls_of_one_turn_reuse_its_recall_and_a_new_question_searches_agai
         &mut memo,
         &store,
         None,
-        TENANT,
+        &tenant_named(TENANT),
         &identity(),
         &settings,
         conversation(),
@@ -543,7 +595,7 @@ async fn the_calls_of_one_turn_reuse_its_recall_and_a_new_question_searches_agai
     // A memory that would change the ranking arrives mid-turn: the turn keeps what it injected.
     store
         .add(
-            TENANT,
+            &tenant_named(TENANT),
             NewMemory::new(
                 skald_core::memory::uri::MemoryUri::parse(
                     "viking://user/alice/memories/preferences/billing-queries",
@@ -562,7 +614,7 @@ async fn the_calls_of_one_turn_reuse_its_recall_and_a_new_question_searches_agai
         &mut memo,
         &store,
         None,
-        TENANT,
+        &tenant_named(TENANT),
         &identity(),
         &settings,
         longer,
@@ -580,7 +632,7 @@ async fn the_calls_of_one_turn_reuse_its_recall_and_a_new_question_searches_agai
         &mut memo,
         &store,
         None,
-        TENANT,
+        &tenant_named(TENANT),
         &identity(),
         &settings,
         next,
@@ -596,4 +648,9 @@ async fn the_calls_of_one_turn_reuse_its_recall_and_a_new_question_searches_agai
         "{:?}",
         third.report
     );
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

@@ -51,7 +51,7 @@ fn threshold_keeps_evidence_and_drops_noise_on_locomo() {
                 memories.push(NewMemory::new(uri, text));
             }
         }
-        store.add_many(&tenant, memories).unwrap();
+        store.add_many(&tenant_named(&tenant), memories).unwrap();
         for qa in item["qa"].as_array().unwrap() {
             let question = qa["question"].as_str().unwrap();
             let evidence: HashSet<String> = qa["evidence"]
@@ -64,7 +64,8 @@ fn threshold_keeps_evidence_and_drops_noise_on_locomo() {
             if evidence.is_empty() {
                 continue;
             }
-            let hits = match store.search(&tenant, &SearchQuery::text(question, 10)) {
+            let hits = match store.search(&tenant_named(&tenant), &SearchQuery::text(question, 10))
+            {
                 Ok(hits) => hits,
                 Err(_) => continue,
             };
@@ -126,4 +127,9 @@ fn threshold_keeps_evidence_and_drops_noise_on_locomo() {
         evidence_share > noise_share + 0.1,
         "{evidence_share} vs {noise_share}"
     );
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

@@ -16,7 +16,16 @@ use skald_store::memories::MemoryStore;
 const NOW: i64 = 1_686_830_400_000;
 
 async fn run(store: &dyn MemoryStore, name: &str, arguments: Value) -> MemoryToolOutput {
-    execute_memory_tool_at(store, None, TENANT, &identity(), name, &arguments, NOW).await
+    execute_memory_tool_at(
+        store,
+        None,
+        &tenant_named(TENANT),
+        &identity(),
+        name,
+        &arguments,
+        NOW,
+    )
+    .await
 }
 
 fn body(output: &MemoryToolOutput) -> Value {
@@ -156,7 +165,7 @@ async fn commit_memory_adds_merges_and_updates() {
     assert!(!added.is_error, "{}", added.text);
     insta::assert_snapshot!("commit_added", added.text);
     let uri = MemoryUri::parse("viking://user/alice/memories/preferences/deploys.md").unwrap();
-    let stored = store.get(TENANT, &uri).unwrap();
+    let stored = store.get(&tenant_named(TENANT), &uri).unwrap();
     assert_eq!(stored.priority, 8);
     assert_eq!(stored.created_at_ms, NOW);
 
@@ -181,7 +190,7 @@ async fn commit_memory_adds_merges_and_updates() {
     )
     .await;
     insta::assert_snapshot!("commit_updated", updated.text);
-    assert_eq!(store.history(TENANT, &uri).unwrap().len(), 2);
+    assert_eq!(store.history(&tenant_named(TENANT), &uri).unwrap().len(), 2);
 
     let event = run(
         &store,
@@ -217,7 +226,7 @@ async fn commit_memory_embeds_when_an_embedder_is_given() {
     let output = execute_memory_tool_at(
         &store,
         Some(&embedder as &dyn Embedder),
-        TENANT,
+        &tenant_named(TENANT),
         &identity(),
         "commit_memory",
         &json!({"memory_content": "Alice's pager rotation is every other week.", "memory_type": "entity", "category": "pager"}),
@@ -227,7 +236,10 @@ async fn commit_memory_embeds_when_an_embedder_is_given() {
     assert!(!output.is_error, "{}", output.text);
     let uri = MemoryUri::parse("viking://user/alice/memories/entities/pager.md").unwrap();
     assert_eq!(
-        store.get(TENANT, &uri).unwrap().embedding_dimensions,
+        store
+            .get(&tenant_named(TENANT), &uri)
+            .unwrap()
+            .embedding_dimensions,
         Some(32)
     );
 }
@@ -242,7 +254,11 @@ async fn memory_forget_forgets_own_entries_only() {
         output.text,
         "{\"success\":true,\"forgotten\":\"viking://user/alice/memories/preferences/editor.md\",\"version\":1}"
     );
-    assert!(store.get(TENANT, &MemoryUri::parse(uri).unwrap()).is_err());
+    assert!(
+        store
+            .get(&tenant_named(TENANT), &MemoryUri::parse(uri).unwrap())
+            .is_err()
+    );
     let again = run(&store, "memory_forget", json!({"uri": uri})).await;
     assert!(again.is_error);
     assert!(again.text.contains("forgotten"));
@@ -302,7 +318,7 @@ async fn bad_arguments_are_tool_errors_the_model_can_fix() {
         assert!(output.text.contains(expected), "{name}: {}", output.text);
     }
     // Nothing was written by any of them.
-    assert_eq!(store.stats(TENANT).unwrap().live, 12);
+    assert_eq!(store.stats(&tenant_named(TENANT)).unwrap().live, 12);
 }
 
 #[test]
@@ -319,4 +335,9 @@ fn tool_definitions_are_stable() {
         })
         .collect();
     insta::assert_snapshot!(rendered.join("\n\n"));
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

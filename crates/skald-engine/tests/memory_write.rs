@@ -123,12 +123,15 @@ fn seed(fixture: &Fixture, messages: Vec<Message>) {
     };
     fixture
         .sessions
-        .create(TENANT, NewSession::new(header, "openclaw-session"))
+        .create(
+            &tenant_named(TENANT),
+            NewSession::new(header, "openclaw-session"),
+        )
         .unwrap();
     for message in messages {
         fixture
             .sessions
-            .append_message(TENANT, SESSION, message)
+            .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
             .unwrap();
     }
 }
@@ -136,8 +139,8 @@ fn seed(fixture: &Fixture, messages: Vec<Message>) {
 async fn compact(fixture: &Fixture) -> skald_engine::compact::CompactResult {
     let settings = CompactionSettings::default();
     let request = CompactRequest {
-        tenant: TENANT,
-        session_id: SESSION,
+        tenant: &tenant_named(TENANT),
+        session_id: &session_named(SESSION),
         window_tokens: 200_000,
         trigger: CompactionTrigger::Manual,
         settings: &settings,
@@ -241,7 +244,7 @@ impl Embedder for FixedEmbedder {
 fn custom_entries(fixture: &Fixture, custom: &str) -> Vec<serde_json::Value> {
     fixture
         .sessions
-        .entries(TENANT, SESSION)
+        .entries(&tenant_named(TENANT), &session_named(SESSION))
         .unwrap()
         .into_iter()
         .filter_map(|entry| entry.kind.custom_data(custom).cloned())
@@ -262,8 +265,8 @@ async fn a_compacted_span_is_archived_with_system_prompt_and_tool_calls_then_ext
     let outcome = archive_compacted_span(
         &fixture.sessions,
         &writer,
-        TENANT,
-        SESSION,
+        &tenant_named(TENANT),
+        &session_named(SESSION),
         &result,
         Some(SYSTEM_PROMPT),
         &CancellationToken::new(),
@@ -274,7 +277,10 @@ async fn a_compacted_span_is_archived_with_system_prompt_and_tool_calls_then_ext
     assert_eq!(outcome.status, ExtractionStatus::Done, "{outcome:?}");
     assert_eq!(outcome.archive, [archive_uri(1)]);
 
-    let archive = fixture.memories.get(TENANT, &archive_uri(1)).unwrap();
+    let archive = fixture
+        .memories
+        .get(&tenant_named(TENANT), &archive_uri(1))
+        .unwrap();
     assert!(archive.l2.contains(SYSTEM_PROMPT));
     assert!(
         archive.l2.contains("cat /var/log/job-0.log"),
@@ -311,13 +317,23 @@ async fn a_compacted_span_is_archived_with_system_prompt_and_tool_calls_then_ext
     );
     let preference = fixture
         .memories
-        .get(TENANT, &MemoryUri::parse(uris[0]).unwrap())
+        .get(&tenant_named(TENANT), &MemoryUri::parse(uris[0]).unwrap())
         .unwrap();
-    let first_user_entry = fixture.sessions.entries(TENANT, SESSION).unwrap()[0]
+    let first_user_entry = fixture
+        .sessions
+        .entries(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap()[0]
         .id
         .clone();
     assert_eq!(preference.sources[0].entry_ids, [first_user_entry]);
-    assert!(fixture.memories.stats(TENANT).unwrap().with_embedding >= 2);
+    assert!(
+        fixture
+            .memories
+            .stats(&tenant_named(TENANT))
+            .unwrap()
+            .with_embedding
+            >= 2
+    );
 
     let records = custom_entries(&fixture, EXTRACTION_CUSTOM_TYPE);
     assert_eq!(records.len(), 1);
@@ -329,15 +345,24 @@ async fn a_compacted_span_is_archived_with_system_prompt_and_tool_calls_then_ext
 async fn nothing_that_left_the_context_is_lost() {
     let fixture = fixture();
     seed(&fixture, conversation());
-    let before = fixture.sessions.context(TENANT, SESSION, None).unwrap();
+    let before = fixture
+        .sessions
+        .context(&tenant_named(TENANT), &session_named(SESSION), None)
+        .unwrap();
     let result = compact(&fixture).await;
-    let after = session_context(&fixture.sessions.load(TENANT, SESSION).unwrap(), None);
+    let after = session_context(
+        &fixture
+            .sessions
+            .load(&tenant_named(TENANT), &session_named(SESSION))
+            .unwrap(),
+        None,
+    );
     let writer = writer(&fixture, Arc::new(DeterministicExtractor::default()));
     archive_compacted_span(
         &fixture.sessions,
         &writer,
-        TENANT,
-        SESSION,
+        &tenant_named(TENANT),
+        &session_named(SESSION),
         &result,
         None,
         &CancellationToken::new(),
@@ -345,7 +370,11 @@ async fn nothing_that_left_the_context_is_lost() {
     .await
     .unwrap()
     .unwrap();
-    let archive = fixture.memories.get(TENANT, &archive_uri(1)).unwrap().l2;
+    let archive = fixture
+        .memories
+        .get(&tenant_named(TENANT), &archive_uri(1))
+        .unwrap()
+        .l2;
     let kept: Vec<Option<&str>> = after.iter().map(|m| m.meta.id.as_deref()).collect();
     let left: Vec<&Message> = before
         .iter()
@@ -373,7 +402,13 @@ async fn working_memory_stays_in_the_compacted_context() {
     let fixture = fixture();
     seed(&fixture, conversation());
     compact(&fixture).await;
-    let context = session_context(&fixture.sessions.load(TENANT, SESSION).unwrap(), None);
+    let context = session_context(
+        &fixture
+            .sessions
+            .load(&tenant_named(TENANT), &session_named(SESSION))
+            .unwrap(),
+        None,
+    );
     let summary = context[0].plain_text();
     assert!(summary.contains("## Open TODOs"), "{summary}");
     assert!(summary.contains("update the changelog"), "{summary}");
@@ -393,8 +428,8 @@ async fn a_failed_extraction_is_recorded_then_retried_before_the_next_archive() 
     let failed = archive_compacted_span(
         &fixture.sessions,
         &writer,
-        TENANT,
-        SESSION,
+        &tenant_named(TENANT),
+        &session_named(SESSION),
         &result,
         None,
         &CancellationToken::new(),
@@ -420,8 +455,8 @@ async fn a_failed_extraction_is_recorded_then_retried_before_the_next_archive() 
     let retried = retry_pending_extractions(
         &fixture.sessions,
         &writer,
-        TENANT,
-        SESSION,
+        &tenant_named(TENANT),
+        &session_named(SESSION),
         &CancellationToken::new(),
     )
     .await
@@ -436,15 +471,20 @@ async fn a_failed_extraction_is_recorded_then_retried_before_the_next_archive() 
         retry_pending_extractions(
             &fixture.sessions,
             &writer,
-            TENANT,
-            SESSION,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
             &CancellationToken::new()
         )
         .await
         .unwrap()
         .is_empty()
     );
-    assert!(fixture.memories.get(TENANT, &archive_uri(2)).is_err());
+    assert!(
+        fixture
+            .memories
+            .get(&tenant_named(TENANT), &archive_uri(2))
+            .is_err()
+    );
 }
 
 #[tokio::test]
@@ -462,8 +502,8 @@ async fn a_pending_failure_is_retried_automatically_by_the_next_archive() {
     archive_compacted_span(
         &fixture.sessions,
         &writer,
-        TENANT,
-        SESSION,
+        &tenant_named(TENANT),
+        &session_named(SESSION),
         &first,
         None,
         &CancellationToken::new(),
@@ -474,15 +514,15 @@ async fn a_pending_failure_is_retried_automatically_by_the_next_archive() {
         fixture
             .sessions
             .append_message(
-                TENANT,
-                SESSION,
+                &tenant_named(TENANT),
+                &session_named(SESSION),
                 Message::text(Role::User, format!("Check job {turn} please.")),
             )
             .unwrap();
         for message in tool_turn(turn) {
             fixture
                 .sessions
-                .append_message(TENANT, SESSION, message)
+                .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
                 .unwrap();
         }
     }
@@ -490,8 +530,8 @@ async fn a_pending_failure_is_retried_automatically_by_the_next_archive() {
     archive_compacted_span(
         &fixture.sessions,
         &writer,
-        TENANT,
-        SESSION,
+        &tenant_named(TENANT),
+        &session_named(SESSION),
         &second,
         None,
         &CancellationToken::new(),
@@ -499,7 +539,12 @@ async fn a_pending_failure_is_retried_automatically_by_the_next_archive() {
     .await
     .unwrap()
     .unwrap();
-    let outcomes = recorded_outcomes(&fixture.sessions.load(TENANT, SESSION).unwrap());
+    let outcomes = recorded_outcomes(
+        &fixture
+            .sessions
+            .load(&tenant_named(TENANT), &session_named(SESSION))
+            .unwrap(),
+    );
     let statuses: Vec<(ExtractionStatus, u32)> =
         outcomes.iter().map(|o| (o.status, o.attempts)).collect();
     assert_eq!(
@@ -510,7 +555,12 @@ async fn a_pending_failure_is_retried_automatically_by_the_next_archive() {
             (ExtractionStatus::Done, 1)
         ]
     );
-    assert!(fixture.memories.get(TENANT, &archive_uri(2)).is_ok());
+    assert!(
+        fixture
+            .memories
+            .get(&tenant_named(TENANT), &archive_uri(2))
+            .is_ok()
+    );
 }
 
 #[tokio::test]
@@ -523,8 +573,8 @@ async fn archiving_the_same_span_twice_duplicates_nothing() {
     let first = archive_compacted_span(
         &fixture.sessions,
         &writer,
-        TENANT,
-        SESSION,
+        &tenant_named(TENANT),
+        &session_named(SESSION),
         &result,
         None,
         &cancel,
@@ -532,14 +582,14 @@ async fn archiving_the_same_span_twice_duplicates_nothing() {
     .await
     .unwrap()
     .unwrap();
-    let stats = fixture.memories.stats(TENANT).unwrap();
+    let stats = fixture.memories.stats(&tenant_named(TENANT)).unwrap();
     // The hook skips a span recorded done…
     assert!(
         archive_compacted_span(
             &fixture.sessions,
             &writer,
-            TENANT,
-            SESSION,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
             &result,
             None,
             &cancel
@@ -549,9 +599,12 @@ async fn archiving_the_same_span_twice_duplicates_nothing() {
         .is_none()
     );
     // …and archiving it again by hand merges everything into what is there.
-    let session = fixture.sessions.load(TENANT, SESSION).unwrap();
+    let session = fixture
+        .sessions
+        .load(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     let span = skald_engine::memory_write::ArchiveSpan {
-        session_id: SESSION.into(),
+        session_id: session_named(SESSION),
         messages: session_context(&session, None)
             .into_iter()
             .skip(1)
@@ -562,22 +615,31 @@ async fn archiving_the_same_span_twice_duplicates_nothing() {
         archived: Vec::new(),
         previous_attempts: 0,
     };
-    writer.archive(TENANT, &span, &cancel).await;
-    writer.archive(TENANT, &span, &cancel).await;
-    let again = fixture.memories.stats(TENANT).unwrap();
+    writer.archive(&tenant_named(TENANT), &span, &cancel).await;
+    writer.archive(&tenant_named(TENANT), &span, &cancel).await;
+    let again = fixture.memories.stats(&tenant_named(TENANT)).unwrap();
     assert_eq!(
         again.live,
         stats.live + 1,
         "one new archive for the new span, then merges"
     );
-    assert!(fixture.memories.get(TENANT, &archive_uri(3)).is_err());
+    assert!(
+        fixture
+            .memories
+            .get(&tenant_named(TENANT), &archive_uri(3))
+            .is_err()
+    );
     assert_eq!(
         fixture
             .memories
-            .get(TENANT, &archive_uri(1))
+            .get(&tenant_named(TENANT), &archive_uri(1))
             .unwrap()
             .text(MemoryLevel::L2),
-        fixture.memories.history(TENANT, &archive_uri(1)).unwrap()[0].l2
+        fixture
+            .memories
+            .history(&tenant_named(TENANT), &archive_uri(1))
+            .unwrap()[0]
+            .l2
     );
 }
 
@@ -597,10 +659,16 @@ fn upload_writer(fixture: &Fixture, extractor: Arc<dyn MemoryExtractor>) -> Memo
 }
 
 fn context_ids(fixture: &Fixture) -> Vec<String> {
-    session_context(&fixture.sessions.load(TENANT, SESSION).unwrap(), None)
-        .iter()
-        .filter_map(|m| m.meta.id.clone())
-        .collect()
+    session_context(
+        &fixture
+            .sessions
+            .load(&tenant_named(TENANT), &session_named(SESSION))
+            .unwrap(),
+        None,
+    )
+    .iter()
+    .filter_map(|m| m.meta.id.clone())
+    .collect()
 }
 
 fn upload_statuses(fixture: &Fixture) -> Vec<String> {
@@ -629,18 +697,32 @@ async fn the_upload_starts_at_half_the_window_without_blocking_the_request() {
     let before = context_ids(&fixture);
 
     let below = driver
-        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 499, 1000)
+        .before_request(
+            &mut held,
+            &fixture.sessions,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            499,
+            1000,
+        )
         .await
         .unwrap();
     assert_eq!(below.started, None);
     // The extractor is held: before_request returns while the upload runs.
     let step = driver
-        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 500, 1000)
+        .before_request(
+            &mut held,
+            &fixture.sessions,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            500,
+            1000,
+        )
         .await
         .unwrap();
     assert_eq!(step.started.as_deref(), Some("upload-001"));
     assert!(step.dropped.is_none());
-    assert!(driver.is_running(TENANT, SESSION));
+    assert!(driver.is_running(&tenant_named(TENANT), &session_named(SESSION)));
     assert_eq!(
         context_ids(&fixture),
         before,
@@ -651,7 +733,14 @@ async fn the_upload_starts_at_half_the_window_without_blocking_the_request() {
     assert_eq!(record["range"]["first_entry_id"], before[0].as_str());
     // A second request below 70 % waits for it.
     let waiting = driver
-        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 650, 1000)
+        .before_request(
+            &mut held,
+            &fixture.sessions,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            650,
+            1000,
+        )
         .await
         .unwrap();
     assert_eq!(waiting, Default::default());
@@ -669,7 +758,14 @@ async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
         Arc::new(Gated { gate: gate.clone() }),
     ));
     driver
-        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 500, 1000)
+        .before_request(
+            &mut held,
+            &fixture.sessions,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            500,
+            1000,
+        )
         .await
         .unwrap();
     let before = context_ids(&fixture);
@@ -679,18 +775,32 @@ async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
     // Newer messages arrive while the upload runs.
     let newer = fixture
         .sessions
-        .append_message(TENANT, SESSION, Message::text(Role::User, "And job 9?"))
+        .append_message(
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            Message::text(Role::User, "And job 9?"),
+        )
         .unwrap();
     let step = driver
-        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 700, 1000)
+        .before_request(
+            &mut held,
+            &fixture.sessions,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            700,
+            1000,
+        )
         .await
         .unwrap();
     let dropped = step.dropped.unwrap();
     assert_eq!(dropped.reason, DropReason::ForcedAtDropThreshold);
     assert!(dropped.upload_running);
-    assert!(driver.is_running(TENANT, SESSION));
+    assert!(driver.is_running(&tenant_named(TENANT), &session_named(SESSION)));
 
-    let session = fixture.sessions.load(TENANT, SESSION).unwrap();
+    let session = fixture
+        .sessions
+        .load(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     let context = session_context(&session, None);
     let summary = context[0].plain_text();
     assert!(
@@ -712,9 +822,18 @@ async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
 
     // The upload finishes later; its range already left, so only its state is recorded.
     gate.add_permits(10);
-    driver.wait_finished(TENANT, SESSION).await;
+    driver
+        .wait_finished(&tenant_named(TENANT), &session_named(SESSION))
+        .await;
     let step = driver
-        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 300, 1000)
+        .before_request(
+            &mut held,
+            &fixture.sessions,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            300,
+            1000,
+        )
         .await
         .unwrap();
     assert_eq!(step.completed.len(), 1);
@@ -727,7 +846,7 @@ async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
     assert!(
         fixture
             .memories
-            .get(TENANT, &archive_uri(1))
+            .get(&tenant_named(TENANT), &archive_uri(1))
             .unwrap()
             .l2
             .contains("prefer tabs over spaces")
@@ -744,20 +863,40 @@ async fn a_completed_upload_below_seventy_percent_drops_only_its_range() {
         Arc::new(DeterministicExtractor::default()),
     ));
     driver
-        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 550, 1000)
+        .before_request(
+            &mut held,
+            &fixture.sessions,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            550,
+            1000,
+        )
         .await
         .unwrap();
-    driver.wait_finished(TENANT, SESSION).await;
+    driver
+        .wait_finished(&tenant_named(TENANT), &session_named(SESSION))
+        .await;
     let before = context_ids(&fixture);
     let record = custom_entries(&fixture, UPLOAD_CUSTOM_TYPE)[0].clone();
     let end = record["range"]["end_entry_id"].as_str().unwrap().to_owned();
     let newer = fixture
         .sessions
-        .append_message(TENANT, SESSION, Message::text(Role::User, "Next, job 10."))
+        .append_message(
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            Message::text(Role::User, "Next, job 10."),
+        )
         .unwrap();
 
     let step = driver
-        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 600, 1000)
+        .before_request(
+            &mut held,
+            &fixture.sessions,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            600,
+            1000,
+        )
         .await
         .unwrap();
     assert_eq!(step.completed.len(), 1);
@@ -775,7 +914,12 @@ async fn a_completed_upload_below_seventy_percent_drops_only_its_range() {
         ["upload-001 running", "upload-001 done"]
     );
     // The extraction is recorded like a compaction's.
-    let outcomes = recorded_outcomes(&fixture.sessions.load(TENANT, SESSION).unwrap());
+    let outcomes = recorded_outcomes(
+        &fixture
+            .sessions
+            .load(&tenant_named(TENANT), &session_named(SESSION))
+            .unwrap(),
+    );
     assert_eq!(outcomes.len(), 1);
     assert!(
         outcomes[0]
@@ -794,7 +938,14 @@ async fn a_crash_mid_upload_leaves_a_recorded_state_that_is_retried() {
         let gate = Arc::new(Semaphore::new(0));
         let crashed = UploadDriver::new(upload_writer(&fixture, Arc::new(Gated { gate })));
         crashed
-            .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 520, 1000)
+            .before_request(
+                &mut held,
+                &fixture.sessions,
+                &tenant_named(TENANT),
+                &session_named(SESSION),
+                520,
+                1000,
+            )
             .await
             .unwrap();
         // The process ends here: the driver and its task are gone.
@@ -806,7 +957,14 @@ async fn a_crash_mid_upload_leaves_a_recorded_state_that_is_retried() {
         Arc::new(DeterministicExtractor::default()),
     ));
     let step = driver
-        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 520, 1000)
+        .before_request(
+            &mut held,
+            &fixture.sessions,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            520,
+            1000,
+        )
         .await
         .unwrap();
     assert_eq!(step.completed.len(), 1);
@@ -815,9 +973,18 @@ async fn a_crash_mid_upload_leaves_a_recorded_state_that_is_retried() {
     assert_eq!(step.started.as_deref(), Some("upload-002"));
     let records = custom_entries(&fixture, UPLOAD_CUSTOM_TYPE);
     assert_eq!(records[2]["retry_of"], "upload-001");
-    driver.wait_finished(TENANT, SESSION).await;
+    driver
+        .wait_finished(&tenant_named(TENANT), &session_named(SESSION))
+        .await;
     let step = driver
-        .before_request(&mut held, &fixture.sessions, TENANT, SESSION, 520, 1000)
+        .before_request(
+            &mut held,
+            &fixture.sessions,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            520,
+            1000,
+        )
         .await
         .unwrap();
     assert!(step.completed[0].is_done());
@@ -856,25 +1023,42 @@ async fn failures_past_the_attempt_limit_stay_recorded_but_are_not_retried() {
     archive_compacted_span(
         &fixture.sessions,
         &writer,
-        TENANT,
-        SESSION,
+        &tenant_named(TENANT),
+        &session_named(SESSION),
         &result,
         None,
         &cancel,
     )
     .await
     .unwrap();
-    let retried = retry_pending_extractions(&fixture.sessions, &writer, TENANT, SESSION, &cancel)
-        .await
-        .unwrap();
+    let retried = retry_pending_extractions(
+        &fixture.sessions,
+        &writer,
+        &tenant_named(TENANT),
+        &session_named(SESSION),
+        &cancel,
+    )
+    .await
+    .unwrap();
     assert_eq!(retried[0].attempts, 2);
     assert!(
-        retry_pending_extractions(&fixture.sessions, &writer, TENANT, SESSION, &cancel)
-            .await
-            .unwrap()
-            .is_empty()
+        retry_pending_extractions(
+            &fixture.sessions,
+            &writer,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            &cancel
+        )
+        .await
+        .unwrap()
+        .is_empty()
     );
-    let outcomes = recorded_outcomes(&fixture.sessions.load(TENANT, SESSION).unwrap());
+    let outcomes = recorded_outcomes(
+        &fixture
+            .sessions
+            .load(&tenant_named(TENANT), &session_named(SESSION))
+            .unwrap(),
+    );
     assert_eq!(outcomes.len(), 2);
     assert!(
         outcomes
@@ -899,7 +1083,7 @@ async fn an_archive_over_the_store_limit_is_split_into_parts_and_keeps_everythin
     // Compacting 1.3 MB is slow in a debug build: the span is archived directly.
     let span: Vec<Message> = fixture
         .sessions
-        .context(TENANT, SESSION, None)
+        .context(&tenant_named(TENANT), &session_named(SESSION), None)
         .unwrap()
         .into_iter()
         .take(8)
@@ -913,9 +1097,9 @@ async fn an_archive_over_the_store_limit_is_split_into_parts_and_keeps_everythin
     let writer = writer(&fixture, Arc::new(DeterministicExtractor::default()));
     let outcome = writer
         .archive(
-            TENANT,
+            &tenant_named(TENANT),
             &skald_engine::memory_write::ArchiveSpan {
-                session_id: SESSION.into(),
+                session_id: session_named(SESSION),
                 messages: span,
                 summary: None,
                 range,
@@ -937,9 +1121,19 @@ async fn an_archive_over_the_store_limit_is_split_into_parts_and_keeps_everythin
     let whole: String = outcome
         .archive
         .iter()
-        .map(|uri| fixture.memories.get(TENANT, uri).unwrap().l2)
+        .map(|uri| fixture.memories.get(&tenant_named(TENANT), uri).unwrap().l2)
         .collect();
     assert!(whole.contains("line 000000 of the huge build log"));
     assert!(whole.contains("line 039999 of the huge build log"));
     assert!(whole.contains("Remember that I prefer tabs"));
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}
+
+/// A session id of the tests, parsed (it is well formed).
+fn session_named(id: &str) -> skald_core::ids::SessionId {
+    skald_core::ids::SessionId::parse(id).unwrap()
 }

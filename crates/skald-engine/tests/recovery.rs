@@ -33,6 +33,11 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 const TENANT: &str = "acme";
 const SESSION: &str = "s-recovery";
+/// [`TENANT`] and [`SESSION`] as the engine takes them.
+static TENANT_ID: std::sync::LazyLock<skald_core::ids::Tenant> =
+    std::sync::LazyLock::new(|| tenant_named(TENANT));
+static SESSION_ID: std::sync::LazyLock<skald_core::ids::SessionId> =
+    std::sync::LazyLock::new(|| session_named(SESSION));
 /// Host-only data that must never appear in a request body.
 const SECRET: &str = "HOST-ONLY-DETAILS-9c1e";
 const SYSTEM_PROMPT: &str = "You are a build assistant. Answer briefly.";
@@ -283,17 +288,22 @@ fn seed(store: &SqliteSessionStore, outputs: &[usize]) {
         ..SessionHeader::default()
     };
     store
-        .create(TENANT, NewSession::new(header, "openclaw-session"))
+        .create(
+            &tenant_named(TENANT),
+            NewSession::new(header, "openclaw-session"),
+        )
         .unwrap();
     for (index, size) in outputs.iter().enumerate() {
         for message in turn(index, *size) {
-            store.append_message(TENANT, SESSION, message).unwrap();
+            store
+                .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
+                .unwrap();
         }
     }
     store
         .append_message(
-            TENANT,
-            SESSION,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
             Message::text(Role::User, "Which builds failed, and why?"),
         )
         .unwrap();
@@ -301,13 +311,17 @@ fn seed(store: &SqliteSessionStore, outputs: &[usize]) {
 
 /// Entry count and leaf: what "the session is unchanged" compares.
 fn shape(store: &SqliteSessionStore) -> (u64, Option<String>) {
-    let info = store.get(TENANT, SESSION).unwrap();
+    let info = store
+        .get(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     (info.entry_count, info.leaf_id)
 }
 
 /// Every entry of `before` is still stored, unchanged.
 fn assert_nothing_lost(store: &SqliteSessionStore, before: &[skald_core::session::Entry]) {
-    let after = store.entries(TENANT, SESSION).unwrap();
+    let after = store
+        .entries(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     for entry in before {
         assert!(
             after.iter().any(|kept| kept == entry),
@@ -412,8 +426,8 @@ fn turn_context<'a>(
     TurnContext {
         sessions: &env.sessions,
         refs: &env.refs,
-        tenant: TENANT,
-        session_id: SESSION,
+        tenant: &TENANT_ID,
+        session_id: &SESSION_ID,
         model: &env.model,
         summarizer,
         policy: &setup.policy,
@@ -513,7 +527,10 @@ async fn an_answer_without_overflow_is_appended_and_nothing_is_recovered() {
     let after = shape(&env.sessions);
     assert_eq!(after.0, before.0 + 1);
     assert_eq!(after.1.as_deref(), Some(outcome.entry_id.as_str()));
-    let context = env.sessions.context(TENANT, SESSION, None).unwrap();
+    let context = env
+        .sessions
+        .context(&tenant_named(TENANT), &session_named(SESSION), None)
+        .unwrap();
     assert_eq!(
         context.last().unwrap().plain_text(),
         "Builds 0 and 1 fail to link."
@@ -536,7 +553,10 @@ async fn an_overflow_is_compacted_and_the_smaller_retry_starts_with_the_summary(
         vec![overflow(8_192, 9_000), answer("Every build fails to link.")],
     )
     .await;
-    let entries_before = env.sessions.entries(TENANT, SESSION).unwrap();
+    let entries_before = env
+        .sessions
+        .entries(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     let setup = Setup::new(8_192, 512);
     let outcome = run(
         &env,
@@ -585,7 +605,10 @@ async fn an_overflow_is_compacted_and_the_smaller_retry_starts_with_the_summary(
 
     // The checkpoint and the answer were appended; every earlier entry is still there.
     assert_nothing_lost(&env.sessions, &entries_before);
-    let session = env.sessions.load(TENANT, SESSION).unwrap();
+    let session = env
+        .sessions
+        .load(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     assert_eq!(session.leaf_id(), Some(outcome.entry_id.as_str()));
     assert_eq!(session.entries().len(), entries_before.len() + 2);
 }
@@ -643,10 +666,13 @@ async fn three_overflow_compactions_then_truncation_then_an_answer() {
     // truncate.
     for message in turn(6, 24_000).into_iter().skip(1).take(2) {
         env.sessions
-            .append_message(TENANT, SESSION, message)
+            .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
             .unwrap();
     }
-    let entries_before = env.sessions.entries(TENANT, SESSION).unwrap();
+    let entries_before = env
+        .sessions
+        .entries(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     let setup = Setup::new(32_000, 2_000);
     let outcome = run(
         &env,
@@ -708,8 +734,14 @@ async fn a_compaction_that_cannot_shrink_falls_back_to_persistent_truncation() {
         vec![bare_overflow(), answer("Build 1 fails to link.")],
     )
     .await;
-    let entries_before = env.sessions.entries(TENANT, SESSION).unwrap();
-    let context_before = env.sessions.context(TENANT, SESSION, None).unwrap();
+    let entries_before = env
+        .sessions
+        .entries(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
+    let context_before = env
+        .sessions
+        .context(&tenant_named(TENANT), &session_named(SESSION), None)
+        .unwrap();
     let old_leaf = shape(&env.sessions).1;
     let setup = Setup::new(32_000, 2_000);
     let outcome = run(
@@ -740,7 +772,10 @@ async fn a_compaction_that_cannot_shrink_falls_back_to_persistent_truncation() {
     assert_eq!(truncation.ref_ids.len(), 1);
 
     // The original is in the ref store, and the marker the model sees names it.
-    let original = env.refs.get(TENANT, &truncation.ref_ids[0]).unwrap();
+    let original = env
+        .refs
+        .get(&tenant_named(TENANT), &truncation.ref_ids[0])
+        .unwrap();
     assert!(
         original
             .text()
@@ -757,10 +792,17 @@ async fn a_compaction_that_cannot_shrink_falls_back_to_persistent_truncation() {
     assert_nothing_lost(&env.sessions, &entries_before);
     let old_branch = env
         .sessions
-        .context(TENANT, SESSION, old_leaf.as_deref())
+        .context(
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            old_leaf.as_deref(),
+        )
         .unwrap();
     assert_eq!(old_branch, context_before);
-    let session = env.sessions.load(TENANT, SESSION).unwrap();
+    let session = env
+        .sessions
+        .load(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     let marker = session
         .entry(truncation.marker_entry_id.as_deref().unwrap())
         .unwrap();
@@ -780,7 +822,10 @@ async fn when_everything_is_spent_the_turn_ends_with_the_seeds_message_and_nothi
         ],
     )
     .await;
-    let entries_before = env.sessions.entries(TENANT, SESSION).unwrap();
+    let entries_before = env
+        .sessions
+        .entries(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     let setup = Setup::new(8_192, 1_024);
     let error = run(
         &env,
@@ -815,7 +860,10 @@ async fn when_everything_is_spent_the_turn_ends_with_the_seeds_message_and_nothi
     // Nothing the user gave is lost: every entry is still stored as it was, and the question
     // is still the last thing on the active branch.
     assert_nothing_lost(&env.sessions, &entries_before);
-    let context = env.sessions.context(TENANT, SESSION, None).unwrap();
+    let context = env
+        .sessions
+        .context(&tenant_named(TENANT), &session_named(SESSION), None)
+        .unwrap();
     assert_eq!(
         context.last().unwrap().plain_text(),
         "Which builds failed, and why?"
@@ -845,7 +893,10 @@ async fn an_overflow_reported_as_an_assistant_error_with_status_200_is_recovered
     assert_eq!(overflow_actions(report), [RecoveryAction::Compacted]);
     assert_eq!(outcome.response.text(), "All six fail.");
     // The failed answer is not part of the session.
-    let context = env.sessions.context(TENANT, SESSION, None).unwrap();
+    let context = env
+        .sessions
+        .context(&tenant_named(TENANT), &session_named(SESSION), None)
+        .unwrap();
     assert!(
         context
             .iter()
@@ -893,7 +944,10 @@ async fn cancelling_during_the_overflow_compaction_leaves_the_session_unchanged(
     )
     .await;
     let before = shape(&env.sessions);
-    let entries_before = env.sessions.entries(TENANT, SESSION).unwrap();
+    let entries_before = env
+        .sessions
+        .entries(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     let cancel = CancellationToken::new();
     let summarizer = StopDuringSummary {
         cancel: cancel.clone(),
@@ -907,7 +961,9 @@ async fn cancelling_during_the_overflow_compaction_leaves_the_session_unchanged(
     assert_eq!(bodies(&env.server).await.len(), 1);
     assert_eq!(shape(&env.sessions), before);
     assert_eq!(
-        env.sessions.entries(TENANT, SESSION).unwrap(),
+        env.sessions
+            .entries(&tenant_named(TENANT), &session_named(SESSION))
+            .unwrap(),
         entries_before
     );
 }
@@ -1064,7 +1120,9 @@ async fn with_a_memory_writer_the_compacted_span_is_archived_and_the_turn_goes_o
         .unwrap();
     let archive = compaction.memory_archive.as_ref().unwrap();
     assert_eq!(archive.status, ExtractionStatus::Done, "{archive:?}");
-    let stored = memories.get(TENANT, &archive.archive[0]).unwrap();
+    let stored = memories
+        .get(&tenant_named(TENANT), &archive.archive[0])
+        .unwrap();
     assert!(stored.l2.contains(SYSTEM_PROMPT));
     assert!(
         archive.archive[0]
@@ -1091,8 +1149,8 @@ async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but
     .await;
     env.sessions
         .append_message(
-            TENANT,
-            SESSION,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
             Message::text(
                 Role::User,
                 "Why is the linker failing on the release build?",
@@ -1103,14 +1161,14 @@ async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but
     let profile = MemoryUri::parse("viking://user/alice/memories/profile/profile.md").unwrap();
     memories
         .add(
-            TENANT,
+            &tenant_named(TENANT),
             NewMemory::new(profile, "Alice maintains the build system of Acme."),
         )
         .unwrap();
     let case = MemoryUri::parse("viking://agent/main/memories/cases/linker-release.md").unwrap();
     memories
         .add(
-            TENANT,
+            &tenant_named(TENANT),
             NewMemory::new(
                 case,
                 "The release build linker failed on lld 17; pinning lld 16 in rust-toolchain fixed it.",
@@ -1134,7 +1192,12 @@ async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but
         recall: Some(&hook),
         ..MemoryHooks::default()
     };
-    let before = env.sessions.load(TENANT, SESSION).unwrap().entries().len();
+    let before = env
+        .sessions
+        .load(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap()
+        .entries()
+        .len();
     let mut state = SessionState::default();
     let outcome = complete_turn_with_memory(&ctx, hooks, &mut state, &CancellationToken::new())
         .await
@@ -1178,7 +1241,10 @@ async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but
     );
 
     // Only the answer was stored: nothing injected reaches the session.
-    let session = env.sessions.load(TENANT, SESSION).unwrap();
+    let session = env
+        .sessions
+        .load(&tenant_named(TENANT), &session_named(SESSION))
+        .unwrap();
     assert_eq!(session.entries().len(), before + 1);
     let stored: String = session
         .build_context(None)
@@ -1192,14 +1258,14 @@ async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but
     let profile = MemoryUri::parse("viking://user/alice/memories/profile/profile.md").unwrap();
     memories
         .update(
-            TENANT,
+            &tenant_named(TENANT),
             NewMemory::new(profile, "Alice now leads the platform team."),
         )
         .unwrap();
     env.sessions
         .append_message(
-            TENANT,
-            SESSION,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
             Message::text(Role::User, "And on debug builds?"),
         )
         .unwrap();
@@ -1268,8 +1334,8 @@ fn driver_context<'a>(
         model: Some(model),
         sessions,
         refs,
-        tenant: TENANT,
-        session_id: SESSION,
+        tenant: &TENANT_ID,
+        session_id: &SESSION_ID,
         summarizer,
         policy: &setup.policy,
         compaction: &setup.compaction,
@@ -1281,4 +1347,14 @@ fn driver_context<'a>(
         agents_md: None,
         settings: &setup.settings,
     }
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}
+
+/// A session id of the tests, parsed (it is well formed).
+fn session_named(id: &str) -> skald_core::ids::SessionId {
+    skald_core::ids::SessionId::parse(id).unwrap()
 }

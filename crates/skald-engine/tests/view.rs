@@ -19,6 +19,11 @@ use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
 use skald_store::{RefSettings, SqliteRefStore};
 
 const SESSION: &str = "s1";
+/// [`TENANT`] and [`SESSION`] as the engine takes them.
+static TENANT_ID: std::sync::LazyLock<skald_core::ids::Tenant> =
+    std::sync::LazyLock::new(|| tenant_named(TENANT));
+static SESSION_ID: std::sync::LazyLock<skald_core::ids::SessionId> =
+    std::sync::LazyLock::new(|| session_named(SESSION));
 
 fn stores() -> (SqliteSessionStore, SqliteRefStore) {
     let sessions = SqliteSessionStore::in_memory().unwrap();
@@ -27,7 +32,10 @@ fn stores() -> (SqliteSessionStore, SqliteRefStore) {
         ..SessionHeader::default()
     };
     sessions
-        .create(TENANT, NewSession::new(header, "openclaw-session"))
+        .create(
+            &tenant_named(TENANT),
+            NewSession::new(header, "openclaw-session"),
+        )
         .unwrap();
     (
         sessions,
@@ -72,8 +80,8 @@ fn request<'a>(
     ViewRequest {
         sessions,
         refs,
-        tenant: TENANT,
-        session_id: SESSION,
+        tenant: &TENANT_ID,
+        session_id: &SESSION_ID,
         policy,
         window_tokens: 200_000,
         now_ms: MAY_1_2023,
@@ -87,12 +95,18 @@ fn request<'a>(
 async fn a_skill_read_keeps_the_appendix_it_got_first_while_the_memory_changes() {
     let (sessions, refs) = stores();
     let store = fixture_store();
-    record_skill_use(&store, TENANT, "main", "pptx", true).unwrap();
+    record_skill_use(&store, &tenant_named(TENANT), "main", "pptx", true).unwrap();
     sessions
-        .append_message(TENANT, SESSION, Message::text(Role::User, "Make a deck."))
+        .append_message(
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            Message::text(Role::User, "Make a deck."),
+        )
         .unwrap();
     for message in skill_read("call_1") {
-        sessions.append_message(TENANT, SESSION, message).unwrap();
+        sessions
+            .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
+            .unwrap();
     }
     let policy = Policy::preset("none").unwrap();
     let identity = identity();
@@ -123,11 +137,13 @@ async fn a_skill_read_keeps_the_appendix_it_got_first_while_the_memory_changes()
     let first_text = text_of(&first.messages);
     assert!(first_text.contains(SKILL_MEMORY_MARKER), "{first_text}");
     // The stored session holds the read as the tool returned it.
-    let stored = sessions.context(TENANT, SESSION, None).unwrap();
+    let stored = sessions
+        .context(&tenant_named(TENANT), &session_named(SESSION), None)
+        .unwrap();
     assert!(!text_of(&stored).contains(SKILL_MEMORY_MARKER));
 
     for _ in 0..3 {
-        record_skill_use(&store, TENANT, "main", "pptx", false).unwrap();
+        record_skill_use(&store, &tenant_named(TENANT), "main", "pptx", false).unwrap();
     }
     let second = prepare_view(
         &request(&sessions, &refs, &policy, Some(&hook), None),
@@ -156,10 +172,18 @@ async fn a_pending_prompt_drives_recall_and_is_not_in_the_messages() {
     let (sessions, refs) = stores();
     let store = fixture_store();
     sessions
-        .append_message(TENANT, SESSION, Message::text(Role::User, "Hello there."))
+        .append_message(
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            Message::text(Role::User, "Hello there."),
+        )
         .unwrap();
     sessions
-        .append_message(TENANT, SESSION, Message::text(Role::Assistant, "Hi!"))
+        .append_message(
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            Message::text(Role::Assistant, "Hi!"),
+        )
         .unwrap();
     let policy = Policy::preset("none").unwrap();
     let identity = identity();
@@ -220,8 +244,8 @@ async fn recall_without_simulated_calls_is_user_text_and_no_unsigned_tool_call()
     let store = fixture_store();
     sessions
         .append_message(
-            TENANT,
-            SESSION,
+            &tenant_named(TENANT),
+            &session_named(SESSION),
             Message::text(
                 Role::User,
                 "How do I optimise the billing database queries on invoices?",
@@ -291,7 +315,11 @@ async fn recall_without_simulated_calls_is_user_text_and_no_unsigned_tool_call()
 async fn the_pipeline_reports_what_it_saved_and_offers_the_fetch_tool() {
     let (sessions, refs) = stores();
     sessions
-        .append_message(TENANT, SESSION, Message::text(Role::User, "run the build"))
+        .append_message(
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            Message::text(Role::User, "run the build"),
+        )
         .unwrap();
     let log = "2026-01-01 INFO step ok\n".repeat(2_000);
     let mut read = skill_read("c1");
@@ -303,10 +331,16 @@ async fn the_pipeline_reports_what_it_saved_and_offers_the_fetch_tool() {
         result.content = vec![Block::text(log)];
     }
     for message in read {
-        sessions.append_message(TENANT, SESSION, message).unwrap();
+        sessions
+            .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
+            .unwrap();
     }
     sessions
-        .append_message(TENANT, SESSION, Message::text(Role::Assistant, "built"))
+        .append_message(
+            &tenant_named(TENANT),
+            &session_named(SESSION),
+            Message::text(Role::Assistant, "built"),
+        )
         .unwrap();
     let policy = Policy::preset("sccs").unwrap();
     let mut state = SessionState::default();
@@ -333,4 +367,14 @@ fn usage_is_paired_with_the_last_count_once() {
     assert_eq!(state.observe_usage(1_200), None);
     assert_eq!(state.calibrated_tokens(Some("gpt-x"), 1_000), 1_200);
     assert_eq!(state.calibrated_tokens(Some("other"), 1_000), 1_000);
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}
+
+/// A session id of the tests, parsed (it is well formed).
+fn session_named(id: &str) -> skald_core::ids::SessionId {
+    skald_core::ids::SessionId::parse(id).unwrap()
 }

@@ -107,7 +107,6 @@ pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, Api
             error @ (KeyError::NoSuchId(_)
             | KeyError::AlreadyRevoked(_)
             | KeyError::InvalidName(_)
-            | KeyError::Tenant(_)
             | KeyError::Random(_)
             | KeyError::Storage(_)),
         ) => Err(ApiError::Internal(format!(

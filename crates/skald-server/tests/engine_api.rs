@@ -472,7 +472,12 @@ async fn an_upload_started_by_after_turn_finishes_before_shutdown_returns() {
         finished.load(Ordering::SeqCst),
         "shutdown did not wait for the upload"
     );
-    assert!(!state.engine.uploads().is_running("default", "up"));
+    assert!(
+        !state
+            .engine
+            .uploads()
+            .is_running(&tenant_named("default"), &session_named("up"))
+    );
     let metrics = state.metrics.render();
     assert!(
         metrics.contains("skald_memory_uploads_total{outcome=\"started\"} 1"),
@@ -868,4 +873,14 @@ async fn session_states_stay_within_the_byte_budget_and_an_evicted_one_answers_t
         state.engine.cached_session_bytes()
     );
     server.shutdown().await;
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}
+
+/// A session id of the tests, parsed (it is well formed).
+fn session_named(id: &str) -> skald_core::ids::SessionId {
+    skald_core::ids::SessionId::parse(id).unwrap()
 }

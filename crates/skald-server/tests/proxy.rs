@@ -193,7 +193,12 @@ async fn a_big_tool_result_goes_up_as_a_ref_placeholder_with_the_fetch_tool_and_
 
     // The original was stored before the placeholder went out.
     let id = first_ref_id(body).unwrap();
-    let payload = server.state.engine.refs().get(TENANT, &id).unwrap();
+    let payload = server
+        .state
+        .engine
+        .refs()
+        .get(&tenant_named(TENANT), &id)
+        .unwrap();
     assert!(format!("{payload:?}").contains("module_150.rs"));
     let text = metrics(&server).await;
     assert_eq!(metric(&text, "skald_refs_stored_total"), 1.0);
@@ -218,7 +223,7 @@ async fn the_conversation_is_stored_once_and_a_repeated_request_writes_nothing()
         .state
         .engine
         .sessions()
-        .get(TENANT, "s-sync")
+        .get(&tenant_named(TENANT), &session_named("s-sync"))
         .unwrap();
     // The conversation without the system prompt: that is the host's, sent with every request.
     assert_eq!(first.message_count, 5);
@@ -235,7 +240,7 @@ async fn the_conversation_is_stored_once_and_a_repeated_request_writes_nothing()
         .state
         .engine
         .sessions()
-        .get(TENANT, "s-sync")
+        .get(&tenant_named(TENANT), &session_named("s-sync"))
         .unwrap();
     assert_eq!(again.entry_count, first.entry_count);
     assert_eq!(again.updated_at_ms, first.updated_at_ms);
@@ -250,14 +255,14 @@ async fn the_conversation_is_stored_once_and_a_repeated_request_writes_nothing()
         .state
         .engine
         .sessions()
-        .get(TENANT, "s-sync")
+        .get(&tenant_named(TENANT), &session_named("s-sync"))
         .unwrap();
     assert_eq!(after.message_count, 7);
     let context = server
         .state
         .engine
         .sessions()
-        .context(TENANT, "s-sync", None)
+        .context(&tenant_named(TENANT), &session_named("s-sync"), None)
         .unwrap();
     assert_eq!(context.iter().filter(|m| m.plain_text() == "ok").count(), 1);
 }
@@ -312,7 +317,12 @@ async fn without_a_session_header_the_session_is_derived_from_the_opening() {
             .unwrap();
         assert_eq!(response.status(), 200);
     }
-    let sessions = server.state.engine.sessions().list(TENANT).unwrap();
+    let sessions = server
+        .state
+        .engine
+        .sessions()
+        .list(&tenant_named(TENANT))
+        .unwrap();
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     assert!(sessions[0].id.starts_with("conv-"));
     assert_eq!(sessions[0].message_count, 7);
@@ -509,9 +519,12 @@ async fn tool_statistics_count_the_clients_results_once_and_skalds_own_calls() {
         &openai_request(&[]),
     )
     .await;
-    let (stats, problems) =
-        skald_engine::memory::load_tool_stats(server.state.engine.memories(), TENANT, "default")
-            .unwrap();
+    let (stats, problems) = skald_engine::memory::load_tool_stats(
+        server.state.engine.memories(),
+        &tenant_named(TENANT),
+        "default",
+    )
+    .unwrap();
     assert!(problems.is_empty(), "{problems:?}");
     let calls = |tool: &str| stats.iter().find(|s| s.tool == tool).map(|s| s.calls);
     assert_eq!(calls("bash"), Some(1), "{stats:?}");
@@ -824,7 +837,7 @@ async fn an_upstream_overflow_is_compacted_and_retried_transparently() {
         .state
         .engine
         .sessions()
-        .get(TENANT, "s-overflow")
+        .get(&tenant_named(TENANT), &session_named("s-overflow"))
         .unwrap();
     assert_eq!(info.message_count, 25);
 }
@@ -847,12 +860,23 @@ async fn at_half_the_window_the_oldest_turns_go_to_memory_and_leave_the_next_req
     let response = post(&server, "/v1/chat/completions", "s-upload", &request).await;
     assert_eq!(response.status(), 200);
     for _ in 0..500 {
-        if !server.state.engine.uploads().is_running(TENANT, "s-upload") {
+        if !server
+            .state
+            .engine
+            .uploads()
+            .is_running(&tenant_named(TENANT), &session_named("s-upload"))
+        {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert!(!server.state.engine.uploads().is_running(TENANT, "s-upload"));
+    assert!(
+        !server
+            .state
+            .engine
+            .uploads()
+            .is_running(&tenant_named(TENANT), &session_named("s-upload"))
+    );
 
     let messages = request["messages"].as_array_mut().unwrap();
     messages.push(json!({"role": "assistant", "content": "Builds 0 to 2 fail."}));
@@ -919,7 +943,7 @@ async fn at_half_the_window_the_oldest_turns_go_to_memory_and_leave_the_next_req
         .state
         .engine
         .sessions()
-        .get(TENANT, "s-upload")
+        .get(&tenant_named(TENANT), &session_named("s-upload"))
         .unwrap();
     assert!(info.message_count >= 27, "{info:?}");
 }
@@ -985,7 +1009,7 @@ async fn an_upstream_error_that_is_not_an_overflow_comes_back_as_it_was() {
 async fn with_the_skald_key_in_its_own_header_the_clients_provider_key_passes_through() {
     let upstream = Upstream::start().await;
     let state = AppState::in_memory(config_for(&upstream)).unwrap();
-    let key = state.keys.create("acme", "proxy").unwrap();
+    let key = state.keys.create(&tenant_named("acme"), "proxy").unwrap();
     let server = TestServer::start(state).await;
     let client = reqwest::Client::new();
     let response = client
@@ -1004,7 +1028,13 @@ async fn with_the_skald_key_in_its_own_header_the_clients_provider_key_passes_th
     assert_no_skald_key(&upstream, &key.secret);
     // The session is the key's tenant's.
     assert_eq!(
-        server.state.engine.sessions().list("acme").unwrap().len(),
+        server
+            .state
+            .engine
+            .sessions()
+            .list(&tenant_named("acme"))
+            .unwrap()
+            .len(),
         1
     );
     assert!(
@@ -1012,7 +1042,7 @@ async fn with_the_skald_key_in_its_own_header_the_clients_provider_key_passes_th
             .state
             .engine
             .sessions()
-            .list(TENANT)
+            .list(&tenant_named(TENANT))
             .unwrap()
             .is_empty()
     );
@@ -1035,7 +1065,7 @@ async fn with_the_skald_key_as_the_provider_key_skald_sends_its_configured_key()
     config.openai.as_mut().unwrap().api_key = Some("sk-openai-configured".to_owned());
     config.anthropic.as_mut().unwrap().api_key = Some("sk-ant-configured".to_owned());
     let state = AppState::in_memory(config).unwrap();
-    let key = state.keys.create("acme", "virtual").unwrap();
+    let key = state.keys.create(&tenant_named("acme"), "virtual").unwrap();
     let server = TestServer::start(state).await;
     let client = reqwest::Client::new();
     let openai = client
@@ -1071,7 +1101,7 @@ async fn with_the_skald_key_as_the_provider_key_skald_sends_its_configured_key()
 async fn a_skald_bearer_key_without_a_configured_provider_key_is_refused_before_anything_moves() {
     let upstream = Upstream::start().await;
     let state = AppState::in_memory(config_for(&upstream)).unwrap();
-    let key = state.keys.create("acme", "virtual").unwrap();
+    let key = state.keys.create(&tenant_named("acme"), "virtual").unwrap();
     let server = TestServer::start(state).await;
     let response = reqwest::Client::new()
         .post(server.url("/v1/chat/completions"))
@@ -1093,7 +1123,7 @@ async fn a_skald_bearer_key_without_a_configured_provider_key_is_refused_before_
             .state
             .engine
             .sessions()
-            .list("acme")
+            .list(&tenant_named("acme"))
             .unwrap()
             .is_empty()
     );
@@ -1194,7 +1224,7 @@ async fn bad_requests_get_a_clear_error_and_change_nothing() {
             .state
             .engine
             .sessions()
-            .list(TENANT)
+            .list(&tenant_named(TENANT))
             .unwrap()
             .is_empty()
     );
@@ -1203,7 +1233,7 @@ async fn bad_requests_get_a_clear_error_and_change_nothing() {
             .state
             .engine
             .refs()
-            .stats(TENANT)
+            .stats(&tenant_named(TENANT))
             .map_or(true, |stats| stats.count == 0)
     );
 }
@@ -1239,4 +1269,14 @@ async fn the_proxy_routes_are_in_the_openapi_document() {
     let paths = document["paths"].as_object().unwrap();
     assert!(paths["/v1/chat/completions"].get("post").is_some());
     assert!(paths["/v1/messages"].get("post").is_some());
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}
+
+/// A session id of the tests, parsed (it is well formed).
+fn session_named(id: &str) -> skald_core::ids::SessionId {
+    skald_core::ids::SessionId::parse(id).unwrap()
 }

@@ -117,7 +117,7 @@ async fn keyed_server(upstream: &Upstream) -> (TestServer, String) {
         api_key: Some("sk-ant-configured".to_owned()),
     });
     let state = AppState::in_memory(config).unwrap();
-    let key = state.keys.create("sdk", "python").unwrap();
+    let key = state.keys.create(&tenant_named("sdk"), "python").unwrap();
     let server = TestServer::start(state).await;
     (server, key.secret)
 }
@@ -320,4 +320,9 @@ async fn the_anthropic_python_sdk_works_through_the_proxy() {
     );
     assert!(sent[7].body.to_string().len() < sent[6].body.to_string().len() / 2);
     assert_no_skald_key(&upstream, &secret);
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

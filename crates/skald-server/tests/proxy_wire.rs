@@ -949,7 +949,7 @@ async fn count_tokens_is_forwarded_with_skalds_view_and_touches_no_session() {
             .state
             .engine
             .sessions()
-            .list(TENANT)
+            .list(&tenant_named(TENANT))
             .unwrap()
             .is_empty()
     );
@@ -1261,7 +1261,7 @@ async fn serve_returns_within_its_grace_while_an_upstream_hangs() {
 async fn a_skald_key_in_api_key_cookie_or_a_custom_header_never_reaches_the_upstream() {
     let upstream = Upstream::start().await;
     let state = AppState::in_memory(config_for(&upstream)).unwrap();
-    let key = state.keys.create("acme", "proxy").unwrap();
+    let key = state.keys.create(&tenant_named("acme"), "proxy").unwrap();
     let server = TestServer::start(state).await;
     let client = reqwest::Client::new();
     let with_key_everywhere = |request: reqwest::RequestBuilder| {
@@ -1319,7 +1319,7 @@ async fn a_skald_key_in_api_key_cookie_or_a_custom_header_never_reaches_the_upst
 async fn a_skald_key_in_the_provider_header_without_a_provider_key_is_a_422_naming_api_key_env() {
     let upstream = Upstream::start().await;
     let state = AppState::in_memory(config_for(&upstream)).unwrap();
-    let key = state.keys.create("acme", "virtual").unwrap();
+    let key = state.keys.create(&tenant_named("acme"), "virtual").unwrap();
     let server = TestServer::start(state).await;
     let response = reqwest::Client::new()
         .post(server.url("/v1/messages"))
@@ -1343,7 +1343,7 @@ async fn a_skald_key_in_the_provider_header_without_a_provider_key_is_a_422_nami
             .state
             .engine
             .sessions()
-            .list("acme")
+            .list(&tenant_named("acme"))
             .unwrap()
             .is_empty()
     );
@@ -1409,4 +1409,9 @@ async fn a_malformed_body_is_a_400_even_when_no_upstream_is_configured() {
             .contains("not JSON"),
         "{body}"
     );
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

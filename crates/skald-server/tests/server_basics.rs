@@ -91,7 +91,7 @@ async fn metrics_count_requests_by_route_template() {
 #[tokio::test]
 async fn with_keys_every_request_needs_a_live_key() {
     let state = skald_server::AppState::in_memory(common::default_config()).unwrap();
-    let created = state.keys.create("acme", "test").unwrap();
+    let created = state.keys.create(&tenant_named("acme"), "test").unwrap();
     let server = TestServer::start(state).await;
     let client = reqwest::Client::new();
 
@@ -128,4 +128,9 @@ async fn with_keys_every_request_needs_a_live_key() {
         .await
         .unwrap();
     assert_eq!(revoked.status(), 401);
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

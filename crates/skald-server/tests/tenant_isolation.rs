@@ -14,8 +14,16 @@ use skald_server::AppState;
 #[tokio::test]
 async fn a_tenants_sessions_refs_and_memories_do_not_exist_for_another() {
     let state = AppState::in_memory(common::default_config()).unwrap();
-    let key_a = state.keys.create("tenant-a", "a").unwrap().secret;
-    let key_b = state.keys.create("tenant-b", "b").unwrap().secret;
+    let key_a = state
+        .keys
+        .create(&tenant_named("tenant-a"), "a")
+        .unwrap()
+        .secret;
+    let key_b = state
+        .keys
+        .create(&tenant_named("tenant-b"), "b")
+        .unwrap()
+        .secret;
     let server = TestServer::start(state).await;
     let a = Api::new(server.url(""), Some(key_a));
     let b = Api::new(server.url(""), Some(key_b));
@@ -129,4 +137,9 @@ async fn a_tenants_sessions_refs_and_memories_do_not_exist_for_another() {
         .await;
     assert_eq!(a_found["results"][0]["uri"], memory_uri.as_str());
     server.shutdown().await;
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

@@ -301,7 +301,9 @@ fn filled_store(corpus: Corpus<'_>, vectors: bool) -> SqliteMemoryStore {
         .map(|n| memory(corpus, &mut rng, n, vectors))
         .collect();
     for batch in all.chunks(TURNS_PER_SESSION) {
-        store.add_many("bench", batch.to_vec()).unwrap();
+        store
+            .add_many(&tenant_named("bench"), batch.to_vec())
+            .unwrap();
     }
     store
 }
@@ -342,7 +344,7 @@ fn search(c: &mut Criterion) {
                 b.iter(|| {
                     next = (next + 1) % questions.len();
                     let query = SearchQuery::text(&questions[next], limit);
-                    black_box(store.search("bench", &query).unwrap())
+                    black_box(store.search(&tenant_named("bench"), &query).unwrap())
                 });
             });
         }
@@ -358,7 +360,7 @@ fn search(c: &mut Criterion) {
         b.iter(|| {
             next = (next + 1) % questions.len();
             let query = SearchQuery::text(&questions[next], 10).with_vector(query_vector.clone());
-            black_box(hybrid.search("bench", &query).unwrap())
+            black_box(hybrid.search(&tenant_named("bench"), &query).unwrap())
         });
     });
     group.finish();
@@ -383,7 +385,9 @@ fn ingest(c: &mut Criterion) {
                     .map(|n| memory(corpus, &mut rng, n, false))
                     .collect();
                 for batch in old.chunks(TURNS_PER_SESSION) {
-                    store.add_many("bench", batch.to_vec()).unwrap();
+                    store
+                        .add_many(&tenant_named("bench"), batch.to_vec())
+                        .unwrap();
                 }
                 let new: Vec<NewMemory> = (5000..6000)
                     .map(|n| memory(corpus, &mut rng, n, false))
@@ -392,7 +396,9 @@ fn ingest(c: &mut Criterion) {
             },
             |(store, new)| {
                 for batch in new.chunks(TURNS_PER_SESSION) {
-                    store.add_many("bench", batch.to_vec()).unwrap();
+                    store
+                        .add_many(&tenant_named("bench"), batch.to_vec())
+                        .unwrap();
                 }
                 store
             },
@@ -411,3 +417,8 @@ criterion_group! {
     targets = search, ingest
 }
 criterion_main!(benches);
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}

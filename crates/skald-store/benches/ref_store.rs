@@ -35,20 +35,32 @@ fn bench(c: &mut Criterion) {
     c.bench_function("ref_store/put_new_16k_fsync", |b| {
         b.iter(|| {
             n += 1;
-            store.put("bench", &output(n)).unwrap()
+            store.put(&tenant_named("bench"), &output(n)).unwrap()
         });
     });
     let payload = output(0);
-    let id = store.put("bench", &payload).unwrap();
-    uncached.put("bench", &payload).unwrap();
+    let id = store.put(&tenant_named("bench"), &payload).unwrap();
+    uncached.put(&tenant_named("bench"), &payload).unwrap();
     c.bench_function("ref_store/re_put_16k", |b| {
-        b.iter(|| store.put("bench", black_box(&payload)).unwrap());
+        b.iter(|| {
+            store
+                .put(&tenant_named("bench"), black_box(&payload))
+                .unwrap()
+        });
     });
     c.bench_function("ref_store/get_cached_16k", |b| {
-        b.iter(|| store.get("bench", black_box(id.as_str())).unwrap());
+        b.iter(|| {
+            store
+                .get(&tenant_named("bench"), black_box(id.as_str()))
+                .unwrap()
+        });
     });
     c.bench_function("ref_store/get_sqlite_16k", |b| {
-        b.iter(|| uncached.get("bench", black_box(id.as_str())).unwrap());
+        b.iter(|| {
+            uncached
+                .get(&tenant_named("bench"), black_box(id.as_str()))
+                .unwrap()
+        });
     });
 }
 
@@ -61,3 +73,8 @@ criterion_group! {
     targets = bench
 }
 criterion_main!(benches);
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}

@@ -24,39 +24,42 @@
 //!
 //! ```
 //! use std::sync::Arc;
+//! use skald_core::ids::Tenant;
 //! use skald_core::message::Block;
 //! use skald_core::refs::{placeholder, RefPayload};
 //! use skald_store::{ManualClock, RefSettings, RefStore, SqliteRefStore, StoreError};
 //!
-//! # fn main() -> Result<(), StoreError> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Tenants are parsed where they enter skald; the store trusts what it is given.
+//! let (acme, globex) = (Tenant::parse("acme")?, Tenant::parse("globex")?);
 //! let clock = Arc::new(ManualClock::new(1_700_000_000_000));
 //! let store = SqliteRefStore::in_memory_with_clock(RefSettings::default(), clock.clone())?;
 //!
 //! // Offload: store the original first, then show the model the placeholder.
 //! let output = RefPayload::new(vec![Block::text("error: disk full\n".repeat(500))]);
-//! let id = store.put("acme", &output)?;
+//! let id = store.put(&acme, &output)?;
 //! let shown = placeholder(&id, "log: 500 lines, 500 errors");
 //!
 //! // The model asks for it back with the token it saw; any other tenant cannot see it.
-//! assert_eq!(store.get("acme", &shown)?, output);
-//! assert!(matches!(store.get("globex", &shown), Err(StoreError::NotFound { .. })));
-//! assert!(matches!(store.get("acme", "../../etc/passwd"), Err(StoreError::InvalidId(_))));
+//! assert_eq!(store.get(&acme, &shown)?, output);
+//! assert!(matches!(store.get(&globex, &shown), Err(StoreError::NotFound { .. })));
+//! assert!(matches!(store.get(&acme, "../../etc/passwd"), Err(StoreError::InvalidId(_))));
 //!
-//! let stats = store.stats("acme")?;
+//! let stats = store.stats(&acme)?;
 //! assert_eq!(stats.count, 1);
 //! assert!(stats.stored_bytes < stats.original_bytes / 10, "repetitive text compresses");
 //!
 //! // A day later the ref has expired: a distinct error, and then it is gone.
 //! clock.advance(24 * 60 * 60 * 1000);
-//! assert!(matches!(store.get("acme", id.as_str()), Err(StoreError::Expired { .. })));
-//! assert!(matches!(store.get("acme", id.as_str()), Err(StoreError::NotFound { .. })));
+//! assert!(matches!(store.get(&acme, id.as_str()), Err(StoreError::Expired { .. })));
+//! assert!(matches!(store.get(&acme, id.as_str()), Err(StoreError::NotFound { .. })));
 //!
 //! // The engine only needs the trait, so its tests can use any implementation.
-//! fn fetch(refs: &dyn RefStore, tenant: &str, token: &str) -> Result<String, StoreError> {
+//! fn fetch(refs: &dyn RefStore, tenant: &Tenant, token: &str) -> Result<String, StoreError> {
 //!     Ok(refs.get(tenant, token)?.text())
 //! }
-//! let id = store.put("acme", &output)?;
-//! assert!(fetch(&store, "acme", id.as_str())?.starts_with("error: disk full"));
+//! let id = store.put(&acme, &output)?;
+//! assert!(fetch(&store, &acme, id.as_str())?.starts_with("error: disk full"));
 //! # Ok(())
 //! # }
 //! ```

@@ -1,4 +1,6 @@
-//! Tenant names: every stored row belongs to one, and a name is checked before any query uses it.
+//! Tenant names: every stored row belongs to one. The store traits take a
+//! [`Tenant`](skald_core::ids::Tenant), checked where the name entered skald; [`validate_tenant`]
+//! checks a name given as text that is not kept as one.
 
 use crate::StoreError;
 
@@ -55,5 +57,38 @@ mod tests {
         }
         let message = validate_tenant("").unwrap_err().to_string();
         assert!(message.contains("must not be empty"), "{message}");
+    }
+
+    /// The store traits take a [`Tenant`] and a [`SessionId`] and check neither again: the names
+    /// the conformance suite fed to every store to see them refused are refused where they are
+    /// parsed, with the words the stores used.
+    #[test]
+    fn the_parse_edge_refuses_what_the_stores_refused() {
+        use skald_core::ids::{SessionId, Tenant};
+
+        for bad in ["", "../a", "a b", "a/b"] {
+            assert_eq!(
+                Tenant::parse(bad).unwrap_err().to_string(),
+                validate_tenant(bad).unwrap_err().to_string(),
+                "{bad:?}"
+            );
+        }
+        let long = "s".repeat(129);
+        for bad in [
+            "",
+            "../etc/passwd",
+            "a b",
+            "-leading-dash",
+            "a/b",
+            long.as_str(),
+        ] {
+            assert_eq!(
+                SessionId::parse(bad).unwrap_err().to_string(),
+                crate::sessions::validate_session_id(bad)
+                    .unwrap_err()
+                    .to_string(),
+                "{bad:?}"
+            );
+        }
     }
 }

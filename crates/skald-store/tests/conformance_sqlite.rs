@@ -14,11 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::Message;
 use skald_core::refs::{RefId, RefPayload};
 use skald_core::session::{Entry, EntryKind, Session};
 use skald_store::conformance::{
-    self, NewKeyStore, NewMemoryStore, NewRefStore, NewSessionStore, TENANT_A,
+    self, NewKeyStore, NewMemoryStore, NewRefStore, NewSessionStore, tenant_a,
 };
 use skald_store::keys::{ApiKey, CreatedKey, KeyError};
 use skald_store::sessions::{
@@ -214,48 +215,59 @@ fn every_store_survives_reopen_on_one_shared_file() {
 struct LeakySessions(SqliteSessionStore);
 
 impl SessionStore for LeakySessions {
-    fn create(&self, _: &str, session: NewSession) -> Result<SessionInfo, SessionError> {
-        self.0.create(TENANT_A, session)
+    fn create(&self, _: &Tenant, session: NewSession) -> Result<SessionInfo, SessionError> {
+        self.0.create(&tenant_a(), session)
     }
-    fn append(&self, _: &str, session: &str, entries: &[Entry]) -> Result<(), SessionError> {
-        self.0.append(TENANT_A, session, entries)
+    fn append(
+        &self,
+        _: &Tenant,
+        session: &SessionId,
+        entries: &[Entry],
+    ) -> Result<(), SessionError> {
+        self.0.append(&tenant_a(), session, entries)
     }
     fn append_message(
         &self,
-        _: &str,
-        session: &str,
+        _: &Tenant,
+        session: &SessionId,
         message: Message,
     ) -> Result<Entry, SessionError> {
-        self.0.append_message(TENANT_A, session, message)
+        self.0.append_message(&tenant_a(), session, message)
     }
     fn append_compaction(
         &self,
-        _: &str,
-        session: &str,
+        _: &Tenant,
+        session: &SessionId,
         checkpoint: CompactionCheckpoint,
     ) -> Result<Entry, SessionError> {
-        self.0.append_compaction(TENANT_A, session, checkpoint)
+        self.0.append_compaction(&tenant_a(), session, checkpoint)
     }
     fn rewrite_branch(
         &self,
-        _: &str,
-        session: &str,
+        _: &Tenant,
+        session: &SessionId,
         rewrites: BTreeMap<String, EntryKind>,
         reason: &str,
     ) -> Result<BranchRewrite, SessionError> {
-        self.0.rewrite_branch(TENANT_A, session, rewrites, reason)
+        self.0
+            .rewrite_branch(&tenant_a(), session, rewrites, reason)
     }
-    fn set_leaf(&self, _: &str, session: &str, leaf: Option<&str>) -> Result<(), SessionError> {
-        self.0.set_leaf(TENANT_A, session, leaf)
+    fn set_leaf(
+        &self,
+        _: &Tenant,
+        session: &SessionId,
+        leaf: Option<&str>,
+    ) -> Result<(), SessionError> {
+        self.0.set_leaf(&tenant_a(), session, leaf)
     }
-    fn get(&self, _: &str, session: &str) -> Result<SessionInfo, SessionError> {
-        self.0.get(TENANT_A, session)
+    fn get(&self, _: &Tenant, session: &SessionId) -> Result<SessionInfo, SessionError> {
+        self.0.get(&tenant_a(), session)
     }
-    fn list(&self, _: &str) -> Result<Vec<SessionInfo>, SessionError> {
-        self.0.list(TENANT_A)
+    fn list(&self, _: &Tenant) -> Result<Vec<SessionInfo>, SessionError> {
+        self.0.list(&tenant_a())
     }
-    fn load(&self, _: &str, session: &str) -> Result<Session, SessionError> {
-        self.0.load(TENANT_A, session)
+    fn load(&self, _: &Tenant, session: &SessionId) -> Result<Session, SessionError> {
+        self.0.load(&tenant_a(), session)
     }
 }
 
@@ -272,10 +284,10 @@ fn a_store_leaking_across_tenants_fails_the_isolation_check() {
 struct ExpiryHidingRefs(SqliteRefStore);
 
 impl RefStore for ExpiryHidingRefs {
-    fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError> {
+    fn put(&self, tenant: &Tenant, payload: &RefPayload) -> Result<RefId, StoreError> {
         self.0.put(tenant, payload)
     }
-    fn get(&self, tenant: &str, id: &str) -> Result<RefPayload, StoreError> {
+    fn get(&self, tenant: &Tenant, id: &str) -> Result<RefPayload, StoreError> {
         self.0.get(tenant, id).map_err(|error| match error {
             StoreError::Expired { tenant, id, .. } => StoreError::NotFound { tenant, id },
             other @ (StoreError::InvalidId(_)
@@ -288,7 +300,7 @@ impl RefStore for ExpiryHidingRefs {
             | StoreError::Corrupt(_)) => other,
         })
     }
-    fn stats(&self, tenant: &str) -> Result<RefStats, StoreError> {
+    fn stats(&self, tenant: &Tenant) -> Result<RefStats, StoreError> {
         self.0.stats(tenant)
     }
 }
@@ -314,7 +326,7 @@ struct StaleListingKeys {
 }
 
 impl KeyStore for StaleListingKeys {
-    fn create(&self, tenant: &str, name: &str) -> Result<CreatedKey, KeyError> {
+    fn create(&self, tenant: &Tenant, name: &str) -> Result<CreatedKey, KeyError> {
         self.keys.create(tenant, name)
     }
     fn list(&self) -> Result<Vec<ApiKey>, KeyError> {

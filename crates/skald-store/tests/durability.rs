@@ -40,7 +40,7 @@ fn durability_child() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut n = 0;
     while Instant::now() < deadline {
-        let id = store.put("acme", &payload(n)).unwrap();
+        let id = store.put(&tenant_named("acme"), &payload(n)).unwrap();
         writeln!(stdout, "PUT {n} {id}").unwrap();
         stdout.flush().unwrap();
         n += 1;
@@ -63,7 +63,7 @@ fn durability_batch_child() {
             .map(|k| CanonicalPayload::of(&payload(k)))
             .collect();
         store
-            .put_many("acme", &batch.iter().collect::<Vec<_>>())
+            .put_many(&tenant_named("acme"), &batch.iter().collect::<Vec<_>>())
             .unwrap();
         for (k, canonical) in (n..).zip(&batch) {
             writeln!(stdout, "PUT {k} {}", canonical.id()).unwrap();
@@ -120,10 +120,15 @@ fn kill_child_then_read_every_printed_ref(child_test: &str) {
     let store = SqliteRefStore::open(&db, RefSettings::default()).unwrap();
     for (n, id) in &printed {
         assert_eq!(
-            store.get("acme", id).unwrap(),
+            store.get(&tenant_named("acme"), id).unwrap(),
             payload(*n),
             "ref {n} ({id}) was lost"
         );
     }
-    assert!(store.stats("acme").unwrap().count >= printed.len() as u64);
+    assert!(store.stats(&tenant_named("acme")).unwrap().count >= printed.len() as u64);
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

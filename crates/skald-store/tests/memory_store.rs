@@ -28,7 +28,9 @@ fn store() -> (SqliteMemoryStore, Arc<ManualClock>) {
 }
 
 fn add(store: &SqliteMemoryStore, at: &str, content: &str) -> AddOutcome {
-    store.add("acme", NewMemory::new(uri(at), content)).unwrap()
+    store
+        .add(&tenant_named("acme"), NewMemory::new(uri(at), content))
+        .unwrap()
 }
 
 fn added_id(outcome: &AddOutcome) -> i64 {
@@ -42,7 +44,7 @@ fn added_id(outcome: &AddOutcome) -> i64 {
 }
 
 fn stored_rows(store: &SqliteMemoryStore) -> u64 {
-    let stats = store.stats("acme").unwrap();
+    let stats = store.stats(&tenant_named("acme")).unwrap();
     stats.live + stats.superseded + stats.forgotten
 }
 
@@ -74,14 +76,17 @@ fn entries_get_derived_levels_category_and_timestamps() {
     .with_priority(9)
     .with_source(MemorySource::new("sess-1", ["e1", "e2"]))
     .created_at(T0 - DAY);
-    let stored = store.add("acme", given).unwrap();
+    let stored = store.add(&tenant_named("acme"), given).unwrap();
     let stored = stored.memory();
     assert_eq!(stored.l0, "CI cache key bug");
     assert_eq!(stored.priority, 9);
     assert_eq!(stored.created_at_ms, T0 - DAY);
     assert_eq!(stored.category, MemoryCategory::Cases);
     assert_eq!(stored.source_entry_ids().collect::<Vec<_>>(), ["e1", "e2"]);
-    assert_eq!(store.get("acme", &stored.uri).unwrap(), *stored);
+    assert_eq!(
+        store.get(&tenant_named("acme"), &stored.uri).unwrap(),
+        *stored
+    );
 }
 
 #[test]
@@ -114,7 +119,7 @@ fn tree_listing_follows_the_uris() {
     );
 
     let root: Vec<String> = store
-        .ls("acme", &MemoryUri::root())
+        .ls(&tenant_named("acme"), &MemoryUri::root())
         .unwrap()
         .iter()
         .map(|entry| entry.uri.to_string())
@@ -125,7 +130,7 @@ fn tree_listing_follows_the_uris() {
     );
 
     let memories = store
-        .ls("acme", &uri("viking://user/alice/memories"))
+        .ls(&tenant_named("acme"), &uri("viking://user/alice/memories"))
         .unwrap();
     let listed: Vec<(String, DirEntryKind)> = memories
         .into_iter()
@@ -141,7 +146,10 @@ fn tree_listing_follows_the_uris() {
     assert_eq!(listed[1].0, "viking://user/alice/memories/preferences");
 
     let events = store
-        .ls("acme", &uri("viking://user/alice/memories/events/2023"))
+        .ls(
+            &tenant_named("acme"),
+            &uri("viking://user/alice/memories/events/2023"),
+        )
         .unwrap();
     assert!(
         matches!(&events[0].kind, DirEntryKind::Entry { l0, .. } if l0 == "Alice went to Rome in May.")
@@ -149,19 +157,24 @@ fn tree_listing_follows_the_uris() {
     // An entry lists as itself; an empty directory lists nothing.
     assert_eq!(
         store
-            .ls("acme", &uri("viking://agent/main/tools/run_shell"))
+            .ls(
+                &tenant_named("acme"),
+                &uri("viking://agent/main/tools/run_shell")
+            )
             .unwrap()
             .len(),
         1
     );
     assert!(
         store
-            .ls("acme", &uri("viking://user/bob"))
+            .ls(&tenant_named("acme"), &uri("viking://user/bob"))
             .unwrap()
             .is_empty()
     );
 
-    let tree = store.tree("acme", &uri("viking://user/alice"), 8).unwrap();
+    let tree = store
+        .tree(&tenant_named("acme"), &uri("viking://user/alice"), 8)
+        .unwrap();
     insta::assert_snapshot!(tree.render(), @r"
     viking://user/alice/ (3)
       memories/ (3)
@@ -173,7 +186,9 @@ fn tree_listing_follows_the_uris() {
         preferences/ (1)
           editor.md — Alice prefers dark mode.
     ");
-    let shallow = store.tree("acme", &MemoryUri::root(), 1).unwrap();
+    let shallow = store
+        .tree(&tenant_named("acme"), &MemoryUri::root(), 1)
+        .unwrap();
     assert_eq!(shallow.children.len(), 3);
     assert!(
         shallow
@@ -189,7 +204,7 @@ fn an_update_supersedes_and_history_keeps_every_version() {
     let at = uri("viking://user/alice/memories/preferences/theme.md");
     let first = store
         .add(
-            "acme",
+            &tenant_named("acme"),
             NewMemory::new(at.clone(), "Alice prefers dark mode.")
                 .with_source(MemorySource::new("s1", ["a"])),
         )
@@ -197,7 +212,7 @@ fn an_update_supersedes_and_history_keeps_every_version() {
     clock.advance(DAY);
     let outcome = store
         .update(
-            "acme",
+            &tenant_named("acme"),
             NewMemory::new(at.clone(), "Alice switched to light mode."),
         )
         .unwrap();
@@ -224,33 +239,33 @@ fn an_update_supersedes_and_history_keeps_every_version() {
         }
     );
 
-    let history = store.history("acme", &at).unwrap();
+    let history = store.history(&tenant_named("acme"), &at).unwrap();
     assert_eq!(
         history.iter().map(|m| m.l2.as_str()).collect::<Vec<_>>(),
         ["Alice prefers dark mode.", "Alice switched to light mode."]
     );
     assert_eq!(
-        store.get("acme", &at).unwrap().l2,
+        store.get(&tenant_named("acme"), &at).unwrap().l2,
         "Alice switched to light mode."
     );
     // Search sees only the live version.
     let hits = store
-        .search("acme", &SearchQuery::text("dark", 10))
+        .search(&tenant_named("acme"), &SearchQuery::text("dark", 10))
         .unwrap();
     assert!(hits.is_empty(), "{hits:?}");
     // Writing the same again writes nothing.
     let again = store
         .update(
-            "acme",
+            &tenant_named("acme"),
             NewMemory::new(at.clone(), "Alice switched to light mode."),
         )
         .unwrap();
     assert!(matches!(again, UpdateOutcome::Unchanged(_)));
-    assert_eq!(store.history("acme", &at).unwrap().len(), 2);
+    assert_eq!(store.history(&tenant_named("acme"), &at).unwrap().len(), 2);
     // Updating what does not exist is an error.
     let missing = store
         .update(
-            "acme",
+            &tenant_named("acme"),
             NewMemory::new(
                 uri("viking://user/alice/memories/preferences/none.md"),
                 "x y",
@@ -266,12 +281,12 @@ fn forget_marks_a_tombstone_and_keeps_the_row() {
     let at = uri("viking://user/alice/memories/entities/bob.md");
     add(&store, at.as_str(), "Bob leads the payments team.");
     clock.advance(1000);
-    let forgotten = store.forget("acme", &at).unwrap();
+    let forgotten = store.forget(&tenant_named("acme"), &at).unwrap();
     assert_eq!(
         forgotten.status,
         MemoryStatus::Forgotten { at_ms: T0 + 1000 }
     );
-    let error = store.get("acme", &at).unwrap_err();
+    let error = store.get(&tenant_named("acme"), &at).unwrap_err();
     assert!(
         matches!(error, MemoryError::Forgotten { at_ms, .. } if at_ms == T0 + 1000),
         "{error}"
@@ -279,22 +294,25 @@ fn forget_marks_a_tombstone_and_keeps_the_row() {
     assert!(error.to_string().contains("history"));
     assert!(
         store
-            .search("acme", &SearchQuery::text("payments team", 5))
+            .search(
+                &tenant_named("acme"),
+                &SearchQuery::text("payments team", 5)
+            )
             .unwrap()
             .is_empty()
     );
     assert!(
         store
-            .ls("acme", &uri("viking://user/alice"))
+            .ls(&tenant_named("acme"), &uri("viking://user/alice"))
             .unwrap()
             .is_empty()
     );
-    assert_eq!(store.history("acme", &at).unwrap().len(), 1);
+    assert_eq!(store.history(&tenant_named("acme"), &at).unwrap().len(), 1);
     assert!(matches!(
-        store.forget("acme", &at),
+        store.forget(&tenant_named("acme"), &at),
         Err(MemoryError::Forgotten { .. })
     ));
-    let stats = store.stats("acme").unwrap();
+    let stats = store.stats(&tenant_named("acme")).unwrap();
     assert_eq!((stats.live, stats.forgotten), (0, 1));
     // The URI can hold a new entry again, as version 2.
     let again = add(&store, at.as_str(), "Bob moved to the data team.");
@@ -309,7 +327,7 @@ fn rows_are_never_deleted_or_rewritten_even_by_hand() {
     let store = SqliteMemoryStore::open(&path).unwrap();
     store
         .add(
-            "acme",
+            &tenant_named("acme"),
             NewMemory::new(uri("viking://resources/a.md"), "Some resource text."),
         )
         .unwrap();
@@ -339,7 +357,7 @@ fn exact_duplicates_are_merged_with_their_source() {
     );
     let second = store
         .add(
-            "acme",
+            &tenant_named("acme"),
             NewMemory::new(
                 uri("viking://user/alice/memories/preferences/theme.md"),
                 "alice prefers   DARK mode",
@@ -359,12 +377,12 @@ fn exact_duplicates_are_merged_with_their_source() {
     assert_eq!(merge.into.source_entry_ids().collect::<Vec<_>>(), ["m7"]);
     assert!(matches!(
         store.get(
-            "acme",
+            &tenant_named("acme"),
             &uri("viking://user/alice/memories/preferences/theme.md")
         ),
         Err(MemoryError::NotFound { .. })
     ));
-    let stats = store.stats("acme").unwrap();
+    let stats = store.stats(&tenant_named("acme")).unwrap();
     assert_eq!((stats.live, stats.merged), (1, 1));
     // Re-adding at the same URI is idempotent: a merge, not an error.
     let again = add(
@@ -416,13 +434,13 @@ fn near_duplicates_are_merged_and_the_threshold_is_configurable() {
             SqliteMemoryStore::in_memory_with(settings, Arc::new(ManualClock::new(T0))).unwrap();
         strict
             .add(
-                "acme",
+                &tenant_named("acme"),
                 NewMemory::new(uri("viking://agent/main/memories/patterns/a"), text),
             )
             .unwrap();
         let outcome = strict
             .add(
-                "acme",
+                &tenant_named("acme"),
                 NewMemory::new(uri("viking://agent/main/memories/patterns/b"), near),
             )
             .unwrap();
@@ -460,42 +478,43 @@ fn tenants_are_isolated() {
     let at = uri("viking://user/alice/memories/preferences/editor.md");
     store
         .add(
-            "acme",
+            &tenant_named("acme"),
             NewMemory::new(at.clone(), "Alice prefers dark mode."),
         )
         .unwrap();
     // The same URI and content in another tenant is a separate entry, not a merge.
     let other = store
         .add(
-            "globex",
+            &tenant_named("globex"),
             NewMemory::new(at.clone(), "Alice prefers dark mode."),
         )
         .unwrap();
     assert!(matches!(other, AddOutcome::Added(_)));
-    store.forget("globex", &at).unwrap();
+    store.forget(&tenant_named("globex"), &at).unwrap();
     assert_eq!(
-        store.get("acme", &at).unwrap().l2,
+        store.get(&tenant_named("acme"), &at).unwrap().l2,
         "Alice prefers dark mode."
     );
-    assert!(store.get("initech", &at).is_err());
+    assert!(store.get(&tenant_named("initech"), &at).is_err());
     assert!(
         store
-            .search("initech", &SearchQuery::text("dark mode", 5))
+            .search(&tenant_named("initech"), &SearchQuery::text("dark mode", 5))
             .unwrap()
             .is_empty()
     );
-    assert!(store.ls("initech", &MemoryUri::root()).unwrap().is_empty());
+    assert!(
+        store
+            .ls(&tenant_named("initech"), &MemoryUri::root())
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         store
-            .search("acme", &SearchQuery::text("dark mode", 5))
+            .search(&tenant_named("acme"), &SearchQuery::text("dark mode", 5))
             .unwrap()
             .len(),
         1
     );
-    assert!(matches!(
-        store.get("../acme", &at),
-        Err(MemoryError::Store(_))
-    ));
 }
 
 fn search_fixture() -> SqliteMemoryStore {
@@ -523,7 +542,10 @@ fn search_fixture() -> SqliteMemoryStore {
         ),
     ] {
         store
-            .add("acme", NewMemory::new(uri(at), content).created_at(created))
+            .add(
+                &tenant_named("acme"),
+                NewMemory::new(uri(at), content).created_at(created),
+            )
             .unwrap();
     }
     store
@@ -539,7 +561,7 @@ fn uris(hits: &[skald_store::memories::SearchHit]) -> Vec<String> {
 fn full_text_search_filters_by_category_prefix_and_time() {
     let store = search_fixture();
     let all = store
-        .search("acme", &SearchQuery::text("pottery", 10))
+        .search(&tenant_named("acme"), &SearchQuery::text("pottery", 10))
         .unwrap();
     assert_eq!(all.len(), 4);
     assert!(
@@ -551,7 +573,7 @@ fn full_text_search_filters_by_category_prefix_and_time() {
         uris(
             &store
                 .search(
-                    "acme",
+                    &tenant_named("acme"),
                     &SearchQuery::text("pottery", 10).with_filter(filter),
                 )
                 .unwrap(),
@@ -588,7 +610,10 @@ fn full_text_search_filters_by_category_prefix_and_time() {
     assert_eq!(
         uris(
             &store
-                .search("acme", &SearchQuery::text("pottery classes in Lyon?", 1))
+                .search(
+                    &tenant_named("acme"),
+                    &SearchQuery::text("pottery classes in Lyon?", 1)
+                )
                 .unwrap()
         ),
         ["lyon.md"]
@@ -604,7 +629,7 @@ fn a_named_date_ranks_memories_of_that_time_higher() {
         date.format("%-d %B, %Y")
     );
     let hits = store
-        .search("acme", &SearchQuery::text(&question, 4))
+        .search(&tenant_named("acme"), &SearchQuery::text(&question, 4))
         .unwrap();
     assert_eq!(
         hits[0].memory.uri.name(),
@@ -615,7 +640,7 @@ fn a_named_date_ranks_memories_of_that_time_higher() {
     assert_eq!(hits[0].date_rank, Some(0));
     let mut plain = SearchQuery::text(&question, 4);
     plain.date_ranking = false;
-    let hits = store.search("acme", &plain).unwrap();
+    let hits = store.search(&tenant_named("acme"), &plain).unwrap();
     assert!(hits.iter().all(|hit| hit.date_rank.is_none()));
 }
 
@@ -645,22 +670,22 @@ fn vectors_fuse_with_text_by_reciprocal_rank() {
         let at = uri(&format!("viking://user/alice/memories/events/{name}"));
         let mut memory = NewMemory::new(at, content);
         memory.embedding = vector.map(|v| v.to_vec());
-        store.add("acme", memory).unwrap();
+        store.add(&tenant_named("acme"), memory).unwrap();
     }
     let text_only = store
-        .search("acme", &SearchQuery::text("garden", 3))
+        .search(&tenant_named("acme"), &SearchQuery::text("garden", 3))
         .unwrap();
     assert_eq!(uris(&text_only), ["a", "b"]);
     let vector_only = store
         .search(
-            "acme",
+            &tenant_named("acme"),
             &SearchQuery::text("", 3).with_vector(vec![0.1, 1.0, 0.0]),
         )
         .unwrap();
     assert_eq!(uris(&vector_only), ["c", "b"]);
     let hybrid = store
         .search(
-            "acme",
+            &tenant_named("acme"),
             &SearchQuery::text("garden", 3).with_vector(vec![0.1, 1.0, 0.0]),
         )
         .unwrap();
@@ -675,7 +700,7 @@ fn vectors_fuse_with_text_by_reciprocal_rank() {
 
     let mismatch = store
         .search(
-            "acme",
+            &tenant_named("acme"),
             &SearchQuery::text("garden", 3).with_vector(vec![1.0, 0.0]),
         )
         .unwrap_err();
@@ -687,24 +712,26 @@ fn vectors_fuse_with_text_by_reciprocal_rank() {
     let d = uri("viking://user/alice/memories/events/d");
     store
         .add(
-            "acme",
+            &tenant_named("acme"),
             NewMemory::new(d.clone(), "unrelated note about taxes"),
         )
         .unwrap();
     assert!(
         store
             .search(
-                "acme",
+                &tenant_named("acme"),
                 &SearchQuery::text("", 4).with_vector(vec![0.0, 0.0, 1.0])
             )
             .unwrap()
             .iter()
             .all(|hit| hit.memory.uri != d)
     );
-    store.set_embedding("acme", &d, &[0.0, 0.0, 1.0]).unwrap();
+    store
+        .set_embedding(&tenant_named("acme"), &d, &[0.0, 0.0, 1.0])
+        .unwrap();
     let first = store
         .search(
-            "acme",
+            &tenant_named("acme"),
             &SearchQuery::text("", 1).with_vector(vec![0.0, 0.0, 1.0]),
         )
         .unwrap();
@@ -734,18 +761,18 @@ fn hybrid_order(fusion: VectorFusion) -> (Vec<String>, Vec<skald_store::memories
         let at = uri(&format!("viking://user/alice/memories/events/{name}"));
         store
             .add(
-                "acme",
+                &tenant_named("acme"),
                 NewMemory::new(at, content).with_embedding(vector.to_vec()),
             )
             .unwrap();
     }
     let text_only = store
-        .search("acme", &SearchQuery::text("garden", 3))
+        .search(&tenant_named("acme"), &SearchQuery::text("garden", 3))
         .unwrap();
     assert_eq!(uris(&text_only), ["t", "v", "y"]);
     let hits = store
         .search(
-            "acme",
+            &tenant_named("acme"),
             &SearchQuery::text("garden", 3).with_vector(vec![1.0, 0.0, 0.0]),
         )
         .unwrap();
@@ -845,10 +872,15 @@ fn a_directory_where_several_entries_match_lifts_them() {
         ),
         ("viking://resources/travel/rome.md", "Rome trip in May."),
     ] {
-        store.add("acme", NewMemory::new(uri(at), content)).unwrap();
+        store
+            .add(&tenant_named("acme"), NewMemory::new(uri(at), content))
+            .unwrap();
     }
     let hits = store
-        .search("acme", &SearchQuery::text("pottery glaze", 10))
+        .search(
+            &tenant_named("acme"),
+            &SearchQuery::text("pottery glaze", 10),
+        )
         .unwrap();
     let glaze = hits
         .iter()
@@ -880,12 +912,12 @@ fn a_directory_where_several_entries_match_lifts_them() {
     };
     let flat = SqliteMemoryStore::in_memory_with(settings, Arc::new(ManualClock::new(T0))).unwrap();
     flat.add(
-        "acme",
+        &tenant_named("acme"),
         NewMemory::new(uri("viking://resources/a.md"), "pottery"),
     )
     .unwrap();
     let hits = flat
-        .search("acme", &SearchQuery::text("pottery", 10))
+        .search(&tenant_named("acme"), &SearchQuery::text("pottery", 10))
         .unwrap();
     assert_eq!(hits[0].directory_rank, None);
 }
@@ -901,7 +933,7 @@ fn terms_in_half_the_memories_or_more_do_not_count() {
     ] {
         store
             .add(
-                "acme",
+                &tenant_named("acme"),
                 NewMemory::new(
                     uri(&format!("viking://user/alice/memories/events/{name}")),
                     content,
@@ -910,13 +942,13 @@ fn terms_in_half_the_memories_or_more_do_not_count() {
             .unwrap();
     }
     let hits = store
-        .search("acme", &SearchQuery::text("Alice Rome", 10))
+        .search(&tenant_named("acme"), &SearchQuery::text("Alice Rome", 10))
         .unwrap();
     assert_eq!(uris(&hits), ["b"]);
     // A query of such terms alone still searches them.
     assert_eq!(
         store
-            .search("acme", &SearchQuery::text("Alice", 10))
+            .search(&tenant_named("acme"), &SearchQuery::text("Alice", 10))
             .unwrap()
             .len(),
         3
@@ -993,7 +1025,10 @@ fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
         ),
     ];
     for (memory, expected) in cases {
-        let error = store.add("acme", memory).unwrap_err().to_string();
+        let error = store
+            .add(&tenant_named("acme"), memory)
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains(expected),
             "expected {expected:?} in {error:?}"
@@ -1003,7 +1038,7 @@ fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
     add(&store, "viking://resources/docs/a.md", "A document.");
     let above = store
         .add(
-            "acme",
+            &tenant_named("acme"),
             NewMemory::new(uri("viking://resources/docs"), "A file where a folder is."),
         )
         .unwrap_err();
@@ -1019,7 +1054,7 @@ fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
             "Nested under an entry.",
         ),
     ];
-    let error = store.add_many("acme", batch).unwrap_err();
+    let error = store.add_many(&tenant_named("acme"), batch).unwrap_err();
     assert!(
         matches!(error, MemoryError::InBatch { index: 2, .. }),
         "{error}"
@@ -1043,18 +1078,24 @@ fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
             "time range",
         ),
     ] {
-        let error = store.search("acme", &query).unwrap_err().to_string();
+        let error = store
+            .search(&tenant_named("acme"), &query)
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains(expected),
             "expected {expected:?} in {error:?}"
         );
     }
     assert!(matches!(
-        store.forget("acme", &uri("viking://user/alice")),
+        store.forget(&tenant_named("acme"), &uri("viking://user/alice")),
         Err(MemoryError::InvalidUri(_))
     ));
     assert!(matches!(
-        store.forget("acme", &uri("viking://user/alice/memories/events/none.md")),
+        store.forget(
+            &tenant_named("acme"),
+            &uri("viking://user/alice/memories/events/none.md")
+        ),
         Err(MemoryError::NotFound { .. })
     ));
 }
@@ -1066,7 +1107,7 @@ fn add_many_merges_within_the_batch_and_survives_reopening() {
     let store = SqliteMemoryStore::open(&path).unwrap();
     let outcomes = store
         .add_many(
-            "acme",
+            &tenant_named("acme"),
             vec![
                 NewMemory::new(uri("viking://session/s1/D1:1"), "Thanks, see you soon!")
                     .with_source(MemorySource::new("s1", ["D1:1"])),
@@ -1081,7 +1122,7 @@ fn add_many_merges_within_the_batch_and_survives_reopening() {
     drop(store);
     let reopened = SqliteMemoryStore::open(&path).unwrap();
     let memory = reopened
-        .get("acme", &uri("viking://session/s1/D1:1"))
+        .get(&tenant_named("acme"), &uri("viking://session/s1/D1:1"))
         .unwrap();
     assert_eq!(memory.id, id);
     assert_eq!(
@@ -1089,7 +1130,7 @@ fn add_many_merges_within_the_batch_and_survives_reopening() {
         ["D1:1", "D1:2"]
     );
     let hits = reopened
-        .search("acme", &SearchQuery::text("see you", 5))
+        .search(&tenant_named("acme"), &SearchQuery::text("see you", 5))
         .unwrap();
     assert_eq!(hits.len(), 1);
 }
@@ -1105,20 +1146,23 @@ fn a_second_connection_sees_what_the_first_wrote_after_its_own_searches() {
     let first = uri("viking://resources/a.md");
     writer
         .add(
-            "acme",
+            &tenant_named("acme"),
             NewMemory::new(first, "kiln firing schedule").with_embedding(vec![1.0, 0.0]),
         )
         .unwrap();
     let query = SearchQuery::text("kiln glaze", 5).with_vector(vec![0.0, 1.0]);
-    assert_eq!(reader.search("acme", &query).unwrap().len(), 1);
+    assert_eq!(
+        reader.search(&tenant_named("acme"), &query).unwrap().len(),
+        1
+    );
     let second = uri("viking://resources/b.md");
     writer
         .add(
-            "acme",
+            &tenant_named("acme"),
             NewMemory::new(second.clone(), "glaze recipes").with_embedding(vec![0.0, 1.0]),
         )
         .unwrap();
-    let hits = reader.search("acme", &query).unwrap();
+    let hits = reader.search(&tenant_named("acme"), &query).unwrap();
     assert_eq!(hits.len(), 2);
     assert_eq!(hits[0].memory.uri, second);
     assert_eq!(hits[0].vector_rank, Some(0));
@@ -1139,16 +1183,16 @@ fn recent_writes_list_adds_updates_merges_and_forgets_newest_first() {
     clock.advance(1000);
     store
         .update(
-            "acme",
+            &tenant_named("acme"),
             NewMemory::new(uri(editor), "Alice prefers light mode."),
         )
         .unwrap();
     clock.advance(1000);
-    store.forget("acme", &uri(editor)).unwrap();
+    store.forget(&tenant_named("acme"), &uri(editor)).unwrap();
     clock.advance(1000);
     add(&store, editor, "Alice has no editor preference now.");
 
-    let writes = store.recent_writes("acme", 10).unwrap();
+    let writes = store.recent_writes(&tenant_named("acme"), 10).unwrap();
     let actions: Vec<(WriteAction, u32)> = writes.iter().map(|w| (w.action, w.version)).collect();
     assert_eq!(
         actions,
@@ -1168,10 +1212,18 @@ fn recent_writes_list_adds_updates_merges_and_forgets_newest_first() {
     );
     assert_eq!(merge.duplicate, Some(DuplicateKind::Exact));
     assert_eq!(writes[0].at_ms, T0 + 4000);
-    assert_eq!(store.recent_writes("acme", 2).unwrap().len(), 2);
-    assert!(store.recent_writes("globex", 10).unwrap().is_empty());
+    assert_eq!(
+        store.recent_writes(&tenant_named("acme"), 2).unwrap().len(),
+        2
+    );
+    assert!(
+        store
+            .recent_writes(&tenant_named("globex"), 10)
+            .unwrap()
+            .is_empty()
+    );
     assert!(matches!(
-        store.recent_writes("acme", 0),
+        store.recent_writes(&tenant_named("acme"), 0),
         Err(MemoryError::InvalidInput { field: "limit", .. })
     ));
 }
@@ -1187,7 +1239,15 @@ fn a_small_store_still_finds_matches_when_other_query_words_match_nothing() {
     // "peanuts" is in every row (no IDF) and "allergy" stems differently from "allergic" (in
     // no row): the words that match are kept.
     let hits = store
-        .search("acme", &SearchQuery::text("peanuts allergy", 5))
+        .search(
+            &tenant_named("acme"),
+            &SearchQuery::text("peanuts allergy", 5),
+        )
         .unwrap();
     assert_eq!(hits.len(), 1);
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

@@ -41,15 +41,20 @@ fn a_ref_put_on_one_thread_is_read_on_another() {
     std::thread::scope(|scope| {
         scope.spawn(|| {
             for n in 0..20 {
-                let id = store.put("acme", &payload(n)).unwrap();
+                let id = store.put(&tenant_named("acme"), &payload(n)).unwrap();
                 sent.send((n, id)).unwrap();
             }
             drop(sent);
         });
         scope.spawn(|| {
             for (n, id) in received {
-                assert_eq!(store.get("acme", id.as_str()).unwrap(), payload(n));
-                assert!(store.stats("acme").unwrap().count > u64::try_from(n).unwrap());
+                assert_eq!(
+                    store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+                    payload(n)
+                );
+                assert!(
+                    store.stats(&tenant_named("acme")).unwrap().count > u64::try_from(n).unwrap()
+                );
             }
         });
     });
@@ -68,7 +73,7 @@ fn readers_run_while_a_writer_writes_and_never_see_less_than_was_committed() {
                 while !done.load(Ordering::SeqCst) || reads == 0 {
                     // Whatever was committed before this read began is in it.
                     let before = committed.load(Ordering::SeqCst);
-                    let count = store.stats("acme").unwrap().count;
+                    let count = store.stats(&tenant_named("acme")).unwrap().count;
                     assert!(
                         count >= before,
                         "a read saw {count} refs after {before} commits"
@@ -79,13 +84,13 @@ fn readers_run_while_a_writer_writes_and_never_see_less_than_was_committed() {
         }
         scope.spawn(|| {
             for n in 0..50 {
-                store.put("acme", &payload(n)).unwrap();
+                store.put(&tenant_named("acme"), &payload(n)).unwrap();
                 committed.fetch_add(1, Ordering::SeqCst);
             }
             done.store(true, Ordering::SeqCst);
         });
     });
-    assert_eq!(store.stats("acme").unwrap().count, 50);
+    assert_eq!(store.stats(&tenant_named("acme")).unwrap().count, 50);
 }
 
 #[test]
@@ -97,14 +102,21 @@ fn a_session_appended_on_one_thread_is_loaded_on_another() {
         ..SessionHeader::default()
     };
     store
-        .create("acme", NewSession::new(header, "openclaw-session"))
+        .create(
+            &tenant_named("acme"),
+            NewSession::new(header, "openclaw-session"),
+        )
         .unwrap();
     let (sent, received) = mpsc::channel();
     std::thread::scope(|scope| {
         scope.spawn(|| {
             for n in 0..20 {
                 let entry = store
-                    .append_message("acme", "s1", Message::text(Role::User, format!("turn {n}")))
+                    .append_message(
+                        &tenant_named("acme"),
+                        &session_named("s1"),
+                        Message::text(Role::User, format!("turn {n}")),
+                    )
                     .unwrap();
                 sent.send((n, entry.id)).unwrap();
             }
@@ -112,7 +124,9 @@ fn a_session_appended_on_one_thread_is_loaded_on_another() {
         });
         scope.spawn(|| {
             for (n, id) in received {
-                let session = store.load("acme", "s1").unwrap();
+                let session = store
+                    .load(&tenant_named("acme"), &session_named("s1"))
+                    .unwrap();
                 assert!(session.entries().len() > n, "entry {n} is not loaded yet");
                 assert!(session.entries().iter().any(|entry| entry.id == id));
             }
@@ -128,7 +142,9 @@ fn a_key_created_on_one_thread_authenticates_on_another() {
     std::thread::scope(|scope| {
         scope.spawn(|| {
             for n in 0..10 {
-                let created = keys.create("acme", &format!("agent {n}")).unwrap();
+                let created = keys
+                    .create(&tenant_named("acme"), &format!("agent {n}"))
+                    .unwrap();
                 sent.send(created).unwrap();
             }
             drop(sent);
@@ -171,7 +187,7 @@ fn searches_on_other_threads_see_each_memory_once_its_add_returned() {
                 vector[n] = 1.0;
                 store
                     .add(
-                        "acme",
+                        &tenant_named("acme"),
                         NewMemory::new(at.clone(), format!("kiln firing log number {n} glaze"))
                             .with_embedding(vector),
                     )
@@ -190,28 +206,41 @@ fn searches_on_other_threads_see_each_memory_once_its_add_returned() {
                     let mut vector = vec![0.0_f32; 12];
                     vector[n] = 1.0;
                     let by_vector = store
-                        .search("acme", &SearchQuery::text("", 50).with_vector(vector))
+                        .search(
+                            &tenant_named("acme"),
+                            &SearchQuery::text("", 50).with_vector(vector),
+                        )
                         .unwrap();
                     assert_eq!(
                         by_vector[0].memory.uri, at,
                         "the new vector is not searched"
                     );
                     let by_text = store
-                        .search("acme", &SearchQuery::text("kiln glaze", 50))
+                        .search(&tenant_named("acme"), &SearchQuery::text("kiln glaze", 50))
                         .unwrap();
                     assert!(by_text.iter().any(|hit| hit.memory.uri == at));
                     // A second search, with caches warm, still sees it.
                     let again = store
-                        .search("acme", &SearchQuery::text("kiln glaze", 50))
+                        .search(&tenant_named("acme"), &SearchQuery::text("kiln glaze", 50))
                         .unwrap();
                     assert!(again.iter().any(|hit| hit.memory.uri == at));
-                    assert_eq!(store.get("acme", &at).unwrap().uri, at);
+                    assert_eq!(store.get(&tenant_named("acme"), &at).unwrap().uri, at);
                 }
             });
         }
     });
     let hits = store
-        .search("acme", &SearchQuery::text("kiln", 50))
+        .search(&tenant_named("acme"), &SearchQuery::text("kiln", 50))
         .unwrap();
     assert_eq!(hits.len(), 12);
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}
+
+/// A session id of the tests, parsed (it is well formed).
+fn session_named(id: &str) -> skald_core::ids::SessionId {
+    skald_core::ids::SessionId::parse(id).unwrap()
 }

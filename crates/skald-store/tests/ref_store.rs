@@ -1,4 +1,4 @@
-//! Behaviour of the SQLite ref store: id and tenant validation, tenant isolation, expiry, the
+//! Behaviour of the SQLite ref store: id validation, tenant isolation, expiry, the
 //! cache, compression, content fidelity, statistics, concurrency and damaged data.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -100,7 +100,9 @@ fn image(media_type: &str, data: String) -> Block {
 #[test]
 fn path_traversal_and_malformed_ids_are_invalid_ids() {
     let (store, _) = store();
-    let id = store.put("acme", &text("secret output")).unwrap();
+    let id = store
+        .put(&tenant_named("acme"), &text("secret output"))
+        .unwrap();
     let upper = id.as_str().to_uppercase();
     let short = &id.as_str()[..63];
     let long = format!("{id}0");
@@ -122,33 +124,34 @@ fn path_traversal_and_malformed_ids_are_invalid_ids() {
         traversal_in_token.as_str(),
         slashed.as_str(),
     ] {
-        let error = store.get("acme", bad).unwrap_err();
+        let error = store.get(&tenant_named("acme"), bad).unwrap_err();
         assert!(
             matches!(error, StoreError::InvalidId(_)),
             "{bad:?}: {error}"
         );
-        let error = store.info("acme", bad).unwrap_err();
+        let error = store.info(&tenant_named("acme"), bad).unwrap_err();
         assert!(
             matches!(error, StoreError::InvalidId(_)),
             "{bad:?}: {error}"
         );
     }
-    // The id is checked first, so even a bad tenant gets the id error.
-    assert!(matches!(
-        store.get("../tenant", "../../x"),
-        Err(StoreError::InvalidId(_))
-    ));
-    let message = store.get("acme", &upper).unwrap_err().to_string();
+    let message = store
+        .get(&tenant_named("acme"), &upper)
+        .unwrap_err()
+        .to_string();
     assert!(message.contains("lowercase hex"), "{message}");
-    let message = store.get("acme", short).unwrap_err().to_string();
+    let message = store
+        .get(&tenant_named("acme"), short)
+        .unwrap_err()
+        .to_string();
     assert!(
         message.contains("64") && message.contains("63"),
         "{message}"
     );
     // Nothing was touched: the one ref is still there and readable by its real id.
-    assert_eq!(store.stats("acme").unwrap().count, 1);
+    assert_eq!(store.stats(&tenant_named("acme")).unwrap().count, 1);
     assert_eq!(
-        store.get("acme", id.as_str()).unwrap(),
+        store.get(&tenant_named("acme"), id.as_str()).unwrap(),
         text("secret output")
     );
 }
@@ -157,7 +160,7 @@ fn path_traversal_and_malformed_ids_are_invalid_ids() {
 fn placeholders_and_padded_ids_resolve() {
     let (store, _) = store();
     let payload = text("tool output");
-    let id = store.put("acme", &payload).unwrap();
+    let id = store.put(&tenant_named("acme"), &payload).unwrap();
     assert_eq!(id, payload.id(), "the id is the payload's SHA-256");
     for form in [
         id.to_string(),
@@ -165,55 +168,35 @@ fn placeholders_and_padded_ids_resolve() {
         format!("[REF_ID: {id}]"),
         placeholder(&id, "text: 1 line"),
     ] {
-        assert_eq!(store.get("acme", &form).unwrap(), payload, "{form}");
+        assert_eq!(
+            store.get(&tenant_named("acme"), &form).unwrap(),
+            payload,
+            "{form}"
+        );
     }
-}
-
-#[test]
-fn invalid_tenants_are_rejected_everywhere() {
-    let (store, _) = store();
-    let id = store.put("acme", &text("x")).unwrap();
-    for bad in [
-        "",
-        "../acme",
-        "a/b",
-        "acme ",
-        "-acme",
-        "ACME\n",
-        &"t".repeat(129),
-    ] {
-        let put = store.put(bad, &text("x")).unwrap_err();
-        let get = store.get(bad, id.as_str()).unwrap_err();
-        let stats = store.stats(bad).unwrap_err();
-        for error in [put, get, stats] {
-            assert!(
-                matches!(error, StoreError::InvalidTenant { .. }),
-                "{bad:?}: {error}"
-            );
-        }
-    }
-    let message = store.put("", &text("x")).unwrap_err().to_string();
-    assert!(message.contains("must not be empty"), "{message}");
 }
 
 #[test]
 fn refs_do_not_cross_tenants() {
     let (store, _) = store();
     let payload = text("acme's build log");
-    let id = store.put("acme", &payload).unwrap();
-    let error = store.get("globex", id.as_str()).unwrap_err();
+    let id = store.put(&tenant_named("acme"), &payload).unwrap();
+    let error = store.get(&tenant_named("globex"), id.as_str()).unwrap_err();
     assert!(matches!(error, StoreError::NotFound { .. }), "{error}");
     assert!(error.to_string().contains("globex"), "{error}");
-    assert_eq!(store.stats("globex").unwrap().count, 0);
+    assert_eq!(store.stats(&tenant_named("globex")).unwrap().count, 0);
 
     // The same content stored by the other tenant is a separate row with the same id.
-    assert_eq!(store.put("globex", &payload).unwrap(), id);
-    assert_eq!(store.stats("acme").unwrap().count, 1);
-    assert_eq!(store.stats("globex").unwrap().count, 1);
+    assert_eq!(store.put(&tenant_named("globex"), &payload).unwrap(), id);
+    assert_eq!(store.stats(&tenant_named("acme")).unwrap().count, 1);
+    assert_eq!(store.stats(&tenant_named("globex")).unwrap().count, 1);
     // Cached for one tenant is still not visible to a third.
-    assert_eq!(store.get("acme", id.as_str()).unwrap(), payload);
+    assert_eq!(
+        store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+        payload
+    );
     assert!(matches!(
-        store.get("initech", id.as_str()),
+        store.get(&tenant_named("initech"), id.as_str()),
         Err(StoreError::NotFound { .. })
     ));
 }
@@ -222,7 +205,7 @@ fn refs_do_not_cross_tenants() {
 fn unknown_id_is_not_found() {
     let (store, _) = store();
     let id = RefId::of_bytes(b"never stored");
-    let error = store.get("acme", id.as_str()).unwrap_err();
+    let error = store.get(&tenant_named("acme"), id.as_str()).unwrap_err();
     assert!(matches!(error, StoreError::NotFound { .. }), "{error}");
 }
 
@@ -232,13 +215,16 @@ fn unknown_id_is_not_found() {
 fn expired_ref_is_a_distinct_error_then_gone() {
     let (store, clock) = store();
     let payload = log_output(50);
-    let id = store.put("acme", &payload).unwrap();
+    let id = store.put(&tenant_named("acme"), &payload).unwrap();
     clock.set(T0 + DAY_MS - 1);
-    assert_eq!(store.get("acme", id.as_str()).unwrap(), payload);
+    assert_eq!(
+        store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+        payload
+    );
     let hits = store.cache_stats().hits;
     clock.set(T0 + DAY_MS);
     // The cached copy is not served past expiry either.
-    let error = store.get("acme", id.as_str()).unwrap_err();
+    let error = store.get(&tenant_named("acme"), id.as_str()).unwrap_err();
     let StoreError::Expired { expired_at, .. } = &error else {
         panic!("expected Expired, got {error}");
     };
@@ -249,13 +235,13 @@ fn expired_ref_is_a_distinct_error_then_gone() {
     );
     assert_eq!(store.cache_stats().hits, hits);
     assert_eq!(
-        store.stats("acme").unwrap().count,
+        store.stats(&tenant_named("acme")).unwrap().count,
         0,
         "removed on that read"
     );
     assert_eq!(store.cache_stats().entries, 0);
     assert!(matches!(
-        store.get("acme", id.as_str()),
+        store.get(&tenant_named("acme"), id.as_str()),
         Err(StoreError::NotFound { .. })
     ));
 }
@@ -264,31 +250,43 @@ fn expired_ref_is_a_distinct_error_then_gone() {
 fn re_put_refreshes_expiry() {
     let (store, clock) = store();
     let payload = text("still needed");
-    let id = store.put("acme", &payload).unwrap();
-    assert_eq!(store.get("acme", id.as_str()).unwrap(), payload);
+    let id = store.put(&tenant_named("acme"), &payload).unwrap();
+    assert_eq!(
+        store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+        payload
+    );
     // A re-put soon after is not worth a disk write: the expiry stays where it was.
     clock.advance(30 * 60 * 1000);
-    store.put("acme", &payload).unwrap();
+    store.put(&tenant_named("acme"), &payload).unwrap();
     assert_eq!(
-        store.info("acme", id.as_str()).unwrap().expires_at_ms,
+        store
+            .info(&tenant_named("acme"), id.as_str())
+            .unwrap()
+            .expires_at_ms,
         T0 + DAY_MS
     );
     clock.set(T0 + 20 * HOUR_MS);
-    assert_eq!(store.put("acme", &payload).unwrap(), id);
+    assert_eq!(store.put(&tenant_named("acme"), &payload).unwrap(), id);
     clock.advance(20 * HOUR_MS);
     // 40 h after the first put: alive, from the cache and from SQLite alike.
-    assert_eq!(store.get("acme", id.as_str()).unwrap(), payload);
-    let info = store.info("acme", id.as_str()).unwrap();
+    assert_eq!(
+        store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+        payload
+    );
+    let info = store.info(&tenant_named("acme"), id.as_str()).unwrap();
     assert_eq!(info.created_at_ms, T0);
     assert_eq!(info.expires_at_ms, T0 + 20 * HOUR_MS + DAY_MS);
     clock.set(info.expires_at_ms);
     assert!(matches!(
-        store.get("acme", id.as_str()),
+        store.get(&tenant_named("acme"), id.as_str()),
         Err(StoreError::Expired { .. })
     ));
     // Putting it again after expiry makes it fetchable again.
-    store.put("acme", &payload).unwrap();
-    assert_eq!(store.get("acme", id.as_str()).unwrap(), payload);
+    store.put(&tenant_named("acme"), &payload).unwrap();
+    assert_eq!(
+        store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+        payload
+    );
 }
 
 fn canonical(payloads: &[RefPayload]) -> Vec<CanonicalPayload> {
@@ -301,78 +299,80 @@ fn put_many_stores_every_payload_of_a_batch_once() {
     let payloads = [text("first"), log_output(300), text("third"), text("first")];
     let batch = canonical(&payloads);
     store
-        .put_many("acme", &batch.iter().collect::<Vec<_>>())
+        .put_many(&tenant_named("acme"), &batch.iter().collect::<Vec<_>>())
         .unwrap();
     for (payload, canonical) in payloads.iter().zip(&batch) {
         assert_eq!(canonical.id(), &payload.id());
         assert_eq!(
-            &store.get("acme", canonical.id().as_str()).unwrap(),
+            &store
+                .get(&tenant_named("acme"), canonical.id().as_str())
+                .unwrap(),
             payload
         );
     }
     // The duplicate is stored once, and a later put finds every ref already there.
-    assert_eq!(store.stats("acme").unwrap().count, 3);
-    assert_eq!(store.put("acme", &payloads[1]).unwrap(), payloads[1].id());
-    assert_eq!(store.stats("acme").unwrap().count, 3);
+    assert_eq!(store.stats(&tenant_named("acme")).unwrap().count, 3);
+    assert_eq!(
+        store.put(&tenant_named("acme"), &payloads[1]).unwrap(),
+        payloads[1].id()
+    );
+    assert_eq!(store.stats(&tenant_named("acme")).unwrap().count, 3);
     assert!(matches!(
-        store.get("globex", batch[0].id().as_str()),
+        store.get(&tenant_named("globex"), batch[0].id().as_str()),
         Err(StoreError::NotFound { .. })
     ));
-    store.put_many("acme", &[]).unwrap();
+    store.put_many(&tenant_named("acme"), &[]).unwrap();
 }
 
 #[test]
 fn put_many_refreshes_stale_expiries_and_leaves_fresh_ones() {
     let (store, clock) = store();
     let old = text("stored early");
-    let id = store.put("acme", &old).unwrap();
+    let id = store.put(&tenant_named("acme"), &old).unwrap();
     clock.advance(2 * HOUR_MS);
     let recent = text("stored later");
-    let recent_id = store.put("acme", &recent).unwrap();
+    let recent_id = store.put(&tenant_named("acme"), &recent).unwrap();
     clock.advance(30 * 60 * 1000);
     let batch = canonical(&[old, recent, text("new")]);
     store
-        .put_many("acme", &batch.iter().collect::<Vec<_>>())
+        .put_many(&tenant_named("acme"), &batch.iter().collect::<Vec<_>>())
         .unwrap();
     let now = T0 + 2 * HOUR_MS + 30 * 60 * 1000;
     // Moved by more than 1/24 of the TTL: refreshed; by less: left alone (no write).
     assert_eq!(
-        store.info("acme", id.as_str()).unwrap().expires_at_ms,
+        store
+            .info(&tenant_named("acme"), id.as_str())
+            .unwrap()
+            .expires_at_ms,
         now + DAY_MS
     );
     assert_eq!(
         store
-            .info("acme", recent_id.as_str())
+            .info(&tenant_named("acme"), recent_id.as_str())
             .unwrap()
             .expires_at_ms,
         T0 + 2 * HOUR_MS + DAY_MS
     );
-    let new = store.info("acme", batch[2].id().as_str()).unwrap();
+    let new = store
+        .info(&tenant_named("acme"), batch[2].id().as_str())
+        .unwrap();
     assert_eq!((new.created_at_ms, new.expires_at_ms), (now, now + DAY_MS));
     // After expiry a batch stores the ref again.
     clock.set(now + DAY_MS);
     assert!(matches!(
-        store.get("acme", id.as_str()),
+        store.get(&tenant_named("acme"), id.as_str()),
         Err(StoreError::Expired { .. })
     ));
     store
-        .put_many("acme", &batch.iter().take(1).collect::<Vec<_>>())
+        .put_many(
+            &tenant_named("acme"),
+            &batch.iter().take(1).collect::<Vec<_>>(),
+        )
         .unwrap();
     assert_eq!(
-        store.get("acme", id.as_str()).unwrap(),
+        store.get(&tenant_named("acme"), id.as_str()).unwrap(),
         text("stored early")
     );
-}
-
-#[test]
-fn put_many_with_an_invalid_tenant_stores_nothing() {
-    let (store, _) = store();
-    let batch = canonical(&[text("x"), text("y")]);
-    let error = store
-        .put_many("../acme", &batch.iter().collect::<Vec<_>>())
-        .unwrap_err();
-    assert!(matches!(error, StoreError::InvalidTenant { .. }), "{error}");
-    assert_eq!(store.stats_by_tenant().unwrap().len(), 0);
 }
 
 /// A store that implements only what the trait requires, to exercise its default `put_many`.
@@ -382,16 +382,20 @@ struct PutOnly {
 }
 
 impl RefStore for PutOnly {
-    fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError> {
+    fn put(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        payload: &RefPayload,
+    ) -> Result<RefId, StoreError> {
         self.puts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.inner.put(tenant, payload)
     }
 
-    fn get(&self, tenant: &str, id: &str) -> Result<RefPayload, StoreError> {
+    fn get(&self, tenant: &skald_core::ids::Tenant, id: &str) -> Result<RefPayload, StoreError> {
         self.inner.get(tenant, id)
     }
 
-    fn stats(&self, tenant: &str) -> Result<RefStats, StoreError> {
+    fn stats(&self, tenant: &skald_core::ids::Tenant) -> Result<RefStats, StoreError> {
         self.inner.stats(tenant)
     }
 }
@@ -412,11 +416,16 @@ fn the_default_put_many_puts_each_payload() {
     ];
     let batch = canonical(&payloads);
     store
-        .put_many("acme", &batch.iter().collect::<Vec<_>>())
+        .put_many(&tenant_named("acme"), &batch.iter().collect::<Vec<_>>())
         .unwrap();
     assert_eq!(store.puts.load(std::sync::atomic::Ordering::Relaxed), 2);
     for payload in &payloads {
-        assert_eq!(&store.get("acme", payload.id().as_str()).unwrap(), payload);
+        assert_eq!(
+            &store
+                .get(&tenant_named("acme"), payload.id().as_str())
+                .unwrap(),
+            payload
+        );
     }
 }
 
@@ -464,12 +473,14 @@ fn minimum_ttl_is_honoured() {
         ttl: Duration::from_secs(10 * 60),
         ..RefSettings::default()
     });
-    let id = store.put("acme", &text("short-lived")).unwrap();
+    let id = store
+        .put(&tenant_named("acme"), &text("short-lived"))
+        .unwrap();
     clock.advance(10 * 60 * 1000 - 1);
-    assert!(store.get("acme", id.as_str()).is_ok());
+    assert!(store.get(&tenant_named("acme"), id.as_str()).is_ok());
     clock.advance(1);
     assert!(matches!(
-        store.get("acme", id.as_str()),
+        store.get(&tenant_named("acme"), id.as_str()),
         Err(StoreError::Expired { .. })
     ));
 }
@@ -477,13 +488,16 @@ fn minimum_ttl_is_honoured() {
 #[test]
 fn purge_removes_only_expired_refs_of_every_tenant() {
     let (store, clock) = store();
-    let old_a = store.put("acme", &text("old a")).unwrap();
-    let old_b = store.put("globex", &text("old b")).unwrap();
-    assert!(store.get("acme", old_a.as_str()).is_ok(), "cached");
+    let old_a = store.put(&tenant_named("acme"), &text("old a")).unwrap();
+    let old_b = store.put(&tenant_named("globex"), &text("old b")).unwrap();
+    assert!(
+        store.get(&tenant_named("acme"), old_a.as_str()).is_ok(),
+        "cached"
+    );
     clock.advance(12 * HOUR_MS);
-    let new_a = store.put("acme", &text("new a")).unwrap();
+    let new_a = store.put(&tenant_named("acme"), &text("new a")).unwrap();
     clock.advance(12 * HOUR_MS);
-    let stats = store.stats("acme").unwrap();
+    let stats = store.stats(&tenant_named("acme")).unwrap();
     assert_eq!((stats.count, stats.expired), (2, 1));
     assert_eq!(store.purge_expired().unwrap(), 2);
     assert_eq!(store.purge_expired().unwrap(), 0);
@@ -493,14 +507,14 @@ fn purge_removes_only_expired_refs_of_every_tenant() {
         "the purged entry left the cache"
     );
     assert!(matches!(
-        store.get("acme", old_a.as_str()),
+        store.get(&tenant_named("acme"), old_a.as_str()),
         Err(StoreError::NotFound { .. })
     ));
     assert!(matches!(
-        store.get("globex", old_b.as_str()),
+        store.get(&tenant_named("globex"), old_b.as_str()),
         Err(StoreError::NotFound { .. })
     ));
-    assert!(store.get("acme", new_a.as_str()).is_ok());
+    assert!(store.get(&tenant_named("acme"), new_a.as_str()).is_ok());
     assert_eq!(store.purge_expired_at(T0 + 36 * HOUR_MS).unwrap(), 1);
 }
 
@@ -515,18 +529,24 @@ fn cache_is_bounded_by_entries() {
     let payloads: Vec<RefPayload> = (0..10).map(|n| text(&format!("output {n}"))).collect();
     let ids: Vec<RefId> = payloads
         .iter()
-        .map(|payload| store.put("acme", payload).unwrap())
+        .map(|payload| store.put(&tenant_named("acme"), payload).unwrap())
         .collect();
     assert_eq!(store.cache_stats().entries, 0, "puts do not fill the cache");
     for (id, payload) in ids.iter().zip(&payloads) {
-        assert_eq!(&store.get("acme", id.as_str()).unwrap(), payload);
+        assert_eq!(
+            &store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+            payload
+        );
     }
     let stats = store.cache_stats();
     assert_eq!((stats.entries, stats.capacity), (3, 3));
     assert_eq!((stats.hits, stats.misses), (0, 10));
     // The three most recent are served from memory; evicted ones still come from SQLite.
     for (id, payload) in ids.iter().zip(&payloads).rev() {
-        assert_eq!(&store.get("acme", id.as_str()).unwrap(), payload);
+        assert_eq!(
+            &store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+            payload
+        );
     }
     let stats = store.cache_stats();
     assert_eq!(stats.entries, 3);
@@ -541,14 +561,23 @@ fn cache_is_bounded_by_bytes() {
     });
     let big = log_output(200);
     let small = text("small");
-    let big_id = store.put("acme", &big).unwrap();
-    let small_id = store.put("acme", &small).unwrap();
-    assert_eq!(store.get("acme", big_id.as_str()).unwrap(), big);
-    assert_eq!(store.get("acme", small_id.as_str()).unwrap(), small);
+    let big_id = store.put(&tenant_named("acme"), &big).unwrap();
+    let small_id = store.put(&tenant_named("acme"), &small).unwrap();
+    assert_eq!(
+        store.get(&tenant_named("acme"), big_id.as_str()).unwrap(),
+        big
+    );
+    assert_eq!(
+        store.get(&tenant_named("acme"), small_id.as_str()).unwrap(),
+        small
+    );
     let stats = store.cache_stats();
     assert_eq!(stats.entries, 1, "the big payload is never cached");
     assert!(stats.bytes <= 4096);
-    assert_eq!(store.get("acme", big_id.as_str()).unwrap(), big);
+    assert_eq!(
+        store.get(&tenant_named("acme"), big_id.as_str()).unwrap(),
+        big
+    );
 }
 
 // ---------------------------------------------------------------- content
@@ -557,8 +586,8 @@ fn cache_is_bounded_by_bytes() {
 fn zstd_is_used_when_it_makes_content_smaller() {
     let (store, _) = store();
     let log = log_output(400);
-    let id = store.put("acme", &log).unwrap();
-    let info = store.info("acme", id.as_str()).unwrap();
+    let id = store.put(&tenant_named("acme"), &log).unwrap();
+    let info = store.info(&tenant_named("acme"), id.as_str()).unwrap();
     assert_eq!(info.codec, Codec::Zstd);
     assert_eq!(info.original_bytes, log.to_bytes().len() as u64);
     assert!(
@@ -567,7 +596,7 @@ fn zstd_is_used_when_it_makes_content_smaller() {
         info.original_bytes,
         info.stored_bytes
     );
-    assert_eq!(store.get("acme", id.as_str()).unwrap(), log);
+    assert_eq!(store.get(&tenant_named("acme"), id.as_str()).unwrap(), log);
 }
 
 #[test]
@@ -575,11 +604,14 @@ fn incompressible_content_is_stored_raw() {
     let (store, _) = store();
     // A random token: zstd's frame header alone makes it larger, so it is stored as it is.
     let token = text(&random_text(7, 200));
-    let id = store.put("acme", &token).unwrap();
-    let info = store.info("acme", id.as_str()).unwrap();
+    let id = store.put(&tenant_named("acme"), &token).unwrap();
+    let info = store.info(&tenant_named("acme"), id.as_str()).unwrap();
     assert_eq!(info.codec, Codec::Raw);
     assert_eq!(info.stored_bytes, info.original_bytes);
-    assert_eq!(store.get("acme", id.as_str()).unwrap(), token);
+    assert_eq!(
+        store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+        token
+    );
 
     // Larger random text still has redundancy (95 symbols in 8-bit bytes): whichever codec is
     // chosen, it never stores more than the original and always round-trips.
@@ -588,14 +620,17 @@ fn incompressible_content_is_stored_raw() {
             Block::text(random_text(seed, len)),
             Block::text(base64(&random_bytes(seed + 100, len))),
         ]);
-        let id = store.put("acme", &noise).unwrap();
-        let info = store.info("acme", id.as_str()).unwrap();
+        let id = store.put(&tenant_named("acme"), &noise).unwrap();
+        let info = store.info(&tenant_named("acme"), id.as_str()).unwrap();
         assert!(info.stored_bytes <= info.original_bytes);
         assert_eq!(
             info.codec == Codec::Zstd,
             info.stored_bytes < info.original_bytes
         );
-        assert_eq!(store.get("acme", id.as_str()).unwrap(), noise);
+        assert_eq!(
+            store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+            noise
+        );
     }
 }
 
@@ -618,12 +653,16 @@ fn every_block_round_trips_images_included() {
     ]);
     let id = {
         let store = SqliteRefStore::open(&path, RefSettings::default()).unwrap();
-        let id = store.put("acme", &payload).unwrap();
-        assert_eq!(store.get("acme", id.as_str()).unwrap(), payload, "cached");
+        let id = store.put(&tenant_named("acme"), &payload).unwrap();
+        assert_eq!(
+            store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+            payload,
+            "cached"
+        );
         id
     };
     let store = SqliteRefStore::open(&path, RefSettings::default()).unwrap();
-    let back = store.get("acme", id.as_str()).unwrap();
+    let back = store.get(&tenant_named("acme"), id.as_str()).unwrap();
     assert_eq!(back, payload, "from disk");
     assert_eq!(back.blocks.len(), 6);
     assert_eq!(back.id(), id);
@@ -636,20 +675,27 @@ fn stats_count_and_size_per_tenant() {
     let mut original = 0;
     let mut stored = 0;
     for payload in &payloads {
-        let id = store.put("acme", payload).unwrap();
-        let info = store.info("acme", id.as_str()).unwrap();
+        let id = store.put(&tenant_named("acme"), payload).unwrap();
+        let info = store.info(&tenant_named("acme"), id.as_str()).unwrap();
         original += info.original_bytes;
         stored += info.stored_bytes;
     }
-    store.put("acme", &payloads[0]).unwrap();
-    store.put("globex", &text("globex only")).unwrap();
-    let stats = store.stats("acme").unwrap();
+    store.put(&tenant_named("acme"), &payloads[0]).unwrap();
+    store
+        .put(&tenant_named("globex"), &text("globex only"))
+        .unwrap();
+    let stats = store.stats(&tenant_named("acme")).unwrap();
     assert_eq!(stats.count, 3, "a re-put is not a new ref");
     assert_eq!(stats.original_bytes, original);
     assert_eq!(stats.stored_bytes, stored);
     assert_eq!(stats.expired, 0);
     assert!(stats.stored_bytes < stats.original_bytes);
-    assert_eq!(RefStore::stats(&store, "nobody").unwrap().count, 0);
+    assert_eq!(
+        RefStore::stats(&store, &tenant_named("nobody"))
+            .unwrap()
+            .count,
+        0
+    );
 
     let all = store.stats_by_tenant().unwrap();
     assert_eq!(all.keys().collect::<Vec<_>>(), ["acme", "globex"]);
@@ -671,10 +717,13 @@ fn file_store_persists_creates_its_directory_and_records_schema_version() {
     let id = {
         let store = SqliteRefStore::open(&path, RefSettings::default()).unwrap();
         assert_eq!(store.path(), Some(path.as_path()));
-        store.put("acme", &payload).unwrap()
+        store.put(&tenant_named("acme"), &payload).unwrap()
     };
     let store = SqliteRefStore::open(&path, RefSettings::default()).unwrap();
-    assert_eq!(store.get("acme", id.as_str()).unwrap(), payload);
+    assert_eq!(
+        store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+        payload
+    );
 
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn
@@ -713,8 +762,11 @@ fn store_is_shared_across_threads() {
                 for n in 0..25 {
                     // Half the content is shared between threads, so puts race on the same rows.
                     let payload = text(&format!("output {}", n + (thread % 2) * 1000));
-                    let id = store.put("acme", &payload).unwrap();
-                    assert_eq!(store.get("acme", id.as_str()).unwrap(), payload);
+                    let id = store.put(&tenant_named("acme"), &payload).unwrap();
+                    assert_eq!(
+                        store.get(&tenant_named("acme"), id.as_str()).unwrap(),
+                        payload
+                    );
                 }
             })
         })
@@ -722,7 +774,7 @@ fn store_is_shared_across_threads() {
     for thread in threads {
         thread.join().unwrap();
     }
-    assert_eq!(store.stats("acme").unwrap().count, 50);
+    assert_eq!(store.stats(&tenant_named("acme")).unwrap().count, 50);
 }
 
 #[test]
@@ -730,8 +782,8 @@ fn damaged_rows_and_files_are_corrupt_not_panics() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("refs.sqlite3");
     let store = SqliteRefStore::open(&path, RefSettings::default()).unwrap();
-    let compressed = store.put("acme", &log_output(100)).unwrap();
-    let raw = store.put("acme", &text("plain")).unwrap();
+    let compressed = store.put(&tenant_named("acme"), &log_output(100)).unwrap();
+    let raw = store.put(&tenant_named("acme"), &text("plain")).unwrap();
 
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute(
@@ -747,18 +799,20 @@ fn damaged_rows_and_files_are_corrupt_not_panics() {
     .unwrap();
     drop(conn);
     for id in [&compressed, &raw] {
-        let error = store.get("acme", id.as_str()).unwrap_err();
+        let error = store.get(&tenant_named("acme"), id.as_str()).unwrap_err();
         assert!(matches!(error, StoreError::Corrupt(_)), "{error}");
         assert!(error.to_string().contains(id.as_str()), "{error}");
         // The damaged row is gone, so putting the content again repairs the ref.
         assert!(matches!(
-            store.get("acme", id.as_str()),
+            store.get(&tenant_named("acme"), id.as_str()),
             Err(StoreError::NotFound { .. })
         ));
     }
-    store.put("acme", &log_output(100)).unwrap();
+    store.put(&tenant_named("acme"), &log_output(100)).unwrap();
     assert_eq!(
-        store.get("acme", compressed.as_str()).unwrap(),
+        store
+            .get(&tenant_named("acme"), compressed.as_str())
+            .unwrap(),
         log_output(100)
     );
 
@@ -766,4 +820,9 @@ fn damaged_rows_and_files_are_corrupt_not_panics() {
     std::fs::write(&junk, vec![b'x'; 8192]).unwrap();
     let error = SqliteRefStore::open(&junk, RefSettings::default()).unwrap_err();
     assert!(matches!(error, StoreError::Corrupt(_)), "{error}");
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

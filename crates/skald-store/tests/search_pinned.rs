@@ -130,7 +130,7 @@ fn fill(store: SqliteMemoryStore, with_other_tenant: bool) -> SqliteMemoryStore 
         if let Some(l0) = l0 {
             memory = memory.with_l0(l0);
         }
-        store.add("acme", memory).unwrap();
+        store.add(&tenant_named("acme"), memory).unwrap();
     }
     if with_other_tenant {
         for (at, content) in [
@@ -144,7 +144,7 @@ fn fill(store: SqliteMemoryStore, with_other_tenant: bool) -> SqliteMemoryStore 
             ),
         ] {
             store
-                .add("globex", NewMemory::new(uri(at), content))
+                .add(&tenant_named("globex"), NewMemory::new(uri(at), content))
                 .unwrap();
         }
     }
@@ -217,7 +217,7 @@ fn queries() -> Vec<(&'static str, SearchQuery)> {
 fn run(store: &SqliteMemoryStore) -> String {
     let mut out = String::new();
     for (name, query) in queries() {
-        let hits = store.search("acme", &query).unwrap();
+        let hits = store.search(&tenant_named("acme"), &query).unwrap();
         writeln!(out, "## {name}\n{}", render(&hits)).unwrap();
     }
     out
@@ -270,4 +270,9 @@ fn a_database_file_searched_on_readers_gives_the_same_results() {
     let expected = run(&corpus(MemorySettings::default(), true));
     assert_eq!(run(&on_file), expected);
     assert_eq!(run(&on_file), expected, "the warm caches changed a result");
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

@@ -35,13 +35,18 @@ fn session_durability_child() {
         ..SessionHeader::default()
     };
     store
-        .create("acme", NewSession::new(header, "openclaw-session"))
+        .create(
+            &tenant_named("acme"),
+            NewSession::new(header, "openclaw-session"),
+        )
         .unwrap();
     let mut stdout = std::io::stdout().lock();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut n = 0;
     while Instant::now() < deadline {
-        let entry = store.append_message("acme", "durable", message(n)).unwrap();
+        let entry = store
+            .append_message(&tenant_named("acme"), &session_named("durable"), message(n))
+            .unwrap();
         writeln!(stdout, "APPENDED {n} {}", entry.id).unwrap();
         stdout.flush().unwrap();
         n += 1;
@@ -89,7 +94,9 @@ fn append_survives_sigkill_right_after_it_returns() {
     assert!(!printed.is_empty(), "child printed no id");
 
     let store = SqliteSessionStore::open(&db).unwrap();
-    let entries = store.entries("acme", "durable").unwrap();
+    let entries = store
+        .entries(&tenant_named("acme"), &session_named("durable"))
+        .unwrap();
     for (n, id) in &printed {
         let entry = entries
             .iter()
@@ -98,10 +105,22 @@ fn append_survives_sigkill_right_after_it_returns() {
         assert_eq!(entry.kind, EntryKind::Message(message(*n)));
     }
     // The counts agree with the rows: no append was half done.
-    let info = store.get("acme", "durable").unwrap();
+    let info = store
+        .get(&tenant_named("acme"), &session_named("durable"))
+        .unwrap();
     assert_eq!(info.entry_count, entries.len() as u64);
     assert_eq!(
         info.leaf_id.as_deref(),
         entries.last().map(|entry| entry.id.as_str())
     );
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}
+
+/// A session id of the tests, parsed (it is well formed).
+fn session_named(id: &str) -> skald_core::ids::SessionId {
+    skald_core::ids::SessionId::parse(id).unwrap()
 }

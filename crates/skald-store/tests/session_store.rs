@@ -33,7 +33,10 @@ fn header(id: &str) -> SessionHeader {
 
 fn new_session(store: &SqliteSessionStore, tenant: &str, id: &str) {
     store
-        .create(tenant, NewSession::new(header(id), "openclaw-session"))
+        .create(
+            &tenant_named(tenant),
+            NewSession::new(header(id), "openclaw-session"),
+        )
         .unwrap();
 }
 
@@ -86,8 +89,12 @@ fn import_options() -> ImportOptions {
 fn appended_messages_chain_under_the_leaf_with_pi_style_ids() {
     let store = store();
     new_session(&store, "acme", "s1");
-    let first = store.append_message("acme", "s1", user("hello")).unwrap();
-    let second = store.append_message("acme", "s1", assistant("hi")).unwrap();
+    let first = store
+        .append_message(&tenant_named("acme"), &session_named("s1"), user("hello"))
+        .unwrap();
+    let second = store
+        .append_message(&tenant_named("acme"), &session_named("s1"), assistant("hi"))
+        .unwrap();
     for id in [&first.id, &second.id] {
         assert_eq!(id.len(), 8);
         assert!(
@@ -100,14 +107,26 @@ fn appended_messages_chain_under_the_leaf_with_pi_style_ids() {
     assert_eq!(second.parent_id.as_deref(), Some(first.id.as_str()));
     assert_eq!(first.timestamp, "2026-02-02T02:40:00.000Z");
 
-    let info = store.get("acme", "s1").unwrap();
+    let info = store
+        .get(&tenant_named("acme"), &session_named("s1"))
+        .unwrap();
     assert_eq!(info.leaf_id.as_deref(), Some(second.id.as_str()));
     assert_eq!((info.entry_count, info.message_count), (2, 2));
     assert_eq!(
-        texts(&store.context("acme", "s1", None).unwrap()),
+        texts(
+            &store
+                .context(&tenant_named("acme"), &session_named("s1"), None)
+                .unwrap()
+        ),
         ["hello", "hi"]
     );
-    assert_eq!(store.path("acme", "s1", Some(&first.id)).unwrap().len(), 1);
+    assert_eq!(
+        store
+            .path(&tenant_named("acme"), &session_named("s1"), Some(&first.id))
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -117,11 +136,21 @@ fn generated_ids_stay_unique_over_many_appends() {
     let mut ids = std::collections::HashSet::new();
     for n in 0..300 {
         let entry = store
-            .append_message("acme", "s1", user(&format!("message {n}")))
+            .append_message(
+                &tenant_named("acme"),
+                &session_named("s1"),
+                user(&format!("message {n}")),
+            )
             .unwrap();
         assert!(ids.insert(entry.id));
     }
-    assert_eq!(store.entries("acme", "s1").unwrap().len(), 300);
+    assert_eq!(
+        store
+            .entries(&tenant_named("acme"), &session_named("s1"))
+            .unwrap()
+            .len(),
+        300
+    );
 }
 
 #[test]
@@ -129,25 +158,40 @@ fn entries_after_reads_only_what_was_appended_since() {
     let store = store();
     new_session(&store, "acme", "s");
     for text in ["one", "two", "three"] {
-        store.append_message("acme", "s", user(text)).unwrap();
+        store
+            .append_message(&tenant_named("acme"), &session_named("s"), user(text))
+            .unwrap();
     }
-    let all = store.entries("acme", "s").unwrap();
-    assert_eq!(store.entries_after("acme", "s", 0).unwrap(), all);
-    assert_eq!(store.entries_after("acme", "s", 2).unwrap(), all[2..]);
-    assert!(store.entries_after("acme", "s", 3).unwrap().is_empty());
+    let all = store
+        .entries(&tenant_named("acme"), &session_named("s"))
+        .unwrap();
+    assert_eq!(
+        store
+            .entries_after(&tenant_named("acme"), &session_named("s"), 0)
+            .unwrap(),
+        all
+    );
+    assert_eq!(
+        store
+            .entries_after(&tenant_named("acme"), &session_named("s"), 2)
+            .unwrap(),
+        all[2..]
+    );
     assert!(
         store
-            .entries_after("acme", "s", u64::MAX)
+            .entries_after(&tenant_named("acme"), &session_named("s"), 3)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .entries_after(&tenant_named("acme"), &session_named("s"), u64::MAX)
             .unwrap()
             .is_empty()
     );
     assert!(matches!(
-        store.entries_after("other", "s", 0),
+        store.entries_after(&tenant_named("other"), &session_named("s"), 0),
         Err(SessionError::NotFound { .. })
-    ));
-    assert!(matches!(
-        store.entries_after("acme", "../s", 0),
-        Err(SessionError::InvalidSessionId { .. })
     ));
 }
 
@@ -156,9 +200,15 @@ fn a_bad_parent_is_an_error_and_changes_nothing() {
     let store = store();
     new_session(&store, "acme", "s1");
     store
-        .append("acme", "s1", &[entry("a0000001", None, user("hello"))])
+        .append(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            &[entry("a0000001", None, user("hello"))],
+        )
         .unwrap();
-    let before = store.load("acme", "s1").unwrap();
+    let before = store
+        .load(&tenant_named("acme"), &session_named("s1"))
+        .unwrap();
 
     // The first entry of the batch is fine, the second names a parent nobody stored: the batch
     // is refused as a whole.
@@ -166,15 +216,24 @@ fn a_bad_parent_is_an_error_and_changes_nothing() {
         entry("a0000002", Some("a0000001"), assistant("hi")),
         entry("a0000003", Some("ffffffff"), user("orphan")),
     ];
-    let error = store.append("acme", "s1", &batch).unwrap_err();
+    let error = store
+        .append(&tenant_named("acme"), &session_named("s1"), &batch)
+        .unwrap_err();
     assert!(
         matches!(&error, SessionError::UnknownParent { id, parent, .. }
             if id == "a0000003" && parent == "ffffffff"),
         "{error}"
     );
     assert!(error.to_string().contains("\"ffffffff\""), "{error}");
-    assert_eq!(store.load("acme", "s1").unwrap(), before);
-    let info = store.get("acme", "s1").unwrap();
+    assert_eq!(
+        store
+            .load(&tenant_named("acme"), &session_named("s1"))
+            .unwrap(),
+        before
+    );
+    let info = store
+        .get(&tenant_named("acme"), &session_named("s1"))
+        .unwrap();
     assert_eq!(
         (info.entry_count, info.leaf_id.as_deref()),
         (1, Some("a0000001"))
@@ -186,10 +245,18 @@ fn duplicate_ids_and_unreadable_entries_are_refused() {
     let store = store();
     new_session(&store, "acme", "s1");
     store
-        .append("acme", "s1", &[entry("a0000001", None, user("hello"))])
+        .append(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            &[entry("a0000001", None, user("hello"))],
+        )
         .unwrap();
     let error = store
-        .append("acme", "s1", &[entry("a0000001", None, user("again"))])
+        .append(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            &[entry("a0000001", None, user("again"))],
+        )
         .unwrap_err();
     assert!(
         matches!(error, SessionError::DuplicateEntryId { .. }),
@@ -197,8 +264,8 @@ fn duplicate_ids_and_unreadable_entries_are_refused() {
     );
     let error = store
         .append(
-            "acme",
-            "s1",
+            &tenant_named("acme"),
+            &session_named("s1"),
             &[
                 entry("a0000002", Some("a0000001"), user("x")),
                 entry("a0000002", Some("a0000001"), user("y")),
@@ -213,19 +280,31 @@ fn duplicate_ids_and_unreadable_entries_are_refused() {
         kind: EntryKind::Other(Extra::new()),
         ..entry("a0000003", Some("a0000001"), user("x"))
     };
-    let error = store.append("acme", "s1", &[untyped]).unwrap_err();
+    let error = store
+        .append(&tenant_named("acme"), &session_named("s1"), &[untyped])
+        .unwrap_err();
     assert!(
         matches!(error, SessionError::InvalidEntry { .. }),
         "{error}"
     );
     let error = store
-        .append("acme", "s1", &[entry("", None, user("x"))])
+        .append(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            &[entry("", None, user("x"))],
+        )
         .unwrap_err();
     assert!(
         matches!(error, SessionError::InvalidEntryId { .. }),
         "{error}"
     );
-    assert_eq!(store.get("acme", "s1").unwrap().entry_count, 1);
+    assert_eq!(
+        store
+            .get(&tenant_named("acme"), &session_named("s1"))
+            .unwrap()
+            .entry_count,
+        1
+    );
 }
 
 #[test]
@@ -233,42 +312,66 @@ fn tenants_are_isolated() {
     let store = store();
     new_session(&store, "acme", "shared-id");
     store
-        .append_message("acme", "shared-id", user("acme secret"))
+        .append_message(
+            &tenant_named("acme"),
+            &session_named("shared-id"),
+            user("acme secret"),
+        )
         .unwrap();
     // The same id is a different session for another tenant, and acme's is invisible to it.
     assert!(matches!(
-        store.get("globex", "shared-id"),
+        store.get(&tenant_named("globex"), &session_named("shared-id")),
         Err(SessionError::NotFound { .. })
     ));
     assert!(matches!(
-        store.context("globex", "shared-id", None),
+        store.context(&tenant_named("globex"), &session_named("shared-id"), None),
         Err(SessionError::NotFound { .. })
     ));
     assert!(matches!(
-        store.append_message("globex", "shared-id", user("x")),
+        store.append_message(
+            &tenant_named("globex"),
+            &session_named("shared-id"),
+            user("x")
+        ),
         Err(SessionError::NotFound { .. })
     ));
     new_session(&store, "globex", "shared-id");
     store
-        .append_message("globex", "shared-id", user("globex data"))
+        .append_message(
+            &tenant_named("globex"),
+            &session_named("shared-id"),
+            user("globex data"),
+        )
         .unwrap();
     assert_eq!(
-        texts(&store.context("acme", "shared-id", None).unwrap()),
+        texts(
+            &store
+                .context(&tenant_named("acme"), &session_named("shared-id"), None)
+                .unwrap()
+        ),
         ["acme secret"]
     );
     assert_eq!(
-        texts(&store.context("globex", "shared-id", None).unwrap()),
+        texts(
+            &store
+                .context(&tenant_named("globex"), &session_named("shared-id"), None)
+                .unwrap()
+        ),
         ["globex data"]
     );
-    assert_eq!(store.list("acme").unwrap().len(), 1);
-    assert_eq!(store.list("globex").unwrap().len(), 1);
-    assert!(store.list("initech").unwrap().is_empty());
+    assert_eq!(store.list(&tenant_named("acme")).unwrap().len(), 1);
+    assert_eq!(store.list(&tenant_named("globex")).unwrap().len(), 1);
+    assert!(store.list(&tenant_named("initech")).unwrap().is_empty());
     // An acme entry id is no parent for globex.
-    let acme_leaf = store.get("acme", "shared-id").unwrap().leaf_id.unwrap();
+    let acme_leaf = store
+        .get(&tenant_named("acme"), &session_named("shared-id"))
+        .unwrap()
+        .leaf_id
+        .unwrap();
     let error = store
         .append(
-            "globex",
-            "shared-id",
+            &tenant_named("globex"),
+            &session_named("shared-id"),
             &[entry("c0000001", Some(&acme_leaf), user("x"))],
         )
         .unwrap_err();
@@ -276,12 +379,6 @@ fn tenants_are_isolated() {
         matches!(error, SessionError::UnknownParent { .. }),
         "{error}"
     );
-    assert!(matches!(
-        store.list("../etc"),
-        Err(SessionError::Store(
-            skald_store::StoreError::InvalidTenant { .. }
-        ))
-    ));
 }
 
 #[test]
@@ -289,20 +386,28 @@ fn sessions_are_created_once_and_ids_are_checked() {
     let store = store();
     new_session(&store, "acme", "s1");
     let error = store
-        .create("acme", NewSession::new(header("s1"), "openclaw-session"))
+        .create(
+            &tenant_named("acme"),
+            NewSession::new(header("s1"), "openclaw-session"),
+        )
         .unwrap_err();
     assert!(
         matches!(error, SessionError::AlreadyExists { .. }),
         "{error}"
     );
     let error = store
-        .create("acme", NewSession::new(header("../s2"), "openclaw-session"))
+        .create(
+            &tenant_named("acme"),
+            NewSession::new(header("../s2"), "openclaw-session"),
+        )
         .unwrap_err();
     assert!(
         matches!(error, SessionError::InvalidSessionId { .. }),
         "{error}"
     );
-    let error = store.get("acme", "nope").unwrap_err();
+    let error = store
+        .get(&tenant_named("acme"), &session_named("nope"))
+        .unwrap_err();
     assert!(error.to_string().contains("no session \"nope\""), "{error}");
 }
 
@@ -313,7 +418,11 @@ fn the_trigger_refuses_updates_and_deletes_of_entries() {
     let store = SqliteSessionStore::open(&db).unwrap();
     new_session(&store, "acme", "s1");
     let first = store
-        .append_message("acme", "s1", user("original"))
+        .append_message(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            user("original"),
+        )
         .unwrap();
 
     // Whoever writes to the file, not only this crate, cannot rewrite history in place.
@@ -328,7 +437,11 @@ fn the_trigger_refuses_updates_and_deletes_of_entries() {
     let delete = raw.execute("DELETE FROM session_entries", []).unwrap_err();
     assert!(delete.to_string().contains("append-only"), "{delete}");
     assert_eq!(
-        texts(&store.context("acme", "s1", None).unwrap()),
+        texts(
+            &store
+                .context(&tenant_named("acme"), &session_named("s1"), None)
+                .unwrap()
+        ),
         ["original"]
     );
 }
@@ -340,18 +453,27 @@ fn the_session_store_shares_the_ref_store_file() {
     let refs = SqliteRefStore::open(&db, RefSettings::default()).unwrap();
     let id = refs
         .put(
-            "acme",
+            &tenant_named("acme"),
             &skald_core::refs::RefPayload::new(vec![Block::text("x")]),
         )
         .unwrap();
     let sessions = SqliteSessionStore::open(&db).unwrap();
     new_session(&sessions, "acme", "s1");
-    sessions.append_message("acme", "s1", user("hi")).unwrap();
+    sessions
+        .append_message(&tenant_named("acme"), &session_named("s1"), user("hi"))
+        .unwrap();
     drop(sessions);
-    assert_eq!(refs.get("acme", id.as_str()).unwrap().text(), "x");
+    assert_eq!(
+        refs.get(&tenant_named("acme"), id.as_str()).unwrap().text(),
+        "x"
+    );
     let reopened = SqliteSessionStore::open(&db).unwrap();
     assert_eq!(
-        texts(&reopened.context("acme", "s1", None).unwrap()),
+        texts(
+            &reopened
+                .context(&tenant_named("acme"), &session_named("s1"), None)
+                .unwrap()
+        ),
         ["hi"]
     );
     let raw = rusqlite::Connection::open(&db).unwrap();
@@ -365,17 +487,27 @@ fn the_session_store_shares_the_ref_store_file() {
 fn a_compaction_checkpoint_replaces_the_history_before_its_first_kept_entry() {
     let store = store();
     new_session(&store, "acme", "s1");
-    let ask = store.append_message("acme", "s1", user("old ask")).unwrap();
+    let ask = store
+        .append_message(&tenant_named("acme"), &session_named("s1"), user("old ask"))
+        .unwrap();
     store
-        .append_message("acme", "s1", assistant("old answer"))
+        .append_message(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            assistant("old answer"),
+        )
         .unwrap();
     let kept = store
-        .append_message("acme", "s1", user("recent ask"))
+        .append_message(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            user("recent ask"),
+        )
         .unwrap();
     let checkpoint = store
         .append_compaction(
-            "acme",
-            "s1",
+            &tenant_named("acme"),
+            &session_named("s1"),
             CompactionCheckpoint {
                 summary: "## Decisions\n- none".into(),
                 first_kept_entry_id: Some(kept.id.clone()),
@@ -386,11 +518,15 @@ fn a_compaction_checkpoint_replaces_the_history_before_its_first_kept_entry() {
         )
         .unwrap();
     store
-        .append_message("acme", "s1", assistant("after"))
+        .append_message(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            assistant("after"),
+        )
         .unwrap();
 
     let stored = store
-        .entries("acme", "s1")
+        .entries(&tenant_named("acme"), &session_named("s1"))
         .unwrap()
         .into_iter()
         .find(|e| e.id == checkpoint.id)
@@ -400,7 +536,9 @@ fn a_compaction_checkpoint_replaces_the_history_before_its_first_kept_entry() {
         &stored.kind,
         EntryKind::Compaction { tokens_before: Some(900), first_kept_entry_id: Some(k), .. } if *k == kept.id
     ));
-    let context = store.context("acme", "s1", None).unwrap();
+    let context = store
+        .context(&tenant_named("acme"), &session_named("s1"), None)
+        .unwrap();
     assert_eq!(context.len(), 3);
     assert!(
         context[0]
@@ -410,9 +548,15 @@ fn a_compaction_checkpoint_replaces_the_history_before_its_first_kept_entry() {
     assert_eq!(texts(&context[1..]), ["recent ask", "after"]);
 
     // The first kept entry must be on the active path.
-    store.set_leaf("acme", "s1", Some(&ask.id)).unwrap();
+    store
+        .set_leaf(&tenant_named("acme"), &session_named("s1"), Some(&ask.id))
+        .unwrap();
     let side = store
-        .append_message("acme", "s1", assistant("side"))
+        .append_message(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            assistant("side"),
+        )
         .unwrap();
     let off_path = CompactionCheckpoint {
         summary: "s".into(),
@@ -422,7 +566,11 @@ fn a_compaction_checkpoint_replaces_the_history_before_its_first_kept_entry() {
         details: None,
     };
     let error = store
-        .append_compaction("acme", "s1", off_path.clone())
+        .append_compaction(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            off_path.clone(),
+        )
         .unwrap_err();
     assert!(
         matches!(&error, SessionError::NotOnActivePath { id, leaf: Some(leaf), .. }
@@ -433,7 +581,9 @@ fn a_compaction_checkpoint_replaces_the_history_before_its_first_kept_entry() {
         first_kept_entry_id: Some("deadbeef".into()),
         ..off_path
     };
-    let error = store.append_compaction("acme", "s1", unknown).unwrap_err();
+    let error = store
+        .append_compaction(&tenant_named("acme"), &session_named("s1"), unknown)
+        .unwrap_err();
     assert!(
         matches!(error, SessionError::UnknownEntry { .. }),
         "{error}"
@@ -444,30 +594,62 @@ fn a_compaction_checkpoint_replaces_the_history_before_its_first_kept_entry() {
 fn set_leaf_selects_a_branch_and_refuses_unknown_entries() {
     let store = store();
     new_session(&store, "acme", "s1");
-    let root = store.append_message("acme", "s1", user("root")).unwrap();
-    let a = store.append_message("acme", "s1", assistant("a")).unwrap();
-    store.set_leaf("acme", "s1", Some(&root.id)).unwrap();
-    store.append_message("acme", "s1", assistant("b")).unwrap();
+    let root = store
+        .append_message(&tenant_named("acme"), &session_named("s1"), user("root"))
+        .unwrap();
+    let a = store
+        .append_message(&tenant_named("acme"), &session_named("s1"), assistant("a"))
+        .unwrap();
+    store
+        .set_leaf(&tenant_named("acme"), &session_named("s1"), Some(&root.id))
+        .unwrap();
+    store
+        .append_message(&tenant_named("acme"), &session_named("s1"), assistant("b"))
+        .unwrap();
     assert_eq!(
-        texts(&store.context("acme", "s1", None).unwrap()),
+        texts(
+            &store
+                .context(&tenant_named("acme"), &session_named("s1"), None)
+                .unwrap()
+        ),
         ["root", "b"]
     );
     assert_eq!(
-        texts(&store.context("acme", "s1", Some(&a.id)).unwrap()),
+        texts(
+            &store
+                .context(&tenant_named("acme"), &session_named("s1"), Some(&a.id))
+                .unwrap()
+        ),
         ["root", "a"]
     );
-    let error = store.set_leaf("acme", "s1", Some("00000bad")).unwrap_err();
+    let error = store
+        .set_leaf(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            Some("00000bad"),
+        )
+        .unwrap_err();
     assert!(
         matches!(error, SessionError::UnknownEntry { .. }),
         "{error}"
     );
-    let error = store.context("acme", "s1", Some("00000bad")).unwrap_err();
+    let error = store
+        .context(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            Some("00000bad"),
+        )
+        .unwrap_err();
     assert!(
         matches!(error, SessionError::UnknownEntry { .. }),
         "{error}"
     );
-    store.set_leaf("acme", "s1", None).unwrap();
-    let new_root = store.append_message("acme", "s1", user("fresh")).unwrap();
+    store
+        .set_leaf(&tenant_named("acme"), &session_named("s1"), None)
+        .unwrap();
+    let new_root = store
+        .append_message(&tenant_named("acme"), &session_named("s1"), user("fresh"))
+        .unwrap();
     assert_eq!(new_root.parent_id, None);
 }
 
@@ -478,11 +660,13 @@ fn set_leaf_selects_a_branch_and_refuses_unknown_entries() {
 fn seed_003_persistent_truncation_forks_from_the_first_rewritten_entry_and_keeps_the_old_branch() {
     let store = store();
     new_session(&store, "acme", "s1");
-    let ask = store.append_message("acme", "s1", user("run it")).unwrap();
+    let ask = store
+        .append_message(&tenant_named("acme"), &session_named("s1"), user("run it"))
+        .unwrap();
     let call = store
         .append_message(
-            "acme",
-            "s1",
+            &tenant_named("acme"),
+            &session_named("s1"),
             Message::new(
                 Role::Assistant,
                 vec![Block::ToolCall(skald_core::message::ToolCall {
@@ -497,18 +681,22 @@ fn seed_003_persistent_truncation_forks_from_the_first_rewritten_entry_and_keeps
         .unwrap();
     let huge = store
         .append_message(
-            "acme",
-            "s1",
+            &tenant_named("acme"),
+            &session_named("s1"),
             tool_result("call_1", &"log line\n".repeat(1000)),
         )
         .unwrap();
     let answer = store
-        .append_message("acme", "s1", assistant("built"))
+        .append_message(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            assistant("built"),
+        )
         .unwrap();
     let compaction = store
         .append_compaction(
-            "acme",
-            "s1",
+            &tenant_named("acme"),
+            &session_named("s1"),
             CompactionCheckpoint {
                 summary: "built once".into(),
                 first_kept_entry_id: Some(huge.id.clone()),
@@ -518,15 +706,24 @@ fn seed_003_persistent_truncation_forks_from_the_first_rewritten_entry_and_keeps
             },
         )
         .unwrap();
-    let before = store.entries("acme", "s1").unwrap();
-    let old_context = store.context("acme", "s1", None).unwrap();
+    let before = store
+        .entries(&tenant_named("acme"), &session_named("s1"))
+        .unwrap();
+    let old_context = store
+        .context(&tenant_named("acme"), &session_named("s1"), None)
+        .unwrap();
 
     let rewrites = BTreeMap::from([(
         huge.id.clone(),
         EntryKind::Message(tool_result("call_1", "log line\n[truncated]")),
     )]);
     let rewrite = store
-        .rewrite_branch("acme", "s1", rewrites, "context overflow")
+        .rewrite_branch(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            rewrites,
+            "context overflow",
+        )
         .unwrap();
 
     // The fork hangs where the first rewritten entry hung.
@@ -538,11 +735,19 @@ fn seed_003_persistent_truncation_forks_from_the_first_rewritten_entry_and_keeps
     );
 
     // Every old entry is still there, unchanged, in its place.
-    let after = store.entries("acme", "s1").unwrap();
+    let after = store
+        .entries(&tenant_named("acme"), &session_named("s1"))
+        .unwrap();
     assert_eq!(&after[..before.len()], &before[..]);
     assert_eq!(after.len(), before.len() + 1 + 3);
     assert_eq!(
-        store.context("acme", "s1", Some(&compaction.id)).unwrap(),
+        store
+            .context(
+                &tenant_named("acme"),
+                &session_named("s1"),
+                Some(&compaction.id)
+            )
+            .unwrap(),
         old_context
     );
 
@@ -559,7 +764,9 @@ fn seed_003_persistent_truncation_forks_from_the_first_rewritten_entry_and_keeps
     assert_eq!(marker.parent_id.as_deref(), Some(call.id.as_str()));
 
     // The new branch is the active one; its compaction keeps from the copy, not the original.
-    let info = store.get("acme", "s1").unwrap();
+    let info = store
+        .get(&tenant_named("acme"), &session_named("s1"))
+        .unwrap();
     assert_eq!(info.leaf_id.as_deref(), Some(rewrite.leaf_id.as_str()));
     let copy_of = |id: &str| {
         rewrite
@@ -578,7 +785,9 @@ fn seed_003_persistent_truncation_forks_from_the_first_rewritten_entry_and_keeps
         EntryKind::Compaction { first_kept_entry_id: Some(k), .. } if *k == copy_of(&huge.id)
     ));
     assert_eq!(tokens_after(new_compaction), Some(2500));
-    let context = store.context("acme", "s1", None).unwrap();
+    let context = store
+        .context(&tenant_named("acme"), &session_named("s1"), None)
+        .unwrap();
     assert_eq!(context.len(), old_context.len());
     assert!(context[0].plain_text().contains("built once"));
     assert_eq!(
@@ -586,7 +795,9 @@ fn seed_003_persistent_truncation_forks_from_the_first_rewritten_entry_and_keeps
         vec![Block::text("log line\n[truncated]")]
     );
     assert_eq!(context[2].plain_text(), "built");
-    let path = store.path("acme", "s1", None).unwrap();
+    let path = store
+        .path(&tenant_named("acme"), &session_named("s1"), None)
+        .unwrap();
     assert_eq!(path.first().unwrap().id, ask.id);
 }
 
@@ -594,44 +805,87 @@ fn seed_003_persistent_truncation_forks_from_the_first_rewritten_entry_and_keeps
 fn rewrite_branch_refuses_entries_off_the_active_path() {
     let store = store();
     new_session(&store, "acme", "s1");
-    let root = store.append_message("acme", "s1", user("root")).unwrap();
+    let root = store
+        .append_message(&tenant_named("acme"), &session_named("s1"), user("root"))
+        .unwrap();
     let old = store
-        .append_message("acme", "s1", assistant("old"))
+        .append_message(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            assistant("old"),
+        )
         .unwrap();
-    store.set_leaf("acme", "s1", Some(&root.id)).unwrap();
     store
-        .append_message("acme", "s1", assistant("new"))
+        .set_leaf(&tenant_named("acme"), &session_named("s1"), Some(&root.id))
         .unwrap();
-    let before = store.load("acme", "s1").unwrap();
+    store
+        .append_message(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            assistant("new"),
+        )
+        .unwrap();
+    let before = store
+        .load(&tenant_named("acme"), &session_named("s1"))
+        .unwrap();
     let replace =
         |id: &str| BTreeMap::from([(id.to_owned(), EntryKind::Message(assistant("replacement")))]);
     let error = store
-        .rewrite_branch("acme", "s1", replace(&old.id), "r")
+        .rewrite_branch(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            replace(&old.id),
+            "r",
+        )
         .unwrap_err();
     assert!(
         matches!(error, SessionError::NotOnActivePath { .. }),
         "{error}"
     );
     let error = store
-        .rewrite_branch("acme", "s1", replace("deadbeef"), "r")
+        .rewrite_branch(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            replace("deadbeef"),
+            "r",
+        )
         .unwrap_err();
     assert!(
         matches!(error, SessionError::UnknownEntry { .. }),
         "{error}"
     );
     let error = store
-        .rewrite_branch("acme", "s1", BTreeMap::new(), "r")
+        .rewrite_branch(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            BTreeMap::new(),
+            "r",
+        )
         .unwrap_err();
     assert!(matches!(error, SessionError::NothingToRewrite), "{error}");
-    assert_eq!(store.load("acme", "s1").unwrap(), before);
+    assert_eq!(
+        store
+            .load(&tenant_named("acme"), &session_named("s1"))
+            .unwrap(),
+        before
+    );
 
     // Rewriting the root forks a new root.
     let rewrite = store
-        .rewrite_branch("acme", "s1", replace(&root.id), "r")
+        .rewrite_branch(
+            &tenant_named("acme"),
+            &session_named("s1"),
+            replace(&root.id),
+            "r",
+        )
         .unwrap();
     assert_eq!(rewrite.fork_parent_id, None);
     assert_eq!(
-        texts(&store.context("acme", "s1", None).unwrap()),
+        texts(
+            &store
+                .context(&tenant_named("acme"), &session_named("s1"), None)
+                .unwrap()
+        ),
         ["replacement", "new"]
     );
 }
@@ -639,7 +893,8 @@ fn rewrite_branch_refuses_entries_off_the_active_path() {
 #[test]
 fn an_imported_openclaw_session_rebuilds_the_context_openclaw_builds() {
     let store = store();
-    let outcome = import_transcript(&store, "acme", FIXTURE, &import_options()).unwrap();
+    let outcome =
+        import_transcript(&store, &tenant_named("acme"), FIXTURE, &import_options()).unwrap();
     assert_eq!(outcome.session_id, FIXTURE_ID);
     assert_eq!(outcome.status, ImportStatus::Created);
     assert_eq!(outcome.entries_added, 18);
@@ -648,10 +903,14 @@ fn an_imported_openclaw_session_rebuilds_the_context_openclaw_builds() {
     let read = decode_session(FIXTURE).unwrap();
     // Entries, ids, tree and leaf are kept exactly.
     assert_eq!(
-        store.entries("acme", FIXTURE_ID).unwrap(),
+        store
+            .entries(&tenant_named("acme"), &session_named(FIXTURE_ID))
+            .unwrap(),
         read.session.entries()
     );
-    let loaded = store.load("acme", FIXTURE_ID).unwrap();
+    let loaded = store
+        .load(&tenant_named("acme"), &session_named(FIXTURE_ID))
+        .unwrap();
     assert_eq!(loaded.header, read.session.header);
     assert_eq!(loaded.leaf_id(), read.session.leaf_id());
     assert_eq!(loaded.leaf_id(), Some("b1000012"));
@@ -659,7 +918,9 @@ fn an_imported_openclaw_session_rebuilds_the_context_openclaw_builds() {
     // The context has the compaction summary, the kept entries, the branch summary and the
     // custom message, and not the abandoned branch.
     let expected = read.session.build_context(None);
-    let context = store.context("acme", FIXTURE_ID, None).unwrap();
+    let context = store
+        .context(&tenant_named("acme"), &session_named(FIXTURE_ID), None)
+        .unwrap();
     assert_eq!(context, expected);
     let ids: Vec<&str> = context
         .iter()
@@ -674,11 +935,19 @@ fn an_imported_openclaw_session_rebuilds_the_context_openclaw_builds() {
     );
     // And from the abandoned branch's leaf, what OpenClaw would build there.
     assert_eq!(
-        store.context("acme", FIXTURE_ID, Some("b100000a")).unwrap(),
+        store
+            .context(
+                &tenant_named("acme"),
+                &session_named(FIXTURE_ID),
+                Some("b100000a")
+            )
+            .unwrap(),
         read.session.build_context(Some("b100000a"))
     );
 
-    let info = store.get("acme", FIXTURE_ID).unwrap();
+    let info = store
+        .get(&tenant_named("acme"), &session_named(FIXTURE_ID))
+        .unwrap();
     assert_eq!(info.source_format, "openclaw-session");
     assert_eq!(info.source.as_deref(), Some("fixture.jsonl"));
     assert_eq!(
@@ -691,14 +960,23 @@ fn an_imported_openclaw_session_rebuilds_the_context_openclaw_builds() {
 #[test]
 fn importing_the_same_session_again_does_not_duplicate() {
     let store = store();
-    import_transcript(&store, "acme", FIXTURE, &import_options()).unwrap();
-    let before = store.load("acme", FIXTURE_ID).unwrap();
-    let again = import_transcript(&store, "acme", FIXTURE, &import_options()).unwrap();
+    import_transcript(&store, &tenant_named("acme"), FIXTURE, &import_options()).unwrap();
+    let before = store
+        .load(&tenant_named("acme"), &session_named(FIXTURE_ID))
+        .unwrap();
+    let again =
+        import_transcript(&store, &tenant_named("acme"), FIXTURE, &import_options()).unwrap();
     assert_eq!(again.status, ImportStatus::AlreadyImported);
     assert_eq!(again.entries_added, 0);
-    assert_eq!(store.load("acme", FIXTURE_ID).unwrap(), before);
+    assert_eq!(
+        store
+            .load(&tenant_named("acme"), &session_named(FIXTURE_ID))
+            .unwrap(),
+        before
+    );
     // Another tenant gets its own copy.
-    let other = import_transcript(&store, "globex", FIXTURE, &import_options()).unwrap();
+    let other =
+        import_transcript(&store, &tenant_named("globex"), FIXTURE, &import_options()).unwrap();
     assert_eq!(other.status, ImportStatus::Created);
 }
 
@@ -707,17 +985,25 @@ fn a_grown_session_file_appends_only_its_new_entries() {
     let store = store();
     let lines: Vec<&str> = FIXTURE.lines().collect();
     let shorter = format!("{}\n", lines[..10].join("\n"));
-    let first = import_transcript(&store, "acme", &shorter, &import_options()).unwrap();
+    let first =
+        import_transcript(&store, &tenant_named("acme"), &shorter, &import_options()).unwrap();
     assert_eq!(first.entries_added, 9);
     assert_eq!(
-        store.get("acme", FIXTURE_ID).unwrap().leaf_id.as_deref(),
+        store
+            .get(&tenant_named("acme"), &session_named(FIXTURE_ID))
+            .unwrap()
+            .leaf_id
+            .as_deref(),
         Some("b1000009")
     );
-    let grown = import_transcript(&store, "acme", FIXTURE, &import_options()).unwrap();
+    let grown =
+        import_transcript(&store, &tenant_named("acme"), FIXTURE, &import_options()).unwrap();
     assert_eq!(grown.status, ImportStatus::Appended);
     assert_eq!(grown.entries_added, 9);
     assert_eq!(
-        store.context("acme", FIXTURE_ID, None).unwrap(),
+        store
+            .context(&tenant_named("acme"), &session_named(FIXTURE_ID), None)
+            .unwrap(),
         decode_session(FIXTURE).unwrap().session.build_context(None)
     );
 }
@@ -725,26 +1011,38 @@ fn a_grown_session_file_appends_only_its_new_entries() {
 #[test]
 fn an_edited_session_file_is_a_conflict_and_changes_nothing() {
     let store = store();
-    import_transcript(&store, "acme", FIXTURE, &import_options()).unwrap();
-    let before = store.load("acme", FIXTURE_ID).unwrap();
+    import_transcript(&store, &tenant_named("acme"), FIXTURE, &import_options()).unwrap();
+    let before = store
+        .load(&tenant_named("acme"), &session_named(FIXTURE_ID))
+        .unwrap();
     let edited = FIXTURE.replace("Pods are healthy.", "Pods are broken.")
         + r#"{"type":"message","id":"b1000013","parentId":"b1000012","timestamp":"2026-02-03T09:00:19.000Z","message":{"role":"user","content":"more","timestamp":1770109219000}}"#
         + "\n";
-    let error = import_transcript(&store, "acme", &edited, &import_options()).unwrap_err();
+    let error =
+        import_transcript(&store, &tenant_named("acme"), &edited, &import_options()).unwrap_err();
     assert!(
         matches!(&error, ImportError::Conflict { what, .. } if what == "entry \"b1000005\""),
         "{error}"
     );
-    assert_eq!(store.load("acme", FIXTURE_ID).unwrap(), before);
+    assert_eq!(
+        store
+            .load(&tenant_named("acme"), &session_named(FIXTURE_ID))
+            .unwrap(),
+        before
+    );
     // Under another id it is a new session.
     let options = ImportOptions {
-        session_id: Some("edited-copy".into()),
+        session_id: Some(session_named("edited-copy")),
         ..import_options()
     };
-    let outcome = import_transcript(&store, "acme", &edited, &options).unwrap();
+    let outcome = import_transcript(&store, &tenant_named("acme"), &edited, &options).unwrap();
     assert_eq!(outcome.status, ImportStatus::Created);
     assert_eq!(
-        store.load("acme", "edited-copy").unwrap().header.id,
+        store
+            .load(&tenant_named("acme"), &session_named("edited-copy"))
+            .unwrap()
+            .header
+            .id,
         "edited-copy"
     );
 }
@@ -761,27 +1059,34 @@ fn other_formats_become_a_chain_of_messages_and_grow_in_place() {
         r#",{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"ls","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_1","content":"a.txt\nb.txt"}"#,
     );
     let store = store();
-    let first = import_transcript(&store, "acme", &short, &import_options()).unwrap();
+    let first =
+        import_transcript(&store, &tenant_named("acme"), &short, &import_options()).unwrap();
     assert!(
         first.session_id.starts_with("conv-"),
         "{}",
         first.session_id
     );
     assert_eq!(first.entries_added, 2);
-    let second = import_transcript(&store, "acme", &grown, &import_options()).unwrap();
+    let second =
+        import_transcript(&store, &tenant_named("acme"), &grown, &import_options()).unwrap();
     assert_eq!(second.session_id, first.session_id);
     assert_eq!(second.status, ImportStatus::Appended);
     assert_eq!(second.entries_added, 2);
-    let path = store.path("acme", &first.session_id, None).unwrap();
+    let path = store
+        .path(&tenant_named("acme"), &first.session_id, None)
+        .unwrap();
     let ids: Vec<&str> = path.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(ids, ["00000001", "00000002", "00000003", "00000004"]);
-    let context = store.context("acme", &first.session_id, None).unwrap();
+    let context = store
+        .context(&tenant_named("acme"), &first.session_id, None)
+        .unwrap();
     let roles: Vec<&str> = context.iter().map(|m| m.role.name()).collect();
     assert_eq!(roles, ["system", "user", "assistant", "tool_result"]);
-    let info = store.get("acme", &first.session_id).unwrap();
+    let info = store.get(&tenant_named("acme"), &first.session_id).unwrap();
     assert_eq!(info.source_format, "openai-request");
     assert_eq!(info.title.as_deref(), Some("List the files."));
-    let again = import_transcript(&store, "acme", &grown, &import_options()).unwrap();
+    let again =
+        import_transcript(&store, &tenant_named("acme"), &grown, &import_options()).unwrap();
     assert_eq!(again.status, ImportStatus::AlreadyImported);
 }
 
@@ -789,10 +1094,11 @@ fn other_formats_become_a_chain_of_messages_and_grow_in_place() {
 fn a_file_with_a_reused_entry_id_is_refused() {
     let store = store();
     let doubled = format!("{FIXTURE}{}\n", FIXTURE.lines().nth(2).unwrap());
-    let error = import_transcript(&store, "acme", &doubled, &import_options()).unwrap_err();
+    let error =
+        import_transcript(&store, &tenant_named("acme"), &doubled, &import_options()).unwrap_err();
     assert!(matches!(error, ImportError::InvalidTree { .. }), "{error}");
     assert!(error.to_string().contains("used twice"), "{error}");
-    assert!(store.list("acme").unwrap().is_empty());
+    assert!(store.list(&tenant_named("acme")).unwrap().is_empty());
 }
 
 #[test]
@@ -841,7 +1147,8 @@ fn entries_whose_body_did_not_decode_are_kept_as_written_and_stay_out_of_the_con
         "\n",
     );
     let store = store();
-    let outcome = import_transcript(&store, "acme", text, &import_options()).unwrap();
+    let outcome =
+        import_transcript(&store, &tenant_named("acme"), text, &import_options()).unwrap();
     assert_eq!(outcome.issues.len(), 1, "{:?}", outcome.issues);
     let read = decode_session(text).unwrap();
     assert!(matches!(
@@ -849,13 +1156,29 @@ fn entries_whose_body_did_not_decode_are_kept_as_written_and_stay_out_of_the_con
         EntryKind::Other(_)
     ));
     assert_eq!(
-        store.entries("acme", "odd-bodies").unwrap(),
+        store
+            .entries(&tenant_named("acme"), &session_named("odd-bodies"))
+            .unwrap(),
         read.session.entries()
     );
     assert_eq!(
-        texts(&store.context("acme", "odd-bodies", None).unwrap()),
+        texts(
+            &store
+                .context(&tenant_named("acme"), &session_named("odd-bodies"), None)
+                .unwrap()
+        ),
         ["hi"]
     );
-    let again = import_transcript(&store, "acme", text, &import_options()).unwrap();
+    let again = import_transcript(&store, &tenant_named("acme"), text, &import_options()).unwrap();
     assert_eq!(again.status, ImportStatus::AlreadyImported);
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
+}
+
+/// A session id of the tests, parsed (it is well formed).
+fn session_named(id: &str) -> skald_core::ids::SessionId {
+    skald_core::ids::SessionId::parse(id).unwrap()
 }

@@ -211,7 +211,7 @@ pub fn evaluate(
     let store = SqliteMemoryStore::in_memory_with(settings, Arc::new(SystemClock))?;
     let mut memory_turns: HashMap<i64, Vec<TurnRef>> = HashMap::new();
     for (index, conversation) in conversations.iter().enumerate() {
-        let tenant = tenant_of(&conversation.sample_id, index);
+        let tenant = tenant_of(&conversation.sample_id, index)?;
         progress.set_message(format!("ingesting {}", conversation.sample_id));
         let mut batches = Vec::new();
         for session in &conversation.sessions {
@@ -256,7 +256,7 @@ pub fn evaluate(
         ingest_seconds += started.elapsed().as_secs_f64();
     }
     for (index, conversation) in conversations.iter().enumerate() {
-        let tenant = tenant_of(&conversation.sample_id, index);
+        let tenant = tenant_of(&conversation.sample_id, index)?;
         let known: HashSet<TurnRef> = conversation
             .sessions
             .iter()

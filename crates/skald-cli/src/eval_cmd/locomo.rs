@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
+use skald_core::ids::Tenant;
 use skald_core::memory::levels::{MAX_OVERVIEW_CHARS, cut_at_word};
 use skald_core::memory::uri::MemoryUri;
 use skald_store::memories::{MemorySource, NewMemory};
@@ -230,13 +231,13 @@ fn slug(text: &str) -> String {
     }
 }
 
-pub(super) fn tenant_of(sample_id: &str, index: usize) -> String {
+pub(super) fn tenant_of(sample_id: &str, index: usize) -> Result<Tenant> {
     let cleaned: String = sample_id
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
         .take(100)
         .collect();
-    if cleaned
+    let name = if cleaned
         .chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphanumeric())
@@ -244,7 +245,8 @@ pub(super) fn tenant_of(sample_id: &str, index: usize) -> String {
         cleaned
     } else {
         format!("conversation-{index}")
-    }
+    };
+    Ok(Tenant::parse(name)?)
 }
 
 /// A turn as text: the speaker, what they said and the image they shared, if any (what a

@@ -266,7 +266,11 @@ mod tests {
             Some(report.uri)
         );
         assert_eq!(
-            engine.memories().stats("default").unwrap().with_embedding,
+            engine
+                .memories()
+                .stats(&skald_core::ids::Tenant::default())
+                .unwrap()
+                .with_embedding,
             2
         );
     }

@@ -17,6 +17,7 @@
 //! request reads the session again.
 
 use lru::LruCache;
+use skald_core::ids::{SessionId, Tenant};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -24,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use crate::SessionState;
 
 /// Which session a state belongs to: tenant and session id.
-type Key = (String, String);
+type Key = (Tenant, SessionId);
 
 /// One session's engine state, behind an async lock: two requests of the same session run one
 /// after the other (their decisions build on each other), requests of different sessions in
@@ -170,9 +171,9 @@ impl SessionCache {
     }
 
     /// The state of one session of one tenant, created empty on first use.
-    pub fn slot(self: &Arc<Self>, tenant: &str, session: &str) -> SessionSlot {
+    pub fn slot(self: &Arc<Self>, tenant: &Tenant, session: &SessionId) -> SessionSlot {
         let mut inner = self.lock();
-        let key = (tenant.to_owned(), session.to_owned());
+        let key = (tenant.clone(), session.clone());
         let slot = inner
             .slots
             .get_or_insert(key.clone(), || {
@@ -266,6 +267,16 @@ mod tests {
 
     use super::*;
 
+    /// A tenant name of the tests, parsed (it is well formed).
+    fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+        skald_core::ids::Tenant::parse(name).unwrap()
+    }
+
+    /// A session id of the tests, parsed (it is well formed).
+    fn session_named(id: &str) -> skald_core::ids::SessionId {
+        skald_core::ids::SessionId::parse(id).unwrap()
+    }
+
     /// A store with `count` sessions, each holding one output of `output_bytes`.
     fn store_with(count: usize, output_bytes: usize) -> SqliteSessionStore {
         let store = SqliteSessionStore::in_memory().unwrap();
@@ -276,12 +287,12 @@ mod tests {
                 ..SessionHeader::default()
             };
             store
-                .create("t", NewSession::new(header, "openai"))
+                .create(&tenant_named("t"), NewSession::new(header, "openai"))
                 .unwrap();
             store
                 .append_message(
-                    "t",
-                    &id,
+                    &tenant_named("t"),
+                    &session_named(&id),
                     Message::text(Role::User, "x".repeat(output_bytes)),
                 )
                 .unwrap();
@@ -294,16 +305,19 @@ mod tests {
     }
 
     async fn read(cache: &Arc<SessionCache>, store: &SqliteSessionStore, id: &str) -> usize {
-        let slot = cache.slot("t", id);
+        let slot = cache.slot(&tenant_named("t"), &session_named(id));
         let mut state = slot.lock().await;
-        state.session_context(store, "t", id).unwrap().len()
+        state
+            .session_context(store, &tenant_named("t"), &session_named(id))
+            .unwrap()
+            .len()
     }
 
     fn cached(cache: &SessionCache, id: &str) -> bool {
         cache
             .lock()
             .slots
-            .peek(&("t".to_owned(), id.to_owned()))
+            .peek(&(tenant_named("t"), session_named(id)))
             .is_some()
     }
 
@@ -332,10 +346,12 @@ mod tests {
         let output = 1_000_000;
         let store = store_with(7, output);
         let cache = cache(10_000, 5 * output);
-        let held = cache.slot("t", "s0");
+        let held = cache.slot(&tenant_named("t"), &session_named("s0"));
         {
             let mut state = held.lock().await;
-            state.session_context(&store, "t", "s0").unwrap();
+            state
+                .session_context(&store, &tenant_named("t"), &session_named("s0"))
+                .unwrap();
         }
         // s0 is the least recently used, and over budget with the others, but a request
         // still holds its slot (as one waiting for its lock would).
@@ -362,10 +378,12 @@ mod tests {
         let output = 1_000_000;
         let store = store_with(1, output);
         let cache = cache(10_000, output / 2);
-        let slot = cache.slot("t", "s0");
+        let slot = cache.slot(&tenant_named("t"), &session_named("s0"));
         let held = {
             let mut state = slot.lock().await;
-            let context = state.session_context(&store, "t", "s0").unwrap();
+            let context = state
+                .session_context(&store, &tenant_named("t"), &session_named("s0"))
+                .unwrap();
             assert!(state.approx_bytes() > output);
             context
         };
@@ -374,28 +392,41 @@ mod tests {
         assert!(slot.lock().await.approx_bytes() < output / 2);
         // The next request reads them again and gets the same context.
         let mut state = slot.lock().await;
-        assert_eq!(state.session_context(&store, "t", "s0").unwrap(), held);
+        assert_eq!(
+            state
+                .session_context(&store, &tenant_named("t"), &session_named("s0"))
+                .unwrap(),
+            held
+        );
     }
 
     #[tokio::test]
     async fn a_released_state_is_measured_again_each_time() {
         let store = store_with(1, 10);
         let cache = cache(10_000, usize::MAX);
-        let slot = cache.slot("t", "s0");
+        let slot = cache.slot(&tenant_named("t"), &session_named("s0"));
         drop(slot.lock().await);
         let empty = cache.bytes();
         {
             let mut state = slot.lock().await;
-            state.session_context(&store, "t", "s0").unwrap();
+            state
+                .session_context(&store, &tenant_named("t"), &session_named("s0"))
+                .unwrap();
         }
         let read = cache.bytes();
         assert!(read > empty);
         store
-            .append_message("t", "s0", Message::text(Role::User, "y".repeat(100_000)))
+            .append_message(
+                &tenant_named("t"),
+                &session_named("s0"),
+                Message::text(Role::User, "y".repeat(100_000)),
+            )
             .unwrap();
         {
             let mut state = slot.clone().lock_owned().await;
-            state.session_context(&store, "t", "s0").unwrap();
+            state
+                .session_context(&store, &tenant_named("t"), &session_named("s0"))
+                .unwrap();
         }
         assert!(cache.bytes() >= read + 2 * 100_000);
     }

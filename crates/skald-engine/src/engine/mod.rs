@@ -324,7 +324,7 @@ impl Engine {
     /// The state of one session, created empty on first use (see [`SessionCache`] for how long
     /// it is kept). A caller that drives a session itself (the proxy) locks it for the call.
     pub fn slot(&self, tenant: &Tenant, session: &SessionId) -> SessionSlot {
-        self.inner.states.slot(tenant.as_str(), session.as_str())
+        self.inner.states.slot(tenant, session)
     }
 
     /// Sessions whose state is in memory now.

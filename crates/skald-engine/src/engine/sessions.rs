@@ -281,7 +281,7 @@ impl Engine {
             BootstrapSource::File { text, path } => {
                 let options = ImportOptions {
                     source: path,
-                    session_id: Some(session.to_string()),
+                    session_id: Some(session.clone()),
                     now_ms: now_ms(),
                 };
                 let outcome = crate::blocking(|| {
@@ -364,7 +364,10 @@ impl Engine {
     }
 
     fn overview(&self, tenant: &Tenant, info: SessionInfo) -> Result<SessionOverview, EngineError> {
-        let context = self.sessions().context(tenant, &info.id, None)?;
+        // A stored id was a `SessionId` when it was stored; one that no longer parses is damage.
+        let session = SessionId::parse(info.id.as_str())
+            .map_err(|refused| SessionError::Corrupt(format!("stored session id: {refused}")))?;
+        let context = self.sessions().context(tenant, &session, None)?;
         Ok(SessionOverview {
             estimated_tokens: skald_core::tokens::estimate::estimate_messages_tokens(&context),
             info,

@@ -161,8 +161,8 @@ impl Turn {
 fn sync(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     messages: &[Message],
     source_format: &str,
 ) -> Result<Synced, EngineError> {
@@ -211,8 +211,8 @@ fn leading_messages(messages: &[Message], matched: usize) -> usize {
 fn note_write(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
 ) -> Result<(), EngineError> {
     let Some(fingerprints) = state.sync_mark().map(|mark| mark.fingerprints.clone()) else {
         return Ok(());
@@ -223,8 +223,8 @@ fn note_write(
 fn remember(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     fingerprints: Vec<u128>,
 ) -> Result<(), EngineError> {
     let info = sessions.get(tenant, session_id)?;
@@ -291,6 +291,16 @@ mod tests {
 
     use super::*;
 
+    /// A tenant name of the tests, parsed (it is well formed).
+    fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+        skald_core::ids::Tenant::parse(name).unwrap()
+    }
+
+    /// A session id of the tests, parsed (it is well formed).
+    fn session_named(id: &str) -> skald_core::ids::SessionId {
+        skald_core::ids::SessionId::parse(id).unwrap()
+    }
+
     fn say(role: Role, text: &str) -> Message {
         Message::text(role, text)
     }
@@ -306,8 +316,8 @@ mod tests {
         sync(
             &mut SessionState::default(),
             &store,
-            "t",
-            "s",
+            &tenant_named("t"),
+            &session_named("s"),
             &conversation,
             "openai",
         )
@@ -315,13 +325,35 @@ mod tests {
         conversation.push(say(Role::User, "next"));
         // A state without a mark: the engine's sync, which counts the conversation only.
         let mut state = SessionState::default();
-        let slow = sync(&mut state, &store, "t", "s", &conversation, "openai").unwrap();
+        let slow = sync(
+            &mut state,
+            &store,
+            &tenant_named("t"),
+            &session_named("s"),
+            &conversation,
+            "openai",
+        )
+        .unwrap();
         assert_eq!((slow.fast, slow.matched, slow.appended), (false, 3, 1));
         conversation.push(say(Role::Assistant, "ok"));
         conversation.push(say(Role::User, "ok"));
-        let fast = sync(&mut state, &store, "t", "s", &conversation, "openai").unwrap();
+        let fast = sync(
+            &mut state,
+            &store,
+            &tenant_named("t"),
+            &session_named("s"),
+            &conversation,
+            "openai",
+        )
+        .unwrap();
         assert_eq!((fast.fast, fast.matched, fast.appended), (true, 4, 2));
-        assert_eq!(store.get("t", "s").unwrap().message_count, 5);
+        assert_eq!(
+            store
+                .get(&tenant_named("t"), &session_named("s"))
+                .unwrap()
+                .message_count,
+            5
+        );
     }
 
     #[test]
@@ -329,29 +361,70 @@ mod tests {
         let store = SqliteSessionStore::in_memory().unwrap();
         let mut state = SessionState::default();
         let mut conversation = vec![say(Role::User, "hello there"), say(Role::Assistant, "hi")];
-        let first = sync(&mut state, &store, "t", "s", &conversation, "openai").unwrap();
+        let first = sync(
+            &mut state,
+            &store,
+            &tenant_named("t"),
+            &session_named("s"),
+            &conversation,
+            "openai",
+        )
+        .unwrap();
         assert!(!first.fast);
-        let before = store.get("t", "s").unwrap();
+        let before = store.get(&tenant_named("t"), &session_named("s")).unwrap();
 
-        let again = sync(&mut state, &store, "t", "s", &conversation, "openai").unwrap();
+        let again = sync(
+            &mut state,
+            &store,
+            &tenant_named("t"),
+            &session_named("s"),
+            &conversation,
+            "openai",
+        )
+        .unwrap();
         assert!(again.fast);
         assert_eq!(again.appended, 0);
         assert_eq!(
-            store.get("t", "s").unwrap().updated_at_ms,
+            store
+                .get(&tenant_named("t"), &session_named("s"))
+                .unwrap()
+                .updated_at_ms,
             before.updated_at_ms
         );
 
         conversation.push(say(Role::User, "next"));
-        let extended = sync(&mut state, &store, "t", "s", &conversation, "openai").unwrap();
+        let extended = sync(
+            &mut state,
+            &store,
+            &tenant_named("t"),
+            &session_named("s"),
+            &conversation,
+            "openai",
+        )
+        .unwrap();
         assert_eq!(
             (extended.fast, extended.matched, extended.appended),
             (true, 2, 1)
         );
-        assert_eq!(store.get("t", "s").unwrap().message_count, 3);
+        assert_eq!(
+            store
+                .get(&tenant_named("t"), &session_named("s"))
+                .unwrap()
+                .message_count,
+            3
+        );
 
         // The same length and edges, another middle: not the same message.
         conversation[0] = say(Role::User, "hello thEre");
-        let edited = sync(&mut state, &store, "t", "s", &conversation, "openai").unwrap();
+        let edited = sync(
+            &mut state,
+            &store,
+            &tenant_named("t"),
+            &session_named("s"),
+            &conversation,
+            "openai",
+        )
+        .unwrap();
         assert!(!edited.fast);
         assert_eq!(edited.matched, 0);
     }

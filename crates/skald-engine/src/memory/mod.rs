@@ -32,9 +32,10 @@
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let store = SqliteMemoryStore::in_memory().unwrap();
 //! let alice = MemoryIdentity::new("alice", "main").unwrap();
+//! let acme = skald_core::ids::Tenant::parse("acme").unwrap();
 //!
 //! // The agent remembers something when asked to.
-//! let answer = execute_memory_tool(&store, None, "acme", &alice, "commit_memory", &json!({
+//! let answer = execute_memory_tool(&store, None, &acme, &alice, "commit_memory", &json!({
 //!     "memory_content": "Alice deploys the billing service with `make deploy-billing`.",
 //!     "memory_type": "entity", "category": "billing deploys"
 //! })).await;
@@ -42,9 +43,9 @@
 //!
 //! // A later session: the listing once at its start, and recall on each turn.
 //! let settings = RecallSettings::default();
-//! let session = session_start_memory(&store, "acme", &alice, &settings);
+//! let session = session_start_memory(&store, &acme, &alice, &settings);
 //! let messages = session.apply(vec![Message::text(Role::User, "How do I deploy billing again?")]);
-//! let outcome = recall_for_turn(&store, None, "acme", &alice, &settings, messages).await;
+//! let outcome = recall_for_turn(&store, None, &acme, &alice, &settings, messages).await;
 //! assert_eq!(outcome.report.kept.len(), 1);
 //! assert_eq!(outcome.messages.len(), 5); // ask, memory_ls call + result, search call + result
 //! # });

@@ -2,6 +2,7 @@
 //! directory listing) a caller keeps for the whole session.
 
 use serde::Serialize;
+use skald_core::ids::Tenant;
 use skald_core::memory::recall::{
     DropReason, ListingEntry, ProfileEntry, RecallCandidate, RecallLevel, RecallSettings,
     Relevance, SkipReason, directory_messages, insert_after_first_user, insert_after_latest_user,
@@ -91,7 +92,7 @@ pub struct RecallOutcome {
 pub async fn recall_for_turn(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     settings: &RecallSettings,
     messages: Vec<Message>,
@@ -129,7 +130,7 @@ pub async fn recall_for_turn_memo(
     memo: &mut Option<RecallMemo>,
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     settings: &RecallSettings,
     messages: Vec<Message>,
@@ -179,7 +180,7 @@ fn inject(messages: Vec<Message>, injection: &[Message]) -> Vec<Message> {
 async fn search_and_select(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     settings: &RecallSettings,
     query: &str,
@@ -281,7 +282,7 @@ pub(super) async fn embed_one(
 /// (the embedding model changed) is dropped and the search runs on text.
 pub(super) fn search_visible(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     text: &str,
     vector: Option<Vec<f32>>,
@@ -363,7 +364,7 @@ pub struct SessionMemoryReport {
 /// leave their part out and are reported; they never fail the session.
 pub fn session_start_memory(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     settings: &RecallSettings,
 ) -> SessionMemory {
@@ -415,7 +416,7 @@ pub fn session_start_memory(
 
 fn profile_entries(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
 ) -> Result<Vec<ProfileEntry>, MemoryError> {
     let dir = identity.user_root().join("memories/profile")?;
@@ -449,7 +450,7 @@ fn profile_entries(
 /// with `category`, only that category's entries and the directories leading to them.
 pub fn directory_listing(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     path: &MemoryUri,
     depth: usize,

@@ -4,6 +4,7 @@
 //! panic.
 
 use serde_json::{Value, json};
+use skald_core::ids::Tenant;
 use skald_core::memory::query::QueryPlan;
 use skald_core::memory::recall::{
     RecallLevel, Relevance, format_date, listing_result_text, memory_json, render_result_json,
@@ -61,7 +62,7 @@ impl MemoryToolOutput {
 pub async fn execute_memory_tool(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     name: &str,
     arguments: &Value,
@@ -74,7 +75,7 @@ pub async fn execute_memory_tool(
 pub async fn execute_memory_tool_at(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     name: &str,
     arguments: &Value,
@@ -127,7 +128,7 @@ fn describe(error: &MemoryError) -> String {
 async fn search(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     args: SearchArgs,
 ) -> MemoryToolOutput {
@@ -168,7 +169,7 @@ async fn search(
 
 fn ls(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     args: &LsArgs,
 ) -> MemoryToolOutput {
@@ -187,7 +188,7 @@ fn ls(
 
 fn read(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     args: &ReadArgs,
 ) -> MemoryToolOutput {
@@ -224,7 +225,7 @@ fn read(
 async fn commit(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     args: &CommitArgs,
     now_ms: i64,
@@ -293,7 +294,7 @@ async fn commit(
 
 fn forget(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     uri: &MemoryUri,
 ) -> MemoryToolOutput {

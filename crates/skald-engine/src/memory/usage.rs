@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
+use skald_core::ids::Tenant;
 use skald_core::memory::recall::format_date;
 use skald_core::memory::uri::{MemoryUri, UriError};
 use skald_core::memory::usage::{
@@ -93,7 +94,7 @@ pub struct ToolMemoryUpdate {
 /// are merged in one write.
 pub fn record_tool_reports(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     agent: &str,
     reports: &[ToolCallReport],
 ) -> Result<ToolMemoryUpdate, MemoryError> {
@@ -142,7 +143,7 @@ pub fn record_tool_reports(
 /// Every tool memory of `agent`, and the entries that could not be read as statistics.
 pub fn load_tool_stats(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     agent: &str,
 ) -> Result<(Vec<ToolStats>, Vec<String>), MemoryError> {
     let dir = MemoryUri::parse(&format!("viking://agent/{agent}/tools"))?;
@@ -166,7 +167,7 @@ pub fn load_tool_stats(
 /// Counts one use of `skill` (and whether it went well) in its `stats.json`.
 pub fn record_skill_use(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     agent: &str,
     skill: &str,
     success: bool,
@@ -207,7 +208,7 @@ pub fn record_skill_use(
 /// What is remembered about `skill` (empty when nothing is).
 pub fn load_skill_memory(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     agent: &str,
     skill: &str,
 ) -> Result<SkillMemory, MemoryError> {
@@ -283,7 +284,7 @@ pub struct SkillAugmentation {
 /// bytes then stay the same on every later request.
 pub fn augment_skill_reads(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     messages: &mut [Message],
 ) -> Vec<SkillAugmentation> {
@@ -297,7 +298,7 @@ pub fn augment_skill_reads(
 /// to `decided`; a read whose skill memory could not be loaded is not, and is tried again.
 pub fn augment_skill_reads_with(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     messages: &mut [Message],
     decided: &mut HashMap<String, String>,

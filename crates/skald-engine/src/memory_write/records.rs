@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use serde_json::Value;
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Message, Role};
 use skald_core::session::{Entry, EntryKind, Session};
 use skald_store::sessions::{SessionError, SessionStore};
@@ -30,8 +31,8 @@ pub const EXTRACTION_CUSTOM_TYPE: &str = "skald.memory_extraction";
 /// Appends a custom entry under the leaf.
 pub(super) fn append_custom(
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     custom_type: &str,
     data: Value,
 ) -> Result<String, MemoryWriteError> {
@@ -96,8 +97,8 @@ fn iso_of_millis(ms: i64) -> String {
 /// Records an attempt's outcome in the session.
 pub fn record_outcome(
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     outcome: &ArchiveOutcome,
 ) -> Result<String, MemoryWriteError> {
     let data = serde_json::to_value(outcome).unwrap_or(Value::Null);
@@ -144,7 +145,7 @@ fn span_messages(session: &Session, range: &SpanRange) -> Option<Vec<Message>> {
 /// The failed spans still worth a retry, rebuilt from the session.
 pub(super) fn pending_spans(
     session: &Session,
-    session_id: &str,
+    session_id: &SessionId,
     max_attempts: u32,
 ) -> Vec<ArchiveSpan> {
     latest_outcomes(session)
@@ -153,7 +154,7 @@ pub(super) fn pending_spans(
         .filter_map(|outcome| {
             let messages = span_messages(session, &outcome.range)?;
             Some(ArchiveSpan {
-                session_id: session_id.to_owned(),
+                session_id: session_id.clone(),
                 messages,
                 summary: None,
                 range: outcome.range,
@@ -170,8 +171,8 @@ pub(super) fn pending_spans(
 pub async fn retry_pending_extractions(
     sessions: &dyn SessionStore,
     writer: &MemoryWriter,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     cancel: &CancellationToken,
 ) -> Result<Vec<ArchiveOutcome>, MemoryWriteError> {
     let session = sessions.load(tenant, session_id)?;
@@ -209,8 +210,8 @@ pub(super) fn compaction_ids(session: &Session) -> HashSet<String> {
 pub async fn archive_compacted_span(
     sessions: &dyn SessionStore,
     writer: &MemoryWriter,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     result: &CompactResult,
     system_prompt: Option<&str>,
     cancel: &CancellationToken,
@@ -263,7 +264,7 @@ pub async fn archive_compacted_span(
         span.insert(0, Message::text(Role::System, prompt));
     }
     let archive = ArchiveSpan {
-        session_id: session_id.to_owned(),
+        session_id: session_id.clone(),
         messages: span,
         summary: Some(summary.clone()),
         range,

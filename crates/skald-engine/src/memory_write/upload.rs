@@ -21,6 +21,7 @@ use std::sync::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use skald_core::extractive::{ExtractiveInput, summarize};
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::upload::{
     DropReason, UploadDecision, UploadInputs, UploadRange, UploadState, UploadStatus, plan_upload,
     upload_may_start,
@@ -90,7 +91,7 @@ pub struct UploadStep {
 /// found and retried by the next driver.
 pub struct UploadDriver {
     writer: MemoryWriter,
-    running: Mutex<HashMap<(String, String), RunningUpload>>,
+    running: Mutex<HashMap<(Tenant, SessionId), RunningUpload>>,
     /// Where upload tasks are spawned, when the host waits for them at shutdown.
     tracker: Option<TaskTracker>,
 }
@@ -139,22 +140,22 @@ impl UploadDriver {
         self
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), RunningUpload>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(Tenant, SessionId), RunningUpload>> {
         self.running
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether an upload task of the session is in flight.
-    pub fn is_running(&self, tenant: &str, session_id: &str) -> bool {
+    pub fn is_running(&self, tenant: &Tenant, session_id: &SessionId) -> bool {
         self.lock()
-            .get(&(tenant.to_owned(), session_id.to_owned()))
+            .get(&(tenant.clone(), session_id.clone()))
             .is_some_and(|upload| !upload.handle.is_finished())
     }
 
     /// Waits until the session's upload task (if any) has finished, without recording it (the
     /// next [`UploadDriver::before_request`] does). For shutdown and tests.
-    pub async fn wait_finished(&self, tenant: &str, session_id: &str) {
+    pub async fn wait_finished(&self, tenant: &Tenant, session_id: &SessionId) {
         loop {
             if !self.is_running(tenant, session_id) {
                 return;
@@ -170,8 +171,8 @@ impl UploadDriver {
         &self,
         held: &mut SessionState,
         sessions: &dyn SessionStore,
-        tenant: &str,
-        session_id: &str,
+        tenant: &Tenant,
+        session_id: &SessionId,
         context_tokens: u64,
         window_tokens: u64,
     ) -> Result<UploadStep, MemoryWriteError> {
@@ -274,11 +275,11 @@ impl UploadDriver {
     async fn collect(
         &self,
         sessions: &dyn SessionStore,
-        tenant: &str,
-        session_id: &str,
+        tenant: &Tenant,
+        session_id: &SessionId,
         record: &UploadRecord,
     ) -> Result<Option<Vec<ArchiveOutcome>>, MemoryWriteError> {
-        let key = (tenant.to_owned(), session_id.to_owned());
+        let key = (tenant.clone(), session_id.clone());
         let task = {
             let mut running = self.lock();
             match running.get(&key) {
@@ -348,8 +349,8 @@ impl UploadDriver {
     fn start(
         &self,
         sessions: &dyn SessionStore,
-        tenant: &str,
-        session_id: &str,
+        tenant: &Tenant,
+        session_id: &SessionId,
         session: &Session,
         range: UploadRange,
         messages: Vec<Message>,
@@ -374,7 +375,7 @@ impl UploadDriver {
         .filter(|span| span.range.key() != span_range.key())
         .collect();
         jobs.push(ArchiveSpan {
-            session_id: session_id.to_owned(),
+            session_id: session_id.clone(),
             messages,
             summary: None,
             range: span_range.clone(),
@@ -415,7 +416,7 @@ impl UploadDriver {
             None => tokio::spawn(upload),
         };
         self.lock().insert(
-            (tenant.to_owned(), session_id.to_owned()),
+            (tenant.clone(), session_id.clone()),
             RunningUpload {
                 upload_id: upload_id.clone(),
                 range: span_range,
@@ -474,7 +475,7 @@ fn upload_ids(session: &Session) -> HashSet<String> {
 /// The summary a dropped range leaves behind: the extractive summary of the range (the latest
 /// compaction summary merged in), and where the full messages are.
 pub fn dropped_range_summary(
-    session_id: &str,
+    session_id: &SessionId,
     upload_id: &str,
     dropped: &[Message],
     previous_summary: Option<&str>,
@@ -498,8 +499,8 @@ pub fn dropped_range_summary(
 #[allow(clippy::too_many_arguments)]
 fn drop_range(
     sessions: &dyn SessionStore,
-    tenant: &str,
-    session_id: &str,
+    tenant: &Tenant,
+    session_id: &SessionId,
     session: &Session,
     upload_id: &str,
     range: &UploadRange,

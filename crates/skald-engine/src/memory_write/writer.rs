@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use skald_core::compaction::prompts::render_transcript;
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::extract::{CandidateAction, ExistingMemory, MemoryCandidate};
 use skald_core::memory::levels::{MAX_ABSTRACT_CHARS, MAX_OVERVIEW_CHARS, cut_at_word};
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
@@ -96,7 +97,7 @@ pub enum ArchiveOrigin {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArchiveSpan {
     /// The session the span left; its archive goes under `viking://session/{session_id}`.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Everything that left the context, oldest first (a host system prompt first, if any).
     pub messages: Vec<Message>,
     /// The summary that replaced it, for the archive's L0/L1.
@@ -228,7 +229,7 @@ impl MemoryWriter {
     /// to the memory store; every failure is in the outcome.
     pub async fn archive(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         span: &ArchiveSpan,
         cancel: &CancellationToken,
     ) -> ArchiveOutcome {
@@ -273,7 +274,7 @@ impl MemoryWriter {
     /// merges into its archive instead of being stored twice.
     fn write_archive(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         span: &ArchiveSpan,
     ) -> Result<Vec<MemoryUri>, MemoryError> {
         let session_dir = MemoryUri::parse(&format!("viking://session/{}", span.session_id))?;
@@ -345,7 +346,7 @@ impl MemoryWriter {
     /// is not deduplicated). An exact duplicate loses nothing.
     fn keep_content(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         outcome: AddOutcome,
         memory: NewMemory,
     ) -> Result<MemoryUri, MemoryError> {
@@ -369,7 +370,7 @@ impl MemoryWriter {
 
     async fn extract_and_write(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         span: &ArchiveSpan,
         cancel: &CancellationToken,
     ) -> Result<(Vec<WrittenMemory>, Option<String>), String> {
@@ -404,12 +405,12 @@ impl MemoryWriter {
     fn new_memory(
         &self,
         uri: MemoryUri,
-        session_id: &str,
+        session_id: &SessionId,
         candidate: &MemoryCandidate,
     ) -> NewMemory {
         let mut memory =
             NewMemory::new(uri, candidate.content.clone()).with_source(MemorySource::new(
-                session_id,
+                session_id.as_str(),
                 candidate
                     .source_entry_ids
                     .iter()
@@ -426,7 +427,7 @@ impl MemoryWriter {
     /// landed and how.
     fn write_candidate(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         candidate: &MemoryCandidate,
         memory: NewMemory,
     ) -> Result<(MemoryUri, &'static str), MemoryError> {
@@ -494,7 +495,7 @@ impl MemoryWriter {
     /// The stored memories most like the span's user text, for the extractor.
     async fn similar_memories(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         messages: &[Message],
         cancel: &CancellationToken,
     ) -> Vec<ExistingMemory> {
@@ -542,7 +543,7 @@ impl MemoryWriter {
 
     async fn embed(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         written: &[(MemoryUri, String)],
         cancel: &CancellationToken,
     ) -> Result<(), String> {
@@ -633,7 +634,7 @@ fn archive_abstract(span: &ArchiveSpan, number: u32, part: usize, parts: usize) 
 
 /// The entry ids of a span as a store source (the first and last ones when there are more
 /// than the store lists).
-fn source_of(session_id: &str, messages: &[Message]) -> MemorySource {
+fn source_of(session_id: &SessionId, messages: &[Message]) -> MemorySource {
     let ids: Vec<String> = messages.iter().filter_map(|m| m.meta.id.clone()).collect();
     let ids = if ids.len() > MAX_SOURCE_ENTRY_IDS {
         let half = MAX_SOURCE_ENTRY_IDS / 2;
@@ -646,7 +647,7 @@ fn source_of(session_id: &str, messages: &[Message]) -> MemorySource {
     } else {
         ids
     };
-    MemorySource::new(session_id, ids)
+    MemorySource::new(session_id.as_str(), ids)
 }
 
 /// `text` in pieces of at most `max` bytes, cut at a line end when there is one in the second
@@ -679,7 +680,7 @@ fn chunk(text: &str, max: usize) -> Vec<String> {
 /// One more than the highest `archive_NNN` in the session's directory.
 fn next_archive_number(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     session_dir: &MemoryUri,
 ) -> Result<u32, MemoryError> {
     let listed = store.ls(tenant, session_dir)?;

@@ -38,6 +38,7 @@
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use skald_core::compaction::CompactionSettings;
+//! use skald_core::ids::{SessionId, Tenant};
 //! use skald_core::message::{Message, Role};
 //! use skald_core::pipeline::policy::Policy;
 //! use skald_engine::SessionState;
@@ -50,12 +51,13 @@
 //! let refs = SqliteRefStore::open("skald.db", Default::default())?;
 //! let config = LlmConfig::from_toml_str(&std::fs::read_to_string("skald.toml")?)?;
 //! let model = client_from_config(config.chat.as_ref().ok_or("no [llm] table")?)?;
-//! sessions.append_message("acme", "s1", Message::text(Role::User, "Why does the build fail?"))?;
+//! let (acme, s1) = (Tenant::parse("acme")?, SessionId::parse("s1")?);
+//! sessions.append_message(&acme, &s1, Message::text(Role::User, "Why does the build fail?"))?;
 //!
 //! let (policy, compaction, settings) =
 //!     (Policy::preset("skald")?, CompactionSettings::default(), RecoverySettings::default());
 //! let ctx = TurnContext {
-//!     sessions: &sessions, refs: &refs, tenant: "acme", session_id: "s1",
+//!     sessions: &sessions, refs: &refs, tenant: &acme, session_id: &s1,
 //!     model: model.as_ref(), summarizer: &ExtractiveSummarizer::default(),
 //!     policy: &policy, compaction: &compaction, window_tokens: 200_000,
 //!     system_prompt: Some("You are a coding agent."), tools: &[],
@@ -88,6 +90,7 @@ use serde_json::{Value, json};
 use skald_core::compaction::{
     CompactionOutcome, CompactionSettings, CompactionTrigger, should_compact,
 };
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::tools::{is_memory_tool, tool_specs as memory_tool_specs};
 use skald_core::message::{ToolSpec, Usage};
 use skald_core::pipeline::TruncateSettings;
@@ -185,9 +188,9 @@ pub struct TurnContext<'a> {
     /// truncation takes out.
     pub refs: &'a dyn RefStore,
     /// The tenant of the session and of its refs; nothing of another tenant is read.
-    pub tenant: &'a str,
+    pub tenant: &'a Tenant,
     /// The session the turn runs on; its current leaf is the context.
-    pub session_id: &'a str,
+    pub session_id: &'a SessionId,
     /// The model answering the turn.
     pub model: &'a dyn ChatModel,
     /// Writes compaction summaries (the session's model, a cheaper one, or the extractive one).
@@ -256,9 +259,9 @@ pub struct PrepareContext<'a> {
     /// The ref store that receives the originals of what is taken out of the context.
     pub refs: &'a dyn RefStore,
     /// The tenant of the session and of its refs.
-    pub tenant: &'a str,
+    pub tenant: &'a Tenant,
     /// The session the calls are prepared for.
-    pub session_id: &'a str,
+    pub session_id: &'a SessionId,
     /// Writes the summaries of the turn's compactions.
     pub summarizer: &'a dyn Summarizer,
     /// The pipeline run over the context on every call.

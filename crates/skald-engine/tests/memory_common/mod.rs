@@ -122,7 +122,7 @@ pub fn fixture_store() -> SqliteMemoryStore {
         if let Some(l0) = l0 {
             memory = memory.with_l0(l0);
         }
-        store.add(TENANT, memory).unwrap();
+        store.add(&tenant_named(TENANT), memory).unwrap();
     }
     store
 }
@@ -131,51 +131,79 @@ pub fn fixture_store() -> SqliteMemoryStore {
 pub struct FailingSearch(pub SqliteMemoryStore);
 
 impl MemoryStore for FailingSearch {
-    fn add(&self, tenant: &str, memory: NewMemory) -> Result<AddOutcome, MemoryError> {
+    fn add(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        memory: NewMemory,
+    ) -> Result<AddOutcome, MemoryError> {
         self.0.add(tenant, memory)
     }
     fn add_many(
         &self,
-        tenant: &str,
+        tenant: &skald_core::ids::Tenant,
         memories: Vec<NewMemory>,
     ) -> Result<Vec<AddOutcome>, MemoryError> {
         self.0.add_many(tenant, memories)
     }
-    fn update(&self, tenant: &str, memory: NewMemory) -> Result<UpdateOutcome, MemoryError> {
+    fn update(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        memory: NewMemory,
+    ) -> Result<UpdateOutcome, MemoryError> {
         self.0.update(tenant, memory)
     }
-    fn forget(&self, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError> {
+    fn forget(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        uri: &MemoryUri,
+    ) -> Result<Memory, MemoryError> {
         self.0.forget(tenant, uri)
     }
-    fn get(&self, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError> {
+    fn get(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        uri: &MemoryUri,
+    ) -> Result<Memory, MemoryError> {
         self.0.get(tenant, uri)
     }
-    fn history(&self, tenant: &str, uri: &MemoryUri) -> Result<Vec<Memory>, MemoryError> {
+    fn history(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        uri: &MemoryUri,
+    ) -> Result<Vec<Memory>, MemoryError> {
         self.0.history(tenant, uri)
     }
-    fn ls(&self, tenant: &str, dir: &MemoryUri) -> Result<Vec<DirEntry>, MemoryError> {
+    fn ls(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        dir: &MemoryUri,
+    ) -> Result<Vec<DirEntry>, MemoryError> {
         self.0.ls(tenant, dir)
     }
     fn tree(
         &self,
-        tenant: &str,
+        tenant: &skald_core::ids::Tenant,
         dir: &MemoryUri,
         max_depth: usize,
     ) -> Result<TreeNode, MemoryError> {
         self.0.tree(tenant, dir, max_depth)
     }
-    fn search(&self, _: &str, _: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
+    fn search(
+        &self,
+        _: &skald_core::ids::Tenant,
+        _: &SearchQuery,
+    ) -> Result<Vec<SearchHit>, MemoryError> {
         Err(MemoryError::Corrupt("disk I/O error".into()))
     }
     fn set_embedding(
         &self,
-        tenant: &str,
+        tenant: &skald_core::ids::Tenant,
         uri: &MemoryUri,
         vector: &[f32],
     ) -> Result<(), MemoryError> {
         self.0.set_embedding(tenant, uri, vector)
     }
-    fn stats(&self, tenant: &str) -> Result<MemoryStats, MemoryError> {
+    fn stats(&self, tenant: &skald_core::ids::Tenant) -> Result<MemoryStats, MemoryError> {
         self.0.stats(tenant)
     }
 }
@@ -239,4 +267,9 @@ pub async fn embed(embedder: &dyn Embedder, text: &str) -> Vec<f32> {
         .await
         .unwrap()
         .remove(0)
+}
+
+/// A tenant name of the tests, parsed (it is well formed).
+fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+    skald_core::ids::Tenant::parse(name).unwrap()
 }

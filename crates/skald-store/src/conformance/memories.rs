@@ -15,8 +15,7 @@
 
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
 
-use super::{INVALID_TENANTS, MemoryCheck, NewMemoryStore, TENANT_A, TENANT_B};
-use crate::StoreError;
+use super::{MemoryCheck, NewMemoryStore, TENANT_A, TENANT_B, tenant_a, tenant_b, tenant_named};
 use crate::memories::{
     AddOutcome, DirEntryKind, DuplicateKind, MemoryError, MemorySource, MemoryStatus, MemoryStore,
     NewMemory, SearchQuery, UpdateOutcome,
@@ -115,7 +114,7 @@ fn uri(text: &str) -> MemoryUri {
 fn add_corpus(store: &dyn MemoryStore, tenant: &str) {
     for (at, content) in CORPUS {
         let outcome = store
-            .add(tenant, NewMemory::new(uri(at), *content))
+            .add(&tenant_named(tenant), NewMemory::new(uri(at), *content))
             .unwrap();
         assert!(
             matches!(outcome, AddOutcome::Added(_)),
@@ -126,7 +125,7 @@ fn add_corpus(store: &dyn MemoryStore, tenant: &str) {
 
 fn search_uris(store: &dyn MemoryStore, tenant: &str, text: &str, limit: usize) -> Vec<String> {
     store
-        .search(tenant, &SearchQuery::text(text, limit))
+        .search(&tenant_named(tenant), &SearchQuery::text(text, limit))
         .unwrap_or_else(|error| panic!("search {text:?} failed: {error}"))
         .into_iter()
         .map(|hit| hit.memory.uri.to_string())
@@ -149,7 +148,7 @@ pub fn add_and_read(new: &NewMemoryStore<'_>) {
     .with_priority(9)
     .with_source(MemorySource::new("sess-1", ["e1", "e2"]))
     .created_at(1_700_000_000_000);
-    let outcome = store.add(TENANT_A, given).unwrap();
+    let outcome = store.add(&tenant_a(), given).unwrap();
     let AddOutcome::Added(memory) = outcome else {
         panic!("a new entry is Added, got {outcome:?}");
     };
@@ -173,14 +172,14 @@ pub fn add_and_read(new: &NewMemoryStore<'_>) {
     assert_eq!(memory.source_entry_ids().collect::<Vec<_>>(), ["e1", "e2"]);
     assert_eq!(memory.supersedes, None);
     assert_eq!(
-        store.get(TENANT_A, &at).unwrap(),
+        store.get(&tenant_a(), &at).unwrap(),
         memory,
         "get returns the entry as add returned it"
     );
 
     let derived = store
         .add(
-            TENANT_A,
+            &tenant_a(),
             NewMemory::new(
                 uri("viking://user/alice/memories/profile/job.md"),
                 "Alice is a site reliability engineer. She joined in 2021.",
@@ -192,7 +191,7 @@ pub fn add_and_read(new: &NewMemoryStore<'_>) {
     assert!(!derived.l1.is_empty(), "a missing L1 is derived");
 
     let taken = store.add(
-        TENANT_A,
+        &tenant_a(),
         NewMemory::new(at.clone(), "Something unrelated about kiln temperatures."),
     );
     assert!(
@@ -200,11 +199,11 @@ pub fn add_and_read(new: &NewMemoryStore<'_>) {
         "add at a URI holding a different live entry is AlreadyExists, got {taken:?}"
     );
     assert_eq!(
-        store.get(TENANT_A, &at).unwrap(),
+        store.get(&tenant_a(), &at).unwrap(),
         memory,
         "and changes nothing"
     );
-    let missing = store.get(TENANT_A, &uri("viking://resources/none.md"));
+    let missing = store.get(&tenant_a(), &uri("viking://resources/none.md"));
     assert!(
         matches!(missing, Err(MemoryError::NotFound { .. })),
         "get of an unknown URI is NotFound, got {missing:?}"
@@ -221,7 +220,7 @@ pub fn versions_are_kept(new: &NewMemoryStore<'_>) {
     let at = uri("viking://user/alice/memories/preferences/theme.md");
     let first = store
         .add(
-            TENANT_A,
+            &tenant_a(),
             NewMemory::new(at.clone(), "Alice prefers dark mode in her terminal.")
                 .with_source(MemorySource::new("s1", ["a"])),
         )
@@ -230,7 +229,7 @@ pub fn versions_are_kept(new: &NewMemoryStore<'_>) {
         .clone();
     let outcome = store
         .update(
-            TENANT_A,
+            &tenant_a(),
             NewMemory::new(at.clone(), "Alice switched to light mode in her terminal."),
         )
         .unwrap();
@@ -251,7 +250,7 @@ pub fn versions_are_kept(new: &NewMemoryStore<'_>) {
         previous.status
     );
     assert_eq!(
-        store.get(TENANT_A, &at).unwrap(),
+        store.get(&tenant_a(), &at).unwrap(),
         memory,
         "get reads the live version"
     );
@@ -261,7 +260,7 @@ pub fn versions_are_kept(new: &NewMemoryStore<'_>) {
     );
     let again = store
         .update(
-            TENANT_A,
+            &tenant_a(),
             NewMemory::new(at.clone(), "Alice switched to light mode in her terminal."),
         )
         .unwrap();
@@ -270,7 +269,7 @@ pub fn versions_are_kept(new: &NewMemoryStore<'_>) {
         "an identical update writes nothing, got {again:?}"
     );
     let missing = store.update(
-        TENANT_A,
+        &tenant_a(),
         NewMemory::new(
             uri("viking://user/alice/memories/preferences/none.md"),
             "x y",
@@ -281,7 +280,7 @@ pub fn versions_are_kept(new: &NewMemoryStore<'_>) {
         "updating no entry is NotFound, got {missing:?}"
     );
 
-    let forgotten = store.forget(TENANT_A, &at).unwrap();
+    let forgotten = store.forget(&tenant_a(), &at).unwrap();
     assert_eq!(
         forgotten.id, memory.id,
         "forget returns the version it forgot"
@@ -291,14 +290,14 @@ pub fn versions_are_kept(new: &NewMemoryStore<'_>) {
         "the forgotten version is marked Forgotten: {:?}",
         forgotten.status
     );
-    let read = store.get(TENANT_A, &at);
+    let read = store.get(&tenant_a(), &at);
     assert!(
         matches!(read, Err(MemoryError::Forgotten { .. })),
         "get of a forgotten entry is Forgotten, got {read:?}"
     );
     assert!(
         matches!(
-            store.forget(TENANT_A, &at),
+            store.forget(&tenant_a(), &at),
             Err(MemoryError::Forgotten { .. })
         ),
         "forgetting twice is Forgotten"
@@ -309,13 +308,16 @@ pub fn versions_are_kept(new: &NewMemoryStore<'_>) {
     );
     assert!(
         store
-            .ls(TENANT_A, &uri("viking://user/alice/memories/preferences"))
+            .ls(
+                &tenant_a(),
+                &uri("viking://user/alice/memories/preferences")
+            )
             .unwrap()
             .is_empty(),
         "ls does not list a forgotten entry"
     );
 
-    let history = store.history(TENANT_A, &at).unwrap();
+    let history = store.history(&tenant_a(), &at).unwrap();
     assert_eq!(
         history.iter().map(|m| m.version).collect::<Vec<_>>(),
         [1, 2],
@@ -327,7 +329,7 @@ pub fn versions_are_kept(new: &NewMemoryStore<'_>) {
 
     let back = store
         .add(
-            TENANT_A,
+            &tenant_a(),
             NewMemory::new(at.clone(), "Alice uses the system theme now."),
         )
         .unwrap();
@@ -336,8 +338,8 @@ pub fn versions_are_kept(new: &NewMemoryStore<'_>) {
         3,
         "an add after a forget is the next version"
     );
-    assert_eq!(store.history(TENANT_A, &at).unwrap().len(), 3);
-    let stats = store.stats(TENANT_A).unwrap();
+    assert_eq!(store.history(&tenant_a(), &at).unwrap().len(), 3);
+    let stats = store.stats(&tenant_a()).unwrap();
     assert_eq!(
         (stats.live, stats.superseded, stats.forgotten),
         (1, 1, 1),
@@ -353,7 +355,7 @@ pub fn exact_duplicates_are_merged(new: &NewMemoryStore<'_>) {
     let at = uri("viking://user/alice/memories/preferences/editor.md");
     let original = store
         .add(
-            TENANT_A,
+            &tenant_a(),
             NewMemory::new(at.clone(), "Alice prefers dark mode in every editor.")
                 .with_source(MemorySource::new("s1", ["a1"])),
         )
@@ -363,7 +365,7 @@ pub fn exact_duplicates_are_merged(new: &NewMemoryStore<'_>) {
     let elsewhere = uri("viking://user/alice/memories/preferences/theme.md");
     let outcome = store
         .add(
-            TENANT_A,
+            &tenant_a(),
             NewMemory::new(elsewhere.clone(), "alice prefers dark mode in every editor")
                 .with_source(MemorySource::new("s2", ["b7"])),
         )
@@ -381,18 +383,18 @@ pub fn exact_duplicates_are_merged(new: &NewMemoryStore<'_>) {
     );
     assert!(
         matches!(
-            store.get(TENANT_A, &elsewhere),
+            store.get(&tenant_a(), &elsewhere),
             Err(MemoryError::NotFound { .. })
         ),
         "nothing is stored at the duplicate's URI"
     );
-    assert_eq!(store.history(TENANT_A, &at).unwrap().len(), 1);
-    assert_eq!(store.stats(TENANT_A).unwrap().live, 1);
+    assert_eq!(store.history(&tenant_a(), &at).unwrap().len(), 1);
+    assert_eq!(store.stats(&tenant_a()).unwrap().live, 1);
 
     let other_owner = uri("viking://user/bob/memories/preferences/editor.md");
     let outcome = store
         .add(
-            TENANT_A,
+            &tenant_a(),
             NewMemory::new(other_owner, "Alice prefers dark mode in every editor."),
         )
         .unwrap();
@@ -410,7 +412,7 @@ pub fn ls_and_tree_follow_the_uris(new: &NewMemoryStore<'_>) {
     let store = store.as_ref();
     add_corpus(store, TENANT_A);
     let root: Vec<String> = store
-        .ls(TENANT_A, &MemoryUri::root())
+        .ls(&tenant_a(), &MemoryUri::root())
         .unwrap()
         .into_iter()
         .map(|entry| entry.uri.to_string())
@@ -421,7 +423,7 @@ pub fn ls_and_tree_follow_the_uris(new: &NewMemoryStore<'_>) {
         "ls of the root lists the top directories in name order"
     );
     let memories = store
-        .ls(TENANT_A, &uri("viking://user/alice/memories"))
+        .ls(&tenant_a(), &uri("viking://user/alice/memories"))
         .unwrap();
     let listed: Vec<(String, DirEntryKind)> = memories
         .into_iter()
@@ -446,7 +448,7 @@ pub fn ls_and_tree_follow_the_uris(new: &NewMemoryStore<'_>) {
         "ls lists the directories below with their entry counts"
     );
     let events = store
-        .ls(TENANT_A, &uri("viking://user/alice/memories/events"))
+        .ls(&tenant_a(), &uri("viking://user/alice/memories/events"))
         .unwrap();
     assert_eq!(events.len(), 1);
     assert!(
@@ -455,25 +457,25 @@ pub fn ls_and_tree_follow_the_uris(new: &NewMemoryStore<'_>) {
         events[0]
     );
     let tool = store
-        .ls(TENANT_A, &uri("viking://agent/main/tools/cargo"))
+        .ls(&tenant_a(), &uri("viking://agent/main/tools/cargo"))
         .unwrap();
     assert_eq!(tool.len(), 1, "an entry URI lists as itself");
     assert!(
         store
-            .ls(TENANT_A, &uri("viking://user/nobody"))
+            .ls(&tenant_a(), &uri("viking://user/nobody"))
             .unwrap()
             .is_empty(),
         "a directory with no entries lists nothing"
     );
 
-    let tree = store.tree(TENANT_A, &MemoryUri::root(), 8).unwrap();
+    let tree = store.tree(&tenant_a(), &MemoryUri::root(), 8).unwrap();
     assert!(
         matches!(tree.entry.kind, DirEntryKind::Directory { entries } if entries == CORPUS.len() as u64),
         "the root counts every live entry: {:?}",
         tree.entry.kind
     );
     assert_eq!(tree.children.len(), 3);
-    let shallow = store.tree(TENANT_A, &MemoryUri::root(), 1).unwrap();
+    let shallow = store.tree(&tenant_a(), &MemoryUri::root(), 1).unwrap();
     assert!(
         shallow
             .children
@@ -482,7 +484,7 @@ pub fn ls_and_tree_follow_the_uris(new: &NewMemoryStore<'_>) {
         "tree stops at its depth"
     );
     let alone = store
-        .tree(TENANT_A, &uri("viking://user/alice"), 0)
+        .tree(&tenant_a(), &uri("viking://user/alice"), 0)
         .unwrap();
     assert!(alone.children.is_empty(), "depth 0 is the directory alone");
 }
@@ -510,11 +512,11 @@ pub fn search_finds_the_relevant_entry_first(new: &NewMemoryStore<'_>) {
         );
     }
     let hits = store
-        .search(TENANT_A, &SearchQuery::text("alice", 1))
+        .search(&tenant_a(), &SearchQuery::text("alice", 1))
         .unwrap();
     assert!(hits.len() <= 1, "a search returns at most limit hits");
     let hits = store
-        .search(TENANT_A, &SearchQuery::text("alice tokens cargo", 100))
+        .search(&tenant_a(), &SearchQuery::text("alice tokens cargo", 100))
         .unwrap();
     for hit in &hits {
         assert_eq!(hit.memory.tenant, TENANT_A);
@@ -534,24 +536,27 @@ pub fn tenants_are_isolated(new: &NewMemoryStore<'_>) {
     add_corpus(store, TENANT_A);
     let (at, content) = CORPUS[0];
     let at = uri(at);
-    let a_entry = store.get(TENANT_A, &at).unwrap();
+    let a_entry = store.get(&tenant_a(), &at).unwrap();
 
-    let read = store.get(TENANT_B, &at);
+    let read = store.get(&tenant_b(), &at);
     assert!(
         matches!(read, Err(MemoryError::NotFound { .. })),
         "tenant B's get of tenant A's entry is NotFound, got {read:?}"
     );
-    let history = store.history(TENANT_B, &at);
+    let history = store.history(&tenant_b(), &at);
     assert!(
         matches!(history, Err(MemoryError::NotFound { .. }))
             || matches!(&history, Ok(versions) if versions.is_empty()),
         "tenant B's history of tenant A's entry is NotFound or empty, got {history:?}"
     );
     assert!(
-        store.ls(TENANT_B, &MemoryUri::root()).unwrap().is_empty(),
+        store
+            .ls(&tenant_b(), &MemoryUri::root())
+            .unwrap()
+            .is_empty(),
         "tenant B lists none of tenant A's directories"
     );
-    let tree = store.tree(TENANT_B, &MemoryUri::root(), 8).unwrap();
+    let tree = store.tree(&tenant_b(), &MemoryUri::root(), 8).unwrap();
     assert!(
         tree.children.is_empty(),
         "tenant B's tree has none of tenant A's entries: {tree:?}"
@@ -562,24 +567,24 @@ pub fn tenants_are_isolated(new: &NewMemoryStore<'_>) {
             "tenant B's search {query:?} finds none of tenant A's entries"
         );
     }
-    let update = store.update(TENANT_B, NewMemory::new(at.clone(), "intrusion"));
+    let update = store.update(&tenant_b(), NewMemory::new(at.clone(), "intrusion"));
     assert!(
         matches!(update, Err(MemoryError::NotFound { .. })),
         "tenant B's update of tenant A's entry is NotFound, got {update:?}"
     );
-    let forget = store.forget(TENANT_B, &at);
+    let forget = store.forget(&tenant_b(), &at);
     assert!(
         matches!(forget, Err(MemoryError::NotFound { .. })),
         "tenant B's forget of tenant A's entry is NotFound, got {forget:?}"
     );
     assert_eq!(
-        store.stats(TENANT_B).unwrap(),
+        store.stats(&tenant_b()).unwrap(),
         Default::default(),
         "tenant B's stats count nothing of tenant A's"
     );
 
     let outcome = store
-        .add(TENANT_B, NewMemory::new(at.clone(), content))
+        .add(&tenant_b(), NewMemory::new(at.clone(), content))
         .unwrap();
     let AddOutcome::Added(b_entry) = outcome else {
         panic!(
@@ -589,52 +594,34 @@ pub fn tenants_are_isolated(new: &NewMemoryStore<'_>) {
     assert_eq!(b_entry.tenant, TENANT_B);
     assert_eq!(b_entry.version, 1, "tenant B's entry has its own versions");
     assert_eq!(
-        store.get(TENANT_A, &at).unwrap(),
+        store.get(&tenant_a(), &at).unwrap(),
         a_entry,
         "nothing tenant B did changed tenant A's entry"
     );
-    store.forget(TENANT_B, &at).unwrap();
-    assert_eq!(store.get(TENANT_A, &at).unwrap(), a_entry);
-    assert_eq!(store.history(TENANT_A, &at).unwrap().len(), 1);
-    assert_eq!(store.stats(TENANT_A).unwrap().live, CORPUS.len() as u64);
+    store.forget(&tenant_b(), &at).unwrap();
+    assert_eq!(store.get(&tenant_a(), &at).unwrap(), a_entry);
+    assert_eq!(store.history(&tenant_a(), &at).unwrap().len(), 1);
+    assert_eq!(store.stats(&tenant_a()).unwrap().live, CORPUS.len() as u64);
 }
 
-/// Invalid tenants, directory URIs where an entry belongs, empty content and out-of-range
-/// fields are refused, and nothing is written.
+/// Directory URIs where an entry belongs, empty content and out-of-range fields are refused,
+/// and nothing is written. (The tenant is a [`Tenant`], well formed by its type.)
 pub fn invalid_input_is_refused(new: &NewMemoryStore<'_>) {
     let store = new();
     let store = store.as_ref();
     let at = uri("viking://resources/doc.md");
-    for tenant in INVALID_TENANTS {
-        let refused = store.add(tenant, NewMemory::new(at.clone(), "content"));
-        assert!(
-            matches!(
-                refused,
-                Err(MemoryError::Store(StoreError::InvalidTenant { .. }))
-            ),
-            "add for tenant {tenant:?} is InvalidTenant, got {refused:?}"
-        );
-        let refused = store.search(tenant, &SearchQuery::text("content", 5));
-        assert!(
-            matches!(
-                refused,
-                Err(MemoryError::Store(StoreError::InvalidTenant { .. }))
-            ),
-            "search for tenant {tenant:?} is InvalidTenant, got {refused:?}"
-        );
-    }
     let refused = store.add(
-        TENANT_A,
+        &tenant_a(),
         NewMemory::new(uri("viking://user/alice/memories"), "a directory"),
     );
     assert!(refused.is_err(), "add at a directory URI is refused");
-    let refused = store.add(TENANT_A, NewMemory::new(at.clone(), "   "));
+    let refused = store.add(&tenant_a(), NewMemory::new(at.clone(), "   "));
     assert!(
         matches!(refused, Err(MemoryError::InvalidInput { .. })),
         "empty content is InvalidInput, got {refused:?}"
     );
     let refused = store.add(
-        TENANT_A,
+        &tenant_a(),
         NewMemory::new(at.clone(), "content").with_priority(11),
     );
     assert!(
@@ -642,15 +629,15 @@ pub fn invalid_input_is_refused(new: &NewMemoryStore<'_>) {
         "priority 11 is InvalidInput, got {refused:?}"
     );
     assert_eq!(
-        store.stats(TENANT_A).unwrap(),
+        store.stats(&tenant_a()).unwrap(),
         Default::default(),
         "refused writes store nothing"
     );
     store
-        .add(TENANT_A, NewMemory::new(at.clone(), "content"))
+        .add(&tenant_a(), NewMemory::new(at.clone(), "content"))
         .unwrap();
     let below = store.add(
-        TENANT_A,
+        &tenant_a(),
         NewMemory::new(uri("viking://resources/doc.md/part.md"), "inside an entry"),
     );
     assert!(
@@ -669,30 +656,30 @@ pub fn survives_reopen(open: &NewMemoryStore<'_>) {
         add_corpus(store.as_ref(), TENANT_A);
         store
             .update(
-                TENANT_A,
+                &tenant_a(),
                 NewMemory::new(at.clone(), "Alice prefers the Helix editor in light mode."),
             )
             .unwrap();
-        store.forget(TENANT_A, &uri(CORPUS[5].0)).unwrap();
+        store.forget(&tenant_a(), &uri(CORPUS[5].0)).unwrap();
         (
-            store.get(TENANT_A, &at).unwrap(),
-            store.history(TENANT_A, &at).unwrap(),
+            store.get(&tenant_a(), &at).unwrap(),
+            store.history(&tenant_a(), &at).unwrap(),
         )
     };
     let store = open();
     let store = store.as_ref();
     assert_eq!(
-        store.get(TENANT_A, &at).unwrap(),
+        store.get(&tenant_a(), &at).unwrap(),
         live,
         "the live version survives"
     );
     assert_eq!(
-        store.history(TENANT_A, &at).unwrap(),
+        store.history(&tenant_a(), &at).unwrap(),
         history,
         "every version survives"
     );
     assert!(matches!(
-        store.get(TENANT_A, &uri(CORPUS[5].0)),
+        store.get(&tenant_a(), &uri(CORPUS[5].0)),
         Err(MemoryError::Forgotten { .. })
     ));
     assert_eq!(
@@ -702,7 +689,12 @@ pub fn survives_reopen(open: &NewMemoryStore<'_>) {
         Some(CORPUS[2].0),
         "search works after a reopen"
     );
-    assert!(store.ls(TENANT_B, &MemoryUri::root()).unwrap().is_empty());
+    assert!(
+        store
+            .ls(&tenant_b(), &MemoryUri::root())
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Three-dimensional vectors for the first corpus entries, for the vector checks.
@@ -716,7 +708,7 @@ const VECTORS: &[[f32; 3]] = &[
 fn add_vectors(store: &dyn MemoryStore, tenant: &str) {
     for ((at, _), vector) in CORPUS.iter().zip(VECTORS) {
         store
-            .set_embedding(tenant, &uri(at), vector)
+            .set_embedding(&tenant_named(tenant), &uri(at), vector)
             .unwrap_or_else(|error| panic!("set_embedding of {at} failed: {error}"));
     }
 }
@@ -730,7 +722,7 @@ pub fn missing_items_are_their_documented_errors(new: &NewMemoryStore<'_>) {
     let store = store.as_ref();
     add_corpus(store, TENANT_A);
     add_vectors(store, TENANT_A);
-    let before = store.stats(TENANT_A).unwrap();
+    let before = store.stats(&tenant_a()).unwrap();
     let unknown = uri("viking://resources/never/written.md");
     let not_found = |what: &str, result: Result<(), MemoryError>| {
         assert!(
@@ -738,40 +730,40 @@ pub fn missing_items_are_their_documented_errors(new: &NewMemoryStore<'_>) {
             "{what} of an unknown URI is NotFound naming it, got {result:?}"
         );
     };
-    not_found("get", store.get(TENANT_A, &unknown).map(drop));
+    not_found("get", store.get(&tenant_a(), &unknown).map(drop));
     not_found(
         "update",
         store
-            .update(TENANT_A, NewMemory::new(unknown.clone(), "new content"))
+            .update(&tenant_a(), NewMemory::new(unknown.clone(), "new content"))
             .map(drop),
     );
-    not_found("forget", store.forget(TENANT_A, &unknown).map(drop));
-    not_found("history", store.history(TENANT_A, &unknown).map(drop));
+    not_found("forget", store.forget(&tenant_a(), &unknown).map(drop));
+    not_found("history", store.history(&tenant_a(), &unknown).map(drop));
     not_found(
         "set_embedding",
-        store.set_embedding(TENANT_A, &unknown, &[1.0, 0.0, 0.0]),
+        store.set_embedding(&tenant_a(), &unknown, &[1.0, 0.0, 0.0]),
     );
 
     let forgotten = uri(CORPUS[5].0);
-    store.forget(TENANT_A, &forgotten).unwrap();
-    let after_forget = store.stats(TENANT_A).unwrap();
+    store.forget(&tenant_a(), &forgotten).unwrap();
+    let after_forget = store.stats(&tenant_a()).unwrap();
     let gone = |what: &str, result: Result<(), MemoryError>| {
         assert!(
             matches!(&result, Err(MemoryError::Forgotten { uri, .. }) if *uri == forgotten),
             "{what} of a forgotten entry is Forgotten naming it, got {result:?}"
         );
     };
-    gone("get", store.get(TENANT_A, &forgotten).map(drop));
+    gone("get", store.get(&tenant_a(), &forgotten).map(drop));
     gone(
         "update",
         store
-            .update(TENANT_A, NewMemory::new(forgotten.clone(), "again"))
+            .update(&tenant_a(), NewMemory::new(forgotten.clone(), "again"))
             .map(drop),
     );
-    gone("forget", store.forget(TENANT_A, &forgotten).map(drop));
+    gone("forget", store.forget(&tenant_a(), &forgotten).map(drop));
 
     let mismatch = store.search(
-        TENANT_A,
+        &tenant_a(),
         &SearchQuery::text("", 5).with_vector(vec![1.0, 0.0]),
     );
     assert!(
@@ -788,7 +780,7 @@ pub fn missing_items_are_their_documented_errors(new: &NewMemoryStore<'_>) {
         "only the forget wrote anything"
     );
     assert_eq!(
-        store.stats(TENANT_A).unwrap(),
+        store.stats(&tenant_a()).unwrap(),
         after_forget,
         "the refused operations wrote nothing"
     );
@@ -839,7 +831,7 @@ pub fn search_hits_are_ordered_and_explained(new: &NewMemoryStore<'_>) {
     add_vectors(store, TENANT_A);
     for (text, _) in QUERIES {
         let hits = store
-            .search(TENANT_A, &SearchQuery::text(*text, 3))
+            .search(&tenant_a(), &SearchQuery::text(*text, 3))
             .unwrap();
         assert_hits_consistent(&hits, 3, text);
         assert!(
@@ -848,7 +840,7 @@ pub fn search_hits_are_ordered_and_explained(new: &NewMemoryStore<'_>) {
         );
         let hybrid = store
             .search(
-                TENANT_A,
+                &tenant_a(),
                 &SearchQuery::text(*text, 10).with_vector(vec![0.3, 0.9, 0.1]),
             )
             .unwrap();
@@ -856,7 +848,7 @@ pub fn search_hits_are_ordered_and_explained(new: &NewMemoryStore<'_>) {
     }
     let by_vector = store
         .search(
-            TENANT_A,
+            &tenant_a(),
             &SearchQuery::text("", 10).with_vector(vec![0.1, 0.9, 0.2]),
         )
         .unwrap();
@@ -896,7 +888,7 @@ pub fn reads_run_beside_writes(new: &NewMemoryStore<'_>) {
         &|step| {
             let content = format!("pottery kiln log {}", words(step));
             let outcome = store
-                .add(TENANT_A, NewMemory::new(at(step), content))
+                .add(&tenant_a(), NewMemory::new(at(step), content))
                 .unwrap();
             assert!(
                 matches!(outcome, AddOutcome::Added(_)),
@@ -905,7 +897,7 @@ pub fn reads_run_beside_writes(new: &NewMemoryStore<'_>) {
         },
         &|written| {
             let last = written - 1;
-            let read = store.get(TENANT_A, &at(last));
+            let read = store.get(&tenant_a(), &at(last));
             assert!(
                 matches!(&read, Ok(memory) if memory.uri == at(last)),
                 "entry {last} was added before this read began, got {read:?}"
@@ -947,13 +939,13 @@ pub fn search_survives_reopen(open: &NewMemoryStore<'_>) {
         add_vectors(store.as_ref(), TENANT);
         queries
             .iter()
-            .map(|query| store.search(TENANT, query).unwrap())
+            .map(|query| store.search(&tenant_named(TENANT), query).unwrap())
             .collect()
     };
     let store = open();
     for (query, hits) in queries.iter().zip(&before) {
         assert_eq!(
-            &store.search(TENANT, query).unwrap(),
+            &store.search(&tenant_named(TENANT), query).unwrap(),
             hits,
             "search {:?} returns the same after a reopen",
             query.text

@@ -22,6 +22,12 @@
 //! every check of a store but durability; each module's `CHECKS` lists the checks by name, for a
 //! backend that wants one test per check.
 //!
+//! No check feeds a store a bad tenant name or session id: the store methods take a [`Tenant`]
+//! and a [`SessionId`] (`skald_core::ids`), parsed where a name enters skald, so a store never
+//! sees a malformed one (the parse is checked by `skald_core::ids`'s tests, and that it refuses
+//! what the stores used to refuse, in the same words, by `skald_store::tenant`'s). A session's id
+//! inside a new session's header is still text, and `create` refusing a bad one is checked.
+//!
 //! Every store is `Send + Sync` and shared between threads, so each module has a check that
 //! reads run while another thread writes and that a read sees every write that returned before
 //! it began ([`reads_beside_writes`] drives them): a backend with a connection pool, or with
@@ -45,6 +51,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use skald_core::ids::{SessionId, Tenant};
 
 use crate::clock::Clock;
 use crate::keys::KeyStore;
@@ -88,8 +96,25 @@ pub const TENANT_A: &str = "conformance-a";
 /// See [`TENANT_A`].
 pub const TENANT_B: &str = "conformance-b";
 
-/// Tenant names every store must refuse before touching storage.
-pub const INVALID_TENANTS: &[&str] = &["", "../a", "a b", "a/b"];
+/// `name` (a well-formed tenant name of the checks) as the [`Tenant`] the store methods take.
+pub fn tenant_named(name: &str) -> Tenant {
+    Tenant::parse(name).unwrap()
+}
+
+/// [`TENANT_A`] as the [`Tenant`] the store methods take.
+pub fn tenant_a() -> Tenant {
+    tenant_named(TENANT_A)
+}
+
+/// [`TENANT_B`] as the [`Tenant`] the store methods take.
+pub fn tenant_b() -> Tenant {
+    tenant_named(TENANT_B)
+}
+
+/// A session id of the checks, as the [`SessionId`] the session store's methods take.
+pub fn session_id(id: &str) -> SessionId {
+    SessionId::parse(id).unwrap()
+}
 
 /// Threads that read while one thread writes: `write(step)` runs for each step in turn on the
 /// writing thread; meanwhile `readers` threads call `read(written)` over and over, where

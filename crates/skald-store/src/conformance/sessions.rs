@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use skald_core::message::{Extra, Message, Role};
 use skald_core::session::{Entry, EntryKind, SessionHeader};
 
-use super::{INVALID_TENANTS, NewSessionStore, SessionCheck, TENANT_A, TENANT_B};
-use crate::StoreError;
+use super::{
+    NewSessionStore, SessionCheck, TENANT_A, TENANT_B, session_id, tenant_a, tenant_b, tenant_named,
+};
 use crate::sessions::{NewSession, SessionError, SessionStore};
 
 /// Every check but [`survives_reopen`], by name.
@@ -96,14 +97,14 @@ fn ids(entries: &[Entry]) -> Vec<&str> {
 
 fn leaf(store: &dyn SessionStore, tenant: &str, id: &str) -> Option<String> {
     store
-        .get(tenant, id)
+        .get(&tenant_named(tenant), &session_id(id))
         .unwrap_or_else(|error| panic!("get({tenant}, {id}) failed: {error}"))
         .leaf_id
 }
 
 fn entries(store: &dyn SessionStore, tenant: &str, id: &str) -> Vec<Entry> {
     store
-        .entries(tenant, id)
+        .entries(&tenant_named(tenant), &session_id(id))
         .unwrap_or_else(|error| panic!("entries({tenant}, {id}) failed: {error}"))
 }
 
@@ -113,10 +114,10 @@ pub fn create_get_list(new: &NewSessionStore<'_>) {
     let store = new();
     let store = store.as_ref();
     assert!(
-        store.list(TENANT_A).unwrap().is_empty(),
+        store.list(&tenant_a()).unwrap().is_empty(),
         "a fresh store lists no sessions"
     );
-    let created = store.create(TENANT_A, session("s1")).unwrap();
+    let created = store.create(&tenant_a(), session("s1")).unwrap();
     assert_eq!(created.tenant, TENANT_A, "create returns the tenant");
     assert_eq!(created.id, "s1", "the session id is the header's id");
     assert_eq!(created.header, header("s1"), "create keeps the header");
@@ -126,14 +127,14 @@ pub fn create_get_list(new: &NewSessionStore<'_>) {
     assert_eq!(created.leaf_id, None, "an empty session has no leaf");
     assert_eq!((created.entry_count, created.message_count), (0, 0));
     assert_eq!(
-        store.get(TENANT_A, "s1").unwrap(),
+        store.get(&tenant_a(), &session_id("s1")).unwrap(),
         created,
         "get returns what create returned"
     );
 
     let mut with_entries = session("s2");
     with_entries.entries = chain("e", 3);
-    let second = store.create(TENANT_A, with_entries).unwrap();
+    let second = store.create(&tenant_a(), with_entries).unwrap();
     assert_eq!(
         second.leaf_id.as_deref(),
         Some("e3"),
@@ -143,7 +144,7 @@ pub fn create_get_list(new: &NewSessionStore<'_>) {
     assert_eq!(ids(&entries(store, TENANT_A, "s2")), ["e1", "e2", "e3"]);
 
     let mut listed: Vec<String> = store
-        .list(TENANT_A)
+        .list(&tenant_a())
         .unwrap()
         .into_iter()
         .map(|info| info.id)
@@ -155,22 +156,22 @@ pub fn create_get_list(new: &NewSessionStore<'_>) {
         "list shows every session of the tenant"
     );
 
-    let again = store.create(TENANT_A, session("s1"));
+    let again = store.create(&tenant_a(), session("s1"));
     assert!(
         matches!(again, Err(SessionError::AlreadyExists { .. })),
         "a second create of the same id is AlreadyExists, got {again:?}"
     );
     assert_eq!(
-        store.get(TENANT_A, "s1").unwrap(),
+        store.get(&tenant_a(), &session_id("s1")).unwrap(),
         created,
         "a refused create changes nothing"
     );
-    let missing = store.get(TENANT_A, "nope");
+    let missing = store.get(&tenant_a(), &session_id("nope"));
     assert!(
         matches!(missing, Err(SessionError::NotFound { .. })),
         "get of an unknown session is NotFound, got {missing:?}"
     );
-    let missing = store.load(TENANT_A, "nope");
+    let missing = store.load(&tenant_a(), &session_id("nope"));
     assert!(
         matches!(missing, Err(SessionError::NotFound { .. })),
         "load of an unknown session is NotFound, got {missing:?}"
@@ -182,23 +183,29 @@ pub fn create_get_list(new: &NewSessionStore<'_>) {
 pub fn appends_read_back_in_order(new: &NewSessionStore<'_>) {
     let store = new();
     let store = store.as_ref();
-    store.create(TENANT_A, session("s1")).unwrap();
+    store.create(&tenant_a(), session("s1")).unwrap();
     let all = chain("e", 7);
-    store.append(TENANT_A, "s1", &all[..3]).unwrap();
-    store.append(TENANT_A, "s1", &all[3..4]).unwrap();
-    store.append(TENANT_A, "s1", &all[4..]).unwrap();
+    store
+        .append(&tenant_a(), &session_id("s1"), &all[..3])
+        .unwrap();
+    store
+        .append(&tenant_a(), &session_id("s1"), &all[3..4])
+        .unwrap();
+    store
+        .append(&tenant_a(), &session_id("s1"), &all[4..])
+        .unwrap();
     assert_eq!(
         entries(store, TENANT_A, "s1"),
         all,
         "entries read back exactly as appended, in append order"
     );
-    let loaded = store.load(TENANT_A, "s1").unwrap();
+    let loaded = store.load(&tenant_a(), &session_id("s1")).unwrap();
     assert_eq!(
         loaded.entries(),
         all.as_slice(),
         "load has the same entries"
     );
-    let info = store.get(TENANT_A, "s1").unwrap();
+    let info = store.get(&tenant_a(), &session_id("s1")).unwrap();
     assert_eq!((info.entry_count, info.message_count), (7, 7));
 
     // Append order, not id order or parent order: a second root and a side branch.
@@ -206,7 +213,7 @@ pub fn appends_read_back_in_order(new: &NewSessionStore<'_>) {
         entry("zz-root", None, Role::User, "a second root"),
         entry("aa-side", Some("e2"), Role::Assistant, "a branch off e2"),
     ];
-    store.append(TENANT_A, "s1", &side).unwrap();
+    store.append(&tenant_a(), &session_id("s1"), &side).unwrap();
     let read = entries(store, TENANT_A, "s1");
     assert_eq!(
         ids(&read),
@@ -216,7 +223,11 @@ pub fn appends_read_back_in_order(new: &NewSessionStore<'_>) {
         "entries come back in append order"
     );
     let message = store
-        .append_message(TENANT_A, "s1", Message::text(Role::User, "appended"))
+        .append_message(
+            &tenant_a(),
+            &session_id("s1"),
+            Message::text(Role::User, "appended"),
+        )
         .unwrap();
     let read = entries(store, TENANT_A, "s1");
     assert_eq!(
@@ -229,7 +240,7 @@ pub fn appends_read_back_in_order(new: &NewSessionStore<'_>) {
         Some("aa-side"),
         "append_message hangs the message under the leaf"
     );
-    let path = store.path(TENANT_A, "s1", None).unwrap();
+    let path = store.path(&tenant_a(), &session_id("s1"), None).unwrap();
     assert_eq!(
         ids(&path),
         ["e1", "e2", "aa-side", message.id.as_str()],
@@ -242,20 +253,28 @@ pub fn appends_read_back_in_order(new: &NewSessionStore<'_>) {
 pub fn leaf_moves(new: &NewSessionStore<'_>) {
     let store = new();
     let store = store.as_ref();
-    store.create(TENANT_A, session("s1")).unwrap();
-    store.append(TENANT_A, "s1", &chain("e", 4)).unwrap();
+    store.create(&tenant_a(), session("s1")).unwrap();
+    store
+        .append(&tenant_a(), &session_id("s1"), &chain("e", 4))
+        .unwrap();
     assert_eq!(leaf(store, TENANT_A, "s1").as_deref(), Some("e4"));
 
-    store.set_leaf(TENANT_A, "s1", Some("e2")).unwrap();
+    store
+        .set_leaf(&tenant_a(), &session_id("s1"), Some("e2"))
+        .unwrap();
     assert_eq!(
         leaf(store, TENANT_A, "s1").as_deref(),
         Some("e2"),
         "set_leaf moves the leaf"
     );
-    let context = store.context(TENANT_A, "s1", None).unwrap();
+    let context = store.context(&tenant_a(), &session_id("s1"), None).unwrap();
     assert_eq!(context.len(), 2, "the context follows the leaf");
     let child = store
-        .append_message(TENANT_A, "s1", Message::text(Role::User, "from e2"))
+        .append_message(
+            &tenant_a(),
+            &session_id("s1"),
+            Message::text(Role::User, "from e2"),
+        )
         .unwrap();
     assert_eq!(
         child.parent_id.as_deref(),
@@ -264,12 +283,15 @@ pub fn leaf_moves(new: &NewSessionStore<'_>) {
     );
     assert_eq!(leaf(store, TENANT_A, "s1"), Some(child.id.clone()));
     assert_eq!(
-        store.context(TENANT_A, "s1", Some("e4")).unwrap().len(),
+        store
+            .context(&tenant_a(), &session_id("s1"), Some("e4"))
+            .unwrap()
+            .len(),
         4,
         "the old branch is still readable by its leaf"
     );
 
-    let refused = store.set_leaf(TENANT_A, "s1", Some("no-such-entry"));
+    let refused = store.set_leaf(&tenant_a(), &session_id("s1"), Some("no-such-entry"));
     assert!(
         refused.is_err(),
         "set_leaf to an unknown entry is refused, got {refused:?}"
@@ -279,20 +301,26 @@ pub fn leaf_moves(new: &NewSessionStore<'_>) {
         Some(child.id.clone()),
         "a refused set_leaf does not move the leaf"
     );
-    let unknown = store.context(TENANT_A, "s1", Some("no-such-entry"));
+    let unknown = store.context(&tenant_a(), &session_id("s1"), Some("no-such-entry"));
     assert!(
         matches!(unknown, Err(SessionError::UnknownEntry { .. })),
         "an explicit unknown leaf is UnknownEntry, not an empty context: {unknown:?}"
     );
 
-    store.set_leaf(TENANT_A, "s1", None).unwrap();
+    store
+        .set_leaf(&tenant_a(), &session_id("s1"), None)
+        .unwrap();
     assert_eq!(
         leaf(store, TENANT_A, "s1"),
         None,
         "set_leaf(None) clears it"
     );
     let root = store
-        .append_message(TENANT_A, "s1", Message::text(Role::User, "new root"))
+        .append_message(
+            &tenant_a(),
+            &session_id("s1"),
+            Message::text(Role::User, "new root"),
+        )
         .unwrap();
     assert_eq!(
         root.parent_id, None,
@@ -310,29 +338,44 @@ pub fn leaf_moves(new: &NewSessionStore<'_>) {
 pub fn entries_after_is_the_tail_of_a_full_read(new: &NewSessionStore<'_>) {
     let store = new();
     let store = store.as_ref();
-    store.create(TENANT_A, session("s1")).unwrap();
-    assert!(store.entries_after(TENANT_A, "s1", 0).unwrap().is_empty());
-    store.append(TENANT_A, "s1", &chain("e", 5)).unwrap();
+    store.create(&tenant_a(), session("s1")).unwrap();
+    assert!(
+        store
+            .entries_after(&tenant_a(), &session_id("s1"), 0)
+            .unwrap()
+            .is_empty()
+    );
     store
-        .append_message(TENANT_A, "s1", Message::text(Role::User, "more"))
+        .append(&tenant_a(), &session_id("s1"), &chain("e", 5))
+        .unwrap();
+    store
+        .append_message(
+            &tenant_a(),
+            &session_id("s1"),
+            Message::text(Role::User, "more"),
+        )
         .unwrap();
     let rewrites = BTreeMap::from([(
         "e4".to_owned(),
         EntryKind::Message(Message::text(Role::Assistant, "shorter")),
     )]);
     store
-        .rewrite_branch(TENANT_A, "s1", rewrites, "conformance")
+        .rewrite_branch(&tenant_a(), &session_id("s1"), rewrites, "conformance")
         .unwrap();
     let full = entries(store, TENANT_A, "s1");
     for skip in 0..=full.len() + 2 {
-        let tail = store.entries_after(TENANT_A, "s1", skip as u64).unwrap();
+        let tail = store
+            .entries_after(&tenant_a(), &session_id("s1"), skip as u64)
+            .unwrap();
         let expected = full.get(skip..).unwrap_or_default();
         assert_eq!(
             tail, expected,
             "entries_after({skip}) must equal the full read from entry {skip} on"
         );
     }
-    let far = store.entries_after(TENANT_A, "s1", u64::MAX).unwrap();
+    let far = store
+        .entries_after(&tenant_a(), &session_id("s1"), u64::MAX)
+        .unwrap();
     assert!(far.is_empty(), "entries_after(u64::MAX) is empty");
 }
 
@@ -342,12 +385,14 @@ pub fn entries_after_is_the_tail_of_a_full_read(new: &NewSessionStore<'_>) {
 pub fn history_is_append_only(new: &NewSessionStore<'_>) {
     let store = new();
     let store = store.as_ref();
-    store.create(TENANT_A, session("s1")).unwrap();
-    store.append(TENANT_A, "s1", &chain("e", 4)).unwrap();
+    store.create(&tenant_a(), session("s1")).unwrap();
+    store
+        .append(&tenant_a(), &session_id("s1"), &chain("e", 4))
+        .unwrap();
     let before = entries(store, TENANT_A, "s1");
 
     let reuse = entry("e2", Some("e4"), Role::User, "a different e2");
-    let refused = store.append(TENANT_A, "s1", &[reuse]);
+    let refused = store.append(&tenant_a(), &session_id("s1"), &[reuse]);
     assert!(
         matches!(refused, Err(SessionError::DuplicateEntryId { .. })),
         "appending an id the session has is DuplicateEntryId, got {refused:?}"
@@ -362,7 +407,7 @@ pub fn history_is_append_only(new: &NewSessionStore<'_>) {
         entry("ok1", Some("e4"), Role::User, "fine"),
         entry("bad", Some("nowhere"), Role::Assistant, "orphan"),
     ];
-    let refused = store.append(TENANT_A, "s1", &batch);
+    let refused = store.append(&tenant_a(), &session_id("s1"), &batch);
     assert!(
         matches!(refused, Err(SessionError::UnknownParent { .. })),
         "an unknown parent is UnknownParent, got {refused:?}"
@@ -376,20 +421,20 @@ pub fn history_is_append_only(new: &NewSessionStore<'_>) {
         entry("dup", Some("e4"), Role::User, "one"),
         entry("dup", Some("e4"), Role::User, "two"),
     ];
-    let refused = store.append(TENANT_A, "s1", &twice);
+    let refused = store.append(&tenant_a(), &session_id("s1"), &twice);
     assert!(
         matches!(refused, Err(SessionError::DuplicateEntryId { .. })),
         "a batch reusing an id of itself is DuplicateEntryId, got {refused:?}"
     );
     assert_eq!(entries(store, TENANT_A, "s1"), before);
 
-    let old_context = store.context(TENANT_A, "s1", None).unwrap();
+    let old_context = store.context(&tenant_a(), &session_id("s1"), None).unwrap();
     let rewrites = BTreeMap::from([(
         "e3".to_owned(),
         EntryKind::Message(Message::text(Role::User, "rewritten e3")),
     )]);
     let rewrite = store
-        .rewrite_branch(TENANT_A, "s1", rewrites, "conformance")
+        .rewrite_branch(&tenant_a(), &session_id("s1"), rewrites, "conformance")
         .unwrap();
     let after = entries(store, TENANT_A, "s1");
     assert_eq!(
@@ -404,11 +449,13 @@ pub fn history_is_append_only(new: &NewSessionStore<'_>) {
     assert_eq!(leaf(store, TENANT_A, "s1"), Some(rewrite.leaf_id.clone()));
     assert_eq!(rewrite.fork_parent_id.as_deref(), Some("e2"));
     assert_eq!(
-        store.context(TENANT_A, "s1", Some("e4")).unwrap(),
+        store
+            .context(&tenant_a(), &session_id("s1"), Some("e4"))
+            .unwrap(),
         old_context,
         "the old branch still gives the old context"
     );
-    let new_context = store.context(TENANT_A, "s1", None).unwrap();
+    let new_context = store.context(&tenant_a(), &session_id("s1"), None).unwrap();
     assert_eq!(
         new_context.get(2).map(Message::plain_text).as_deref(),
         Some("rewritten e3"),
@@ -418,7 +465,7 @@ pub fn history_is_append_only(new: &NewSessionStore<'_>) {
         "nope".to_owned(),
         EntryKind::Message(Message::text(Role::User, "x")),
     )]);
-    let refused = store.rewrite_branch(TENANT_A, "s1", unknown, "conformance");
+    let refused = store.rewrite_branch(&tenant_a(), &session_id("s1"), unknown, "conformance");
     assert!(refused.is_err(), "rewriting an unknown entry is refused");
     assert_eq!(
         entries(store, TENANT_A, "s1"),
@@ -434,7 +481,7 @@ pub fn tenants_are_isolated(new: &NewSessionStore<'_>) {
     let store = store.as_ref();
     let mut a = session("shared");
     a.entries = chain("e", 3);
-    let a_info = store.create(TENANT_A, a).unwrap();
+    let a_info = store.create(&tenant_a(), a).unwrap();
     let a_entries = entries(store, TENANT_A, "shared");
 
     let not_found = |what: &str, result: Result<(), SessionError>| {
@@ -443,30 +490,58 @@ pub fn tenants_are_isolated(new: &NewSessionStore<'_>) {
             "tenant B's {what} of tenant A's session must be NotFound, got {result:?}"
         );
     };
-    not_found("get", store.get(TENANT_B, "shared").map(drop));
-    not_found("load", store.load(TENANT_B, "shared").map(drop));
-    not_found("entries", store.entries(TENANT_B, "shared").map(drop));
+    not_found(
+        "get",
+        store.get(&tenant_b(), &session_id("shared")).map(drop),
+    );
+    not_found(
+        "load",
+        store.load(&tenant_b(), &session_id("shared")).map(drop),
+    );
+    not_found(
+        "entries",
+        store.entries(&tenant_b(), &session_id("shared")).map(drop),
+    );
     not_found(
         "entries_after",
-        store.entries_after(TENANT_B, "shared", 0).map(drop),
+        store
+            .entries_after(&tenant_b(), &session_id("shared"), 0)
+            .map(drop),
     );
-    not_found("path", store.path(TENANT_B, "shared", None).map(drop));
-    not_found("context", store.context(TENANT_B, "shared", None).map(drop));
+    not_found(
+        "path",
+        store
+            .path(&tenant_b(), &session_id("shared"), None)
+            .map(drop),
+    );
+    not_found(
+        "context",
+        store
+            .context(&tenant_b(), &session_id("shared"), None)
+            .map(drop),
+    );
     not_found(
         "append",
         store.append(
-            TENANT_B,
-            "shared",
+            &tenant_b(),
+            &session_id("shared"),
             &[entry("b1", Some("e3"), Role::User, "intrusion")],
         ),
     );
     not_found(
         "append_message",
         store
-            .append_message(TENANT_B, "shared", Message::text(Role::User, "intrusion"))
+            .append_message(
+                &tenant_b(),
+                &session_id("shared"),
+                Message::text(Role::User, "intrusion"),
+            )
             .map(drop),
     );
-    not_found("set_leaf", store.set_leaf(TENANT_B, "shared", Some("e1")));
+    not_found(
+        "set_leaf",
+        store.set_leaf(&tenant_b(), &session_id("shared"), Some("e1")),
+    );
     let rewrites = BTreeMap::from([(
         "e2".to_owned(),
         EntryKind::Message(Message::text(Role::User, "intrusion")),
@@ -474,15 +549,15 @@ pub fn tenants_are_isolated(new: &NewSessionStore<'_>) {
     not_found(
         "rewrite_branch",
         store
-            .rewrite_branch(TENANT_B, "shared", rewrites, "intrusion")
+            .rewrite_branch(&tenant_b(), &session_id("shared"), rewrites, "intrusion")
             .map(drop),
     );
     assert!(
-        store.list(TENANT_B).unwrap().is_empty(),
+        store.list(&tenant_b()).unwrap().is_empty(),
         "tenant B lists none of tenant A's sessions"
     );
     assert_eq!(
-        store.get(TENANT_A, "shared").unwrap(),
+        store.get(&tenant_a(), &session_id("shared")).unwrap(),
         a_info,
         "tenant B's attempts change nothing of tenant A's session"
     );
@@ -490,7 +565,7 @@ pub fn tenants_are_isolated(new: &NewSessionStore<'_>) {
 
     let mut b = session("shared");
     b.entries = vec![entry("e1", None, Role::User, "tenant b's own e1")];
-    store.create(TENANT_B, b).unwrap();
+    store.create(&tenant_b(), b).unwrap();
     assert_eq!(
         ids(&entries(store, TENANT_B, "shared")),
         ["e1"],
@@ -502,13 +577,13 @@ pub fn tenants_are_isolated(new: &NewSessionStore<'_>) {
         "tenant B creating the same session id does not touch tenant A's"
     );
     let listed_b: Vec<String> = store
-        .list(TENANT_B)
+        .list(&tenant_b())
         .unwrap()
         .into_iter()
         .map(|info| info.tenant)
         .collect();
     assert_eq!(listed_b, [TENANT_B], "tenant B lists only its own session");
-    let listed_a = store.list(TENANT_A).unwrap();
+    let listed_a = store.list(&tenant_a()).unwrap();
     assert_eq!(
         listed_a.len(),
         1,
@@ -517,29 +592,12 @@ pub fn tenants_are_isolated(new: &NewSessionStore<'_>) {
     assert_eq!(listed_a[0].entry_count, 3);
 }
 
-/// Invalid tenants, session ids and entry ids are refused with their own errors, and nothing is
-/// stored.
+/// A header whose session id is invalid is refused by `create`, invalid entry ids by `append`,
+/// each with its own error, and nothing is stored. (Every other method takes a [`Tenant`] and a
+/// [`SessionId`], well formed by their types: a bad name never reaches a store.)
 pub fn invalid_ids_are_refused_before_storage(new: &NewSessionStore<'_>) {
     let store = new();
     let store = store.as_ref();
-    for tenant in INVALID_TENANTS {
-        let refused = store.create(tenant, session("s1"));
-        assert!(
-            matches!(
-                refused,
-                Err(SessionError::Store(StoreError::InvalidTenant { .. }))
-            ),
-            "create for tenant {tenant:?} is InvalidTenant, got {refused:?}"
-        );
-        let refused = store.list(tenant);
-        assert!(
-            matches!(
-                refused,
-                Err(SessionError::Store(StoreError::InvalidTenant { .. }))
-            ),
-            "list for tenant {tenant:?} is InvalidTenant, got {refused:?}"
-        );
-    }
     let long = "s".repeat(129);
     for id in [
         "",
@@ -549,31 +607,25 @@ pub fn invalid_ids_are_refused_before_storage(new: &NewSessionStore<'_>) {
         "a/b",
         long.as_str(),
     ] {
-        let refused = store.create(TENANT_A, session(id));
+        let refused = store.create(&tenant_a(), session(id));
         assert!(
             matches!(refused, Err(SessionError::InvalidSessionId { .. })),
             "create of session id {id:?} is InvalidSessionId, got {refused:?}"
         );
-        let refused = store.get(TENANT_A, id);
-        assert!(
-            matches!(refused, Err(SessionError::InvalidSessionId { .. })),
-            "get of session id {id:?} is InvalidSessionId, got {refused:?}"
-        );
-        let refused = store.append_message(TENANT_A, id, Message::text(Role::User, "x"));
-        assert!(
-            matches!(refused, Err(SessionError::InvalidSessionId { .. })),
-            "append_message to session id {id:?} is InvalidSessionId, got {refused:?}"
-        );
     }
     assert!(
-        store.list(TENANT_A).unwrap().is_empty(),
+        store.list(&tenant_a()).unwrap().is_empty(),
         "refused creates store nothing"
     );
 
-    store.create(TENANT_A, session("s1")).unwrap();
+    store.create(&tenant_a(), session("s1")).unwrap();
     let long_entry = "e".repeat(129);
     for id in ["", "a b", "tab\there", long_entry.as_str()] {
-        let refused = store.append(TENANT_A, "s1", &[entry(id, None, Role::User, "x")]);
+        let refused = store.append(
+            &tenant_a(),
+            &session_id("s1"),
+            &[entry(id, None, Role::User, "x")],
+        );
         assert!(
             matches!(refused, Err(SessionError::InvalidEntryId { .. })),
             "an entry id {id:?} is InvalidEntryId, got {refused:?}"
@@ -599,21 +651,33 @@ pub fn writes_to_missing_sessions_are_not_found(new: &NewSessionStore<'_>) {
     not_found(
         "append_message",
         store
-            .append_message(TENANT_A, "missing", Message::text(Role::User, "hello"))
+            .append_message(
+                &tenant_a(),
+                &session_id("missing"),
+                Message::text(Role::User, "hello"),
+            )
             .map(drop),
     );
-    not_found("append", store.append(TENANT_A, "missing", &chain("m", 1)));
-    not_found("set_leaf", store.set_leaf(TENANT_A, "missing", None));
+    not_found(
+        "append",
+        store.append(&tenant_a(), &session_id("missing"), &chain("m", 1)),
+    );
+    not_found(
+        "set_leaf",
+        store.set_leaf(&tenant_a(), &session_id("missing"), None),
+    );
     not_found(
         "entries_after",
-        store.entries_after(TENANT_A, "missing", 0).map(drop),
+        store
+            .entries_after(&tenant_a(), &session_id("missing"), 0)
+            .map(drop),
     );
     assert!(
-        store.list(TENANT_A).unwrap().is_empty(),
+        store.list(&tenant_a()).unwrap().is_empty(),
         "the refused writes created no session"
     );
-    store.create(TENANT_A, session("s1")).unwrap();
-    let unknown = store.set_leaf(TENANT_A, "s1", Some("no-such-entry"));
+    store.create(&tenant_a(), session("s1")).unwrap();
+    let unknown = store.set_leaf(&tenant_a(), &session_id("s1"), Some("no-such-entry"));
     assert!(
         matches!(unknown, Err(SessionError::UnknownEntry { .. })),
         "set_leaf to an entry the session lacks is UnknownEntry, got {unknown:?}"
@@ -625,14 +689,16 @@ pub fn writes_to_missing_sessions_are_not_found(new: &NewSessionStore<'_>) {
 pub fn reads_run_beside_appends(new: &NewSessionStore<'_>) {
     let store = new();
     let store = store.as_ref();
-    store.create(TENANT_A, session("busy")).unwrap();
+    store.create(&tenant_a(), session("busy")).unwrap();
     let appended = std::sync::Mutex::new(Vec::new());
     super::reads_beside_writes(
         24,
         3,
         &|step| {
             let message = Message::text(Role::User, format!("message {step}"));
-            let entry = store.append_message(TENANT_A, "busy", message).unwrap();
+            let entry = store
+                .append_message(&tenant_a(), &session_id("busy"), message)
+                .unwrap();
             appended.lock().unwrap().push(entry.id);
         },
         &|written| {
@@ -645,7 +711,7 @@ pub fn reads_run_beside_appends(new: &NewSessionStore<'_>) {
                  {loaded:?}"
             );
             let tail = store
-                .entries_after(TENANT_A, "busy", (written - 1) as u64)
+                .entries_after(&tenant_a(), &session_id("busy"), (written - 1) as u64)
                 .unwrap();
             assert_eq!(
                 tail.first().map(|entry| entry.id.as_str()),
@@ -663,36 +729,42 @@ pub fn survives_reopen(open: &NewSessionStore<'_>) {
         let store = open();
         let mut new = session("durable");
         new.entries = chain("e", 3);
-        store.create(TENANT_A, new).unwrap();
+        store.create(&tenant_a(), new).unwrap();
         store
-            .append_message(TENANT_A, "durable", Message::text(Role::User, "appended"))
+            .append_message(
+                &tenant_a(),
+                &session_id("durable"),
+                Message::text(Role::User, "appended"),
+            )
             .unwrap();
-        store.set_leaf(TENANT_A, "durable", Some("e2")).unwrap();
+        store
+            .set_leaf(&tenant_a(), &session_id("durable"), Some("e2"))
+            .unwrap();
         let rewrites = BTreeMap::from([(
             "e2".to_owned(),
             EntryKind::Message(Message::text(Role::Assistant, "rewritten")),
         )]);
         store
-            .rewrite_branch(TENANT_A, "durable", rewrites, "conformance")
+            .rewrite_branch(&tenant_a(), &session_id("durable"), rewrites, "conformance")
             .unwrap();
         (
-            store.get(TENANT_A, "durable").unwrap(),
-            store.entries(TENANT_A, "durable").unwrap(),
+            store.get(&tenant_a(), &session_id("durable")).unwrap(),
+            store.entries(&tenant_a(), &session_id("durable")).unwrap(),
         )
     };
     let store = open();
     assert_eq!(
-        store.get(TENANT_A, "durable").unwrap(),
+        store.get(&tenant_a(), &session_id("durable")).unwrap(),
         info,
         "a reopened store has the session as it was written (leaf included)"
     );
     assert_eq!(
-        store.entries(TENANT_A, "durable").unwrap(),
+        store.entries(&tenant_a(), &session_id("durable")).unwrap(),
         all,
         "a reopened store has every entry, in order"
     );
     assert!(
-        store.list(TENANT_B).unwrap().is_empty(),
+        store.list(&tenant_b()).unwrap().is_empty(),
         "reopening does not move sessions across tenants"
     );
 }

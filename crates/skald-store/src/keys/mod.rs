@@ -13,11 +13,12 @@
 //!   wraps a [`StoreError`], whose own `Storage` variant says what the backend reported.
 //!
 //! ```
+//! use skald_core::ids::Tenant;
 //! use skald_store::keys::{KeyError, SqliteKeyStore};
 //!
-//! # fn main() -> Result<(), KeyError> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let keys = SqliteKeyStore::in_memory()?;
-//! let created = keys.create("acme", "ci runner")?;
+//! let created = keys.create(&Tenant::parse("acme")?, "ci runner")?;
 //! assert!(created.secret.starts_with("sk-skald-"));
 //! assert_eq!(keys.authenticate(&created.secret)?.tenant, "acme");
 //!
@@ -30,6 +31,7 @@
 
 mod sqlite;
 
+use skald_core::ids::Tenant;
 use skald_core::refs::RefId;
 
 use crate::StoreError;
@@ -98,9 +100,6 @@ pub enum KeyError {
     /// A key name that is empty, too long or has control characters.
     #[error("invalid key name: {0}")]
     InvalidName(&'static str),
-    /// The tenant name is not valid.
-    #[error(transparent)]
-    Tenant(StoreError),
     /// The operating system's random source failed.
     #[error("no random bytes for a new key: {0}")]
     Random(String),
@@ -113,9 +112,9 @@ pub enum KeyError {
 /// key (never its secret), never deletes a key, and never un-revokes one.
 pub trait KeyStore: Send + Sync {
     /// Creates a key for `tenant`; the returned secret is not stored and cannot be shown again.
-    /// An invalid tenant is [`KeyError::Tenant`], an empty, over-long or control-character name
-    /// [`KeyError::InvalidName`]; nothing is stored then.
-    fn create(&self, tenant: &str, name: &str) -> Result<CreatedKey, KeyError>;
+    /// An empty, over-long or control-character name is [`KeyError::InvalidName`]; nothing is
+    /// stored then.
+    fn create(&self, tenant: &Tenant, name: &str) -> Result<CreatedKey, KeyError>;
 
     /// Every key, of every tenant, oldest first (the operator's view; revoked keys included).
     fn list(&self) -> Result<Vec<ApiKey>, KeyError>;

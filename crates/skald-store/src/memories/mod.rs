@@ -36,10 +36,11 @@
 //! - **A tree.** [`MemoryStore::ls`] and [`MemoryStore::tree`] list directories as they follow
 //!   from the live entries' URIs.
 //!
-//! Bad input (an invalid tenant, a directory where an entry belongs, an over-long L0, a vector
-//! with a NaN…) is a [`MemoryError`] that names the problem, and nothing is written.
+//! Bad input (a directory where an entry belongs, an over-long L0, a vector with a NaN…) is a
+//! [`MemoryError`] that names the problem, and nothing is written.
 //!
 //! ```
+//! use skald_core::ids::Tenant;
 //! use skald_core::memory::uri::MemoryUri;
 //! use skald_store::memories::{
 //!     AddOutcome, DuplicateKind, MemoryStore, NewMemory, SearchQuery, SqliteMemoryStore,
@@ -47,25 +48,26 @@
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = SqliteMemoryStore::in_memory()?;
+//! let (acme, globex) = (Tenant::parse("acme")?, Tenant::parse("globex")?);
 //! let uri = MemoryUri::parse("viking://user/alice/memories/preferences/editor.md")?;
-//! store.add("acme", NewMemory::new(uri.clone(), "Alice prefers dark mode in every editor."))?;
+//! store.add(&acme, NewMemory::new(uri.clone(), "Alice prefers dark mode in every editor."))?;
 //!
 //! // The same fact again, elsewhere: merged into the entry already there, not stored twice.
 //! let again = MemoryUri::parse("viking://user/alice/memories/preferences/theme.md")?;
-//! let outcome = store.add("acme", NewMemory::new(again, "alice prefers dark mode in every editor"))?;
+//! let outcome = store.add(&acme, NewMemory::new(again, "alice prefers dark mode in every editor"))?;
 //! assert!(matches!(outcome, AddOutcome::Merged(ref merge) if merge.kind == DuplicateKind::Exact));
 //!
 //! // An update is a new version; the old one stays readable.
-//! store.update("acme", NewMemory::new(uri.clone(), "Alice prefers light mode since May."))?;
-//! assert_eq!(store.history("acme", &uri)?.len(), 2);
+//! store.update(&acme, NewMemory::new(uri.clone(), "Alice prefers light mode since May."))?;
+//! assert_eq!(store.history(&acme, &uri)?.len(), 2);
 //!
-//! let hits = store.search("acme", &SearchQuery::text("which mode does alice prefer", 5))?;
+//! let hits = store.search(&acme, &SearchQuery::text("which mode does alice prefer", 5))?;
 //! assert_eq!(hits[0].memory.l2, "Alice prefers light mode since May.");
 //!
 //! // Nothing crosses tenants; a forgotten entry is gone from search and reads.
-//! assert!(store.search("globex", &SearchQuery::text("alice", 5))?.is_empty());
-//! store.forget("acme", &uri)?;
-//! assert!(store.get("acme", &uri).is_err());
+//! assert!(store.search(&globex, &SearchQuery::text("alice", 5))?.is_empty());
+//! store.forget(&acme, &uri)?;
+//! assert!(store.get(&acme, &uri).is_err());
 //! # Ok(())
 //! # }
 //! ```
@@ -75,6 +77,7 @@ pub mod search;
 mod sqlite;
 
 use serde::{Deserialize, Serialize};
+use skald_core::ids::Tenant;
 use skald_core::memory::dedup::{DEFAULT_NEAR_DUPLICATE_THRESHOLD, MIN_NEAR_DUPLICATE_THRESHOLD};
 use skald_core::memory::levels::{MAX_ABSTRACT_CHARS, MAX_OVERVIEW_CHARS};
 use skald_core::memory::uri::{MemoryCategory, MemoryUri, UriError};
@@ -731,60 +734,64 @@ pub trait MemoryStore: Send + Sync {
     /// Writes a new entry, or merges it into a live duplicate of the same owner. Refused when a
     /// different live entry is at the URI ([`MemoryError::AlreadyExists`]: use `update`), or
     /// when the URI is inside or above another entry ([`MemoryError::PathConflict`]).
-    fn add(&self, tenant: &str, memory: NewMemory) -> Result<AddOutcome, MemoryError>;
+    fn add(&self, tenant: &Tenant, memory: NewMemory) -> Result<AddOutcome, MemoryError>;
 
     /// [`MemoryStore::add`] for many entries in one transaction, in order (later ones can merge
     /// into earlier ones). If any fails, nothing is written and the error names its index.
     fn add_many(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         memories: Vec<NewMemory>,
     ) -> Result<Vec<AddOutcome>, MemoryError>;
 
     /// Writes a new version of the live entry at `memory.uri`, superseding it. No duplicate
     /// check: an update is an explicit decision about this entry.
-    fn update(&self, tenant: &str, memory: NewMemory) -> Result<UpdateOutcome, MemoryError>;
+    fn update(&self, tenant: &Tenant, memory: NewMemory) -> Result<UpdateOutcome, MemoryError>;
 
     /// Marks the live entry at `uri` forgotten and returns that version.
-    fn forget(&self, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError>;
+    fn forget(&self, tenant: &Tenant, uri: &MemoryUri) -> Result<Memory, MemoryError>;
 
     /// The live entry at `uri`.
-    fn get(&self, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError>;
+    fn get(&self, tenant: &Tenant, uri: &MemoryUri) -> Result<Memory, MemoryError>;
 
     /// Every version ever written at `uri`, oldest first (superseded and forgotten included).
-    fn history(&self, tenant: &str, uri: &MemoryUri) -> Result<Vec<Memory>, MemoryError>;
+    fn history(&self, tenant: &Tenant, uri: &MemoryUri) -> Result<Vec<Memory>, MemoryError>;
 
     /// The directories and entries directly in `dir`, directories first, then by name. A
     /// directory exists while a live entry is below it; an entry URI lists as itself.
-    fn ls(&self, tenant: &str, dir: &MemoryUri) -> Result<Vec<DirEntry>, MemoryError>;
+    fn ls(&self, tenant: &Tenant, dir: &MemoryUri) -> Result<Vec<DirEntry>, MemoryError>;
 
     /// `dir` and everything below it, down to `max_depth` levels (0: `dir` alone).
     fn tree(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         dir: &MemoryUri,
         max_depth: usize,
     ) -> Result<TreeNode, MemoryError>;
 
     /// The live entries that best match `query`, best first (see the module docs).
-    fn search(&self, tenant: &str, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError>;
+    fn search(&self, tenant: &Tenant, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError>;
 
     /// Stores (or replaces) the vector of the live entry at `uri`. Vectors are derived data, so
     /// replacing one (a new embedding model) is not a new version.
     fn set_embedding(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         uri: &MemoryUri,
         vector: &[f32],
     ) -> Result<(), MemoryError>;
 
     /// Counts of the tenant's versions.
-    fn stats(&self, tenant: &str) -> Result<MemoryStats, MemoryError>;
+    fn stats(&self, tenant: &Tenant) -> Result<MemoryStats, MemoryError>;
 
     /// The tenant's most recent writes across all entries, newest first: adds, updates, merges
     /// and forgets, at most `limit` (1 to [`MAX_SEARCH_LIMIT`]). A store that keeps no such log
     /// refuses with [`MemoryError::InvalidInput`].
-    fn recent_writes(&self, tenant: &str, limit: usize) -> Result<Vec<MemoryWrite>, MemoryError> {
+    fn recent_writes(
+        &self,
+        tenant: &Tenant,
+        limit: usize,
+    ) -> Result<Vec<MemoryWrite>, MemoryError> {
         let _ = (tenant, limit);
         Err(MemoryError::invalid(
             "recent_writes",
@@ -875,8 +882,7 @@ pub enum MemoryError {
     #[error("invalid memory store settings: {0}")]
     InvalidSettings(String),
 
-    /// The tenant name is invalid, the data directory cannot be created, or the schema is newer
-    /// than this build.
+    /// The data directory cannot be created, or the schema is newer than this build.
     #[error(transparent)]
     Store(#[from] StoreError),
 

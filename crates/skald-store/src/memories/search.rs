@@ -17,6 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use skald_core::ids::Tenant;
 use skald_core::memory::fusion::{
     RRF_K, RankedList, ScoredList, min_max_score_fusion, reciprocal_rank_fusion,
 };
@@ -26,7 +27,6 @@ use super::{
     ColumnWeights, MAX_SEARCH_LIMIT, Memory, MemoryError, MemorySettings, SearchFilter, SearchHit,
     SearchQuery, VectorFusion, validate_vector,
 };
-use crate::tenant::validate_tenant;
 
 /// What a backend provides for a search. Every call of one search reads the same consistent
 /// snapshot of the store (the backend makes one value of this trait per search, inside one read
@@ -114,17 +114,16 @@ pub struct VectorRequest<'a> {
 pub fn search(
     backend: &impl SearchPrimitives,
     settings: &MemorySettings,
-    tenant: &str,
+    tenant: &Tenant,
     query: &SearchQuery,
 ) -> Result<Vec<SearchHit>, MemoryError> {
-    let plan = check(tenant, query)?;
+    let plan = check(query)?;
     search_checked(backend, settings, tenant, query, &plan)
 }
 
-/// Checks the tenant and the query and analyses the query's text, before a backend reads
-/// anything: bad input is refused without touching storage.
-pub fn check(tenant: &str, query: &SearchQuery) -> Result<QueryPlan, MemoryError> {
-    validate_tenant(tenant)?;
+/// Checks the query and analyses its text, before a backend reads anything: bad input is
+/// refused without touching storage (the tenant is a [`Tenant`], well formed by its type).
+pub fn check(query: &SearchQuery) -> Result<QueryPlan, MemoryError> {
     validate_query(query)?;
     let plan = QueryPlan::new(&query.text);
     if plan.is_empty() && query.vector.is_none() {
@@ -141,7 +140,7 @@ pub fn check(tenant: &str, query: &SearchQuery) -> Result<QueryPlan, MemoryError
 pub fn search_checked(
     backend: &impl SearchPrimitives,
     settings: &MemorySettings,
-    tenant: &str,
+    tenant: &Tenant,
     query: &SearchQuery,
     plan: &QueryPlan,
 ) -> Result<Vec<SearchHit>, MemoryError> {

@@ -6,6 +6,7 @@ mod sqlite;
 
 use std::time::Duration;
 
+use skald_core::ids::Tenant;
 use skald_core::refs::{CanonicalPayload, RefId, RefPayload};
 
 use crate::StoreError;
@@ -30,13 +31,13 @@ pub const DEFAULT_CACHE_BYTES: usize = 256 * 1024 * 1024;
 pub trait RefStore: Send + Sync {
     /// Stores `payload` for `tenant` and returns its id, only once the content is durably
     /// committed. Putting content that is already stored refreshes its expiry.
-    fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError>;
+    fn put(&self, tenant: &Tenant, payload: &RefPayload) -> Result<RefId, StoreError>;
 
     /// Stores every payload of `payloads` (canonical bytes with their id, as a stage's
     /// [`NewRef`](skald_core::refs::NewRef) carries them) for `tenant`, returning only once all
     /// are durably committed. [`SqliteRefStore`] commits a batch at once (one sync); this
     /// default puts them one by one.
-    fn put_many(&self, tenant: &str, payloads: &[&CanonicalPayload]) -> Result<(), StoreError> {
+    fn put_many(&self, tenant: &Tenant, payloads: &[&CanonicalPayload]) -> Result<(), StoreError> {
         for payload in payloads {
             let decoded = RefPayload::from_bytes(payload.bytes())
                 .map_err(|error| StoreError::Corrupt(format!("ref {}: {error}", payload.id())))?;
@@ -47,10 +48,10 @@ pub trait RefStore: Send + Sync {
 
     /// The payload stored under `id` for `tenant`. `id` is untrusted text (a bare id or a
     /// `[REF_ID: …]` token) and is parsed before storage is touched.
-    fn get(&self, tenant: &str, id: &str) -> Result<RefPayload, StoreError>;
+    fn get(&self, tenant: &Tenant, id: &str) -> Result<RefPayload, StoreError>;
 
     /// Counts and sizes of what `tenant` has stored.
-    fn stats(&self, tenant: &str) -> Result<RefStats, StoreError>;
+    fn stats(&self, tenant: &Tenant) -> Result<RefStats, StoreError>;
 }
 
 /// Settings of a [`SqliteRefStore`]; checked by [`RefSettings::validate`] when a store opens.

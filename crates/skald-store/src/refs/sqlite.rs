@@ -14,7 +14,7 @@ use crate::cache::{CacheStats, RefCache};
 use crate::clock::{Clock, SystemClock};
 use crate::codec::{self, Codec};
 use crate::sqlite::pool::Connections;
-use crate::tenant::validate_tenant;
+use skald_core::ids::Tenant;
 
 /// The ref store on SQLite: one database file (or memory), a writer connection with a pool of
 /// readers beside it ([see the crate documentation](crate#how-storage-is-laid-out)), and an LRU
@@ -133,8 +133,7 @@ impl SqliteRefStore {
     /// to disk. Re-putting stored content refreshes its expiry to now + TTL without rewriting it;
     /// to spare a disk write on every request, a re-put that would move the expiry by less than
     /// 1/24 of the TTL (1 h of the default 24 h) leaves it as it is.
-    pub fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError> {
-        validate_tenant(tenant)?;
+    pub fn put(&self, tenant: &Tenant, payload: &RefPayload) -> Result<RefId, StoreError> {
         let canonical = CanonicalPayload::of(payload);
         self.put_many(tenant, &[&canonical])?;
         Ok(canonical.id().clone())
@@ -145,8 +144,11 @@ impl SqliteRefStore {
     /// one transaction, so a batch costs one sync however many refs it holds, and a batch whose
     /// refs are all stored and fresh writes nothing. On an error nothing of the batch may be
     /// relied on (the transaction is rolled back; refs already stored stay stored).
-    pub fn put_many(&self, tenant: &str, payloads: &[&CanonicalPayload]) -> Result<(), StoreError> {
-        validate_tenant(tenant)?;
+    pub fn put_many(
+        &self,
+        tenant: &Tenant,
+        payloads: &[&CanonicalPayload],
+    ) -> Result<(), StoreError> {
         let now = self.clock.now_ms();
         let expires_at = now.saturating_add(self.ttl_ms);
         // The same content may come twice in one batch (two identical outputs): once is enough.
@@ -169,7 +171,9 @@ impl SqliteRefStore {
                 .iter()
                 .map(|payload| {
                     select
-                        .query_row(params![tenant, payload.id().as_str()], |row| row.get(0))
+                        .query_row(params![tenant.as_str(), payload.id().as_str()], |row| {
+                            row.get(0)
+                        })
                         .optional()
                         .map_err(StoreError::storage("reading a ref"))
                 })
@@ -270,9 +274,8 @@ impl SqliteRefStore {
     /// The payload stored under `id` for `tenant`. `id` is parsed with [`RefId::parse`] before
     /// anything else. An expired ref is removed and reported as [`StoreError::Expired`]; after
     /// that it is [`StoreError::NotFound`].
-    pub fn get(&self, tenant: &str, id: &str) -> Result<RefPayload, StoreError> {
+    pub fn get(&self, tenant: &Tenant, id: &str) -> Result<RefPayload, StoreError> {
         let id = RefId::parse(id)?;
-        validate_tenant(tenant)?;
         let now = self.clock.now_ms();
         if let Some(payload) = self.cache().get(tenant, &id, now) {
             return Ok(payload);
@@ -287,7 +290,7 @@ impl SqliteRefStore {
                     .writer()
                     .execute(
                         "DELETE FROM refs WHERE tenant = ?1 AND id = ?2",
-                        params![tenant, id.as_str()],
+                        params![tenant.as_str(), id.as_str()],
                     )
                     .map_err(StoreError::storage("removing a corrupt ref"))?;
                 return Err(StoreError::Corrupt(format!(
@@ -303,9 +306,8 @@ impl SqliteRefStore {
 
     /// What is known about a stored ref, without decoding it. Expiry applies as in
     /// [`SqliteRefStore::get`].
-    pub fn info(&self, tenant: &str, id: &str) -> Result<RefInfo, StoreError> {
+    pub fn info(&self, tenant: &Tenant, id: &str) -> Result<RefInfo, StoreError> {
         let id = RefId::parse(id)?;
-        validate_tenant(tenant)?;
         let row = self.live_row(tenant, &id, self.clock.now_ms(), false)?;
         let codec = Codec::parse(&row.codec).ok_or_else(|| unknown_codec(&id, &row.codec))?;
         Ok(RefInfo {
@@ -393,15 +395,14 @@ impl SqliteRefStore {
     }
 
     /// Counts and sizes of what `tenant` has stored.
-    pub fn stats(&self, tenant: &str) -> Result<RefStats, StoreError> {
-        validate_tenant(tenant)?;
+    pub fn stats(&self, tenant: &Tenant) -> Result<RefStats, StoreError> {
         let now = self.clock.now_ms();
         self.connections.read(|conn, _| {
             conn.query_row(
                 "SELECT COUNT(*), COALESCE(SUM(original_bytes), 0), COALESCE(SUM(stored_bytes), 0),
                         COALESCE(SUM(expires_at_ms <= ?2), 0)
                  FROM refs WHERE tenant = ?1",
-                params![tenant, now],
+                params![tenant.as_str(), now],
                 stats_from_row,
             )
             .map_err(StoreError::storage("reading ref statistics"))
@@ -441,19 +442,19 @@ impl SqliteRefStore {
 }
 
 impl RefStore for SqliteRefStore {
-    fn put(&self, tenant: &str, payload: &RefPayload) -> Result<RefId, StoreError> {
+    fn put(&self, tenant: &Tenant, payload: &RefPayload) -> Result<RefId, StoreError> {
         SqliteRefStore::put(self, tenant, payload)
     }
 
-    fn put_many(&self, tenant: &str, payloads: &[&CanonicalPayload]) -> Result<(), StoreError> {
+    fn put_many(&self, tenant: &Tenant, payloads: &[&CanonicalPayload]) -> Result<(), StoreError> {
         SqliteRefStore::put_many(self, tenant, payloads)
     }
 
-    fn get(&self, tenant: &str, id: &str) -> Result<RefPayload, StoreError> {
+    fn get(&self, tenant: &Tenant, id: &str) -> Result<RefPayload, StoreError> {
         SqliteRefStore::get(self, tenant, id)
     }
 
-    fn stats(&self, tenant: &str) -> Result<RefStats, StoreError> {
+    fn stats(&self, tenant: &Tenant) -> Result<RefStats, StoreError> {
         SqliteRefStore::stats(self, tenant)
     }
 }

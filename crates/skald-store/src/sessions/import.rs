@@ -23,12 +23,13 @@ use skald_core::codec::openclaw::{
     decode_agent_message, decode_session, encode_agent_messages, encode_entry,
 };
 use skald_core::codec::{self, DecodeError, Format, LineIssue};
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Extra, Message, Role, Timestamp};
 use skald_core::session::{Entry, EntryKind, SessionHeader};
 use skald_core::session_id;
 
 use super::sqlite::iso_millis;
-use super::{NewSession, SessionError, SessionStore, validate_session_id};
+use super::{NewSession, SessionError, SessionStore, parse_session_id};
 
 /// Titles are cut to this many characters.
 const TITLE_CHARS: usize = 80;
@@ -39,7 +40,7 @@ pub struct ImportOptions {
     /// Where the transcript came from (a file path), kept for listings.
     pub source: Option<String>,
     /// Import under this session id instead of the header's or the derived one.
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// The entry time for messages that carry no timestamp of their own (epoch ms).
     pub now_ms: i64,
 }
@@ -71,7 +72,7 @@ impl ImportStatus {
 pub struct ImportOutcome {
     /// The id the session is stored under: [`ImportOptions::session_id`], the OpenClaw header's
     /// id, or the derived one.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The format the transcript was detected as.
     pub format: Format,
     /// Whether the session was created, extended, or already held everything.
@@ -149,6 +150,14 @@ pub struct ImportPlan {
 
 /// Decodes `text` (any format) into the session it becomes, without touching a store.
 pub fn plan_import(text: &str, options: &ImportOptions) -> Result<ImportPlan, ImportError> {
+    Ok(plan_with_id(text, options)?.0)
+}
+
+/// [`plan_import`], with the session id parsed once.
+fn plan_with_id(
+    text: &str,
+    options: &ImportOptions,
+) -> Result<(ImportPlan, SessionId), ImportError> {
     let format = codec::detect(text).map_err(DecodeError::from)?;
     let mut plan = match format {
         Format::OpenClawSession => plan_openclaw(text)?,
@@ -160,23 +169,25 @@ pub fn plan_import(text: &str, options: &ImportOptions) -> Result<ImportPlan, Im
         | Format::MiniSweAgent
         | Format::SweAgent => plan_linear(format, text, options.now_ms)?,
     };
-    if let Some(id) = &options.session_id {
-        plan.header.id = id.clone();
-    }
-    validate_session_id(&plan.header.id)?;
-    Ok(plan)
+    let session_id = match &options.session_id {
+        Some(id) => {
+            plan.header.id = id.to_string();
+            id.clone()
+        }
+        None => parse_session_id(&plan.header.id)?,
+    };
+    Ok((plan, session_id))
 }
 
 /// Imports `text` into `store` for `tenant`: creates the session, appends what is new, or
 /// reports it is already there.
 pub fn import_transcript(
     store: &dyn SessionStore,
-    tenant: &str,
+    tenant: &Tenant,
     text: &str,
     options: &ImportOptions,
 ) -> Result<ImportOutcome, ImportError> {
-    let plan = plan_import(text, options)?;
-    let session_id = plan.header.id.clone();
+    let (plan, session_id) = plan_with_id(text, options)?;
     let entries_in_transcript = plan.entries.len();
     let stored = match store.get(tenant, &session_id) {
         Ok(stored) => Some(stored),
@@ -206,7 +217,7 @@ pub fn import_transcript(
     };
     if stored.source_format != plan.format.name() {
         return Err(ImportError::FormatMismatch {
-            session: session_id,
+            session: session_id.to_string(),
             stored: stored.source_format,
             found: plan.format.name(),
         });
@@ -222,7 +233,7 @@ pub fn import_transcript(
             Some(kept) if same_entry(kept, entry) => {}
             Some(_) => {
                 return Err(ImportError::Conflict {
-                    session: session_id,
+                    session: session_id.to_string(),
                     what: if plan.linear {
                         format!("message {}", position + 1)
                     } else {
@@ -481,6 +492,6 @@ mod tests {
             &[system, Message::text(Role::User, "other")],
         );
         assert_ne!(short, other);
-        assert!(validate_session_id(&short).is_ok());
+        assert!(SessionId::parse(short.as_str()).is_ok());
     }
 }

@@ -18,31 +18,33 @@
 //!
 //! ```
 //! use std::collections::BTreeMap;
+//! use skald_core::ids::{SessionId, Tenant};
 //! use skald_core::session::{EntryKind, SessionHeader};
 //! use skald_core::message::{Message, Role};
 //! use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
 //!
-//! # fn main() -> Result<(), skald_store::sessions::SessionError> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = SqliteSessionStore::in_memory()?;
-//! let header = SessionHeader { id: "demo".into(), ..SessionHeader::default() };
-//! store.create("acme", NewSession::new(header, "openclaw-session"))?;
-//! let ask = store.append_message("acme", "demo", Message::text(Role::User, "list the files"))?;
-//! let reply = store.append_message("acme", "demo", Message::text(Role::Assistant, "a.txt b.txt"))?;
+//! let (acme, demo) = (Tenant::parse("acme")?, SessionId::parse("demo")?);
+//! let header = SessionHeader { id: demo.to_string(), ..SessionHeader::default() };
+//! store.create(&acme, NewSession::new(header, "openclaw-session"))?;
+//! let ask = store.append_message(&acme, &demo, Message::text(Role::User, "list the files"))?;
+//! let reply = store.append_message(&acme, &demo, Message::text(Role::Assistant, "a.txt b.txt"))?;
 //! assert_eq!(reply.parent_id.as_deref(), Some(ask.id.as_str()));
-//! assert_eq!(store.context("acme", "demo", None)?.len(), 2);
+//! assert_eq!(store.context(&acme, &demo, None)?.len(), 2);
 //!
 //! // A rewrite is a new branch: the old entries stay, the leaf moves to the copy.
 //! let rewrites = BTreeMap::from([(
 //!     reply.id.clone(),
 //!     EntryKind::Message(Message::text(Role::Assistant, "2 files")),
 //! )]);
-//! let rewrite = store.rewrite_branch("acme", "demo", rewrites, "shorter answer")?;
-//! assert_eq!(store.context("acme", "demo", None)?[1].plain_text(), "2 files");
-//! assert_eq!(store.context("acme", "demo", Some(&reply.id))?[1].plain_text(), "a.txt b.txt");
-//! assert_eq!(store.get("acme", "demo")?.leaf_id, Some(rewrite.leaf_id));
+//! let rewrite = store.rewrite_branch(&acme, &demo, rewrites, "shorter answer")?;
+//! assert_eq!(store.context(&acme, &demo, None)?[1].plain_text(), "2 files");
+//! assert_eq!(store.context(&acme, &demo, Some(&reply.id))?[1].plain_text(), "a.txt b.txt");
+//! assert_eq!(store.get(&acme, &demo)?.leaf_id, Some(rewrite.leaf_id));
 //!
 //! // Nothing crosses tenants.
-//! assert!(store.get("globex", "demo").is_err());
+//! assert!(store.get(&Tenant::parse("globex")?, &demo).is_err());
 //! # Ok(())
 //! # }
 //! ```
@@ -53,6 +55,7 @@ mod sqlite;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::Message;
 use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 
@@ -81,18 +84,23 @@ pub const MAX_ENTRY_ID_LEN: usize = 128;
 pub trait SessionStore: Send + Sync {
     /// Creates a session with its first entries (possibly none) in one transaction. The session
     /// id is `session.header.id`. The leaf is the last entry.
-    fn create(&self, tenant: &str, session: NewSession) -> Result<SessionInfo, SessionError>;
+    fn create(&self, tenant: &Tenant, session: NewSession) -> Result<SessionInfo, SessionError>;
 
     /// Appends entries as given (ids, parents, timestamps) and moves the leaf to the last one.
     /// Every id must be new to the session and every parent already stored or earlier in
     /// `entries`; otherwise nothing is appended and the error names the entry.
-    fn append(&self, tenant: &str, session: &str, entries: &[Entry]) -> Result<(), SessionError>;
+    fn append(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        entries: &[Entry],
+    ) -> Result<(), SessionError>;
 
     /// Appends a message as a child of the leaf, with a fresh id, and moves the leaf to it.
     fn append_message(
         &self,
-        tenant: &str,
-        session: &str,
+        tenant: &Tenant,
+        session: &SessionId,
         message: Message,
     ) -> Result<Entry, SessionError>;
 
@@ -100,8 +108,8 @@ pub trait SessionStore: Send + Sync {
     /// entry must be on the active path.
     fn append_compaction(
         &self,
-        tenant: &str,
-        session: &str,
+        tenant: &Tenant,
+        session: &SessionId,
         checkpoint: CompactionCheckpoint,
     ) -> Result<Entry, SessionError>;
 
@@ -111,32 +119,36 @@ pub trait SessionStore: Send + Sync {
     /// last copy. The old branch is untouched. Every id in `rewrites` must be on the active path.
     fn rewrite_branch(
         &self,
-        tenant: &str,
-        session: &str,
+        tenant: &Tenant,
+        session: &SessionId,
         rewrites: BTreeMap<String, EntryKind>,
         reason: &str,
     ) -> Result<BranchRewrite, SessionError>;
 
     /// Moves the leaf to a stored entry, or to `None` (the next append starts a new root).
-    fn set_leaf(&self, tenant: &str, session: &str, leaf: Option<&str>)
-    -> Result<(), SessionError>;
+    fn set_leaf(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        leaf: Option<&str>,
+    ) -> Result<(), SessionError>;
 
     /// What is known about one session, without its entries.
-    fn get(&self, tenant: &str, session: &str) -> Result<SessionInfo, SessionError>;
+    fn get(&self, tenant: &Tenant, session: &SessionId) -> Result<SessionInfo, SessionError>;
 
     /// The tenant's sessions, most recently updated first.
-    fn list(&self, tenant: &str) -> Result<Vec<SessionInfo>, SessionError>;
+    fn list(&self, tenant: &Tenant) -> Result<Vec<SessionInfo>, SessionError>;
 
     /// The whole session: header, every entry in append order, and the stored leaf.
-    fn load(&self, tenant: &str, session: &str) -> Result<Session, SessionError>;
+    fn load(&self, tenant: &Tenant, session: &SessionId) -> Result<Session, SessionError>;
 
     /// The entries appended after the first `skip`, in append order. Sessions are append-only,
     /// so a reader that holds the first `skip` entries catches up with this instead of reading
     /// the whole session again.
     fn entries_after(
         &self,
-        tenant: &str,
-        session: &str,
+        tenant: &Tenant,
+        session: &SessionId,
         skip: u64,
     ) -> Result<Vec<Entry>, SessionError> {
         let loaded = self.load(tenant, session)?;
@@ -145,15 +157,15 @@ pub trait SessionStore: Send + Sync {
     }
 
     /// Every entry, in append order.
-    fn entries(&self, tenant: &str, session: &str) -> Result<Vec<Entry>, SessionError> {
+    fn entries(&self, tenant: &Tenant, session: &SessionId) -> Result<Vec<Entry>, SessionError> {
         Ok(self.load(tenant, session)?.entries().to_vec())
     }
 
     /// The entries from the root to `leaf` (`None`: the stored leaf), root first.
     fn path(
         &self,
-        tenant: &str,
-        session: &str,
+        tenant: &Tenant,
+        session: &SessionId,
         leaf: Option<&str>,
     ) -> Result<Vec<Entry>, SessionError> {
         let loaded = self.load(tenant, session)?;
@@ -165,8 +177,8 @@ pub trait SessionStore: Send + Sync {
     /// `buildSessionContext` + `convertToLlm` ([`Session::build_context`]).
     fn context(
         &self,
-        tenant: &str,
-        session: &str,
+        tenant: &Tenant,
+        session: &SessionId,
         leaf: Option<&str>,
     ) -> Result<Vec<Message>, SessionError> {
         let loaded = self.load(tenant, session)?;
@@ -282,7 +294,8 @@ pub struct BranchRewrite {
 /// Why a session operation failed. Nothing was changed.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    /// The session id is empty, too long, or has characters outside `[A-Za-z0-9._:-]`.
+    /// A session id given as text (a new session's header, an imported transcript's) is empty,
+    /// too long, or has characters outside `[A-Za-z0-9._:-]`.
     #[error("invalid session id {shown:?}: {reason}")]
     InvalidSessionId {
         /// The refused id, cut to its first 80 characters.
@@ -380,8 +393,7 @@ pub enum SessionError {
     #[error("rewrite_branch needs at least one entry to rewrite")]
     NothingToRewrite,
 
-    /// The tenant name is invalid, the data directory cannot be created, or the schema is newer
-    /// than this build.
+    /// The data directory cannot be created, or the schema is newer than this build.
     #[error(transparent)]
     Store(#[from] StoreError),
 
@@ -418,6 +430,15 @@ impl SessionError {
 /// ids [`import`] derives all qualify.
 pub fn validate_session_id(id: &str) -> Result<(), SessionError> {
     skald_core::ids::check_session_id(id).map_err(|refused| SessionError::InvalidSessionId {
+        shown: refused.shown,
+        reason: refused.reason,
+    })
+}
+
+/// Parses a session id read from untrusted text (a transcript's header) into a [`SessionId`], with
+/// the error [`validate_session_id`] gives.
+pub(crate) fn parse_session_id(id: &str) -> Result<SessionId, SessionError> {
+    SessionId::parse(id).map_err(|refused| SessionError::InvalidSessionId {
         shown: refused.shown,
         reason: refused.reason,
     })

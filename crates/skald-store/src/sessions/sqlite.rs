@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::{Map, Value, json};
 use skald_core::codec::openclaw::{decode_entry, decode_session, encode_entry, encode_header};
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Extra, Message};
 use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 
@@ -21,7 +22,6 @@ use super::{
 };
 use crate::clock::{Clock, SystemClock};
 use crate::sqlite::pool::Connections;
-use crate::tenant::validate_tenant;
 
 /// The envelope of an entry lives in its own columns; the body column holds the rest.
 const ENVELOPE_KEYS: [&str; 3] = ["id", "parentId", "timestamp"];
@@ -132,14 +132,12 @@ impl SqliteSessionStore {
     /// Appends one entry of `kind` under the leaf, after `check` approved it against the leaf.
     fn append_under_leaf(
         &self,
-        tenant: &str,
-        session: &str,
+        tenant: &Tenant,
+        session: &SessionId,
         kind: EntryKind,
         extra: Extra,
         check: impl FnOnce(&Connection, Option<&str>) -> Result<(), SessionError>,
     ) -> Result<Entry, SessionError> {
-        validate_tenant(tenant)?;
-        validate_session_id(session)?;
         self.write(|tx, now| {
             let row = read_session(tx, tenant, session)?;
             check(tx, row.leaf_id.as_deref())?;
@@ -160,22 +158,21 @@ impl SqliteSessionStore {
 }
 
 impl SessionStore for SqliteSessionStore {
-    fn create(&self, tenant: &str, session: NewSession) -> Result<SessionInfo, SessionError> {
-        validate_tenant(tenant)?;
+    fn create(&self, tenant: &Tenant, session: NewSession) -> Result<SessionInfo, SessionError> {
         let id = session.header.id.clone();
         validate_session_id(&id)?;
         self.write(|tx, now| {
             let exists = tx
                 .query_row(
                     "SELECT 1 FROM sessions WHERE tenant = ?1 AND id = ?2",
-                    params![tenant, id],
+                    params![tenant.as_str(), id],
                     |_| Ok(()),
                 )
                 .optional()
                 .map_err(SessionError::storage("looking up a session"))?;
             if exists.is_some() {
                 return Err(SessionError::AlreadyExists {
-                    tenant: tenant.to_owned(),
+                    tenant: tenant.to_string(),
                     id,
                 });
             }
@@ -184,7 +181,7 @@ impl SessionStore for SqliteSessionStore {
                                        created_at_ms, updated_at_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
                 params![
-                    tenant,
+                    tenant.as_str(),
                     id,
                     encode_header(&session.header).to_string(),
                     session.source_format,
@@ -210,9 +207,12 @@ impl SessionStore for SqliteSessionStore {
         })
     }
 
-    fn append(&self, tenant: &str, session: &str, entries: &[Entry]) -> Result<(), SessionError> {
-        validate_tenant(tenant)?;
-        validate_session_id(session)?;
+    fn append(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        entries: &[Entry],
+    ) -> Result<(), SessionError> {
         self.write(|tx, now| {
             read_session(tx, tenant, session)?;
             let messages = check_batch(tx, tenant, session, entries)?;
@@ -234,8 +234,8 @@ impl SessionStore for SqliteSessionStore {
 
     fn append_message(
         &self,
-        tenant: &str,
-        session: &str,
+        tenant: &Tenant,
+        session: &SessionId,
         message: Message,
     ) -> Result<Entry, SessionError> {
         self.append_under_leaf(
@@ -249,8 +249,8 @@ impl SessionStore for SqliteSessionStore {
 
     fn append_compaction(
         &self,
-        tenant: &str,
-        session: &str,
+        tenant: &Tenant,
+        session: &SessionId,
         checkpoint: CompactionCheckpoint,
     ) -> Result<Entry, SessionError> {
         let CompactionCheckpoint {
@@ -284,13 +284,11 @@ impl SessionStore for SqliteSessionStore {
 
     fn rewrite_branch(
         &self,
-        tenant: &str,
-        session: &str,
+        tenant: &Tenant,
+        session: &SessionId,
         rewrites: BTreeMap<String, EntryKind>,
         reason: &str,
     ) -> Result<BranchRewrite, SessionError> {
-        validate_tenant(tenant)?;
-        validate_session_id(session)?;
         if rewrites.is_empty() {
             return Err(SessionError::NothingToRewrite);
         }
@@ -374,18 +372,16 @@ impl SessionStore for SqliteSessionStore {
 
     fn set_leaf(
         &self,
-        tenant: &str,
-        session: &str,
+        tenant: &Tenant,
+        session: &SessionId,
         leaf: Option<&str>,
     ) -> Result<(), SessionError> {
-        validate_tenant(tenant)?;
-        validate_session_id(session)?;
         self.write(|tx, now| {
             read_session(tx, tenant, session)?;
             if let Some(id) = leaf {
                 if !entry_exists(tx, tenant, session, id)? {
                     return Err(SessionError::UnknownEntry {
-                        session: session.to_owned(),
+                        session: session.to_string(),
                         id: id.to_owned(),
                     });
                 }
@@ -394,14 +390,11 @@ impl SessionStore for SqliteSessionStore {
         })
     }
 
-    fn get(&self, tenant: &str, session: &str) -> Result<SessionInfo, SessionError> {
-        validate_tenant(tenant)?;
-        validate_session_id(session)?;
+    fn get(&self, tenant: &Tenant, session: &SessionId) -> Result<SessionInfo, SessionError> {
         self.read(|conn| info(conn, tenant, session))
     }
 
-    fn list(&self, tenant: &str) -> Result<Vec<SessionInfo>, SessionError> {
-        validate_tenant(tenant)?;
+    fn list(&self, tenant: &Tenant) -> Result<Vec<SessionInfo>, SessionError> {
         self.read(|conn| {
             let mut statement = conn
                 .prepare(
@@ -411,7 +404,7 @@ impl SessionStore for SqliteSessionStore {
                 )
                 .map_err(SessionError::storage("listing sessions"))?;
             let rows = statement
-                .query_map(params![tenant], |row| {
+                .query_map(params![tenant.as_str()], |row| {
                     Ok((
                         row.get::<_, String>(0)?,
                         SessionRow {
@@ -436,20 +429,16 @@ impl SessionStore for SqliteSessionStore {
         })
     }
 
-    fn load(&self, tenant: &str, session: &str) -> Result<Session, SessionError> {
-        validate_tenant(tenant)?;
-        validate_session_id(session)?;
+    fn load(&self, tenant: &Tenant, session: &SessionId) -> Result<Session, SessionError> {
         self.read(|conn| load_session(conn, tenant, session))
     }
 
     fn entries_after(
         &self,
-        tenant: &str,
-        session: &str,
+        tenant: &Tenant,
+        session: &SessionId,
         skip: u64,
     ) -> Result<Vec<Entry>, SessionError> {
-        validate_tenant(tenant)?;
-        validate_session_id(session)?;
         let skip = i64::try_from(skip).unwrap_or(i64::MAX);
         self.read(|conn| {
             read_session(conn, tenant, session)?;

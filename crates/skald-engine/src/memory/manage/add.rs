@@ -2,6 +2,7 @@
 //! under the resource's directory with an abstract, and an `_overview` per directory.
 
 use super::*;
+use skald_core::ids::Tenant;
 
 /// A document to add as a resource.
 #[derive(Debug, Clone, PartialEq)]
@@ -210,7 +211,7 @@ pub fn resources_parent(parent: &MemoryUri) -> Result<(), ManageError> {
 pub async fn add_documents(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
-    tenant: &str,
+    tenant: &Tenant,
     root: &MemoryUri,
     documents: Vec<Document>,
     max_chunk_chars: usize,

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde::{Deserialize, Serialize};
+use skald_core::ids::Tenant;
 use skald_core::memory::chunk::{Chunk, DocumentKind, MIN_CHUNK_CHARS, chunk_document, slugify};
 use skald_core::memory::dedup::content_hash;
 use skald_core::memory::levels::{MAX_ABSTRACT_CHARS, cut_at_word, derive_abstract};
@@ -210,7 +211,7 @@ pub fn memory_categories() -> Vec<MemoryCategory> {
 pub async fn search_memories(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     text: &str,
     filter: SearchFilter,
@@ -294,12 +295,12 @@ pub struct LsRow {
     pub updated_at: Option<String>,
 }
 
-fn directory_abstract(store: &dyn MemoryStore, tenant: &str, dir: &MemoryUri) -> Option<String> {
+fn directory_abstract(store: &dyn MemoryStore, tenant: &Tenant, dir: &MemoryUri) -> Option<String> {
     let overview = dir.join(OVERVIEW_NAME).ok()?;
     store.get(tenant, &overview).ok().map(|memory| memory.l0)
 }
 
-fn ls_row(store: &dyn MemoryStore, tenant: &str, entry: DirEntry) -> LsRow {
+fn ls_row(store: &dyn MemoryStore, tenant: &Tenant, entry: DirEntry) -> LsRow {
     let name = entry.uri.name().unwrap_or("viking://").to_owned();
     match entry.kind {
         DirEntryKind::Directory { entries } => LsRow {
@@ -333,7 +334,7 @@ fn ls_row(store: &dyn MemoryStore, tenant: &str, entry: DirEntry) -> LsRow {
 /// The directories and entries directly in `dir`, directories first.
 pub fn list_directory(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     dir: &MemoryUri,
 ) -> Result<Vec<LsRow>, ManageError> {
     Ok(store
@@ -381,7 +382,7 @@ pub struct ReadReport {
 /// Reads `level` of the entry at `uri`; a directory reads its `_overview` entry.
 pub fn read_memory(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     uri: &MemoryUri,
     level: MemoryLevel,
 ) -> Result<ReadReport, ManageError> {
@@ -513,7 +514,7 @@ impl From<Memory> for VersionRow {
 /// The tenant's most recent writes, newest first.
 pub fn recent_writes(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     limit: usize,
 ) -> Result<Vec<WriteRow>, ManageError> {
     Ok(store
@@ -526,7 +527,7 @@ pub fn recent_writes(
 /// Every version of the entry at `uri`, newest first.
 pub fn entry_versions(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     uri: &MemoryUri,
 ) -> Result<Vec<VersionRow>, ManageError> {
     uri.require_entry()?;
@@ -586,7 +587,7 @@ pub struct RememberReport {
 pub async fn remember(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
-    tenant: &str,
+    tenant: &Tenant,
     identity: &MemoryIdentity,
     content: &str,
     category: MemoryCategory,
@@ -667,7 +668,7 @@ impl From<Memory> for ForgetReport {
 /// The live entries at or below `dir` (none when nothing is there).
 pub fn live_entries(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     dir: &MemoryUri,
 ) -> Result<Vec<MemoryUri>, ManageError> {
     fn collect(node: &TreeNode, out: &mut Vec<MemoryUri>) {
@@ -692,7 +693,7 @@ pub fn live_entries(
 /// Forgets the entry at `uri`, or with `recursive` every live entry at or below it.
 pub fn forget(
     store: &dyn MemoryStore,
-    tenant: &str,
+    tenant: &Tenant,
     uri: &MemoryUri,
     recursive: bool,
 ) -> Result<Vec<ForgetReport>, ManageError> {
@@ -704,7 +705,7 @@ pub fn forget(
     if entries.is_empty() {
         return Err(ManageError::NothingToForget {
             uri: uri.clone(),
-            tenant: tenant.to_owned(),
+            tenant: tenant.to_string(),
         });
     }
     let mut reports = Vec::new();

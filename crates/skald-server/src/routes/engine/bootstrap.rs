@@ -114,7 +114,7 @@ pub(super) async fn bootstrap_route(
         .await
         .map_err(engine_error)?;
     let import = done.import.map(|(outcome, info)| ImportReport {
-        session_id: outcome.session_id,
+        session_id: outcome.session_id.into(),
         tenant: caller.tenant.to_string(),
         format: outcome.format.name().to_owned(),
         status: outcome.status.name().to_owned(),

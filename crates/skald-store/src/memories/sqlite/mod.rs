@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, TransactionBehavior};
+use skald_core::ids::Tenant;
 use skald_core::memory::uri::MemoryUri;
 
 use super::{
@@ -29,7 +30,6 @@ use super::{
 };
 use crate::clock::{Clock, SystemClock};
 use crate::sqlite::pool::{ConnectionId, Connections};
-use crate::tenant::validate_tenant;
 use search::{IndexCounts, VectorCache};
 
 /// The memory store on SQLite: a writer connection and, for a database file, a pool of readers
@@ -179,8 +179,7 @@ impl SqliteMemoryStore {
 }
 
 impl MemoryStore for SqliteMemoryStore {
-    fn add(&self, tenant: &str, memory: NewMemory) -> Result<AddOutcome, MemoryError> {
-        validate_tenant(tenant)?;
+    fn add(&self, tenant: &Tenant, memory: NewMemory) -> Result<AddOutcome, MemoryError> {
         validate_new(&memory)?;
         let threshold = self.settings.near_duplicate_threshold;
         self.write(|tx, now| write::add(tx, tenant, memory, now, threshold))
@@ -188,10 +187,9 @@ impl MemoryStore for SqliteMemoryStore {
 
     fn add_many(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         memories: Vec<NewMemory>,
     ) -> Result<Vec<AddOutcome>, MemoryError> {
-        validate_tenant(tenant)?;
         let in_batch = |index: usize, uri: &MemoryUri, error: MemoryError| MemoryError::InBatch {
             index,
             uri: uri.clone(),
@@ -213,45 +211,39 @@ impl MemoryStore for SqliteMemoryStore {
         })
     }
 
-    fn update(&self, tenant: &str, memory: NewMemory) -> Result<UpdateOutcome, MemoryError> {
-        validate_tenant(tenant)?;
+    fn update(&self, tenant: &Tenant, memory: NewMemory) -> Result<UpdateOutcome, MemoryError> {
         validate_new(&memory)?;
         self.write(|tx, now| write::update(tx, tenant, &memory, now))
     }
 
-    fn forget(&self, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError> {
-        validate_tenant(tenant)?;
+    fn forget(&self, tenant: &Tenant, uri: &MemoryUri) -> Result<Memory, MemoryError> {
         uri.require_entry()?;
         self.write(|tx, now| write::forget(tx, tenant, uri, now))
     }
 
-    fn get(&self, tenant: &str, uri: &MemoryUri) -> Result<Memory, MemoryError> {
-        validate_tenant(tenant)?;
+    fn get(&self, tenant: &Tenant, uri: &MemoryUri) -> Result<Memory, MemoryError> {
         self.read(|tx| rows::live_memory(tx, tenant, uri))
     }
 
-    fn history(&self, tenant: &str, uri: &MemoryUri) -> Result<Vec<Memory>, MemoryError> {
-        validate_tenant(tenant)?;
+    fn history(&self, tenant: &Tenant, uri: &MemoryUri) -> Result<Vec<Memory>, MemoryError> {
         self.read(|tx| read::history(tx, tenant, uri))
     }
 
-    fn ls(&self, tenant: &str, dir: &MemoryUri) -> Result<Vec<DirEntry>, MemoryError> {
-        validate_tenant(tenant)?;
+    fn ls(&self, tenant: &Tenant, dir: &MemoryUri) -> Result<Vec<DirEntry>, MemoryError> {
         self.read(|tx| read::ls(tx, tenant, dir))
     }
 
     fn tree(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         dir: &MemoryUri,
         max_depth: usize,
     ) -> Result<TreeNode, MemoryError> {
-        validate_tenant(tenant)?;
         self.read(|tx| read::tree(tx, tenant, dir, max_depth))
     }
 
-    fn search(&self, tenant: &str, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
-        let plan = super::search::check(tenant, query)?;
+    fn search(&self, tenant: &Tenant, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
+        let plan = super::search::check(query)?;
         self.read_on(|tx, id| {
             let snapshot = search::Snapshot::new(self, tx, id)?;
             super::search::search_checked(&snapshot, &self.settings, tenant, query, &plan)
@@ -260,23 +252,24 @@ impl MemoryStore for SqliteMemoryStore {
 
     fn set_embedding(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         uri: &MemoryUri,
         vector: &[f32],
     ) -> Result<(), MemoryError> {
-        validate_tenant(tenant)?;
         validate_vector("embedding", vector)?;
         self.write(|tx, _| write::set_embedding(tx, tenant, uri, vector))
     }
 
-    fn recent_writes(&self, tenant: &str, limit: usize) -> Result<Vec<MemoryWrite>, MemoryError> {
-        validate_tenant(tenant)?;
+    fn recent_writes(
+        &self,
+        tenant: &Tenant,
+        limit: usize,
+    ) -> Result<Vec<MemoryWrite>, MemoryError> {
         read::recent_writes_limit(limit)?;
         self.read(|tx| read::recent_writes(tx, tenant, limit))
     }
 
-    fn stats(&self, tenant: &str) -> Result<MemoryStats, MemoryError> {
-        validate_tenant(tenant)?;
+    fn stats(&self, tenant: &Tenant) -> Result<MemoryStats, MemoryError> {
         self.read(|tx| read::stats(tx, tenant))
     }
 }

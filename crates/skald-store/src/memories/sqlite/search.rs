@@ -402,10 +402,18 @@ mod tests {
     use crate::sqlite::pool::open_reader;
     use skald_core::memory::uri::MemoryUri;
 
+    /// A tenant name of the tests, parsed (it is well formed).
+    fn tenant_named(name: &str) -> skald_core::ids::Tenant {
+        skald_core::ids::Tenant::parse(name).unwrap()
+    }
+
     fn add(store: &SqliteMemoryStore, name: &str) {
         let uri = MemoryUri::parse(&format!("viking://resources/{name}.md")).unwrap();
         store
-            .add("acme", NewMemory::new(uri, format!("notes about {name}")))
+            .add(
+                &tenant_named("acme"),
+                NewMemory::new(uri, format!("notes about {name}")),
+            )
             .unwrap();
     }
 
