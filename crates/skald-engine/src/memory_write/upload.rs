@@ -1,16 +1,20 @@
 //! The two-threshold upload: spans leave the live context in the background, before the
 //! context is full, instead of all at once at compaction.
 //!
-//! Before each request [`UploadDriver::before_request`] consults
-//! `skald_core::memory::upload::plan_upload` and acts on its decision: it starts an upload as
-//! a tokio task holding its own copy of the messages (the request is never blocked; with
+//! At defined points of a turn — a proxied turn before its first model call is sent, from that
+//! call's measured size (`TurnDriver::prepare`); an OpenClaw host's turn at its end, from the
+//! host's count (`after_turn`) — [`UploadDriver::before_request`] consults
+//! `skald_core::memory::upload::plan_upload` and acts on its decision: it starts an upload as a
+//! tokio task holding its own copy of the messages (the request is never blocked; with
 //! [`UploadDriver::with_tracker`] on a `TaskTracker`, so a host's graceful stop waits for it),
 //! records the upload's state (id, status, range) as [`UPLOAD_CUSTOM_TYPE`] entries, collects
 //! finished uploads into the session records, and when the planner says so removes the range
 //! from the live context durably: a compaction checkpoint whose summary is the extractive
 //! summary of the range plus where its archive is ([`dropped_range_summary`]), first kept entry
 //! = the range's end. An upload found `running` with no task behind it (the process ended) is
-//! recorded failed ([`INTERRUPTED_ERROR`]) and retried.
+//! recorded failed ([`INTERRUPTED_ERROR`]) and retried. When a range is dropped before a call,
+//! the driver builds the call again from the session the drop left, so what is sent always
+//! matches what is stored.
 //!
 //! Session entries are written only here on the caller's path, never from the background
 //! task, so they never race the host's appends; the task only runs the memory writer.

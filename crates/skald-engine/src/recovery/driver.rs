@@ -64,29 +64,14 @@ impl<'c> TurnDriver<'c> {
         if cancel.is_cancelled() {
             return Err(turn.aborted());
         }
+        // The call as the session stands: what the model would get, and its measured size.
         let mut call = prepare_call_with_memory(ctx, memory, state, &mut turn.report).await?;
-        if let (Some(uploads), 1) = (memory.uploads, iteration) {
-            let context_tokens = state.calibrated_tokens(ctx.model, call.request_tokens);
-            match uploads
-                .before_request(
-                    state,
-                    ctx.sessions,
-                    ctx.tenant,
-                    ctx.session_id,
-                    context_tokens,
-                    ctx.window_tokens,
-                )
-                .await
-            {
-                Ok(step) => {
-                    if step.dropped.is_some() {
-                        call =
-                            prepare_call_with_memory(ctx, memory, state, &mut turn.report).await?;
-                    }
-                    turn.report.upload = Some(step);
-                }
-                Err(error) => turn.report.memory_errors.push(error.to_string()),
-            }
+        // The points where the turn may rewrite the session, each once and before the call is
+        // sent: the upload plan (the turn's first call) and the threshold compaction (once per
+        // turn). Each decides on the measured size; when one rewrites the session, the call is
+        // built again from the session it left, so what is sent always matches what is stored.
+        if iteration == 1 && plan_upload(ctx, memory, state, &call, &mut turn.report).await {
+            call = prepare_call_with_memory(ctx, memory, state, &mut turn.report).await?;
         }
         self.compacted_this_attempt = false;
         if !turn.threshold_checked {
@@ -235,6 +220,45 @@ impl<'c> TurnDriver<'c> {
     /// What recovery did during the turn.
     pub fn into_report(self) -> RecoveryReport {
         self.turn.report
+    }
+}
+
+/// The turn's memory upload step (seed 002's two-threshold upload), run once, before the turn's
+/// first call is sent: the planner decides on `call`'s calibrated size, collects finished
+/// uploads, starts one, or drops an uploaded range from the live context through a checkpoint.
+/// Its outcome goes in `report`. Returns whether the session was rewritten (a range dropped), so
+/// the call must be built again.
+async fn plan_upload(
+    ctx: &PrepareContext<'_>,
+    memory: MemoryHooks<'_>,
+    state: &mut SessionState,
+    call: &PreparedCall,
+    report: &mut RecoveryReport,
+) -> bool {
+    let Some(uploads) = memory.uploads else {
+        return false;
+    };
+    let context_tokens = state.calibrated_tokens(ctx.model, call.request_tokens);
+    match uploads
+        .before_request(
+            state,
+            ctx.sessions,
+            ctx.tenant,
+            ctx.session_id,
+            context_tokens,
+            ctx.window_tokens,
+        )
+        .await
+    {
+        Ok(step) => {
+            let rewritten = step.dropped.is_some();
+            report.upload = Some(step);
+            rewritten
+        }
+        Err(error) => {
+            report.memory_errors.push(error.to_string());
+            false
+        }
     }
 }
 
