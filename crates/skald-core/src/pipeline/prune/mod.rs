@@ -47,6 +47,14 @@ use crate::tokens::{CHARS_PER_TOKEN, estimate_messages_chars, estimate_string_ch
 
 use super::truncate::{content_chars, prefix_end, suffix_start};
 
+mod globs;
+#[cfg(test)]
+mod tests;
+
+use globs::CompiledMatch;
+#[cfg(test)]
+use globs::glob_match;
+
 /// How long a provider's prompt cache lives without use (Anthropic's 5 minutes), in `cache-ttl`
 /// mode.
 pub const DEFAULT_TTL_MS: u64 = 5 * 60 * 1000;
@@ -941,101 +949,4 @@ fn take_tail(parts: &[&str], budget: usize) -> String {
         }
     }
     pieces.iter().rev().copied().collect()
-}
-
-/// Allow/deny globs lowercased once per prune.
-struct CompiledMatch {
-    allow: Vec<Vec<char>>,
-    deny: Vec<Vec<char>>,
-}
-
-impl CompiledMatch {
-    fn new(tools: &ToolMatch) -> CompiledMatch {
-        let compile = |globs: &[String]| -> Vec<Vec<char>> {
-            globs
-                .iter()
-                .map(|glob| glob.trim().to_lowercase().chars().collect())
-                .filter(|glob: &Vec<char>| !glob.is_empty())
-                .collect()
-        };
-        CompiledMatch {
-            allow: compile(&tools.allow),
-            deny: compile(&tools.deny),
-        }
-    }
-
-    fn is_prunable(&self, tool_name: &str) -> bool {
-        if self.allow.is_empty() && self.deny.is_empty() {
-            return true;
-        }
-        let name: Vec<char> = tool_name.trim().to_lowercase().chars().collect();
-        if self.deny.iter().any(|glob| glob_match(glob, &name)) {
-            return false;
-        }
-        self.allow.is_empty() || self.allow.iter().any(|glob| glob_match(glob, &name))
-    }
-}
-
-/// `*` matches any run of characters, `?` any one character.
-fn glob_match(pattern: &[char], text: &[char]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    // Where the last `*` was, and how much of the text it has swallowed so far.
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        let pc = pattern.get(p).copied();
-        if pc == Some('*') {
-            star = Some((p, t));
-            p += 1;
-        } else if pc.is_some() && (pc == Some('?') || pc == text.get(t).copied()) {
-            p += 1;
-            t += 1;
-        } else if let Some((star_p, star_t)) = star {
-            p = star_p + 1;
-            t = star_t + 1;
-            star = Some((star_p, star_t + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern
-        .get(p..)
-        .unwrap_or_default()
-        .iter()
-        .all(|c| *c == '*')
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn glob(pattern: &str, text: &str) -> bool {
-        let p: Vec<char> = pattern.chars().collect();
-        let t: Vec<char> = text.chars().collect();
-        glob_match(&p, &t)
-    }
-
-    #[test]
-    fn globs_match_stars_and_question_marks() {
-        assert!(glob("*", ""));
-        assert!(glob("*", "bash"));
-        assert!(glob("read*", "read_file"));
-        assert!(glob("*_file", "read_file"));
-        assert!(glob("r?ad", "read"));
-        assert!(glob("*a*b*", "xxaxxbxx"));
-        assert!(!glob("read", "read_file"));
-        assert!(!glob("r?d", "read"));
-        assert!(!glob("", "x"));
-    }
-
-    #[test]
-    fn head_and_tail_cross_block_boundaries() {
-        let parts = ["AAAAA", "B"];
-        assert_eq!(take_head(&parts, 7), "AAAAA\nB");
-        assert_eq!(take_head(&parts, 6), "AAAAA\n");
-        assert_eq!(take_head(&parts, 3), "AAA");
-        assert_eq!(take_tail(&parts, 3), "A\nB");
-        assert_eq!(take_tail(&parts, 2), "\nB");
-        assert_eq!(take_tail(&parts, 1), "B");
-        assert_eq!(take_tail(&parts, 0), "");
-    }
 }
