@@ -183,6 +183,7 @@ pub fn store_error(error: EngineError) -> anyhow::Error {
         EngineError::Store(error) => error.into(),
         error @ (EngineError::Policy(_)
         | EngineError::Plan(_)
+        | EngineError::InvalidInput { .. }
         | EngineError::Import(_)
         | EngineError::MemoryIdentity(_)) => error.into(),
     }

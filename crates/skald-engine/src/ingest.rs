@@ -3,6 +3,9 @@
 //! Two shapes of input arrive:
 //! - **Messages one at a time** (OpenClaw's `ingest` / `ingestBatch`): [`ingest_messages`]
 //!   appends them under the leaf; a message equal to the leaf's is a re-send, not a new one.
+//! - **A finished turn, once** (OpenClaw's `commitTurn`): [`commit_turn`] appends the turn's
+//!   messages and a record of its advancement key in one atomic write; the same key again is a
+//!   duplicate that writes nothing, across restarts (the record is in the session).
 //! - **A whole conversation** on every call (an OpenAI or Anthropic request through the proxy,
 //!   an `assemble` that carries the host's messages): [`sync_conversation`] lines the client's
 //!   history up with the session's active path and appends only what is new. Where the two
@@ -339,6 +342,131 @@ pub fn ingest_messages(
         ingested,
         duplicates,
     })
+}
+
+/// `customType` of the entry that records a committed turn's advancement key (see
+/// [`commit_turn`]).
+pub const TURN_COMMIT_CUSTOM_TYPE: &str = "skald.turn_commit";
+
+/// The longest advancement key accepted, in bytes.
+pub const MAX_ADVANCEMENT_KEY_LEN: usize = 512;
+
+/// Whether [`commit_turn`] wrote the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommitStatus {
+    /// The turn's messages and its key were stored, in one write.
+    Committed,
+    /// A turn with this key was committed before: nothing was written.
+    Duplicate,
+}
+
+/// What [`commit_turn`] did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CommitOutcome {
+    /// Whether the turn was stored now or had been before.
+    pub status: CommitStatus,
+    /// The session did not exist and was created.
+    pub created: bool,
+    /// Messages stored by this call (0 for a duplicate).
+    pub committed: usize,
+}
+
+/// OpenClaw's `commitTurn`: the turn's `messages` appended under the leaf together with an entry
+/// recording `advancement_key`, in one atomic write; a key already recorded anywhere in the
+/// session (any branch) makes the call a [`CommitStatus::Duplicate`] that writes nothing — a host
+/// that retries a commit after a crash, or after skald restarted, finds its turn stored once.
+/// The key is checked first: 1 to [`MAX_ADVANCEMENT_KEY_LEN`] bytes, no control characters.
+pub fn commit_turn(
+    state: &mut SessionState,
+    sessions: &dyn SessionStore,
+    tenant: &Tenant,
+    session_id: &SessionId,
+    advancement_key: &str,
+    messages: Vec<Message>,
+    source_format: &str,
+) -> Result<CommitOutcome, EngineError> {
+    check_advancement_key(advancement_key)?;
+    let created = create_if_missing(sessions, tenant, session_id, source_format)?;
+    let session = state.stored_session(sessions, tenant, session_id)?;
+    let committed_before = session.entries().iter().any(|entry| {
+        matches!(
+            &entry.kind,
+            EntryKind::Custom { custom_type, data: Some(data) }
+                if custom_type == TURN_COMMIT_CUSTOM_TYPE
+                    && data.get("advancementKey").and_then(Value::as_str) == Some(advancement_key)
+        )
+    });
+    if committed_before {
+        return Ok(CommitOutcome {
+            status: CommitStatus::Duplicate,
+            created,
+            committed: 0,
+        });
+    }
+    let committed = messages.len();
+    let mut entries = chain(
+        session,
+        session.leaf_id().map(str::to_owned),
+        messages,
+        false,
+    );
+    let parent = entries
+        .last()
+        .map(|entry| entry.id.clone())
+        .or_else(|| session.leaf_id().map(str::to_owned));
+    let mut candidate = (session.entries().len() as u32)
+        .wrapping_add(entries.len() as u32)
+        .wrapping_mul(2_246_822_519);
+    let marker_id = loop {
+        let id = session.fresh_id(candidate);
+        candidate = candidate.wrapping_add(1);
+        if entries.iter().all(|entry| entry.id != id) {
+            break id;
+        }
+    };
+    entries.push(Entry {
+        id: marker_id,
+        parent_id: parent,
+        timestamp: crate::memory_write::now_iso(),
+        kind: EntryKind::Custom {
+            custom_type: TURN_COMMIT_CUSTOM_TYPE.to_owned(),
+            data: Some(serde_json::json!({
+                "advancementKey": advancement_key,
+                "messages": committed,
+            })),
+        },
+        extra: skald_core::message::Extra::new(),
+    });
+    sessions.append(tenant, session_id, &entries)?;
+    Ok(CommitOutcome {
+        status: CommitStatus::Committed,
+        created,
+        committed,
+    })
+}
+
+/// Refuses an advancement key that is empty, too long or holds control characters.
+fn check_advancement_key(key: &str) -> Result<(), EngineError> {
+    let reason = if key.is_empty() {
+        Some("it must not be empty".to_owned())
+    } else if key.len() > MAX_ADVANCEMENT_KEY_LEN {
+        Some(format!(
+            "it has {} bytes, at most {MAX_ADVANCEMENT_KEY_LEN} are accepted",
+            key.len()
+        ))
+    } else if key.chars().any(char::is_control) {
+        Some("it must not hold control characters".to_owned())
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(EngineError::InvalidInput {
+            field: "advancementKey",
+            reason,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Whether an entry holds a message the client never saw.

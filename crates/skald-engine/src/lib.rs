@@ -98,6 +98,15 @@ pub enum EngineError {
     /// The compaction could not be planned (settings or window invalid).
     #[error("compaction: {0}")]
     Plan(#[from] skald_core::compaction::PlanError),
+    /// A field of the call is out of range; nothing was changed. The message names the field
+    /// and what is accepted.
+    #[error("invalid {field}: {reason}")]
+    InvalidInput {
+        /// The field, as the host names it.
+        field: &'static str,
+        /// What is wrong with it and what is accepted.
+        reason: String,
+    },
     /// A transcript could not be imported; nothing was stored.
     #[error(transparent)]
     Import(#[from] skald_store::sessions::import::ImportError),

@@ -884,3 +884,110 @@ fn tenant_named(name: &str) -> skald_core::ids::Tenant {
 fn session_named(id: &str) -> skald_core::ids::SessionId {
     skald_core::ids::SessionId::parse(id).unwrap()
 }
+
+#[tokio::test]
+async fn a_retried_commit_is_a_duplicate_and_the_turn_is_stored_once_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("skald.sqlite3");
+    let turn = json!({
+        "advancementKey": "turn-1:5f2c",
+        "messages": [
+            user("list the files", 0),
+            assistant_call("call1", "bash", json!({"command": "ls"}), 1),
+            tool_result("call1", "bash", "Cargo.toml\nsrc", false, 2),
+            assistant_text("Two entries.", 3),
+        ],
+        // The host's anchors and identities are accepted and not used.
+        "admission": {"agentId": "main", "sessionId": "s-commit", "generation": 1, "rawSeq": 4},
+        "terminal": {"agentId": "main", "sessionId": "s-commit", "generation": 1, "rawSeq": 8},
+        "sessionKey": "agent:main:main",
+        "agentId": "main",
+        "runtimeContext": {"transcriptStorage": {"kind": "sqlite"}},
+    });
+    let server = TestServer::start(AppState::open(&database, server_config()).unwrap()).await;
+    let api = Api::new(server.url(""), None);
+    let (status, body) = api
+        .post("/v1/sessions/s-commit/commit-turn", turn.clone())
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!({"status": "committed", "committedMessages": 4}));
+    let (_, again) = api
+        .post("/v1/sessions/s-commit/commit-turn", turn.clone())
+        .await;
+    assert_eq!(
+        again,
+        json!({"status": "duplicate", "committedMessages": 0})
+    );
+    server.shutdown().await;
+
+    // The host retries after skald restarted: still a duplicate, the turn still stored once.
+    let server = TestServer::start(AppState::open(&database, server_config()).unwrap()).await;
+    let api = Api::new(server.url(""), None);
+    let (status, retried) = api.post("/v1/sessions/s-commit/commit-turn", turn).await;
+    assert_eq!(status, 200, "{retried}");
+    assert_eq!(retried["status"], "duplicate");
+    let (_, info) = api.get("/v1/sessions/s-commit").await;
+    assert_eq!(info["messages"], 4, "{info}");
+
+    // The next turn, under its own key, follows the first on the same branch.
+    let (_, next) = api
+        .post(
+            "/v1/sessions/s-commit/commit-turn",
+            json!({"advancementKey": "turn-2:77aa", "messages": [user("thanks", 4), assistant_text("You're welcome.", 5)]}),
+        )
+        .await;
+    assert_eq!(next["status"], "committed", "{next}");
+    let (_, assembled) = api.post("/v1/sessions/s-commit/assemble", json!({})).await;
+    let texts: Vec<String> = assembled["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["role"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "user",
+            "assistant",
+            "toolResult",
+            "assistant",
+            "user",
+            "assistant"
+        ]
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_commit_with_a_bad_key_or_an_unknown_field_is_refused_and_writes_nothing() {
+    let (server, api) = start().await;
+    for (body, says) in [
+        (
+            json!({"advancementKey": "", "messages": [user("hi", 0)]}),
+            "invalid advancementKey: it must not be empty",
+        ),
+        (
+            json!({"advancementKey": "k\u{7}", "messages": [user("hi", 0)]}),
+            "invalid advancementKey: it must not hold control characters",
+        ),
+        (
+            json!({"advancementKey": "k".repeat(513), "messages": [user("hi", 0)]}),
+            "invalid advancementKey: it has 513 bytes",
+        ),
+        (
+            json!({"advancementKey": "k", "messages": [user("hi", 0)], "sessionFile": "x"}),
+            "unknown field `sessionFile`",
+        ),
+        (
+            json!({"advancementKey": "k", "messages": [user("hi", 0), "not a message"]}),
+            "not an AgentMessage",
+        ),
+    ] {
+        let (status, answer) = api.post("/v1/sessions/s-bad/commit-turn", body).await;
+        assert_eq!(status, 400, "{says}: {answer}");
+        assert!(message(&answer).contains(says), "{answer}");
+    }
+    let (status, _) = api.get("/v1/sessions/s-bad").await;
+    assert_eq!(status, 404, "nothing was written");
+    server.shutdown().await;
+}

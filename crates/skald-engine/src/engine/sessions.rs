@@ -16,7 +16,7 @@ use skald_store::sessions::import::{
 use skald_store::sessions::{SessionError, SessionInfo};
 
 use super::Engine;
-use crate::ingest::{self, SyncOutcome};
+use crate::ingest::{self, CommitOutcome, SyncOutcome};
 use crate::memory::MemoryIdentity;
 use crate::{
     EngineError, MemoryIdentityError, ModelView, RecallHook, SessionState, ViewRequest,
@@ -140,6 +140,29 @@ impl Engine {
         Ok(
             ingest::ingest_messages(&mut state, self.sessions(), tenant, session, messages)?
                 .ingested,
+        )
+    }
+
+    /// Commits one finished turn atomically and idempotently by its `advancement_key` (see
+    /// [`ingest::commit_turn`]): a retried commit is a duplicate that writes nothing.
+    pub async fn commit_turn(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        advancement_key: &str,
+        messages: Vec<Message>,
+        source_format: &str,
+    ) -> Result<CommitOutcome, EngineError> {
+        let slot = self.slot(tenant, session);
+        let mut state = slot.lock().await;
+        ingest::commit_turn(
+            &mut state,
+            self.sessions(),
+            tenant,
+            session,
+            advancement_key,
+            messages,
+            source_format,
         )
     }
 

@@ -90,6 +90,7 @@ pub fn engine_error(error: EngineError) -> ApiError {
         EngineError::Policy(policy) => {
             ApiError::Internal(format!("the server's policy is not usable: {policy}"))
         }
+        EngineError::InvalidInput { .. } => ApiError::BadRequest(error.to_string()),
         EngineError::Import(import) => import_error(import),
         EngineError::MemoryIdentity(identity) => ApiError::Internal(identity.to_string()),
     }

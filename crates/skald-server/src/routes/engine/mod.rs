@@ -4,6 +4,8 @@
 //! - `POST /v1/sessions/{id}/messages` — `ingest` / `ingestBatch`.
 //! - `POST /v1/sessions/{id}/assemble` — the model's view of the session for the next call
 //!   (`skald_engine::prepare_view`: the pipeline with its refs stored first, then memory).
+//! - `POST /v1/sessions/{id}/commit-turn` — `commitTurn`: one finished turn and its advancement
+//!   key in one write; the same key again is a duplicate that writes nothing.
 //! - `POST /v1/sessions/{id}/compact` — `compact`, with the compacted span archived to memory.
 //! - `POST /v1/sessions/{id}/after-turn` — `afterTurn`: sync, calibration, tool statistics, the
 //!   two-threshold memory upload.
@@ -53,12 +55,14 @@ pub const MIN_TOKEN_BUDGET: u64 = 1_000;
 mod after_turn;
 mod bootstrap;
 mod calls;
+mod commit;
 mod compact;
 mod reads;
 
 pub use after_turn::*;
 pub use bootstrap::*;
 pub use calls::*;
+pub use commit::*;
 pub use compact::*;
 pub use reads::*;
 
@@ -68,6 +72,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(calls::ingest_route))
         .routes(routes!(calls::assemble_route))
+        .routes(routes!(commit::commit_turn_route))
         .routes(routes!(compact::compact_route))
         .routes(routes!(after_turn::after_turn_route))
         .routes(routes!(bootstrap::bootstrap_route))

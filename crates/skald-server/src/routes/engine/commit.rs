@@ -1,0 +1,95 @@
+//! `POST /v1/sessions/{id}/commit-turn`: OpenClaw's `commitTurn` — one finished turn stored
+//! atomically, once per advancement key.
+
+use super::*;
+use skald_engine::ingest::{CommitStatus, MAX_ADVANCEMENT_KEY_LEN};
+
+/// OpenClaw's `commitTurn` parameters. The host's anchors and identities are accepted by name
+/// and not used; any other field is refused.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CommitTurnRequest {
+    /// The turn's idempotency key: the host sends the same key again when it retries the
+    /// commit, and gets `duplicate`. 1 to 512 bytes, no control characters.
+    pub advancement_key: String,
+    /// The turn's messages only (e.g. user, assistant, toolResult, assistant), as
+    /// `AgentMessage`s, in order.
+    #[schema(value_type = Vec<Object>)]
+    pub messages: Vec<Value>,
+    /// The host's transcript anchor where the turn was admitted; accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub admission: Option<Value>,
+    /// The host's transcript anchor where the turn ended; accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub terminal: Option<Value>,
+    /// OpenClaw's session key; informational.
+    pub session_key: Option<String>,
+    /// The host's agent id; informational.
+    pub agent_id: Option<String>,
+    /// The host's session target; accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub session_target: Option<Value>,
+    /// The host's runtime settings; accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub runtime_settings: Option<Value>,
+    /// The host's runtime context; accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub runtime_context: Option<Value>,
+}
+
+/// OpenClaw's `commitTurn` result.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitTurnResponse {
+    /// `committed`: stored now; `duplicate`: this key was committed before and nothing was
+    /// written.
+    pub status: String,
+    /// Messages this call stored (0 for a duplicate).
+    pub committed_messages: usize,
+}
+
+/// Stores one finished turn and its advancement key in one write; the same key again is a
+/// `duplicate` that writes nothing, also after a restart.
+#[utoipa::path(post, path = "/v1/sessions/{id}/commit-turn", tag = "engine",
+    params(("id" = String, Path, description = "Session id")),
+    request_body = CommitTurnRequest,
+    responses(
+        (status = 200, description = "Committed, or a duplicate of a committed turn", body = CommitTurnResponse),
+        (status = 400, description = "A bad key, message or field"),
+    ))]
+pub(super) async fn commit_turn_route(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<CommitTurnRequest>,
+) -> Result<Json<CommitTurnResponse>, ApiError> {
+    let id = session_id(id)?;
+    if body.advancement_key.len() > MAX_ADVANCEMENT_KEY_LEN {
+        // Checked again by the engine; refused here before the messages are decoded.
+        return Err(ApiError::BadRequest(format!(
+            "invalid advancementKey: it has {} bytes, at most {MAX_ADVANCEMENT_KEY_LEN} are \
+             accepted",
+            body.advancement_key.len()
+        )));
+    }
+    let messages = decode_messages(&body.messages, "messages")?;
+    let outcome = state
+        .engine
+        .commit_turn(
+            &caller.tenant,
+            &id,
+            &body.advancement_key,
+            messages,
+            source_format(),
+        )
+        .await
+        .map_err(engine_error)?;
+    Ok(Json(CommitTurnResponse {
+        status: match outcome.status {
+            CommitStatus::Committed => "committed",
+            CommitStatus::Duplicate => "duplicate",
+        }
+        .to_owned(),
+        committed_messages: outcome.committed,
+    }))
+}
