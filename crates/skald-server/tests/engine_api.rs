@@ -991,3 +991,96 @@ async fn a_commit_with_a_bad_key_or_an_unknown_field_is_refused_and_writes_nothi
     assert_eq!(status, 404, "nothing was written");
     server.shutdown().await;
 }
+
+/// The fields OpenClaw 2026.9 sends with each method, as a host passes them through.
+fn openclaw_runtime_settings() -> Value {
+    json!({"schemaVersion": 1, "runtime": "pi", "model": {"requested": "gpt", "resolved": "gpt",
+        "provider": "openai", "family": "gpt"}, "limits": {"promptTokenBudget": 93346,
+        "maxOutputTokens": 8192}})
+}
+
+#[tokio::test]
+async fn openclaws_host_fields_are_accepted_by_every_method_and_unknown_fields_still_refused() {
+    let (server, api) = start().await;
+    let runtime_context = json!({"transcriptStorage": {"kind": "sqlite"}, "currentTokenCount": 900,
+        "promptCache": {"lastCallUsage": {"input": 800, "output": 20, "cacheRead": 100,
+        "cacheWrite": 0, "total": 920, "contextUsage": {"used": 900, "window": 128000}},
+        "lastCacheTouchAt": 1770000000000u64}});
+    let (status, bootstrapped) = api
+        .post(
+            "/v1/sessions/s-host/bootstrap",
+            json!({"sessionKey": "agent:main:main", "sessionFile": "agent:main:main",
+                "sessionTarget": {"kind": "session"}, "agentId": "main"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{bootstrapped}");
+    assert_eq!(bootstrapped["bootstrapped"], false);
+    assert!(
+        bootstrapped["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("nothing to bring in")
+    );
+    let (status, assembled) = api
+        .post(
+            "/v1/sessions/s-host/assemble",
+            json!({"messages": build_conversation(), "availableTools": {}, "prompt": "why?",
+                "runtimeSettings": openclaw_runtime_settings(),
+                "runtimeContext": runtime_context.clone(), "sessionKey": "agent:main:main"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{assembled}");
+    // A serialised `Set` says nothing about the host's tools: all of skald's are offered.
+    assert!(
+        assembled["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|tool| tool["name"] == "fetch_original_data"),
+        "{assembled}"
+    );
+    let (status, after) = api
+        .post(
+            "/v1/sessions/s-host/after-turn",
+            json!({"sessionFile": "agent:main:main", "runtimeContext": runtime_context,
+                "runtimeSettings": openclaw_runtime_settings(),
+                "sessionTarget": {"kind": "session"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{after}");
+    assert_eq!(after["calibration"]["reported"], 900, "{after}");
+    let (status, compacted) = api
+        .post(
+            "/v1/sessions/s-host/compact",
+            json!({"sessionKey": "agent:main:main", "agentId": "main",
+                "sessionTarget": {"kind": "session"}, "runtimeSettings": openclaw_runtime_settings()}),
+        )
+        .await;
+    assert_eq!(status, 200, "{compacted}");
+
+    for (route, body, says) in [
+        (
+            "assemble",
+            json!({"availableTools": {"bash": true}}),
+            "expected a list of tool names",
+        ),
+        (
+            "assemble",
+            json!({"tokenBudgett": 5000}),
+            "unknown field `tokenBudgett`",
+        ),
+        (
+            "compact",
+            json!({"sessionKey": "k", "forse": true}),
+            "unknown field `forse`",
+        ),
+        ("bootstrap", json!({}), "the body needs `sessionJsonl`"),
+    ] {
+        let (status, refused) = api
+            .post(&format!("/v1/sessions/s-host/{route}"), body)
+            .await;
+        assert_eq!(status, 400, "{route}: {refused}");
+        assert!(message(&refused).contains(says), "{route}: {refused}");
+    }
+    server.shutdown().await;
+}

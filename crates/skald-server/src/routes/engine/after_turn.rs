@@ -30,6 +30,12 @@ pub struct AfterTurnRequest {
     pub tool_reports: Option<Vec<ToolReport>>,
     /// OpenClaw's session key; accepted, not used.
     pub session_key: Option<String>,
+    /// OpenClaw's session target; accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub session_target: Option<Value>,
+    /// OpenClaw's runtime settings (runtime, resolved model, limits); accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub runtime_settings: Option<Value>,
     /// OpenClaw's session file path; accepted, not used.
     pub session_file: Option<String>,
 }
@@ -78,6 +84,9 @@ pub struct LastCallUsage {
     /// The provider's total; accepted, not used (the input is the sum of `input`, `cacheRead` and
     /// `cacheWrite`).
     pub total: Option<u64>,
+    /// OpenClaw's reading of the context's use (tokens against the window); accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub context_usage: Option<Value>,
 }
 
 impl LastCallUsage {

@@ -19,8 +19,13 @@ pub struct BootstrapRequest {
     /// OpenClaw's session key; accepted, not used.
     pub session_key: Option<String>,
     /// The file's path on the host, kept as the session's source for listings (send its
-    /// content in `sessionJsonl`).
+    /// content in `sessionJsonl`). Alone, it brings nothing in: OpenClaw passes identities only.
     pub session_file: Option<String>,
+    /// OpenClaw's session target; accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub session_target: Option<Value>,
+    /// OpenClaw's agent id; informational.
+    pub agent_id: Option<String>,
 }
 
 /// OpenClaw's `BootstrapResult`, with what an import of `sessionJsonl` did.
@@ -102,6 +107,20 @@ pub(super) async fn bootstrap_route(
             messages,
             source_format: source_format().to_owned(),
         },
+        (None, None) if body.session_file.is_some() || body.session_key.is_some() => {
+            // OpenClaw passes identities only (its transcript is in its own database): there is
+            // nothing to bring in, and the session fills with the host's commits and assembles.
+            return Ok(Json(BootstrapResponse {
+                bootstrapped: false,
+                imported_messages: 0,
+                reason: Some(
+                    "nothing to bring in: the host sent no history (give `sessionJsonl` or \
+                     `messages` to import one)"
+                        .to_owned(),
+                ),
+                import: None,
+            }));
+        }
         (None, None) => {
             return Err(ApiError::BadRequest(
                 "the body needs `sessionJsonl` (a session file's content) or `messages`".to_owned(),

@@ -114,6 +114,8 @@ pub struct AssembleRequest {
     /// The tools the host will run. skald's tools missing from it are not offered, and without
     /// `fetch_original_data` nothing is moved out of the context (a ref the model cannot fetch
     /// would lose data). Absent: the host runs every tool skald offers.
+    #[serde(default, deserialize_with = "tool_names")]
+    #[schema(value_type = Option<Vec<String>>)]
     pub available_tools: Option<HashSet<String>>,
     /// The model the view is for (calibrates `estimatedTokens` once usage was reported).
     pub model: Option<String>,
@@ -124,6 +126,35 @@ pub struct AssembleRequest {
     pub citations_mode: Option<Value>,
     /// OpenClaw's session key; informational.
     pub session_key: Option<String>,
+    /// OpenClaw's runtime settings (runtime, resolved model, limits); accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub runtime_settings: Option<Value>,
+    /// OpenClaw's runtime context (transcript storage, prompt-cache usage, …); accepted, not
+    /// used by assemble.
+    #[schema(value_type = Option<Object>)]
+    pub runtime_context: Option<Value>,
+}
+
+/// `availableTools` as a list of names. An empty JSON object is what a JavaScript `Set` becomes
+/// when a host serialises it as it is (`{}`: the names are lost), so it means the same as no
+/// list: the host runs every tool skald offers. An object with keys is refused.
+fn tool_names<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<HashSet<String>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Names {
+        List(HashSet<String>),
+        SerialisedSet(Map<String, Value>),
+    }
+    match Option::<Names>::deserialize(deserializer)? {
+        Some(Names::List(names)) => Ok(Some(names)),
+        Some(Names::SerialisedSet(set)) if set.is_empty() => Ok(None),
+        Some(Names::SerialisedSet(_)) => Err(serde::de::Error::custom(
+            "expected a list of tool names, found an object with keys",
+        )),
+        None => Ok(None),
+    }
 }
 
 /// OpenClaw's `AssembleResult`, with skald's tools and report.

@@ -36,6 +36,14 @@ pub struct CompactRequestBody {
     pub runtime_context: Option<Map<String, Value>>,
     /// OpenClaw's session key; accepted, not used.
     pub session_key: Option<String>,
+    /// OpenClaw's agent id; informational.
+    pub agent_id: Option<String>,
+    /// OpenClaw's session target; accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub session_target: Option<Value>,
+    /// OpenClaw's runtime settings (runtime, resolved model, limits); accepted, not used.
+    #[schema(value_type = Option<Object>)]
+    pub runtime_settings: Option<Value>,
     /// OpenClaw's session file path; accepted, not used.
     pub session_file: Option<String>,
 }
