@@ -1084,3 +1084,49 @@ async fn openclaws_host_fields_are_accepted_by_every_method_and_unknown_fields_s
     }
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn every_message_assemble_returns_is_one_openclaws_runtime_can_read() {
+    let (server, api) = start().await;
+    let (status, _) = api
+        .post(
+            "/v1/memory/remember",
+            json!({"content": "The staging database lives on db-7.internal:5432", "type": "entities"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, assembled) = api
+        .post(
+            "/v1/sessions/s-valid/assemble",
+            json!({"messages": [user("where does the staging database live?", 0)],
+                "prompt": "where does the staging database live?"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{assembled}");
+    let messages = assembled["messages"].as_array().unwrap();
+    // Memory's simulated calls are there (skald wrote them: no provider fields of their own).
+    assert!(
+        messages
+            .iter()
+            .any(|message| message["role"] == "toolResult"),
+        "{assembled}"
+    );
+    for message in messages {
+        assert!(message["timestamp"].is_number(), "{message}");
+        match message["role"].as_str().unwrap() {
+            "toolResult" => {
+                assert!(message["content"].is_array(), "{message}");
+                assert!(message["isError"].is_boolean(), "{message}");
+            }
+            "assistant" => {
+                assert!(message["content"].is_array(), "{message}");
+                for field in ["api", "provider", "model", "stopReason"] {
+                    assert!(message[field].is_string(), "{field}: {message}");
+                }
+                assert!(message["usage"]["cost"].is_object(), "{message}");
+            }
+            _ => {}
+        }
+    }
+    server.shutdown().await;
+}

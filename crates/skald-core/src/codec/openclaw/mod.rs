@@ -32,6 +32,7 @@
 
 mod entry;
 mod file;
+mod host;
 mod message;
 
 use serde_json::{Map, Value};
@@ -42,6 +43,7 @@ use crate::session::CURRENT_VERSION;
 
 pub use entry::{decode_entry, encode_entry, encode_header};
 pub use file::{SessionRead, decode_session, encode_session};
+pub use host::{HOST_FILL, make_host_valid};
 pub use message::{
     decode_agent_message, decode_agent_message_at, encode_agent_message, encode_agent_messages,
 };

@@ -2,6 +2,7 @@
 //! `POST /v1/sessions/{id}/assemble` (the model's view for the next call).
 
 use super::*;
+use skald_core::codec::openclaw::make_host_valid;
 
 // ---------------------------------------------------------------------------------------------
 // POST /v1/sessions/{id}/messages
@@ -227,8 +228,12 @@ pub(super) async fn assemble_route(
         .map_err(engine_error)?;
     let built = &assembly.view;
     record_view_metrics(&state.metrics, &built.view);
+    let mut messages = encode_agent_messages(&built.view.messages);
+    // The host runs these messages: each in the shape its runtime reads (what is stored keeps
+    // its own shape).
+    messages.iter_mut().for_each(make_host_valid);
     Ok(Json(AssembleResponse {
-        messages: encode_agent_messages(&built.view.messages),
+        messages,
         estimated_tokens: assembly.estimated_tokens,
         system_prompt_addition: built.view.system_prompt_addition(),
         report: view_report(built),
