@@ -59,6 +59,8 @@ mod relevance;
 mod select;
 mod session_start;
 mod settings;
+#[cfg(test)]
+mod test_support;
 mod trigger;
 
 pub use inject::{

@@ -180,19 +180,8 @@ impl Relevance {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::super::test_support::candidate;
     use super::*;
-
-    fn candidate(uri: &str, l0: &str, l1: &str, l2: &str) -> RecallCandidate {
-        RecallCandidate {
-            uri: uri.into(),
-            category: "preferences".into(),
-            l0: l0.into(),
-            l1: l1.into(),
-            l2: l2.into(),
-            created_at_ms: 1_683_504_000_000,
-            cosine: None,
-        }
-    }
 
     #[test]
     fn term_coverage_saturates_and_stems() {
