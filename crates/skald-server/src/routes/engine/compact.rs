@@ -169,39 +169,38 @@ pub(super) async fn compact_route(
             tokens_before,
         } => {
             Metrics::outcome(&state.metrics.compactions, "skipped");
-            CompactResponse {
-                ok: true,
-                compacted: false,
-                reason: Some(reason.describe()),
-                result: Some(CompactResultBody {
-                    summary: None,
-                    first_kept_entry_id: None,
-                    tokens_before: *tokens_before,
-                    tokens_after: None,
-                    details: None,
-                }),
-                report,
-            }
+            not_compacted(true, reason.describe(), *tokens_before, report)
         }
         CompactionOutcome::Cancelled {
             reason,
             tokens_before,
         } => {
             Metrics::outcome(&state.metrics.compactions, "failed");
-            CompactResponse {
-                ok: false,
-                compacted: false,
-                reason: Some(reason.describe()),
-                result: Some(CompactResultBody {
-                    summary: None,
-                    first_kept_entry_id: None,
-                    tokens_before: *tokens_before,
-                    tokens_after: None,
-                    details: None,
-                }),
-                report,
-            }
+            not_compacted(false, reason.describe(), *tokens_before, report)
         }
     };
     Ok(Json(response))
+}
+
+/// The answer for a compaction that wrote nothing: skipped (`ok`) or cancelled (not `ok`), with
+/// its reason and the context's size.
+fn not_compacted(
+    ok: bool,
+    reason: String,
+    tokens_before: u64,
+    report: CompactReport,
+) -> CompactResponse {
+    CompactResponse {
+        ok,
+        compacted: false,
+        reason: Some(reason),
+        result: Some(CompactResultBody {
+            summary: None,
+            first_kept_entry_id: None,
+            tokens_before,
+            tokens_after: None,
+            details: None,
+        }),
+        report,
+    }
 }
