@@ -113,9 +113,9 @@ impl SessionState {
     /// size. Counted: the stored session held (every entry's strings, JSON and blocks, measured
     /// as entries are read), the rebuilt context, the session-start memory and the turn's
     /// recall, the skill memories, the offloaded call and stored ref ids, the estimate memo, the
-    /// calibration and the sync mark — see [`footprint`](crate::footprint) for how a message is
+    /// calibration and the sync mark — see the engine's `footprint` module for how a message is
     /// sized. Estimated rather than walked: the offload and arguments memos, at
-    /// [`OFFLOAD_MEMO_BYTES`] each. Not counted: allocator overhead and spare capacity, the
+    /// `OFFLOAD_MEMO_BYTES` each. Not counted: allocator overhead and spare capacity, the
     /// session header, reports' counts and error strings. Messages shared between the stored
     /// session and the context are separate copies and counted twice, as they are held twice.
     ///

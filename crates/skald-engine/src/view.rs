@@ -1,5 +1,5 @@
 //! The model's view of a stored session for one call: the context rebuilt from the session's
-//! leaf ([`crate::compact::session_context`], only when the session changed since the state's
+//! leaf ([`session_context`](skald_core::session::session_context), only when the session changed since the state's
 //! last view), skill memories appended to `SKILL.md` reads, the policy's pipeline
 //! ([`assemble`], refs stored first), then what long-term memory gives the call — the
 //! session-start snapshot (profile and tool memories for the system prompt, the `memory_ls`

@@ -29,7 +29,7 @@ type Key = (Tenant, SessionId);
 
 /// One session's engine state, behind an async lock: two requests of the same session run one
 /// after the other (their decisions build on each other), requests of different sessions in
-/// parallel. Lock it with [`Slot::lock`] or [`Slot::lock_owned`]; releasing the guard reports
+/// parallel. Lock it with `lock` or `lock_owned`; releasing the guard reports
 /// the state's size to the cache.
 pub type SessionSlot = Arc<Slot>;
 
@@ -84,13 +84,13 @@ impl Slot {
     }
 }
 
-/// A request's hold on a session's state ([`Slot::lock`]).
+/// A request's hold on a session's state (from the slot's `lock`).
 pub struct SlotGuard<'a> {
     guard: tokio::sync::MutexGuard<'a, SessionState>,
     slot: &'a Slot,
 }
 
-/// A request's hold on a session's state that owns its slot ([`Slot::lock_owned`]).
+/// A request's hold on a session's state that owns its slot (from the slot's `lock_owned`).
 pub struct OwnedSlotGuard {
     guard: tokio::sync::OwnedMutexGuard<SessionState>,
     slot: SessionSlot,

@@ -1,7 +1,7 @@
 //! Overflow recovery (seed 003 §4, OpenClaw's `run.ts` loop): one model call for a stored
 //! session, made to succeed when the prompt turns out too large for the model.
 //!
-//! [`complete_turn`] assembles the session's context ([`session_context`](skald_core::session::session_context) → [`assemble`]),
+//! [`complete_turn`] assembles the session's context ([`session_context`] → [`assemble`](crate::assemble())),
 //! compacts first when the context is over the threshold, calls the model, and on success appends
 //! the answer to the session. When the provider reports a context overflow — an
 //! [`LlmError::ContextOverflow`] ("promptError") or an answer with stop reason `error` whose text
@@ -211,7 +211,7 @@ pub struct TurnContext<'a> {
     pub max_output_tokens: Option<u32>,
     /// The sampling temperature; `None` leaves it to the provider's default.
     pub temperature: Option<f32>,
-    /// Whether the host runs `fetch_original_data` (see [`AssembleRequest::fetch_available`]).
+    /// Whether the host runs `fetch_original_data` (see [`AssembleRequest::fetch_available`](crate::AssembleRequest::fetch_available)).
     pub fetch_available: bool,
     /// When the call is made (epoch ms), for the prompt-cache clocks.
     pub now_ms: i64,

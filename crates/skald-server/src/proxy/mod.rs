@@ -8,10 +8,10 @@
 //! as for a turn of its own — session context with the compaction checkpoint first, the
 //! two-threshold memory upload, threshold compaction, the pipeline (offload, pruning,
 //! truncation, refs stored first), recall — and encoded back into the client's API with every
-//! field the client sent ([`exchange`]).
+//! field the client sent (`exchange`).
 //! skald's tools (`fetch_original_data`, the memory tools) are run by the proxy and the upstream
 //! call continued, so the client never sees a tool it did not define, streaming included
-//! ([`stream`]); an upstream context overflow is recovered from and retried. What the client
+//! (`stream`); an upstream context overflow is recovered from and retried. What the client
 //! sees is the upstream's answer, byte for byte wherever skald had nothing to change.
 
 mod count;

@@ -59,7 +59,8 @@ pub enum MemoryError {
         existing: MemoryUri,
     },
 
-    /// A write of [`MemoryStore::add_many`] failed; nothing of the batch was written.
+    /// A write of [`MemoryStore::add_many`](super::MemoryStore::add_many) failed; nothing of the
+    /// batch was written.
     #[error("memory {index} of the batch ({uri}): {source}")]
     InBatch {
         /// The 0-based position of the failed memory in the batch.
