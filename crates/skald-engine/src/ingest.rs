@@ -446,6 +446,18 @@ pub fn commit_turn(
     })
 }
 
+/// Whether the session is fed by [`commit_turn`]: it holds a turn committed by a host. Such a
+/// session is the source of the host's context; the host's own copy of the conversation (a
+/// projection that may rewrite tool-call ids) is not synced into it.
+pub fn fed_by_commits(session: &Session) -> bool {
+    session.entries().iter().any(|entry| {
+        matches!(
+            &entry.kind,
+            EntryKind::Custom { custom_type, .. } if custom_type == TURN_COMMIT_CUSTOM_TYPE
+        )
+    })
+}
+
 /// Refuses an advancement key that is empty, too long or holds control characters.
 fn check_advancement_key(key: &str) -> Result<(), EngineError> {
     let reason = if key.is_empty() {

@@ -1130,3 +1130,56 @@ async fn every_message_assemble_returns_is_one_openclaws_runtime_can_read() {
     }
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_session_fed_by_commits_is_the_source_and_the_hosts_rewritten_ids_do_not_fork_it() {
+    let (server, api) = start().await;
+    let turn = json!({"advancementKey": "t1", "messages": [
+        user("list the files", 0),
+        assistant_call("call_mock1", "bash", json!({"command": "ls"}), 1),
+        tool_result("call_mock1", "bash", "Cargo.toml\nsrc", false, 2),
+        assistant_text("Two entries.", 3),
+    ]});
+    let (status, _) = api.post("/v1/sessions/s-fed/commit-turn", turn).await;
+    assert_eq!(status, 200);
+    let (_, before) = api.get("/v1/sessions/s-fed").await;
+
+    // OpenClaw's projection of the same history: its sanitiser rewrote the tool-call ids.
+    let projection = json!([
+        user("list the files", 0),
+        assistant_call("callmock1", "bash", json!({"command": "ls"}), 1),
+        tool_result("callmock1", "bash", "Cargo.toml\nsrc", false, 2),
+        assistant_text("Two entries.", 3),
+    ]);
+    let (status, assembled) = api
+        .post(
+            "/v1/sessions/s-fed/assemble",
+            json!({"messages": projection, "prompt": "and the tests?"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{assembled}");
+    assert!(assembled.get("sync").is_none(), "{assembled}");
+    assert!(
+        assembled["syncSkipped"]
+            .as_str()
+            .unwrap()
+            .contains("commit-turn")
+    );
+    let (_, after) = api.get("/v1/sessions/s-fed").await;
+    assert_eq!(
+        after["entries"], before["entries"],
+        "nothing was forked or appended"
+    );
+    let ids: Vec<&str> = assembled["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|message| message["toolCallId"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["call_mock1"],
+        "the committed turn is what the model sees"
+    );
+    server.shutdown().await;
+}

@@ -76,8 +76,12 @@ pub struct AssembleInput {
 /// What [`Engine::assemble`] did.
 #[derive(Debug)]
 pub struct Assembly {
-    /// The sync of the host's messages (when it sent them).
+    /// The sync of the host's messages (when it sent them and the session is not fed by
+    /// commits).
     pub sync: Option<SyncOutcome>,
+    /// The host sent its messages, and they were not synced: the session holds the host's
+    /// committed turns and is the source of its context ([`ingest::fed_by_commits`]).
+    pub fed_by_commits: bool,
     /// The view built.
     pub view: View,
     /// The view's tokens, calibrated against what the provider reported for this model.
@@ -209,8 +213,17 @@ impl Engine {
     ) -> Result<Assembly, EngineError> {
         let slot = self.slot(tenant, session);
         let mut state = slot.lock().await;
-        let sync = match &input.messages {
-            Some(messages) => Some(ingest::sync_conversation(
+        // A session a host feeds with its committed turns is the source of its context: the
+        // host's projection of the conversation (tool-call ids rewritten, pending messages left
+        // out) would fork it if it were synced in.
+        let fed_by_commits = input.messages.is_some()
+            && match state.stored_session(self.sessions(), tenant, session) {
+                Ok(stored) => ingest::fed_by_commits(stored),
+                Err(SessionError::NotFound { .. }) => false,
+                Err(error) => return Err(error.into()),
+            };
+        let sync = match (&input.messages, fed_by_commits) {
+            (Some(messages), false) => Some(ingest::sync_conversation(
                 &mut state,
                 self.sessions(),
                 tenant,
@@ -218,7 +231,7 @@ impl Engine {
                 messages,
                 &input.source_format,
             )?),
-            None => None,
+            (Some(_), true) | (None, _) => None,
         };
         let view = self
             .view_with(tenant, session, &mut state, input.options)
@@ -228,6 +241,7 @@ impl Engine {
         state.record_counted(model, counted);
         Ok(Assembly {
             sync,
+            fed_by_commits,
             estimated_tokens: state.calibrated_tokens(model, counted),
             view,
         })

@@ -178,6 +178,11 @@ pub struct AssembleResponse {
     /// What the messages sync did, when messages were given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync: Option<SyncReport>,
+    /// Why the messages given were not synced: the session is fed by `commit-turn`, and the
+    /// committed turns are the source of the context (the host's projection of the
+    /// conversation, with its rewritten tool-call ids, would fork it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_skipped: Option<String>,
     /// What skald did to build the view.
     pub report: ViewReport,
 }
@@ -239,5 +244,9 @@ pub(super) async fn assemble_route(
         report: view_report(built),
         tools: built.tools.iter().map(ToolDefinition::from).collect(),
         sync: assembly.sync.map(Into::into),
+        sync_skipped: assembly.fed_by_commits.then(|| {
+            "the session is fed by commit-turn: its committed turns are the context's source"
+                .to_owned()
+        }),
     }))
 }
