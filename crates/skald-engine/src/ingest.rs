@@ -390,12 +390,12 @@ pub fn commit_turn(
     let created = create_if_missing(sessions, tenant, session_id, source_format)?;
     let session = state.stored_session(sessions, tenant, session_id)?;
     let committed_before = session.entries().iter().any(|entry| {
-        matches!(
-            &entry.kind,
-            EntryKind::Custom { custom_type, data: Some(data) }
-                if custom_type == TURN_COMMIT_CUSTOM_TYPE
-                    && data.get("advancementKey").and_then(Value::as_str) == Some(advancement_key)
-        )
+        entry
+            .kind
+            .custom_data(TURN_COMMIT_CUSTOM_TYPE)
+            .and_then(|data| data.get("advancementKey"))
+            .and_then(Value::as_str)
+            == Some(advancement_key)
     });
     if committed_before {
         return Ok(CommitOutcome {
@@ -450,12 +450,10 @@ pub fn commit_turn(
 /// session is the source of the host's context; the host's own copy of the conversation (a
 /// projection that may rewrite tool-call ids) is not synced into it.
 pub fn fed_by_commits(session: &Session) -> bool {
-    session.entries().iter().any(|entry| {
-        matches!(
-            &entry.kind,
-            EntryKind::Custom { custom_type, .. } if custom_type == TURN_COMMIT_CUSTOM_TYPE
-        )
-    })
+    session
+        .entries()
+        .iter()
+        .any(|entry| entry.kind.custom_data(TURN_COMMIT_CUSTOM_TYPE).is_some())
 }
 
 /// Refuses an advancement key that is empty, too long or holds control characters.

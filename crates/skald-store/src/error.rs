@@ -11,15 +11,6 @@ pub enum StoreError {
     #[error("invalid ref id: {0}")]
     InvalidId(#[from] RefIdError),
 
-    /// The tenant name is empty, too long or has characters outside `[A-Za-z0-9._-]`.
-    #[error("invalid tenant {shown:?}: {reason}")]
-    InvalidTenant {
-        /// The refused name, cut to its first 80 characters.
-        shown: String,
-        /// The rule it broke, as a sentence a user can act on.
-        reason: &'static str,
-    },
-
     /// A setting is out of range; the message names the setting and the accepted range.
     #[error("invalid ref store settings: {0}")]
     InvalidSettings(String),

@@ -128,7 +128,6 @@ pub mod refs;
 mod schema;
 pub mod sessions;
 mod sqlite;
-pub mod tenant;
 
 pub use cache::CacheStats;
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -142,7 +141,6 @@ pub use refs::{
 };
 pub use schema::SCHEMA_VERSION;
 pub use sessions::{SessionError, SessionStore, SqliteSessionStore};
-pub use tenant::{MAX_TENANT_LEN, validate_tenant};
 
 /// The suggested file name of the database in skald's data directory.
 pub const DATABASE_FILE: &str = "skald.sqlite3";

@@ -291,7 +291,6 @@ impl RefStore for ExpiryHidingRefs {
         self.0.get(tenant, id).map_err(|error| match error {
             StoreError::Expired { tenant, id, .. } => StoreError::NotFound { tenant, id },
             other @ (StoreError::InvalidId(_)
-            | StoreError::InvalidTenant { .. }
             | StoreError::InvalidSettings(_)
             | StoreError::NotFound { .. }
             | StoreError::Storage { .. }

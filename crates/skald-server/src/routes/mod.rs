@@ -66,9 +66,7 @@ pub fn session_error(error: SessionError) -> ApiError {
 /// What a ref-store failure means for the caller.
 pub fn store_error(error: StoreError) -> ApiError {
     match error {
-        StoreError::InvalidId(_) | StoreError::InvalidTenant { .. } => {
-            ApiError::BadRequest(error.to_string())
-        }
+        StoreError::InvalidId(_) => ApiError::BadRequest(error.to_string()),
         StoreError::NotFound { .. } => ApiError::NotFound(error.to_string()),
         StoreError::Expired { .. } => ApiError::Gone(error.to_string()),
         StoreError::InvalidSettings(_)

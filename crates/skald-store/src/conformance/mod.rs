@@ -25,7 +25,7 @@
 //! No check feeds a store a bad tenant name or session id: the store methods take a [`Tenant`]
 //! and a [`SessionId`] (`skald_core::ids`), parsed where a name enters skald, so a store never
 //! sees a malformed one (the parse is checked by `skald_core::ids`'s tests, and that it refuses
-//! what the stores used to refuse, in the same words, by `skald_store::tenant`'s). A session's id
+//! what the stores used to refuse, in the same words, by the session store's). A session's id
 //! inside a new session's header is still text, and `create` refusing a bad one is checked.
 //!
 //! Every store is `Send + Sync` and shared between threads, so each module has a check that

@@ -463,3 +463,33 @@ pub fn validate_entry_id(id: &str) -> Result<(), SessionError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// The store traits take a [`SessionId`](skald_core::ids::SessionId) and do not check it
+    /// again: the ids the stores used to refuse are refused where they are parsed, in the same
+    /// words [`validate_session_id`] (still used for ids that arrive as text) gives.
+    #[test]
+    fn the_parse_edge_refuses_what_the_stores_refused() {
+        let long = "s".repeat(129);
+        for bad in [
+            "",
+            "../etc/passwd",
+            "a b",
+            "-leading-dash",
+            "a/b",
+            long.as_str(),
+        ] {
+            assert_eq!(
+                skald_core::ids::SessionId::parse(bad)
+                    .unwrap_err()
+                    .to_string(),
+                validate_session_id(bad).unwrap_err().to_string(),
+                "{bad:?}"
+            );
+        }
+    }
+}

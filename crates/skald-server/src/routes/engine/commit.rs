@@ -2,7 +2,7 @@
 //! atomically, once per advancement key.
 
 use super::*;
-use skald_engine::ingest::{CommitStatus, MAX_ADVANCEMENT_KEY_LEN};
+use skald_engine::ingest::CommitStatus;
 
 /// OpenClaw's `commitTurn` parameters. The host's anchors and identities are accepted by name
 /// and not used; any other field is refused.
@@ -64,14 +64,6 @@ pub(super) async fn commit_turn_route(
     ApiJson(body): ApiJson<CommitTurnRequest>,
 ) -> Result<Json<CommitTurnResponse>, ApiError> {
     let id = session_id(id)?;
-    if body.advancement_key.len() > MAX_ADVANCEMENT_KEY_LEN {
-        // Checked again by the engine; refused here before the messages are decoded.
-        return Err(ApiError::BadRequest(format!(
-            "invalid advancementKey: it has {} bytes, at most {MAX_ADVANCEMENT_KEY_LEN} are \
-             accepted",
-            body.advancement_key.len()
-        )));
-    }
     let messages = decode_messages(&body.messages, "messages")?;
     let outcome = state
         .engine
