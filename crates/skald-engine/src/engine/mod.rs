@@ -286,11 +286,6 @@ impl Engine {
         &self.inner.config
     }
 
-    /// The stores, for the read-only listings that are not a use case of their own.
-    pub fn stores(&self) -> &Stores {
-        &self.inner.stores
-    }
-
     /// The session store.
     pub fn sessions(&self) -> &dyn SessionStore {
         self.inner.stores.sessions.as_ref()
