@@ -104,6 +104,7 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(crate::routes::engine::router())
         .merge(crate::routes::memory::router())
         .merge(crate::routes::refs::router())
+        .merge(crate::routes::tools::router())
         .merge(crate::proxy::router())
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
@@ -133,6 +134,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(crate::routes::engine::router())
         .merge(crate::routes::memory::router())
         .merge(crate::routes::refs::router())
+        .merge(crate::routes::tools::router())
         .merge(crate::proxy::router())
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();

@@ -115,9 +115,12 @@ async fn bad_requests_are_4xx_json_errors_that_change_nothing() {
     expect(status, &body, 400, &["`message`", "`messages`"]);
     // Values out of range.
     let (status, body) = api
-        .post("/v1/sessions/s1/assemble", json!({"tokenBudget": 10}))
+        .post(
+            "/v1/sessions/s1/assemble",
+            json!({"runtimeContext": {"modelContextWindow": 10}}),
+        )
         .await;
-    expect(status, &body, 400, &["tokenBudget", "1000"]);
+    expect(status, &body, 400, &["modelContextWindow", "1000"]);
     let (status, body) = api
         .post("/v1/memory/search", json!({"query": "tea", "limit": 0}))
         .await;

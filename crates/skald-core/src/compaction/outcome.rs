@@ -279,6 +279,15 @@ pub enum CompactionOutcome {
 }
 
 impl CompactionOutcome {
+    /// `compacted`, `skipped` or `cancelled`, as reports name the outcome.
+    pub fn name(&self) -> &'static str {
+        match self {
+            CompactionOutcome::Compacted { .. } => "compacted",
+            CompactionOutcome::Skipped { .. } => "skipped",
+            CompactionOutcome::Cancelled { .. } => "cancelled",
+        }
+    }
+
     /// True for [`CompactionOutcome::Compacted`].
     pub fn is_compacted(&self) -> bool {
         match self {

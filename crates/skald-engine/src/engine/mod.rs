@@ -40,6 +40,7 @@
 mod cache;
 mod memories;
 mod sessions;
+mod tools;
 mod turn;
 mod turns;
 
@@ -62,8 +63,10 @@ use crate::memory_write::{MemoryWriteError, MemoryWriter, UploadDriver};
 
 pub use cache::{OwnedSlotGuard, SessionCache, SessionSlot, SlotGuard};
 pub use sessions::{
-    AssembleInput, Assembly, Bootstrap, BootstrapSource, SessionOverview, View, ViewOptions,
+    AssembleInput, Assembly, Bootstrap, BootstrapSource, BudgetFit, SessionOverview, View,
+    ViewOptions,
 };
+pub use tools::ToolRun;
 pub use turn::{Synced, Turn};
 pub use turns::{CompactInput, PrepareInput};
 

@@ -15,7 +15,11 @@ use skald_store::sessions::import::{
 };
 use skald_store::sessions::{SessionError, SessionInfo};
 
-use super::Engine;
+use skald_core::compaction::CompactionTrigger;
+use tokio_util::sync::CancellationToken;
+
+use super::{CompactInput, Engine};
+use crate::compact::Compaction;
 use crate::ingest::{self, CommitOutcome, SyncOutcome};
 use crate::memory::MemoryIdentity;
 use crate::{
@@ -71,6 +75,10 @@ pub struct AssembleInput {
     pub model: Option<String>,
     /// How the view is built.
     pub options: ViewOptions,
+    /// The tokens the returned messages may take, when the host says (OpenClaw's `tokenBudget`:
+    /// the window less the reserve, the prompt and the turn's pending messages; down to 1). A
+    /// view over it compacts the session first — skald owns compaction — and is built again.
+    pub budget_tokens: Option<u64>,
 }
 
 /// What [`Engine::assemble`] did.
@@ -86,6 +94,17 @@ pub struct Assembly {
     pub view: View,
     /// The view's tokens, calibrated against what the provider reported for this model.
     pub estimated_tokens: u64,
+    /// The view was over the host's budget, and the session was compacted to fit it.
+    pub fit_to_budget: Option<BudgetFit>,
+}
+
+/// A compaction [`Engine::assemble`] ran because the view was over the host's budget.
+#[derive(Debug)]
+pub struct BudgetFit {
+    /// The view's calibrated tokens before the compaction.
+    pub view_tokens_before: u64,
+    /// What the compaction did (its outcome says whether it could), or why it failed.
+    pub compaction: Result<Compaction, String>,
 }
 
 /// Where a bootstrap's history comes from.
@@ -234,17 +253,55 @@ impl Engine {
             (Some(_), true) | (None, _) => None,
         };
         let view = self
-            .view_with(tenant, session, &mut state, input.options)
+            .view_with(tenant, session, &mut state, input.options.clone())
             .await?;
         let counted = view.view.estimated_tokens();
         let model = input.model.as_deref();
         state.record_counted(model, counted);
-        Ok(Assembly {
+        let estimated_tokens = state.calibrated_tokens(model, counted);
+        let mut assembly = Assembly {
             sync,
             fed_by_commits,
-            estimated_tokens: state.calibrated_tokens(model, counted),
+            estimated_tokens,
             view,
-        })
+            fit_to_budget: None,
+        };
+        let Some(budget) = input
+            .budget_tokens
+            .filter(|budget| estimated_tokens > *budget)
+        else {
+            return Ok(assembly);
+        };
+        drop(state);
+        // Compacting at a window of budget + reserve triggers exactly when the context is over
+        // the budget, and aims the summary and the kept turns at it.
+        let compact = CompactInput {
+            window_tokens: Some(budget.saturating_add(self.config().compaction.reserve_tokens)),
+            trigger: CompactionTrigger::Threshold,
+            custom_instructions: None,
+            agents_md: None,
+            context_tokens: Some(estimated_tokens),
+            archive: true,
+        };
+        let compaction = self
+            .compact(tenant, session, &compact, &CancellationToken::new())
+            .await;
+        let compacted = matches!(&compaction, Ok(done) if done.result.outcome.is_compacted());
+        assembly.fit_to_budget = Some(BudgetFit {
+            view_tokens_before: estimated_tokens,
+            compaction: compaction.map_err(|error| crate::error_with_causes(&error)),
+        });
+        if compacted {
+            let mut state = slot.lock().await;
+            let view = self
+                .view_with(tenant, session, &mut state, input.options)
+                .await?;
+            let counted = view.view.estimated_tokens();
+            state.record_counted(model, counted);
+            assembly.estimated_tokens = state.calibrated_tokens(model, counted);
+            assembly.view = view;
+        }
+        Ok(assembly)
     }
 
     /// Builds the session's view on `state` (see [`crate::view`]).

@@ -4,17 +4,14 @@
 //! record them in the session, and the client's view of a non-streamed answer with them taken
 //! out.
 
-use std::collections::HashSet;
-use std::time::Instant;
-
 use serde_json::Value;
 use skald_core::ids::Tenant;
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{
     Block, ContentForm, Extra, Message, MessageMeta, Role, StopReason, ToolCall, ToolResult,
 };
-use skald_core::pipeline::offload::FETCH_TOOL_NAME;
 use skald_engine::memory::MemoryIdentity;
+use std::collections::HashSet;
 
 use super::upstream::Api;
 use crate::state::AppState;
@@ -44,38 +41,22 @@ pub struct Executed {
     pub report: ToolCallReport,
 }
 
-/// Runs one skald tool call for the request's tenant.
+/// Runs one skald tool call for the request's tenant (the engine's [`Engine::run_tool`], the one
+/// executor of skald's tools).
+///
+/// [`Engine::run_tool`]: skald_engine::Engine::run_tool
 pub async fn execute(
     state: &AppState,
     tenant: &Tenant,
     identity: Option<&MemoryIdentity>,
     call: &ToolCall,
 ) -> Executed {
-    let started = Instant::now();
-    let (text, is_error) = if call.name == FETCH_TOOL_NAME {
-        let output = state.engine.fetch(tenant, &call.arguments);
-        let failed = output.is_error();
-        (output.text, failed)
-    } else if let Some(identity) = identity {
-        let output = state
-            .engine
-            .memory_tool(tenant, identity, &call.name, &call.arguments)
-            .await;
-        (output.text, output.is_error)
-    } else {
-        (
-            format!("{}: memory is not enabled on this server", call.name),
-            true,
-        )
-    };
+    let run = state
+        .engine
+        .run_tool(tenant, identity, &call.name, &call.arguments)
+        .await;
     state.metrics.tool_interceptions.inc();
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).ok();
-    let report = ToolCallReport::new(
-        call.name.clone(),
-        !is_error,
-        duration_ms,
-        is_error.then(|| text.chars().take(200).collect()),
-    );
+    let (text, is_error, report) = (run.text, run.is_error, run.report);
     let result = Message::new(
         Role::ToolResult,
         vec![Block::ToolResult(ToolResult {

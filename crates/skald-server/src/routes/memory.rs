@@ -63,7 +63,7 @@ fn parse_uri(text: &str, field: &str) -> Result<MemoryUri, ApiError> {
 }
 
 /// The identity a request acts for.
-fn identity(
+pub(crate) fn identity(
     state: &AppState,
     user: Option<&str>,
     agent: Option<&str>,

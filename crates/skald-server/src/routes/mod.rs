@@ -1,12 +1,13 @@
 //! The non-proxy routes, one module per API: `engine` (sessions: ingest, assemble, compact,
 //! after-turn, bootstrap, reads), `memory` (ls, tree, read, search, remember, forget, resources,
-//! history) and `refs` (fetch with slices). Also what they share: extractors whose rejections
+//! history), `refs` (fetch with slices) and `tools` (skald's tools for hosts that run them). Also what they share: extractors whose rejections
 //! are [`ApiError`]s (so a malformed body, query or path is a JSON 4xx that says what was
 //! wrong), and the mapping of the engine's and the stores' errors to statuses.
 
 pub mod engine;
 pub mod memory;
 pub mod refs;
+pub mod tools;
 
 use axum::extract::{FromRequest, FromRequestParts};
 use skald_core::ids::SessionId;

@@ -106,8 +106,15 @@ pub(super) async fn ingest_route(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AssembleRequest {
-    /// The model's context window in tokens (default: the server's window).
+    /// The tokens the returned messages may take, as OpenClaw means it: the window less the
+    /// reserve, the rendered prompt and the turn's pending messages (it can be as low as 1). A
+    /// view over it compacts the session first (`fitToBudget` in the answer says how that went).
+    /// The pipeline's own thresholds stay relative to the model's window (`[engine]
+    /// window_tokens`, or `runtimeContext.modelContextWindow`).
     pub token_budget: Option<u64>,
+    /// Whether this call uses long-term memory (recall, profile, memory tools); only narrows
+    /// the server's `[memory]` setting (default: as the server).
+    pub memory: Option<bool>,
     /// The host's whole conversation. Synced into the session first: what is new is appended,
     /// and where it diverges from the stored history a new branch starts (the host's view wins).
     #[schema(value_type = Option<Vec<Object>>)]
@@ -183,8 +190,24 @@ pub struct AssembleResponse {
     /// conversation, with its rewritten tool-call ids, would fork it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync_skipped: Option<String>,
+    /// The view was over `tokenBudget` and the session was compacted to fit it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit_to_budget: Option<FitToBudget>,
     /// What skald did to build the view.
     pub report: ViewReport,
+}
+
+/// A compaction run because the view was over the host's budget.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FitToBudget {
+    /// `compacted`, `skipped`, `cancelled` or `failed`.
+    pub outcome: String,
+    /// The view's tokens before the compaction.
+    pub tokens_before: u64,
+    /// Why nothing was compacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The model's view of the session for the next call: the stored context (a compaction's
@@ -208,7 +231,22 @@ pub(super) async fn assemble_route(
 ) -> Result<Json<AssembleResponse>, ApiError> {
     let id = session_id(id)?;
     let _ = (&body.citations_mode, &body.session_key);
-    let window = token_budget(body.token_budget)?;
+    let window = body
+        .runtime_context
+        .as_ref()
+        .and_then(|context| context.get("modelContextWindow"))
+        .and_then(Value::as_u64)
+        .map(|window| {
+            if window < MIN_TOKEN_BUDGET {
+                Err(ApiError::BadRequest(format!(
+                    "runtimeContext.modelContextWindow is {window} tokens: a context window is \
+                     at least {MIN_TOKEN_BUDGET} tokens"
+                )))
+            } else {
+                Ok(window)
+            }
+        })
+        .transpose()?;
     let messages = body
         .messages
         .as_deref()
@@ -221,10 +259,11 @@ pub(super) async fn assemble_route(
         options: ViewOptions {
             window_tokens: window,
             available_tools: body.available_tools,
-            with_memory: state.engine.config().memory.enabled,
+            with_memory: state.engine.config().memory.enabled && body.memory.unwrap_or(true),
             identity: None,
             pending_prompt: body.prompt,
         },
+        budget_tokens: body.token_budget,
     };
     let assembly = state
         .engine
@@ -247,6 +286,21 @@ pub(super) async fn assemble_route(
         sync_skipped: assembly.fed_by_commits.then(|| {
             "the session is fed by commit-turn: its committed turns are the context's source"
                 .to_owned()
+        }),
+        fit_to_budget: assembly.fit_to_budget.as_ref().map(|fit| FitToBudget {
+            outcome: match &fit.compaction {
+                Ok(compaction) => compaction.result.outcome.name().to_owned(),
+                Err(_) => "failed".to_owned(),
+            },
+            tokens_before: fit.view_tokens_before,
+            reason: match &fit.compaction {
+                Ok(compaction) => match &compaction.result.outcome {
+                    CompactionOutcome::Compacted { .. } => None,
+                    CompactionOutcome::Skipped { reason, .. } => Some(reason.describe()),
+                    CompactionOutcome::Cancelled { reason, .. } => Some(reason.describe()),
+                },
+                Err(error) => Some(error.clone()),
+            },
         }),
     }))
 }

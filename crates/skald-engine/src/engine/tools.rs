@@ -1,0 +1,91 @@
+//! skald's own tools as a use case of [`Engine`]: their definitions ([`Engine::tool_specs`]) and
+//! running one call of them ([`Engine::run_tool`]) — `fetch_original_data` against the tenant's
+//! refs, the memory tools against its memories. The proxy runs the calls it intercepts through
+//! here, and so does every host that runs skald's tools itself (the OpenClaw plugin through
+//! `POST /v1/tools/{name}`), so a tool behaves the same whoever runs it.
+
+use std::time::Instant;
+
+use serde_json::Value;
+use skald_core::fetch::tool_spec as fetch_tool_spec;
+use skald_core::ids::Tenant;
+use skald_core::memory::tools::{is_memory_tool, tool_specs as memory_tool_specs};
+use skald_core::memory::usage::ToolCallReport;
+use skald_core::message::ToolSpec;
+use skald_core::pipeline::offload::FETCH_TOOL_NAME;
+
+use super::Engine;
+use crate::memory::MemoryIdentity;
+
+/// One skald tool call, run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolRun {
+    /// The tool result's text for the model.
+    pub text: String,
+    /// Whether the result is an error (the model should correct its call).
+    pub is_error: bool,
+    /// The call as the tool statistics record it.
+    pub report: ToolCallReport,
+}
+
+impl Engine {
+    /// skald's tools a host can offer its model: `fetch_original_data`, then the five memory
+    /// tools when the engine's memory is on.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        let mut specs = vec![fetch_tool_spec()];
+        if self.config().memory.enabled {
+            specs.extend(memory_tool_specs());
+        }
+        specs
+    }
+
+    /// Runs one call of a skald tool for `tenant` (the memory tools for `identity`). A name
+    /// that is not one of [`Engine::tool_specs`] is an error result that lists them, never a
+    /// panic: the name comes from a model.
+    pub async fn run_tool(
+        &self,
+        tenant: &Tenant,
+        identity: Option<&MemoryIdentity>,
+        name: &str,
+        arguments: &Value,
+    ) -> ToolRun {
+        let started = Instant::now();
+        let (text, is_error) = if name == FETCH_TOOL_NAME {
+            let output = self.fetch(tenant, arguments);
+            let failed = output.is_error();
+            (output.text, failed)
+        } else if is_memory_tool(name) {
+            match identity {
+                Some(identity) if self.config().memory.enabled => {
+                    let output = self.memory_tool(tenant, identity, name, arguments).await;
+                    (output.text, output.is_error)
+                }
+                _ => (
+                    format!("{name}: memory is not enabled on this server"),
+                    true,
+                ),
+            }
+        } else {
+            let known: Vec<String> = self.tool_specs().into_iter().map(|s| s.name).collect();
+            (
+                format!(
+                    "unknown tool {name:?}: skald's tools are {}",
+                    known.join(", ")
+                ),
+                true,
+            )
+        };
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).ok();
+        let report = ToolCallReport::new(
+            name.to_owned(),
+            !is_error,
+            duration_ms,
+            is_error.then(|| text.chars().take(200).collect()),
+        );
+        ToolRun {
+            text,
+            is_error,
+            report,
+        }
+    }
+}
