@@ -9,6 +9,8 @@
 //! the pins are moved. No node or npm on `PATH` is a test failure, never a skip.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+pub mod chat_upstream;
+pub mod openclaw;
 pub mod upstream;
 
 use std::collections::hash_map::DefaultHasher;
