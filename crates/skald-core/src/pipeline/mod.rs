@@ -35,4 +35,6 @@ pub use truncate::{
     TruncateChange, TruncateMode, TruncateOutcome, TruncateReport, TruncateSettings,
     TruncateSettingsError, result_budget_chars, truncate, truncation_marker,
 };
-pub use turn_limit::{TurnLimitReport, TurnLimitSettings, TurnLimitSettingsError, limit_turns};
+pub use turn_limit::{
+    BatchRule, TurnBatch, TurnLimitReport, TurnLimitSettings, TurnLimitSettingsError, limit_turns,
+};
