@@ -27,9 +27,10 @@ pub mod truncate;
 pub mod turn_limit;
 
 pub use prune::{
-    ClearedResult, HardClearSettings, PruneAction, PruneChange, PruneClock, PruneEnv, PruneMode,
-    PruneOutcome, PruneReport, PruneSettings, PruneSettingsError, PruneSkip, SoftTrimSettings,
-    ToolMatch, default_cleared_summary, prune, prune_with,
+    ClearedResult, HardClearSettings, IMAGE_REMOVED_MARKER, PruneAction, PruneChange, PruneClock,
+    PruneEnv, PruneMark, PruneMarks, PruneMode, PruneOutcome, PruneReport, PruneSettings,
+    PruneSettingsError, PruneSkip, SoftTrimSettings, ToolMatch, default_cleared_summary, prune,
+    prune_with, prune_with_marks,
 };
 pub use truncate::{
     TruncateChange, TruncateMode, TruncateOutcome, TruncateReport, TruncateSettings,
