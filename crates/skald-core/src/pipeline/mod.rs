@@ -33,8 +33,9 @@ pub use prune::{
     prune_with, prune_with_marks,
 };
 pub use truncate::{
-    TruncateChange, TruncateMode, TruncateOutcome, TruncateReport, TruncateSettings,
-    TruncateSettingsError, result_budget_chars, truncate, truncation_marker,
+    AggregateSettings, TruncateChange, TruncateMemory, TruncateMode, TruncateOutcome,
+    TruncateReport, TruncateSettings, TruncateSettingsError, WindowCap, result_budget_chars,
+    truncate, truncate_with_memory, truncation_marker,
 };
 pub use turn_limit::{
     BatchRule, TurnBatch, TurnLimitReport, TurnLimitSettings, TurnLimitSettingsError, limit_turns,
