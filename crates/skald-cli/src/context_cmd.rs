@@ -31,7 +31,8 @@ pub struct ContextArgs {
     /// The session id (`skald sessions` lists them).
     #[arg(value_name = "SESSION")]
     pub session: String,
-    /// The policy: a preset (none, openclaw, sccs, skald) or a policy TOML file (default:
+    /// The policy: a preset (none, openclaw, openclaw-seed, sccs, skald) or a policy TOML file
+    /// (default:
     /// skald, which carries the overrides of the configuration's [policy] table; with --url
     /// the server's policy).
     #[arg(long, value_name = "POLICY")]

@@ -25,9 +25,10 @@ pub struct ReplayArgs {
     /// Transcript files or directories (any format `skald inspect` reads).
     #[arg(required = true, value_name = "FILE")]
     pub paths: Vec<PathBuf>,
-    /// Policies to compare, comma-separated: presets (none, openclaw, sccs, skald) or paths to
-    /// policy TOML files (`preset = "skald"` plus overrides). `skald` carries the overrides of
-    /// the configuration's [policy] table.
+    /// Policies to compare, comma-separated: presets (none, openclaw, openclaw-seed, sccs,
+    /// skald) or paths to policy TOML files (`preset = "skald"` plus overrides). `openclaw` is
+    /// OpenClaw 2026.9, `openclaw-seed` OpenClaw as seed 003 describes it. `skald` carries the
+    /// overrides of the configuration's [policy] table.
     #[arg(
         long,
         default_value = "none,openclaw,sccs,skald",
@@ -92,7 +93,10 @@ pub(crate) fn load_policy(spec: &str, config: &Config) -> Result<Policy> {
         return Ok(Policy::preset(spec)?);
     }
     let text = std::fs::read_to_string(spec).with_context(|| {
-        format!("policy {spec:?} is neither a preset (none, openclaw, sccs, skald) nor a readable TOML file")
+        format!(
+            "policy {spec:?} is neither a preset (none, openclaw, openclaw-seed, sccs, skald) nor \
+             a readable TOML file"
+        )
     })?;
     Policy::from_toml(&text).with_context(|| format!("policy file {spec}"))
 }

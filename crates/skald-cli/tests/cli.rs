@@ -225,7 +225,10 @@ fn replay_rejects_an_unknown_policy_with_the_choices() {
     ]);
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("none, openclaw, sccs, skald"), "{stderr}");
+    assert!(
+        stderr.contains("none, openclaw, openclaw-seed, sccs, skald"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -56,7 +56,7 @@ fn unchanged_pass_over_300_messages_is_well_under_a_millisecond() {
 
     let turn_limit = TurnLimitSettings {
         limit: Some(100),
-        batch: 0,
+        batch: 0.into(),
     };
     let always = PruneSettings {
         mode: PruneMode::Always,

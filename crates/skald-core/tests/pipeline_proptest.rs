@@ -77,7 +77,7 @@ proptest! {
         pairing(&messages).unwrap();
         let before = estimate_messages_chars(&messages);
         let users = messages.iter().filter(|m| m.role == Role::User).count();
-        let settings = TurnLimitSettings { limit: Some(limit), batch };
+        let settings = TurnLimitSettings { limit: Some(limit), batch: batch.into() };
         let (out, report) = limit_turns(messages, &settings);
         prop_assert!(estimate_messages_chars(&out) <= before);
         prop_assert!(pairing(&out).is_ok(), "{:?}", pairing(&out));
@@ -162,7 +162,7 @@ proptest! {
         window in 1u64..100_000,
     ) {
         let before = estimate_messages_chars(&messages);
-        let (messages, _) = limit_turns(messages, &TurnLimitSettings { limit: Some(3), batch: 1 });
+        let (messages, _) = limit_turns(messages, &TurnLimitSettings { limit: Some(3), batch: 1.into() });
         let settings = PruneSettings {
             mode: PruneMode::Always,
             keep_originals: true,

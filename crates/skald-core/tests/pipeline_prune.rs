@@ -387,7 +387,8 @@ fn prune_never_grows_a_result() {
 }
 
 #[test]
-fn image_results_are_never_pruned() {
+fn seed_image_results_are_never_pruned() {
+    // Seed 003 (`openclaw-seed`); OpenClaw 2026.9 trims them (see pipeline_openclaw.rs).
     let mut messages = vec![
         user("look"),
         calls(&[("shot", "screenshot")]),

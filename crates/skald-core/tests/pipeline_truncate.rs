@@ -88,7 +88,7 @@ fn truncation_marker_names_ref_and_original_is_returned() {
     assert!(text.contains("chars omitted; full output: [REF_ID: "));
     assert!(text.contains("call fetch_original_data"));
     let change = &out.report.changes[0];
-    assert_eq!(change.ref_id, new_ref.id.as_str());
+    assert_eq!(change.ref_id.as_deref(), Some(new_ref.id.as_str()));
     assert_eq!(change.call_id, "big");
     assert_eq!(change.tool_name.as_deref(), Some("bash"));
     assert_eq!((change.message_index, change.block_index), (2, 0));

@@ -8,13 +8,13 @@ mod pipeline_common;
 use pipeline_common::*;
 use skald_core::message::{Message, Role};
 use skald_core::pipeline::turn_limit::{
-    TurnLimitSettings, TurnLimitSettingsError, limit_turns, turns_to_drop,
+    BatchRule, TurnBatch, TurnLimitSettings, TurnLimitSettingsError, limit_turns, turns_to_drop,
 };
 
 fn limit(n: usize) -> TurnLimitSettings {
     TurnLimitSettings {
         limit: Some(n),
-        batch: 0,
+        batch: 0.into(),
     }
 }
 
@@ -163,7 +163,7 @@ fn turn_limit_batch_zero_is_classic() {
 fn turn_limit_batch_evicts_in_steps_keeping_prefix_stable() {
     let settings = TurnLimitSettings {
         limit: Some(4),
-        batch: 2,
+        batch: 2.into(),
     };
     settings.validate().unwrap();
     let mut kept_counts = Vec::new();
@@ -205,7 +205,7 @@ fn turn_limit_settings_load_and_validate() {
 
     let error = TurnLimitSettings {
         limit: None,
-        batch: 2,
+        batch: 2.into(),
     }
     .validate()
     .unwrap_err();
@@ -214,9 +214,60 @@ fn turn_limit_settings_load_and_validate() {
     assert!(
         TurnLimitSettings {
             limit: Some(2),
-            batch: 1_000_000
+            batch: 1_000_000.into()
         }
         .validate()
         .is_err()
     );
+}
+
+#[test]
+fn openclaw_history_limit_is_batched() {
+    // OpenClaw 2026.9 `limitHistoryTurns(messages, 4)`: nothing is cut up to ceil(4 × 1.5) = 6
+    // user turns; above that it keeps 4 + (turns − 4) mod 3.
+    let settings = TurnLimitSettings {
+        limit: Some(4),
+        batch: TurnBatch::Rule(BatchRule::Half),
+    };
+    settings.validate().unwrap();
+    let kept: Vec<usize> = (1..=13)
+        .map(|turns| {
+            let (out, _) = limit_turns(conversation(turns), &settings);
+            pairing(&out).unwrap();
+            assert_eq!(out[0].plain_text(), "be brief", "the prelude stays");
+            out.iter().filter(|m| m.role == Role::User).count()
+        })
+        .collect();
+    assert_eq!(kept, vec![1, 2, 3, 4, 5, 6, 4, 5, 6, 4, 5, 6, 4]);
+    // A limit of 5 tolerates ceil(7.5) = 8 turns, then drops 4 at once.
+    let five = TurnLimitSettings {
+        limit: Some(5),
+        batch: TurnBatch::Rule(BatchRule::Half),
+    };
+    let (out, report) = limit_turns(conversation(9), &five);
+    assert_eq!(report.turns_dropped, 4);
+    assert_eq!(out.iter().filter(|m| m.role == Role::User).count(), 5);
+    // The rule parses from TOML and needs no limit to be valid (a preset sets it, a user the
+    // limit).
+    let parsed: TurnLimitSettings = toml::from_str("batch = \"half\"").unwrap();
+    assert_eq!(parsed.batch, TurnBatch::Rule(BatchRule::Half));
+    parsed.validate().unwrap();
+    let (out, report) = limit_turns(conversation(30), &parsed);
+    assert!(report.is_noop());
+    assert_eq!(out.len(), 121);
+}
+
+#[test]
+fn turn_limit_keeps_a_leading_host_summary() {
+    // OpenClaw keeps its compactionSummary prelude; any leading non-user/assistant message is
+    // prelude.
+    let mut messages = conversation(3);
+    messages.insert(
+        1,
+        Message::text(Role::Custom("compactionSummary".into()), "summary"),
+    );
+    let (out, report) = limit_turns(messages, &limit(1));
+    assert_eq!(report.system_messages_kept, 2);
+    assert_eq!(out[1].plain_text(), "summary");
+    assert_eq!(out[2].plain_text(), "question 2");
 }

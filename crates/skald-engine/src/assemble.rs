@@ -13,8 +13,10 @@ use skald_core::pipeline::offload::{
     OffloadReport, REF_ID_INSTRUCTION, offload, offload_arguments,
 };
 use skald_core::pipeline::policy::{OffloadSchedule, Policy};
-use skald_core::pipeline::prune::{PruneEnv, PruneReport, prune};
-use skald_core::pipeline::truncate::{TruncateReport, truncate};
+use skald_core::pipeline::prune::{
+    PruneEnv, PruneReport, default_cleared_summary, prune_with_marks,
+};
+use skald_core::pipeline::truncate::{TruncateReport, truncate_with_memory};
 use skald_core::pipeline::turn_limit::{TurnLimitReport, limit_turns};
 use skald_core::refs::{CanonicalPayload, NewRef};
 use skald_core::repair::{RepairReport, RepairSettings, repair};
@@ -90,8 +92,8 @@ fn lap(start: &mut Instant) -> u64 {
 pub struct Assembled {
     /// The messages to send, in order, with what the pipeline took out replaced by refs or markers.
     pub messages: Vec<Message>,
-    /// To append to the host's system prompt (the REF_ID instruction from the first call when
-    /// the policy offloads, else once anything is a ref).
+    /// For the host's system prompt (OpenClaw 2026.9 prepends it to its own): the REF_ID
+    /// instruction, from the first call when the policy offloads, else once anything is a ref.
     pub system_prompt_addition: Option<String>,
     /// Tools to add to the request (`fetch_original_data`, when the instruction is added).
     pub tools: Vec<ToolSpec>,
@@ -178,16 +180,23 @@ pub fn assemble<S: RefStore + ?Sized>(
         now_ms: request.now_ms,
         clock: state.prune_clock,
     };
-    let pruned = prune(messages, &policy.prune, env);
+    let pruned = prune_with_marks(
+        messages,
+        &policy.prune,
+        env,
+        &mut state.prune_marks,
+        &mut |result| default_cleared_summary(result),
+    );
     state.prune_clock = pruned.clock;
     report.prune = pruned.report;
     new_refs.extend(pruned.new_refs);
     report.timings_us.prune = lap(&mut clock);
 
-    let truncated = truncate(
+    let truncated = truncate_with_memory(
         pruned.messages,
         &policy.truncate,
         request.context_window_tokens,
+        &mut state.truncate_memory,
     );
     report.truncate = truncated.report;
     new_refs.extend(truncated.new_refs);

@@ -13,7 +13,8 @@ use skald_core::compaction::CompactionOutcome;
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::Message;
 use skald_core::pipeline::offload::{ArgumentsCache, OffloadCache};
-use skald_core::pipeline::prune::PruneClock;
+use skald_core::pipeline::prune::{PruneClock, PruneMarks};
+use skald_core::pipeline::truncate::TruncateMemory;
 use skald_core::session::Session;
 use skald_core::tokens::Calibration;
 use skald_store::sessions::{SessionError, SessionInfo, SessionStore};
@@ -36,6 +37,10 @@ pub struct SessionState {
     /// policy's TTL of it.
     pub(crate) last_request_ms: Option<i64>,
     pub(crate) prune_clock: PruneClock,
+    /// The results a sticky pruning policy trimmed or cleared: they stay so (OpenClaw 2026.9).
+    pub(crate) prune_marks: PruneMarks,
+    /// What an aggregate truncation budget needs to keep sent results' bytes frozen.
+    pub(crate) truncate_memory: TruncateMemory,
     /// Ref ids known to be durably stored for this session's tenant.
     pub(crate) stored_refs: HashSet<String>,
     /// Token estimates of assembled messages by their cheap identity.
@@ -151,6 +156,8 @@ impl SessionState {
             .map_or(0, |(tenant, _)| tenant.len() + self.stored_bytes);
         std::mem::size_of::<SessionState>()
             + ids(&self.offloaded_calls)
+            + self.prune_marks.approx_bytes()
+            + self.truncate_memory.approx_bytes()
             + ids(&self.stored_refs)
             + (self.offload_cache.len() + self.arguments_cache.len()) * OFFLOAD_MEMO_BYTES
             + self.estimates.len() * estimate_entry

@@ -438,3 +438,51 @@ fn replay_measures_savings_and_keeps_everything_recoverable() {
 fn tenant_named(name: &str) -> skald_core::ids::Tenant {
     skald_core::ids::Tenant::parse(name).unwrap()
 }
+
+#[test]
+fn openclaw_policy_keeps_pruned_results_pruned_across_assembles() {
+    // OpenClaw 2026.9 prunes once the cache is cold and keeps the result pruned on later
+    // requests, cache warm or not; the seed's version shows it in full again.
+    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let mut messages = vec![Message::text(Role::User, "go")];
+    for round in 0..6 {
+        let id = format!("c{round}");
+        messages.push(call(
+            &id,
+            "read",
+            json!({"path": format!("/src/{round}.rs")}),
+        ));
+        messages.push(result(&id, "read", &"x".repeat(20_000)));
+    }
+    let at = |now_ms: i64| AssembleRequest {
+        tenant: &ACME,
+        context_window_tokens: 50_000,
+        now_ms,
+        fetch_available: true,
+    };
+    let first_result = |assembled: &Assembled| {
+        assembled
+            .messages
+            .iter()
+            .flat_map(|m| m.tool_results())
+            .next()
+            .map(|r| r.content.clone())
+            .unwrap()
+    };
+    for (preset, stays) in [("openclaw", true), ("openclaw-seed", false)] {
+        let policy = Policy::preset(preset).unwrap();
+        let mut state = SessionState::default();
+        // The first request starts the cache clock; six minutes later it has expired.
+        assemble(&store, &policy, &mut state, messages.clone(), at(0)).unwrap();
+        let cold = assemble(&store, &policy, &mut state, messages.clone(), at(360_000)).unwrap();
+        assert_eq!(cold.report.prune.trimmed, 3, "{preset}");
+        let warm = assemble(&store, &policy, &mut state, messages.clone(), at(420_000)).unwrap();
+        assert_eq!(warm.report.prune.trimmed, 0, "{preset}");
+        assert_eq!(
+            first_result(&warm) == first_result(&cold),
+            stays,
+            "{preset}: the trimmed result {}",
+            if stays { "stays trimmed" } else { "comes back" }
+        );
+    }
+}

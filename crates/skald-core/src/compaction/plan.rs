@@ -594,6 +594,7 @@ fn shrink_tail(
         max_context_share: 1.0,
         hard_max_chars: usize::try_from(low).unwrap_or(usize::MAX),
         min_keep_chars: DEFAULT_MIN_KEEP_CHARS,
+        ..TruncateSettings::default()
     };
     let outcome = truncate(tail.to_vec(), &settings, window_tokens);
     if outcome.report.is_noop() {

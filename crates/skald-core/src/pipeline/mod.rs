@@ -27,12 +27,16 @@ pub mod truncate;
 pub mod turn_limit;
 
 pub use prune::{
-    ClearedResult, HardClearSettings, PruneAction, PruneChange, PruneClock, PruneEnv, PruneMode,
-    PruneOutcome, PruneReport, PruneSettings, PruneSettingsError, PruneSkip, SoftTrimSettings,
-    ToolMatch, default_cleared_summary, prune, prune_with,
+    ClearedResult, HardClearSettings, IMAGE_REMOVED_MARKER, PruneAction, PruneChange, PruneClock,
+    PruneEnv, PruneMark, PruneMarks, PruneMode, PruneOutcome, PruneReport, PruneSettings,
+    PruneSettingsError, PruneSkip, SoftTrimSettings, ToolMatch, default_cleared_summary, prune,
+    prune_with, prune_with_marks,
 };
 pub use truncate::{
-    TruncateChange, TruncateMode, TruncateOutcome, TruncateReport, TruncateSettings,
-    TruncateSettingsError, result_budget_chars, truncate, truncation_marker,
+    AggregateSettings, TruncateChange, TruncateMemory, TruncateMode, TruncateOutcome,
+    TruncateReport, TruncateSettings, TruncateSettingsError, WindowCap, result_budget_chars,
+    truncate, truncate_with_memory, truncation_marker,
 };
-pub use turn_limit::{TurnLimitReport, TurnLimitSettings, TurnLimitSettingsError, limit_turns};
+pub use turn_limit::{
+    BatchRule, TurnBatch, TurnLimitReport, TurnLimitSettings, TurnLimitSettingsError, limit_turns,
+};

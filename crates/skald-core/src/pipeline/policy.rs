@@ -1,6 +1,8 @@
 //! Policies: named, complete settings for every pipeline stage, loaded from TOML.
 //!
-//! Four presets ship in the binary (`none`, `openclaw`, `sccs`, `skald`; see `policies/*.toml`).
+//! Five presets ship in the binary (`none`, `openclaw`, `openclaw-seed`, `sccs`, `skald`; see
+//! `policies/*.toml`): `openclaw` is OpenClaw 2026.9 as installed, `openclaw-seed` OpenClaw as
+//! seed 003 describes it (the constants `openclaw` had before).
 //! A user's `skald.toml` names one and overrides any setting:
 //!
 //! ```
@@ -24,12 +26,13 @@ use super::truncate::{TruncateSettings, TruncateSettingsError};
 use super::turn_limit::{TurnLimitSettings, TurnLimitSettingsError};
 
 /// The presets, in the order reports list them.
-pub const PRESET_NAMES: &[&str] = &["none", "openclaw", "sccs", "skald"];
+pub const PRESET_NAMES: &[&str] = &["none", "openclaw", "openclaw-seed", "sccs", "skald"];
 
 fn preset_text(name: &str) -> Option<&'static str> {
     match name {
         "none" => Some(include_str!("../../policies/none.toml")),
         "openclaw" => Some(include_str!("../../policies/openclaw.toml")),
+        "openclaw-seed" => Some(include_str!("../../policies/openclaw-seed.toml")),
         "sccs" => Some(include_str!("../../policies/sccs.toml")),
         "skald" => Some(include_str!("../../policies/skald.toml")),
         _ => None,
@@ -68,7 +71,8 @@ fn default_immediate() -> usize {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Policy {
-    /// The preset the policy started from (`none`, `openclaw`, `sccs`, `skald`), or `custom`.
+    /// The preset the policy started from (`none`, `openclaw`, `openclaw-seed`, `sccs`,
+    /// `skald`), or `custom`.
     pub name: String,
     /// Run transcript repair first.
     pub repair: bool,
@@ -105,7 +109,7 @@ impl Default for Policy {
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     /// The name is not one of the presets.
-    #[error("unknown policy {0:?}: expected one of none, openclaw, sccs, skald")]
+    #[error("unknown policy {0:?}: expected one of none, openclaw, openclaw-seed, sccs, skald")]
     UnknownPreset(String),
     /// The TOML did not parse into a policy.
     #[error("policy TOML: {0}")]
@@ -214,6 +218,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::pipeline::prune::PruneMode;
+    use crate::pipeline::turn_limit::{BatchRule, TurnBatch};
 
     #[test]
     fn every_preset_loads_and_validates() {
@@ -233,6 +238,40 @@ mod tests {
             Policy::preset("skald").unwrap().schedule,
             OffloadSchedule::CacheAware { .. }
         ));
+    }
+
+    #[test]
+    fn openclaw_seed_preset_keeps_seed_constants() {
+        use crate::pipeline::prune::PruneSettings;
+        use crate::pipeline::truncate::TruncateSettings;
+        use crate::pipeline::turn_limit::TurnLimitSettings;
+        let seed = Policy::preset("openclaw-seed").unwrap();
+        assert_eq!(seed.name, "openclaw-seed");
+        // Seed 003's constants are the stages' defaults.
+        assert_eq!(seed.prune, PruneSettings::default());
+        assert_eq!(seed.truncate, TruncateSettings::default());
+        assert_eq!(seed.turn_limit, TurnLimitSettings::default());
+        assert_eq!(seed.truncate.hard_max_chars, 400_000);
+        assert!(!seed.prune.sticky && !seed.prune.trim_images);
+        assert!(seed.truncate.keep_originals && !seed.truncate.aggregate.enabled);
+        assert!(!seed.offload.enabled);
+
+        // OpenClaw 2026.9 differs exactly where the installed package does.
+        let current = Policy::preset("openclaw").unwrap();
+        assert_eq!(
+            current.prune,
+            PruneSettings {
+                sticky: true,
+                trim_images: true,
+                ..PruneSettings::default()
+            }
+        );
+        assert_eq!(current.truncate.hard_max_chars, 16_000);
+        assert_eq!(current.truncate.window_caps.len(), 2);
+        assert!(current.truncate.aggregate.enabled && !current.truncate.keep_originals);
+        assert_eq!(current.turn_limit.limit, None);
+        assert_eq!(current.turn_limit.batch, TurnBatch::Rule(BatchRule::Half));
+        assert_eq!(current.cache_ttl_ms, seed.cache_ttl_ms);
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Per-result truncation (seed 003 §2.3, OpenClaw `tool-result-truncation.ts`): no single tool
 //! result may take more than a share of the context window, and nothing cut is lost — the
-//! original goes into a [`NewRef`] and the truncation marker names its ref id.
+//! original goes into a [`NewRef`] and the truncation marker names its ref id (unless the policy
+//! emulates OpenClaw, which keeps nothing).
 //!
 //! Rules this module owns:
 //! - **Budget.** [`result_budget_chars`]: `floor(window_tokens × 0.3) × 4` characters, capped at
-//!   400,000 (the seed's `HARD_MAX_TOOL_RESULT_CHARS`, not OpenClaw's newer 16k), and never below
-//!   `min_keep_chars` (2,000) + room for the marker, so a tiny window still shows 2,000 characters.
+//!   `hard_max_chars` — 400,000 by default (seed 003's `HARD_MAX_TOOL_RESULT_CHARS`); OpenClaw
+//!   2026.9 caps at 16,000, 32,000 from 100k-token windows and 64,000 from 200k (`window_caps`) —
+//!   and never below `min_keep_chars` (2,000) + room for the marker, so a tiny window still shows
+//!   2,000 characters.
 //!   The budget bounds the result's text blocks, marker included: a truncated result never
 //!   exceeds it. Non-text blocks (images, opaque blocks) are kept as they are and not counted.
 //! - **Characters** are estimator characters ([`crate::tokens::estimate_string_chars`]: CJK code
@@ -21,6 +24,10 @@
 //!   `min_keep_chars` are kept whole, larger ones are each cut to their share, each with its own
 //!   marker. When that cannot work (the small blocks take over half the budget, or a share would
 //!   not fit a marker), the text blocks are joined with newlines into one block, cut as one.
+//! - **Aggregate budget** (off by default; OpenClaw 2026.9): see [`aggregate`].
+//! - **Originals.** By default the original goes into a ref the marker names. With
+//!   `keep_originals = false` (OpenClaw) nothing is stored and the cut ends with OpenClaw's notice
+//!   (see [`notice`]).
 //! - **Deterministic.** The same result, window and settings always give the same bytes (the ref
 //!   id is the hash of the original), and a truncated result is within budget, so running the
 //!   stage again changes nothing: the cached prompt prefix stays stable.
@@ -31,9 +38,14 @@
 use serde::{Deserialize, Serialize};
 
 use crate::message::{Block, Message, TextBlock, ToolResult};
+
+pub mod aggregate;
+pub mod notice;
+
 use crate::refs::{NewRef, REF_PREFIX, RefId, RefPayload};
 use crate::tokens::estimate::is_cjk;
 use crate::tokens::{CHARS_PER_TOKEN, IMAGE_CHARS, estimate_string_chars};
+pub use aggregate::{AggregateSettings, TruncateMemory, aggregate_budget_chars};
 
 /// Largest share of the context window one tool result may take.
 pub const DEFAULT_MAX_CONTEXT_SHARE: f64 = 0.3;
@@ -73,6 +85,16 @@ const TAIL_WORDS: &[&str] = &[
     "done",
 ];
 
+/// A larger cap for larger windows (OpenClaw 2026.9's `resolveAutoLiveToolResultMaxChars`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowCap {
+    /// The cap applies to windows of at least this many tokens.
+    pub from_window_tokens: u64,
+    /// The absolute cap in characters for those windows, instead of `hard_max_chars`.
+    pub hard_max_chars: usize,
+}
+
 /// How large one tool result may be.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -81,10 +103,18 @@ pub struct TruncateSettings {
     pub enabled: bool,
     /// Largest share of the context window (in tokens × 4 characters) one result may take.
     pub max_context_share: f64,
-    /// Absolute cap in characters, whatever the window.
+    /// Absolute cap in characters for windows no `window_caps` entry covers.
     pub hard_max_chars: usize,
+    /// Caps for larger windows; of the entries whose `from_window_tokens` the window reaches,
+    /// the one with the largest threshold applies.
+    pub window_caps: Vec<WindowCap>,
     /// Characters kept at least, even when the window share is smaller.
     pub min_keep_chars: usize,
+    /// A budget for all tool results of a request together (off by default).
+    pub aggregate: AggregateSettings,
+    /// Store each cut result's original as a ref the marker names (skald); off, nothing is kept
+    /// and the cut ends with OpenClaw's notice.
+    pub keep_originals: bool,
 }
 
 impl Default for TruncateSettings {
@@ -93,7 +123,10 @@ impl Default for TruncateSettings {
             enabled: true,
             max_context_share: DEFAULT_MAX_CONTEXT_SHARE,
             hard_max_chars: DEFAULT_HARD_MAX_CHARS,
+            window_caps: Vec::new(),
             min_keep_chars: DEFAULT_MIN_KEEP_CHARS,
+            aggregate: AggregateSettings::default(),
+            keep_originals: true,
         }
     }
 }
@@ -115,6 +148,22 @@ pub enum TruncateSettingsError {
         /// The cap given.
         found: usize,
     },
+    /// A `window_caps` entry leaves no room for the marker.
+    #[error(
+        "window_caps[{index}].hard_max_chars: expected at least min_keep_chars + \
+         {MARKER_RESERVE_CHARS} (the marker) = {minimum}, found {found}"
+    )]
+    WindowCapTooSmall {
+        /// The entry's position.
+        index: usize,
+        /// The smallest cap that holds `min_keep_chars` and the marker.
+        minimum: usize,
+        /// The cap given.
+        found: usize,
+    },
+    /// An aggregate setting that makes no sense.
+    #[error("aggregate.{0}")]
+    Aggregate(String),
 }
 
 impl TruncateSettings {
@@ -131,7 +180,28 @@ impl TruncateSettings {
                 found: self.hard_max_chars,
             });
         }
-        Ok(())
+        for (index, cap) in self.window_caps.iter().enumerate() {
+            if cap.hard_max_chars < minimum {
+                return Err(TruncateSettingsError::WindowCapTooSmall {
+                    index,
+                    minimum,
+                    found: cap.hard_max_chars,
+                });
+            }
+        }
+        self.aggregate
+            .validate()
+            .map_err(TruncateSettingsError::Aggregate)
+    }
+
+    /// The absolute cap for a window of `window_tokens`: the `window_caps` entry with the
+    /// largest threshold the window reaches, else `hard_max_chars`.
+    pub fn hard_max_for(&self, window_tokens: u64) -> usize {
+        self.window_caps
+            .iter()
+            .filter(|cap| window_tokens >= cap.from_window_tokens)
+            .max_by_key(|cap| cap.from_window_tokens)
+            .map_or(self.hard_max_chars, |cap| cap.hard_max_chars)
     }
 }
 
@@ -144,7 +214,7 @@ pub fn result_budget_chars(window_tokens: u64, settings: &TruncateSettings) -> u
         0
     };
     share_chars
-        .min(settings.hard_max_chars)
+        .min(settings.hard_max_for(window_tokens))
         .max(settings.min_keep_chars.saturating_add(MARKER_RESERVE_CHARS))
 }
 
@@ -158,6 +228,12 @@ pub enum TruncateMode {
     HeadAndTail,
     /// The text blocks were joined into one block and cut as one.
     Joined,
+    /// Cut further to bring all results under the aggregate budget.
+    Aggregate,
+    /// Replaced by the elision notice to bring all results under the aggregate budget.
+    Elided,
+    /// A cut an earlier request made to fit the aggregate budget, repeated (frozen).
+    Frozen,
 }
 
 /// One truncated result.
@@ -177,8 +253,9 @@ pub struct TruncateChange {
     pub chars_before: usize,
     /// Text characters after the cut (see `chars_before`).
     pub chars_after: usize,
-    /// The ref holding the original (also in [`TruncateOutcome::new_refs`]).
-    pub ref_id: String,
+    /// The ref holding the original (also in [`TruncateOutcome::new_refs`]); `None` when the
+    /// policy keeps no originals.
+    pub ref_id: Option<String>,
     /// Why the result was cut, with the numbers that decided it.
     pub reason: String,
 }
@@ -188,8 +265,12 @@ pub struct TruncateChange {
 pub struct TruncateReport {
     /// The per-result budget used (0 when the stage did not run).
     pub budget_chars: usize,
+    /// The budget of all results together (0 when there is none).
+    pub aggregate_budget_chars: usize,
     /// How many results were cut.
     pub truncated: usize,
+    /// How many of them were cut (or elided) for the aggregate budget, frozen cuts included.
+    pub aggregate_truncated: usize,
     /// Text characters of the truncated results, before and after.
     pub chars_before: usize,
     /// Text characters of the cut results after the cut (see `chars_before`).
@@ -229,12 +310,30 @@ pub struct TruncateOutcome {
     pub new_refs: Vec<NewRef>,
 }
 
-/// Cuts every tool result whose text exceeds [`result_budget_chars`] for `context_window_tokens`.
-/// A window of 0 means "unknown" and changes nothing.
+/// Cuts every tool result whose text exceeds [`result_budget_chars`] for `context_window_tokens`
+/// (and, with an aggregate budget, as if each request were the session's first). A window of 0
+/// means "unknown" and changes nothing.
 pub fn truncate(
+    messages: Vec<Message>,
+    settings: &TruncateSettings,
+    context_window_tokens: u64,
+) -> TruncateOutcome {
+    truncate_with_memory(
+        messages,
+        settings,
+        context_window_tokens,
+        &mut TruncateMemory::default(),
+    )
+}
+
+/// [`truncate`] for one request of a session whose earlier requests `memory` remembers: with an
+/// aggregate budget, results sent before keep the bytes they were sent with (see
+/// [`aggregate`]). The caller keeps `memory` for the session's next request.
+pub fn truncate_with_memory(
     mut messages: Vec<Message>,
     settings: &TruncateSettings,
     context_window_tokens: u64,
+    memory: &mut TruncateMemory,
 ) -> TruncateOutcome {
     let mut report = TruncateReport::default();
     let mut new_refs = Vec::new();
@@ -247,12 +346,34 @@ pub fn truncate(
     }
     let budget = result_budget_chars(context_window_tokens, settings);
     report.budget_chars = budget;
+    let aggregate = settings.aggregate.enabled;
     for (message_index, message) in messages.iter_mut().enumerate() {
         for (block_index, block) in message.content.iter_mut().enumerate() {
             let Block::ToolResult(result) = block else {
                 continue;
             };
-            let Some(cut) = truncate_result(result, budget, settings) else {
+            if aggregate && aggregate::repeat_frozen(result, memory) {
+                report.truncated += 1;
+                report.aggregate_truncated += 1;
+                report.changes.push(TruncateChange {
+                    message_index,
+                    block_index,
+                    call_id: result.call_id.clone(),
+                    tool_name: result.tool_name.clone(),
+                    mode: TruncateMode::Frozen,
+                    chars_before: 0,
+                    chars_after: text_blocks(&result.content)
+                        .map(estimate_string_chars)
+                        .sum(),
+                    ref_id: None,
+                    reason: "cut on an earlier request to fit the aggregate budget; repeated \
+                             byte for byte"
+                        .to_owned(),
+                });
+                continue;
+            }
+            let Some(cut) = truncate_result(result, budget, settings.min_keep_chars, settings)
+            else {
                 continue;
             };
             report.truncated += 1;
@@ -266,14 +387,27 @@ pub fn truncate(
                 mode: cut.mode,
                 chars_before: cut.before,
                 chars_after: cut.after,
-                ref_id: cut.new_ref.id.to_string(),
+                ref_id: cut.new_ref.as_ref().map(|r| r.id.to_string()),
                 reason: format!(
                     "result text of {} chars exceeds the per-result budget of {budget} chars",
                     cut.before
                 ),
             });
-            new_refs.push(cut.new_ref);
+            new_refs.extend(cut.new_ref);
         }
+    }
+    if aggregate {
+        let aggregate_budget = aggregate_budget_chars(context_window_tokens, settings);
+        report.aggregate_budget_chars = aggregate_budget;
+        aggregate::apply(
+            &mut messages,
+            settings,
+            aggregate_budget,
+            memory,
+            &mut report,
+            &mut new_refs,
+        );
+        memory.remember_sent(&messages);
     }
     TruncateOutcome {
         messages,
@@ -282,11 +416,29 @@ pub fn truncate(
     }
 }
 
-struct Cut {
-    new_ref: NewRef,
-    mode: TruncateMode,
-    before: usize,
-    after: usize,
+pub(super) struct Cut {
+    /// The original, when the policy keeps originals.
+    pub(super) new_ref: Option<NewRef>,
+    pub(super) mode: TruncateMode,
+    pub(super) before: usize,
+    pub(super) after: usize,
+}
+
+/// What a cut ends with: a marker naming the original's ref, or OpenClaw's notice.
+#[derive(Clone, Copy)]
+enum Marker<'a> {
+    Ref(&'a RefId),
+    Notice,
+}
+
+impl Marker<'_> {
+    /// Length of the marker for any omitted count up to `omitted`.
+    fn len(self, omitted: usize) -> usize {
+        match self {
+            Marker::Ref(_) => marker_len(omitted),
+            Marker::Notice => notice::notice_len(omitted),
+        }
+    }
 }
 
 /// How the budget is spread over a result's text blocks.
@@ -300,9 +452,12 @@ enum Plan {
 /// point is 3 or 4 bytes and weighs 4), so a text of `budget / 2` bytes never needs measuring.
 const MAX_CHARS_PER_BYTE: usize = 2;
 
-fn truncate_result(
+/// Cuts `result`'s text to `budget` characters, keeping at least `min_keep` of each cut text
+/// where the budget allows.
+pub(super) fn truncate_result(
     result: &mut ToolResult,
     budget: usize,
+    min_keep: usize,
     settings: &TruncateSettings,
 ) -> Option<Cut> {
     let bytes: usize = text_blocks(&result.content).map(str::len).sum();
@@ -322,14 +477,29 @@ fn truncate_result(
     if before <= budget {
         return None;
     }
-    let plan = plan(&weights, before, budget, settings);
     let original = std::mem::take(&mut result.content);
-    let new_ref = NewRef::new(RefPayload::new(original));
-    let (content, mode) = match plan {
-        Plan::PerBlock(allocs) => {
-            cut_blocks(&new_ref.payload.blocks, &allocs, &new_ref.id, settings)
-        }
-        Plan::Joined => cut_joined(&new_ref.payload.blocks, budget, &new_ref.id, settings),
+    let (new_ref, content, mode) = if settings.keep_originals {
+        let new_ref = NewRef::new(RefPayload::new(original));
+        let marker = Marker::Ref(&new_ref.id);
+        let (content, mode) = cut_planned(
+            &new_ref.payload.blocks,
+            &weights,
+            before,
+            budget,
+            min_keep,
+            marker,
+        );
+        (Some(new_ref), content, mode)
+    } else {
+        let (content, mode) = cut_planned(
+            &original,
+            &weights,
+            before,
+            budget,
+            min_keep,
+            Marker::Notice,
+        );
+        (None, content, mode)
     };
     let after = text_blocks(&content).map(estimate_string_chars).sum();
     result.content = content;
@@ -341,7 +511,21 @@ fn truncate_result(
     })
 }
 
-fn text_blocks(blocks: &[Block]) -> impl Iterator<Item = &str> {
+fn cut_planned(
+    original: &[Block],
+    weights: &[Option<usize>],
+    before: usize,
+    budget: usize,
+    min_keep: usize,
+    marker: Marker<'_>,
+) -> (Vec<Block>, TruncateMode) {
+    match plan(weights, before, budget, min_keep, marker) {
+        Plan::PerBlock(allocs) => cut_blocks(original, &allocs, marker, min_keep),
+        Plan::Joined => cut_joined(original, budget, marker, min_keep),
+    }
+}
+
+pub(super) fn text_blocks(blocks: &[Block]) -> impl Iterator<Item = &str> {
     blocks
         .iter()
         .filter_map(Block::as_text)
@@ -352,16 +536,15 @@ fn plan(
     weights: &[Option<usize>],
     total: usize,
     budget: usize,
-    settings: &TruncateSettings,
+    min_keep: usize,
+    marker: Marker<'_>,
 ) -> Plan {
     let texts = weights.iter().flatten().count();
     if texts == 1 {
         return Plan::PerBlock(weights.iter().map(|w| w.map(|_| budget)).collect());
     }
-    let marker = marker_len(total);
-    let small_limit = settings
-        .min_keep_chars
-        .max(marker + MIN_BLOCK_CONTENT_CHARS);
+    let marker = marker.len(total);
+    let small_limit = min_keep.max(marker + MIN_BLOCK_CONTENT_CHARS);
     let small_sum: usize = weights
         .iter()
         .flatten()
@@ -391,26 +574,28 @@ fn plan(
 fn cut_blocks(
     original: &[Block],
     allocs: &[Option<usize>],
-    id: &RefId,
-    settings: &TruncateSettings,
+    marker: Marker<'_>,
+    min_keep: usize,
 ) -> (Vec<Block>, TruncateMode) {
     let mut mode = TruncateMode::Head;
     let content = original
         .iter()
         .zip(allocs)
         .map(|(block, alloc)| match (block, alloc) {
-            (Block::Text(text), Some(alloc)) => match cut_text(&text.text, *alloc, id, settings) {
-                Some((cut, kept_tail)) => {
-                    if kept_tail {
-                        mode = TruncateMode::HeadAndTail;
+            (Block::Text(text), Some(alloc)) => {
+                match cut_text(&text.text, *alloc, marker, min_keep) {
+                    Some((cut, kept_tail)) => {
+                        if kept_tail {
+                            mode = TruncateMode::HeadAndTail;
+                        }
+                        Block::Text(TextBlock {
+                            text: cut,
+                            extra: text.extra.clone(),
+                        })
                     }
-                    Block::Text(TextBlock {
-                        text: cut,
-                        extra: text.extra.clone(),
-                    })
+                    None => block.clone(),
                 }
-                None => block.clone(),
-            },
+            }
             _ => block.clone(),
         })
         .collect();
@@ -420,11 +605,11 @@ fn cut_blocks(
 fn cut_joined(
     original: &[Block],
     budget: usize,
-    id: &RefId,
-    settings: &TruncateSettings,
+    marker: Marker<'_>,
+    min_keep: usize,
 ) -> (Vec<Block>, TruncateMode) {
     let joined = text_blocks(original).collect::<Vec<_>>().join("\n");
-    let cut = cut_text(&joined, budget, id, settings).map_or(joined, |(cut, _)| cut);
+    let cut = cut_text(&joined, budget, marker, min_keep).map_or(joined, |(cut, _)| cut);
     let mut text = Some(cut);
     let mut content = Vec::with_capacity(original.len());
     for block in original {
@@ -465,15 +650,18 @@ fn marker_len(omitted: usize) -> usize {
 fn cut_text(
     text: &str,
     alloc: usize,
-    id: &RefId,
-    settings: &TruncateSettings,
+    marker: Marker<'_>,
+    min_keep: usize,
 ) -> Option<(String, bool)> {
+    let id = match marker {
+        Marker::Ref(id) => id,
+        Marker::Notice => return notice::cut_text(text, alloc, min_keep),
+    };
     let total = estimate_string_chars(text);
     if total <= alloc {
         return None;
     }
     let keep = alloc.saturating_sub(marker_len(total));
-    let min_keep = settings.min_keep_chars;
     if keep > min_keep.saturating_mul(2) && has_important_tail(text) {
         let tail_budget = ((keep as f64 * TAIL_SHARE) as usize).min(TAIL_MAX_CHARS);
         let head_budget = keep - tail_budget;
@@ -523,7 +711,7 @@ fn cut_tail(text: &str, budget: usize) -> usize {
     }
 }
 
-fn has_important_tail(text: &str) -> bool {
+pub(super) fn has_important_tail(text: &str) -> bool {
     let tail = text
         .get(suffix_start(text, IMPORTANT_TAIL_WINDOW_CHARS)..)
         .unwrap_or_default();

@@ -3,15 +3,20 @@
 //!
 //! A user turn starts at a [`Role::User`] message; tool-result messages ([`Role::ToolResult`],
 //! which is where every decoder puts results, Anthropic's included) never start one. The cut lies
-//! exactly on a user message, so a call and its results are never split. Leading system messages
-//! (the contiguous run of [`Role::System`] at the start) are always kept; everything else before
-//! the cut — including a system message in the middle of dropped history — is dropped.
+//! exactly on a user message, so a call and its results are never split. The leading prelude —
+//! the contiguous run of messages at the start that are neither user nor assistant messages
+//! (system prompts, a host's compaction or branch summary) — is always kept, as OpenClaw keeps
+//! its `compactionSummary`/`branchSummary` prelude; everything else before the cut, including a
+//! system message in the middle of dropped history, is dropped.
 //!
-//! Batched eviction (`batch`, OpenClaw's newer hysteresis): with `limit` N and `batch` B the stage
-//! keeps between N and N + B turns and, once N + B would be exceeded, drops B + 1 turns at once.
-//! The number of dropped turns only changes every B + 1 turns, so the kept history keeps the same
-//! first message — and the provider's cached prefix — for B + 1 consecutive requests instead of
-//! moving on every turn. `batch = 0` is the classic behaviour (always exactly the last N turns).
+//! Batched eviction (`batch`): with `limit` N and `batch` B the stage keeps between N and N + B
+//! turns and, once N + B would be exceeded, drops B + 1 turns at once. The number of dropped turns
+//! only changes every B + 1 turns, so the kept history keeps the same first message — and the
+//! provider's cached prefix — for B + 1 consecutive requests instead of moving on every turn.
+//! `batch = 0` is the classic behaviour of seed 003 (always exactly the last N turns);
+//! `batch = "half"` is OpenClaw 2026.9's `limitHistoryTurns`, which always batches: nothing is cut
+//! until `ceil(N × 1.5)` user turns, then it keeps `N + (excess mod batch size)` — the same rule
+//! with B = `ceil(N / 2)`.
 //!
 //! Cost: one pass over the roles; messages are moved, never cloned.
 
@@ -24,15 +29,57 @@ use crate::message::{Message, Role};
 /// Largest `batch` accepted: beyond this, "evict in batches" means "never evict" in practice.
 pub const MAX_BATCH: usize = 10_000;
 
+/// How many extra turns the limit tolerates before it evicts, all at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TurnBatch {
+    /// A fixed number of extra turns (0 = classic, evict every turn).
+    Turns(usize),
+    /// A number derived from the limit.
+    Rule(BatchRule),
+}
+
+/// A batch size derived from the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BatchRule {
+    /// `ceil(limit / 2)` extra turns: OpenClaw 2026.9's `limitHistoryTurns`, which cuts nothing
+    /// until `ceil(limit × 1.5)` user turns.
+    Half,
+}
+
+impl Default for TurnBatch {
+    fn default() -> TurnBatch {
+        TurnBatch::Turns(0)
+    }
+}
+
+impl From<usize> for TurnBatch {
+    fn from(turns: usize) -> TurnBatch {
+        TurnBatch::Turns(turns)
+    }
+}
+
+impl TurnBatch {
+    /// Extra turns tolerated for `limit`.
+    pub fn turns(self, limit: usize) -> usize {
+        match self {
+            TurnBatch::Turns(turns) => turns,
+            TurnBatch::Rule(BatchRule::Half) => limit.div_ceil(2),
+        }
+    }
+}
+
 /// How many user turns to keep.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TurnLimitSettings {
-    /// Keep the last `limit` user turns; `None` or 0 keeps everything (the seed's default: no
-    /// limit).
+    /// Keep the last `limit` user turns; `None` or 0 keeps everything (the default of seed 003
+    /// and of OpenClaw, whose limit comes only from a channel's `dmHistoryLimit`/`historyLimit`).
     pub limit: Option<usize>,
-    /// Extra turns tolerated before evicting, all at once (0 = classic, evict every turn).
-    pub batch: usize,
+    /// Extra turns tolerated before evicting, all at once: a number (0 = classic, evict every
+    /// turn) or `"half"` (OpenClaw 2026.9).
+    pub batch: TurnBatch,
 }
 
 /// A turn-limit setting that makes no sense.
@@ -49,13 +96,17 @@ pub enum TurnLimitSettingsError {
 impl TurnLimitSettings {
     /// Rejects settings that cannot be what the author meant.
     pub fn validate(&self) -> Result<(), TurnLimitSettingsError> {
-        if self.batch > MAX_BATCH {
-            return Err(TurnLimitSettingsError::BatchTooLarge(self.batch));
+        match self.batch {
+            TurnBatch::Turns(batch) if batch > MAX_BATCH => {
+                Err(TurnLimitSettingsError::BatchTooLarge(batch))
+            }
+            TurnBatch::Turns(batch) if batch > 0 && self.active_limit().is_none() => {
+                Err(TurnLimitSettingsError::BatchWithoutLimit(batch))
+            }
+            // A rule derives the batch from the limit, so without a limit it simply waits for
+            // one (a preset sets the rule, the user the limit).
+            TurnBatch::Turns(_) | TurnBatch::Rule(BatchRule::Half) => Ok(()),
         }
-        if self.batch > 0 && self.active_limit().is_none() {
-            return Err(TurnLimitSettingsError::BatchWithoutLimit(self.batch));
-        }
-        Ok(())
     }
 
     fn active_limit(&self) -> Option<usize> {
@@ -72,7 +123,8 @@ pub struct TurnLimitReport {
     pub turns_dropped: usize,
     /// Messages dropped with those turns.
     pub messages_dropped: usize,
-    /// Leading system messages kept in front of the cut.
+    /// Leading prelude messages (neither user nor assistant: system prompts, host summaries)
+    /// kept in front of the cut.
     pub system_messages_kept: usize,
     /// Input indices of the dropped messages (`None` when nothing was dropped).
     pub dropped: Option<Range<usize>>,
@@ -108,7 +160,7 @@ pub fn turns_to_drop(turns: usize, limit: usize, batch: usize) -> usize {
     (turns - limit) / step * step
 }
 
-/// Keeps the last `settings.limit` user turns (plus leading system messages); see the module docs.
+/// Keeps the last `settings.limit` user turns (plus the leading prelude); see the module docs.
 pub fn limit_turns(
     mut messages: Vec<Message>,
     settings: &TurnLimitSettings,
@@ -118,7 +170,8 @@ pub fn limit_turns(
         return (messages, report);
     };
     report.turns_before = messages.iter().filter(|m| m.role == Role::User).count();
-    let drop_turns = turns_to_drop(report.turns_before, limit, settings.batch);
+    let batch = settings.batch.turns(limit);
+    let drop_turns = turns_to_drop(report.turns_before, limit, batch);
     if drop_turns == 0 {
         return (messages, report);
     }
@@ -134,7 +187,7 @@ pub fn limit_turns(
     };
     let lead = messages
         .iter()
-        .take_while(|m| m.role == Role::System)
+        .take_while(|m| !matches!(m.role, Role::User | Role::Assistant))
         .count()
         .min(cut);
     messages.drain(lead..cut);
@@ -147,7 +200,7 @@ pub fn limit_turns(
          user turns (limit {limit}, batch {})",
         report.turns_before,
         report.turns_before - drop_turns,
-        settings.batch
+        batch
     ));
     (messages, report)
 }
@@ -170,5 +223,15 @@ mod tests {
         }
         assert_eq!(turns_to_drop(10, 0, 3), 0);
         assert_eq!(turns_to_drop(10, 3, usize::MAX), 0);
+    }
+
+    #[test]
+    fn half_batch_is_openclaw_hysteresis() {
+        // OpenClaw: maxUserTurns = ceil(limit * 1.5), batch size = maxUserTurns - limit + 1.
+        for limit in 1..20usize {
+            let batch = TurnBatch::Rule(BatchRule::Half).turns(limit);
+            let max_user_turns = (limit * 3).div_ceil(2);
+            assert_eq!(batch + 1, max_user_turns - limit + 1, "limit {limit}");
+        }
     }
 }

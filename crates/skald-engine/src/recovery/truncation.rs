@@ -195,6 +195,8 @@ fn apply(
     }
     let capped = TruncateSettings {
         hard_max_chars: budget.min(settings.hard_max_chars),
+        // The budget is the cap whatever the window.
+        window_caps: Vec::new(),
         ..settings.clone()
     };
     let outcome = truncate(vec![candidate.stored.clone()], &capped, window);

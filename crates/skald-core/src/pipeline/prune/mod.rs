@@ -11,20 +11,37 @@
 //!    Characters are estimator characters ([`crate::tokens::estimate_chars`]: CJK ×4, image 8,000).
 //! 3. **Protected:** everything before the first user message (bootstrap reads), everything from
 //!    the Nth-from-last assistant on [N = 3; 0 = nothing protected; fewer than N assistants ⇒ no
-//!    pruning], results holding an image, and tools the allow/deny globs exclude (case-insensitive,
-//!    deny wins, empty allow = all; a result without a tool name takes the name of its call).
+//!    pruning], results holding an image unless `trim_images` is on, and tools the allow/deny
+//!    globs exclude (case-insensitive, deny wins, empty allow = all; a result without a tool name
+//!    takes the name of its call).
 //! 4. If `total / char_window < soft_trim_ratio` [0.3] nothing changes. Otherwise every prunable
 //!    result whose text (blocks joined by newlines) exceeds `soft_trim.max_chars` \[4,000\]
 //!    becomes head \[1,500\] + `"\n...\n"` + tail \[1,500\] + `"\n\n[Tool result trimmed: kept
 //!    first H chars and last T chars of N chars.]"`, head and tail taken across block boundaries.
+//!    With `trim_images` every image block of a prunable result counts as the text
+//!    `[image removed during context pruning]`, and a result holding an image is rewritten even
+//!    when its text is short (the images leave, their markers stay).
 //! 5. If the ratio is still ≥ `hard_clear_ratio` [0.5] and the prunable results hold at least
 //!    `min_prunable_tool_chars` \[50,000\], results are replaced by the placeholder ["[Old tool
 //!    result content cleared]"], oldest first, until the ratio drops below `hard_clear_ratio`.
 //!
+//! 6. With `sticky`, every result trimmed or cleared is recorded in the caller's [`PruneMarks`]
+//!    and stays trimmed or cleared on every later request, before the gate (see [`marks`]).
+//!
+//! **Seed 003 and OpenClaw 2026.9.** The defaults are the seed's. OpenClaw 2026.9
+//! (`pruneExpiredCacheTtlToolResults`) keeps the same algorithm with three changes, which the
+//! `openclaw` preset turns on: pruning is sticky, images are trimmed too (8,000 characters each),
+//! and the tuning knobs are retired — its ratios (0.3, 0.5), the protected assistants (3), the
+//! 50,000-character minimum and the soft-trim sizes (4,000 / 1,500 / 1,500) are fixed at the
+//! defaults here; only `ttl`, `hardClear` (switch and placeholder) and the tool globs remain
+//! settings. skald keeps the retired knobs for `openclaw-seed` and custom policies.
+//!
 //! Differences from OpenClaw, all deliberate: a trim or clear that would not make a result
 //! shorter is skipped (so pruning never grows the context); tool results are blocks, so an
 //! Anthropic-style message holding several results is pruned result by result; non-text,
-//! non-image blocks (opaque) survive a soft trim; a trim or clear that cuts out a ref placeholder
+//! non-image blocks (opaque) survive a soft trim (OpenClaw drops them); characters are the
+//! estimator's for every role (OpenClaw counts a tool call's arguments but not its name, and 256
+//! for a message of another role); a trim or clear that cuts out a ref placeholder
 //! (`[REF_ID: …]`, e.g. from an earlier offload or truncation) names that ref in its note, so a
 //! stored original stays reachable.
 //!
@@ -36,24 +53,30 @@
 //! Cost: the gate is O(1); below the soft-trim ratio the stage is one estimating pass over the
 //! messages; messages are moved, and only the results that change are rebuilt.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::{Block, Message, Role, TextBlock, ToolResult};
-use crate::refs::{self, NewRef, REF_PREFIX, RefId, RefPayload};
-use crate::tokens::{CHARS_PER_TOKEN, estimate_messages_chars, estimate_string_chars};
+use crate::message::{Block, Message, Role, ToolResult};
+use crate::refs::NewRef;
+use crate::tokens::{CHARS_PER_TOKEN, estimate_messages_chars};
 
-use super::truncate::{content_chars, prefix_end, suffix_start};
+use super::truncate::content_chars;
 
+mod cut;
 mod globs;
+pub mod marks;
 #[cfg(test)]
 mod tests;
 
+pub use cut::IMAGE_REMOVED_MARKER;
+use cut::{hard_clear, has_image, soft_trim};
+#[cfg(test)]
+use cut::{take_head, take_tail};
 use globs::CompiledMatch;
 #[cfg(test)]
 use globs::glob_match;
+pub use marks::{PruneMark, PruneMarks};
 
 /// How long a provider's prompt cache lives without use (Anthropic's 5 minutes), in `cache-ttl`
 /// mode.
@@ -171,6 +194,12 @@ pub struct PruneSettings {
     pub tools: ToolMatch,
     /// Return trimmed and cleared originals as refs and name them in the context.
     pub keep_originals: bool,
+    /// Keep every trimmed or cleared result so on later requests (OpenClaw 2026.9); off, each
+    /// prune decides afresh (seed 003).
+    pub sticky: bool,
+    /// Trim results that hold images too, each image becoming a marker (OpenClaw 2026.9); off,
+    /// results holding an image are protected (seed 003).
+    pub trim_images: bool,
 }
 
 impl Default for PruneSettings {
@@ -186,6 +215,8 @@ impl Default for PruneSettings {
             hard_clear: HardClearSettings::default(),
             tools: ToolMatch::default(),
             keep_originals: false,
+            sticky: false,
+            trim_images: false,
         }
     }
 }
@@ -402,7 +433,9 @@ pub struct PruneReport {
     pub trimmed: usize,
     /// How many results were cleared.
     pub cleared: usize,
-    /// Every change, in message order.
+    /// How many results were kept trimmed or cleared by an earlier request's mark (`sticky`).
+    pub sticky: usize,
+    /// Every change: re-applied marks first, then this prune's, each in message order.
     pub changes: Vec<PruneChange>,
 }
 
@@ -470,16 +503,46 @@ pub fn prune(messages: Vec<Message>, settings: &PruneSettings, env: PruneEnv) ->
 }
 
 /// Prunes; with `keep_originals`, `summarize` writes the summary of each cleared result's ref
-/// placeholder (it is not called otherwise).
+/// placeholder (it is not called otherwise). Marks of a `sticky` policy last for this call only;
+/// use [`prune_with_marks`] to keep them between requests.
 pub fn prune_with(
-    mut messages: Vec<Message>,
+    messages: Vec<Message>,
     settings: &PruneSettings,
     env: PruneEnv,
     summarize: &mut dyn FnMut(&ClearedResult<'_>) -> String,
 ) -> PruneOutcome {
+    prune_with_marks(
+        messages,
+        settings,
+        env,
+        &mut PruneMarks::default(),
+        summarize,
+    )
+}
+
+/// Prunes, re-applying and extending `marks` when the policy is `sticky` (see [`marks`]); the
+/// caller keeps `marks` for the session's next request.
+pub fn prune_with_marks(
+    mut messages: Vec<Message>,
+    settings: &PruneSettings,
+    env: PruneEnv,
+    marks: &mut PruneMarks,
+    summarize: &mut dyn FnMut(&ClearedResult<'_>) -> String,
+) -> PruneOutcome {
     let mut report = PruneReport::default();
-    let mut clock = env.clock;
-    let skip = |mut report: PruneReport, messages, skip: PruneSkip| {
+    let mut new_refs = Vec::new();
+    let clock = env.clock;
+    if settings.sticky && !marks.is_empty() {
+        reapply_marks(
+            &mut messages,
+            settings,
+            marks,
+            &mut new_refs,
+            summarize,
+            &mut report,
+        );
+    }
+    let skip = |mut report: PruneReport, messages, new_refs, skip: PruneSkip| {
         report.skipped_by_ttl =
             matches!(skip, PruneSkip::NoCacheTouch | PruneSkip::CacheWarm { .. });
         report.skipped = Some(skip);
@@ -488,13 +551,14 @@ pub fn prune_with(
         PruneOutcome {
             messages,
             report,
-            new_refs: Vec::new(),
+            new_refs,
             clock,
         }
     };
     if let Some(reason) = gate(settings, &env) {
-        return skip(report, messages, reason);
+        return skip(report, messages, new_refs, reason);
     }
+    let mut clock = clock;
     let char_window = usize::try_from(env.context_window_tokens)
         .unwrap_or(usize::MAX)
         .saturating_mul(CHARS_PER_TOKEN);
@@ -508,6 +572,7 @@ pub fn prune_with(
         return skip(
             report,
             messages,
+            new_refs,
             PruneSkip::TooFewAssistants { found, needed },
         );
     };
@@ -520,12 +585,15 @@ pub fn prune_with(
     report.chars_before = total;
     report.ratio_before = ratio(total);
     if report.ratio_before < settings.soft_trim_ratio {
-        return skip(report, messages, PruneSkip::BelowSoftTrimRatio);
+        return skip(report, messages, new_refs, PruneSkip::BelowSoftTrimRatio);
     }
 
-    let mut candidates = collect_candidates(&messages, prune_start, cutoff, &settings.tools);
+    // A cleared result is final: OpenClaw never counts it among the candidates again.
+    let cleared_before =
+        |call_id: &str| settings.sticky && marks.get(call_id) == Some(PruneMark::Cleared);
+    let mut candidates =
+        collect_candidates(&messages, prune_start, cutoff, settings, &cleared_before);
     report.prunable_results = candidates.len();
-    let mut new_refs = Vec::new();
 
     for candidate in &mut candidates {
         let Some(result) = result_mut(&mut messages, candidate) else {
@@ -536,6 +604,9 @@ pub fn prune_with(
         };
         total = total - change.chars_before + change.chars_after;
         report.trimmed += 1;
+        if settings.sticky {
+            marks.record(&change.call_id, PruneMark::Trimmed);
+        }
         report.changes.push(change);
     }
 
@@ -560,13 +631,17 @@ pub fn prune_with(
             };
             total = total - change.chars_before + change.chars_after;
             report.cleared += 1;
+            if settings.sticky {
+                marks.record(&change.call_id, PruneMark::Cleared);
+            }
             report.changes.push(change);
         }
     }
 
     report.chars_after = total;
     report.ratio_after = ratio(total);
-    if !report.changes.is_empty() {
+    // Only a new prune rewrites the cached prefix; re-applied marks repeat earlier bytes.
+    if report.trimmed + report.cleared > 0 {
         clock.touch(env.now_ms);
     }
     PruneOutcome {
@@ -574,6 +649,64 @@ pub fn prune_with(
         report,
         new_refs,
         clock,
+    }
+}
+
+/// Trims or clears again every result `marks` names, as the earlier request did.
+fn reapply_marks(
+    messages: &mut [Message],
+    settings: &PruneSettings,
+    marks: &PruneMarks,
+    new_refs: &mut Vec<NewRef>,
+    summarize: &mut dyn FnMut(&ClearedResult<'_>) -> String,
+    report: &mut PruneReport,
+) {
+    let mut marked = Vec::new();
+    let mut call_names: HashMap<String, String> = HashMap::new();
+    for (message_index, message) in messages.iter().enumerate() {
+        for (block_index, block) in message.content.iter().enumerate() {
+            match block {
+                Block::ToolCall(call) => {
+                    call_names.insert(call.id.clone(), call.name.clone());
+                }
+                Block::ToolResult(result) => {
+                    if let Some(mark) = marks.get(&result.call_id) {
+                        let tool_name = result
+                            .tool_name
+                            .clone()
+                            .or_else(|| call_names.get(&result.call_id).cloned());
+                        let candidate = Candidate {
+                            message: message_index,
+                            block: block_index,
+                            tool_name,
+                            chars: content_chars(&result.content),
+                            original_ref: None,
+                        };
+                        marked.push((candidate, mark));
+                    }
+                }
+                Block::Text(_) | Block::Image(_) | Block::Thinking(_) | Block::Opaque(_) => {}
+            }
+        }
+    }
+    for (mut candidate, mark) in marked {
+        let change = match mark {
+            PruneMark::Trimmed => result_mut(messages, &candidate)
+                .and_then(|result| soft_trim(result, &mut candidate, settings, new_refs)),
+            PruneMark::Cleared => hard_clear(
+                messages,
+                &mut candidate,
+                settings,
+                new_refs,
+                summarize,
+                f64::NAN,
+            ),
+        };
+        if let Some(mut change) = change {
+            change.reason = format!("sticky: pruned on an earlier request ({mark:?})");
+            report.sticky += 1;
+            report.changes.push(change);
+        }
     }
 }
 
@@ -627,9 +760,10 @@ fn collect_candidates(
     messages: &[Message],
     prune_start: usize,
     cutoff: usize,
-    tools: &ToolMatch,
+    settings: &PruneSettings,
+    cleared_before: &dyn Fn(&str) -> bool,
 ) -> Vec<Candidate> {
-    let filter = CompiledMatch::new(tools);
+    let filter = CompiledMatch::new(&settings.tools);
     // The name of the most recent call with each id: Anthropic and OpenAI results do not carry
     // their tool's name.
     let mut call_names: HashMap<&str, &str> = HashMap::new();
@@ -641,7 +775,10 @@ fn collect_candidates(
                     call_names.insert(&call.id, &call.name);
                 }
                 Block::ToolResult(result) => {
-                    if message_index < prune_start || has_image(&result.content) {
+                    if message_index < prune_start
+                        || (!settings.trim_images && has_image(&result.content))
+                        || cleared_before(&result.call_id)
+                    {
                         continue;
                     }
                     let name = result
@@ -666,10 +803,6 @@ fn collect_candidates(
     candidates
 }
 
-fn has_image(blocks: &[Block]) -> bool {
-    blocks.iter().any(|block| matches!(block, Block::Image(_)))
-}
-
 fn result_mut<'a>(
     messages: &'a mut [Message],
     candidate: &Candidate,
@@ -679,274 +812,4 @@ fn result_mut<'a>(
         .content
         .get_mut(candidate.block)?
         .as_tool_result_mut()
-}
-
-/// A 64-character id for measuring texts before the real one is computed.
-fn dummy_id() -> RefId {
-    RefId::of_bytes(b"")
-}
-
-fn trim_note(head: usize, tail: usize, total: usize, id: Option<&RefId>) -> String {
-    match id {
-        None => format!(
-            "[Tool result trimmed: kept first {head} chars and last {tail} chars of {total} chars.]"
-        ),
-        Some(id) => format!(
-            "[Tool result trimmed: kept first {head} chars and last {tail} chars of {total} \
-             chars; full output: {REF_PREFIX}{id}] - call fetch_original_data with this ref id \
-             to read it.]"
-        ),
-    }
-}
-
-fn soft_trim(
-    result: &mut ToolResult,
-    candidate: &mut Candidate,
-    settings: &PruneSettings,
-    new_refs: &mut Vec<NewRef>,
-) -> Option<PruneChange> {
-    let trim = &settings.soft_trim;
-    let parts = text_parts(&result.content);
-    let separators = parts.len().saturating_sub(1);
-    let raw_len = parts
-        .iter()
-        .map(|p| estimate_string_chars(p))
-        .sum::<usize>()
-        + separators;
-    if raw_len <= trim.max_chars || trim.head_chars.saturating_add(trim.tail_chars) >= raw_len {
-        return None;
-    }
-    let head = take_head(&parts, trim.head_chars);
-    let tail = take_tail(&parts, trim.tail_chars);
-    let body = format!("{head}\n...\n{tail}\n\n");
-    let keep = settings.keep_originals;
-    // Without a ref of its own, the trimmed text must still name the refs it cuts out.
-    let plain_note = (!keep).then(|| {
-        trim_note(trim.head_chars, trim.tail_chars, raw_len, None)
-            + &carried_suffix(&carried_refs(&parts, &[&head, &tail]))
-    });
-    let note_len = match &plain_note {
-        Some(note) => note.len(),
-        None => trim_note(trim.head_chars, trim.tail_chars, raw_len, Some(&dummy_id())).len(),
-    };
-    let text_chars: usize = parts.iter().map(|p| estimate_string_chars(p)).sum();
-    let after = candidate.chars - text_chars + estimate_string_chars(&body) + note_len;
-    if after >= candidate.chars {
-        return None;
-    }
-    let original = std::mem::take(&mut result.content);
-    let (content, ref_id) = match plain_note {
-        None => {
-            let new_ref = NewRef::new(RefPayload::new(original));
-            let note = trim_note(trim.head_chars, trim.tail_chars, raw_len, Some(&new_ref.id));
-            let content = rebuild(
-                new_ref.payload.blocks.iter().map(Cow::Borrowed),
-                body + &note,
-            );
-            let id = new_ref.id.to_string();
-            candidate.original_ref = Some(new_refs.len());
-            new_refs.push(new_ref);
-            (content, Some(id))
-        }
-        Some(note) => (
-            rebuild(original.into_iter().map(Cow::Owned), body + &note),
-            None,
-        ),
-    };
-    result.content = content;
-    let before = candidate.chars;
-    candidate.chars = content_chars(&result.content);
-    Some(PruneChange {
-        message_index: candidate.message,
-        block_index: candidate.block,
-        call_id: result.call_id.clone(),
-        tool_name: candidate.tool_name.clone(),
-        action: PruneAction::Trimmed,
-        chars_before: before,
-        chars_after: candidate.chars,
-        ref_id,
-        reason: format!(
-            "soft trim: result text of {raw_len} chars exceeds soft_trim.max_chars {}",
-            trim.max_chars
-        ),
-    })
-}
-
-fn hard_clear(
-    messages: &mut [Message],
-    candidate: &mut Candidate,
-    settings: &PruneSettings,
-    new_refs: &mut Vec<NewRef>,
-    summarize: &mut dyn FnMut(&ClearedResult<'_>) -> String,
-    ratio: f64,
-) -> Option<PruneChange> {
-    let keep = settings.keep_originals;
-    let summary = if keep {
-        let result = result_mut(messages, candidate)?;
-        let content = match candidate.original_ref.and_then(|i| new_refs.get(i)) {
-            Some(original) => original.payload.blocks.as_slice(),
-            None => result.content.as_slice(),
-        };
-        Some(summarize(&ClearedResult {
-            call_id: &result.call_id,
-            tool_name: candidate.tool_name.as_deref(),
-            content,
-            chars: content_chars(content),
-        }))
-    } else {
-        None
-    };
-    let plain = summary.is_none().then(|| {
-        let texts: Vec<&str> = result_mut(messages, candidate)
-            .map(|result| text_parts(&result.content))
-            .unwrap_or_default();
-        settings.hard_clear.placeholder.clone() + &carried_suffix(&carried_refs(&texts, &[]))
-    });
-    let after = match (&summary, &plain) {
-        (Some(summary), _) => estimate_string_chars(&refs::placeholder(&dummy_id(), summary)),
-        (None, Some(plain)) => estimate_string_chars(plain),
-        (None, None) => return None,
-    };
-    if after >= candidate.chars {
-        return None;
-    }
-    let result = result_mut(messages, candidate)?;
-    let original = std::mem::take(&mut result.content);
-    let (text, ref_id) = match summary {
-        None => (plain.unwrap_or_default(), None),
-        Some(summary) => {
-            let id = match candidate.original_ref.and_then(|i| new_refs.get(i)) {
-                // A soft trim in this prune already kept the original.
-                Some(original_ref) => original_ref.id.clone(),
-                None => {
-                    let new_ref = NewRef::new(RefPayload::new(original));
-                    let id = new_ref.id.clone();
-                    new_refs.push(new_ref);
-                    id
-                }
-            };
-            (refs::placeholder(&id, &summary), Some(id.to_string()))
-        }
-    };
-    result.content = vec![Block::text(text)];
-    let before = candidate.chars;
-    candidate.chars = content_chars(&result.content);
-    Some(PruneChange {
-        message_index: candidate.message,
-        block_index: candidate.block,
-        call_id: result.call_id.clone(),
-        tool_name: candidate.tool_name.clone(),
-        action: PruneAction::Cleared,
-        chars_before: before,
-        chars_after: candidate.chars,
-        ref_id,
-        reason: format!(
-            "hard clear: context ratio {ratio:.3} at or above hard_clear_ratio {}",
-            settings.hard_clear_ratio
-        ),
-    })
-}
-
-fn text_parts(blocks: &[Block]) -> Vec<&str> {
-    blocks
-        .iter()
-        .filter_map(Block::as_text)
-        .map(|text| text.text.as_str())
-        .collect()
-}
-
-/// Ref ids named in `texts` but in none of `kept`, in order of appearance, without repeats: a
-/// result that already pointed at stored originals keeps pointing at them when cut.
-fn carried_refs(texts: &[&str], kept: &[&str]) -> Vec<RefId> {
-    let kept: Vec<RefId> = kept
-        .iter()
-        .flat_map(|text| refs::ref_ids_in(text))
-        .collect();
-    let mut carried: Vec<RefId> = Vec::new();
-    for id in texts.iter().flat_map(|text| refs::ref_ids_in(text)) {
-        if !kept.contains(&id) && !carried.contains(&id) {
-            carried.push(id);
-        }
-    }
-    carried
-}
-
-fn carried_suffix(ids: &[RefId]) -> String {
-    if ids.is_empty() {
-        return String::new();
-    }
-    let tokens: Vec<String> = ids.iter().map(|id| format!("{REF_PREFIX}{id}]")).collect();
-    format!(" Refs in the removed part: {}", tokens.join(" "))
-}
-
-/// `blocks` with their text blocks replaced by one block holding `text`, where the first text
-/// block was; other blocks stay in place.
-fn rebuild<'a>(blocks: impl Iterator<Item = Cow<'a, Block>>, text: String) -> Vec<Block> {
-    let mut text = Some(text);
-    let mut out = Vec::new();
-    for block in blocks {
-        if let Block::Text(first) = block.as_ref() {
-            if let Some(text) = text.take() {
-                out.push(Block::Text(TextBlock {
-                    text,
-                    extra: first.extra.clone(),
-                }));
-            }
-        } else {
-            out.push(block.into_owned());
-        }
-    }
-    if let Some(text) = text {
-        out.push(Block::text(text));
-    }
-    out
-}
-
-/// The first `budget` characters of `parts` joined by newlines (a newline counts as one).
-fn take_head(parts: &[&str], budget: usize) -> String {
-    let mut remaining = budget;
-    let mut out = String::new();
-    for (index, part) in parts.iter().enumerate() {
-        if remaining == 0 {
-            break;
-        }
-        if index > 0 {
-            out.push('\n');
-            remaining -= 1;
-            if remaining == 0 {
-                break;
-            }
-        }
-        let end = prefix_end(part, remaining);
-        let taken = part.get(..end).unwrap_or_default();
-        out.push_str(taken);
-        if end < part.len() {
-            break;
-        }
-        remaining -= estimate_string_chars(taken);
-    }
-    out
-}
-
-/// The last `budget` characters of `parts` joined by newlines (a newline counts as one).
-fn take_tail(parts: &[&str], budget: usize) -> String {
-    let mut remaining = budget;
-    let mut pieces: Vec<&str> = Vec::new();
-    for (index, part) in parts.iter().enumerate().rev() {
-        if remaining == 0 {
-            break;
-        }
-        let start = suffix_start(part, remaining);
-        let taken = part.get(start..).unwrap_or_default();
-        pieces.push(taken);
-        if start > 0 {
-            break;
-        }
-        remaining -= estimate_string_chars(taken);
-        if remaining > 0 && index > 0 {
-            pieces.push("\n");
-            remaining -= 1;
-        }
-    }
-    pieces.iter().rev().copied().collect()
 }

@@ -175,8 +175,8 @@ pub struct AssembleResponse {
     /// skald's estimate of the messages and the system prompt addition, corrected by the
     /// usage reported for this model in after-turn.
     pub estimated_tokens: u64,
-    /// To append to the host's system prompt: the REF_ID instruction once the session has
-    /// refs, the user's profile and tool memories when memory is on.
+    /// For the host's system prompt (OpenClaw 2026.9 prepends it to its own): the REF_ID
+    /// instruction once the session has refs, the user's profile and tool memories when memory is on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub system_prompt_addition: Option<String>,
     /// skald's tools the host should offer the model and run (`fetch_original_data` once the

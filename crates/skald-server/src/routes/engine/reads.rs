@@ -184,7 +184,8 @@ pub struct ContextResponse {
     pub messages: Vec<Value>,
     /// skald's estimate of the messages and the system prompt addition (tools excluded), in tokens.
     pub estimated_tokens: u64,
-    /// To append to the host's system prompt: the REF_ID instruction once the session has refs, and
+    /// For the host's system prompt (OpenClaw 2026.9 prepends it to its own): the REF_ID
+    /// instruction once the session has refs, and
     /// memory's sections with `memory`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub system_prompt_addition: Option<String>,
