@@ -616,9 +616,13 @@ async fn bootstrap_takes_a_v4_session_file() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|message| match &message["content"] {
-            Value::String(text) => text.clone(),
-            other => other[0]["text"].as_str().unwrap_or("(call)").to_owned(),
+        .map(|message| {
+            let content = &message["content"];
+            content
+                .as_str()
+                .or_else(|| content[0]["text"].as_str())
+                .unwrap_or("(call)")
+                .to_owned()
         })
         .collect();
     assert_eq!(
