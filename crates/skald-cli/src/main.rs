@@ -147,10 +147,13 @@ enum Command {
     /// An OpenClaw session keeps its whole entry tree (ids, branches, compactions, leaf), so its
     /// context rebuilds exactly as OpenClaw builds it; any other format becomes a chain of
     /// messages. Importing the same file again changes nothing; a file that grew appends only
-    /// its new entries.
+    /// its new entries. OpenClaw 2026.9 keeps its sessions in SQLite: give its
+    /// `openclaw-agent.sqlite` (opened read-only) to import every session in it, or one with
+    /// --session.
     ///
     /// Examples:
     ///   skald import ~/.openclaw/agents/main/sessions/8555a0a4-….jsonl
+    ///   skald import ~/.openclaw/agents/main/agent/openclaw-agent.sqlite --session 01a21cfb-…
     ///   skald import request.json --tenant acme --json
     ///   SKALD_URL=http://127.0.0.1:7420 skald import session.jsonl
     #[command(verbatim_doc_comment)]

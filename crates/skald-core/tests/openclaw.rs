@@ -103,10 +103,14 @@ fn render_blocks(blocks: &[Block], indent: &str, out: &mut String) {
 fn v3_fixture_round_trips_line_by_line() {
     let read = decode_session(V3).unwrap();
     assert_eq!(read.issues, vec![], "the fixture is clean");
-    assert_eq!(read.migrated_from, None);
+    // Version 3 becomes 4 by its number alone: OpenClaw 2026.9 migrates nothing else.
+    assert_eq!(read.migrated_from, Some(3));
     let encoded = encode_session(&read.session);
     assert!(encoded.ends_with('\n'));
-    let original = lines_as_values(V3);
+    let mut original = lines_as_values(V3);
+    if let Some(Value::Object(header)) = original.first_mut() {
+        header.insert("version".to_owned(), Value::from(4));
+    }
     let written = lines_as_values(&encoded);
     assert_eq!(original.len(), written.len());
     for (line, (want, got)) in original.iter().zip(&written).enumerate() {
@@ -138,6 +142,7 @@ fn v3_fixture_covers_every_entry_and_block_type() {
                 "message"
             }
             EntryKind::Compaction { .. } => "compaction",
+            EntryKind::Reset { .. } => "reset",
             EntryKind::BranchSummary { .. } => "branch_summary",
             EntryKind::Custom { .. } => "custom",
             EntryKind::CustomMessage { .. } => "custom_message",
@@ -373,7 +378,7 @@ fn version_1_is_migrated_with_ids_from_line_order() {
     assert_eq!(read.issues, vec![]);
     assert_eq!(read.migrated_from, Some(1));
     let session = &read.session;
-    assert_eq!(session.header.version, 3);
+    assert_eq!(session.header.version, 4);
     let ids: Vec<(&str, Option<&str>)> = session
         .entries()
         .iter()
@@ -425,9 +430,9 @@ fn version_1_is_migrated_with_ids_from_line_order() {
         ]
     );
 
-    // Written back as version 3, and reading that again changes nothing.
+    // Written back as version 4, and reading that again changes nothing.
     let encoded = encode_session(session);
-    assert!(encoded.starts_with(r#"{"type":"session","version":3,"id":"5d1c0b8e-v1""#));
+    assert!(encoded.starts_with(r#"{"type":"session","version":4,"id":"5d1c0b8e-v1""#));
     let again = decode_session(&encoded).unwrap();
     assert_eq!(again.migrated_from, None);
     assert_eq!(&again.session, session);
@@ -470,12 +475,12 @@ fn header_problems_are_errors() {
         (
             r#"{"type":"session","version":"3","id":"x"}"#,
             1,
-            "version: expected an integer from 1 to 3, found a string",
+            "version: expected an integer from 1 to 4, found a string",
         ),
         (
             r#"{"type":"session","version":0,"id":"x"}"#,
             1,
-            "version: expected an integer from 1 to 3, found a number",
+            "version: expected an integer from 1 to 4, found a number",
         ),
         (
             r#"{"type":"session","version":3,"id":"x","cwd":7}"#,
@@ -492,15 +497,15 @@ fn header_problems_are_errors() {
         assert_eq!(got, line, "{input}");
         assert!(message.contains(needle), "{input}: {message}");
     }
-    let newer = decode_session(r#"{"type":"session","version":4,"id":"x"}"#).unwrap_err();
+    let newer = decode_session(r#"{"type":"session","version":5,"id":"x"}"#).unwrap_err();
     assert_eq!(
         newer,
         OpenClawError::UnsupportedVersion {
             line: 1,
-            version: 4
+            version: 5
         }
     );
-    assert!(newer.to_string().contains("versions 1 to 3"));
+    assert!(newer.to_string().contains("versions 1 to 4"));
 }
 
 // ---------------------------------------------------------------------------------------------

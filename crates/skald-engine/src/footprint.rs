@@ -44,6 +44,10 @@ fn kind_bytes(kind: &EntryKind) -> usize {
             details,
             ..
         } => summary.len() + option_string(first_kept_entry_id.as_ref()) + option_value(details),
+        EntryKind::Reset {
+            reason,
+            first_kept_entry_id,
+        } => option_string(reason.as_ref()) + option_string(first_kept_entry_id.as_ref()),
         EntryKind::BranchSummary {
             from_id,
             summary,

@@ -592,6 +592,61 @@ async fn bootstrap_imports_a_session_file_once() {
     server.shutdown().await;
 }
 
+/// OpenClaw 2026.9's session format: a reset that carries the conversation over, an opaque
+/// record, and `leaf` records (the last one, pointing before the reset, is ignored as OpenClaw
+/// ignores it).
+const SESSION_FILE_V4: &str =
+    include_str!("../../skald-core/tests/fixtures/openclaw/session_v4.jsonl");
+
+#[tokio::test]
+async fn bootstrap_takes_a_v4_session_file() {
+    let (server, api) = start().await;
+    let (status, body) = api
+        .post(
+            "/v1/sessions/boot-v4/bootstrap",
+            json!({"sessionJsonl": SESSION_FILE_V4}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["bootstrapped"], true);
+    assert_eq!(body["import"]["entriesAdded"], 14);
+    assert_eq!(body["import"]["issues"], json!([]));
+    let (_, context) = api.get("/v1/sessions/boot-v4/context").await;
+    let texts: Vec<String> = context["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| {
+            let content = &message["content"];
+            content
+                .as_str()
+                .or_else(|| content[0]["text"].as_str())
+                .unwrap_or("(call)")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "list the files",
+            "(call)",
+            "a.txt\nb.txt",
+            "a.txt and b.txt",
+            "now count them",
+            "counting again: 2"
+        ],
+        "{context}"
+    );
+    let (_, again) = api
+        .post(
+            "/v1/sessions/boot-v4/bootstrap",
+            json!({"sessionJsonl": SESSION_FILE_V4}),
+        )
+        .await;
+    assert_eq!(again["import"]["status"], "already_imported");
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn unknown_sessions_are_404_for_every_session_route() {
     let (server, api) = start().await;

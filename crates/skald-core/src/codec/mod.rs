@@ -34,7 +34,7 @@ pub enum Format {
     AnthropicRequest,
     /// Anthropic Messages response (`type: "message"`).
     AnthropicResponse,
-    /// pi / OpenClaw session JSONL, version 3.
+    /// pi / OpenClaw session JSONL, versions 1 to 4.
     OpenClawSession,
     /// Claude Code session JSONL.
     ClaudeCode,

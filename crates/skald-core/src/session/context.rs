@@ -28,60 +28,133 @@ pub const BRANCH_SUMMARY_PREFIX: &str =
 pub const BRANCH_SUMMARY_SUFFIX: &str = "</summary>";
 
 impl Session {
-    /// The messages pi sends to the model from `leaf` (`None`: the current leaf): pi's
-    /// `buildSessionContext` followed by `convertToLlm`.
+    /// The messages pi sends to the model from `leaf` (`None`: the current leaf): OpenClaw
+    /// 2026.9's `buildSessionContext` followed by `convertToLlm`.
     ///
-    /// If a compaction is on the path (the last one counts), its summary comes first as a user
-    /// message wrapped in [`COMPACTION_SUMMARY_PREFIX`] / [`COMPACTION_SUMMARY_SUFFIX`], then the
-    /// entries from `firstKeptEntryId` up to the compaction, then the entries after it. Message
-    /// entries go through [`convert_to_llm`]; `custom_message` entries become user messages with
-    /// their content; `branch_summary` entries with a non-empty summary become user messages
-    /// wrapped in [`BRANCH_SUMMARY_PREFIX`] / [`BRANCH_SUMMARY_SUFFIX`]; other entries add
-    /// nothing. Every message's `meta.id` is the id of the entry it came from.
+    /// The last boundary on the path — a compaction or a version-4 reset — cuts the context:
+    /// - a compaction's summary comes first as a user message wrapped in
+    ///   [`COMPACTION_SUMMARY_PREFIX`] / [`COMPACTION_SUMMARY_SUFFIX`], then the entries from its
+    ///   `firstKeptEntryId` up to it;
+    /// - a reset says nothing itself; from its `firstKeptEntryId` up to it, only user and
+    ///   assistant messages and the tool results that answer their calls are carried over;
+    ///
+    /// then the entries after the boundary. Message entries go through [`convert_to_llm`] (one
+    /// marked `excludeFromContext` is left out, unless a reset carries it over);
+    /// `custom_message` entries become user messages with their content; `branch_summary` entries
+    /// with a non-empty summary become user messages wrapped in [`BRANCH_SUMMARY_PREFIX`] /
+    /// [`BRANCH_SUMMARY_SUFFIX`]; other entries add nothing. Every message's `meta.id` is the id
+    /// of the entry it came from.
     pub fn build_context(&self, leaf: Option<&str>) -> Vec<Message> {
         let path = self.path_to(leaf);
-        let compaction = path.iter().enumerate().rev().find_map(|(at, entry)| {
-            let EntryKind::Compaction {
-                summary,
-                first_kept_entry_id,
-                ..
-            } = &entry.kind
-            else {
-                return None;
-            };
-            Some((at, *entry, summary, first_kept_entry_id))
+        let boundary = path.iter().rposition(|entry| {
+            matches!(
+                entry.kind,
+                EntryKind::Compaction { .. } | EntryKind::Reset { .. }
+            )
         });
         let mut out = Vec::new();
-        match compaction {
-            Some((at, entry, summary, first_kept)) => {
+        let Some(at) = boundary else {
+            for entry in &path {
+                push_context(entry, &mut out);
+            }
+            return out;
+        };
+        let Some(boundary_entry) = path.get(at) else {
+            return out;
+        };
+        // OpenClaw's `resolveSessionContextWindow`: a first kept entry not before the boundary
+        // keeps nothing.
+        let kept_from = boundary_entry
+            .kind
+            .first_kept_entry_id()
+            .and_then(|kept| path.iter().take(at).position(|entry| entry.id == kept))
+            .unwrap_or(at);
+        let retained = path.get(kept_from..at).unwrap_or_default();
+        match &boundary_entry.kind {
+            EntryKind::Compaction { summary, .. } => {
                 out.push(summary_message(
-                    entry,
+                    boundary_entry,
                     COMPACTION_SUMMARY_PREFIX,
                     summary,
                     COMPACTION_SUMMARY_SUFFIX,
                 ));
-                let kept_from = first_kept.as_deref().and_then(|kept| {
-                    path.iter()
-                        .take(at)
-                        .position(|candidate| candidate.id == kept)
-                });
-                if let Some(from) = kept_from {
-                    for kept in path.iter().take(at).skip(from) {
-                        push_context(kept, &mut out);
+                for kept in retained {
+                    push_context(kept, &mut out);
+                }
+            }
+            EntryKind::Reset { .. } => {
+                for kept in reset_kept(retained) {
+                    if let EntryKind::Message(message) = &kept.kind {
+                        let mut carried = message.clone();
+                        carried.meta.id = Some(kept.id.clone());
+                        out.push(carried);
                     }
                 }
-                for after in path.iter().skip(at + 1) {
-                    push_context(after, &mut out);
-                }
             }
-            None => {
-                for entry in &path {
-                    push_context(entry, &mut out);
-                }
-            }
+            EntryKind::Message(_)
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => {}
+        }
+        for after in path.iter().skip(at + 1) {
+            push_context(after, &mut out);
         }
         out
     }
+}
+
+/// OpenClaw's `selectResetKeptEntries`: of the entries a reset carries over, the user and
+/// assistant messages, and the tool results that answer a tool call among them (a result whose
+/// call is not carried over would be an orphan the provider refuses). A result answers the latest
+/// earlier call of its id not answered yet; a second result for the same call is left out. (OpenClaw
+/// pairs within each assistant's turn first and refuses a late result that two unanswered calls
+/// could claim; and it swaps its own synthetic "missing tool result" stubs for a late real one.
+/// Those corner cases are not modelled here.)
+fn reset_kept<'a>(entries: &[&'a Entry]) -> Vec<&'a Entry> {
+    // Open calls by id, oldest first, each a slot that a result can answer once.
+    let mut open: Vec<(String, bool)> = Vec::new();
+    let mut kept = Vec::new();
+    for entry in entries {
+        let Some(message) = entry.kind.as_message() else {
+            continue;
+        };
+        match &message.role {
+            Role::User => kept.push(*entry),
+            Role::Assistant => {
+                for call in message.tool_calls() {
+                    open.push((call.id.clone(), false));
+                }
+                kept.push(*entry);
+            }
+            Role::ToolResult => {
+                let answered = message.tool_results().any(|result| {
+                    let id = &result.call_id;
+                    // The latest unanswered call of this id.
+                    let slot = open
+                        .iter_mut()
+                        .rev()
+                        .find(|(call, done)| call == id && !*done);
+                    match slot {
+                        Some((_, done)) => {
+                            *done = true;
+                            true
+                        }
+                        None => false,
+                    }
+                });
+                if answered {
+                    kept.push(*entry);
+                }
+            }
+            Role::System | Role::Custom(_) => {}
+        }
+    }
+    kept
 }
 
 /// pi's `convertToLlm` for one message: the three model roles pass through; custom roles become
@@ -186,6 +259,11 @@ fn summary_message(entry: &Entry, prefix: &str, summary: &str, suffix: &str) -> 
 fn push_context(entry: &Entry, out: &mut Vec<Message>) {
     match &entry.kind {
         EntryKind::Message(message) => {
+            // OpenClaw's `projectSessionEntryMessage` leaves out any message so marked, of
+            // every role (pi only honoured it on `bashExecution`).
+            if message.extra.get("excludeFromContext") == Some(&Value::Bool(true)) {
+                return;
+            }
             if let Some(mut converted) = convert_to_llm(message) {
                 converted.meta.id = Some(entry.id.clone());
                 out.push(converted);
@@ -205,6 +283,7 @@ fn push_context(entry: &Entry, out: &mut Vec<Message>) {
             }
         }
         EntryKind::Compaction { .. }
+        | EntryKind::Reset { .. }
         | EntryKind::Custom { .. }
         | EntryKind::ThinkingLevelChange { .. }
         | EntryKind::ModelChange { .. }

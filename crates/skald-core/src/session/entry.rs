@@ -14,10 +14,13 @@ use serde_json::Value;
 
 use crate::message::{Block, ContentForm, Extra, Message};
 
-/// The session format version this model is: pi's entry tree with ids and parents (version 2)
-/// and the `custom` message role (version 3). [`crate::codec::openclaw`] reads versions 1 to this
-/// one, migrating older files up to it, and writes only this one.
-pub const CURRENT_VERSION: u64 = 3;
+/// The session format version this model is: pi's entry tree with ids and parents (version 2),
+/// the `custom` message role (version 3), and OpenClaw 2026.9's `reset` boundaries and opaque
+/// `leaf` navigation records (version 4, OpenClaw's `CURRENT_SESSION_VERSION`).
+/// [`crate::codec::openclaw`] reads versions 1 to this one, migrating older files up to it, and
+/// writes only this one. Version 3 needs no change to become 4: OpenClaw's own migration stops at
+/// 3, and 4 only adds entry types.
+pub const CURRENT_VERSION: u64 = 4;
 
 /// Line 1 of a session file.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +87,16 @@ pub enum EntryKind {
         /// True when an extension hook wrote the summary rather than the host's own compaction.
         from_hook: Option<bool>,
     },
+    /// `reset` (version 4): the conversation starts over here (`/new`, `/reset`, an idle or daily
+    /// reset). Like a compaction it is a boundary: on the path, the context is what follows the
+    /// last boundary, plus — for a reset with `first_kept_entry_id` — the user and assistant
+    /// messages (and the tool results that answer their calls) from that entry up to the reset.
+    Reset {
+        /// Why: OpenClaw writes `new`, `reset`, `idle`, `daily` or `cron-stale`.
+        reason: Option<String>,
+        /// The first entry before the reset whose conversation is carried over; `None`: nothing is.
+        first_kept_entry_id: Option<String>,
+    },
     /// `branch_summary`: what happened on the branch the conversation came back from.
     BranchSummary {
         /// The entry the conversation returned from: the leaf of the abandoned branch.
@@ -143,6 +156,10 @@ pub enum EntryKind {
     /// did not decode (reported as a [`LineIssue`](crate::codec::LineIssue)). Holds the entry
     /// object without `id`, `parentId` and `timestamp` (those live on [`Entry`]), `type`
     /// included, written back verbatim.
+    ///
+    /// OpenClaw's own opaque records are here too: a version-4 `leaf` record moves the active
+    /// leaf (see [`EntryKind::leaf_control`]); it is not part of the conversation, and OpenClaw
+    /// keeps it out of its typed entries in the same way.
     Other(Extra),
 }
 
@@ -153,6 +170,7 @@ impl EntryKind {
         Some(match self {
             EntryKind::Message(_) => "message",
             EntryKind::Compaction { .. } => "compaction",
+            EntryKind::Reset { .. } => "reset",
             EntryKind::BranchSummary { .. } => "branch_summary",
             EntryKind::Custom { .. } => "custom",
             EntryKind::CustomMessage { .. } => "custom_message",
@@ -169,6 +187,7 @@ impl EntryKind {
         match self {
             EntryKind::Message(message) => Some(message),
             EntryKind::Compaction { .. }
+            | EntryKind::Reset { .. }
             | EntryKind::BranchSummary { .. }
             | EntryKind::Custom { .. }
             | EntryKind::CustomMessage { .. }
@@ -190,6 +209,7 @@ impl EntryKind {
             } if found == custom_type => data.as_ref(),
             EntryKind::Message(_)
             | EntryKind::Compaction { .. }
+            | EntryKind::Reset { .. }
             | EntryKind::BranchSummary { .. }
             | EntryKind::Custom { .. }
             | EntryKind::CustomMessage { .. }
@@ -207,6 +227,7 @@ impl EntryKind {
         match self {
             EntryKind::Compaction { summary, .. } => Some(summary),
             EntryKind::Message(_)
+            | EntryKind::Reset { .. }
             | EntryKind::BranchSummary { .. }
             | EntryKind::Custom { .. }
             | EntryKind::CustomMessage { .. }
@@ -224,6 +245,7 @@ impl EntryKind {
             EntryKind::SessionInfo { name } => name.as_deref(),
             EntryKind::Message(_)
             | EntryKind::Compaction { .. }
+            | EntryKind::Reset { .. }
             | EntryKind::BranchSummary { .. }
             | EntryKind::Custom { .. }
             | EntryKind::CustomMessage { .. }
@@ -239,6 +261,7 @@ impl EntryKind {
         match self {
             EntryKind::Compaction { .. } => true,
             EntryKind::Message(_)
+            | EntryKind::Reset { .. }
             | EntryKind::BranchSummary { .. }
             | EntryKind::Custom { .. }
             | EntryKind::CustomMessage { .. }
@@ -258,7 +281,9 @@ impl EntryKind {
             | EntryKind::Compaction { .. }
             | EntryKind::BranchSummary { .. }
             | EntryKind::CustomMessage { .. } => true,
-            EntryKind::Custom { .. }
+            // A reset shapes the context (it is a boundary) but says nothing to the model itself.
+            EntryKind::Reset { .. }
+            | EntryKind::Custom { .. }
             | EntryKind::ThinkingLevelChange { .. }
             | EntryKind::ModelChange { .. }
             | EntryKind::Label { .. }
@@ -266,4 +291,88 @@ impl EntryKind {
             | EntryKind::Other(_) => false,
         }
     }
+
+    /// The `leaf` navigation record this is (version 4), when its fields have the shapes
+    /// OpenClaw accepts (`targetId` a non-blank string or null; `appendParentId` absent, null or a
+    /// non-blank string; `appendMode` absent or `"side"`). A `leaf` record of any other shape is
+    /// ignored by OpenClaw's navigation, so `None` here too.
+    pub fn leaf_control(&self) -> Option<LeafControl> {
+        let body = match self {
+            EntryKind::Other(body) => body,
+            EntryKind::Message(_)
+            | EntryKind::Compaction { .. }
+            | EntryKind::Reset { .. }
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. } => return None,
+        };
+        if body.get("type").and_then(Value::as_str) != Some("leaf") {
+            return None;
+        }
+        // OpenClaw's `readNonBlankString`, with null allowed: `Some(None)` is null.
+        let id_or_null = |value: &Value| match value {
+            Value::Null => Some(None),
+            Value::String(text) if !text.trim().is_empty() => Some(Some(text.clone())),
+            Value::Bool(_)
+            | Value::Number(_)
+            | Value::String(_)
+            | Value::Array(_)
+            | Value::Object(_) => None,
+        };
+        let target_id = id_or_null(body.get("targetId")?)?;
+        let append_parent_id = match body.get("appendParentId") {
+            None => target_id.clone(),
+            Some(value) => id_or_null(value)?,
+        };
+        let side = match body.get("appendMode") {
+            None => false,
+            Some(Value::String(mode)) if mode == "side" => true,
+            Some(_) => return None,
+        };
+        Some(LeafControl {
+            target_id,
+            append_parent_id,
+            side,
+        })
+    }
+
+    /// The entry a `compaction` or `reset` boundary keeps the conversation from.
+    pub fn first_kept_entry_id(&self) -> Option<&str> {
+        match self {
+            EntryKind::Compaction {
+                first_kept_entry_id,
+                ..
+            }
+            | EntryKind::Reset {
+                first_kept_entry_id,
+                ..
+            } => first_kept_entry_id.as_deref(),
+            EntryKind::Message(_)
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => None,
+        }
+    }
+}
+
+/// A version-4 `leaf` record: OpenClaw's way of moving the active leaf without touching the tree.
+/// From this record on, the conversation continues at `target_id`, and the host's next append
+/// hangs under `append_parent_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafControl {
+    /// The entry that becomes the leaf; `None` (null) empties the conversation.
+    pub target_id: Option<String>,
+    /// Where the host appends next; the target unless the record says otherwise.
+    pub append_parent_id: Option<String>,
+    /// `appendMode: "side"`: appends go beside the conversation, not onto it.
+    pub side: bool,
 }

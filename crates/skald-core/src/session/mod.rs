@@ -18,8 +18,14 @@
 //!   ([`EntryKind::BranchSummary`]) says what happened on a branch the conversation came back
 //!   from. Compacting appends; it never rewrites the tree.
 //!
+//! - Version 4 (OpenClaw 2026.9): a `reset` entry ([`EntryKind::Reset`]) is a boundary like a
+//!   compaction, without a summary; a `leaf` record ([`EntryKind::leaf_control`]) moves the leaf
+//!   inside the file, and once a session has one, its leaf and paths follow OpenClaw's
+//!   navigation scan (`navigation`).
+//!
 //! Submodules, private (every item has one path: here): `entry` ([`SessionHeader`], [`Entry`],
-//! [`EntryKind`] and its accessors, [`CURRENT_VERSION`]), `tree` ([`Session`]'s tree: reading
+//! [`EntryKind`] and its accessors, [`LeafControl`], [`CURRENT_VERSION`]), `navigation`
+//! (OpenClaw's version-4 leaf and parent normalisation), `tree` ([`Session`]'s tree: reading
 //! it, the leaf, paths, ids, appends; [`SessionEditError`]) and `context`
 //! ([`Session::build_context`], [`convert_to_llm`] and the summary wrappers).
 //!
@@ -49,11 +55,12 @@
 
 mod context;
 mod entry;
+mod navigation;
 mod tree;
 
 pub use context::{
     BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX, COMPACTION_SUMMARY_PREFIX,
     COMPACTION_SUMMARY_SUFFIX, convert_to_llm, session_context,
 };
-pub use entry::{CURRENT_VERSION, Entry, EntryKind, SessionHeader};
+pub use entry::{CURRENT_VERSION, Entry, EntryKind, LeafControl, SessionHeader};
 pub use tree::{Session, SessionEditError};

@@ -7,12 +7,17 @@
 //! first; it is what [`Session::build_context`] reads. New ids are 8 lowercase hex digits, chosen
 //! by the caller ([`Session::fresh_id`]): core has no randomness.
 //!
+//! Version 4: once a session holds a valid `leaf` record, the leaf and the parents paths follow
+//! are OpenClaw's, from the scan in `navigation` (a `reset` and stale parents normalise where an
+//! entry really hangs); without one, the raw `parent_id`s and the last entry, as before.
+//!
 //! The tree is not validated here: a damaged file (duplicate ids, dangling parents, cycles) still
 //! gives a session whose every walk ends; [`crate::codec::openclaw::decode_session`] reports the
 //! damage line by line.
 
 use std::collections::{HashMap, HashSet};
 
+use super::navigation::Navigation;
 use super::{Entry, EntryKind, SessionHeader};
 use crate::message::{Extra, Message};
 
@@ -49,6 +54,8 @@ pub struct Session {
     index: HashMap<String, usize>,
     /// `None`: no entries, or the leaf was reset so the next append starts a new root.
     leaf: Option<String>,
+    /// OpenClaw's version-4 navigation over the entries pushed so far.
+    navigation: Navigation,
 }
 
 impl Session {
@@ -98,7 +105,8 @@ impl Session {
             .collect()
     }
 
-    /// The current leaf: the last entry appended, unless [`Session::set_leaf`] moved it.
+    /// The current leaf: the last entry appended, unless [`Session::set_leaf`] moved it. In a
+    /// session with `leaf` records, the leaf OpenClaw's navigation selects instead.
     pub fn leaf_id(&self) -> Option<&str> {
         self.leaf.as_deref()
     }
@@ -124,12 +132,18 @@ impl Session {
     /// The entries from the root to `leaf` (`None`: the current leaf), root first.
     ///
     /// An unknown leaf gives an empty path. The walk stops at a parent that does not exist or
-    /// that closes a cycle, so every input gives a finite path.
+    /// that closes a cycle, so every input gives a finite path. In a session with `leaf` records
+    /// the walk follows the normalised parents ([`Session::parent_of`]) and leaves the `leaf`
+    /// records out, as OpenClaw's `selectSessionTranscriptTreePathNodes` does (a cycle there
+    /// gives an empty path).
     pub fn path_to(&self, leaf: Option<&str>) -> Vec<&Entry> {
         let start = match leaf {
             Some(id) => Some(id),
             None => self.leaf.as_deref(),
         };
+        if self.navigation.has_leaf_control() {
+            return self.navigated_path(start);
+        }
         let mut position = start.and_then(|id| self.index.get(id).copied());
         let mut seen = HashSet::new();
         let mut path = Vec::new();
@@ -145,6 +159,46 @@ impl Session {
                 .parent_id
                 .as_deref()
                 .and_then(|parent| self.index.get(parent).copied());
+        }
+        path.reverse();
+        path
+    }
+
+    /// The entry `entry` hangs under on a path: its `parent_id`, or in a session with `leaf`
+    /// records the parent OpenClaw's navigation normalised it to.
+    pub fn parent_of<'a>(&'a self, entry: &'a Entry) -> Option<&'a str> {
+        if !self.navigation.has_leaf_control() {
+            return entry.parent_id.as_deref();
+        }
+        match self.navigation.node(&entry.id) {
+            Some((parent, _)) => parent,
+            None => entry.parent_id.as_deref(),
+        }
+    }
+
+    /// True when the session holds a valid version-4 `leaf` record, so its paths follow
+    /// OpenClaw's navigation rather than the raw parents.
+    pub fn is_leaf_controlled(&self) -> bool {
+        self.navigation.has_leaf_control()
+    }
+
+    fn navigated_path(&self, start: Option<&str>) -> Vec<&Entry> {
+        let mut path = Vec::new();
+        let mut seen = HashSet::new();
+        let mut current = start;
+        while let Some(id) = current {
+            if !seen.insert(id) {
+                return Vec::new();
+            }
+            let (Some(entry), Some((parent, leaf_control))) =
+                (self.entry(id), self.navigation.node(id))
+            else {
+                break;
+            };
+            if !leaf_control {
+                path.push(entry);
+            }
+            current = parent;
         }
         path.reverse();
         path
@@ -212,7 +266,14 @@ impl Session {
     pub(crate) fn push_entry(&mut self, entry: Entry) -> usize {
         let position = self.entries.len();
         self.index.insert(entry.id.clone(), position);
-        self.leaf = Some(entry.id.clone());
+        self.navigation.push(&entry);
+        // Version 4: a `leaf` record (or an append beside the conversation) need not move the
+        // leaf to itself; OpenClaw's scan says where it is.
+        self.leaf = if self.navigation.has_leaf_control() {
+            self.navigation.leaf().map(str::to_owned)
+        } else {
+            Some(entry.id.clone())
+        };
         self.entries.push(entry);
         position
     }

@@ -15,6 +15,9 @@
 //!   over the path from the leaf ([`Session::build_context`]), so an imported OpenClaw session
 //!   gives the model what OpenClaw would give it.
 //! - [`import`]: any transcript `skald_core::codec` reads, into the store, without duplicates.
+//! - [`openclaw_store`]: OpenClaw 2026.9's own SQLite transcript store
+//!   (`openclaw-agent.sqlite`), opened read-only and read back as session JSONL, one session at a
+//!   time, for [`import`] and the engine's bootstrap.
 //!
 //! ```
 //! use std::collections::BTreeMap;
@@ -50,6 +53,7 @@
 //! ```
 
 pub mod import;
+pub mod openclaw_store;
 mod sqlite;
 
 use std::collections::BTreeMap;

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::{Map, Value, json};
+use skald_core::codec::Format;
 use skald_core::codec::openclaw::{decode_entry, decode_session, encode_entry, encode_header};
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Extra, Message};
@@ -193,12 +194,18 @@ impl SessionStore for SqliteSessionStore {
             .map_err(SessionError::storage("creating a session"))?;
             let messages = check_batch(tx, tenant, &id, &session.entries)?;
             insert_entries(tx, tenant, &id, &session.entries)?;
-            let leaf = session.entries.last().map(|entry| entry.id.as_str());
+            let leaf = if has_leaf_record(&session.entries) {
+                Session::from_entries(session.header.clone(), session.entries.clone())
+                    .leaf_id()
+                    .map(str::to_owned)
+            } else {
+                session.entries.last().map(|entry| entry.id.clone())
+            };
             finish_write(
                 tx,
                 tenant,
                 &id,
-                leaf,
+                leaf.as_deref(),
                 count(session.entries.len()),
                 messages,
                 now,
@@ -214,17 +221,30 @@ impl SessionStore for SqliteSessionStore {
         entries: &[Entry],
     ) -> Result<(), SessionError> {
         self.write(|tx, now| {
-            read_session(tx, tenant, session)?;
+            let row = read_session(tx, tenant, session)?;
             let messages = check_batch(tx, tenant, session, entries)?;
             let Some(last) = entries.last() else {
                 return Ok(());
+            };
+            // Only an OpenClaw session file brings `leaf` records, so only such a session pays
+            // for looking for them.
+            let from_openclaw = row.source_format == Format::OpenClawSession.name();
+            let leaf = if has_leaf_record(entries)
+                || (from_openclaw && stores_leaf_record(tx, tenant, session)?)
+            {
+                // Read before the insert: extending the loaded session scans just the batch.
+                let mut loaded = load_session(tx, tenant, session)?;
+                loaded.extend_from_entries(entries.to_vec());
+                loaded.leaf_id().map(str::to_owned)
+            } else {
+                Some(last.id.clone())
             };
             insert_entries(tx, tenant, session, entries)?;
             finish_write(
                 tx,
                 tenant,
                 session,
-                Some(&last.id),
+                leaf.as_deref(),
                 count(entries.len()),
                 messages,
                 now,
@@ -448,7 +468,8 @@ impl SessionStore for SqliteSessionStore {
 }
 
 /// Makes a copied entry that names another copied entry name its copy: a compaction must keep
-/// from the copy (the original is on the old branch, off the new path), and a label follows it.
+/// from the copy (the original is on the old branch, off the new path), so must a reset, and a
+/// label follows it.
 fn point_at_copies(kind: EntryKind, new_ids: &HashMap<&str, String>) -> EntryKind {
     match kind {
         EntryKind::Compaction {
@@ -464,6 +485,14 @@ fn point_at_copies(kind: EntryKind, new_ids: &HashMap<&str, String>) -> EntryKin
             tokens_before,
             details,
             from_hook,
+        },
+        EntryKind::Reset {
+            reason,
+            first_kept_entry_id,
+        } => EntryKind::Reset {
+            reason,
+            first_kept_entry_id: first_kept_entry_id
+                .map(|kept| new_ids.get(kept.as_str()).cloned().unwrap_or(kept)),
         },
         EntryKind::Label { target_id, label } => EntryKind::Label {
             target_id: new_ids
@@ -742,6 +771,28 @@ fn check_batch(
         batch.insert(&entry.id);
     }
     Ok(messages)
+}
+
+/// True when `entries` hold a version-4 `leaf` record: OpenClaw's navigation, not the last
+/// entry, then says where the leaf is ([`Session::leaf_id`]).
+fn has_leaf_record(entries: &[Entry]) -> bool {
+    entries
+        .iter()
+        .any(|entry| entry.kind.type_name() == Some("leaf"))
+}
+
+/// True when the stored session holds a version-4 `leaf` record.
+fn stores_leaf_record(
+    conn: &Connection,
+    tenant: &str,
+    session: &str,
+) -> Result<bool, SessionError> {
+    conn.prepare_cached(
+        "SELECT EXISTS(SELECT 1 FROM session_entries
+                       WHERE tenant = ?1 AND session_id = ?2 AND type = 'leaf')",
+    )
+    .and_then(|mut statement| statement.query_row(params![tenant, session], |row| row.get(0)))
+    .map_err(SessionError::storage("reading session entries"))
 }
 
 /// The `type` an entry is stored under; an entry whose kind names none cannot be read back.

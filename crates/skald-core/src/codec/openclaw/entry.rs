@@ -86,6 +86,10 @@ fn decode_kind(kind: &str, fields: &mut Fields<'_>) -> Result<EntryKind, FieldEr
             details: fields.take_owned("details"),
             from_hook: fields.lenient_bool("fromHook"),
         },
+        "reset" => EntryKind::Reset {
+            reason: fields.lenient_str("reason"),
+            first_kept_entry_id: fields.lenient_str("firstKeptEntryId"),
+        },
         "branch_summary" => EntryKind::BranchSummary {
             from_id: fields.required_str("fromId")?,
             summary: fields.required_str("summary")?,
@@ -133,6 +137,7 @@ pub fn encode_entry(entry: &Entry) -> Value {
         EntryKind::Other(body) => body.get("type").cloned(),
         EntryKind::Message(_)
         | EntryKind::Compaction { .. }
+        | EntryKind::Reset { .. }
         | EntryKind::BranchSummary { .. }
         | EntryKind::Custom { .. }
         | EntryKind::CustomMessage { .. }
@@ -173,6 +178,17 @@ pub fn encode_entry(entry: &Entry) -> Value {
             }
             if let Some(from_hook) = from_hook {
                 put(&mut out, "fromHook", Value::Bool(*from_hook));
+            }
+        }
+        EntryKind::Reset {
+            reason,
+            first_kept_entry_id,
+        } => {
+            if let Some(reason) = reason {
+                put(&mut out, "reason", Value::from(reason.clone()));
+            }
+            if let Some(kept) = first_kept_entry_id {
+                put(&mut out, "firstKeptEntryId", Value::from(kept.clone()));
             }
         }
         EntryKind::BranchSummary {

@@ -1,5 +1,5 @@
 //! The session file as a whole: [`decode_session`] reads the header line and one entry per
-//! line, migrating versions 1 and 2 the way pi's `SessionManager` does and reporting by line what
+//! line (versions 1 to 4), migrating versions 1 and 2 the way pi's `SessionManager` does and reporting by line what
 //! is wrong with a line or with the tree the lines form (duplicate ids, parents that point
 //! nowhere, cycles); [`encode_session`] writes it back.
 
@@ -33,7 +33,7 @@ pub struct SessionRead {
 /// Reads a session file: a header on the first non-blank line, then one entry per line.
 ///
 /// Bad entry lines are reported in [`SessionRead::issues`] and skipped; only a missing or invalid
-/// header (or a version newer than 3) fails the whole read. Versions 1 and 2 are migrated as pi
+/// header (or a version newer than [`CURRENT_VERSION`], 4) fails the whole read. Versions 1 and 2 are migrated as pi
 /// does: version 1 entries get ids and parents from line order (ids are the entry's position as 8
 /// hex digits, since core has no randomness) and `firstKeptEntryIndex` becomes
 /// `firstKeptEntryId`; version 2 `hookMessage` roles become `custom`.
@@ -113,7 +113,9 @@ pub fn decode_session(input: &str) -> Result<SessionRead, OpenClawError> {
     })
 }
 
-/// Writes a session file: the header line, then one line per entry, each ending in `\n`.
+/// Writes a session file: the header line, then one line per entry, each ending in `\n`. The
+/// header says the session's version, [`CURRENT_VERSION`] (4) for every session read or built
+/// here: what OpenClaw 2026.9 writes and reads.
 pub fn encode_session(session: &Session) -> String {
     let mut out = encode_header(&session.header).to_string();
     out.push('\n');

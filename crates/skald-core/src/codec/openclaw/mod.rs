@@ -1,4 +1,4 @@
-//! pi / OpenClaw session JSONL (version 3) and `AgentMessage` JSON, mapped to and from the neutral
+//! pi / OpenClaw session JSONL (version 4, OpenClaw 2026.9) and `AgentMessage` JSON, mapped to and from the neutral
 //! [`crate::message`] model and the [`crate::session`] model.
 //!
 //! This module owns the file format only:
@@ -7,8 +7,9 @@
 //! - [`decode_entry`] / [`encode_entry`] / [`encode_header`]: one line's JSON ↔ one [`Entry`] or
 //!   [`SessionHeader`].
 //! - [`decode_session`] / [`encode_session`]: the session file, a header line followed by one entry
-//!   per line. Versions 1 and 2 are migrated on read the way pi's `SessionManager` does; only
-//!   version 3 input is promised to round-trip. The reader also reports what is wrong with the
+//!   per line. Versions 1 and 2 are migrated on read the way pi's `SessionManager` does; version
+//!   3 needs no migration (version 4 only adds the `reset` entry and the opaque `leaf` record).
+//!   Versions 3 and 4 input is promised to round-trip; what is written is always version 4. The reader also reports what is wrong with the
 //!   tree (duplicate ids, parents that point nowhere, cycles) by line.
 //!
 //! What the lines mean — the entry tree, its leaf, and the context pi builds from it — is
@@ -21,7 +22,8 @@
 //!
 //! Typed where the pipeline acts, `extra` for the rest: every field this module does not interpret
 //! is kept in an `extra` map and written back, so decode → encode gives the same JSON value for
-//! every version-3 line. Key order can differ: encoders write pi's usual order, then `extra`.
+//! every version-3 and version-4 line. Entry types this module does not know — OpenClaw's opaque
+//! records, `leaf` among them — are kept whole and written back verbatim. Key order can differ: encoders write pi's usual order, then `extra`.
 //! A field that has a typed home but an unexpected shape (a fractional timestamp, a usage object
 //! without `cacheWrite`) is not an error: it stays in `extra`, untouched. Only shapes that make a
 //! message meaningless to a model (a text block without text, a tool call without an id) fail.
