@@ -361,3 +361,113 @@ fn openclaw_plugin_tool_definitions_are_skalds() {
         "the manifest's contracts.tools must name every tool"
     );
 }
+
+/// Benchmark, run on demand (`cargo test -p skald-cli --test openclaw_host -- --ignored
+/// bench_openclaw --nocapture`): the same scripted turn (a tool call, then the answer) in fresh
+/// sessions with skald as the engine and with OpenClaw's `legacy`, alternating, `SKALD_BENCH_RUNS`
+/// times each (default 5); prints the p50 wall time of a turn for each, the p50 time the plugin
+/// spent in its lifecycle calls per turn, and the HTTP bytes of one assemble at 50 and 500
+/// messages (the request the plugin sends, and skald's answer). Asserts only that every turn
+/// completed: the figures are for the closing note, not a pass/fail target.
+#[test]
+#[ignore = "benchmark: run on demand"]
+fn bench_openclaw_turn_overhead_and_assemble_bytes() {
+    let runs: usize = std::env::var("SKALD_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let upstream = ChatUpstream::start();
+    let skald = SkaldServer::start();
+    let with_skald = OpenClaw::new(
+        &upstream.base_url(),
+        &skald.url(),
+        Some(&skald.key),
+        "skald",
+    );
+    let legacy = OpenClaw::new(&upstream.base_url(), &skald.url(), None, "legacy");
+    // One warm-up turn each (first start of a state directory prepares its database).
+    with_skald
+        .turn("warm", "small talk")
+        .assert_completed_with_skald("warm-up");
+    assert!(legacy.turn("warm", "small talk").finished.success());
+    let (mut skald_ms, mut legacy_ms, mut plugin_ms) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 0..runs {
+        let turn = with_skald.turn(&format!("bench-{run}"), "BIG: list the numbers");
+        turn.assert_completed_with_skald("bench turn");
+        skald_ms.push(turn.elapsed.as_secs_f64() * 1000.0);
+        plugin_ms.push(
+            turn.trace
+                .iter()
+                .filter(|record| record["method"] != "dispose")
+                .map(|record| record["ms"].as_f64().unwrap_or(0.0))
+                .sum::<f64>(),
+        );
+        let plain = legacy.turn(&format!("bench-{run}"), "BIG: list the numbers");
+        assert!(plain.finished.success(), "{}", plain.finished.tail(3000));
+        legacy_ms.push(plain.elapsed.as_secs_f64() * 1000.0);
+    }
+    let p50 = |values: &mut Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let bytes = assemble_bytes(&with_skald, &skald);
+    println!(
+        "{}",
+        json!({
+            "runs": runs,
+            "turn_wall_ms_p50": {"skald": p50(&mut skald_ms), "legacy": p50(&mut legacy_ms)},
+            "plugin_lifecycle_ms_per_turn_p50": p50(&mut plugin_ms),
+            "assemble_bytes": bytes,
+        })
+    );
+}
+
+/// The bytes of one assemble through the plugin, at 50 and 500 messages in the session: the
+/// request the plugin sends and skald's answer, counted by wrapping the plugin's `fetch`.
+fn assemble_bytes(openclaw: &OpenClaw, skald: &SkaldServer) -> Value {
+    let installed = &openclaw.installed;
+    let script = format!(
+        "import {{ SkaldClient, SkaldContextEngine, CommitSpool, parseConfig }} from {dist:?};\n\
+         const counts = [];\n\
+         const counting = async (url, init) => {{\n\
+           const response = await fetch(url, init);\n\
+           const text = await response.text();\n\
+           if (url.endsWith('/assemble')) counts.push({{ request: (init.body ?? '').length, response: text.length }});\n\
+           return new Response(text, {{ status: response.status, headers: response.headers }});\n\
+         }};\n\
+         const config = parseConfig({{ url: {url:?} }}, process.env, undefined);\n\
+         const engine = new SkaldContextEngine(new SkaldClient(config, counting), new CommitSpool(undefined), console);\n\
+         const out = {{}};\n\
+         for (const size of [50, 500]) {{\n\
+           const sessionId = `bytes-${{size}}`;\n\
+           for (let turn = 0; turn < size / 2; turn++) {{\n\
+             await engine.commitTurn({{ advancementKey: `${{sessionId}}-${{turn}}`, sessionId, messages: [\n\
+               {{ role: 'user', content: `question ${{turn}}: how does the cache key work?`, timestamp: turn * 2 }},\n\
+               {{ role: 'assistant', content: [{{ type: 'text', text: `answer ${{turn}}: it includes the tenant.` }}], api: 'openai-completions', provider: 'mock', model: 'mock-1', usage: {{ input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: {{ input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 }} }}, stopReason: 'stop', timestamp: turn * 2 + 1 }}] }});\n\
+           }}\n\
+           counts.length = 0;\n\
+           const history = Array.from({{ length: size }}, (_, n) => ({{ role: 'user', content: `m${{n}}`, timestamp: n }}));\n\
+           await engine.assemble({{ sessionId, messages: history, tokenBudget: 93000, availableTools: new Set(['exec', 'read', 'fetch_original_data']), model: 'mock-1', prompt: 'next question' }});\n\
+           out[size] = counts[0];\n\
+         }}\n\
+         console.log(JSON.stringify(out));\n",
+        dist = installed.plugin.join("dist/index.js").display().to_string(),
+        url = skald.url(),
+    );
+    let script_path = openclaw.state.path().join("bytes.mjs");
+    std::fs::write(&script_path, script).unwrap();
+    let mut command = installed.command("node", &[script_path.to_str().unwrap()]);
+    command.env("SKALD_API_KEY", &skald.key);
+    let finished = hosts::run(
+        command,
+        openclaw.state.path(),
+        "bytes",
+        Duration::from_secs(300),
+    );
+    assert!(
+        finished.success(),
+        "the bytes script failed:\n{}",
+        finished.tail(3000)
+    );
+    serde_json::from_str(finished.stdout.trim().lines().last().unwrap()).unwrap()
+}

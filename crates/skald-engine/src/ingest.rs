@@ -361,6 +361,34 @@ pub enum CommitStatus {
     Duplicate,
 }
 
+/// Where the host's transcript put a committed turn (OpenClaw's admission and terminal
+/// anchors), so that a host that rewinds — a retried or edited message continuing from an
+/// earlier point — continues skald's session from the same point.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnAnchors {
+    /// The host's entry the turn's first message follows (`admission.effectiveParentId`).
+    pub parent_entry: Option<String>,
+    /// The host's entry of the turn's last message (`terminal.entryId`).
+    pub terminal_entry: Option<String>,
+}
+
+/// Where [`commit_turn`] attached the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommitPlacement {
+    /// After the session's leaf: the host continued where the last commit ended (or named no
+    /// anchor).
+    Continued,
+    /// After an earlier committed turn, on a new branch: the host rewound to it. The turns
+    /// after it stay in the session, off the active path.
+    Branched,
+    /// After the leaf, although the host continued from an entry skald cannot place (inside a
+    /// turn, or from before skald held the session).
+    UnknownParent,
+    /// Nothing was written (a duplicate).
+    None,
+}
+
 /// What [`commit_turn`] did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CommitOutcome {
@@ -370,6 +398,8 @@ pub struct CommitOutcome {
     pub created: bool,
     /// Messages stored by this call (0 for a duplicate).
     pub committed: usize,
+    /// Where the turn went.
+    pub placement: CommitPlacement,
 }
 
 /// OpenClaw's `commitTurn`: the turn's `messages` appended under the leaf together with an entry
@@ -377,12 +407,17 @@ pub struct CommitOutcome {
 /// session (any branch) makes the call a [`CommitStatus::Duplicate`] that writes nothing — a host
 /// that retries a commit after a crash, or after skald restarted, finds its turn stored once.
 /// The key is checked first: 1 to [`MAX_ADVANCEMENT_KEY_LEN`] bytes, no control characters.
+///
+/// The turn goes after the session's leaf, unless `anchors` say the host continued from the end
+/// of an earlier committed turn: then it starts a branch there ([`CommitPlacement::Branched`]).
+#[allow(clippy::too_many_arguments)]
 pub fn commit_turn(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
     tenant: &Tenant,
     session_id: &SessionId,
     advancement_key: &str,
+    anchors: &TurnAnchors,
     messages: Vec<Message>,
     source_format: &str,
 ) -> Result<CommitOutcome, EngineError> {
@@ -402,15 +437,13 @@ pub fn commit_turn(
             status: CommitStatus::Duplicate,
             created,
             committed: 0,
+            placement: CommitPlacement::None,
         });
     }
+    let leaf = session.leaf_id().map(str::to_owned);
+    let (parent, placement) = place_turn(session, anchors, leaf);
     let committed = messages.len();
-    let mut entries = chain(
-        session,
-        session.leaf_id().map(str::to_owned),
-        messages,
-        false,
-    );
+    let mut entries = chain(session, parent, messages, false);
     let parent = entries
         .last()
         .map(|entry| entry.id.clone())
@@ -431,10 +464,7 @@ pub fn commit_turn(
         timestamp: crate::memory_write::now_iso(),
         kind: EntryKind::Custom {
             custom_type: TURN_COMMIT_CUSTOM_TYPE.to_owned(),
-            data: Some(serde_json::json!({
-                "advancementKey": advancement_key,
-                "messages": committed,
-            })),
+            data: Some(turn_record(advancement_key, committed, anchors)),
         },
         extra: skald_core::message::Extra::new(),
     });
@@ -443,7 +473,60 @@ pub fn commit_turn(
         status: CommitStatus::Committed,
         created,
         committed,
+        placement,
     })
+}
+
+/// The data of a turn's commit entry: its key, its size and the host's anchors.
+fn turn_record(advancement_key: &str, committed: usize, anchors: &TurnAnchors) -> Value {
+    let mut record = serde_json::json!({
+        "advancementKey": advancement_key,
+        "messages": committed,
+    });
+    if let Some(parent) = &anchors.parent_entry {
+        record["hostParentEntryId"] = Value::String(parent.clone());
+    }
+    if let Some(terminal) = &anchors.terminal_entry {
+        record["hostTerminalEntryId"] = Value::String(terminal.clone());
+    }
+    record
+}
+
+/// Where a turn continues: after the commit entry of the turn the host's transcript ended at
+/// the turn's parent entry, when skald knows it, else after the leaf.
+fn place_turn(
+    session: &Session,
+    anchors: &TurnAnchors,
+    leaf: Option<String>,
+) -> (Option<String>, CommitPlacement) {
+    let Some(host_parent) = &anchors.parent_entry else {
+        return (leaf, CommitPlacement::Continued);
+    };
+    let commits: Vec<(&str, Option<&str>)> = session
+        .entries()
+        .iter()
+        .filter_map(|entry| {
+            let data = entry.kind.custom_data(TURN_COMMIT_CUSTOM_TYPE)?;
+            Some((
+                entry.id.as_str(),
+                data.get("hostTerminalEntryId").and_then(Value::as_str),
+            ))
+        })
+        .collect();
+    match commits
+        .iter()
+        .rev()
+        .find(|(_, terminal)| *terminal == Some(host_parent.as_str()))
+    {
+        Some((commit_entry, _)) if leaf.as_deref() == Some(*commit_entry) => {
+            (leaf, CommitPlacement::Continued)
+        }
+        Some((commit_entry, _)) => (Some((*commit_entry).to_owned()), CommitPlacement::Branched),
+        // The session's first turn, or a host that names a parent before its first commit:
+        // nothing to place it against.
+        None if commits.is_empty() => (leaf, CommitPlacement::Continued),
+        None => (leaf, CommitPlacement::UnknownParent),
+    }
 }
 
 /// Whether the session is fed by [`commit_turn`]: it holds a turn committed by a host. Such a

@@ -269,3 +269,31 @@ test("tools run through skald; a tool error throws with skald's message for the 
     fake.server.close();
   }
 });
+
+test("a completed sub-agent's session gets skald's after-turn work; a rolled-back spawn is forgotten", async () => {
+  const fake = await fakeSkald(() => ({ status: 200, body: {} }));
+  try {
+    const engine = engineFor(fake.url);
+    await engine.prepareSubagentSpawn({
+      parentSessionKey: "agent:main:main",
+      childSessionKey: "agent:main:subagent:1",
+      childSessionId: "child-1",
+      contextMode: "isolated",
+    });
+    await engine.onSubagentEnded({ childSessionKey: "agent:main:subagent:1", reason: "completed" });
+    assert.deepEqual(
+      fake.seen.map((seen) => seen.path),
+      ["/v1/sessions/child-1/after-turn"],
+    );
+    const preparation = await engine.prepareSubagentSpawn({
+      parentSessionKey: "agent:main:main",
+      childSessionKey: "agent:main:subagent:2",
+      childSessionId: "child-2",
+    });
+    await preparation?.rollback();
+    await engine.onSubagentEnded({ childSessionKey: "agent:main:subagent:2", reason: "deleted" });
+    assert.equal(fake.seen.length, 1, "a deleted child runs nothing");
+  } finally {
+    fake.server.close();
+  }
+});

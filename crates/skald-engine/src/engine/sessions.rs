@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{CompactInput, Engine};
 use crate::compact::Compaction;
-use crate::ingest::{self, CommitOutcome, SyncOutcome};
+use crate::ingest::{self, CommitOutcome, SyncOutcome, TurnAnchors};
 use crate::memory::MemoryIdentity;
 use crate::{
     EngineError, MemoryIdentityError, ModelView, RecallHook, SessionState, ViewRequest,
@@ -173,6 +173,7 @@ impl Engine {
         tenant: &Tenant,
         session: &SessionId,
         advancement_key: &str,
+        anchors: &TurnAnchors,
         messages: Vec<Message>,
         source_format: &str,
     ) -> Result<CommitOutcome, EngineError> {
@@ -184,6 +185,7 @@ impl Engine {
             tenant,
             session,
             advancement_key,
+            anchors,
             messages,
             source_format,
         )

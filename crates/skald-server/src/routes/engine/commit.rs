@@ -2,7 +2,7 @@
 //! atomically, once per advancement key.
 
 use super::*;
-use skald_engine::ingest::CommitStatus;
+use skald_engine::ingest::{CommitPlacement, CommitStatus, TurnAnchors};
 
 /// OpenClaw's `commitTurn` parameters. The host's anchors and identities are accepted by name
 /// and not used; any other field is refused.
@@ -16,10 +16,13 @@ pub struct CommitTurnRequest {
     /// `AgentMessage`s, in order.
     #[schema(value_type = Vec<Object>)]
     pub messages: Vec<Value>,
-    /// The host's transcript anchor where the turn was admitted; accepted, not used.
+    /// The host's transcript anchor where the turn was admitted: its `effectiveParentId` (the
+    /// host's entry the turn follows) places the turn — after an earlier turn when the host
+    /// rewound to it; the other fields are not used.
     #[schema(value_type = Option<Object>)]
     pub admission: Option<Value>,
-    /// The host's transcript anchor where the turn ended; accepted, not used.
+    /// The host's transcript anchor where the turn ended: its `entryId` is recorded, so that a
+    /// later turn the host continues from here is placed here.
     #[schema(value_type = Option<Object>)]
     pub terminal: Option<Value>,
     /// OpenClaw's session key; informational.
@@ -46,6 +49,11 @@ pub struct CommitTurnResponse {
     pub status: String,
     /// Messages this call stored (0 for a duplicate).
     pub committed_messages: usize,
+    /// Where the turn went: `continued` (after the last one), `branched` (the host rewound to
+    /// an earlier turn: a new branch from it), `unknown_parent` (the host continued from an
+    /// entry skald cannot place: after the last one), `none` (a duplicate).
+    #[schema(value_type = String)]
+    pub placement: CommitPlacement,
 }
 
 /// Stores one finished turn and its advancement key in one write; the same key again is a
@@ -65,12 +73,24 @@ pub(super) async fn commit_turn_route(
 ) -> Result<Json<CommitTurnResponse>, ApiError> {
     let id = session_id(id)?;
     let messages = decode_messages(&body.messages, "messages")?;
+    let anchor = |value: &Option<Value>, field: &str| {
+        value
+            .as_ref()
+            .and_then(|anchor| anchor.get(field))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let anchors = TurnAnchors {
+        parent_entry: anchor(&body.admission, "effectiveParentId"),
+        terminal_entry: anchor(&body.terminal, "entryId"),
+    };
     let outcome = state
         .engine
         .commit_turn(
             &caller.tenant,
             &id,
             &body.advancement_key,
+            &anchors,
             messages,
             source_format(),
         )
@@ -83,5 +103,6 @@ pub(super) async fn commit_turn_route(
         }
         .to_owned(),
         committed_messages: outcome.committed,
+        placement: outcome.placement,
     }))
 }

@@ -1,6 +1,7 @@
 //! What an OpenClaw host needs beyond the engine routes' basics: `tokenBudget` taken as the host
 //! means it (the tokens the returned messages may take, down to 1; a view over it compacts the
-//! session to fit), memory switched off for one call, and skald's tools run over HTTP
+//! session to fit), memory switched off for one call, commits placed by the host's transcript
+//! anchors (a rewind continues from the earlier turn), and skald's tools run over HTTP
 //! (`GET /v1/tools`, `POST /v1/tools/{name}`) by the executor the proxy uses.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -194,5 +195,59 @@ async fn the_tools_route_runs_skalds_tools_and_says_what_was_wrong() {
         .post("/v1/tools/memory_ls", json!({"arguments": [], "extra": 1}))
         .await;
     assert_eq!(status, 400, "{malformed}");
+    server.shutdown().await;
+}
+
+/// One commit-turn body: a user question and its answer, with OpenClaw's anchors.
+fn turn(key: &str, parent: &str, terminal: &str, text: &str, at: i64) -> serde_json::Value {
+    json!({
+        "advancementKey": key,
+        "admission": {"entryId": format!("{key}-user"), "effectiveParentId": parent},
+        "terminal": {"entryId": terminal},
+        "messages": [user(&format!("question {text}"), at), assistant_text(&format!("answer {text}"), at + 1)],
+    })
+}
+
+#[tokio::test]
+async fn a_host_that_rewinds_continues_from_the_earlier_turn_on_a_branch() {
+    let (server, api) = start().await;
+    let commit = |body: serde_json::Value| {
+        let api = &api;
+        async move { api.post("/v1/sessions/r/commit-turn", body).await }
+    };
+    let (_, first) = commit(turn("a", "h0", "hA", "A", 10)).await;
+    assert_eq!(first["placement"], "continued", "{first}");
+    let (_, second) = commit(turn("b", "hA", "hB", "B", 20)).await;
+    assert_eq!(second["placement"], "continued", "{second}");
+    // The user edits question B: the host's new turn follows A's end, not B's.
+    let (_, edited) = commit(turn("c", "hA", "hC", "C", 30)).await;
+    assert_eq!(edited["placement"], "branched", "{edited}");
+    let (_, view) = api
+        .post("/v1/sessions/r/assemble", json!({"memory": false}))
+        .await;
+    let texts: Vec<String> = view["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message.to_string())
+        .collect();
+    let joined = texts.join("\n");
+    assert!(
+        joined.contains("question A") && joined.contains("question C"),
+        "{joined}"
+    );
+    assert!(
+        !joined.contains("question B"),
+        "the abandoned turn is off the path: {joined}"
+    );
+    // B is kept, on its branch: nothing a host committed is lost.
+    let (_, entries) = api.get("/v1/sessions/r/entries").await;
+    assert!(entries.to_string().contains("question B"));
+    // The next turn continues the new branch.
+    let (_, next) = commit(turn("d", "hC", "hD", "D", 40)).await;
+    assert_eq!(next["placement"], "continued", "{next}");
+    // A parent skald cannot place (inside a turn) goes after the leaf, and says so.
+    let (_, unknown) = commit(turn("e", "h-inside-a-turn", "hE", "E", 50)).await;
+    assert_eq!(unknown["placement"], "unknown_parent", "{unknown}");
     server.shutdown().await;
 }
