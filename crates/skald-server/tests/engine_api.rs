@@ -952,7 +952,7 @@ async fn a_retried_commit_is_a_duplicate_and_the_turn_is_stored_once_across_a_re
             tool_result("call1", "bash", "Cargo.toml\nsrc", false, 2),
             assistant_text("Two entries.", 3),
         ],
-        // The host's anchors and identities are accepted and not used.
+        // The host's anchors (without entry ids here: placed after the leaf) and identities.
         "admission": {"agentId": "main", "sessionId": "s-commit", "generation": 1, "rawSeq": 4},
         "terminal": {"agentId": "main", "sessionId": "s-commit", "generation": 1, "rawSeq": 8},
         "sessionKey": "agent:main:main",
@@ -965,13 +965,16 @@ async fn a_retried_commit_is_a_duplicate_and_the_turn_is_stored_once_across_a_re
         .post("/v1/sessions/s-commit/commit-turn", turn.clone())
         .await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body, json!({"status": "committed", "committedMessages": 4}));
+    assert_eq!(
+        body,
+        json!({"status": "committed", "committedMessages": 4, "placement": "continued"})
+    );
     let (_, again) = api
         .post("/v1/sessions/s-commit/commit-turn", turn.clone())
         .await;
     assert_eq!(
         again,
-        json!({"status": "duplicate", "committedMessages": 0})
+        json!({"status": "duplicate", "committedMessages": 0, "placement": "none"})
     );
     server.shutdown().await;
 

@@ -57,6 +57,8 @@ function runtimeContextForSkald(context: RuntimeContext | undefined): Record<str
   const out: Record<string, unknown> = {};
   if (typeof context.tokenBudget === "number") out.tokenBudget = context.tokenBudget;
   if (typeof context.currentTokenCount === "number") out.currentTokenCount = context.currentTokenCount;
+  // The model's window, which OpenClaw passes beside the budget in commit and maintenance calls.
+  if (typeof context.modelContextWindow === "number") out.modelContextWindow = context.modelContextWindow;
   if (context.promptCache) out.promptCache = JSON.parse(JSON.stringify(context.promptCache)) as unknown;
   return out;
 }
@@ -270,8 +272,11 @@ export class SkaldContextEngine implements ContextEngine {
    * originals it offloads stay whole in the host's store as in skald's. */
   async maintain(params: MaintainParams): Promise<Method<"maintain">["result"]> {
     const context = params.runtimeContext;
+    // after-turn's tokenBudget is the model's window (its memory upload thresholds are shares
+    // of it), which OpenClaw names `modelContextWindow` here.
+    const window = typeof context?.modelContextWindow === "number" ? context.modelContextWindow : undefined;
     await this.runAfterTurn(skaldSessionId(params.sessionId), {
-      tokenBudget: params.runtimeSettings?.limits.promptTokenBudget ?? undefined,
+      tokenBudget: window,
       runtimeContext: runtimeContextForSkald(context),
     });
     return { changed: false, bytesFreed: 0, rewrittenEntries: 0, reason: "skald keeps the host's transcript whole" };
