@@ -19,6 +19,7 @@ mod import_cmd;
 mod inspect;
 mod keys_cmd;
 mod local;
+mod mcp_cmd;
 mod memory_cmd;
 mod output;
 mod remote;
@@ -357,6 +358,15 @@ enum Command {
     ///   skald serve --addr 0.0.0.0:7420 --config /etc/skald/skald.toml
     #[command(verbatim_doc_comment)]
     Serve(serve_cmd::ServeArgs),
+    /// Serve skald's tools over MCP on stdin/stdout: fetch_original_data and the memory tools
+    /// (search_memories, memory_ls, memory_read, commit_memory, memory_forget), on the data
+    /// directory's store. `skald serve` offers the same at /mcp (streamable HTTP, by key).
+    ///
+    /// Examples:
+    ///   claude mcp add skald -- skald mcp
+    ///   skald mcp --tenant acme
+    #[command(verbatim_doc_comment)]
+    Mcp(mcp_cmd::McpArgs),
     /// Manage the API keys of `skald serve`: each key belongs to one tenant.
     ///
     /// Examples:
@@ -398,6 +408,7 @@ impl Command {
             | Command::Replay(_)
             | Command::Eval(_)
             | Command::Serve(_)
+            | Command::Mcp(_)
             | Command::Keys(_)
             | Command::Home => false,
         }
@@ -507,6 +518,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve(args) => {
             let config = config::Config::load(cli.config.as_deref(), &home)?;
             serve_cmd::run(args, &config, &home)
+        }
+        Command::Mcp(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            mcp_cmd::run(args, &config, &home)
         }
         Command::Keys(args) => keys_cmd::run(args, &home, mode),
         Command::Home => {

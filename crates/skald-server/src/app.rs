@@ -98,6 +98,11 @@ async fn not_found(uri: Uri) -> ApiError {
 
 /// Every route with its state, and the OpenAPI document that describes exactly them.
 pub fn router(state: AppState) -> axum::Router {
+    router_until(state, tokio_util::sync::CancellationToken::new())
+}
+
+/// [`router`], with the MCP endpoint's open streams ended when `shutdown` is cancelled.
+fn router_until(state: AppState, shutdown: tokio_util::sync::CancellationToken) -> axum::Router {
     let (router, mut api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(healthz))
         .routes(routes!(metrics))
@@ -116,6 +121,7 @@ pub fn router(state: AppState) -> axum::Router {
             axum::routing::get(move || async move { Json(document) }),
         )
         .route("/", axum::routing::get(root))
+        .nest_service("/mcp", crate::mcp::http_service(state.clone(), shutdown))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -156,8 +162,11 @@ pub async fn serve(
     // The upload driver aborts its tasks when dropped: it must outlive the wait below.
     let uploads = state.engine.uploads().clone();
     let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mcp_shutdown = tokio_util::sync::CancellationToken::new();
+    let mcp_streams = mcp_shutdown.clone();
     let signal = async move {
         shutdown.await;
+        mcp_streams.cancel();
         let _ = stopping.send(());
     };
     // Streams go out event by event: without TCP_NODELAY, Nagle's algorithm holds each small
@@ -169,7 +178,7 @@ pub async fn serve(
                 tracing::debug!(%error, "cannot set TCP_NODELAY on a connection");
             }
         });
-    let serving = axum::serve(listener, router(state))
+    let serving = axum::serve(listener, router_until(state, mcp_shutdown))
         .with_graceful_shutdown(signal)
         .into_future();
     tokio::pin!(serving);

@@ -31,6 +31,7 @@ mod app;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod mcp;
 pub mod metrics;
 pub mod proxy;
 pub mod routes;

@@ -7,9 +7,9 @@
 use std::time::Instant;
 
 use serde_json::Value;
-use skald_core::fetch::tool_spec as fetch_tool_spec;
+use skald_core::fetch::{FetchArgs, tool_spec as fetch_tool_spec};
 use skald_core::ids::Tenant;
-use skald_core::memory::tools::{is_memory_tool, tool_specs as memory_tool_specs};
+use skald_core::memory::tools::{is_memory_tool, parse_tool_call, tool_specs as memory_tool_specs};
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::ToolSpec;
 use skald_core::pipeline::offload::FETCH_TOOL_NAME;
@@ -37,6 +37,27 @@ impl Engine {
             specs.extend(memory_tool_specs());
         }
         specs
+    }
+
+    /// Checks a call's arguments against the tool's schema without running it: `Err` says what
+    /// is wrong (an unknown tool, a missing or misspelt argument, a wrong type), as a protocol
+    /// that separates bad calls from failed ones (MCP's invalid params) needs.
+    pub fn check_tool_arguments(&self, name: &str, arguments: &Value) -> Result<(), String> {
+        if name == FETCH_TOOL_NAME {
+            return FetchArgs::from_json(arguments)
+                .map(|_| ())
+                .map_err(|error| format!("{FETCH_TOOL_NAME}: {error}"));
+        }
+        if is_memory_tool(name) && self.config().memory.enabled {
+            return parse_tool_call(name, arguments)
+                .map(|_| ())
+                .map_err(|error| error.to_string());
+        }
+        let known: Vec<String> = self.tool_specs().into_iter().map(|s| s.name).collect();
+        Err(format!(
+            "unknown tool {name:?}: skald's tools are {}",
+            known.join(", ")
+        ))
     }
 
     /// Runs one call of a skald tool for `tenant` (the memory tools for `identity`). A name
