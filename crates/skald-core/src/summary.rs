@@ -118,10 +118,10 @@ mod tests {
         let refs = crate::refs::ref_ids_in(&listed);
         assert_eq!(refs.len(), 2);
         // Already mentioned: unchanged.
-        assert_eq!(list_ref_ids(&listed, &[a.clone()]), listed);
+        assert_eq!(list_ref_ids(&listed, std::slice::from_ref(&a)), listed);
         // No heading: added at the end.
         assert_eq!(
-            list_ref_ids("## Decisions\n- x", &[a.clone()]),
+            list_ref_ids("## Decisions\n- x", std::slice::from_ref(&a)),
             format!("## Decisions\n- x\n\n## Exact identifiers\n- [REF_ID: {a}]")
         );
     }

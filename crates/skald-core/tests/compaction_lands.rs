@@ -174,7 +174,7 @@ fn huge_kept_turns_are_offloaded_and_cut_to_fit() {
 #[test]
 fn compaction_that_cannot_fit_is_typed() {
     // A pinned system prompt larger than window − reserve: nothing a compaction may touch.
-    let mut messages = vec![Message::text(Role::System, &"rule ".repeat(120_000))];
+    let mut messages = vec![Message::text(Role::System, "rule ".repeat(120_000))];
     messages.extend(dev_session_then(&["a", "b", "c"]));
     let outcome = run_extractive(manual(&messages, 128_000));
     assert_eq!(outcome.name(), "compacted_over_target");
