@@ -9,7 +9,8 @@
 //!
 //! Exit status: 0 when the session was compacted or the compaction was skipped (nothing to do is
 //! not a failure), [`EXIT_CANCELLED`] when work started and was abandoned (the session is
-//! unchanged), 130 after Ctrl-C, 1 on errors.
+//! unchanged), [`EXIT_OVER_TARGET`] when the history was replaced but the context is still over
+//! `window − reserve`, 130 after Ctrl-C, 1 on errors.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -40,6 +41,9 @@ use crate::remote::{self, Remote};
 /// Exit status of a compaction that started and was abandoned (timeout, summarizer failures,
 /// quality guard, a context that would not shrink).
 pub const EXIT_CANCELLED: u8 = 3;
+/// Exit status of a compaction that replaced the history but left the context over
+/// `window − reserve` (the kept turns, the summary and the prefix take more even when shrunk).
+pub const EXIT_OVER_TARGET: u8 = 4;
 /// Exit status after Ctrl-C (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
@@ -252,6 +256,13 @@ fn print(report: &CompactReport, aborted: bool, mode: Mode) -> Result<ExitCode> 
     match mode {
         Mode::Json => output::emit(mode, report, |_| output::table(&[]))?,
         Mode::Table => print!("{}", render(report)),
+    }
+    if report.outcome == "compacted_over_target" {
+        eprintln!(
+            "skald: compacted, but not to target: {}",
+            report.reason.as_deref().unwrap_or("no reason given")
+        );
+        return Ok(ExitCode::from(EXIT_OVER_TARGET));
     }
     if !report.cancelled() {
         return Ok(ExitCode::SUCCESS);

@@ -1053,10 +1053,15 @@ fn a_tail_over_budget_with_nothing_to_summarise_is_truncated_alone() {
 }
 
 #[test]
-fn a_tail_too_large_without_tool_results_is_skipped() {
+fn a_tail_too_large_without_tool_results_has_its_middle_cut() {
+    // Once skipped as `TailTooLarge`; now the text's middle is cut (its original a ref), so the
+    // compaction lands (see tests/compaction_lands.rs).
     let messages = vec![user(&"q".repeat(600_000))];
     let plan = manual(&messages, 128_000, &CompactionSettings::default());
-    assert!(matches!(plan.skip, Some(SkipReason::TailTooLarge { .. })));
+    assert_eq!(plan.skip, None);
+    let truncation = plan.tail_truncation.as_ref().unwrap();
+    assert_eq!(truncation.middle_cuts, 1);
+    assert!(!truncation.still_over_budget);
 }
 
 // ---------------------------------------------------------------------------------------------

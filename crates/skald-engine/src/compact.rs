@@ -85,9 +85,11 @@ pub struct CompactReport {
     pub session_id: String,
     /// The tenant the session belongs to.
     pub tenant: String,
-    /// `compacted`, `skipped` or `cancelled`.
+    /// `compacted`, `compacted_over_target` (compacted, but still over `window − reserve`),
+    /// `skipped` or `cancelled`.
     pub outcome: String,
-    /// Why it was skipped or cancelled, for people (`None` when compacted).
+    /// Why it was skipped or cancelled, or why the context is still over target, for people
+    /// (`None` when compacted to target).
     pub reason: Option<String>,
     /// The same reason, typed (`{"kind": "nothing_to_compact"}`…).
     pub reason_detail: Option<Value>,
@@ -129,11 +131,20 @@ impl CompactReport {
     ) -> Self {
         let (outcome, reason, reason_detail, summary, details) = match &result.outcome {
             CompactionOutcome::Compacted {
-                summary, details, ..
+                summary,
+                details,
+                over_target,
+                ..
             } => (
-                "compacted",
-                None,
-                None,
+                result.outcome.name(),
+                over_target.as_ref().map(|over| over.describe()),
+                over_target.as_ref().and_then(|over| {
+                    let mut detail = serde_json::to_value(over).ok()?;
+                    if let Value::Object(fields) = &mut detail {
+                        fields.insert("kind".to_owned(), json!("over_target"));
+                    }
+                    Some(detail)
+                }),
                 Some(summary.clone()),
                 serde_json::to_value(details.as_ref()).ok(),
             ),
@@ -345,6 +356,7 @@ pub async fn compact_session(
             identifiers: core_request.identifiers,
             feedback: None,
             max_output_tokens: u32::try_from(core_request.max_output_tokens).unwrap_or(u32::MAX),
+            latest_user_ask: core_request.latest_user_ask,
         };
         let call = summarizer.summarize(&llm_request, cancel);
         match tokio::time::timeout_at(deadline, call).await {

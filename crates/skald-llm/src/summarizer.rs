@@ -35,6 +35,9 @@ pub struct SummaryRequest {
     /// The summary's output limit in tokens; the extractive summarizer turns it into a character
     /// budget, and 0 means its default.
     pub max_output_tokens: u32,
+    /// The latest substantive user ask of the span (the one the quality guard checks): the
+    /// extractive summarizer always quotes it (an LLM reads it in the transcript).
+    pub latest_user_ask: Option<String>,
 }
 
 /// Writes a summary. Object-safe: the engine holds an `Arc<dyn Summarizer>`.
@@ -250,6 +253,7 @@ impl Summarizer for ExtractiveSummarizer {
             max_chars: Self::max_chars_for(request),
             language: skald_core::extractive::SummaryLanguage::Auto,
             settings: self.settings.clone(),
+            latest_ask: request.latest_user_ask.clone(),
         };
         Ok(skald_core::extractive::summarize(&request.messages, &input))
     }

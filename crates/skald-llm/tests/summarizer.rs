@@ -88,6 +88,7 @@ fn summary_request() -> SummaryRequest {
         identifiers: vec!["src/lib.rs".to_owned()],
         feedback: Some("missing sections: ## Open TODOs; missing identifiers: src/lib.rs".to_owned()),
         max_output_tokens: 2048,
+        latest_user_ask: Some("Fix the failing test in src/lib.rs.".to_owned()),
     }
 }
 

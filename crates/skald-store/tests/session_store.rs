@@ -1182,3 +1182,91 @@ fn tenant_named(name: &str) -> skald_core::ids::Tenant {
 fn session_named(id: &str) -> skald_core::ids::SessionId {
     skald_core::ids::SessionId::parse(id).unwrap()
 }
+
+#[test]
+fn claude_code_import_stores_compactions_as_checkpoints() {
+    let line = |value: serde_json::Value| value.to_string();
+    let envelope = |uuid: &str, parent: Option<&str>| {
+        json!({"uuid": uuid, "parentUuid": parent, "sessionId": "cc-compact", "cwd": "/w",
+               "timestamp": "2026-02-11T21:00:00.000Z", "isSidechain": false})
+    };
+    let with = |mut base: serde_json::Value, more: serde_json::Value| {
+        for (key, value) in more.as_object().unwrap() {
+            base[key] = value.clone();
+        }
+        base
+    };
+    let mut transcript = vec![
+        line(with(
+            envelope("u1", None),
+            json!({"type": "user", "message": {"role": "user", "content": "Port the CLI."}}),
+        )),
+        line(with(
+            envelope("a1", Some("u1")),
+            json!({"type": "assistant", "message": {"id": "m1", "role": "assistant",
+                   "model": "claude", "content": [{"type": "text", "text": "Ported."}]}}),
+        )),
+    ];
+    let boundary = line(with(
+        envelope("b1", None),
+        json!({"type": "system", "subtype": "compact_boundary",
+               "content": "Conversation compacted", "isMeta": false,
+               "compactMetadata": {"trigger": "auto", "preTokens": 167094}}),
+    ));
+    let summary = line(with(
+        envelope("s1", Some("b1")),
+        json!({"type": "user", "isCompactSummary": true, "message": {"role": "user",
+               "content": "This session is being continued. Summary: the CLI was ported."}}),
+    ));
+    let after = line(with(
+        envelope("u2", Some("s1")),
+        json!({"type": "user", "message": {"role": "user", "content": "Now the tests."}}),
+    ));
+    transcript.push(boundary);
+    let store = store();
+    let tenant = tenant_named("acme");
+    // A boundary whose summary is not written yet waits for the next import.
+    let first =
+        import_transcript(&store, &tenant, &transcript.join("\n"), &import_options()).unwrap();
+    assert_eq!(first.entries_added, 2);
+    transcript.push(summary);
+    transcript.push(after);
+    let second =
+        import_transcript(&store, &tenant, &transcript.join("\n"), &import_options()).unwrap();
+    assert_eq!(second.status, ImportStatus::Appended);
+    assert_eq!(second.entries_added, 2);
+    let entries = store.entries(&tenant, &second.session_id).unwrap();
+    let EntryKind::Compaction {
+        summary,
+        first_kept_entry_id,
+        tokens_before,
+        details,
+        ..
+    } = &entries[2].kind
+    else {
+        panic!("{:?}", entries[2].kind);
+    };
+    assert_eq!(
+        summary,
+        "This session is being continued. Summary: the CLI was ported."
+    );
+    assert_eq!(first_kept_entry_id, &None);
+    assert_eq!(tokens_before, &Some(167_094));
+    assert_eq!(details.as_ref().unwrap()["claude_code"]["trigger"], "auto");
+    // The summary line is the checkpoint's, not a message of its own; the chain continues.
+    assert_eq!(entries.len(), 4);
+    assert_eq!(
+        entries[3].parent_id.as_deref(),
+        Some(entries[2].id.as_str())
+    );
+    // The context restarts at the compaction, as replay reads the transcript.
+    let context = store.context(&tenant, &second.session_id, None).unwrap();
+    let texts = texts(&context);
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(texts[0].contains("the CLI was ported"));
+    assert_eq!(texts[1], "Now the tests.");
+    // Importing it again changes nothing.
+    let again =
+        import_transcript(&store, &tenant, &transcript.join("\n"), &import_options()).unwrap();
+    assert_eq!(again.status, ImportStatus::AlreadyImported);
+}

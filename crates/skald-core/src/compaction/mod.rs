@@ -11,11 +11,15 @@
 //!   (the preserved turns cut inside a turn when they are too large or hold everything),
 //!   history pruned for the context share, token-share parts, chunks, the adaptive chunk ratio,
 //!   oversized messages and the three-level fallback plan.
+//! - [`asks`] — the latest substantive user ask (harness messages and continuations such as
+//!   "continue" or "继续" skipped), which the guard checks and the summary carries.
 //! - [`plan`] — [`plan_compaction`]: the whole decision before any summarizer call.
 //! - [`prompts`] — the summarizer's instructions and the transcript rendering, with untrusted
 //!   content wrapped as data.
 //! - [`quality`] — the quality guard and the feedback for a retry.
 //! - [`appendices`] — tool failures, files read and modified, workspace critical rules.
+//! - [`tail`] — the kept tail shrunk when it alone is over its budget: tool results truncated,
+//!   then the middles of large texts cut, every original kept as a ref.
 //! - [`run`] — [`CompactionRun`]: the summary loop as a state machine.
 //!
 //! ```
@@ -53,6 +57,7 @@
 //! ```
 
 pub mod appendices;
+pub mod asks;
 pub mod outcome;
 pub mod plan;
 pub mod prompts;
@@ -60,19 +65,20 @@ pub mod quality;
 pub mod run;
 pub mod settings;
 pub mod split;
+pub mod tail;
 
 pub use appendices::{
     Appendices, FileAccess, FileLists, FileOps, ToolFailure, collect_file_ops,
     collect_tool_failures, file_accesses, finish_summary, format_critical_rules, format_file_lists,
     format_tool_failures, workspace_critical_rules,
 };
+pub use asks::{is_continuation, is_user_ask, latest_user_ask};
 pub use outcome::{
-    CancelReason, CompactionDetails, CompactionOutcome, CompactionTrigger, SkipReason,
+    CancelReason, CompactionDetails, CompactionOutcome, CompactionTrigger, OverTarget, SkipReason,
     TailTruncation, should_compact,
 };
 pub use plan::{
-    CompactionInputs, CompactionPlan, DroppedHistory, PlanError, compacted_context, is_user_ask,
-    latest_user_ask, plan_compaction,
+    CompactionInputs, CompactionPlan, DroppedHistory, PlanError, compacted_context, plan_compaction,
 };
 pub use prompts::{
     Language, PromptContext, chunk_prompt, detect_language, merge_prompt, render_transcript,

@@ -170,24 +170,62 @@ impl CancelReason {
     }
 }
 
-/// The preserved tail after its largest tool results were truncated because the tail alone was
-/// over the budget. The caller stores `new_refs` before anything that names them reaches a
+/// The preserved tail after its largest tool results were truncated, and the middles of its
+/// largest texts cut, because the tail alone was over the budget (see
+/// [`super::tail::shrink_tail`]). The caller stores `new_refs` before anything that names them reaches a
 /// model, and writes `messages` in place of the kept entries (a branch rewrite: the originals
 /// stay in the session).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TailTruncation {
     /// The whole preserved tail, in order, with the truncated results.
     pub messages: Vec<Message>,
-    /// Originals of the truncated results.
+    /// Originals of the truncated results and of the texts whose middles were cut.
     pub new_refs: Vec<NewRef>,
-    /// What was cut, result by result.
+    /// What the truncate stage cut, result by result.
     pub report: TruncateReport,
+    /// Texts (tool output, user and assistant text) whose middles were cut after truncating the
+    /// results was not enough.
+    pub middle_cuts: usize,
     /// The tail's size before truncating.
     pub tokens_before: u64,
     /// The tail's size after truncating.
     pub tokens_after: u64,
     /// Still over the budget after truncating every result as far as the truncate stage goes.
     pub still_over_budget: bool,
+}
+
+/// A compaction that replaced the history but could not bring the context to its target,
+/// `window − reserve`: even with the history summarised and the kept turns shrunk as far as
+/// they go (results truncated, middles cut), the summary, the kept tail, the pinned prefix and
+/// the fixed overhead take more. Typed so that no caller mistakes it for a compaction that
+/// landed: the next request is still over the threshold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OverTarget {
+    /// The context's size after compacting.
+    pub tokens_after: u64,
+    /// `window − reserve`, the most it should take.
+    pub target_tokens: u64,
+    /// What the summary message takes.
+    pub summary_tokens: u64,
+    /// What the kept turns take after shrinking.
+    pub kept_tokens: u64,
+    /// The pinned prefix (leading system messages) and the overhead outside the messages.
+    pub fixed_tokens: u64,
+}
+
+impl OverTarget {
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        format!(
+            "the context is still {} tokens, over window − reserve ({}): the kept turns take {} \
+             after truncating and cutting, the summary {}, the pinned prefix and overhead {}",
+            self.tokens_after,
+            self.target_tokens,
+            self.kept_tokens,
+            self.summary_tokens,
+            self.fixed_tokens
+        )
+    }
 }
 
 /// What a compaction did, for checkpoints, logs and `skald compact --json`.
@@ -234,6 +272,10 @@ pub struct CompactionDetails {
     pub turn_split: Option<TurnSplit>,
     /// Tool results of the preserved tail that were truncated.
     pub truncated_tail_results: usize,
+    /// Texts of the preserved tail whose middles were cut (originals in the ref store).
+    pub cut_tail_texts: usize,
+    /// Ref ids of the summarised history, listed under `## Exact identifiers`.
+    pub offloaded_refs: Vec<String>,
     /// After compacting, the context is still above the threshold: the caller should not
     /// trigger again on the next request (nothing more can be freed this way).
     pub still_over_threshold: bool,
@@ -261,6 +303,9 @@ pub enum CompactionOutcome {
         tail_truncation: Option<Box<TailTruncation>>,
         /// What the compaction did, step by step.
         details: Box<CompactionDetails>,
+        /// Set when the context is still over `window − reserve` after compacting (see
+        /// [`OverTarget`]); [`CompactionOutcome::name`] is then `compacted_over_target`.
+        over_target: Option<OverTarget>,
     },
     /// Nothing was attempted; the history is unchanged.
     Skipped {
@@ -279,10 +324,17 @@ pub enum CompactionOutcome {
 }
 
 impl CompactionOutcome {
-    /// `compacted`, `skipped` or `cancelled`, as reports name the outcome.
+    /// `compacted`, `compacted_over_target` (the history was replaced, but the context is still
+    /// over `window − reserve`), `skipped` or `cancelled`, as reports name the outcome.
     pub fn name(&self) -> &'static str {
         match self {
-            CompactionOutcome::Compacted { .. } => "compacted",
+            CompactionOutcome::Compacted {
+                over_target: None, ..
+            } => "compacted",
+            CompactionOutcome::Compacted {
+                over_target: Some(_),
+                ..
+            } => "compacted_over_target",
             CompactionOutcome::Skipped { .. } => "skipped",
             CompactionOutcome::Cancelled { .. } => "cancelled",
         }
@@ -320,8 +372,15 @@ impl CompactionOutcome {
             CompactionOutcome::Compacted {
                 tokens_before,
                 tokens_after,
+                over_target,
                 ..
-            } => format!("compacted: {tokens_before} -> {tokens_after} tokens"),
+            } => match over_target {
+                None => format!("compacted: {tokens_before} -> {tokens_after} tokens"),
+                Some(over) => format!(
+                    "compacted over target: {tokens_before} -> {tokens_after} tokens; {}",
+                    over.describe()
+                ),
+            },
             CompactionOutcome::Skipped { reason, .. } => format!("skipped: {}", reason.describe()),
             CompactionOutcome::Cancelled { reason, .. } => {
                 format!("cancelled: {}", reason.describe())

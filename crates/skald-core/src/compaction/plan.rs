@@ -27,10 +27,15 @@
 //! verbatim in the appendix for pinned user messages, so the user's words are never lost.
 //!
 //! When the kept tail — after any cut — still leaves no room under the threshold, compacting
-//! the history cannot help (the next request would trigger again): the tail's largest tool
-//! results are truncated through the truncate stage, down to one common size chosen so that the
-//! tail fits, and the originals come back as [`crate::refs::NewRef`]s. With split turns this
-//! happens only when even the smallest kept part (the latest assistant step on) is over budget.
+//! the history cannot help (the next request would trigger again): the tail is shrunk
+//! ([`super::tail::shrink_tail`]: its largest tool results truncated, then the middles of its
+//! largest texts cut, down to common sizes chosen so that the tail fits), and the originals
+//! come back as [`crate::refs::NewRef`]s. With split turns this happens only when even the
+//! smallest kept part (the latest assistant step on) is over budget.
+//!
+//! Every ref id the summarised span names (outputs offloaded or truncated before) is listed in
+//! [`CompactionPlan::offloaded_refs`]; the summary lists each under `## Exact identifiers`, so
+//! the originals stay reachable once the span is gone.
 
 use serde::Serialize;
 
@@ -38,6 +43,7 @@ use super::appendices::{
     Appendices, FileLists, collect_file_ops, collect_tool_failures, pinned_user_texts,
     workspace_critical_rules,
 };
+use super::asks::latest_user_ask;
 use super::outcome::{CompactionOutcome, CompactionTrigger, SkipReason, TailTruncation};
 use super::prompts::{Language, detect_language, resolve_custom_instructions, summary_message};
 use super::settings::{CompactionSettings, CompactionSettingsError};
@@ -46,12 +52,12 @@ use super::split::{
     history_budget_tokens, max_chunk_tokens, plan_stages, prune_history_for_context_share,
     split_preserved_recent_turns, strip_details,
 };
+use super::tail::shrink_tail;
 use crate::identifiers::{MAX_GUARD_IDENTIFIERS, extract_identifiers};
 use crate::message::{Block, Message, Role, join_text};
-use crate::pipeline::truncate::{DEFAULT_MIN_KEEP_CHARS, MARKER_RESERVE_CHARS};
-use crate::pipeline::{TruncateSettings, truncate};
+use crate::refs::ref_ids_in;
 use crate::repair::repair_pairing;
-use crate::tokens::{CHARS_PER_TOKEN, estimate_message_tokens, estimate_string_chars};
+use crate::tokens::estimate_message_tokens;
 
 /// Room left for the summary when judging whether the kept tail fits under the threshold.
 pub const SUMMARY_ROOM_TOKENS: u64 = 4_096;
@@ -173,8 +179,12 @@ pub struct CompactionPlan {
     pub chunk_ratio: f64,
     /// Identifiers the summary must keep (checked under the strict policy).
     pub identifiers: Vec<String>,
-    /// The latest user message of the span, which the summary must reflect.
+    /// The latest substantive user ask of the span (continuations skipped,
+    /// [`super::asks::latest_user_ask`]), which the summary must reflect.
     pub latest_user_ask: Option<String>,
+    /// The ref ids the summarised history names (offloaded and truncated outputs), in order of
+    /// appearance: each is listed under `## Exact identifiers`.
+    pub offloaded_refs: Vec<String>,
     /// The language the summary is written in, from the span's prose.
     pub language: Language,
     /// Instructions for the summarizer: the ones given with this compaction, else the configured
@@ -303,6 +313,7 @@ pub fn plan_compaction(
         chunk_ratio: settings.base_chunk_ratio,
         identifiers: Vec::new(),
         latest_user_ask: None,
+        offloaded_refs: Vec::new(),
         language: detect_language(messages),
         custom_instructions: resolve_custom_instructions(
             inputs.custom_instructions,
@@ -376,6 +387,11 @@ pub fn plan_compaction(
     plan.span_tokens = span.iter().map(estimate_message_tokens).sum();
     plan.identifiers = identifiers_of(&span);
     plan.latest_user_ask = latest_user_ask(&span);
+    let dropped_messages = plan
+        .dropped
+        .as_ref()
+        .map(|dropped| dropped.messages.as_slice());
+    plan.offloaded_refs = ref_ids_of(dropped_messages.unwrap_or_default().iter().chain(&span));
     plan.span = span;
 
     let mut files = collect_file_ops(summarized_range);
@@ -463,6 +479,16 @@ pub fn identifiers_of(span: &[Message]) -> Vec<String> {
         .collect()
 }
 
+/// Every distinct ref id the messages' text and tool output name, in order of appearance.
+fn ref_ids_of<'m>(messages: impl Iterator<Item = &'m Message>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    messages
+        .flat_map(|message| ref_ids_in(&message_text(message)))
+        .map(|id| id.as_str().to_owned())
+        .filter(|id| seen.insert(id.clone()))
+        .collect()
+}
+
 /// A Windows-path match made of escape sequences of JSON shown as text (`d:\n\n`): once `\n`,
 /// `\t`, `\r` and `\\` are taken out, nothing alphanumeric is left after the drive letter.
 fn is_escape_residue(id: &str) -> bool {
@@ -492,123 +518,6 @@ fn message_text(message: &Message) -> String {
     }
     parts.retain(|part| !part.is_empty());
     parts.join("\n")
-}
-
-/// The text of the last user message that has any (`extractLatestUserAsk`), passing over
-/// messages a harness wrote in the user's name: Claude Code records command output, caveats and
-/// task notifications as user messages that open with a tag block (`<local-command-stdout>…`,
-/// `<task-notification>…</task-notification>` then a line of its own), and marks injected
-/// context and its own compaction summaries with `isMeta` / `isCompactSummary` (kept in
-/// `extra` by its decoder). None of those is an ask.
-pub fn latest_user_ask(messages: &[Message]) -> Option<String> {
-    messages
-        .iter()
-        .rev()
-        .filter(|message| message.role == Role::User && !is_flagged_injection(message))
-        .map(|message| message.plain_text().trim().to_owned())
-        .find(|text| !text.is_empty() && !is_harness_text(text))
-}
-
-/// True for a user message with text that a person wrote: not harness output, a bracketed
-/// marker or a flagged injection (see [`latest_user_ask`]).
-pub fn is_user_ask(message: &Message) -> bool {
-    if message.role != Role::User || is_flagged_injection(message) {
-        return false;
-    }
-    let text = message.plain_text();
-    let text = text.trim();
-    !text.is_empty() && !is_harness_text(text)
-}
-
-fn is_flagged_injection(message: &Message) -> bool {
-    ["isMeta", "isCompactSummary"]
-        .iter()
-        .any(|flag| message.extra.get(*flag) == Some(&serde_json::Value::Bool(true)))
-}
-
-/// True for text that opens with a tag block, `<name>` … `</name>`, such as
-/// `<command-name>/mcp</command-name>` or `<task-notification>…</task-notification>`.
-/// Also true for a one-line bracketed marker such as `[Request interrupted by user]`.
-fn is_harness_text(text: &str) -> bool {
-    if text.starts_with('[') && text.ends_with(']') && !text.contains('\n') {
-        return true;
-    }
-    let Some(rest) = text.strip_prefix('<') else {
-        return false;
-    };
-    let name: String = rest
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-        .collect();
-    !name.is_empty()
-        && rest
-            .get(name.len()..)
-            .is_some_and(|after| after.starts_with('>'))
-        && text.contains(&format!("</{name}>"))
-}
-
-/// Truncates the tail's largest tool results to one common size, the largest that brings the
-/// tail within `budget_tokens` (never below the truncate stage's minimum), through
-/// [`truncate`]. `None` when no result can be cut.
-fn shrink_tail(
-    tail: &[Message],
-    tail_tokens: u64,
-    budget_tokens: u64,
-    window_tokens: u64,
-) -> Option<TailTruncation> {
-    let needed_chars = tail_tokens
-        .saturating_sub(budget_tokens)
-        .saturating_mul(CHARS_PER_TOKEN as u64);
-    let sizes: Vec<u64> = tail
-        .iter()
-        .flat_map(|message| message.tool_results())
-        .map(|result| {
-            result
-                .content
-                .iter()
-                .filter_map(Block::as_text)
-                .map(|text| estimate_string_chars(&text.text) as u64)
-                .sum()
-        })
-        .collect();
-    let floor = (DEFAULT_MIN_KEEP_CHARS + MARKER_RESERVE_CHARS) as u64;
-    let largest = sizes.iter().copied().max()?;
-    if largest <= floor {
-        return None;
-    }
-    let freed = |cap: u64| -> u64 { sizes.iter().map(|size| size.saturating_sub(cap)).sum() };
-    // The largest cap that frees enough; the floor when none does.
-    let (mut low, mut high) = (floor, largest);
-    if freed(floor) >= needed_chars {
-        while high - low > 1 {
-            let middle = low + (high - low) / 2;
-            if freed(middle) >= needed_chars {
-                low = middle;
-            } else {
-                high = middle;
-            }
-        }
-    }
-    let settings = TruncateSettings {
-        enabled: true,
-        max_context_share: 1.0,
-        hard_max_chars: usize::try_from(low).unwrap_or(usize::MAX),
-        min_keep_chars: DEFAULT_MIN_KEEP_CHARS,
-        ..TruncateSettings::default()
-    };
-    let outcome = truncate(tail.to_vec(), &settings, window_tokens);
-    if outcome.report.is_noop() {
-        return None;
-    }
-    let tokens_after = visible_tokens(&outcome.messages);
-    Some(TailTruncation {
-        still_over_budget: tokens_after > budget_tokens,
-        messages: outcome.messages,
-        new_refs: outcome.new_refs,
-        report: outcome.report,
-        tokens_before: tail_tokens,
-        tokens_after,
-    })
 }
 
 /// The context after a compaction: the pinned prefix, the summary message, then the kept tail
@@ -653,40 +562,5 @@ mod tests {
             "{\"text\":\"line d:\\n\\n next\"} see /srv/app/main.py",
         )];
         assert_eq!(identifiers_of(&span), ["/srv/app/main.py"]);
-    }
-
-    #[test]
-    fn harness_messages_are_not_the_latest_ask() {
-        let messages = vec![
-            Message::text(Role::User, "Please rename the module to billing."),
-            Message::text(Role::Assistant, "Renamed."),
-            Message::text(
-                Role::User,
-                "<command-name>/mcp</command-name>\n<command-message>mcp</command-message>",
-            ),
-            Message::text(
-                Role::User,
-                "<local-command-stdout>No MCP servers configured</local-command-stdout>",
-            ),
-        ];
-        assert_eq!(
-            latest_user_ask(&messages).as_deref(),
-            Some("Please rename the module to billing.")
-        );
-        assert!(!is_harness_text("Use <div> tags here"));
-        assert!(is_harness_text(
-            "[Request interrupted by user for tool use]"
-        ));
-        assert!(!is_harness_text("[urgent] fix the build"));
-        assert!(!is_harness_text("<br> is a line break, right?"));
-        assert!(is_harness_text(
-            "<task-notification>\n<task-id>b0</task-id>\n</task-notification>\nRead the file."
-        ));
-        let mut injected = Message::text(Role::User, "Caveat: generated by local commands.");
-        injected
-            .extra
-            .insert("isMeta".into(), serde_json::Value::Bool(true));
-        let messages = vec![Message::text(Role::User, "Ship it."), injected];
-        assert_eq!(latest_user_ask(&messages).as_deref(), Some("Ship it."));
     }
 }

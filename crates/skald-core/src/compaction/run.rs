@@ -31,15 +31,18 @@
 use serde::Serialize;
 
 use super::appendices::finish_summary;
-use super::outcome::{CancelReason, CompactionDetails, CompactionOutcome};
+use super::outcome::{CancelReason, CompactionDetails, CompactionOutcome, OverTarget};
 use super::plan::{CompactionPlan, identifiers_of};
-use super::prompts::{Language, PromptContext, chunk_prompt, merge_prompt, summary_instructions};
+use super::prompts::{
+    Language, PromptContext, chunk_prompt, merge_prompt, summary_instructions, summary_message,
+};
 use super::quality::{
     QualityExpectations, QualityFailure, QualityReport, audit_summary, feedback_for_retry,
 };
 use super::split::{FallbackLevel, StagePlan, fallback_note, plan_part};
 use crate::message::{Message, Role};
-use crate::summary::{REQUIRED_SECTIONS, missing_sections};
+use crate::summary::{REQUIRED_SECTIONS, list_ref_ids, missing_sections};
+use crate::tokens::estimate_message_tokens;
 
 /// The summary when there is no history at all (`DEFAULT_SUMMARY_FALLBACK`).
 pub const NO_PRIOR_HISTORY: &str = "No prior history.";
@@ -120,6 +123,10 @@ pub struct SummaryRequest {
     pub language: Language,
     /// Most tokens the summary may take (`0.8 × reserve_tokens`).
     pub max_output_tokens: u64,
+    /// The latest substantive user ask of the span (continuations skipped), which the quality
+    /// guard checks the summary against: a summarizer that needs no LLM quotes it. `None` for
+    /// the dropped history (the guard checks only the main span).
+    pub latest_user_ask: Option<String>,
 }
 
 impl SummaryRequest {
@@ -518,6 +525,10 @@ impl StagedJob {
             identifiers: self.context.identifiers.clone(),
             language: self.context.language,
             max_output_tokens: plan.settings.max_summary_tokens(),
+            latest_user_ask: match self.stage {
+                SummaryStage::History => plan.latest_user_ask.clone(),
+                SummaryStage::DroppedHistory => None,
+            },
         }
     }
 
@@ -822,6 +833,8 @@ impl CompactionRun {
             }
         };
         let plan = &self.plan;
+        // Listed here, after the guard, for every summarizer: the ids are exact by construction.
+        let text = list_ref_ids(&text, &plan.offloaded_refs);
         let summary = finish_summary(&text, &plan.appendices);
         let tokens_after = plan.tokens_after(&summary);
         if tokens_after >= plan.tokens_before {
@@ -855,8 +868,19 @@ impl CompactionRun {
                 .tail_truncation
                 .as_ref()
                 .map_or(0, |t| t.report.truncated),
+            cut_tail_texts: plan.tail_truncation.as_ref().map_or(0, |t| t.middle_cuts),
+            offloaded_refs: plan.offloaded_refs.clone(),
             still_over_threshold: tokens_after > plan.threshold_tokens,
         };
+        let summary_tokens = estimate_message_tokens(&summary_message(&summary));
+        let over_target = (tokens_after > plan.threshold_tokens).then(|| OverTarget {
+            tokens_after,
+            target_tokens: plan.threshold_tokens,
+            summary_tokens,
+            kept_tokens: tokens_after
+                .saturating_sub(summary_tokens + plan.prefix_tokens + plan.overhead_tokens),
+            fixed_tokens: plan.prefix_tokens + plan.overhead_tokens,
+        });
         let first_kept_index = plan.split.boundary;
         let first_kept_entry = plan.first_kept_entry.clone();
         let tokens_before = plan.tokens_before;
@@ -869,6 +893,7 @@ impl CompactionRun {
             first_kept_entry,
             tail_truncation,
             details: Box::new(details),
+            over_target,
         }
     }
 }

@@ -15,11 +15,13 @@
 //! - **Constraints/Rules** — imperative clauses the user wrote ("always…", "never…", "don't…",
 //!   "must…", "make sure…", "only…", "please use…", 必须/不要/请使用/务必/禁止…), also after a
 //!   label ("Step 3: never…", "Note: …", "注意：…") or a comma ("ok, never push to main"), then
-//!   rules from system messages and harness reminders; a rule said in several turns is one
-//!   item. Never from tool output: tool output is data.
+//!   rules from system messages; a rule said in several turns is one item. Never from tool
+//!   output (data), nor from host boilerplate — system reminders, caveats, command wrappers,
+//!   tool-usage banners — wrapped or not.
 //! - **Pending user asks** — what the user said after the assistant's last answer (prose with no
-//!   tool call), quoted. Once the assistant has answered, only the latest ask, marked
-//!   `[answered]`: the next turn builds on it.
+//!   tool call), quoted, continuations ("continue", "好的") left out. The latest substantive ask
+//!   is always there (marked `[answered]` once answered and not continued): the next turn builds
+//!   on it, and the quality guard checks for it.
 //! - **Exact identifiers** — the caller's must-keep identifiers verbatim, then those
 //!   [`crate::identifiers`] finds anywhere in the span, ranked by who used them (user, assistant
 //!   prose, tool calls, then tool output alone), frequency and recency; each whole, as written.
@@ -132,6 +134,9 @@ pub struct ExtractiveInput {
     pub language: SummaryLanguage,
     /// Item lengths, how much is read, and section shares.
     pub settings: ExtractiveSettings,
+    /// The latest substantive user ask (continuations skipped) when the caller knows it: always
+    /// quoted under Pending user asks. Without it the span's own latest ask is.
+    pub latest_ask: Option<String>,
 }
 
 impl Default for ExtractiveInput {
@@ -142,6 +147,7 @@ impl Default for ExtractiveInput {
             max_chars: DEFAULT_MAX_CHARS,
             language: SummaryLanguage::Auto,
             settings: ExtractiveSettings::default(),
+            latest_ask: None,
         }
     }
 }
@@ -273,6 +279,7 @@ pub fn summarize(messages: &[Message], input: &ExtractiveInput) -> String {
         previous_asks,
         settings.max_ask_chars,
         labels.answered,
+        input.latest_ask.as_deref(),
     );
     let identifiers = ids::identifier_candidates(&span, &input.identifiers, &previous);
 
@@ -283,6 +290,12 @@ pub fn summarize(messages: &[Message], input: &ExtractiveInput) -> String {
         settings.max_item_chars,
         &settings.section_weights,
     )
+}
+
+/// The words the user wrote in a user text block, harness wrappers (`<system-reminder>…`,
+/// `<local-command-stdout>…`, interruption markers) removed: what an ask is read from.
+pub(crate) fn user_own_text(text: &str) -> String {
+    text::split_user_text(text).own
 }
 
 /// The text of a span the way the summarizer reads it: every model-visible message's text,

@@ -234,13 +234,13 @@ const USER_TAGS: &[&str] = &["command-name", "command-args"];
 
 /// A user turn split into what the user wrote and what the harness added around it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(super) struct UserText {
+pub(crate) struct UserText {
     pub own: String,
     pub harness: String,
 }
 
 /// Splits a user text block into the user's own words and harness wrappers.
-pub(super) fn split_user_text(text: &str) -> UserText {
+pub(crate) fn split_user_text(text: &str) -> UserText {
     let mut out = UserText::default();
     if HARNESS_TURN_TAGS
         .iter()

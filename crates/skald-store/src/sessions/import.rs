@@ -4,7 +4,10 @@
 //!   pi loads it), so [`SessionStore::context`] rebuilds exactly what OpenClaw builds from it. The
 //!   session id is the header's id.
 //! - Every other format `skald_core::codec` reads becomes a chain of message entries, one per
-//!   message in OpenClaw's shape (a message holding several tool results becomes one `toolResult`
+//!   message in OpenClaw's shape — except a Claude Code compaction: its `compact_boundary` line
+//!   and the `isCompactSummary` summary after it become one compaction entry (skald's
+//!   checkpoint), so the stored context restarts there as Claude Code's (and `skald replay`'s)
+//!   does (a message holding several tool results becomes one `toolResult`
 //!   message per result, as pi keeps them). Entry ids are the message positions as 8 hex digits
 //!   (`00000001`, …), and the session id is skald's one derivation (`skald_core::session_id`):
 //!   a Claude Code transcript's own session id joined with its opening's hash, any other
@@ -19,6 +22,7 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
+use skald_core::codec::claude_code;
 use skald_core::codec::openclaw::{
     decode_agent_message, decode_session, encode_agent_messages, encode_entry,
 };
@@ -374,17 +378,35 @@ fn plan_linear(format: Format, text: &str, now_ms: i64) -> Result<ImportPlan, Im
     };
     let title = first_user_title(&messages);
     let mut entries: Vec<Entry> = Vec::with_capacity(messages.len());
-    for (at, message) in messages.into_iter().enumerate() {
+    let mut parent: Option<String> = None;
+    let mut positions = messages.iter().enumerate().peekable();
+    while let Some((at, message)) = positions.next() {
         let timestamp = message
             .meta
             .timestamp
             .as_ref()
             .map_or_else(|| iso_millis(now_ms), timestamp_text);
+        let kind = if format == Format::ClaudeCode && claude_code::is_compact_boundary(message) {
+            match positions.peek() {
+                // The summary is not written yet (a session being written as it is imported):
+                // the boundary waits for the next import, which stores both at these positions.
+                None => break,
+                Some((_, next)) if is_compact_summary(next) => {
+                    let kind = claude_code_compaction(message, next);
+                    positions.next();
+                    kind
+                }
+                Some(_) => EntryKind::Message(message.clone()),
+            }
+        } else {
+            EntryKind::Message(message.clone())
+        };
+        let id = linear_entry_id(at);
         entries.push(Entry {
-            id: linear_entry_id(at),
-            parent_id: at.checked_sub(1).map(linear_entry_id),
+            id: id.clone(),
+            parent_id: parent.replace(id),
             timestamp,
-            kind: EntryKind::Message(message),
+            kind,
             extra: Extra::new(),
         });
     }
@@ -396,6 +418,37 @@ fn plan_linear(format: Format, text: &str, now_ms: i64) -> Result<ImportPlan, Im
         issues: decoded.issues,
         linear: true,
     })
+}
+
+/// True for the user message Claude Code writes right after a `compact_boundary`: the summary
+/// its model wrote of everything before (`isCompactSummary`).
+fn is_compact_summary(message: &Message) -> bool {
+    message.role == Role::User && message.extra.get("isCompactSummary") == Some(&Value::Bool(true))
+}
+
+/// A Claude Code compaction as skald's checkpoint, the way replay reads the transcript: the
+/// model's context restarts after the boundary with the summary message, so the summary is the
+/// compaction's and no entry before it is kept. The boundary's `compactMetadata` (trigger,
+/// `preTokens`) and both lines' uuids are kept under `details.claude_code`.
+fn claude_code_compaction(boundary: &Message, summary: &Message) -> EntryKind {
+    let metadata = boundary.extra.get("compactMetadata");
+    let tokens_before = metadata
+        .and_then(|metadata| metadata.get("preTokens"))
+        .and_then(Value::as_u64);
+    let details = serde_json::json!({
+        "claude_code": {
+            "trigger": metadata.and_then(|metadata| metadata.get("trigger")).cloned(),
+            "boundary_uuid": boundary.extra.get("uuid").cloned(),
+            "summary_uuid": summary.extra.get("uuid").cloned(),
+        }
+    });
+    EntryKind::Compaction {
+        summary: summary.plain_text().trim().to_owned(),
+        first_kept_entry_id: None,
+        tokens_before,
+        details: Some(details),
+        from_hook: None,
+    }
 }
 
 /// The id of the message at `position` in a linear import: its 1-based position in 8 hex digits.

@@ -148,7 +148,7 @@ pub fn cut_preserved_turns(
     pinned.extend((from..cut).filter(|&index| {
         messages
             .get(index)
-            .is_some_and(crate::compaction::plan::is_user_ask)
+            .is_some_and(crate::compaction::asks::is_user_ask)
     }));
     Some(PreservedSplit {
         boundary: cut,

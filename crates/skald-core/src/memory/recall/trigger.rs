@@ -8,7 +8,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::{MAX_QUERY_MESSAGE_CHARS, RecallSettings};
-use crate::compaction::plan::is_user_ask;
+use crate::compaction::asks::is_user_ask;
 use crate::memory::dedup::words;
 use crate::memory::levels::cut_at_word;
 use crate::memory::query::QueryPlan;
