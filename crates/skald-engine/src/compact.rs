@@ -20,10 +20,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use skald_core::compaction::{
-    CancelReason, CompactionInputs, CompactionOutcome, CompactionSettings, CompactionTrigger,
-    FileLists, SummaryFailure, plan_compaction,
+    CancelReason, CompactionInputs, CompactionOutcome, CompactionPlan, CompactionSettings,
+    CompactionTrigger, FileLists, SummaryFailure, plan_compaction,
 };
 use skald_core::ids::{SessionId, Tenant};
+use skald_core::message::Block;
+use skald_core::refs::RefPayload;
 use skald_core::session::{EntryKind, Session, session_context};
 use skald_llm::{Summarizer, SummaryRequest};
 use skald_store::RefStore;
@@ -287,6 +289,43 @@ pub fn error_with_causes(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// Shortest tool result skald's pipeline ever offloads; shorter ones are not looked up.
+const MIN_OFFLOADED_CHARS: usize = 500;
+
+/// Adds to the plan's `## Exact identifiers` the REF_IDs of the summarised tool results the
+/// pipeline offloaded when it built the model's requests: the stored session keeps the
+/// originals, so their placeholders are not in the span's text, but a ref's id is the hash of
+/// the result's content and the ref store says whether it holds it. The summary then names the
+/// ids the model saw, and `fetch_original_data` still finds them after the compaction.
+fn list_offloaded_originals(plan: &mut CompactionPlan, refs: &dyn RefStore, tenant: &Tenant) {
+    let mut found = Vec::new();
+    for message in &plan.span {
+        for block in &message.content {
+            let Block::ToolResult(result) = block else {
+                continue;
+            };
+            let chars: usize = result
+                .content
+                .iter()
+                .filter_map(Block::as_text)
+                .map(|text| text.text.len())
+                .sum();
+            if chars < MIN_OFFLOADED_CHARS {
+                continue;
+            }
+            let id = RefPayload::new(result.content.clone()).id();
+            let id = id.as_str().to_owned();
+            if !plan.offloaded_refs.contains(&id)
+                && !found.contains(&id)
+                && refs.get(tenant, &id).is_ok()
+            {
+                found.push(id);
+            }
+        }
+    }
+    plan.offloaded_refs.extend(found);
+}
+
 /// The latest compaction on the active path: its entry id, summary and the file lists it
 /// recorded.
 fn latest_compaction(session: &Session) -> Option<(String, String, Option<FileLists>)> {
@@ -334,13 +373,14 @@ pub async fn compact_session(
         agents_md: request.agents_md,
         previous_files: previous.as_ref().and_then(|(_, _, files)| files.as_ref()),
     };
-    let plan = plan_compaction(
+    let mut plan = plan_compaction(
         &messages,
         request.window_tokens,
         request.settings,
         request.trigger,
         &inputs,
     )?;
+    list_offloaded_originals(&mut plan, refs, request.tenant);
     let timeout_ms = plan.settings.timeout_ms;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
     let mut run = skald_core::compaction::CompactionRun::new(plan);

@@ -610,3 +610,41 @@ fn tenant_named(name: &str) -> skald_core::ids::Tenant {
 fn session_named(id: &str) -> skald_core::ids::SessionId {
     skald_core::ids::SessionId::parse(id).unwrap()
 }
+
+/// The pipeline offloaded an output when it built a request (the stored session keeps the
+/// original, so the placeholder is not in the span's text): its REF_ID is still listed under
+/// `## Exact identifiers`, the id the model saw and can still fetch after the compaction.
+#[tokio::test]
+async fn refs_the_pipeline_offloaded_are_listed_as_exact_identifiers() {
+    let (sessions, refs) = stores();
+    let messages = conversation(false);
+    // What the offload stage stores for the first build log: its content, keyed by its hash.
+    let Block::ToolResult(first) = &messages[2].content[0] else {
+        panic!("the third message is a tool result");
+    };
+    let payload = skald_core::refs::RefPayload::new(first.content.clone());
+    use skald_store::RefStore;
+    let id = refs.put(&TENANT_ID, &payload).unwrap();
+    seed_session(&sessions, messages);
+    let settings = settings();
+    let result = compact_session(
+        &sessions,
+        &refs,
+        &ExtractiveSummarizer::default(),
+        &request(&settings, 32_000),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let CompactionOutcome::Compacted { summary, .. } = &result.outcome else {
+        panic!("expected Compacted, got {:?}", result.outcome);
+    };
+    let identifiers = summary
+        .split("## Exact identifiers")
+        .nth(1)
+        .expect("the section");
+    assert!(
+        identifiers.contains(&format!("[REF_ID: {}]", id.as_str())),
+        "the offloaded output's REF_ID should be listed: {summary}"
+    );
+}
