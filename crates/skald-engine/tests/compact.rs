@@ -623,7 +623,6 @@ async fn refs_the_pipeline_offloaded_are_listed_as_exact_identifiers() {
         panic!("the third message is a tool result");
     };
     let payload = skald_core::refs::RefPayload::new(first.content.clone());
-    use skald_store::RefStore;
     let id = refs.put(&TENANT_ID, &payload).unwrap();
     seed_session(&sessions, messages);
     let settings = settings();
