@@ -15,6 +15,10 @@
 //!   [`mentions_identifier`], so a caller that shows an identifier shows the real string.
 //! - Lengths count characters (`char`s), where JavaScript counts UTF-16 units; identifiers are
 //!   ASCII in practice, so the `>= 4` filter agrees.
+//! - A URL ends at a control character as well as at whitespace (`\S+` would run on through
+//!   an ANSI colour code), and matches that are not identifiers are dropped
+//!   ([`is_junk_identifier`]): runs of one letter (pytest's `EEEEEEEE` progress), and "drive
+//!   paths" that are JSON-escaped text (`lines:\n\n` yields `s:\n\n`).
 //!
 //! ```
 //! use skald_core::identifiers::{extract_identifiers, mentions_identifier};
@@ -48,7 +52,7 @@ pub const MIN_IDENTIFIER_CHARS: usize = 4;
 /// or seven digit numbers.
 pub const IDENTIFIER_PATTERN: &str = concat!(
     r"[A-Fa-f0-9]{8,}",
-    r"|https?://\S+",
+    r"|https?://[^\s\p{Cc}]+",
     r"|/[A-Za-z0-9_.-]{2,}(?:/[A-Za-z0-9_.-]+)+",
     r"|[A-Za-z]:\\[A-Za-z0-9_\\.-]+",
     r"|[A-Za-z0-9._-]+\.[A-Za-z0-9._/-]+:[0-9]{1,5}",
@@ -66,7 +70,10 @@ static IDENTIFIER_RE: LazyLock<Regex> =
 
 #[allow(clippy::expect_used)]
 static DISPLAY_IDENTIFIER_RE: LazyLock<Regex> = LazyLock::new(|| {
-    let pattern = IDENTIFIER_PATTERN.replace(r"https?://\S+", r#"https?://[^\s"'<>`\\{}|^]+"#);
+    let pattern = IDENTIFIER_PATTERN.replace(
+        r"https?://[^\s\p{Cc}]+",
+        r#"https?://[^\s\p{Cc}"'<>`\\{}|^]+"#,
+    );
     Regex::new(&pattern).expect("display identifier pattern compiles")
 });
 
@@ -128,21 +135,74 @@ fn search_candidates<'t>(
         let haystack = text.get(span).unwrap_or("");
         pattern
             .find_iter(haystack)
-            .filter_map(move |found| sanitized(offset, found))
+            .filter_map(move |found| sanitized(haystack, offset, found))
     })
 }
 
 /// A match sanitised, with its range in the text its haystack starts `offset` bytes into;
-/// `None` when too short.
-fn sanitized(offset: usize, found: regex::Match<'_>) -> Option<(Range<usize>, &str)> {
+/// `None` when too short or not an identifier ([`is_junk_identifier`]).
+fn sanitized<'t>(
+    haystack: &'t str,
+    offset: usize,
+    found: regex::Match<'t>,
+) -> Option<(Range<usize>, &'t str)> {
     let raw = found.as_str();
     let clean = sanitize_identifier(raw);
     if clean.chars().count() < MIN_IDENTIFIER_CHARS {
         return None;
     }
+    let inner_start = found.start() + (clean.as_ptr() as usize - raw.as_ptr() as usize);
+    let before = inner_start
+        .checked_sub(1)
+        .and_then(|i| haystack.as_bytes().get(i))
+        .copied();
+    if is_junk_identifier(clean, before) {
+        return None;
+    }
     // `clean` is a sub-slice of `raw`, so its offset inside `raw` is a pointer difference.
     let start = offset + found.start() + (clean.as_ptr() as usize - raw.as_ptr() as usize);
     Some((start..start + clean.len(), clean))
+}
+
+/// Whether a match of the identifier pattern is no identifier at all, given the byte before it:
+///
+/// - whitespace or a control character in it (only a URL could hold one, and URLs end there);
+/// - a run of one character (`EEEEEEEE`, pytest's progress line for a run of errors) or hex
+///   letters without a digit, two letters at most (`FFFFEEEE`): progress marks, not hashes;
+/// - a Windows path whose drive letter ends a word (`lines:\n` gives `s:\n`) or that holds an
+///   escaped newline or tab (`\n` or `\t` not followed by a letter): JSON-escaped text, not a
+///   path.
+pub fn is_junk_identifier(id: &str, before: Option<u8>) -> bool {
+    if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return true;
+    }
+    let mut chars = id.chars();
+    let first = chars.next();
+    if first.is_some_and(|first| chars.all(|c| c == first)) {
+        return true;
+    }
+    if is_pure_hex(id) && !id.bytes().any(|b| b.is_ascii_digit()) {
+        let mut letters: Vec<u8> = id.bytes().map(|b| b.to_ascii_lowercase()).collect();
+        letters.sort_unstable();
+        letters.dedup();
+        if letters.len() <= 2 {
+            return true;
+        }
+    }
+    let bytes = id.as_bytes();
+    let drive_path = bytes.len() > 3
+        && bytes.first().is_some_and(u8::is_ascii_alphabetic)
+        && bytes.get(1) == Some(&b':')
+        && bytes.get(2) == Some(&b'\\');
+    if drive_path {
+        let word_before = before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_');
+        let escaped = bytes.windows(2).enumerate().any(|(i, pair)| {
+            matches!(pair, [b'\\', b'n' | b'r' | b't'])
+                && !bytes.get(i + 2).is_some_and(u8::is_ascii_alphabetic)
+        });
+        return word_before || escaped;
+    }
+    false
 }
 
 /// Tokens closer than this are searched as one span: a search has a fixed cost, and scanning a
@@ -601,7 +661,7 @@ mod tests {
     fn whole_text(pattern: &'static Regex, text: &str) -> Vec<(Range<usize>, String)> {
         pattern
             .find_iter(text)
-            .filter_map(|found| sanitized(0, found))
+            .filter_map(|found| sanitized(text, 0, found))
             .map(|(range, id)| (range, id.to_owned()))
             .collect()
     }
@@ -638,6 +698,81 @@ mod tests {
         ) {
             for pattern in [&*IDENTIFIER_RE, &*DISPLAY_IDENTIFIER_RE] {
                 proptest::prop_assert_eq!(spanned(pattern, &text), whole_text(pattern, &text));
+            }
+        }
+    }
+
+    #[test]
+    fn json_escaped_text_yields_no_drive_paths() {
+        assert!(ids(r#"Pre-commit validation failed:\n\n[DIALYZER]"#).is_empty());
+        assert!(ids(r#"lines = src.split('\\n')  # lines:\\n\\n"#).is_empty());
+        assert!(ids(r"e:\n\n1").is_empty());
+        assert!(ids(r"x = 'C:\t'").is_empty());
+        // Real drive paths stay, `\n` before a letter included.
+        assert_eq!(
+            ids(r"saved C:\Users\nina\out.txt"),
+            [r"C:\Users\nina\out.txt"]
+        );
+    }
+
+    #[test]
+    fn progress_runs_are_not_hashes() {
+        assert!(ids("tests/test_api.py ....EEEEEEEEEEEE....").is_empty());
+        assert!(ids("FFFFFFFFEEEE and 00000000").is_empty());
+        assert_eq!(
+            ids("commit deadbeef and cafe1234"),
+            ["deadbeef", "cafe1234"]
+        );
+    }
+
+    #[test]
+    fn urls_end_at_control_characters() {
+        assert_eq!(
+            ids("see \u{1b}[4mhttps://example.com/docs\u{1b}[0m now"),
+            ["https://example.com/docs"]
+        );
+    }
+
+    /// A run of one character, ignoring case (`EEEE`, `eeEE`).
+    fn one_character_run(id: &str) -> bool {
+        let mut chars = id.chars().map(|c| c.to_ascii_lowercase());
+        let first = chars.next();
+        first.is_some_and(|first| chars.all(|c| c == first))
+    }
+
+    fn assert_real(id: &str) -> Result<(), proptest::test_runner::TestCaseError> {
+        proptest::prop_assert!(
+            !id.chars().any(|c| c.is_whitespace() || c.is_control()),
+            "whitespace or control in {:?}",
+            id
+        );
+        proptest::prop_assert!(!one_character_run(id), "a run of one character: {:?}", id);
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn extracted_identifiers_are_real_identifiers(
+            text in "([A-Za-z]{1,6}|[0-9a-fA-F]{1,12}|[EF.]{4,16}|https?://|\\\\[ntr]|[/:._-]|[ \t\n\u{b}\u{1b}\u{7f}\u{85}\u{a0}]|\\[[0-9;]{0,4}m|é){0,60}"
+        ) {
+            for id in extract_identifiers(&text) {
+                assert_real(&id)?;
+            }
+            for (_, id) in find_identifiers_for_display(&text) {
+                assert_real(id)?;
+            }
+            for id in extract_path_like(&text) {
+                assert_real(&id)?;
+            }
+        }
+
+        #[test]
+        fn identifiers_of_any_text_are_real_identifiers(text in proptest::prelude::any::<String>()) {
+            for (_, id) in find_identifiers(&text).chain(find_identifiers_for_display(&text)) {
+                assert_real(id)?;
+            }
+            for id in extract_path_like(&text) {
+                assert_real(&id)?;
             }
         }
     }

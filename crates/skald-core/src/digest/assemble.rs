@@ -133,8 +133,13 @@ pub(super) fn assemble(budget: usize, notes: &[String], shape: &Shape, facts: &F
         units.cuttable(SLOT_EXIT, format!("exit {code}"), 12, 12);
     }
     if let Some(status) = &facts.status {
-        // A test tally cut short misleads (`2 failed, 1…`): it is shown whole when it can be.
-        let cap = units.pct(60);
+        // A test tally cut short misleads (`2 failed, 1…`): it is shown whole when it can be,
+        // in a small budget at the expense of the head.
+        let cap = if budget < SMALL_BUDGET {
+            units.pct(75)
+        } else {
+            units.pct(60)
+        };
         let min = status.chars().count().min(cap).max(MIN_CUT_LINE);
         units.cuttable(SLOT_STATUS, status.clone(), cap, min);
     }

@@ -19,6 +19,7 @@ use super::show::push_unique;
 use super::text::{
     clean_inline, prefix_bytes, suffix_bytes, trim_end_fast, trim_fast, trim_start_fast,
 };
+use super::verdict::{Outcome, Verdict};
 
 #[allow(clippy::expect_used)]
 static EXIT_RE: LazyLock<Regex> = LazyLock::new(|| {
@@ -40,7 +41,7 @@ pub(super) struct Facts {
 }
 
 impl Facts {
-    pub(super) fn new(input: &Input<'_>, kind: ContentKind) -> Facts {
+    pub(super) fn new(input: &Input<'_>, kind: ContentKind, verdict: Option<&Verdict>) -> Facts {
         let exit_code = input.wrapper_exit.map(str::to_owned).or_else(|| {
             let head = prefix_bytes(input.body, 2048);
             let tail = suffix_bytes(input.body, 2048);
@@ -60,13 +61,55 @@ impl Facts {
             .take(40)
             .find(|l| is_status_line(l))
             .map(|l| clean_inline(l.trim_matches(|c: char| c == '=' || c.is_whitespace()), 200));
-        Facts {
+        let mut facts = Facts {
             exit_code,
             status,
             error_line,
             failed_tests: failed_tests(input),
             identifiers: rank_identifiers(input, error_index),
             key_lines: key_lines(input, error_index, kind),
+        };
+        if let Some(verdict) = verdict {
+            facts.apply(verdict);
+        }
+        facts
+    }
+
+    /// Puts a runner's verdict first: its summary as the status, its first exception as the
+    /// error, its first failing test first. A passing run shows no error lines: what a passing
+    /// run logs at ERROR level is its application's business, not the run's result.
+    fn apply(&mut self, verdict: &Verdict) {
+        let status = verdict.status();
+        // A line the status already shows (`error: test run failed`) is not news.
+        if self
+            .error_line
+            .as_ref()
+            .is_some_and(|line| contains_short(&status, line))
+        {
+            self.error_line = None;
+        }
+        self.key_lines.retain(|line| !contains_short(&status, line));
+        self.status = Some(status);
+        match verdict.outcome {
+            Outcome::Passed => {
+                self.error_line = None;
+                self.key_lines.clear();
+                self.failed_tests.clear();
+            }
+            Outcome::Failed => {
+                if let Some(exception) = &verdict.exception {
+                    if let Some(previous) = self.error_line.replace(exception.clone()) {
+                        if !self.key_lines.contains(&previous) && &previous != exception {
+                            self.key_lines.insert(0, previous);
+                            self.key_lines.truncate(3);
+                        }
+                    }
+                }
+                if let Some(first) = &verdict.first_failure {
+                    self.failed_tests.retain(|name| name != first);
+                    self.failed_tests.insert(0, first.clone());
+                }
+            }
         }
     }
 }
@@ -146,6 +189,8 @@ pub(super) fn error_rank(line: &str) -> Option<u8> {
         b'f' => t.starts_with("fatal:"),
         b'p' => t.starts_with("panic:"),
         b'n' => t.starts_with("npm ERR!"),
+        // Elixir's `** (RuntimeError) message`.
+        b'*' => t.starts_with("** (") && t.contains(')'),
         b't' => t.starts_with("thread '") && head.contains("panicked at"),
         _ => false,
     } || (first_byte.is_ascii_alphabetic() && starts_with_exception(head));

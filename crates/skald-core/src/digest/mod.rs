@@ -17,6 +17,11 @@
 //! | [`ContentKind::Code`] | braces/semicolons and keyword density; unified diffs | language, function names, imports; files and +/- for diffs |
 //! | [`ContentKind::PlainText`] | none of the above | lines, error and path counts, listings, grep hits, first and key lines |
 //!
+//! ANSI escapes (colours) are removed first. Test runners, linters and type checkers are
+//! recognised by their own summary lines (`verdict`): the digest then leads with the runner, its
+//! verdict and tally (`mix test, 25 lines; passed: 38 tests, 0 failures`), the first exception
+//! and the first failing test; a passing run shows no error lines, whatever its logs say.
+//!
 //! Output inside an envelope ([`crate::tool_output`]: Codex's `{"output": "…", "metadata":
 //! {"exit_code": 0}}` JSON string, its Responses `Output:` header) is digested as the output it
 //! holds, its kind detected on that text, with the envelope's exit code.
@@ -67,6 +72,8 @@
 //!    listings, other text).
 //! 4. `facts`: what every kind keeps (exit code, status line, first error, failing tests, further
 //!    error lines) and the identifiers, ranked by `ranking`.
+//!    A runner's verdict (`verdict`, its tables in one module per family) replaces the kind's
+//!    head and leads the facts.
 //! 5. `assemble`: all of it fitted into the budget by priority and shown by display slot, cut
 //!    with the helpers of `text`.
 
@@ -83,6 +90,7 @@ mod show;
 mod structured;
 mod table;
 mod text;
+mod verdict;
 
 use serde_json::Value;
 
@@ -92,8 +100,9 @@ use assemble::assemble;
 use detect::detect;
 use facts::Facts;
 use input::Input;
-use show::shape_of;
-use text::clean_inline;
+use show::{lines_word, shape_of};
+use text::{clean_inline, strip_ansi};
+use verdict::{Outcome, recognize};
 
 /// The seed's default `sccsSummaryMaxChars`.
 pub const DEFAULT_SUMMARY_MAX_CHARS: usize = 300;
@@ -261,7 +270,9 @@ fn digest_with_notes(text: &str, notes: &[String], settings: &DigestSettings) ->
     // Output inside an envelope (Codex's JSON string, its Responses header) is digested as the
     // output it holds, with the exit code the envelope states.
     let unwrapped = crate::tool_output::unwrap(text);
-    let mut input = Input::new(unwrapped.as_ref().map_or(text, |inner| &inner.body));
+    // Colours are for terminals: a summary neither shows nor reads them.
+    let plain = strip_ansi(unwrapped.as_ref().map_or(text, |inner| &inner.body));
+    let mut input = Input::new(&plain);
     if let Some(code) = unwrapped
         .as_ref()
         .and_then(|inner| inner.exit_code.as_deref())
@@ -270,8 +281,24 @@ fn digest_with_notes(text: &str, notes: &[String], settings: &DigestSettings) ->
     }
     let detected = detect(&input);
     let kind = detected.kind();
-    let shape = shape_of(&detected, &input);
-    let facts = Facts::new(&input, kind);
+    let mut shape = shape_of(&detected, &input);
+    // A runner's own verdict outranks what the kind reads: a passing test run whose app logged
+    // errors is a pass, not a log of errors.
+    let verdict = recognize(&input);
+    if let Some(verdict) = &verdict {
+        shape.head = format!("{}, {}", verdict.tool, lines_word(input.total_lines));
+        match verdict.outcome {
+            Outcome::Passed => {
+                // The kind's lists and first line are what the run logged (error types, an
+                // `ERROR` line): beside a pass they read as a failure.
+                shape.items.clear();
+                shape.primary = 0;
+                shape.details.clear();
+            }
+            Outcome::Failed => {}
+        }
+    }
+    let facts = Facts::new(&input, kind, verdict.as_ref());
     Digest {
         kind,
         summary: assemble(settings.summary_max_chars, notes, &shape, &facts),

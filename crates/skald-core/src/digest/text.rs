@@ -4,6 +4,8 @@
 //! Everything a summary shows goes through [`cut`] or [`clean_inline`], which is how a summary
 //! stays one printable line and never splits a character.
 
+use std::borrow::Cow;
+
 use super::CUT_MARK;
 
 /// `text` if it has at most `max` characters, else a prefix and `…` in `max` characters: cut
@@ -167,6 +169,51 @@ pub(super) fn suffix_bytes(text: &str, max: usize) -> &str {
     text.get(start..).unwrap_or("")
 }
 
+/// `text` without ANSI escape sequences (colours, cursor moves), which terminals hide and a
+/// summary must not show or read as text (`\x1b[31m` would glue `31m` to the next word).
+pub(super) fn strip_ansi(text: &str) -> Cow<'_, str> {
+    if memchr::memchr(0x1b, text.as_bytes()).is_none() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.peek() {
+                Some('[') => {
+                    chars.next();
+                    // CSI: parameters and intermediates up to a final byte in `@`..`~`.
+                    for next in chars.by_ref() {
+                        if ('@'..='~').contains(&next) {
+                            break;
+                        }
+                    }
+                }
+                Some(']') => {
+                    chars.next();
+                    // OSC: up to BEL or ST (`ESC \`).
+                    while let Some(next) = chars.next() {
+                        if next == '\u{7}' {
+                            break;
+                        }
+                        if next == '\u{1b}' {
+                            chars.next();
+                            break;
+                        }
+                    }
+                }
+                Some(_) => {
+                    // A two-character escape (`ESC =`).
+                    chars.next();
+                }
+                None => {}
+            },
+            other => out.push(other),
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -190,6 +237,17 @@ mod tests {
                     <= max
             );
         }
+    }
+
+    #[test]
+    fn ansi_escapes_are_stripped() {
+        assert_eq!(
+            strip_ansi("\u{1b}[32m43 tests, 0 failures\u{1b}[0m\r\n"),
+            "43 tests, 0 failures\r\n"
+        );
+        assert_eq!(strip_ansi("\u{1b}]0;title\u{7}x"), "x");
+        assert_eq!(strip_ansi("a\u{1b}=b\u{1b}"), "ab");
+        assert!(matches!(strip_ansi("plain"), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]
