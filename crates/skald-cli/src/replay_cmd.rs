@@ -54,6 +54,8 @@ struct TranscriptRow {
     file: String,
     format: &'static str,
     policies: BTreeMap<String, PolicyFigures>,
+    /// Each policy's cost on this transcript as a share of the first policy's (normally `none`).
+    cost_vs_first: BTreeMap<String, f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     billed: Option<Billed>,
 }
@@ -149,6 +151,7 @@ pub fn run(args: &ReplayArgs, config: &Config, mode: Mode) -> Result<ExitCode> {
             file: file.clone(),
             format: decoded.format.name(),
             policies: BTreeMap::new(),
+            cost_vs_first: BTreeMap::new(),
             billed: billed(&messages, &settings.pricing),
         };
         if let Some(b) = row.billed {
@@ -170,25 +173,11 @@ pub fn run(args: &ReplayArgs, config: &Config, mode: Mode) -> Result<ExitCode> {
             row.policies.insert(policy.name.clone(), figures);
             progress.inc(1);
         }
+        row.cost_vs_first = shares(&order, &row.policies);
         rows.push(row);
     }
     progress.finish_and_clear();
-    let first_cost = order
-        .first()
-        .and_then(|name| totals.get(name))
-        .map_or(0.0, |f| f.cost_usd);
-    let cost_vs_first = order
-        .iter()
-        .filter_map(|name| {
-            let cost = totals.get(name)?.cost_usd;
-            let share = if first_cost > 0.0 {
-                cost / first_cost
-            } else {
-                1.0
-            };
-            Some((name.clone(), (share * 1000.0).round() / 1000.0))
-        })
-        .collect();
+    let cost_vs_first = shares(&order, &totals);
     if let Some(chart) = &args.chart {
         let series: Vec<(String, Vec<u64>)> = order
             .iter()
@@ -223,6 +212,27 @@ pub fn run(args: &ReplayArgs, config: &Config, mode: Mode) -> Result<ExitCode> {
     };
     output::emit(mode, &report, |r| render(r, &order))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each policy's cost as a share of the first's (rounded to 0.1 %), 1 when the first cost
+/// nothing.
+fn shares(order: &[String], figures: &BTreeMap<String, PolicyFigures>) -> BTreeMap<String, f64> {
+    let first_cost = order
+        .first()
+        .and_then(|name| figures.get(name))
+        .map_or(0.0, |f| f.cost_usd);
+    order
+        .iter()
+        .filter_map(|name| {
+            let cost = figures.get(name)?.cost_usd;
+            let share = if first_cost > 0.0 {
+                cost / first_cost
+            } else {
+                1.0
+            };
+            Some((name.clone(), (share * 1000.0).round() / 1000.0))
+        })
+        .collect()
 }
 
 fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
@@ -263,6 +273,31 @@ fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
             ),
             format!("{:.3}", f.assemble_ms),
         ]);
+    }
+    // Per transcript (when there are several): each policy's cost and its share of the first's,
+    // so a policy that costs more than the baseline on some transcript shows.
+    if report.transcripts.len() > 1 {
+        for row in &report.transcripts {
+            let name = std::path::Path::new(&row.file)
+                .file_name()
+                .map_or(row.file.clone(), |n| n.to_string_lossy().into_owned());
+            for policy in order.iter().skip(1) {
+                let Some(f) = row.policies.get(policy) else {
+                    continue;
+                };
+                table.add_row(vec![
+                    format!("{name} · {policy}"),
+                    f.input_tokens.to_string(),
+                    f.peak_context_tokens.to_string(),
+                    format!("{} / {}", f.cache_read_tokens, f.cache_write_tokens),
+                    format!("{:.3}", f.cost_usd),
+                    format!(
+                        "{:.1}%",
+                        row.cost_vs_first.get(policy).copied().unwrap_or(1.0) * 100.0
+                    ),
+                ]);
+            }
+        }
     }
     if let Some(b) = &report.billed {
         table.add_row(vec![

@@ -319,3 +319,28 @@ fn fetch_reads_slices_from_the_local_store_and_rejects_bad_ids() {
 fn tenant_named(name: &str) -> skald_core::ids::Tenant {
     skald_core::ids::Tenant::parse(name).unwrap()
 }
+
+#[test]
+fn replay_reports_cost_ratio_per_transcript() {
+    let output = skald(&[
+        "replay",
+        "examples/openclaw-session.jsonl",
+        "crates/skald-cli/tests/fixtures/claude-code/synthetic.jsonl",
+        "--policy",
+        "none,skald",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let report = json(&output);
+    let transcripts = report["transcripts"].as_array().unwrap();
+    assert_eq!(transcripts.len(), 2);
+    for row in transcripts {
+        let ratio = &row["cost_vs_first"];
+        assert_eq!(ratio["none"].as_f64(), Some(1.0), "{row}");
+        let none = row["policies"]["none"]["cost_usd"].as_f64().unwrap();
+        let skald = row["policies"]["skald"]["cost_usd"].as_f64().unwrap();
+        let expected = ((skald / none) * 1000.0).round() / 1000.0;
+        assert_eq!(ratio["skald"].as_f64(), Some(expected), "{row}");
+        // skald never costs more than keeping everything on these transcripts.
+        assert!(expected <= 1.0, "{row}");
+    }
+}

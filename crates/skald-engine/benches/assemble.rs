@@ -41,6 +41,7 @@ fn request(now_ms: i64) -> AssembleRequest<'static> {
         context_window_tokens: 200_000,
         now_ms,
         fetch_available: true,
+        host_prefix_tokens: 0,
     }
 }
 

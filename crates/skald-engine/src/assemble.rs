@@ -2,6 +2,7 @@
 //! limit, offload, pruning, truncation — with the originals of everything taken out stored before
 //! the result is returned.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -10,12 +11,14 @@ use skald_core::identity::quick_message_identity;
 use skald_core::ids::Tenant;
 use skald_core::message::{Message, Role, ToolSpec};
 use skald_core::pipeline::offload::{
-    OffloadReport, REF_ID_INSTRUCTION, offload, offload_arguments,
+    OffloadReport, REF_ID_INSTRUCTION, eligible_results, offload, offload_arguments,
+    offloadable_argument_chars,
 };
 use skald_core::pipeline::policy::{OffloadSchedule, Policy};
 use skald_core::pipeline::prune::{
     PruneEnv, PruneReport, default_cleared_summary, prune_with_marks,
 };
+use skald_core::pipeline::schedule::{Pending, RequestShape, plan_rewrite};
 use skald_core::pipeline::truncate::{TruncateReport, truncate_with_memory};
 use skald_core::pipeline::turn_limit::{TurnLimitReport, limit_turns};
 use skald_core::refs::{CanonicalPayload, NewRef};
@@ -38,6 +41,10 @@ pub struct AssembleRequest<'a> {
     /// Whether the host will run `fetch_original_data` (it is added to the tools). Without it,
     /// nothing is offloaded: a ref the model cannot fetch would lose data.
     pub fetch_available: bool,
+    /// Estimated tokens the host sends before the messages (its system prompt and tool
+    /// definitions), 0 when unknown: the cost-aware schedule counts them as rewritten to the
+    /// prompt cache when the first offload adds skald's tool and instruction in front of them.
+    pub host_prefix_tokens: u64,
 }
 
 /// Every stage's report for one request.
@@ -166,7 +173,7 @@ pub fn assemble<S: RefStore + ?Sized>(
     report.timings_us.turn_limit = lap(&mut clock);
 
     let messages = if policy.offload.enabled && request.fetch_available {
-        let outcome = run_offload(policy, state, messages);
+        let outcome = run_offload(policy, state, messages, &request);
         report.offload = outcome.report;
         new_refs.extend(outcome.new_refs);
         outcome.messages
@@ -233,16 +240,24 @@ pub fn assemble<S: RefStore + ?Sized>(
     // offloads (and from its first ref otherwise), and stay for good: adding them at the first
     // offload would change the start of every later request — tools and system prompt come
     // before the messages — and void the whole cached prefix once per session.
+    // Under the cost-aware schedule they arrive with the first ref instead: that first offload
+    // was chosen knowing it rewrites the prefix, and a session that never offloads never pays —
+    // unless the host's own prefix dwarfs them (at least `HOST_PREFIX_PER_TOOL` times their
+    // size, as Claude Code's ~25k-token prompt and tools): then they add at most 5 % per call
+    // from the start, and adding them later would rewrite all of it.
     let has_refs = !state.stored_refs.is_empty();
-    let (system_prompt_addition, tools) =
-        if (has_refs || policy.offload.enabled) && request.fetch_available {
-            (
-                Some(REF_ID_INSTRUCTION.to_owned()),
-                vec![fetch::tool_spec()],
-            )
-        } else {
-            (None, Vec::new())
-        };
+    let from_start = policy.offload.enabled
+        && (policy.schedule.fetch_tool_from_start()
+            || request.host_prefix_tokens >= HOST_PREFIX_PER_TOOL * fetch_tool_tokens());
+    let (system_prompt_addition, tools) = if (has_refs || from_start) && request.fetch_available {
+        (
+            Some(REF_ID_INSTRUCTION.to_owned()),
+            vec![fetch::tool_spec()],
+        )
+    } else {
+        (None, Vec::new())
+    };
+    state.fetch_tool_sent = !tools.is_empty();
     state.last_request_ms = Some(request.now_ms);
     // This request reads or writes the provider's prompt cache: the pruning clock starts again.
     state.prune_clock.touch(request.now_ms);
@@ -263,6 +278,7 @@ fn run_offload(
     policy: &Policy,
     state: &mut SessionState,
     messages: Vec<Message>,
+    request: &AssembleRequest<'_>,
 ) -> skald_core::pipeline::offload::OffloadOutcome {
     match &policy.schedule {
         OffloadSchedule::Immediate => {
@@ -312,5 +328,186 @@ fn run_offload(
             }
             outcome
         }
+        OffloadSchedule::CostAware {
+            keep_recent_assistants,
+            immediate_over_chars,
+            remaining_calls_ratio,
+        } => cost_aware_offload(
+            policy,
+            state,
+            messages,
+            request,
+            CostAwareKnobs {
+                keep_recent_assistants: *keep_recent_assistants,
+                immediate_over_chars: *immediate_over_chars,
+                remaining_calls_ratio: *remaining_calls_ratio,
+            },
+        ),
     }
+}
+
+/// The `cost-aware` schedule's settings.
+#[derive(Debug, Clone, Copy)]
+struct CostAwareKnobs {
+    keep_recent_assistants: usize,
+    immediate_over_chars: usize,
+    remaining_calls_ratio: f64,
+}
+
+/// The sticky mark of an offloaded call's arguments, apart from its result's (the call id): a
+/// call whose result left keeps its arguments until they pay for leaving, and the other way round.
+fn arguments_mark(call_id: &str) -> String {
+    format!("{call_id}#arguments")
+}
+
+/// How many times the fetch tool's size the host's own prefix must be for the cost-aware
+/// schedule to send the tool from a session's first call.
+const HOST_PREFIX_PER_TOOL: u64 = 20;
+
+/// Estimated tokens of the fetch tool's definition and the REF_ID instruction, which the first
+/// offload of a cost-aware session adds to every later request.
+fn fetch_tool_tokens() -> u64 {
+    let spec = fetch::tool_spec();
+    let chars = spec.name.len()
+        + spec.description.as_ref().map_or(0, String::len)
+        + spec.parameters.to_string().len()
+        + REF_ID_INSTRUCTION.len();
+    chars.div_ceil(4) as u64
+}
+
+/// Offload under the `cost-aware` schedule: the results (and long arguments) the model has seen
+/// become pending; [`plan_rewrite`] says which of them leave in this request, weighing the
+/// tokens they remove over the calls the run is expected to make against the cache write their
+/// rewrite causes. Offloaded ones stay offloaded.
+fn cost_aware_offload(
+    policy: &Policy,
+    state: &mut SessionState,
+    messages: Vec<Message>,
+    request: &AssembleRequest<'_>,
+    knobs: CostAwareKnobs,
+) -> skald_core::pipeline::offload::OffloadOutcome {
+    let settings = &policy.offload;
+    let cutoff = recent_cutoff(&messages, knobs.keep_recent_assistants);
+
+    // What the prompt cache holds: the leading messages this request shares with the previous
+    // one, sent within the TTL. Decisions are sticky and per message, so equal inputs give
+    // equal outputs up to the first new decision.
+    if state.estimates.len() > 100_000 {
+        state.estimates.clear();
+    }
+    let identities: Vec<u128> = messages.iter().map(quick_message_identity).collect();
+    let message_tokens: Vec<u64> = messages
+        .iter()
+        .zip(&identities)
+        .map(|(message, identity)| {
+            *state
+                .estimates
+                .entry(*identity)
+                .or_insert_with(|| estimate_message_tokens(message))
+        })
+        .collect();
+    let ttl = i64::try_from(policy.cache_ttl_ms).unwrap_or(i64::MAX);
+    let warm = state
+        .last_request_ms
+        .is_some_and(|at| request.now_ms.saturating_sub(at) <= ttl);
+    let cached_messages = if warm {
+        identities
+            .iter()
+            .zip(&state.previous_offload_input)
+            .take_while(|(now, before)| now == before)
+            .count()
+    } else {
+        0
+    };
+    state.previous_offload_input = identities;
+    state.requests_assembled += 1;
+
+    // Pending: what the model has seen (older than the recent turns, or too large to keep for
+    // them) and has not left yet.
+    let placeholder = settings.placeholder_chars();
+    let saved = |chars: usize| (chars.saturating_sub(placeholder) / 4) as u64;
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut keys: Vec<(usize, String, bool)> = Vec::new();
+    for result in eligible_results(&messages, settings, &mut state.offload_cache) {
+        let recent = result.message_index >= cutoff && result.chars <= knobs.immediate_over_chars;
+        if recent || state.offloaded_calls.contains(&result.call_id) {
+            continue;
+        }
+        pending.push(Pending {
+            message_index: result.message_index,
+            saved_tokens: saved(result.chars),
+        });
+        keys.push((result.message_index, result.call_id, false));
+    }
+    for (message_index, message) in messages.iter().enumerate().take(cutoff) {
+        if message.role != Role::Assistant {
+            continue;
+        }
+        for call in message.tool_calls() {
+            let chars = offloadable_argument_chars(call, settings);
+            if chars == 0 || state.offloaded_calls.contains(&arguments_mark(&call.id)) {
+                continue;
+            }
+            pending.push(Pending {
+                message_index,
+                saved_tokens: saved(chars),
+            });
+            keys.push((message_index, call.id.clone(), true));
+        }
+    }
+    let shape = RequestShape {
+        message_tokens: &message_tokens,
+        cached_messages,
+        cached_host_tokens: if warm { request.host_prefix_tokens } else { 0 },
+        // The tool is in this request already when it was in the last one or goes in from the
+        // start (a large host prefix); otherwise the first offload brings it.
+        first_offload_tokens: (!state.fetch_tool_sent
+            && request.host_prefix_tokens < HOST_PREFIX_PER_TOOL * fetch_tool_tokens())
+        .then(fetch_tool_tokens),
+        calls_so_far: state.requests_assembled,
+    };
+    let plan = plan_rewrite(&shape, &pending, policy.prices, knobs.remaining_calls_ratio);
+    let mut leaving_results: HashSet<(usize, &str)> = HashSet::new();
+    let mut leaving_arguments: HashSet<(usize, &str)> = HashSet::new();
+    for index in plan.iter().flat_map(|plan| plan.leave.iter()) {
+        if let Some((message_index, call_id, is_arguments)) = keys.get(*index) {
+            if *is_arguments {
+                leaving_arguments.insert((*message_index, call_id.as_str()));
+            } else {
+                leaving_results.insert((*message_index, call_id.as_str()));
+            }
+        }
+    }
+
+    let sticky = &state.offloaded_calls;
+    let mut outcome = offload(
+        messages,
+        settings,
+        &mut state.offload_cache,
+        |index, result| {
+            sticky.contains(&result.call_id)
+                || leaving_results.contains(&(index, result.call_id.as_str()))
+        },
+    );
+    let arguments = offload_arguments(
+        outcome.messages,
+        settings,
+        &mut state.arguments_cache,
+        |index, call| {
+            sticky.contains(&arguments_mark(&call.id))
+                || leaving_arguments.contains(&(index, call.id.as_str()))
+        },
+    );
+    for item in &outcome.report.offloaded {
+        state.offloaded_calls.insert(item.call_id.clone());
+    }
+    for item in &arguments.report.offloaded {
+        let call_id = item.call_id.split('#').next().unwrap_or(&item.call_id);
+        state.offloaded_calls.insert(arguments_mark(call_id));
+    }
+    outcome.messages = arguments.messages;
+    outcome.new_refs.extend(arguments.new_refs);
+    outcome.report.offloaded.extend(arguments.report.offloaded);
+    outcome.report.deferred += arguments.report.deferred;
+    outcome
 }

@@ -35,7 +35,7 @@
 //! ];
 //! let mut state = SessionState::default();
 //! let acme = skald_core::ids::Tenant::parse("acme").unwrap();
-//! let request = AssembleRequest { tenant: &acme, context_window_tokens: 200_000, now_ms: 0, fetch_available: true };
+//! let request = AssembleRequest { tenant: &acme, context_window_tokens: 200_000, now_ms: 0, fetch_available: true, host_prefix_tokens: 0 };
 //! let assembled = assemble(&store, &policy, &mut state, messages, request).unwrap();
 //! assert_eq!(assembled.report.offload.offloaded.len(), 1);
 //! assert!(assembled.system_prompt_addition.is_some());

@@ -344,6 +344,8 @@ pub fn replay_policy<S: RefStore + ?Sized>(
                 context_window_tokens: settings.context_window_tokens,
                 now_ms,
                 fetch_available: true,
+                // The transcript's host prompt and tools are not billed here either.
+                host_prefix_tokens: 0,
             },
         )?;
         figures.assemble_samples.push(assembled.elapsed_ms);

@@ -31,6 +31,15 @@ pub const UNNAMED_MODEL: &str = "unnamed";
 pub struct SessionState {
     /// Call ids whose results left the context; once decided, they stay out (sticky).
     pub(crate) offloaded_calls: HashSet<String>,
+    /// The cost-aware schedule's memory of the previous request: a cheap identity of each
+    /// message the offload stage was given, to tell which leading messages the prompt cache
+    /// holds now.
+    pub(crate) previous_offload_input: Vec<u128>,
+    /// Requests assembled in this session: the run's length so far, from which the cost-aware
+    /// schedule predicts how many calls an offload will serve.
+    pub(crate) requests_assembled: u64,
+    /// Whether the previous request carried the fetch tool and the REF_ID instruction.
+    pub(crate) fetch_tool_sent: bool,
     pub(crate) offload_cache: OffloadCache,
     pub(crate) arguments_cache: ArgumentsCache,
     /// When the previous request was assembled (epoch ms): the prompt cache is warm within the
@@ -156,6 +165,7 @@ impl SessionState {
             .map_or(0, |(tenant, _)| tenant.len() + self.stored_bytes);
         std::mem::size_of::<SessionState>()
             + ids(&self.offloaded_calls)
+            + self.previous_offload_input.len() * std::mem::size_of::<u128>()
             + self.prune_marks.approx_bytes()
             + self.truncate_memory.approx_bytes()
             + ids(&self.stored_refs)

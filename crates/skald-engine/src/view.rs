@@ -87,6 +87,9 @@ pub struct ViewRequest<'a> {
     pub now_ms: i64,
     /// Whether the host runs `fetch_original_data` (see [`AssembleRequest::fetch_available`]).
     pub fetch_available: bool,
+    /// Estimated tokens of the host's system prompt and tools (see
+    /// [`AssembleRequest::host_prefix_tokens`]); 0 when unknown.
+    pub host_prefix_tokens: u64,
     /// Long-term memory for the call; `None`: none.
     pub memory: Option<&'a RecallHook<'a>>,
     /// The user's prompt when the host sends it after the view (OpenClaw's `assemble` gets it
@@ -193,6 +196,7 @@ pub async fn prepare_view(
             context_window_tokens: request.window_tokens,
             now_ms: request.now_ms,
             fetch_available: request.fetch_available,
+            host_prefix_tokens: request.host_prefix_tokens,
         },
     )?;
     let mut view = ModelView {

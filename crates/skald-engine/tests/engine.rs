@@ -84,6 +84,7 @@ fn request(now_ms: i64) -> AssembleRequest<'static> {
         context_window_tokens: 200_000,
         now_ms,
         fetch_available: true,
+        host_prefix_tokens: 0,
     }
 }
 
@@ -320,10 +321,19 @@ fn fetch_reports_each_bad_id_on_its_own() {
     assert!(bad.text.contains("unknown argument"), "{}", bad.text);
 }
 
+/// skald's earlier default: a result leaves once the model has answered it, whatever the cache
+/// write costs (the `skald` preset now weighs that write: see the cost-aware test below).
+fn cache_aware_policy() -> Policy {
+    Policy::from_toml(
+        "[schedule]\nmode = \"cache-aware\"\nkeep_recent_assistants = 1\nimmediate_over_chars = 6000\n",
+    )
+    .unwrap()
+}
+
 #[test]
 fn decisions_repeat_byte_for_byte_as_the_session_grows() {
     let store = SqliteRefStore::in_memory(Default::default()).unwrap();
-    let policy = Policy::preset("skald").unwrap();
+    let policy = cache_aware_policy();
     let mut state = SessionState::default();
     let mut messages = session();
     let first = assemble(&store, &policy, &mut state, messages.clone(), request(0)).unwrap();
@@ -354,7 +364,7 @@ fn decisions_repeat_byte_for_byte_as_the_session_grows() {
 #[test]
 fn a_fresh_result_stays_visible_until_the_model_has_answered_it() {
     let store = SqliteRefStore::in_memory(Default::default()).unwrap();
-    let policy = Policy::preset("skald").unwrap();
+    let policy = cache_aware_policy();
     let mut state = SessionState::default();
     let file = source_file(40);
     assert!(file.len() > 2_000 && file.len() < 6_000);
@@ -459,6 +469,7 @@ fn openclaw_policy_keeps_pruned_results_pruned_across_assembles() {
         context_window_tokens: 50_000,
         now_ms,
         fetch_available: true,
+        host_prefix_tokens: 0,
     };
     let first_result = |assembled: &Assembled| {
         assembled
@@ -485,4 +496,66 @@ fn openclaw_policy_keeps_pruned_results_pruned_across_assembles() {
             if stays { "stays trimmed" } else { "comes back" }
         );
     }
+}
+
+#[test]
+fn cost_aware_schedule_offloads_only_what_pays_and_keeps_it_offloaded() {
+    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let policy = Policy::preset("skald").unwrap();
+    let at = |now_ms: i64| AssembleRequest {
+        tenant: &ACME,
+        context_window_tokens: 200_000,
+        now_ms,
+        fetch_available: true,
+        host_prefix_tokens: 0,
+    };
+    let refs = |assembled: &Assembled| render(assembled).matches("[REF_ID: ").count();
+
+    // A short session without large outputs never gets the fetch tool: nothing pays for it.
+    let mut state = SessionState::default();
+    let quiet = vec![Message::text(Role::User, "hi")];
+    let first = assemble(&store, &policy, &mut state, quiet, at(0)).unwrap();
+    assert!(first.tools.is_empty() && first.system_prompt_addition.is_none());
+
+    // A huge output leaves before it enters the cache, and the tool arrives with it.
+    let mut state = SessionState::default();
+    let mut messages = vec![
+        Message::text(Role::User, "look at the log"),
+        call("c1", "bash", json!({"command": "pytest"})),
+        result("c1", "bash", &pytest_log(400)),
+    ];
+    let first = assemble(&store, &policy, &mut state, messages.clone(), at(0)).unwrap();
+    assert_eq!(refs(&first), 1);
+    assert_eq!(first.tools.len(), 1);
+
+    // A medium output the model has answered stays while its rewrite would not pay: the run
+    // is young and the cached messages after it are many.
+    messages.push(call("c2", "read", json!({"path": "/src/lib.rs"})));
+    messages.push(result("c2", "read", &source_file(32)));
+    for round in 0..6 {
+        messages.push(Message::text(Role::Assistant, "x".repeat(4_000 + round)));
+        messages.push(Message::text(Role::User, format!("next {round}")));
+    }
+    let mut seen = 0;
+    for (call_number, end) in (5..=messages.len()).step_by(2).enumerate() {
+        let assembled = assemble(
+            &store,
+            &policy,
+            &mut state,
+            messages[..end].to_vec(),
+            at(10_000 * (call_number as i64 + 1)),
+        )
+        .unwrap();
+        seen = refs(&assembled);
+    }
+    assert_eq!(
+        seen, 1,
+        "the read stays: its rewrite does not pay in a short run"
+    );
+
+    // Once the cache has expired, rewriting costs nothing: it leaves, and stays out.
+    let cold = assemble(&store, &policy, &mut state, messages.clone(), at(3_600_000)).unwrap();
+    assert_eq!(refs(&cold), 2);
+    let warm = assemble(&store, &policy, &mut state, messages.clone(), at(3_610_000)).unwrap();
+    assert_eq!(render(&warm), render(&cold), "decisions are sticky");
 }

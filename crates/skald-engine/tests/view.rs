@@ -86,6 +86,7 @@ fn request<'a>(
         window_tokens: 200_000,
         now_ms: MAY_1_2023,
         fetch_available: true,
+        host_prefix_tokens: 0,
         memory,
         pending_prompt,
     }

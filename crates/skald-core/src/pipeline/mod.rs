@@ -5,7 +5,8 @@
 //! Order on a request: repair → [`turn_limit`] → [`offload`] (seed 000) → [`prune`](mod@prune) →
 //! [`truncate`](mod@truncate) (seed 003). Stages that take content out return it as
 //! [`crate::refs::NewRef`]s for the caller to store before the output reaches a model.
-//! [`policy`] holds the settings of all of them, loaded from TOML presets.
+//! [`policy`] holds the settings of all of them, loaded from TOML presets; [`schedule`] decides
+//! when an offload of content already in the prompt cache pays for the rewrite it causes.
 //!
 //! ```
 //! use skald_core::message::{Message, Role};
@@ -23,6 +24,7 @@
 pub mod offload;
 pub mod policy;
 pub mod prune;
+pub mod schedule;
 pub mod truncate;
 pub mod turn_limit;
 

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::offload::{OffloadSettings, OffloadSettingsError};
 use super::prune::{PruneSettings, PruneSettingsError};
+pub use super::schedule::CachePrices;
 use super::truncate::{TruncateSettings, TruncateSettingsError};
 use super::turn_limit::{TurnLimitSettings, TurnLimitSettingsError};
 
@@ -58,10 +59,47 @@ pub enum OffloadSchedule {
         #[serde(default = "default_immediate")]
         immediate_over_chars: usize,
     },
+    /// Like `cache-aware`, but a result (or a long tool-call argument) already in the prompt
+    /// cache leaves only when the tokens it removes, over the calls the run is expected to
+    /// make, outweigh the cache write its rewrite causes (every cached token after it, at the
+    /// policy's `prices`); pending offloads leave together, from the earliest, when the batch
+    /// pays ([`crate::pipeline::schedule`]). Offloads in the new tail of a request, or after
+    /// the cache expired (`cache_ttl_ms`), cost no rewrite and leave as soon as the model has
+    /// seen them. The fetch tool and its instruction arrive with the first offload, which pays
+    /// for them too. Decisions are sticky.
+    CostAware {
+        /// How many of the latest assistant turns keep their results visible.
+        #[serde(default = "default_keep_recent")]
+        keep_recent_assistants: usize,
+        /// Results longer than this many characters are not kept visible for the latest turns:
+        /// keeping one for a single call costs more than the model fetching a slice of it.
+        #[serde(default = "default_immediate")]
+        immediate_over_chars: usize,
+        /// Calls a run is expected to make after the current one, per call made so far: 1 is
+        /// the median under a scale-free prior on run length, 0.25 the length reached 4 times
+        /// in 5 (see [`crate::pipeline::schedule`]).
+        #[serde(default = "default_remaining_ratio")]
+        remaining_calls_ratio: f64,
+    },
+}
+
+impl OffloadSchedule {
+    /// Whether the fetch tool and the REF_ID instruction are in every request from a
+    /// session's first call (so the first offload does not rewrite the prefix), or arrive
+    /// with the first offload, which then pays for them (`cost-aware`).
+    pub fn fetch_tool_from_start(&self) -> bool {
+        match self {
+            OffloadSchedule::Immediate | OffloadSchedule::CacheAware { .. } => true,
+            OffloadSchedule::CostAware { .. } => false,
+        }
+    }
 }
 
 fn default_keep_recent() -> usize {
     1
+}
+fn default_remaining_ratio() -> f64 {
+    0.25
 }
 fn default_immediate() -> usize {
     6_000
@@ -78,6 +116,9 @@ pub struct Policy {
     pub repair: bool,
     /// Prompt-cache lifetime the policy plans around, in milliseconds.
     pub cache_ttl_ms: u64,
+    /// The provider's prompt-cache prices the `cost-aware` schedule weighs rewrites with
+    /// (Anthropic's by default).
+    pub prices: CachePrices,
     /// The turn-limit stage.
     pub turn_limit: TurnLimitSettings,
     /// The offload stage.
@@ -96,6 +137,7 @@ impl Default for Policy {
             name: "custom".to_owned(),
             repair: true,
             cache_ttl_ms: 300_000,
+            prices: CachePrices::default(),
             turn_limit: TurnLimitSettings::default(),
             offload: OffloadSettings::default(),
             schedule: OffloadSchedule::default(),
@@ -162,6 +204,16 @@ impl Policy {
             .map_err(|e: toml::de::Error| PolicyError::Toml(e.to_string()))?;
         let mut overrides = overrides;
         overrides.remove("preset");
+        // A schedule of another mode has other settings: the preset's do not carry over.
+        let mode_of = |table: &toml::Table| {
+            table
+                .get("schedule")
+                .and_then(|schedule| schedule.get("mode"))
+                .cloned()
+        };
+        if mode_of(&overrides).is_some_and(|mode| Some(mode) != mode_of(&merged)) {
+            merged.remove("schedule");
+        }
         merge(&mut merged, overrides);
         Policy::parse_complete(
             &toml::to_string(&merged).map_err(|e| PolicyError::Toml(e.to_string()))?,
@@ -185,6 +237,21 @@ impl Policy {
             self.offload
                 .validate()
                 .map_err(|e| invalid(e.to_string()))?;
+        }
+        self.prices
+            .validate()
+            .map_err(|e| invalid(format!("prices: {e}")))?;
+        if let OffloadSchedule::CostAware {
+            remaining_calls_ratio,
+            ..
+        } = &self.schedule
+        {
+            if !(remaining_calls_ratio.is_finite() && *remaining_calls_ratio >= 0.0) {
+                return Err(invalid(format!(
+                    "schedule.remaining_calls_ratio is {remaining_calls_ratio}: it must be a \
+                     non-negative number"
+                )));
+            }
         }
         self.prune
             .validate()
@@ -234,10 +301,10 @@ mod tests {
         let sccs = Policy::preset("sccs").unwrap();
         assert_eq!(sccs.offload.compress_threshold, 3000);
         assert_eq!(sccs.schedule, OffloadSchedule::Immediate);
-        assert!(matches!(
-            Policy::preset("skald").unwrap().schedule,
-            OffloadSchedule::CacheAware { .. }
-        ));
+        let skald = Policy::preset("skald").unwrap();
+        assert!(matches!(skald.schedule, OffloadSchedule::CostAware { .. }));
+        assert!(!skald.schedule.fetch_tool_from_start());
+        assert_eq!(skald.prices, CachePrices::ANTHROPIC);
     }
 
     #[test]
@@ -307,5 +374,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(mode.contains("later"), "{mode}");
+        let prices = Policy::from_toml("[prices]\ncache_write = 0.1\ncache_read = 0.5")
+            .unwrap_err()
+            .to_string();
+        assert!(prices.contains("prices"), "{prices}");
+    }
+
+    #[test]
+    fn openai_prices_and_the_predictor_are_settings() {
+        let policy = Policy::from_toml(
+            "[prices]\ncache_write = 1.0\ncache_read = 0.25\n[schedule]\nmode = \"cost-aware\"\nremaining_calls_ratio = 0.5\n",
+        )
+        .unwrap();
+        assert_eq!(policy.prices, CachePrices::OPENAI);
+        assert!(matches!(
+            policy.schedule,
+            OffloadSchedule::CostAware {
+                remaining_calls_ratio,
+                keep_recent_assistants: 1,
+                immediate_over_chars: 3_000,
+            } if remaining_calls_ratio == 0.5
+        ));
     }
 }

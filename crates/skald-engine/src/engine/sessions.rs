@@ -343,6 +343,8 @@ impl Engine {
             window_tokens: options.window_tokens.unwrap_or(config.window_tokens),
             now_ms: now_ms(),
             fetch_available: options.host_runs(FETCH_TOOL_NAME),
+            // The engine API's host (OpenClaw) sends its system prompt apart; unknown here.
+            host_prefix_tokens: 0,
             memory: hook.as_ref(),
             pending_prompt: options.pending_prompt.as_deref(),
         };

@@ -331,6 +331,18 @@ pub struct PreparedCall {
     pub request_tokens: u64,
 }
 
+/// Estimated tokens of the host's system prompt and tool definitions, which precede the
+/// messages in the request (characters / 4, as skald's estimates).
+fn host_prefix_tokens(ctx: &PrepareContext<'_>) -> u64 {
+    let chars = ctx.system_prompt.map_or(0, str::len)
+        + ctx
+            .tools
+            .iter()
+            .map(|tool| tool.to_string().len())
+            .sum::<usize>();
+    chars.div_ceil(4) as u64
+}
+
 /// The view of the session for this call ([`prepare_view`]: the pipeline, then what recall
 /// gives it when a hook is given), as a request. Memory's additions count in the request's
 /// size, so the threshold sees what the model will be sent.
@@ -350,6 +362,7 @@ async fn prepare_call_with_memory(
             window_tokens: ctx.window_tokens,
             now_ms: ctx.now_ms,
             fetch_available: ctx.fetch_available,
+            host_prefix_tokens: host_prefix_tokens(ctx),
             memory: memory.recall,
             pending_prompt: None,
         },

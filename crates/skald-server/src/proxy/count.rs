@@ -37,6 +37,7 @@ pub async fn count_tokens(
             context_window_tokens: state.engine.config().window_tokens,
             now_ms: exchange.now_ms,
             fetch_available: true,
+            host_prefix_tokens: 0,
         },
     ) {
         Ok(assembled) => assembled,

@@ -126,6 +126,38 @@ pub fn offload_arguments(
     }
 }
 
+/// Characters of `call`'s string arguments [`offload_arguments`] would move to refs (those
+/// over the threshold and not already a ref); 0 when it would move none.
+pub fn offloadable_argument_chars(
+    call: &crate::message::ToolCall,
+    settings: &OffloadSettings,
+) -> usize {
+    if !settings.enabled
+        || settings.arguments_threshold == 0
+        || call.name == FETCH_TOOL_NAME
+        || !has_long_string(&call.arguments, settings)
+    {
+        return 0;
+    }
+    let serde_json::Value::Object(fields) = &call.arguments else {
+        return 0;
+    };
+    fields
+        .values()
+        .filter_map(|value| match value {
+            serde_json::Value::String(text) => Some(text),
+            serde_json::Value::Null
+            | serde_json::Value::Bool(_)
+            | serde_json::Value::Number(_)
+            | serde_json::Value::Array(_)
+            | serde_json::Value::Object(_) => None,
+        })
+        .filter(|text| !contains_ref(text))
+        .map(|text| text.chars().count())
+        .filter(|&chars| chars > settings.arguments_threshold)
+        .sum()
+}
+
 /// True when some top-level string argument may exceed the threshold (bytes bound chars).
 fn has_long_string(arguments: &serde_json::Value, settings: &OffloadSettings) -> bool {
     match arguments {

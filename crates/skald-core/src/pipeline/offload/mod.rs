@@ -24,8 +24,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::DigestSettings;
 
-pub use arguments::{ArgumentsCache, offload_arguments};
-pub use results::{OffloadCache, OffloadOutcome, is_workspace_file, offload, text_of};
+pub use arguments::{ArgumentsCache, offload_arguments, offloadable_argument_chars};
+pub use results::{
+    EligibleResult, OffloadCache, OffloadOutcome, eligible_results, is_workspace_file, offload,
+    text_of,
+};
 
 /// The tool through which a model fetches offloaded originals.
 pub const FETCH_TOOL_NAME: &str = "fetch_original_data";
@@ -108,6 +111,12 @@ pub enum OffloadSettingsError {
 }
 
 impl OffloadSettings {
+    /// About how many characters a placeholder takes: `[REF_ID: <64 hex>] (Summary: …)` around a
+    /// digest of at most `summary_max_chars` — what a scheduler counts an offload as leaving.
+    pub fn placeholder_chars(&self) -> usize {
+        self.summary_max_chars + 88
+    }
+
     /// Rejects settings outside what the stage accepts.
     pub fn validate(&self) -> Result<(), OffloadSettingsError> {
         if self.compress_threshold < MIN_COMPRESS_THRESHOLD {

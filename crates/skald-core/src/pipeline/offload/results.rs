@@ -208,6 +208,52 @@ fn apply(
     )
 }
 
+/// A tool result the stage may offload (see [`eligible_results`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EligibleResult {
+    /// The index of the message holding the result.
+    pub message_index: usize,
+    /// The id of the call the result answers.
+    pub call_id: String,
+    /// Size of the result's text in bytes (chars for ASCII).
+    pub chars: usize,
+}
+
+/// The results [`offload`] would ask its selector about, in message order, without changing
+/// anything: a scheduler weighs them before choosing. Decisions are remembered in `cache`
+/// exactly as [`offload`] remembers them.
+pub fn eligible_results(
+    messages: &[Message],
+    settings: &OffloadSettings,
+    cache: &mut OffloadCache,
+) -> Vec<EligibleResult> {
+    let mut eligible = Vec::new();
+    if !settings.enabled {
+        return eligible;
+    }
+    for (message_index, message) in messages.iter().enumerate() {
+        for result in message.tool_results() {
+            let chars = text_bytes(result);
+            if chars <= settings.compress_threshold {
+                continue;
+            }
+            let memo = cache
+                .entries
+                .entry(quick_key(result, settings))
+                .or_insert_with(|| classify(result, settings));
+            match memo {
+                Memo::Ineligible { .. } => {}
+                Memo::Eligible(_) => eligible.push(EligibleResult {
+                    message_index,
+                    call_id: result.call_id.clone(),
+                    chars,
+                }),
+            }
+        }
+    }
+    eligible
+}
+
 /// Offloads the tool results `select` chooses among those over the threshold.
 ///
 /// `select(message_index, result)` is asked only for eligible results (over the threshold, not
