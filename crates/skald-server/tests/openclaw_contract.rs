@@ -116,7 +116,11 @@ async fn memory_false_leaves_memory_out_of_one_assemble() {
         .iter()
         .map(|tool| tool["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["fetch_original_data"]);
+    // No memory tool; the fetch tool comes with the session's first offload.
+    assert!(
+        names.iter().all(|name| *name == "fetch_original_data"),
+        "{names:?}"
+    );
     server.shutdown().await;
 }
 

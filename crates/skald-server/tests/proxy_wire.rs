@@ -722,6 +722,13 @@ async fn a_stream_request_answered_with_json_still_runs_skalds_fetch_unseen_mess
 
 #[tokio::test]
 async fn skalds_tools_and_system_addition_are_stable_from_the_first_call_for_prompt_caching() {
+    // A real host's own prefix (Claude Code's system prompt and tools run to tens of thousands
+    // of tokens) dwarfs skald's fetch tool: then the tool is there from the first call, and the
+    // first offload rewrites nothing cached.
+    let host_system = format!(
+        "You are a build assistant. {}",
+        "Follow the repository's conventions; run the tests before you commit. ".repeat(600)
+    );
     let upstream = Upstream::start().await;
     let server = start(config_for(&upstream)).await;
     let ephemeral = json!({"type": "ephemeral"});
@@ -739,7 +746,7 @@ async fn skalds_tools_and_system_addition_are_stable_from_the_first_call_for_pro
         json!({
             "model": "claude-test",
             "max_tokens": 1024,
-            "system": [{"type": "text", "text": "You are a build assistant.",
+            "system": [{"type": "text", "text": host_system,
                         "cache_control": ephemeral}],
             "messages": messages,
             "tools": [{"name": "bash", "description": "Run a shell command",
