@@ -59,6 +59,28 @@ fn reports_recall_latency_and_ingest_with_the_corrected_evidence() {
             report[key]
         );
     }
+    // Per-turn recall's injection, judged by the evidence: the floor's settings are reported.
+    let injected = report["memories_injected"].as_u64().unwrap();
+    assert!(injected > 0, "{report}");
+    let precision = report["injection_precision"].as_f64().unwrap();
+    assert!(
+        (0.0..=1.0).contains(&precision) && precision > 0.0,
+        "{precision}"
+    );
+    assert!(report["injection_turn_precision"].as_f64().unwrap() <= precision);
+    assert!(report["questions_nothing_injected"].as_u64().unwrap() <= 4);
+    assert!(
+        report["unrelated_questions_with_injection"]
+            .as_u64()
+            .unwrap()
+            <= 4
+    );
+    assert_eq!(
+        report["injection_min_text_relevance"],
+        skald_core::memory::recall::DEFAULT_MIN_TEXT_RELEVANCE
+    );
+    assert_eq!(report["injection_max_results"], 5);
+    assert!(report["by_category"][0]["injection_precision"].is_number());
     let categories: Vec<(i64, &str, u64)> = report["by_category"]
         .as_array()
         .unwrap()
@@ -107,6 +129,27 @@ fn turns_can_be_indexed_without_their_context() {
     assert_eq!(report["context_after"], 0);
     assert_eq!(report["date_ranking"], false);
     assert_eq!(report["turn_recall_at_10"], 1.0);
+}
+
+#[test]
+fn the_relevance_floor_of_the_injection_can_be_set() {
+    let floor = |value: &str| {
+        let report = eval(&["--errors", ERRORS, "--json", "--min-text-relevance", value]);
+        assert_eq!(
+            report["injection_min_text_relevance"],
+            value.parse::<f64>().unwrap()
+        );
+        report["memories_injected"].as_u64().unwrap()
+    };
+    // No floor injects at least what the strictest floor does.
+    assert!(floor("0") >= floor("1"));
+    let output = Command::new(env!("CARGO_BIN_EXE_skald"))
+        .args(["eval", "locomo", FIXTURE, "--min-text-relevance", "2"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("min_text_relevance is 2"), "{stderr}");
 }
 
 #[test]

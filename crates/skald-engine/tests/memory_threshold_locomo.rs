@@ -82,6 +82,7 @@ fn threshold_keeps_evidence_and_drops_noise_on_locomo() {
                     l2: hit.memory.l2.clone(),
                     created_at_ms: hit.memory.created_at_ms,
                     cosine: None,
+                    text_relevance: hit.text_relevance,
                 })
                 .collect();
             evidence_hits += candidates.iter().filter(|c| is_evidence(&c.uri)).count();
@@ -89,6 +90,9 @@ fn threshold_keeps_evidence_and_drops_noise_on_locomo() {
             for (slot, threshold) in thresholds.iter().enumerate() {
                 let settings = RecallSettings {
                     min_term_coverage: *threshold,
+                    // Coverage alone: the relative BM25 floor is measured by `skald eval
+                    // locomo` (its injection precision and unrelated-conversation figures).
+                    min_text_relevance: 0.0,
                     max_results: 10,
                     max_tokens: 100_000,
                     ..RecallSettings::default()

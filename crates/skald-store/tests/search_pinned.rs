@@ -157,11 +157,13 @@ fn render(hits: &[SearchHit]) -> String {
     for hit in hits {
         writeln!(
             out,
-            "{} score={:?} text={:?} bm25={:?} date={:?} vector={:?} cosine={:?} directory={:?}",
+            "{} score={:?} text={:?} bm25={:?} relevance={:?} date={:?} vector={:?} cosine={:?} \
+             directory={:?}",
             hit.memory.uri,
             hit.score,
             hit.text_rank,
             hit.bm25,
+            hit.text_relevance,
             hit.date_rank,
             hit.vector_rank,
             hit.cosine,

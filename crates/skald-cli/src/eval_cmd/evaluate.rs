@@ -1,6 +1,7 @@
 //! The measuring of `skald eval locomo`: every conversation written into one in-memory store,
 //! every question searched, and the recall of its evidence turns and sessions tallied overall
-//! and by category, with the search latency and the ingest rate.
+//! and by category, with what per-turn recall would inject ([`super::injection`]), the search
+//! latency and the ingest rate.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -15,6 +16,9 @@ use skald_store::memories::{
     VectorFusion,
 };
 
+use skald_core::memory::recall::RecallSettings;
+
+use super::injection::{Injected, Injector};
 use super::locomo::{Conversation, TurnRef, category_name, session_memories, tenant_of};
 use super::{Embedding, LocomoArgs, vector_fusion};
 
@@ -23,7 +27,7 @@ const SEARCH_DEPTH: usize = 50;
 
 const CUTOFFS: [usize; 3] = [1, 5, 10];
 
-/// Recall sums of one group of questions.
+/// Recall sums of one group of questions, and what recall injected for them.
 #[derive(Debug, Clone, Default)]
 struct Tally {
     questions: usize,
@@ -32,10 +36,12 @@ struct Tally {
     /// Questions with at least one, and with all, evidence turns in the first 10 hits.
     any_at_10: usize,
     all_at_10: usize,
+    injected: Injected,
+    nothing_injected: usize,
 }
 
 impl Tally {
-    fn add(&mut self, turn: [f64; 3], session: [f64; 3]) {
+    fn add(&mut self, turn: [f64; 3], session: [f64; 3], injected: Injected) {
         self.questions += 1;
         for i in 0..3 {
             self.turn[i] += turn[i];
@@ -46,6 +52,12 @@ impl Tally {
         }
         if turn[2] >= 1.0 {
             self.all_at_10 += 1;
+        }
+        self.injected.memories += injected.memories;
+        self.injected.from_evidence_sessions += injected.from_evidence_sessions;
+        self.injected.holding_evidence_turns += injected.holding_evidence_turns;
+        if injected.memories == 0 {
+            self.nothing_injected += 1;
         }
     }
 
@@ -67,8 +79,34 @@ impl Tally {
             turn_recall_at_10: mean(self.turn[2]),
             turn_any_at_10: mean(self.any_at_10 as f64),
             turn_all_at_10: mean(self.all_at_10 as f64),
+            injection_precision: share(
+                self.injected.from_evidence_sessions,
+                self.injected.memories,
+            ),
+            injection_turn_precision: share(
+                self.injected.holding_evidence_turns,
+                self.injected.memories,
+            ),
+            memories_injected: self.injected.memories,
+            nothing_injected: self.nothing_injected,
         }
     }
+}
+
+/// `part / whole`, rounded; 0 when there is no whole.
+fn share(part: usize, whole: usize) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        round4(part as f64 / whole as f64)
+    }
+}
+
+/// What recall injected for questions asked of another conversation.
+#[derive(Debug, Clone, Copy, Default)]
+struct Unrelated {
+    memories: usize,
+    questions_with_injection: usize,
 }
 
 fn round4(x: f64) -> f64 {
@@ -88,6 +126,14 @@ pub struct RecallFigures {
     pub turn_any_at_10: f64,
     /// Share of questions with every evidence turn in the first 10 hits.
     pub turn_all_at_10: f64,
+    /// Share of the memories recall injected that come from an evidence session.
+    pub injection_precision: f64,
+    /// Share of the memories recall injected that hold an evidence turn.
+    pub injection_turn_precision: f64,
+    /// Memories recall injected, over every question.
+    pub memories_injected: usize,
+    /// Questions for which recall injected nothing.
+    pub nothing_injected: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -120,6 +166,24 @@ pub struct LocomoReport {
     pub turn_recall_at_10: f64,
     pub turn_any_at_10: f64,
     pub turn_all_at_10: f64,
+    /// Share of the memories per-turn recall injected (the engine's own selection, floor and
+    /// budget) that come from one of the question's evidence sessions.
+    pub injection_precision: f64,
+    /// Share of them that hold one of the question's evidence turns.
+    pub injection_turn_precision: f64,
+    pub memories_injected: usize,
+    /// Scored questions for which recall injected nothing.
+    pub questions_nothing_injected: usize,
+    /// Every scored question is also asked of the next conversation's memories (other people,
+    /// other events: nothing there is about it): the memories recall injected there, all noise…
+    pub unrelated_memories_injected: usize,
+    /// …and the questions for which it injected any.
+    pub unrelated_questions_with_injection: usize,
+    /// The recall settings the injection ran with.
+    pub injection_min_term_coverage: f64,
+    pub injection_min_text_relevance: f64,
+    pub injection_max_results: usize,
+    pub injection_max_tokens: u64,
     pub by_category: Vec<CategoryFigures>,
     pub search_depth: usize,
     pub search_p50_ms: f64,
@@ -210,6 +274,13 @@ pub fn evaluate(
     // each conversation's ranking depend on the order the conversations were read in.
     let store = SqliteMemoryStore::in_memory_with(settings, Arc::new(SystemClock))?;
     let mut memory_turns: HashMap<i64, Vec<TurnRef>> = HashMap::new();
+    // The same by URI, which is what recall reports.
+    let mut uri_turns: HashMap<String, Vec<TurnRef>> = HashMap::new();
+    let mut recall_settings = RecallSettings::default();
+    if let Some(floor) = args.min_text_relevance {
+        recall_settings.min_text_relevance = floor;
+    }
+    let injector = Injector::new(recall_settings, embedding)?;
     for (index, conversation) in conversations.iter().enumerate() {
         let tenant = tenant_of(&conversation.sample_id, index)?;
         progress.set_message(format!("ingesting {}", conversation.sample_id));
@@ -246,17 +317,24 @@ pub fn evaluate(
                     },
                 }
                 let memory = outcome.memory();
-                let covered = memory
+                let covered: Vec<TurnRef> = memory
                     .source_entry_ids()
                     .flat_map(TurnRef::parse_all)
                     .collect();
+                uri_turns.insert(memory.uri.to_string(), covered.clone());
                 memory_turns.insert(memory.id, covered);
             }
         }
         ingest_seconds += started.elapsed().as_secs_f64();
     }
+    let mut unrelated = Unrelated::default();
     for (index, conversation) in conversations.iter().enumerate() {
         let tenant = tenant_of(&conversation.sample_id, index)?;
+        let next = (index + 1) % conversations.len();
+        let unrelated_tenant = match conversations.get(next) {
+            Some(other) if next != index => Some(tenant_of(&other.sample_id, next)?),
+            Some(_) | None => None,
+        };
         let known: HashSet<TurnRef> = conversation
             .sessions
             .iter()
@@ -320,11 +398,19 @@ pub fn evaluate(
                 })
                 .collect();
             let (turn, session) = recall_at(&ranked, &evidence);
-            tally.add(turn, session);
+            let injected = injector.inject(&store, &tenant, &question.text, &evidence, &uri_turns);
+            // The same question asked of another conversation's memories: the store holds
+            // nothing about it there, so whatever recall injects is noise.
+            if let Some(other) = &unrelated_tenant {
+                let noise = injector.inject(&store, other, &question.text, &evidence, &uri_turns);
+                unrelated.memories += noise.memories;
+                unrelated.questions_with_injection += usize::from(noise.memories > 0);
+            }
+            tally.add(turn, session, injected);
             by_category
                 .entry(question.category)
                 .or_default()
-                .add(turn, session);
+                .add(turn, session, injected);
         }
     }
     progress.finish_and_clear();
@@ -351,6 +437,16 @@ pub fn evaluate(
         turn_recall_at_10: overall.turn_recall_at_10,
         turn_any_at_10: overall.turn_any_at_10,
         turn_all_at_10: overall.turn_all_at_10,
+        injection_precision: overall.injection_precision,
+        injection_turn_precision: overall.injection_turn_precision,
+        memories_injected: overall.memories_injected,
+        questions_nothing_injected: overall.nothing_injected,
+        unrelated_memories_injected: unrelated.memories,
+        unrelated_questions_with_injection: unrelated.questions_with_injection,
+        injection_min_term_coverage: injector.settings().min_term_coverage,
+        injection_min_text_relevance: injector.settings().min_text_relevance,
+        injection_max_results: injector.settings().max_results,
+        injection_max_tokens: injector.settings().max_tokens,
         by_category: by_category
             .iter()
             .map(|(category, tally)| CategoryFigures {
@@ -422,6 +518,7 @@ mod tests {
             embedder: false,
             model_dir: None,
             embed_context: false,
+            min_text_relevance: None,
         };
         let embedding =
             Embedding::new(std::sync::Arc::new(crate::memory_cmd::WordsEmbedder)).unwrap();

@@ -4,7 +4,7 @@
 //! errors file) are looked for in the results — at turn level and at session level, by question
 //! category — with the search latency and the ingest rate.
 //!
-//! Definitions (also in `--help`):
+//! Definitions (also in `--help`; injection precision in [`injection`]):
 //! - turn recall@k: the share of a question's evidence turns among the turns of the first k hits
 //!   (a hit that merged duplicate turns covers each of them), averaged over questions;
 //! - session recall@k: the share of the question's evidence sessions among the first k distinct
@@ -33,6 +33,7 @@ use crate::home::Home;
 use crate::output::{self, Mode};
 
 mod evaluate;
+mod injection;
 mod locomo;
 mod render;
 
@@ -58,7 +59,11 @@ pub enum Benchmark {
     ///
     /// turn recall@k: share of the evidence turns among the first k hits, averaged over
     /// questions. session recall@k: share of the evidence sessions among the first k distinct
-    /// sessions of the ranking. Also: recall by question category (1 multi-hop, 2 temporal,
+    /// sessions of the ranking. Injection precision: each question also goes through per-turn
+    /// recall as the engine runs it (default [memory.recall] settings: its relevance floor,
+    /// max_results and token budget); the share of the injected memories that come from an
+    /// evidence session (turn precision: that hold an evidence turn), and the questions that
+    /// got nothing injected. Also: recall by question category (1 multi-hop, 2 temporal,
     /// 3 open-domain, 4 single-hop, 5 adversarial), search latency p50/p95 and the ingest
     /// rate. --errors applies the correct_evidence of a locomo-audit errors file
     /// (question_id locomo_{conversation index}_qa{question index}).
@@ -122,6 +127,10 @@ pub struct LocomoArgs {
     /// With an embedder: embed each turn with its context (its L1 overview) instead of alone.
     #[arg(long)]
     pub embed_context: bool,
+    /// The relevance floor of the injection measured (memory.recall.min_text_relevance, 0 to
+    /// 1; 0 turns it off; default: recall's).
+    #[arg(long, value_name = "X")]
+    pub min_text_relevance: Option<f64>,
 }
 
 /// `--fusion`: the store's [`VectorFusion`] modes.

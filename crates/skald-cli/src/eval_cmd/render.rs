@@ -1,5 +1,5 @@
-//! The terminal form of a LoCoMo report: recall by question category and overall as a table,
-//! and what the table does not show on a line under it.
+//! The terminal form of a LoCoMo report: recall and injection precision by question category
+//! and overall as a table, and what the table does not show on a line under it.
 
 use super::evaluate::{LocomoReport, RecallFigures};
 use crate::output;
@@ -9,7 +9,8 @@ pub(super) fn summary_line(report: &LocomoReport) -> String {
     format!(
         "{} conversations, {} turns ({} stored, {} exact + {} near duplicates merged); \
          {} questions scored, {} without evidence; search p50 {:.2} ms, p95 {:.2} ms \
-         (depth {}); ingest {:.0} memories/s; {}{}",
+         (depth {}); ingest {:.0} memories/s; {}{}; injection: turn precision {:.3}, \
+         floor min_text_relevance {} and min_term_coverage {}, at most {} memories in {} tokens",
         report.conversations,
         report.turns,
         report.memories_stored,
@@ -26,6 +27,11 @@ pub(super) fn summary_line(report: &LocomoReport) -> String {
             .embedder
             .as_deref()
             .map_or_else(String::new, |name| format!(" ({name})")),
+        report.injection_turn_precision,
+        report.injection_min_text_relevance,
+        report.injection_min_term_coverage,
+        report.injection_max_results,
+        report.injection_max_tokens,
     )
 }
 
@@ -39,6 +45,8 @@ pub(super) fn render_table(report: &LocomoReport) -> comfy_table::Table {
         "turn R@1",
         "turn R@5",
         "turn R@10",
+        "injected precision",
+        "nothing injected",
     ]);
     let row = |label: String, figures: &RecallFigures| {
         vec![
@@ -50,6 +58,11 @@ pub(super) fn render_table(report: &LocomoReport) -> comfy_table::Table {
             format!("{:.3}", figures.turn_recall_at_1),
             format!("{:.3}", figures.turn_recall_at_5),
             format!("{:.3}", figures.turn_recall_at_10),
+            format!(
+                "{:.3} of {}",
+                figures.injection_precision, figures.memories_injected
+            ),
+            figures.nothing_injected.to_string(),
         ]
     };
     for category in &report.by_category {
@@ -68,6 +81,10 @@ pub(super) fn render_table(report: &LocomoReport) -> comfy_table::Table {
         turn_recall_at_10: report.turn_recall_at_10,
         turn_any_at_10: report.turn_any_at_10,
         turn_all_at_10: report.turn_all_at_10,
+        injection_precision: report.injection_precision,
+        injection_turn_precision: report.injection_turn_precision,
+        memories_injected: report.memories_injected,
+        nothing_injected: report.questions_nothing_injected,
     };
     table.add_row(row("all".to_owned(), &overall));
     table

@@ -1,7 +1,8 @@
 //! Long-term memory, the pure part: the `viking://` URI layout entries live under ([`uri`]),
 //! resource documents cut into chunks ([`chunk`]),
 //! the L0/L1 levels derived without an LLM ([`levels`]), duplicate detection ([`dedup`]), query
-//! analysis for full-text search ([`query`]) and reciprocal rank fusion ([`fusion`]); recall and
+//! analysis for full-text search ([`query`]), reciprocal rank fusion ([`fusion`]) and BM25 on an
+//! absolute scale ([`bm25`]); recall and
 //! session-start injection ([`recall`]), the agent's memory tools ([`tools`]), and tool and
 //! skill memories ([`usage`]); on the write path, the deterministic extractor ([`extract`]), the
 //! two-threshold upload planner ([`upload`]) and the write settings ([`write`](mod@write)).
@@ -28,6 +29,7 @@
 //! assert_eq!(plan.dates().len(), 1);
 //! ```
 
+pub mod bm25;
 pub mod chunk;
 pub mod dedup;
 pub mod extract;

@@ -28,7 +28,34 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::levels::cut_at_word;
+use super::uri::{MemoryCategory, MemoryUri};
 use crate::message::ToolCall;
+
+/// The entry of a skill's usage counts, directly in its directory.
+pub const SKILL_STATS_FILE: &str = "stats.json";
+
+/// Whether skald wrote the entry at `uri` itself, about how the agent used its tools: a tool's
+/// statistics or a skill's usage counts. Everything else — the user's memories, the agent's
+/// cases, patterns and skill tips, resources, session archives — holds what the user or the
+/// agent said or wrote.
+pub fn is_system_memory(uri: &MemoryUri) -> bool {
+    match uri.category() {
+        Some(MemoryCategory::Tools) => true,
+        // `viking://agent/{agent}/skills/{skill}/stats.json`.
+        Some(MemoryCategory::Skills) => uri.depth() == 5 && uri.name() == Some(SKILL_STATS_FILE),
+        Some(
+            MemoryCategory::Profile
+            | MemoryCategory::Preferences
+            | MemoryCategory::Entities
+            | MemoryCategory::Events
+            | MemoryCategory::Cases
+            | MemoryCategory::Patterns
+            | MemoryCategory::Resources
+            | MemoryCategory::Session,
+        )
+        | None => false,
+    }
+}
 
 /// At most this many distinct error patterns are kept per tool (the rarest go first).
 pub const MAX_ERROR_PATTERNS: usize = 8;
@@ -471,6 +498,20 @@ mod tests {
     use super::*;
     use crate::message::Extra;
     use serde_json::json;
+
+    #[test]
+    fn tool_statistics_and_skill_counts_are_system_memories() {
+        let system = |uri: &str| is_system_memory(&MemoryUri::parse(uri).unwrap());
+        assert!(system("viking://agent/coder/tools/bash"));
+        assert!(system("viking://agent/coder/skills/pdf/stats.json"));
+        assert!(!system("viking://agent/coder/skills/pdf/tips/rotate.md"));
+        assert!(!system("viking://agent/coder/memories/cases/flaky-test.md"));
+        assert!(!system(
+            "viking://user/alice/memories/preferences/editor.md"
+        ));
+        assert!(!system("viking://session/s1/archive_001"));
+        assert!(!system("viking://resources/docs/a.md"));
+    }
 
     fn call(name: &str, arguments: Value) -> ToolCall {
         ToolCall {

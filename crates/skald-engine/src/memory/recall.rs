@@ -9,7 +9,7 @@ use skald_core::memory::recall::{
     recall_messages, recall_query, render_profile_section, select_memories,
 };
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
-use skald_core::memory::usage::render_tool_memory_section;
+use skald_core::memory::usage::{is_system_memory, render_tool_memory_section};
 use skald_core::message::Message;
 use skald_llm::embed::Embedder;
 use skald_store::memories::{
@@ -314,6 +314,7 @@ pub(super) fn candidate_of(hit: &SearchHit) -> RecallCandidate {
         l2: hit.memory.l2.clone(),
         created_at_ms: hit.memory.created_at_ms,
         cosine: hit.cosine,
+        text_relevance: hit.text_relevance,
     }
 }
 
@@ -354,13 +355,15 @@ pub struct SessionMemoryReport {
     /// Tools of the agent whose statistics were loaded (at most 10 of them are described in the
     /// system prompt).
     pub tools: usize,
-    /// Nodes in the `memory_ls` listing of `viking://`.
+    /// Nodes in the `memory_ls` listing of `viking://`: none when the store holds nothing the
+    /// user or the agent wrote (only skald's tool statistics and skill usage counts).
     pub directory_entries: usize,
     /// Reads that failed; what they would have added is left out.
     pub errors: Vec<String>,
 }
 
-/// Builds the session-start snapshot for `identity` (see [`SessionMemory`]). Store failures
+/// Builds the session-start snapshot for `identity` (see [`SessionMemory`]). The directory
+/// listing is left out when nothing in it was written by the user or the agent. Store failures
 /// leave their part out and are reported; they never fail the session.
 pub fn session_start_memory(
     store: &dyn MemoryStore,
@@ -390,7 +393,15 @@ pub fn session_start_memory(
         }
     }
     let mut directory = Vec::new();
-    if settings.directory {
+    let worth_listing = if settings.directory {
+        holds_authored_memories(store, tenant, identity).unwrap_or_else(|error| {
+            report.errors.push(format!("directory: {error}"));
+            false
+        })
+    } else {
+        false
+    };
+    if worth_listing {
         match directory_listing(
             store,
             tenant,
@@ -411,6 +422,53 @@ pub fn session_start_memory(
         system_prompt_addition: (!sections.is_empty()).then(|| sections.join("\n\n")),
         directory_messages: directory,
         report,
+    }
+}
+
+/// How deep [`holds_authored_memories`] looks below the agent's directory: deep enough to reach
+/// a skill's `stats.json` (`skills/{skill}/stats.json`) and the entries of `tools/`.
+const AUTHORED_SCAN_DEPTH: usize = 3;
+
+/// Whether anything `identity` sees was written by the user or the agent (see
+/// [`is_system_memory`]). A listing of skald's own tool statistics tells the model nothing it
+/// can use, and would cost every new session its tokens: the session-start `memory_ls` is only
+/// given when this holds.
+fn holds_authored_memories(
+    store: &dyn MemoryStore,
+    tenant: &Tenant,
+    identity: &MemoryIdentity,
+) -> Result<bool, MemoryError> {
+    // Below these, everything is the user's or came from a conversation or a document.
+    for root in [
+        identity.user_root().clone(),
+        MemoryUri::root().join("resources")?,
+        MemoryUri::root().join("session")?,
+    ] {
+        if let DirEntryKind::Directory { entries } = store.tree(tenant, &root, 0)?.entry.kind
+            && entries > 0
+        {
+            return Ok(true);
+        }
+    }
+    let tree = store.tree(tenant, identity.agent_root(), AUTHORED_SCAN_DEPTH)?;
+    Ok(holds_authored(&tree))
+}
+
+/// Whether `node` is, or holds, an entry that is not a system memory. A directory at the scan's
+/// depth limit holds authored entries unless it is one of the tool statistics' directories.
+fn holds_authored(node: &TreeNode) -> bool {
+    let uri = &node.entry.uri;
+    match &node.entry.kind {
+        DirEntryKind::Entry { .. } => !is_system_memory(uri),
+        DirEntryKind::Directory { entries } => {
+            if *entries == 0 {
+                false
+            } else if node.children.is_empty() {
+                uri.category() != Some(MemoryCategory::Tools)
+            } else {
+                node.children.iter().any(holds_authored)
+            }
+        }
     }
 }
 

@@ -23,8 +23,7 @@ use skald_store::memories::{DirEntryKind, MemoryError, MemoryStore, NewMemory, T
 
 use super::MemoryIdentity;
 
-/// The entry of a skill's usage counts, directly in its directory.
-pub const SKILL_STATS_FILE: &str = "stats.json";
+pub use skald_core::memory::usage::SKILL_STATS_FILE;
 
 /// Items shown per section of a skill memory (the newest).
 const MAX_SKILL_ITEMS: usize = 5;

@@ -515,6 +515,12 @@ pub struct SearchHit {
     pub text_rank: Option<usize>,
     /// FTS5's bm25 value at `text_rank` (negative, lower is better); `None` with `text_rank`.
     pub bm25: Option<f64>,
+    /// The hit's BM25 on an absolute scale, 0 to 1: relative to the query's reference score
+    /// (what a memory of average length naming the query's three most informative words once
+    /// each scores; [`skald_core::memory::bm25`]). Unlike `score`, it says how relevant the hit
+    /// is, not how it ranks; recall's relevance floor reads it. `None` when no full-text ranking
+    /// (the plain one or the one inside the query's dates) found the hit.
+    pub text_relevance: Option<f64>,
     /// 0-based rank in the BM25 ranking restricted to the query's dates.
     pub date_rank: Option<usize>,
     /// 0-based rank in the vector ranking; `None` when the query has no vector or the hit is not

@@ -18,6 +18,7 @@
 use std::collections::{HashMap, HashSet};
 
 use skald_core::ids::Tenant;
+use skald_core::memory::bm25::{reference_score, relative_score};
 use skald_core::memory::fusion::{
     RRF_K, RankedList, ScoredList, min_max_score_fusion, reciprocal_rank_fusion,
 };
@@ -146,7 +147,7 @@ pub fn search_checked(
 ) -> Result<Vec<SearchHit>, MemoryError> {
     let depth = settings.candidates.max(query.limit);
     let mut text: Vec<TextCandidate> = Vec::new();
-    let mut dated: Vec<i64> = Vec::new();
+    let mut dated_candidates: Vec<TextCandidate> = Vec::new();
     let terms = informative_terms(backend, plan.terms())?;
     if !terms.is_empty() {
         let mut request = TextRequest {
@@ -165,13 +166,13 @@ pub fn search_checked(
                 .map(|window| (window.start_ms, window.end_ms))
                 .collect();
             request.windows = &windows;
-            dated = backend
-                .text_candidates(&request)?
-                .into_iter()
-                .map(|candidate| candidate.id)
-                .collect();
+            dated_candidates = backend.text_candidates(&request)?;
         }
     }
+    let dated: Vec<i64> = dated_candidates
+        .iter()
+        .map(|candidate| candidate.id)
+        .collect();
     let by_directory = if settings.directory_weight > 0.0 {
         directory_ranking(&text)
     } else {
@@ -228,6 +229,18 @@ pub fn search_checked(
     } else {
         (HashMap::new(), HashMap::new())
     };
+    // Both full-text rankings run the same FTS5 query (the dates only filter rows), so a hit
+    // the date ranking alone found has the same BM25 it would have had in the plain one.
+    let bm25_of: HashMap<i64, f64> = dated_candidates
+        .iter()
+        .chain(&text)
+        .map(|candidate| (candidate.id, candidate.bm25))
+        .collect();
+    let reference = if bm25_of.is_empty() {
+        0.0
+    } else {
+        query_reference(backend, plan.terms())?
+    };
     let top: Vec<_> = fused.into_iter().take(query.limit).collect();
     let ids: Vec<i64> = top.iter().map(|entry| entry.item).collect();
     let memories = backend.load(&ids)?;
@@ -251,6 +264,9 @@ pub fn search_checked(
                 bm25: text_rank
                     .and_then(|at| text.get(at))
                     .map(|candidate| candidate.bm25),
+                text_relevance: bm25_of
+                    .get(&entry.item)
+                    .and_then(|bm25| relative_score(-bm25, reference)),
                 date_rank: rank(1),
                 vector_rank,
                 cosine: vector_rank.and_then(|at| vectors.get(at)).map(|(_, c)| *c),
@@ -314,6 +330,18 @@ fn informative_terms<'a>(
         return Ok(all());
     }
     Ok(kept)
+}
+
+/// The query's reference BM25 score ([`reference_score`]) from the document count of each of
+/// its terms as FTS5 computes it, terms the full-text query left out included (too common to
+/// count, or in no memory: [`reference_score`] says how those count).
+fn query_reference(backend: &impl SearchPrimitives, terms: &[String]) -> Result<f64, MemoryError> {
+    let indexed = backend.indexed_documents()?;
+    let mut term_documents = Vec::with_capacity(terms.len());
+    for term in terms {
+        term_documents.push(backend.documents_with_term(term)?);
+    }
+    Ok(reference_score(indexed, &term_documents))
 }
 
 /// How many of a directory's best entries make up its score.

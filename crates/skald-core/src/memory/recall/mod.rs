@@ -9,8 +9,9 @@
 //!
 //! **Relevance.** The store's fused score (reciprocal rank fusion) says how a hit ranks against
 //! the other hits of the same search, not whether it is relevant at all: the best hit of a search
-//! for something never remembered still has the top score. So the threshold applies to two
-//! absolute measures instead, and a hit is kept when either clears its bar:
+//! for something never remembered still has the top score. So the threshold applies to absolute
+//! measures instead: a hit is kept when its text clears both text floors, or its vector the
+//! cosine floor:
 //! - **term coverage** ([`term_coverage`]): the share of the query's content words (after
 //!   [`QueryPlan`]'s stopwords, with a light suffix stemmer) that occur in the memory's text or
 //!   the informative part of its URI ([`informative_path`]), counted against at most
@@ -21,6 +22,20 @@
 //!   questions, the question as query, the store's top 10 hits; the ignored test
 //!   `memory_threshold_locomo` in skald-engine): 0.5 keeps 96% of the evidence hits and drops
 //!   19% of the others; 0.67 drops 70% of the others but also 32% of the evidence.
+//!   Coverage alone cannot tell a memory about the query from a long text that names the
+//!   query's words in passing: a session archive holds most words of a short query somewhere,
+//!   and was recalled with full coverage about something else entirely.
+//! - **relative BM25** ([`crate::memory::bm25`], the store's `SearchHit::text_relevance`): the
+//!   hit's BM25 against what a memory of average length naming the query's three most
+//!   informative words once scores. BM25 discounts a word by the length of the text it is in
+//!   and weighs it by its rarity, so a passing mention in a long archive, or a word most
+//!   memories hold, scores a small share. The floor, [`RecallSettings::min_text_relevance`],
+//!   is 0.6, measured with `skald eval locomo` (the question as the query, default settings;
+//!   each question also asked of another conversation's memories, where everything injected
+//!   is noise): from no floor to 0.6 the questions of another conversation that got anything
+//!   injected fall from 674 to 257 of 1,155 (the memories injected there from 2,925 to 705),
+//!   while the questions that got nothing from their own conversation rise from 3 to 30 and
+//!   the injection precision goes from 0.678 to 0.687; 0.7 would lose 74 questions for 178.
 //! - **cosine similarity** of the query's and the memory's embeddings, when both exist
 //!   (OpenViking's recall thresholds are cosine values: 0.15 for its plugin's default, 0.35 for
 //!   its experience memory; skald uses 0.35).
@@ -76,7 +91,7 @@ pub use session_start::{
     ListingEntry, PROFILE_FILE, ProfileEntry, directory_messages, listing_result_text,
     render_profile_section,
 };
-pub use settings::{RecallLevel, RecallSettings, RecallSettingsError};
+pub use settings::{DEFAULT_MIN_TEXT_RELEVANCE, RecallLevel, RecallSettings, RecallSettingsError};
 pub use trigger::{SkipReason, is_greeting, recall_query, user_text};
 
 /// The name of the recall tool, real (the agent may call it) and simulated (per-turn recall).

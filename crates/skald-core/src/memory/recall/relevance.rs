@@ -1,12 +1,14 @@
 //! How relevant a found memory is, on absolute measures rather than the store's rank score:
 //! term coverage of the query's content words ([`term_coverage`], with the light [`stem`]mer and
-//! the informative part of a URI, [`informative_path`]) and the cosine similarity of embeddings,
+//! the informative part of a URI, [`informative_path`]), the store's BM25 relative to the
+//! query's reference score ([`crate::memory::bm25`]) and the cosine similarity of embeddings,
 //! combined in [`Relevance`].
 
 use serde::Serialize;
 
 use super::{COVERAGE_SATURATION_TERMS, RecallLevel, RecallSettings};
 use crate::memory::dedup::words;
+use crate::memory::query::is_stopword;
 
 /// A light suffix stemmer for matching query words with memory words (`likes`, `liked`,
 /// `liking` → `lik`; `paintings` → `paint`): a plural ending, then `ing`/`ed`, then a final
@@ -115,6 +117,9 @@ pub struct RecallCandidate {
     /// The cosine similarity to the query vector, when the search had one and the memory a
     /// vector.
     pub cosine: Option<f32>,
+    /// Its BM25 score relative to the query's reference score, 0 to 1
+    /// ([`crate::memory::bm25::relative_score`]), when the full-text search found it.
+    pub text_relevance: Option<f64>,
 }
 
 impl RecallCandidate {
@@ -132,16 +137,26 @@ impl RecallCandidate {
 pub struct Relevance {
     /// How many of the query's content words occur in the memory's text or URI.
     pub matched_terms: usize,
-    /// The matched share of the query's words, counted against at most
+    /// The matched share of the query's content words, counted against at most
     /// [`COVERAGE_SATURATION_TERMS`](super::COVERAGE_SATURATION_TERMS) words.
     pub term_coverage: f64,
+    /// The store's BM25 score relative to the query's reference score, when the full-text
+    /// search found the memory.
+    pub text_relevance: Option<f64>,
     /// The cosine similarity of the query's and the memory's embeddings, when both exist.
     pub cosine: Option<f32>,
 }
 
 impl Relevance {
-    /// The candidate's relevance to the query's `terms`.
+    /// The candidate's relevance to the query's `terms`. Only content words count: a query
+    /// made of stopwords alone ("what is it?", which the store still searches for) matches
+    /// every long text and is evidence of nothing.
     pub fn of(candidate: &RecallCandidate, terms: &[String]) -> Relevance {
+        let content: Vec<String> = terms
+            .iter()
+            .filter(|term| !is_stopword(term))
+            .cloned()
+            .collect();
         let searchable = format!(
             "{}\n{}\n{}\n{}",
             informative_path(&candidate.uri),
@@ -149,29 +164,39 @@ impl Relevance {
             candidate.l1,
             candidate.l2
         );
-        let (matched_terms, term_coverage) = term_coverage(terms, &searchable);
+        let (matched_terms, term_coverage) = term_coverage(&content, &searchable);
         Relevance {
             matched_terms,
             term_coverage,
+            text_relevance: candidate.text_relevance,
             cosine: candidate.cosine,
         }
     }
 
-    /// Whether either measure clears its threshold.
+    /// Whether the text or the vector clears its floor. The text needs both of its measures:
+    /// coverage says enough of the query's words occur, the relative BM25 that they occur as
+    /// they would in a memory about the query, not once in a long text about something else,
+    /// nor as words most memories hold. A candidate the full-text search did not score is
+    /// judged by coverage alone.
     pub fn passes(&self, settings: &RecallSettings) -> bool {
-        self.term_coverage >= settings.min_term_coverage
-            || self
-                .cosine
-                .is_some_and(|cosine| f64::from(cosine) >= settings.min_cosine)
+        let text = self.term_coverage >= settings.min_term_coverage
+            && self
+                .text_relevance
+                .is_none_or(|relevance| relevance >= settings.min_text_relevance);
+        text || self
+            .cosine
+            .is_some_and(|cosine| f64::from(cosine) >= settings.min_cosine)
     }
 
-    /// The score shown to the model: the better of the two measures, 2 decimals.
+    /// The score shown to the model, 2 decimals: the better of the text measure (the weaker of
+    /// coverage and relative BM25, as both must hold) and the cosine.
     pub fn score(&self) -> f64 {
+        let text = self.text_relevance.map_or(self.term_coverage, |relevance| {
+            self.term_coverage.min(relevance)
+        });
         let best = self
             .cosine
-            .map_or(self.term_coverage, |cosine| {
-                self.term_coverage.max(f64::from(cosine))
-            })
+            .map_or(text, |cosine| text.max(f64::from(cosine)))
             .clamp(0.0, 1.0);
         (best * 100.0).round() / 100.0
     }

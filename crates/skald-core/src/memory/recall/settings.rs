@@ -37,6 +37,10 @@ impl RecallLevel {
     }
 }
 
+/// The default floor of [`RecallSettings::min_text_relevance`] (see the recall module docs for
+/// how it was chosen).
+pub const DEFAULT_MIN_TEXT_RELEVANCE: f64 = 0.6;
+
 /// `[memory.recall]`: per-turn recall and what is injected at session start.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -55,6 +59,9 @@ pub struct RecallSettings {
     ///
     /// [`term_coverage`]: super::term_coverage
     pub min_term_coverage: f64,
+    /// …and, when the full-text search scored it, its BM25 relative to the query's reference
+    /// score ([`crate::memory::bm25`]) is at least this, 0 to 1 (0 turns this floor off)…
+    pub min_text_relevance: f64,
     /// …or when its embedding's cosine similarity to the query's is at least this, -1 to 1.
     pub min_cosine: f64,
     /// The deepest level shown.
@@ -85,6 +92,7 @@ impl Default for RecallSettings {
             min_query_chars: 4,
             max_results: 5,
             min_term_coverage: 0.5,
+            min_text_relevance: DEFAULT_MIN_TEXT_RELEVANCE,
             min_cosine: 0.35,
             level: RecallLevel::L1,
             max_tokens: 1600,
@@ -146,6 +154,14 @@ impl RecallSettings {
             return error(
                 "min_term_coverage",
                 self.min_term_coverage.to_string(),
+                "it must be from 0 to 1",
+            );
+        }
+        if !(self.min_text_relevance.is_finite() && (0.0..=1.0).contains(&self.min_text_relevance))
+        {
+            return error(
+                "min_text_relevance",
+                self.min_text_relevance.to_string(),
                 "it must be from 0 to 1",
             );
         }

@@ -2,7 +2,8 @@
 
 use super::RecallCandidate;
 
-/// A preference memory at `uri` with the three levels given, dated 2023-05-08, no vector.
+/// A preference memory at `uri` with the three levels given, dated 2023-05-08, no vector and
+/// no BM25 score (coverage alone judges its text).
 pub(super) fn candidate(uri: &str, l0: &str, l1: &str, l2: &str) -> RecallCandidate {
     RecallCandidate {
         uri: uri.into(),
@@ -12,5 +13,6 @@ pub(super) fn candidate(uri: &str, l0: &str, l1: &str, l2: &str) -> RecallCandid
         l2: l2.into(),
         created_at_ms: 1_683_504_000_000,
         cosine: None,
+        text_relevance: None,
     }
 }
