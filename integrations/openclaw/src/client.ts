@@ -90,11 +90,20 @@ export class SkaldError extends Error {
 
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
 
+/** How long skald counts as down after a request found it unreachable: calls fail at once
+ * meanwhile instead of each waiting out its deadline, so a turn with skald down costs one
+ * deadline, not one per lifecycle call. */
+export const DOWN_FOR_MS = 15_000;
+
 /** One `skald serve`. */
 export class SkaldClient {
+  /** Until when skald counts as down (see `DOWN_FOR_MS`). */
+  private downUntil = 0;
+
   constructor(
     readonly config: SkaldConfig,
     private readonly fetchImpl: FetchLike = (input, init) => fetch(input, init),
+    private readonly now: () => number = Date.now,
   ) {}
 
   /** `POST path` with a JSON body; the answer's JSON. */
@@ -113,6 +122,24 @@ export class SkaldClient {
     body: unknown,
     timeoutMs = this.config.timeoutMs,
   ): Promise<T> {
+    if (this.now() < this.downUntil) {
+      throw new SkaldError(
+        `skald ${method} ${path}: ${this.config.url} was unreachable moments ago; not waiting again yet`,
+        undefined,
+        true,
+      );
+    }
+    try {
+      return await this.attempt<T>(method, path, body, timeoutMs);
+    } catch (error) {
+      if (error instanceof SkaldError && error.retryable && error.status === undefined) {
+        this.downUntil = this.now() + DOWN_FOR_MS;
+      }
+      throw error;
+    }
+  }
+
+  private async attempt<T>(method: string, path: string, body: unknown, timeoutMs: number): Promise<T> {
     const deadline = Date.now() + timeoutMs;
     const headers: Record<string, string> = { accept: "application/json" };
     if (body !== undefined) headers["content-type"] = "application/json";

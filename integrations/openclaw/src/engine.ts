@@ -123,7 +123,7 @@ export class SkaldContextEngine implements ContextEngine {
       return result;
     } catch (error) {
       this.log.warn(`skald: bootstrap of ${session} skipped: ${message(error)}`);
-      return { bootstrapped: false, reason: `skald unreachable: ${message(error)}` };
+      return { bootstrapped: false, reason: `skald: ${message(error)}` };
     }
   }
 

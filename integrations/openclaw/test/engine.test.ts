@@ -297,3 +297,18 @@ test("a completed sub-agent's session gets skald's after-turn work; a rolled-bac
     fake.server.close();
   }
 });
+
+test("once skald is found unreachable, calls fail at once for a while instead of each waiting its deadline", async () => {
+  let clock = 1_000_000;
+  const client = new SkaldClient(
+    parseConfig({ url: "http://127.0.0.1:9", timeoutMs: 300 }, {}, undefined),
+    undefined,
+    () => clock,
+  );
+  await assert.rejects(client.post("/x", {}), /cannot reach/);
+  const started = Date.now();
+  await assert.rejects(client.post("/x", {}), /unreachable moments ago/);
+  assert.ok(Date.now() - started < 100, "the second call did not wait");
+  clock += 20_000;
+  await assert.rejects(client.post("/x", {}), /cannot reach/);
+});
