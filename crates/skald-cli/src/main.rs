@@ -15,6 +15,7 @@ mod eval_cmd;
 mod fetch_cmd;
 mod files;
 mod home;
+mod hook_cmd;
 mod import_cmd;
 mod inspect;
 mod keys_cmd;
@@ -367,6 +368,15 @@ enum Command {
     ///   skald mcp --tenant acme
     #[command(verbatim_doc_comment)]
     Mcp(mcp_cmd::McpArgs),
+    /// Answer one Claude Code hook (JSON on stdin, the answer on stdout) on the local store,
+    /// for a Claude Code that does not go through the proxy: `post-tool-use` offloads a large
+    /// tool output behind skald's placeholder (the model fetches it with `skald mcp`'s
+    /// fetch_original_data). `integrations/claude-code` is the plugin that wires it.
+    ///
+    /// Example (in hooks.json):
+    ///   {"type": "command", "command": "skald hook post-tool-use"}
+    #[command(verbatim_doc_comment)]
+    Hook(hook_cmd::HookArgs),
     /// Manage the API keys of `skald serve`: each key belongs to one tenant.
     ///
     /// Examples:
@@ -409,6 +419,7 @@ impl Command {
             | Command::Eval(_)
             | Command::Serve(_)
             | Command::Mcp(_)
+            | Command::Hook(_)
             | Command::Keys(_)
             | Command::Home => false,
         }
@@ -518,6 +529,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve(args) => {
             let config = config::Config::load(cli.config.as_deref(), &home)?;
             serve_cmd::run(args, &config, &home)
+        }
+        Command::Hook(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            hook_cmd::run(args, &config, &home)
         }
         Command::Mcp(args) => {
             let config = config::Config::load(cli.config.as_deref(), &home)?;

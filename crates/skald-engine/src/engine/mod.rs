@@ -66,7 +66,7 @@ pub use sessions::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, BudgetFit, SessionOverview, View,
     ViewOptions,
 };
-pub use tools::ToolRun;
+pub use tools::{OffloadedOutput, ToolRun};
 pub use turn::{Synced, Turn};
 pub use turns::{CompactInput, PrepareInput};
 

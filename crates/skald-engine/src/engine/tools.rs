@@ -7,14 +7,17 @@
 use std::time::Instant;
 
 use serde_json::Value;
+use skald_core::digest::digest_blocks;
 use skald_core::fetch::{FetchArgs, tool_spec as fetch_tool_spec};
 use skald_core::ids::Tenant;
 use skald_core::memory::tools::{is_memory_tool, parse_tool_call, tool_specs as memory_tool_specs};
 use skald_core::memory::usage::ToolCallReport;
-use skald_core::message::ToolSpec;
+use skald_core::message::{Block, ToolSpec};
 use skald_core::pipeline::offload::FETCH_TOOL_NAME;
+use skald_core::refs::{RefPayload, placeholder};
 
 use super::Engine;
+use crate::EngineError;
 use crate::memory::MemoryIdentity;
 
 /// One skald tool call, run.
@@ -28,7 +31,45 @@ pub struct ToolRun {
     pub report: ToolCallReport,
 }
 
+/// A tool output a host ran, stored and replaced by its placeholder ([`Engine::offload_output`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffloadedOutput {
+    /// `[REF_ID: …] (Summary: …)`: what the model reads instead of the output.
+    pub placeholder: String,
+    /// The ref holding the original, which `fetch_original_data` gives back.
+    pub ref_id: String,
+}
+
 impl Engine {
+    /// Stores one tool output a host ran itself and gives the placeholder that stands for it —
+    /// the offload stage's threshold and digest, for a host whose own hook replaces the output
+    /// before its model sees it (Claude Code's `PostToolUse`). The original is stored before the
+    /// placeholder is returned; an output under the policy's threshold, or a policy that does
+    /// not offload, is `None`: it stays as it is.
+    pub fn offload_output(
+        &self,
+        tenant: &Tenant,
+        text: &str,
+    ) -> Result<Option<OffloadedOutput>, EngineError> {
+        let settings = &self.config().policy.offload;
+        if !settings.enabled || text.chars().count() <= settings.compress_threshold {
+            return Ok(None);
+        }
+        let digest = settings
+            .digest_settings()
+            .map_err(|error| EngineError::InvalidInput {
+                field: "offload.summary_max_chars",
+                reason: error.to_string(),
+            })?;
+        let blocks = vec![Block::text(text.to_owned())];
+        let summary = digest_blocks(&blocks, &digest).summary;
+        let id = self.refs().put(tenant, &RefPayload::new(blocks))?;
+        Ok(Some(OffloadedOutput {
+            placeholder: placeholder(&id, &summary),
+            ref_id: id.as_str().to_owned(),
+        }))
+    }
+
     /// skald's tools a host can offer its model: `fetch_original_data`, then the five memory
     /// tools when the engine's memory is on.
     pub fn tool_specs(&self) -> Vec<ToolSpec> {

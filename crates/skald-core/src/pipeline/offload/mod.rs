@@ -129,7 +129,8 @@ impl OffloadSettings {
             .map_err(|error| OffloadSettingsError::Digest(error.to_string()))
     }
 
-    fn digest_settings(&self) -> Result<DigestSettings, crate::digest::DigestSettingsError> {
+    /// The digest settings of the placeholders this stage writes.
+    pub fn digest_settings(&self) -> Result<DigestSettings, crate::digest::DigestSettingsError> {
         DigestSettings::new(self.summary_max_chars)
     }
 }
