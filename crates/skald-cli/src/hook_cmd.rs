@@ -152,6 +152,7 @@ fn post_tool_use(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
