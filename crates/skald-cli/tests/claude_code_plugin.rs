@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 use hosts::upstream::{Script, Step, Upstream, first_ref_id};
-use hosts::{HOST_TIMEOUT, bin, repo_root, run, workdir};
+use hosts::{HOST_TIMEOUT, repo_root, run, workdir};
 
 #[test]
 fn claude_code_with_skalds_plugin_sends_a_large_bash_output_as_a_placeholder() {
@@ -29,27 +29,22 @@ fn claude_code_with_skalds_plugin_sends_a_large_bash_output_as_a_placeholder() {
         std::env::var("PATH").unwrap_or_default()
     );
     let plugin = repo_root().join("integrations/claude-code");
-    let mut command = Command::new(bin("claude"));
+    let mut command = hosts::claude_code_command(
+        &upstream.url(),
+        None,
+        &dir,
+        &state,
+        &[
+            "-p",
+            hosts::PROMPT,
+            "--plugin-dir",
+            plugin.to_str().unwrap(),
+        ],
+    );
+    // The hooks and the MCP server run `skald` from PATH, on this store.
     command
-        .args(["-p", hosts::PROMPT, "--plugin-dir"])
-        .arg(&plugin)
-        .args([
-            "--allowedTools",
-            "Bash Read",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-        ])
-        .current_dir(dir.path())
-        .env_clear()
         .env("PATH", path)
-        .env("HOME", state.path())
-        .env("SKALD_HOME", skald_home.path())
-        .env("ANTHROPIC_BASE_URL", upstream.url())
-        .env("ANTHROPIC_API_KEY", "sk-ant-provider-dummy")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_AUTOUPDATER", "1");
+        .env("SKALD_HOME", skald_home.path());
     let finished = run(command, state.path(), "claude", HOST_TIMEOUT);
     assert!(
         finished.success(),

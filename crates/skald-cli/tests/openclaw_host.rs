@@ -286,22 +286,30 @@ fn retry_commit(openclaw: &OpenClaw, skald: &SkaldServer, params: &Value) -> Val
         url = skald.url(),
         params = params_path.display().to_string(),
     );
-    let script_path = openclaw.state.path().join("retry.mjs");
+    run_plugin_script(openclaw, skald, "retry", &script)
+}
+
+/// Runs `script` (an ES module using the built plugin) under Node 24 with the skald key; the
+/// JSON it printed last.
+fn run_plugin_script(openclaw: &OpenClaw, skald: &SkaldServer, name: &str, script: &str) -> Value {
+    let script_path = openclaw.state.path().join(format!("{name}.mjs"));
     std::fs::write(&script_path, script).unwrap();
-    let mut command = installed.command("node", &[script_path.to_str().unwrap()]);
+    let mut command = openclaw
+        .installed
+        .command("node", &[script_path.to_str().unwrap()]);
     command.env("SKALD_API_KEY", &skald.key);
     let finished = hosts::run(
         command,
         openclaw.state.path(),
-        "retry",
-        Duration::from_secs(60),
+        name,
+        Duration::from_secs(300),
     );
     assert!(
         finished.success(),
-        "the retried commit failed:\n{}",
+        "the {name} script failed:\n{}",
         finished.tail(3000)
     );
-    serde_json::from_str(finished.stdout.trim()).unwrap()
+    serde_json::from_str(finished.stdout.trim().lines().last().unwrap()).unwrap()
 }
 
 /// The plugin's own tests (`npm test`: its client, spool and engine against a local fake of
@@ -454,20 +462,5 @@ fn assemble_bytes(openclaw: &OpenClaw, skald: &SkaldServer) -> Value {
         dist = installed.plugin.join("dist/index.js").display().to_string(),
         url = skald.url(),
     );
-    let script_path = openclaw.state.path().join("bytes.mjs");
-    std::fs::write(&script_path, script).unwrap();
-    let mut command = installed.command("node", &[script_path.to_str().unwrap()]);
-    command.env("SKALD_API_KEY", &skald.key);
-    let finished = hosts::run(
-        command,
-        openclaw.state.path(),
-        "bytes",
-        Duration::from_secs(300),
-    );
-    assert!(
-        finished.success(),
-        "the bytes script failed:\n{}",
-        finished.tail(3000)
-    );
-    serde_json::from_str(finished.stdout.trim().lines().last().unwrap()).unwrap()
+    run_plugin_script(openclaw, skald, "bytes", &script)
 }

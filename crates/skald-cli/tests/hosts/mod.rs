@@ -406,6 +406,18 @@ pub fn claude_code_in(
     state_dir: &tempfile::TempDir,
     args: &[&str],
 ) -> Finished {
+    let command = claude_code_command(base_url, skald_key, workdir, state_dir, args);
+    run(command, state_dir.path(), "claude", HOST_TIMEOUT)
+}
+
+/// The command [`claude_code_in`] runs, for a test that adds to its environment.
+pub fn claude_code_command(
+    base_url: &str,
+    skald_key: Option<&str>,
+    workdir: &tempfile::TempDir,
+    state_dir: &tempfile::TempDir,
+    args: &[&str],
+) -> Command {
     let mut command = Command::new(bin("claude"));
     command
         .args(args)
@@ -428,7 +440,7 @@ pub fn claude_code_in(
     if let Some(key) = skald_key {
         command.env("ANTHROPIC_CUSTOM_HEADERS", format!("x-skald-key: {key}"));
     }
-    run(command, state_dir.path(), "claude", HOST_TIMEOUT)
+    command
 }
 
 /// `codex exec` with a custom Responses provider at `base_url` (ending in `/v1`); `skald_key`

@@ -254,13 +254,10 @@ impl Engine {
             )?),
             (Some(_), true) | (None, _) => None,
         };
-        let view = self
-            .view_with(tenant, session, &mut state, input.options.clone())
-            .await?;
-        let counted = view.view.estimated_tokens();
         let model = input.model.as_deref();
-        state.record_counted(model, counted);
-        let estimated_tokens = state.calibrated_tokens(model, counted);
+        let (view, estimated_tokens) = self
+            .counted_view(tenant, session, &mut state, input.options.clone(), model)
+            .await?;
         let mut assembly = Assembly {
             sync,
             fed_by_commits,
@@ -295,15 +292,27 @@ impl Engine {
         });
         if compacted {
             let mut state = slot.lock().await;
-            let view = self
-                .view_with(tenant, session, &mut state, input.options)
+            (assembly.view, assembly.estimated_tokens) = self
+                .counted_view(tenant, session, &mut state, input.options, model)
                 .await?;
-            let counted = view.view.estimated_tokens();
-            state.record_counted(model, counted);
-            assembly.estimated_tokens = state.calibrated_tokens(model, counted);
-            assembly.view = view;
         }
         Ok(assembly)
+    }
+
+    /// The view for a call of `model`, its size recorded for calibration, and its calibrated
+    /// tokens.
+    async fn counted_view(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        state: &mut SessionState,
+        options: ViewOptions,
+        model: Option<&str>,
+    ) -> Result<(View, u64), EngineError> {
+        let view = self.view_with(tenant, session, state, options).await?;
+        let counted = view.view.estimated_tokens();
+        state.record_counted(model, counted);
+        Ok((view, state.calibrated_tokens(model, counted)))
     }
 
     /// Builds the session's view on `state` (see [`crate::view`]).

@@ -231,22 +231,13 @@ pub(super) async fn assemble_route(
 ) -> Result<Json<AssembleResponse>, ApiError> {
     let id = session_id(id)?;
     let _ = (&body.citations_mode, &body.session_key);
-    let window = body
-        .runtime_context
-        .as_ref()
-        .and_then(|context| context.get("modelContextWindow"))
-        .and_then(Value::as_u64)
-        .map(|window| {
-            if window < MIN_TOKEN_BUDGET {
-                Err(ApiError::BadRequest(format!(
-                    "runtimeContext.modelContextWindow is {window} tokens: a context window is \
-                     at least {MIN_TOKEN_BUDGET} tokens"
-                )))
-            } else {
-                Ok(window)
-            }
-        })
-        .transpose()?;
+    let window = window_field(
+        "runtimeContext.modelContextWindow",
+        body.runtime_context
+            .as_ref()
+            .and_then(|context| context.get("modelContextWindow"))
+            .and_then(Value::as_u64),
+    )?;
     let messages = body
         .messages
         .as_deref()

@@ -104,12 +104,16 @@ fn decode_messages(values: &[Value], root: &str) -> Result<Vec<Message>, ApiErro
 
 /// The token budget of a request, checked (`None`: the engine's window).
 fn token_budget(budget: Option<u64>) -> Result<Option<u64>, ApiError> {
-    match budget {
+    window_field("tokenBudget", budget)
+}
+
+/// A context window the request names in `field`, checked (`None`: not given).
+fn window_field(field: &str, window: Option<u64>) -> Result<Option<u64>, ApiError> {
+    match window {
         Some(tokens) if tokens < MIN_TOKEN_BUDGET => Err(ApiError::BadRequest(format!(
-            "tokenBudget is {tokens} tokens: a context window is at least {MIN_TOKEN_BUDGET} \
-             tokens"
+            "{field} is {tokens} tokens: a context window is at least {MIN_TOKEN_BUDGET} tokens"
         ))),
-        budget => Ok(budget),
+        window => Ok(window),
     }
 }
 
