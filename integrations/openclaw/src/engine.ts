@@ -307,7 +307,7 @@ export class SkaldContextEngine implements ContextEngine {
   async dispose(): Promise<void> {
     // Anything still spooled gets one more chance before the process ends.
     try {
-      await this.flushAll(Math.min(this.client.config.timeoutMs, 5_000));
+      await this.flush(undefined, undefined, Math.min(this.client.config.timeoutMs, 5_000));
     } catch (error) {
       this.log.warn(`skald: commits stay spooled for the next run: ${message(error)}`);
     }
@@ -324,16 +324,11 @@ export class SkaldContextEngine implements ContextEngine {
     }
   }
 
-  /** Sends the spooled commits of `session` (but `except`, the caller's own), oldest first. */
-  private async flush(session: string, except?: string): Promise<void> {
+  /** Sends the spooled commits of `session` (every session's when absent), oldest first, but
+   * `except` (the caller's own, which it sends itself). */
+  private async flush(session?: string, except?: string, timeoutMs?: number): Promise<void> {
     for (const { name, commit } of await this.spool.pending(session)) {
       if (name === except) continue;
-      await this.send(name, commit.session, commit.body);
-    }
-  }
-
-  private async flushAll(timeoutMs: number): Promise<void> {
-    for (const { name, commit } of await this.spool.pending()) {
       await this.send(name, commit.session, commit.body, timeoutMs);
     }
   }
