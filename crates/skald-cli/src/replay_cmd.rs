@@ -112,6 +112,22 @@ pub fn run(args: &ReplayArgs, config: &Config, mode: Mode) -> Result<ExitCode> {
     if policies.is_empty() {
         bail!("--policy names no policy");
     }
+    // Figures are keyed by the policy's name: two policies of one name would report as one.
+    for (index, policy) in policies.iter().enumerate() {
+        if let Some(earlier) = policies
+            .iter()
+            .take(index)
+            .position(|p| p.name == policy.name)
+        {
+            bail!(
+                "--policy {:?} and {:?} are both named {:?}: give each policy file its own \
+                 `name = \"…\"`",
+                args.policy.get(earlier).map_or("", String::as_str),
+                args.policy.get(index).map_or("", String::as_str),
+                policy.name
+            );
+        }
+    }
     if !(args.price.is_finite() && args.price >= 0.0) {
         bail!("--price must be a non-negative number of dollars per million tokens");
     }

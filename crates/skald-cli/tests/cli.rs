@@ -231,6 +231,31 @@ fn replay_rejects_an_unknown_policy_with_the_choices() {
     );
 }
 
+/// Regression: two policy files that kept their preset's name reported as one policy, the
+/// later silently replacing the earlier.
+#[test]
+fn replay_rejects_two_policies_of_one_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.toml");
+    let second = dir.path().join("second.toml");
+    std::fs::write(&first, "preset = \"skald\"\n").unwrap();
+    std::fs::write(
+        &second,
+        "preset = \"skald\"\n[schedule]\nmode = \"immediate\"\n",
+    )
+    .unwrap();
+    let output = skald(&[
+        "replay",
+        "examples/openclaw-session.jsonl",
+        "--policy",
+        &format!("none,{},{}", first.display(), second.display()),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("both named \"skald\""), "{stderr}");
+    assert!(output.stdout.is_empty());
+}
+
 #[test]
 fn replay_accepts_a_policy_file_with_overrides() {
     let dir = tempfile::tempdir().unwrap();

@@ -42,11 +42,9 @@ pub fn tool_spec() -> ToolSpec {
     ToolSpec {
         name: FETCH_TOOL_NAME.to_owned(),
         description: Some(
-            "Fetch the original content behind [REF_ID: …] placeholders: tool outputs that were \
-             moved out of the conversation or truncated to save space. Pass the 64-character id \
-             exactly as shown. Prefer a slice: `lines` (\"120:180\") or `grep` (a regular \
-             expression; matching lines come with `context` lines around them). Output lines \
-             are numbered."
+            "Fetch the original behind [REF_ID: …] placeholders (outputs moved out or truncated \
+             to save space). Pass the id exactly as shown; prefer a slice with `lines` or \
+             `grep`. Output lines are numbered."
                 .to_owned(),
         ),
         parameters: json!({
@@ -57,26 +55,26 @@ pub fn tool_spec() -> ToolSpec {
                     "items": {"type": "string"},
                     "minItems": 1,
                     "maxItems": MAX_REF_IDS,
-                    "description": "REF_IDs to fetch (the hex id, or the whole [REF_ID: …] token)."
+                    "description": "The hex ids, or whole [REF_ID: …] tokens."
                 },
                 "lines": {
                     "type": "string",
-                    "description": "1-based inclusive line range: \"120:180\", \"120:\" to the end, \":50\" from the start."
+                    "description": "1-based inclusive range: \"120:180\", \"120:\" or \":50\"."
                 },
                 "grep": {
                     "type": "string",
-                    "description": "Regular expression; only matching lines (with context) are returned."
+                    "description": "Regular expression: only matching lines, with context."
                 },
                 "context": {
                     "type": "integer",
                     "minimum": 0,
                     "maximum": 50,
-                    "description": "Lines of context around each grep match (default 2)."
+                    "description": "Lines around each grep match (default 2)."
                 },
                 "max_chars": {
                     "type": "integer",
                     "minimum": MIN_MAX_CHARS,
-                    "description": "Cap on characters returned per ref (default 20000)."
+                    "description": "Most characters per ref (default 20000)."
                 }
             },
             "required": ["ref_ids"],

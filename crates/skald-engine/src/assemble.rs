@@ -246,9 +246,7 @@ pub fn assemble<S: RefStore + ?Sized>(
     // size, as Claude Code's ~25k-token prompt and tools): then they add at most 5 % per call
     // from the start, and adding them later would rewrite all of it.
     let has_refs = !state.stored_refs.is_empty();
-    let from_start = policy.offload.enabled
-        && (policy.schedule.fetch_tool_from_start()
-            || request.host_prefix_tokens >= HOST_PREFIX_PER_TOOL * fetch_tool_tokens());
+    let from_start = fetch_tool_from_start(policy, &request);
     let (system_prompt_addition, tools) = if (has_refs || from_start) && request.fetch_available {
         (
             Some(REF_ID_INSTRUCTION.to_owned()),
@@ -332,6 +330,9 @@ fn run_offload(
             keep_recent_assistants,
             immediate_over_chars,
             remaining_calls_ratio,
+            first_offload_calls_ratio,
+            fetch_tool_from_start: _,
+            estimate_margin,
         } => cost_aware_offload(
             policy,
             state,
@@ -341,6 +342,9 @@ fn run_offload(
                 keep_recent_assistants: *keep_recent_assistants,
                 immediate_over_chars: *immediate_over_chars,
                 remaining_calls_ratio: *remaining_calls_ratio,
+                first_offload_calls_ratio: first_offload_calls_ratio
+                    .unwrap_or(*remaining_calls_ratio),
+                estimate_margin: *estimate_margin,
             },
         ),
     }
@@ -352,6 +356,8 @@ struct CostAwareKnobs {
     keep_recent_assistants: usize,
     immediate_over_chars: usize,
     remaining_calls_ratio: f64,
+    first_offload_calls_ratio: f64,
+    estimate_margin: f64,
 }
 
 /// The sticky mark of an offloaded call's arguments, apart from its result's (the call id): a
@@ -363,6 +369,15 @@ fn arguments_mark(call_id: &str) -> String {
 /// How many times the fetch tool's size the host's own prefix must be for the cost-aware
 /// schedule to send the tool from a session's first call.
 const HOST_PREFIX_PER_TOOL: u64 = 20;
+
+/// Whether the fetch tool and its instruction are in every request of the session from its
+/// first call: when the policy says so, or when the host's own prefix dwarfs them (at least
+/// `HOST_PREFIX_PER_TOOL` times their size, as Claude Code's ~25k-token prompt and tools).
+fn fetch_tool_from_start(policy: &Policy, request: &AssembleRequest<'_>) -> bool {
+    policy.offload.enabled
+        && (policy.schedule.fetch_tool_from_start()
+            || request.host_prefix_tokens >= HOST_PREFIX_PER_TOOL * fetch_tool_tokens())
+}
 
 /// Estimated tokens of the fetch tool's definition and the REF_ID instruction, which the first
 /// offload of a cost-aware session adds to every later request.
@@ -460,13 +475,23 @@ fn cost_aware_offload(
         cached_messages,
         cached_host_tokens: if warm { request.host_prefix_tokens } else { 0 },
         // The tool is in this request already when it was in the last one or goes in from the
-        // start (a large host prefix); otherwise the first offload brings it.
-        first_offload_tokens: (!state.fetch_tool_sent
-            && request.host_prefix_tokens < HOST_PREFIX_PER_TOOL * fetch_tool_tokens())
-        .then(fetch_tool_tokens),
+        // start; otherwise the first offload brings it.
+        first_offload_tokens: (!state.fetch_tool_sent && !fetch_tool_from_start(policy, request))
+            .then(fetch_tool_tokens),
         calls_so_far: state.requests_assembled,
     };
-    let plan = plan_rewrite(&shape, &pending, policy.prices, knobs.remaining_calls_ratio);
+    let ratio = if shape.first_offload_tokens.is_some() {
+        knobs.first_offload_calls_ratio
+    } else {
+        knobs.remaining_calls_ratio
+    };
+    let plan = plan_rewrite(
+        &shape,
+        &pending,
+        policy.prices,
+        ratio,
+        knobs.estimate_margin,
+    );
     let mut leaving_results: HashSet<(usize, &str)> = HashSet::new();
     let mut leaving_arguments: HashSet<(usize, &str)> = HashSet::new();
     for index in plan.iter().flat_map(|plan| plan.leave.iter()) {

@@ -66,7 +66,7 @@ impl Default for ReplaySettings {
 }
 
 /// Identifier uses and what a request kept of them.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Retention {
     /// Share of uses the request still shows.
     pub visible: f64,
@@ -80,7 +80,13 @@ pub struct Retention {
     /// Uses whose identifier the assembled request shows, or whose tool result it holds as a ref
     /// the model can fetch.
     pub recoverable_uses: u64,
+    /// The first identifiers (up to [`MISSED_EXAMPLES`]) used while the request did not show
+    /// them: what to look at when visible retention drops.
+    pub missed: Vec<String>,
 }
+
+/// How many identifiers [`Retention::missed`] keeps.
+pub const MISSED_EXAMPLES: usize = 20;
 
 /// One policy's figures over one or more transcripts.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -133,6 +139,9 @@ impl PolicyFigures {
         r.uses += other.retention.uses;
         r.visible_uses += other.retention.visible_uses;
         r.recoverable_uses += other.retention.recoverable_uses;
+        let room = MISSED_EXAMPLES.saturating_sub(r.missed.len());
+        r.missed
+            .extend(other.retention.missed.into_iter().take(room));
         r.visible = ratio(r.visible_uses, r.uses);
         r.recoverable = ratio(r.recoverable_uses, r.uses);
         self.offloads += other.offloads;
@@ -432,6 +441,8 @@ pub fn replay_policy<S: RefStore + ?Sized>(
                 visible || refs_by_call.get(call_id.as_str()).copied().unwrap_or(false);
             if visible {
                 figures.retention.visible_uses += 1;
+            } else if figures.retention.missed.len() < MISSED_EXAMPLES {
+                figures.retention.missed.push(identifier.clone());
             }
             if recoverable {
                 figures.retention.recoverable_uses += 1;

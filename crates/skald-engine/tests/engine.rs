@@ -501,7 +501,12 @@ fn openclaw_policy_keeps_pruned_results_pruned_across_assembles() {
 #[test]
 fn cost_aware_schedule_offloads_only_what_pays_and_keeps_it_offloaded() {
     let store = SqliteRefStore::in_memory(Default::default()).unwrap();
-    let policy = Policy::preset("skald").unwrap();
+    // Later rewrites weighed at a quarter of the run so far (the preset weighs them at twice
+    // it, and a young read would leave after one turn: `a_young_read_leaves_after_one_turn`).
+    let policy = Policy::from_toml(
+        "preset = \"skald\"\n[schedule]\nmode = \"cost-aware\"\nremaining_calls_ratio = 0.25\n",
+    )
+    .unwrap();
     let at = |now_ms: i64| AssembleRequest {
         tenant: &ACME,
         context_window_tokens: 200_000,
@@ -558,4 +563,35 @@ fn cost_aware_schedule_offloads_only_what_pays_and_keeps_it_offloaded() {
     assert_eq!(refs(&cold), 2);
     let warm = assemble(&store, &policy, &mut state, messages.clone(), at(3_610_000)).unwrap();
     assert_eq!(render(&warm), render(&cold), "decisions are sticky");
+}
+
+/// Under the preset, a rewrite after the session's first offload is weighed at the run's
+/// expected length: a medium read the model has answered leaves one turn later, while only it
+/// and the answer after it are cached (a cheap rewrite), instead of staying for the whole run.
+#[test]
+fn a_young_read_leaves_after_one_turn() {
+    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let policy = Policy::preset("skald").unwrap();
+    let at = |now_ms: i64| AssembleRequest {
+        tenant: &ACME,
+        context_window_tokens: 200_000,
+        now_ms,
+        fetch_available: true,
+        host_prefix_tokens: 0,
+    };
+    let refs = |assembled: &Assembled| render(assembled).matches("[REF_ID: ").count();
+    let mut state = SessionState::default();
+    let mut messages = vec![
+        Message::text(Role::User, "look at the log"),
+        call("c1", "bash", json!({"command": "pytest"})),
+        result("c1", "bash", &pytest_log(400)),
+        call("c2", "read", json!({"path": "/src/lib.rs"})),
+        result("c2", "read", &source_file(32)),
+    ];
+    let first = assemble(&store, &policy, &mut state, messages.clone(), at(0)).unwrap();
+    assert_eq!(refs(&first), 1, "the read is new: the model sees it whole");
+    messages.push(Message::text(Role::Assistant, "x".repeat(4_000)));
+    messages.push(Message::text(Role::User, "next"));
+    let second = assemble(&store, &policy, &mut state, messages.clone(), at(10_000)).unwrap();
+    assert_eq!(refs(&second), 2, "answered, the read leaves");
 }

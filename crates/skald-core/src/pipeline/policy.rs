@@ -80,6 +80,20 @@ pub enum OffloadSchedule {
         /// in 5 (see [`crate::pipeline::schedule`]).
         #[serde(default = "default_remaining_ratio")]
         remaining_calls_ratio: f64,
+        /// The same ratio for the session's first offload, which brings the fetch tool and
+        /// rewrites everything cached; `None` uses `remaining_calls_ratio`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_offload_calls_ratio: Option<f64>,
+        /// Send the fetch tool and its instruction from the session's first call (like the
+        /// other schedules), so that no offload ever rewrites the whole prefix for them; every
+        /// call then pays for their tokens at the cache-read price.
+        #[serde(default)]
+        fetch_tool_from_start: bool,
+        /// How much more than its cost a rewrite must be expected to gain, as a share of that
+        /// cost: the gain comes from estimates (chars/4 tokens, a digest's planned length) that
+        /// err, and a rewrite whose gain is inside their error is as likely to lose as to win.
+        #[serde(default = "default_estimate_margin")]
+        estimate_margin: f64,
     },
 }
 
@@ -90,7 +104,10 @@ impl OffloadSchedule {
     pub fn fetch_tool_from_start(&self) -> bool {
         match self {
             OffloadSchedule::Immediate | OffloadSchedule::CacheAware { .. } => true,
-            OffloadSchedule::CostAware { .. } => false,
+            OffloadSchedule::CostAware {
+                fetch_tool_from_start,
+                ..
+            } => *fetch_tool_from_start,
         }
     }
 }
@@ -100,6 +117,9 @@ fn default_keep_recent() -> usize {
 }
 fn default_remaining_ratio() -> f64 {
     0.25
+}
+fn default_estimate_margin() -> f64 {
+    0.1
 }
 fn default_immediate() -> usize {
     6_000
@@ -243,14 +263,22 @@ impl Policy {
             .map_err(|e| invalid(format!("prices: {e}")))?;
         if let OffloadSchedule::CostAware {
             remaining_calls_ratio,
+            first_offload_calls_ratio,
+            estimate_margin,
             ..
         } = &self.schedule
         {
-            if !(remaining_calls_ratio.is_finite() && *remaining_calls_ratio >= 0.0) {
-                return Err(invalid(format!(
-                    "schedule.remaining_calls_ratio is {remaining_calls_ratio}: it must be a \
-                     non-negative number"
-                )));
+            let ratios = [
+                ("remaining_calls_ratio", Some(*remaining_calls_ratio)),
+                ("first_offload_calls_ratio", *first_offload_calls_ratio),
+                ("estimate_margin", Some(*estimate_margin)),
+            ];
+            for (key, ratio) in ratios {
+                if let Some(ratio) = ratio.filter(|r| !(r.is_finite() && *r >= 0.0)) {
+                    return Err(invalid(format!(
+                        "schedule.{key} is {ratio}: it must be a non-negative number"
+                    )));
+                }
             }
         }
         self.prune
@@ -393,7 +421,10 @@ mod tests {
                 remaining_calls_ratio,
                 keep_recent_assistants: 1,
                 immediate_over_chars: 3_000,
-            } if remaining_calls_ratio == 0.5
+                first_offload_calls_ratio: Some(first),
+                fetch_tool_from_start: false,
+                ..
+            } if remaining_calls_ratio == 0.5 && first == 0.25
         ));
     }
 }

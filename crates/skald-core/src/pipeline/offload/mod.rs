@@ -54,13 +54,11 @@ pub const OPENCLAW_FILES: &[&str] = &[
 
 /// Added to the system prompt when something was offloaded and the fetch tool is available.
 pub const REF_ID_INSTRUCTION: &str = "\
-Some earlier tool outputs were moved out of this conversation to save space. Each appears as \
-`[REF_ID: <id>] (Summary: <summary>)`: the summary keeps the key facts and exact identifiers, \
-and the full original is one call away. Call `fetch_original_data` with the REF_ID when you need \
-more than the summary shows: exact lines or line numbers, code you are about to edit, a full \
-error message or stack trace, or values the summary does not list. Ask for a slice (`lines` \
-\"120:180\" or a `grep` pattern) rather than the whole output when you know what you need. Do \
-not fetch when the summary already answers the question.";
+Earlier tool outputs shown as `[REF_ID: <id>] (Summary: <summary>)` were moved out to save \
+space; the summary keeps the key facts and exact identifiers. When you need more (exact lines, \
+code you will edit, a full error or stack trace), call `fetch_original_data` with the REF_ID, \
+for a slice (`lines` or `grep`) when you know what you need. Do not fetch what the summary \
+already answers.";
 
 /// Settings of the offload stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
