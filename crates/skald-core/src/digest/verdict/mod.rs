@@ -38,7 +38,7 @@ mod ruby_php;
 mod rust;
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use regex::{Captures, Regex, RegexSet};
 
@@ -242,25 +242,42 @@ fn all_rules() -> impl Iterator<Item = &'static Rule> {
         .chain(ruby_php::RULES)
 }
 
-/// A summary, support or evidence rule, compiled.
-struct LineRule {
+/// A rule whose regex is compiled the first time a text needs it. Why: compiling every
+/// rule's regex (Unicode classes make each a sizeable automaton) took some 30 ms, which a
+/// one-shot process (a `skald hook` digesting one output) paid in full for the few rules one
+/// output ever reaches: the set below says which line rules can match, and only the recognised
+/// tool's failure and exception rules run.
+struct LazyRule {
     tool: Tool,
     role: Role,
-    regex: Regex,
+    source: String,
+    regex: OnceLock<Regex>,
 }
 
-/// A failure or exception rule, compiled.
-struct FindRule {
-    tool: Tool,
-    role: Role,
-    regex: Regex,
+impl LazyRule {
+    fn new(tool: Tool, role: Role, source: String) -> LazyRule {
+        LazyRule {
+            tool,
+            role,
+            source,
+            regex: OnceLock::new(),
+        }
+    }
+
+    #[allow(clippy::expect_used)] // The tables are constants, every pattern compiled by the tests.
+    fn regex(&self) -> &Regex {
+        self.regex
+            .get_or_init(|| Regex::new(&self.source).expect("verdict pattern compiles"))
+    }
 }
 
 struct Compiled {
     /// Every line rule, for one pass that says which can match at all.
     lines_set: RegexSet,
-    lines: Vec<LineRule>,
-    finds: Vec<FindRule>,
+    /// Summary, support and evidence rules, in the set's order.
+    lines: Vec<LazyRule>,
+    /// Failure and exception rules.
+    finds: Vec<LazyRule>,
 }
 
 /// A line rule's pattern as matched: a whole line, blanks at either end aside.
@@ -274,20 +291,19 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     let mut finds = Vec::new();
     for rule in all_rules() {
         match rule.role {
-            Role::Anchor | Role::Support | Role::Evidence => lines.push(LineRule {
-                tool: rule.tool,
-                role: rule.role,
-                regex: Regex::new(&line_pattern(rule.pattern)).expect("verdict pattern compiles"),
-            }),
-            Role::Failure | Role::Exception => finds.push(FindRule {
-                tool: rule.tool,
-                role: rule.role,
-                regex: Regex::new(&format!("(?m){}", rule.pattern))
-                    .expect("verdict pattern compiles"),
-            }),
+            Role::Anchor | Role::Support | Role::Evidence => lines.push(LazyRule::new(
+                rule.tool,
+                rule.role,
+                line_pattern(rule.pattern),
+            )),
+            Role::Failure | Role::Exception => finds.push(LazyRule::new(
+                rule.tool,
+                rule.role,
+                format!("(?m){}", rule.pattern),
+            )),
         }
     }
-    let lines_set = RegexSet::new(lines.iter().map(|rule| rule.regex.as_str()))
+    let lines_set = RegexSet::new(lines.iter().map(|rule| rule.source.as_str()))
         .expect("verdict patterns compile as a set");
     Compiled {
         lines_set,
@@ -325,7 +341,8 @@ pub(super) fn recognize(input: &Input<'_>) -> Option<Verdict> {
         let Some(rule) = compiled.lines.get(index) else {
             continue;
         };
-        for captures in rule.regex.captures_iter(window) {
+        let regex = rule.regex();
+        for captures in regex.captures_iter(window) {
             let Some(whole) = captures.get(0) else {
                 continue;
             };
@@ -334,7 +351,7 @@ pub(super) fn recognize(input: &Input<'_>) -> Option<Verdict> {
                 tool: rule.tool,
                 role: rule.role,
                 text: whole.as_str(),
-                failed: fails(&rule.regex, &captures),
+                failed: fails(regex, &captures),
             });
         }
     }
@@ -504,7 +521,7 @@ fn find(tool: Tool, role: Role, clean: &str) -> Option<String> {
         .iter()
         .filter(|rule| rule.tool == tool && rule.role == role)
         .find_map(|rule| {
-            rule.regex.captures_iter(clean).find_map(|captures| {
+            rule.regex().captures_iter(clean).find_map(|captures| {
                 let main = captures
                     .name("name")
                     .or_else(|| captures.name("show"))?
