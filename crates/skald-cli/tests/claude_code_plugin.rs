@@ -305,3 +305,108 @@ fn claude_code_with_skalds_plugin_gets_skalds_summary_back_after_its_compaction(
         "the summary names no ref of the offloaded output: {summary:.6000}"
     );
 }
+
+/// Input tokens (plain, cache writes and reads) and cost of one run, from the upstream's usage
+/// log, at Anthropic Sonnet list prices ($3/M input, writes ×1.25, reads ×0.1, $15/M output).
+fn input_and_cost(upstream: &Upstream) -> (usize, f64, f64) {
+    let calls = upstream.model_calls();
+    let (mut input, mut cost) = (0.0, 0.0);
+    for call in &calls {
+        let usage = call.usage.clone().unwrap_or(Value::Null);
+        let get = |name: &str| usage[name].as_f64().unwrap_or(0.0);
+        let (plain, write, read) = (
+            get("input_tokens"),
+            get("cache_creation_input_tokens"),
+            get("cache_read_input_tokens"),
+        );
+        input += plain + write + read;
+        cost += (plain * 3.0 + write * 3.75 + read * 0.3 + get("output_tokens") * 15.0) / 1e6;
+    }
+    (calls.len(), input, cost)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Benchmark, run on demand (`cargo test -p skald-cli --test claude_code_plugin -- --ignored
+/// measure_ --nocapture`): the same scripted 30-call run (29 tool steps, a 4,000-line Bash
+/// output every third, small commands and reads between) of the pinned Claude Code straight
+/// against the scripted upstream, with skald's plugin and without, alternating,
+/// `SKALD_BENCH_RUNS` times each (default 3); prints each run and the medians of the input
+/// tokens and cost the upstream's usage log reports.
+#[test]
+#[ignore = "measurement: run with --ignored --nocapture"]
+fn measure_claude_code_input_tokens_and_cost_with_and_without_the_plugin() {
+    let runs = std::env::var("SKALD_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(3);
+    let steps: Vec<Step> = (0..29)
+        .map(|k| match k % 3 {
+            0 => Step::Large,
+            1 => Step::Echo(format!("echo step-{k}-ok")),
+            _ => Step::Read("notes.txt".to_owned()),
+        })
+        .collect();
+    let mut results: [(Vec<f64>, Vec<f64>); 2] = Default::default();
+    for run_index in 0..runs {
+        for (with_plugin, slot) in [(false, 0), (true, 1)] {
+            let dir = workdir();
+            let upstream = Upstream::start(Script {
+                steps: steps.clone(),
+                fetch_at: None,
+            });
+            let state = tempfile::tempdir().unwrap();
+            let finished = if with_plugin {
+                let skald_home = tempfile::tempdir().unwrap();
+                claude_with_plugin(
+                    &upstream,
+                    skald_home.path(),
+                    &dir,
+                    &state,
+                    &["-p", hosts::PROMPT],
+                )
+            } else {
+                let command = hosts::claude_code_command(
+                    &upstream.url(),
+                    None,
+                    &dir,
+                    &state,
+                    &["-p", hosts::PROMPT],
+                );
+                run(command, state.path(), "claude", HOST_TIMEOUT)
+            };
+            assert!(
+                finished.success(),
+                "claude failed:\n{}\n{}",
+                finished.tail(4000),
+                upstream.dump()
+            );
+            let (calls, input, cost) = input_and_cost(&upstream);
+            println!(
+                "run {} {:<14} calls={calls:>3} input_tokens={input:>9.0} cost=${cost:.4}",
+                run_index + 1,
+                if with_plugin {
+                    "with plugin"
+                } else {
+                    "without"
+                }
+            );
+            results[slot].0.push(input);
+            results[slot].1.push(cost);
+        }
+    }
+    let [(input_without, cost_without), (input_with, cost_with)] = results;
+    let (input_without, cost_without) = (median(input_without), median(cost_without));
+    let (input_with, cost_with) = (median(input_with), median(cost_with));
+    println!(
+        "medians over {runs} runs: without input_tokens={input_without:.0} cost=${cost_without:.4}; \
+         with the plugin input_tokens={input_with:.0} cost=${cost_with:.4} \
+         ({:+.1}% input, {:+.1}% cost)",
+        (input_with / input_without - 1.0) * 100.0,
+        (cost_with / cost_without - 1.0) * 100.0
+    );
+}
