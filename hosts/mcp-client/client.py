@@ -3,7 +3,8 @@
 Usage: client.py stdio SKALD_BINARY
        client.py http URL KEY
 
-Lists the tools, writes a memory with commit_memory, finds it with search_memories, lists and
+Lists the tools, writes a memory with commit_memory, finds it with search_memories, searches the
+documents added before with search_docs, lists and
 reads it, fetches the ref named in $SKALD_TEST_REF (and, over HTTP, with a second key's tenant
 in $SKALD_TEST_FOREIGN_KEY), calls tools with bad arguments, forgets the memory; prints one JSON
 report on stdout for the Rust test to check.
@@ -48,6 +49,9 @@ async def exercise(session, report):
         read = await session.call_tool("memory_read", {"uri": uri, "level": "l2"})
         report["read"] = {"is_error": read.is_error, "text": text_of(read)}
 
+    docs = await session.call_tool("search_docs", {"query": "rotate signing keys"})
+    report["search_docs"] = {"is_error": docs.is_error, "text": text_of(docs)}
+
     ref = os.environ.get("SKALD_TEST_REF")
     if ref:
         fetched = await session.call_tool("fetch_original_data", {"ref_ids": [ref], "lines": "1:3"})
@@ -56,6 +60,7 @@ async def exercise(session, report):
     errors = {}
     for name, arguments in [
         ("search_memories", {"qeury": "typo"}),
+        ("search_docs", {"query": "keys", "path": "viking://user"}),
         ("fetch_original_data", {}),
         ("memory_read", {"uri": 42}),
         ("no_such_tool", {}),

@@ -7,9 +7,20 @@
 //!   the model gets the original back with the MCP tool `fetch_original_data` (`skald mcp`).
 //!   An output under the threshold, or one whose shape skald does not know, is left alone
 //!   (no answer): a hook never loses or garbles what the tool returned.
+//! - `user-prompt-submit`: the memories recalled for the prompt (`Engine::recall_for_prompt`,
+//!   the proxy's per-turn recall) as `additionalContext`.
+//! - `pre-compact`: the transcript at `transcript_path` compacted by skald's summarizer into
+//!   skald's copy of the session, its span archived for memory extraction
+//!   (`Engine::compact_transcript`). Its answer is empty: Claude Code 2.1.332 appends a
+//!   PreCompact hook's stdout to its own summarizer's instructions, and skald's summary is not
+//!   an instruction.
+//! - `session-start` with source `compact`: that summary (`Engine::compaction_summary`) as
+//!   `additionalContext`, within Claude Code's 10,000-character cut of a hook's output.
+//! - `session-end`: the transcript compacted and archived the same way, so its memories are
+//!   extracted when the session ends.
 //!
-//! A hook must be fast: it opens the one database, makes one engine call, and exits; no model
-//! and no embedder is built.
+//! A hook must be fast: it opens the one database, makes one engine call, and exits; no
+//! embedder is built, and the summary model only for the events that compact.
 
 use std::io::Read;
 use std::process::ExitCode;
@@ -17,6 +28,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
+
+use skald_core::ids::{SessionId, Tenant};
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::home::Home;
@@ -27,7 +41,32 @@ use crate::local::{self, Models, StoreKind, tenant_arg};
 pub enum HookEvent {
     /// After a tool ran: a large output is offloaded behind a placeholder.
     PostToolUse,
+    /// A prompt was submitted: recalled memories are added to the context.
+    UserPromptSubmit,
+    /// Claude Code is about to compact: skald compacts the transcript with its summarizer.
+    PreCompact,
+    /// A session (re)started: after a compaction, skald's summary is added to the context.
+    SessionStart,
+    /// The session ended: its transcript is archived for memory extraction.
+    SessionEnd,
 }
+
+impl HookEvent {
+    /// The event's name in Claude Code's hook input (`hook_event_name`).
+    fn claude_name(self) -> &'static str {
+        match self {
+            HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::PreCompact => "PreCompact",
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::SessionEnd => "SessionEnd",
+        }
+    }
+}
+
+/// The most `additionalContext` Claude Code keeps whole (2.1.332 cuts a hook's output past
+/// 10,000 characters, keeping its head and tail).
+pub const MAX_CONTEXT_CHARS: usize = 10_000;
 
 #[derive(Debug, Args)]
 pub struct HookArgs {
@@ -47,8 +86,26 @@ pub fn run(args: &HookArgs, config: &Config, home: &Home) -> Result<ExitCode> {
         .context("cannot read the hook's JSON from stdin")?;
     let hook: Value = serde_json::from_str(&input)
         .with_context(|| format!("the hook input on stdin is not JSON: {:.200}", input.trim()))?;
+    if let Some(name) = hook["hook_event_name"].as_str()
+        && name != args.event.claude_name()
+    {
+        bail!(
+            "`skald hook {}` got a {name} event: name the matching event in hooks.json",
+            args.event
+                .to_possible_value()
+                .map_or_else(String::new, |value| value.get_name().to_owned())
+        );
+    }
+    let tenant = tenant_arg(Some(
+        args.tenant.as_deref().unwrap_or(&config.memory.tenant),
+    ))?;
     let answer = match args.event {
-        HookEvent::PostToolUse => post_tool_use(&hook, args, config, home)?,
+        HookEvent::PostToolUse => post_tool_use(&hook, &tenant, config, home)?,
+        HookEvent::UserPromptSubmit => user_prompt_submit(&hook, &tenant, config, home)?,
+        HookEvent::PreCompact | HookEvent::SessionEnd => {
+            compact_transcript(&hook, &tenant, config, home)?
+        }
+        HookEvent::SessionStart => session_start(&hook, &tenant, config, home)?,
     };
     if let Some(answer) = answer {
         println!("{answer}");
@@ -111,19 +168,10 @@ impl<'a> ToolOutput<'a> {
 
 fn post_tool_use(
     hook: &Value,
-    args: &HookArgs,
+    tenant: &Tenant,
     config: &Config,
     home: &Home,
 ) -> Result<Option<Value>> {
-    if hook["hook_event_name"]
-        .as_str()
-        .is_some_and(|name| name != "PostToolUse")
-    {
-        bail!(
-            "`skald hook post-tool-use` got a {} event: name the matching event in hooks.json",
-            hook["hook_event_name"]
-        );
-    }
     // skald's own tools (over MCP) are never offloaded: the model asked for that original.
     let tool = hook["tool_name"].as_str().unwrap_or_default();
     if tool.ends_with("fetch_original_data") {
@@ -132,13 +180,10 @@ fn post_tool_use(
     let Some(output) = ToolOutput::of(&hook["tool_response"]) else {
         return Ok(None);
     };
-    let tenant = tenant_arg(Some(
-        args.tenant.as_deref().unwrap_or(&config.memory.tenant),
-    ))?;
     let engine_config = local::engine_config(config, None, false, Models::default())?;
     let engine = local::local_engine(home, StoreKind::Refs, engine_config)?;
     let Some(offloaded) = engine
-        .offload_output(&tenant, &output.text())
+        .offload_output(tenant, &output.text())
         .context("cannot store the tool output")?
     else {
         return Ok(None);
@@ -149,6 +194,112 @@ fn post_tool_use(
             "updatedToolOutput": output.replaced_by(offloaded.placeholder),
         }
     })))
+}
+
+/// A string field of the hook input, required.
+fn field<'a>(hook: &'a Value, name: &str) -> Result<&'a str> {
+    hook[name].as_str().with_context(|| {
+        format!("the hook input has no string `{name}` (Claude Code sends one with this event)")
+    })
+}
+
+/// The hook's session, as skald stores it: Claude Code's own session id.
+fn session_of(hook: &Value) -> Result<SessionId> {
+    let id = field(hook, "session_id")?;
+    SessionId::parse(id).with_context(|| format!("the hook's session_id {id:?}"))
+}
+
+/// `additionalContext` for `event`, the answer every context-adding hook gives.
+fn additional_context(event: HookEvent, context: String) -> Value {
+    json!({
+        "hookSpecificOutput": {
+            "hookEventName": event.claude_name(),
+            "additionalContext": context,
+        }
+    })
+}
+
+fn user_prompt_submit(
+    hook: &Value,
+    tenant: &Tenant,
+    config: &Config,
+    home: &Home,
+) -> Result<Option<Value>> {
+    let prompt = field(hook, "prompt")?;
+    let engine_config = local::engine_config(config, None, true, Models::default())?;
+    let engine = local::local_engine(home, StoreKind::Memories, engine_config)?;
+    let recall = current_thread()?
+        .block_on(engine.recall_for_prompt(tenant, prompt))
+        .context("cannot recall memories for the prompt")?;
+    Ok(recall.map(|recall| {
+        let context: String = recall.context.chars().take(MAX_CONTEXT_CHARS).collect();
+        additional_context(HookEvent::UserPromptSubmit, context)
+    }))
+}
+
+fn compact_transcript(
+    hook: &Value,
+    tenant: &Tenant,
+    config: &Config,
+    home: &Home,
+) -> Result<Option<Value>> {
+    let session = session_of(hook)?;
+    let path = field(hook, "transcript_path")?;
+    if path.is_empty() {
+        // Claude Code sends an empty path when it keeps no transcript: nothing to compact.
+        return Ok(None);
+    }
+    let transcript = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the transcript {path}"))?;
+    let models = Models {
+        summarizer: true,
+        embedder: false,
+    };
+    let engine_config = local::engine_config(config, None, true, models)?;
+    let engine = local::local_engine(home, StoreKind::Sessions, engine_config)?;
+    let cancel = CancellationToken::new();
+    current_thread()?
+        .block_on(engine.compact_transcript(tenant, &session, &transcript, &cancel))
+        .map_err(local::store_error)
+        .with_context(|| format!("cannot compact the transcript {path}"))?;
+    Ok(None)
+}
+
+/// What Claude Code reads first after compacting: where the summary comes from.
+const SUMMARY_HEADER: &str = "skald's summary of the conversation before this compaction \
+(placeholders [REF_ID: …] name originals that fetch_original_data gives back):\n\n";
+
+fn session_start(
+    hook: &Value,
+    tenant: &Tenant,
+    config: &Config,
+    home: &Home,
+) -> Result<Option<Value>> {
+    if hook["source"].as_str() != Some("compact") {
+        return Ok(None);
+    }
+    let session = session_of(hook)?;
+    let engine_config = local::engine_config(config, None, false, Models::default())?;
+    let engine = local::local_engine(home, StoreKind::Sessions, engine_config)?;
+    let room = MAX_CONTEXT_CHARS - SUMMARY_HEADER.chars().count();
+    let summary = engine
+        .compaction_summary(tenant, &session, room)
+        .map_err(local::store_error)?;
+    Ok(summary.map(|summary| {
+        additional_context(
+            HookEvent::SessionStart,
+            format!("{SUMMARY_HEADER}{summary}"),
+        )
+    }))
+}
+
+/// A runtime on this thread: a hook makes one engine call, and a pool of workers would only
+/// cost their start.
+fn current_thread() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
 }
 
 #[cfg(test)]

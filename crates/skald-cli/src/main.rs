@@ -371,7 +371,10 @@ enum Command {
     /// Answer one Claude Code hook (JSON on stdin, the answer on stdout) on the local store,
     /// for a Claude Code that does not go through the proxy: `post-tool-use` offloads a large
     /// tool output behind skald's placeholder (the model fetches it with `skald mcp`'s
-    /// fetch_original_data). `integrations/claude-code` is the plugin that wires it.
+    /// fetch_original_data), `user-prompt-submit` adds the memories recalled for the prompt,
+    /// `pre-compact` compacts the transcript with skald's summarizer, `session-start` (source
+    /// `compact`) hands that summary back, `session-end` archives the session for memory
+    /// extraction. `integrations/claude-code` is the plugin that wires them.
     ///
     /// Example (in hooks.json):
     ///   {"type": "command", "command": "skald hook post-tool-use"}

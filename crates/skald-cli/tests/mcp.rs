@@ -100,12 +100,13 @@ fn assert_exercised(report: &Value) {
             "memory_ls",
             "memory_read",
             "commit_memory",
-            "memory_forget"
+            "memory_forget",
+            "search_docs"
         ],
         "{report}"
     );
     assert_eq!(report["schemas_are_objects"], true);
-    for call in ["commit", "search", "ls", "read", "forget"] {
+    for call in ["commit", "search", "ls", "read", "forget", "search_docs"] {
         assert_eq!(report[call]["is_error"], false, "{call}: {}", report[call]);
     }
     assert!(
@@ -121,8 +122,17 @@ fn assert_exercised(report: &Value) {
             .unwrap()
             .contains("blue-green releases")
     );
+    // The document added before the client ran, found by its content.
+    assert!(
+        report["search_docs"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("viking://resources/runbook"),
+        "{report}"
+    );
     for (tool, says) in [
         ("search_memories", "qeury"),
+        ("search_docs", "viking://resources"),
         ("fetch_original_data", "ref_ids"),
         ("memory_read", "uri"),
         ("no_such_tool", "no_such_tool"),
@@ -140,9 +150,37 @@ fn assert_exercised(report: &Value) {
     }
 }
 
+/// A runbook added as a document (`skald add`), for `search_docs` to find; `remote` adds it
+/// through a running server (its URL and key).
+fn add_runbook(home: &Path, remote: Option<(&str, &str)>) {
+    let docs = tempfile::tempdir().unwrap();
+    let runbook = docs.path().join("runbook");
+    std::fs::create_dir(&runbook).unwrap();
+    std::fs::write(
+        runbook.join("keys.md"),
+        "# Rotating signing keys\n\nRotate the signing keys every 90 days with `vault rotate \
+         signing`, then restart the token service.\n",
+    )
+    .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skald"));
+    command
+        .args(["add", runbook.to_str().unwrap()])
+        .env("SKALD_HOME", home);
+    if let Some((url, key)) = remote {
+        command.args(["--url", url, "--key", key]);
+    }
+    let added = command.output().unwrap();
+    assert!(
+        added.status.success(),
+        "skald add: {}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+}
+
 #[test]
 fn mcp_client_calls_every_tool_over_stdio() {
     let home = tempfile::tempdir().unwrap();
+    add_runbook(home.path(), None);
     let report = client(&["stdio", env!("CARGO_BIN_EXE_skald")], &[], home.path());
     assert_exercised(&report);
 }
@@ -157,6 +195,7 @@ fn mcp_client_calls_every_tool_over_http_in_its_keys_tenant() {
         .unwrap();
     let foreign: Value = serde_json::from_slice(&created.stdout).unwrap();
     let foreign = foreign["secret"].as_str().unwrap().to_owned();
+    add_runbook(skald.home.path(), Some((&skald.url(), &skald.key)));
     // A ref in the first key's tenant: a large tool result offloaded by an assemble.
     let big: String = (0..2000)
         .map(|n| format!("line {n}: compiling module {n}\n"))

@@ -67,8 +67,9 @@ pub use compact::error_with_causes;
 pub use engine::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, BudgetFit, CompactInput,
     DEFAULT_MAX_CACHED_BYTES, DEFAULT_WINDOW_TOKENS, Engine, EngineConfig, MAX_CACHED_SESSIONS,
-    MemoryDefaults, OffloadedOutput, OpenError, OwnedSlotGuard, PrepareInput, SessionCache,
-    SessionOverview, SessionSlot, SlotGuard, Stores, Synced, ToolRun, Turn, View, ViewOptions,
+    MemoryDefaults, OffloadedOutput, OpenError, OwnedSlotGuard, PrepareInput, PromptRecall,
+    SessionCache, SessionOverview, SessionSlot, SlotGuard, Stores, Synced, ToolRun,
+    TranscriptCompaction, Turn, View, ViewOptions,
 };
 pub use fetch::{FetchOutput, execute_fetch};
 pub use memory_write::{

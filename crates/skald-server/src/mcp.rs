@@ -1,7 +1,8 @@
-//! skald's tools over MCP, with the official Rust SDK (`rmcp`): `fetch_original_data` and the
-//! memory tools, listed from [`Engine::tool_specs`] and run by [`Engine::run_tool`] — the
-//! definitions and the executor the proxy and the tools API use — so a host that keeps its own
-//! loop (Claude Code without the proxy, Cursor, any MCP client) gets the same tools.
+//! skald's tools over MCP, with the official Rust SDK (`rmcp`): `fetch_original_data`, the
+//! memory tools and `search_docs`, listed from [`Engine::tool_specs`] and run by
+//! [`Engine::run_tool`] — the definitions and the executor the proxy and the tools API use — so a
+//! host that keeps its own loop (Claude Code without the proxy, Cursor, any MCP client) gets the
+//! same tools.
 //!
 //! Two transports: stdio (`skald mcp`, one tenant for the process) and streamable HTTP at `/mcp`
 //! on `skald serve`, where every request is authenticated by its skald key like any route and
@@ -35,7 +36,8 @@ const INSTRUCTIONS: &str = "skald keeps the originals of tool outputs it moved o
     conversation (shown as [REF_ID: …] placeholders) and the user's long-term memory. Call \
     fetch_original_data with a REF_ID for an original (a slice with `lines` or `grep`); search \
     and read memories with search_memories, memory_ls and memory_read; keep a fact with \
-    commit_memory; forget one with memory_forget.";
+    commit_memory; forget one with memory_forget; search the documents added to skald with \
+    search_docs.";
 
 /// The MCP server: one per stdio process, one per HTTP session.
 #[derive(Clone)]

@@ -143,7 +143,8 @@ async fn the_tools_route_runs_skalds_tools_and_says_what_was_wrong() {
             "memory_ls",
             "memory_read",
             "commit_memory",
-            "memory_forget"
+            "memory_forget",
+            "search_docs"
         ]
     );
 

@@ -199,6 +199,15 @@ pub(crate) fn prepare(conn: &mut Connection) -> Result<(), StoreError> {
 }
 
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    // A schema already current is only read: every store of a process opens the database, and a
+    // write transaction here would be a commit — an fsync with synchronous=FULL — per store and
+    // per process (a `skald hook` opens three stores to answer once).
+    let current: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(StoreError::storage("reading the schema version"))?;
+    if current == SCHEMA_VERSION {
+        return Ok(());
+    }
     // IMMEDIATE takes the write lock before reading the version, so two processes opening a new
     // file at once cannot both run the same migration.
     let tx = conn

@@ -30,6 +30,7 @@ const LABELS: Record<string, string> = {
   memory_read: "Read memory",
   commit_memory: "Remember",
   memory_forget: "Forget memory",
+  search_docs: "Search documents",
 };
 
 interface ToolAnswer {

@@ -53,6 +53,9 @@ const CHARS_PER_TOKEN: usize = 4;
 pub const LARGE_COMMAND: &str = "seq 1 4000";
 /// The id prefix of the scripted `fetch_original_data` call.
 pub const FETCH_ID: &str = "fetch_call";
+/// The id prefix of the scripted `ToolSearch` call that loads a deferred fetch tool (Claude
+/// Code 2.1.332 defers MCP tools behind `ToolSearch`).
+pub const TOOL_SEARCH_ID: &str = "toolsearch_call";
 /// The final answer starts with this.
 pub const FINAL_TEXT: &str = "All done:";
 
@@ -545,24 +548,48 @@ fn decide(shared: &Shared, api: Api, body: &Value) -> (Answer, String) {
     }
     let ids = result_ids(body);
     let fetched_here = ids.iter().any(|id| id.starts_with(FETCH_ID));
-    let step = ids.iter().filter(|id| !id.starts_with(FETCH_ID)).count();
+    let searched_here = ids.iter().any(|id| id.starts_with(TOOL_SEARCH_ID));
+    let step = ids
+        .iter()
+        .filter(|id| !id.starts_with(FETCH_ID) && !id.starts_with(TOOL_SEARCH_ID))
+        .count();
     let script = &shared.script;
-    let ref_id = if script.fetch_at == Some(step)
-        && !fetched_here
-        && names.iter().any(|n| n == "fetch_original_data")
-    {
-        first_ref_id(body)
-    } else {
-        None
+    // A deferred MCP fetch tool (named in the request, not offered yet) is loaded first, as a
+    // model does: `ToolSearch` with `select:<name>`.
+    let text = body.to_string();
+    let deferred_fetch = deferred_mcp_fetch(&text);
+    if let Some(deferred_fetch) = deferred_fetch.filter(|_| {
+        script.fetch_at == Some(step)
+            && !fetched_here
+            && !searched_here
+            && names.iter().any(|n| n == "ToolSearch")
+            && !names.iter().any(|n| n.ends_with("fetch_original_data"))
+            && first_ref_id(body).is_some()
+    }) {
+        return (
+            Answer::Tool(
+                format!("{TOOL_SEARCH_ID}_{step}"),
+                "ToolSearch".to_owned(),
+                json!({"query": format!("select:{deferred_fetch}"), "max_results": 1}),
+            ),
+            "tool search".to_owned(),
+        );
+    }
+    // skald's fetch tool under whatever name the host offers it: `fetch_original_data` from
+    // skald's proxy, `mcp__skald__fetch_original_data` from Claude Code's MCP client.
+    let fetch_tool = names.iter().find(|n| n.ends_with("fetch_original_data"));
+    let ref_id = match fetch_tool {
+        Some(_) if script.fetch_at == Some(step) && !fetched_here => first_ref_id(body),
+        Some(_) | None => None,
     };
-    if let Some(id) = ref_id {
+    if let (Some(id), Some(fetch_tool)) = (ref_id, fetch_tool) {
         let mut state = shared.state.lock().unwrap();
         if !state.fetched {
             state.fetched = true;
             return (
                 Answer::Tool(
                     format!("{FETCH_ID}_{step}"),
-                    "fetch_original_data".to_owned(),
+                    fetch_tool.clone(),
                     json!({"ref_ids": [id], "grep": "^3999$", "context": 1}),
                 ),
                 "fetch".to_owned(),
@@ -601,6 +628,17 @@ fn decide(shared: &Shared, api: Api, body: &Value) -> (Answer, String) {
     };
     let label = format!("step {step}: {name}");
     (Answer::Tool(id, name, args), label)
+}
+
+/// The name of an MCP server's `fetch_original_data` a request lists as deferred
+/// (`mcp__plugin_skald_skald__fetch_original_data` from skald's Claude Code plugin).
+fn deferred_mcp_fetch(text: &str) -> Option<&str> {
+    let end = text.find("__fetch_original_data")? + "__fetch_original_data".len();
+    let start = text[..end].rfind("mcp__")?;
+    let name = &text[start..end];
+    name.bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+        .then_some(name)
 }
 
 /// The first `[REF_ID: <64 hex>]` id in a request body.

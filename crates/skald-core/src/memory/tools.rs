@@ -172,6 +172,72 @@ pub fn tool_specs() -> Vec<ToolSpec> {
     ]
 }
 
+/// The name of `search_docs`: search over the documents added as resources (`skald add`).
+pub const SEARCH_DOCS_TOOL_NAME: &str = "search_docs";
+
+/// The definition of `search_docs`, for a host that runs skald's tools itself (MCP, the
+/// OpenClaw plugin): `search_memories` over `viking://resources` only.
+pub fn search_docs_spec() -> ToolSpec {
+    ToolSpec {
+        name: SEARCH_DOCS_TOOL_NAME.to_owned(),
+        description: Some(
+            "Search the documents added to skald (project docs, READMEs, notes: resources under \
+             viking://resources). Use specific keywords; results come best first, each with its \
+             abstract; read one whole with memory_read."
+                .to_owned(),
+        ),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What to look for, in natural language or keywords."},
+                "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_TOOL_RESULTS, "description": "How many passages to return (default 5)."},
+                "path": {"type": "string", "description": "Only documents at or below this viking://resources directory."}
+            },
+            "required": ["query"],
+            "additionalProperties": false
+        }),
+        extra: Extra::new(),
+    }
+}
+
+/// Parses a `search_docs` call: a `search_memories` of the resources category, under `path`
+/// when given (which must be a `viking://resources` directory).
+pub fn parse_search_docs(arguments: &Value) -> Result<SearchArgs, ToolArgsError> {
+    let args = Arguments::new(
+        SEARCH_DOCS_TOOL_NAME,
+        arguments,
+        &["query", "max_results", "path"],
+        "query, max_results and path",
+        r#"{"query": "how are tokens refreshed", "max_results": 5}"#,
+    )?;
+    let query = args.required("query", "what to search for, as text")?;
+    let max_results = args
+        .integer("max_results", 1, MAX_TOOL_RESULTS as u64)?
+        .map_or(DEFAULT_TOOL_RESULTS, |n| n as usize);
+    let path = match args.string("path")? {
+        Some(text) => {
+            let uri = args.uri("path", &text)?;
+            if uri.category() != Some(MemoryCategory::Resources) {
+                return Err(ToolArgsError::Invalid {
+                    tool: SEARCH_DOCS_TOOL_NAME,
+                    field: "path",
+                    expected: "a directory under viking://resources (search_memories searches \
+                               memories)"
+                        .to_owned(),
+                });
+            }
+            Some(uri)
+        }
+        None => None,
+    };
+    Ok(SearchArgs {
+        query,
+        max_results,
+        category: Some(MemoryCategory::Resources),
+        path,
+    })
+}
+
 /// What a model got wrong in a memory tool call; the message says how to correct it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolArgsError {
@@ -675,6 +741,32 @@ pub fn commit_uri(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn search_docs_searches_resources_only_and_refuses_a_path_elsewhere() {
+        let args = parse_search_docs(&json!({"query": "signing keys", "max_results": 3})).unwrap();
+        assert_eq!(args.category, Some(MemoryCategory::Resources));
+        assert_eq!((args.query.as_str(), args.max_results), ("signing keys", 3));
+        let under =
+            parse_search_docs(&json!({"query": "keys", "path": "viking://resources/runbook"}))
+                .unwrap();
+        assert_eq!(
+            under.path.unwrap().to_string(),
+            "viking://resources/runbook"
+        );
+        let elsewhere =
+            parse_search_docs(&json!({"query": "keys", "path": "viking://user"})).unwrap_err();
+        assert!(
+            elsewhere.to_string().contains("viking://resources"),
+            "{elsewhere}"
+        );
+        let typo = parse_search_docs(&json!({"qeury": "keys"})).unwrap_err();
+        assert!(
+            typo.to_string().contains("unknown argument \"qeury\""),
+            "{typo}"
+        );
+        assert_eq!(search_docs_spec().name, SEARCH_DOCS_TOOL_NAME);
+    }
 
     #[test]
     fn specs_cover_the_five_tools_with_strict_schemas() {

@@ -38,6 +38,7 @@
 //! ```
 
 mod cache;
+mod host_hooks;
 mod memories;
 mod sessions;
 mod tools;
@@ -62,6 +63,7 @@ use crate::memory::MemoryIdentity;
 use crate::memory_write::{MemoryWriteError, MemoryWriter, UploadDriver};
 
 pub use cache::{OwnedSlotGuard, SessionCache, SessionSlot, SlotGuard};
+pub use host_hooks::{PromptRecall, TranscriptCompaction};
 pub use sessions::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, BudgetFit, SessionOverview, View,
     ViewOptions,

@@ -10,7 +10,10 @@ use serde_json::Value;
 use skald_core::digest::digest_blocks;
 use skald_core::fetch::{FetchArgs, tool_spec as fetch_tool_spec};
 use skald_core::ids::Tenant;
-use skald_core::memory::tools::{is_memory_tool, parse_tool_call, tool_specs as memory_tool_specs};
+use skald_core::memory::tools::{
+    SEARCH_DOCS_TOOL_NAME, is_memory_tool, parse_search_docs, parse_tool_call, search_docs_spec,
+    tool_specs as memory_tool_specs,
+};
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, ToolSpec};
 use skald_core::pipeline::offload::FETCH_TOOL_NAME;
@@ -18,7 +21,7 @@ use skald_core::refs::{RefPayload, placeholder};
 
 use super::Engine;
 use crate::EngineError;
-use crate::memory::MemoryIdentity;
+use crate::memory::{MemoryIdentity, execute_search_docs};
 
 /// One skald tool call, run.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,12 +73,15 @@ impl Engine {
         }))
     }
 
-    /// skald's tools a host can offer its model: `fetch_original_data`, then the five memory
-    /// tools when the engine's memory is on.
+    /// skald's tools a host can offer its model: `fetch_original_data`, then, when the engine's
+    /// memory is on, the five memory tools and `search_docs` (the documents added with
+    /// `skald add`). The proxy offers the memory tools only: `search_docs` is for a host that
+    /// runs skald's tools itself (MCP, the OpenClaw plugin).
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
         let mut specs = vec![fetch_tool_spec()];
         if self.config().memory.enabled {
             specs.extend(memory_tool_specs());
+            specs.push(search_docs_spec());
         }
         specs
     }
@@ -88,6 +94,11 @@ impl Engine {
             return FetchArgs::from_json(arguments)
                 .map(|_| ())
                 .map_err(|error| format!("{FETCH_TOOL_NAME}: {error}"));
+        }
+        if name == SEARCH_DOCS_TOOL_NAME && self.config().memory.enabled {
+            return parse_search_docs(arguments)
+                .map(|_| ())
+                .map_err(|error| error.to_string());
         }
         if is_memory_tool(name) && self.config().memory.enabled {
             return parse_tool_call(name, arguments)
@@ -116,6 +127,20 @@ impl Engine {
             let output = self.fetch(tenant, arguments);
             let failed = output.is_error();
             (output.text, failed)
+        } else if name == SEARCH_DOCS_TOOL_NAME {
+            match identity {
+                Some(identity) if self.config().memory.enabled => {
+                    let embedder = self.config().embedder.as_deref();
+                    let output =
+                        execute_search_docs(self.memories(), embedder, tenant, identity, arguments)
+                            .await;
+                    (output.text, output.is_error)
+                }
+                _ => (
+                    format!("{name}: memory is not enabled on this server"),
+                    true,
+                ),
+            }
         } else if is_memory_tool(name) {
             match identity {
                 Some(identity) if self.config().memory.enabled => {

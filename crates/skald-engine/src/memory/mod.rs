@@ -63,7 +63,9 @@ pub use recall::{
     SessionMemoryReport, directory_listing, recall_for_turn, recall_for_turn_memo,
     session_start_memory,
 };
-pub use tools::{MemoryToolOutput, execute_memory_tool, execute_memory_tool_at};
+pub use tools::{
+    MemoryToolOutput, execute_memory_tool, execute_memory_tool_at, execute_search_docs,
+};
 pub use usage::{
     SkillAugmentation, ToolMemoryUpdate, augment_skill_reads, augment_skill_reads_with,
     load_skill_memory, load_tool_stats, record_skill_use, record_tool_reports, skill_directory,

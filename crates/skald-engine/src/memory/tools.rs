@@ -11,7 +11,8 @@ use skald_core::memory::recall::{
     search_result_text,
 };
 use skald_core::memory::tools::{
-    CommitArgs, LsArgs, MemoryToolCall, ReadArgs, SearchArgs, commit_uri, parse_tool_call,
+    CommitArgs, LsArgs, MemoryToolCall, ReadArgs, SearchArgs, commit_uri, parse_search_docs,
+    parse_tool_call,
 };
 use skald_core::memory::uri::MemoryUri;
 use skald_llm::embed::Embedder;
@@ -69,6 +70,21 @@ pub async fn execute_memory_tool(
 ) -> MemoryToolOutput {
     let now_ms = skald_store::clock::now_ms();
     execute_memory_tool_at(store, embedder, tenant, identity, name, arguments, now_ms).await
+}
+
+/// Runs `search_docs` with the model's `arguments` for `identity`: `search_memories` over the
+/// resources (the documents added with `skald add`).
+pub async fn execute_search_docs(
+    store: &dyn MemoryStore,
+    embedder: Option<&dyn Embedder>,
+    tenant: &Tenant,
+    identity: &MemoryIdentity,
+    arguments: &Value,
+) -> MemoryToolOutput {
+    match parse_search_docs(arguments) {
+        Ok(args) => search(store, embedder, tenant, identity, args).await,
+        Err(error) => MemoryToolOutput::error(error.to_string()),
+    }
 }
 
 /// [`execute_memory_tool`] at a given time (ms since the Unix epoch).

@@ -38,7 +38,7 @@ mod ruby_php;
 mod rust;
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use regex::{Captures, Regex, RegexSet};
 
@@ -242,30 +242,102 @@ fn all_rules() -> impl Iterator<Item = &'static Rule> {
         .chain(ruby_php::RULES)
 }
 
-/// A summary, support or evidence rule, compiled.
-struct LineRule {
+/// A rule whose regex is compiled the first time a text needs it. Why: compiling every
+/// rule's regex (Unicode classes make each a sizeable automaton) took some 30 ms, which a
+/// one-shot process (a `skald hook` digesting one output) paid in full for the few rules one
+/// output ever reaches: the set below says which line rules can match, and only the recognised
+/// tool's failure and exception rules run.
+struct LazyRule {
     tool: Tool,
     role: Role,
-    regex: Regex,
+    source: String,
+    regex: OnceLock<Regex>,
 }
 
-/// A failure or exception rule, compiled.
-struct FindRule {
-    tool: Tool,
-    role: Role,
-    regex: Regex,
+impl LazyRule {
+    fn new(tool: Tool, role: Role, source: String) -> LazyRule {
+        LazyRule {
+            tool,
+            role,
+            source,
+            regex: OnceLock::new(),
+        }
+    }
+
+    #[allow(clippy::expect_used)] // The tables are constants, every pattern compiled by the tests.
+    fn regex(&self) -> &Regex {
+        self.regex
+            .get_or_init(|| Regex::new(&self.source).expect("verdict pattern compiles"))
+    }
 }
 
 struct Compiled {
     /// Every line rule, for one pass that says which can match at all.
     lines_set: RegexSet,
-    lines: Vec<LineRule>,
-    finds: Vec<FindRule>,
+    /// Summary, support and evidence rules, in the set's order.
+    lines: Vec<LazyRule>,
+    /// Failure and exception rules.
+    finds: Vec<LazyRule>,
 }
 
 /// A line rule's pattern as matched: a whole line, blanks at either end aside.
 fn line_pattern(pattern: &str) -> String {
     format!(r"(?m)^[ \t]*(?:{pattern})[ \t]*$")
+}
+
+/// `pattern` widened for the set that says which line rules can match: each Unicode class
+/// escape replaced by a class that is cheap to compile and matches at least as much — `\d`,
+/// `\w` and `\s` also match any non-ASCII character, `\S` any character but an ASCII blank —
+/// so the set flags every rule whose own regex matches (that regex then decides), without
+/// compiling Unicode's digit, word and space tables, most of the set's cost. Widening inside a
+/// negated class would narrow it: the rule tables have no such escape there (a test checks).
+fn prefilter_pattern(pattern: &str) -> String {
+    const NON_ASCII: &str = r"\x{80}-\x{10FFFF}";
+    let mut out = String::with_capacity(pattern.len() * 2);
+    let mut class_depth = 0usize;
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(escaped) = chars.next() else {
+                    out.push(c);
+                    break;
+                };
+                let class = match escaped {
+                    'd' => format!("0-9{NON_ASCII}"),
+                    'w' => format!("0-9A-Za-z_{NON_ASCII}"),
+                    's' => format!(r"\t\n\x0B\x0C\r {NON_ASCII}"),
+                    // A nested class, which the regex crate unions inside a class too.
+                    'S' => {
+                        out.push_str(r"[^\t\n\x0B\x0C\r ]");
+                        continue;
+                    }
+                    _ => {
+                        out.push(c);
+                        out.push(escaped);
+                        continue;
+                    }
+                };
+                if class_depth > 0 {
+                    out.push_str(&class);
+                } else {
+                    out.push('[');
+                    out.push_str(&class);
+                    out.push(']');
+                }
+            }
+            '[' => {
+                class_depth += 1;
+                out.push(c);
+            }
+            ']' if class_depth > 0 => {
+                class_depth -= 1;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 #[allow(clippy::expect_used)] // The tables are constants, every pattern compiled by the tests.
@@ -274,20 +346,19 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     let mut finds = Vec::new();
     for rule in all_rules() {
         match rule.role {
-            Role::Anchor | Role::Support | Role::Evidence => lines.push(LineRule {
-                tool: rule.tool,
-                role: rule.role,
-                regex: Regex::new(&line_pattern(rule.pattern)).expect("verdict pattern compiles"),
-            }),
-            Role::Failure | Role::Exception => finds.push(FindRule {
-                tool: rule.tool,
-                role: rule.role,
-                regex: Regex::new(&format!("(?m){}", rule.pattern))
-                    .expect("verdict pattern compiles"),
-            }),
+            Role::Anchor | Role::Support | Role::Evidence => lines.push(LazyRule::new(
+                rule.tool,
+                rule.role,
+                line_pattern(rule.pattern),
+            )),
+            Role::Failure | Role::Exception => finds.push(LazyRule::new(
+                rule.tool,
+                rule.role,
+                format!("(?m){}", rule.pattern),
+            )),
         }
     }
-    let lines_set = RegexSet::new(lines.iter().map(|rule| rule.regex.as_str()))
+    let lines_set = RegexSet::new(lines.iter().map(|rule| prefilter_pattern(&rule.source)))
         .expect("verdict patterns compile as a set");
     Compiled {
         lines_set,
@@ -325,7 +396,8 @@ pub(super) fn recognize(input: &Input<'_>) -> Option<Verdict> {
         let Some(rule) = compiled.lines.get(index) else {
             continue;
         };
-        for captures in rule.regex.captures_iter(window) {
+        let regex = rule.regex();
+        for captures in regex.captures_iter(window) {
             let Some(whole) = captures.get(0) else {
                 continue;
             };
@@ -334,7 +406,7 @@ pub(super) fn recognize(input: &Input<'_>) -> Option<Verdict> {
                 tool: rule.tool,
                 role: rule.role,
                 text: whole.as_str(),
-                failed: fails(&rule.regex, &captures),
+                failed: fails(regex, &captures),
             });
         }
     }
@@ -504,7 +576,7 @@ fn find(tool: Tool, role: Role, clean: &str) -> Option<String> {
         .iter()
         .filter(|rule| rule.tool == tool && rule.role == role)
         .find_map(|rule| {
-            rule.regex.captures_iter(clean).find_map(|captures| {
+            rule.regex().captures_iter(clean).find_map(|captures| {
                 let main = captures
                     .name("name")
                     .or_else(|| captures.name("show"))?
@@ -588,6 +660,52 @@ mod tests {
             }
         }
         assert!(!COMPILED.lines.is_empty());
+    }
+
+    #[test]
+    fn the_prefilter_widens_only_where_widening_cannot_narrow() {
+        for rule in all_rules() {
+            // No class escape inside a negated class.
+            let mut rest = rule.pattern;
+            while let Some(at) = rest.find("[^") {
+                let class = &rest[at..];
+                let end = class.find(']').unwrap_or(class.len());
+                for escape in [r"\d", r"\w", r"\s", r"\S"] {
+                    assert!(!class[..end].contains(escape), "{}", rule.pattern);
+                }
+                rest = &class[2..];
+            }
+        }
+        assert_eq!(prefilter_pattern(r"a\d+"), r"a[0-9\x{80}-\x{10FFFF}]+");
+        assert_eq!(
+            prefilter_pattern(r"[\w.]"),
+            r"[0-9A-Za-z_\x{80}-\x{10FFFF}.]"
+        );
+        assert_eq!(prefilter_pattern(r"\S+\.\t"), r"[^\t\n\x0B\x0C\r ]+\.\t");
+        assert_eq!(
+            prefilter_pattern(r"[\w\\]"),
+            r"[0-9A-Za-z_\x{80}-\x{10FFFF}\\]"
+        );
+    }
+
+    #[test]
+    fn the_set_flags_every_line_rule_its_own_regex_matches_non_ascii_digits_included() {
+        let compiled = &*COMPILED;
+        let lines = [
+            "===== 3 failed, 10 passed in 1.20s =====",
+            "===== ٣ failed, ١٠ passed in 1.20s =====",
+            "test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out",
+            "Tests:       1 failed, 5 passed, 6 total",
+            "  résumé_spec.rb:12 ✗ fails",
+        ];
+        for line in lines {
+            let flagged: Vec<usize> = compiled.lines_set.matches(line).iter().collect();
+            for (index, rule) in compiled.lines.iter().enumerate() {
+                if rule.regex().is_match(line) {
+                    assert!(flagged.contains(&index), "{line:?}: {}", rule.source);
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,100 @@
+//! The use cases behind a host's own hooks (Claude Code's plugin): recall for a submitted
+//! prompt, a host transcript compacted by skald's summarizer with its summary handed back
+//! within the host's limit.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::json;
+use skald_core::ids::{SessionId, Tenant};
+use skald_core::memory::uri::MemoryCategory;
+use skald_core::pipeline::policy::Policy;
+use skald_engine::{Engine, EngineConfig};
+use tokio_util::sync::CancellationToken;
+
+fn engine() -> Engine {
+    Engine::in_memory(EngineConfig::new(Policy::preset("skald").unwrap())).unwrap()
+}
+
+/// An OpenAI Chat transcript of `turns` user turns, each with a tool call whose output names a
+/// file, and an answer.
+fn transcript(turns: usize) -> String {
+    let mut messages = vec![json!({"role": "system", "content": "You are a coding agent."})];
+    for turn in 0..turns {
+        messages.push(json!({"role": "user", "content": format!("Fix the failing test number {turn} in src/module_{turn}.rs, and never touch Cargo.lock.")}));
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("call_{turn}"), "type": "function", "function": {"name": "bash", "arguments": format!("{{\"command\": \"cargo test module_{turn}\"}}")}}]}));
+        messages.push(json!({"role": "tool", "tool_call_id": format!("call_{turn}"), "content": format!("{}test module_{turn}::works ... FAILED\nsrc/module_{turn}.rs:42: assertion failed", "running 40 tests, compiling the workspace first\n".repeat(60))}));
+        messages.push(json!({"role": "assistant", "content": format!("I fixed src/module_{turn}.rs: the assertion at line 42 compared the wrong field.")}));
+    }
+    json!({"messages": messages}).to_string()
+}
+
+#[tokio::test]
+async fn a_host_transcript_is_compacted_whole_and_its_summary_comes_back_within_the_limit() {
+    let engine = engine();
+    let tenant = Tenant::parse("t").unwrap();
+    let session = SessionId::parse("0b6f3c1e-claude-session").unwrap();
+    assert_eq!(
+        engine
+            .compaction_summary(&tenant, &session, 10_000)
+            .unwrap(),
+        None
+    );
+    let compacted = engine
+        .compact_transcript(&tenant, &session, &transcript(4), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(compacted.entries_imported > 0);
+    assert_eq!(
+        compacted.compaction.result.outcome.name(),
+        "compacted",
+        "{:?}",
+        compacted.compaction.result.outcome
+    );
+    let summary = engine
+        .compaction_summary(&tenant, &session, 10_000)
+        .unwrap()
+        .expect("a summary after the compaction");
+    // The last turn is summarised too: the host drops its whole history.
+    assert!(summary.contains("src/module_3.rs"), "{summary}");
+    assert!(summary.contains("src/module_0.rs"), "{summary}");
+    let short = engine
+        .compaction_summary(&tenant, &session, 300)
+        .unwrap()
+        .unwrap();
+    assert!(short.chars().count() <= 300, "{short}");
+    // The span left the context for memory: its archive is written.
+    assert!(compacted.compaction.memory_archive.is_some());
+}
+
+#[tokio::test]
+async fn a_prompt_gets_the_memories_recalled_for_it_and_a_greeting_gets_none() {
+    let engine = engine();
+    let tenant = Tenant::parse("t").unwrap();
+    let identity = engine.memory_identity().unwrap();
+    engine
+        .remember(
+            &tenant,
+            &identity,
+            "The staging cluster's database password rotates every Tuesday at 09:00 UTC",
+            MemoryCategory::Entities,
+            None,
+        )
+        .await
+        .unwrap();
+    let recall = engine
+        .recall_for_prompt(&tenant, "When does the staging database password rotate?")
+        .await
+        .unwrap()
+        .expect("the memory is recalled");
+    assert!(
+        recall.context.contains("Tuesday at 09:00 UTC"),
+        "{}",
+        recall.context
+    );
+    assert!(
+        recall.context.contains("search_memories"),
+        "{}",
+        recall.context
+    );
+    assert_eq!(recall.report.kept.len(), 1);
+    assert_eq!(engine.recall_for_prompt(&tenant, "hi").await.unwrap(), None);
+}
