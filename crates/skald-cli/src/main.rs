@@ -538,7 +538,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let config = config::Config::load(cli.config.as_deref(), &home)?;
             mcp_cmd::run(args, &config, &home)
         }
-        Command::Keys(args) => keys_cmd::run(args, &home, mode),
+        Command::Keys(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            keys_cmd::run(args, &config, &home, mode)
+        }
         Command::Home => {
             let report = HomeReport {
                 path: home.path.display().to_string(),

@@ -359,7 +359,7 @@ fn check_schema_name(schema: &str) -> Result<(), StoreError> {
 }
 
 /// `url` without its password, to show in messages.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
