@@ -410,3 +410,75 @@ fn a_server_killed_under_load_loses_nothing_it_acknowledged() {
     );
     assert!(lost.is_empty(), "acknowledged but not stored: {lost:?}");
 }
+
+#[test]
+fn a_commit_sent_to_two_servers_at_once_is_stored_once() {
+    let Some(database) = TestDatabase::create("commit_race") else {
+        return;
+    };
+    let upstream = ChatUpstream::start();
+    let key = create_key(&home(&database, &upstream));
+    let servers = [
+        Server::start(&database, &upstream),
+        Server::start(&database, &upstream),
+    ];
+    let session = "pg-commits";
+    let turns = 12;
+    let mut statuses = Vec::new();
+    for turn in 0..turns {
+        let body = json!({
+            "advancementKey": format!("turn-{turn}"),
+            "messages": [
+                {"role": "user", "content": format!("commit question {turn}"), "timestamp": 1_770_000_000_000_i64 + turn},
+                {"role": "assistant", "content": [{"type": "text", "text": format!("commit answer {turn}")}],
+                 "api": "openai-completions", "provider": "scripted", "model": "scripted",
+                 "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+                           "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+                 "stopReason": "stop", "timestamp": 1_770_000_000_001_i64 + turn},
+            ],
+        })
+        .to_string();
+        // The host's retry reaches the other server while the first attempt is under way.
+        let answers: Vec<(u16, Value)> = std::thread::scope(|scope| {
+            let calls: Vec<_> = servers
+                .iter()
+                .map(|server| {
+                    let (body, key, port) = (body.clone(), key.clone(), server.port);
+                    scope.spawn(move || {
+                        request(
+                            port,
+                            "POST",
+                            &format!("/v1/sessions/{session}/commit-turn"),
+                            Some(&key),
+                            &body,
+                        )
+                        .expect("an answer")
+                    })
+                })
+                .collect();
+            calls.into_iter().map(|call| call.join().unwrap()).collect()
+        });
+        for (status, answer) in &answers {
+            assert_eq!(*status, 200, "turn {turn}: {answer}");
+        }
+        let mut kinds: Vec<String> = answers
+            .iter()
+            .map(|(_, answer)| answer["status"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        kinds.sort();
+        assert_eq!(kinds, ["committed", "duplicate"], "turn {turn}");
+        statuses.push(kinds);
+    }
+    for server in &servers {
+        let stored = stored_texts(server.port, &key, session);
+        let expected: Vec<(String, String)> = (0..turns)
+            .flat_map(|turn| {
+                [
+                    ("user".to_owned(), format!("commit question {turn}")),
+                    ("assistant".to_owned(), format!("commit answer {turn}")),
+                ]
+            })
+            .collect();
+        assert_eq!(stored, expected);
+    }
+}
