@@ -482,3 +482,106 @@ fn a_commit_sent_to_two_servers_at_once_is_stored_once() {
         assert_eq!(stored, expected);
     }
 }
+
+#[test]
+fn skald_migrate_copies_a_data_directory_and_a_server_on_postgres_serves_it() {
+    let Some(database) = TestDatabase::create("migrate_cli") else {
+        return;
+    };
+    let upstream = ChatUpstream::start();
+    let sqlite_home = tempfile::tempdir().unwrap();
+    let local = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_skald"))
+            .args(args)
+            .args(["--json"])
+            .env("SKALD_HOME", sqlite_home.path())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "skald {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()
+    };
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/openclaw-session.jsonl"
+    );
+    let imported = local(&["import", example, "--tenant", "t"]);
+    let session = imported["session_id"].as_str().unwrap().to_owned();
+    local(&[
+        "remember",
+        "--content",
+        "Alice prefers dark mode in every editor",
+        "--tenant",
+        "t",
+    ]);
+    let created = local(&["keys", "create", "--tenant", "t"]);
+    let key = created["secret"].as_str().unwrap().to_owned();
+
+    let source = format!(
+        "sqlite://{}",
+        sqlite_home.path().join("skald.sqlite3").display()
+    );
+    let migrate = || {
+        Command::new(env!("CARGO_BIN_EXE_skald"))
+            .args([
+                "migrate",
+                "--from",
+                &source,
+                "--to",
+                &database.url,
+                "--json",
+            ])
+            .env("SKALD_HOME", sqlite_home.path())
+            .output()
+            .unwrap()
+    };
+    let output = migrate();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let tables = report["tables"].as_array().unwrap();
+    for table in tables {
+        assert_eq!(table["source_rows"], table["target_rows"], "{table}");
+        assert_eq!(table["source_sha256"], table["target_sha256"], "{table}");
+    }
+    let rows = |name: &str| {
+        tables.iter().find(|table| table["table"] == name).unwrap()["target_rows"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(rows("sessions"), 1);
+    assert!(rows("session_entries") > 3);
+    assert_eq!(rows("memories"), 1);
+    assert_eq!(rows("api_keys"), 1);
+    // Into a database that holds data now: refused, nothing written.
+    let again = migrate();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("empty database"));
+
+    // A server on PostgreSQL takes the SQLite key and serves the same session and memory.
+    let server = Server::start(&database, &upstream);
+    let local_sessions = local(&["sessions", "--tenant", "t"]);
+    let (status, listed) = get(server.port, "/v1/sessions", Some(&key)).unwrap();
+    assert_eq!(status, 200, "{listed}");
+    assert!(listed.to_string().contains(&session), "{listed}");
+    let stored = stored_texts(server.port, &key, &session);
+    let local_messages = local_sessions[0]["messages"].as_u64().unwrap();
+    assert!(local_messages > 0, "{local_sessions}");
+    assert_eq!(stored.len() as u64, local_messages, "{local_sessions}");
+    let (status, found) = request(
+        server.port,
+        "POST",
+        "/v1/memory/search",
+        Some(&key),
+        &json!({"query": "which mode does alice prefer"}).to_string(),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{found}");
+    assert!(found.to_string().contains("dark mode"), "{found}");
+}

@@ -327,3 +327,40 @@ fn postgres_search_results_are_sqlites_to_the_last_bit() {
         );
     }
 }
+
+/// Updates and forgets take rows out of the index; FTS5's BM25 still counts them in its totals,
+/// and PostgreSQL's must too.
+fn churn(store: &dyn MemoryStore) {
+    let acme = tenant_named("acme");
+    store
+        .update(
+            &acme,
+            NewMemory::new(
+                uri("viking://user/alice/memories/events/lyon.md"),
+                "Alice took a second pottery class in Lyon; the kiln broke.",
+            ),
+        )
+        .unwrap();
+    store
+        .forget(
+            &acme,
+            &uri("viking://user/alice/memories/preferences/editor.md"),
+        )
+        .unwrap();
+}
+
+#[test]
+fn postgres_search_results_after_updates_and_forgets_are_sqlites() {
+    let Some(schemas) = pg::Schemas::new("churn") else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::new(T0));
+    let on_postgres = fill(
+        PgMemoryStore::with(schemas.fresh(), MemorySettings::default(), clock).unwrap(),
+        true,
+    );
+    let on_sqlite = corpus(MemorySettings::default(), true);
+    churn(&on_postgres);
+    churn(&on_sqlite);
+    assert_eq!(run(&on_postgres), run(&on_sqlite));
+}

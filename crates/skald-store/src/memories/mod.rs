@@ -74,7 +74,7 @@
 
 pub mod dedup;
 mod error;
-mod postgres;
+pub(crate) mod postgres;
 pub mod search;
 mod sqlite;
 

@@ -23,6 +23,7 @@
 //! so what a call acknowledged survives a crash of skald or of the database server. Reads that
 //! take several statements run in one `REPEATABLE READ READ ONLY` transaction, one snapshot.
 
+pub mod migrate;
 pub(crate) mod schema;
 
 use std::sync::Arc;

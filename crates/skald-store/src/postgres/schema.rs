@@ -140,9 +140,10 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE memory_index_totals (
         only_row  BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
         documents BIGINT NOT NULL,
-        tokens    BIGINT NOT NULL
+        tokens    BIGINT NOT NULL,
+        live      BIGINT NOT NULL
     );
-    INSERT INTO memory_index_totals (documents, tokens) VALUES (0, 0);
+    INSERT INTO memory_index_totals (documents, tokens, live) VALUES (0, 0, 0);
     CREATE TABLE memory_tenants (
         tenant TEXT COLLATE "C" PRIMARY KEY,
         writes BIGINT NOT NULL

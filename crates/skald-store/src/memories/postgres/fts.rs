@@ -10,7 +10,10 @@
 //! - **BM25.** [`bm25`] is `fts5Bm25Function` (SQLite's `fts5_aux.c`) step by step: the phrase
 //!   frequencies summed weight by weight in column order, the row's token count, the
 //!   index-wide average, `log((N - n + 0.5) / (n + 0.5))` clamped to 1e-6, k1 = 1.2, b = 0.75,
-//!   the score negated. The same operations in the same order give the same doubles.
+//!   the score negated. The same operations in the same order give the same doubles. N and the
+//!   average row length are FTS5's own totals, which count every row ever indexed (a
+//!   contentless-delete index does not take a removed row out of them); the n of a term counts
+//!   live rows only.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -24,10 +27,10 @@ pub(super) const COLUMNS: usize = 5;
 
 /// A document's postings: for each (term, column), the token offsets in that column.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub(super) struct Postings {
-    pub(super) terms: BTreeMap<(String, i16), Vec<i32>>,
+pub(crate) struct Postings {
+    pub(crate) terms: BTreeMap<(String, i16), Vec<i32>>,
     /// Tokens in the whole row (FTS5's `xColumnSize(-1)`).
-    pub(super) tokens: i64,
+    pub(crate) tokens: i64,
 }
 
 thread_local! {
@@ -76,7 +79,7 @@ fn column_index(name: &str) -> Option<i16> {
 }
 
 /// The postings of a document with these column texts, as FTS5 indexes it.
-pub(super) fn postings(columns: [&str; COLUMNS]) -> Result<Postings, MemoryError> {
+pub(crate) fn postings(columns: [&str; COLUMNS]) -> Result<Postings, MemoryError> {
     with_tokenizer(|conn| {
         conn.execute(
             "INSERT INTO doc (rowid, tenant, path, l0, l1, l2) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
@@ -196,6 +199,33 @@ pub(super) fn bm25(
     -score
 }
 
+/// FTS5's averages record (the `_data` row with id 1): rows ever indexed, then the token total
+/// of each column, as SQLite varints. Returns (rows, tokens of every column together).
+pub(crate) fn parse_averages(record: &[u8]) -> Option<(i64, i64)> {
+    let mut at = 0;
+    let mut next = || -> Option<u64> {
+        let mut value: u64 = 0;
+        for index in 0..9 {
+            let byte = *record.get(at)?;
+            at += 1;
+            if index == 8 {
+                return Some((value << 8) | u64::from(byte));
+            }
+            value = (value << 7) | u64::from(byte & 0x7f);
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        Some(value)
+    };
+    let rows = next()?;
+    let mut tokens: u64 = 0;
+    while let Some(column) = next() {
+        tokens = tokens.saturating_add(column);
+    }
+    Some((i64::try_from(rows).ok()?, i64::try_from(tokens).ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -214,6 +244,24 @@ mod tests {
                 .map(Vec::as_slice),
             Some(&[0, 2][..])
         );
+    }
+
+    #[test]
+    fn fts5_averages_read_as_sqlite_writes_them() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE VIRTUAL TABLE f USING fts5(a, b, content = '', contentless_delete = 1); \
+             INSERT INTO f (rowid, a, b) VALUES (1, 'one two', 'three'), (2, 'four', ''); \
+             DELETE FROM f WHERE rowid = 1;",
+        )
+        .unwrap();
+        let record: Vec<u8> = conn
+            .query_row("SELECT block FROM f_data WHERE id = 1", [], |row| {
+                row.get(0)
+            })
+            .unwrap();
+        // Rows ever indexed, and their tokens: the removed row stays in both.
+        assert_eq!(parse_averages(&record), Some((2, 4)));
     }
 
     #[test]

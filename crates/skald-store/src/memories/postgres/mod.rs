@@ -8,11 +8,11 @@
 //! take turns across servers and each duplicate check sees every earlier write; searches read
 //! one `REPEATABLE READ` snapshot.
 
-mod fts;
+pub(crate) mod fts;
 mod read;
 mod rows;
 mod search;
-mod write;
+pub(crate) mod write;
 
 use std::sync::Arc;
 

@@ -42,9 +42,20 @@ pub(super) struct VectorCache {
 pub(super) struct Snapshot<'a, 'c> {
     conn: RefCell<&'c mut Conn>,
     vectors: &'a VectorCache,
-    totals: RefCell<Option<(i64, i64)>>,
+    totals: RefCell<Option<Totals>>,
     term_documents: RefCell<HashMap<String, i64>>,
     phrases: RefCell<HashMap<String, Vec<String>>>,
+}
+
+/// The index's counts in this snapshot.
+#[derive(Debug, Clone, Copy)]
+struct Totals {
+    /// Rows FTS5's BM25 counts (every version ever indexed; see `postgres::schema`).
+    bm25_rows: i64,
+    /// Tokens of those rows.
+    bm25_tokens: i64,
+    /// Live versions of every tenant: what the ranking policy counts as indexed documents.
+    live: i64,
 }
 
 /// Parameters built alongside SQL text.
@@ -132,17 +143,24 @@ impl<'a, 'c> Snapshot<'a, 'c> {
         }
     }
 
-    /// FTS5's row count and token total over every tenant's live versions.
-    fn totals(&self) -> Result<(i64, i64), MemoryError> {
+    /// The index's counts, read once per search.
+    fn totals(&self) -> Result<Totals, MemoryError> {
         if let Some(totals) = *self.totals.borrow() {
             return Ok(totals);
         }
         let row = self
             .conn
             .borrow_mut()
-            .query_one("SELECT documents, tokens FROM memory_index_totals", &[])
+            .query_one(
+                "SELECT documents, tokens, live FROM memory_index_totals",
+                &[],
+            )
             .map_err(failed("reading the index totals"))?;
-        let totals = (row.get(0), row.get(1));
+        let totals = Totals {
+            bm25_rows: row.get(0),
+            bm25_tokens: row.get(1),
+            live: row.get(2),
+        };
         *self.totals.borrow_mut() = Some(totals);
         Ok(totals)
     }
@@ -217,7 +235,7 @@ fn group(
 
 impl SearchPrimitives for Snapshot<'_, '_> {
     fn indexed_documents(&self) -> Result<i64, MemoryError> {
-        Ok(self.totals()?.0)
+        Ok(self.totals()?.live)
     }
 
     fn documents_with_term(&self, term: &str) -> Result<i64, MemoryError> {
@@ -298,11 +316,11 @@ impl SearchPrimitives for Snapshot<'_, '_> {
         if docs.is_empty() {
             return Ok(Vec::new());
         }
-        let (rows_indexed, tokens_indexed) = self.totals()?;
-        let avgdl = tokens_indexed as f64 / rows_indexed as f64;
+        let totals = self.totals()?;
+        let avgdl = totals.bm25_tokens as f64 / totals.bm25_rows as f64;
         let idfs: Vec<f64> = terms
             .iter()
-            .map(|term| Ok(fts::idf(rows_indexed, self.documents_with_term(term)?)))
+            .map(|term| Ok(fts::idf(totals.bm25_rows, self.documents_with_term(term)?)))
             .collect::<Result<_, MemoryError>>()?;
         let weights = [0.0, weights.path, weights.l0, weights.l1, weights.l2];
         let mut candidates: Vec<TextCandidate> = docs

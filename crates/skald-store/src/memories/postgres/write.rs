@@ -383,16 +383,13 @@ fn insert_version(
         Some(l1) => l1.clone(),
         None => derive_overview(&memory.content),
     };
-    // Derived levels repeat L2's words; indexing them again would count those words twice.
-    let indexed_l0 = if memory.l0.is_some() { l0.as_str() } else { "" };
-    let indexed_l1 = if memory.l1.is_some() { l1.as_str() } else { "" };
-    let postings = fts::postings([
-        &tenant_token(tenant),
-        &index_path(&memory.uri),
-        indexed_l0,
-        indexed_l1,
+    let postings = postings_of(
+        tenant,
+        &memory.uri,
+        memory.l0.is_some().then_some(l0.as_str()),
+        memory.l1.is_some().then_some(l1.as_str()),
         &memory.content,
-    ])?;
+    )?;
     let version = i64::from(details.version);
     let priority = i64::from(details.priority);
     let row = conn
@@ -441,8 +438,26 @@ fn insert_version(
     Ok(id)
 }
 
+/// What FTS5 would index of a version: its tenant token, path words, the L0 and L1 its writer
+/// gave (derived levels repeat L2's words, which would count them twice) and L2.
+pub(crate) fn postings_of(
+    tenant: &str,
+    uri: &MemoryUri,
+    given_l0: Option<&str>,
+    given_l1: Option<&str>,
+    l2: &str,
+) -> Result<fts::Postings, MemoryError> {
+    fts::postings([
+        &tenant_token(tenant),
+        &index_path(uri),
+        given_l0.unwrap_or_default(),
+        given_l1.unwrap_or_default(),
+        l2,
+    ])
+}
+
 /// Writes a live version's postings and counts it in the index totals.
-fn index(
+pub(crate) fn index(
     conn: &mut Conn,
     tenant: &str,
     id: i64,
@@ -463,7 +478,8 @@ fn index(
     )
     .map_err(failed("indexing a memory"))?;
     conn.execute(
-        "UPDATE memory_index_totals SET documents = documents + 1, tokens = tokens + $1",
+        "UPDATE memory_index_totals SET documents = documents + 1, tokens = tokens + $1, \
+         live = live + 1",
         &[&postings.tokens],
     )
     .map_err(failed("indexing a memory"))?;
@@ -474,12 +490,10 @@ fn index(
 fn unindex(conn: &mut Conn, tenant: &str, id: i64, l2: &str) -> Result<(), MemoryError> {
     conn.execute("DELETE FROM memory_terms WHERE memory_id = $1", &[&id])
         .map_err(failed("unindexing a memory"))?;
-    conn.execute(
-        "UPDATE memory_index_totals SET documents = documents - 1, \
-         tokens = tokens - (SELECT fts_tokens FROM memories WHERE id = $1)",
-        &[&id],
-    )
-    .map_err(failed("unindexing a memory"))?;
+    // Only the live count: FTS5's own row and token totals keep a removed row (its
+    // contentless-delete index cannot subtract what it no longer holds), and its BM25 reads them.
+    conn.execute("UPDATE memory_index_totals SET live = live - 1", &[])
+        .map_err(failed("unindexing a memory"))?;
     if let Some(fingerprint) = Fingerprint::of(l2) {
         let dedup_root: String = conn
             .query_one("SELECT dedup_root FROM memories WHERE id = $1", &[&id])
