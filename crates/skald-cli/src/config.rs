@@ -1,6 +1,6 @@
 //! `skald.toml`: the user's configuration, read from `--config FILE` or the data directory.
 //!
-//! Five tables, each optional; any other top-level key is an error naming it, so a typo fails
+//! Each table optional; any other top-level key is an error naming it, so a typo fails
 //! at start-up instead of being ignored:
 //! - `[policy]` names a preset (default `skald`) and overrides any of its settings. That policy is
 //!   what `skald` means wherever a command takes policy names.
@@ -22,6 +22,10 @@
 //!   environment variable holding a provider key skald sends itself (then clients hold only
 //!   skald keys). `[server]` sets `addr`, `max_body_bytes`, `shutdown_grace_secs` and
 //!   `max_cached_bytes` (the memory the per-session engine state may take).
+//! - `[database]` `url = "postgres://user@host:5432/db"` puts every store (sessions, refs,
+//!   memories, API keys) in that PostgreSQL database instead of the data directory's SQLite
+//!   file: the store several `skald serve` instances share. `skald serve --database URL` and
+//!   `skald keys --database URL` override it.
 //!
 //! ```toml
 //! [policy]
@@ -85,7 +89,8 @@ pub const CONFIG_FILE: &str = "skald.toml";
 pub const DEFAULT_WINDOW_TOKENS: u64 = 200_000;
 
 /// The top-level tables `skald.toml` may hold.
-const TABLES: [&str; 7] = [
+const TABLES: [&str; 8] = [
+    "database",
     "policy",
     "llm",
     "compaction",
@@ -113,6 +118,29 @@ pub struct Config {
     pub proxy: ProxyConfig,
     /// `[server]`: how `skald serve` listens.
     pub server: ServerTable,
+    /// `[database]`: where the stores are (default: the data directory's SQLite file).
+    pub database: DatabaseTable,
+}
+
+/// The `[database]` table.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseTable {
+    /// A PostgreSQL URL (`postgres://user[:password]@host[:port]/database`); `None`: the
+    /// embedded SQLite database in the data directory.
+    pub url: Option<String>,
+}
+
+/// Checks a database URL given in `[database]` or by `--database` (`what` names which).
+pub fn check_database_url(url: &str, what: &str) -> Result<()> {
+    if skald_store::postgres::is_postgres_url(url) {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{what} is {:?}: it must be a PostgreSQL URL, postgres://user@host:5432/database (leave \
+         it out for the embedded SQLite database in the data directory)",
+        skald_store::postgres::redact(url)
+    )
 }
 
 /// The `[proxy]` table.
@@ -353,6 +381,17 @@ impl Config {
                 .with_context(|| format!("[server] in {shown}"))?,
             Some(_) => anyhow::bail!("[server] in {shown} must be a table"),
         };
+        let database: DatabaseTable = match table.get("database") {
+            None => DatabaseTable::default(),
+            Some(value @ toml::Value::Table(_)) => value
+                .clone()
+                .try_into()
+                .with_context(|| format!("[database] in {shown}"))?,
+            Some(_) => anyhow::bail!("[database] in {shown} must be a table"),
+        };
+        if let Some(url) = &database.url {
+            check_database_url(url, &format!("[database] url in {shown}"))?;
+        }
         if server.max_body_bytes < 1024 {
             anyhow::bail!(
                 "[server] max_body_bytes in {shown} is {}; it must be at least 1024",
@@ -376,6 +415,7 @@ impl Config {
             embedding,
             proxy,
             server,
+            database,
         })
     }
 

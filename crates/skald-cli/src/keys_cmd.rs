@@ -9,8 +9,9 @@ use serde::Serialize;
 use skald_core::ids::Tenant;
 use skald_core::time::format_rfc3339_seconds;
 use skald_store::DATABASE_FILE;
-use skald_store::keys::{ApiKey, SqliteKeyStore};
+use skald_store::keys::{ApiKey, KeyStore, PgKeyStore, SqliteKeyStore};
 
+use crate::config::Config;
 use crate::home::Home;
 use crate::output::{self, Mode};
 
@@ -18,6 +19,10 @@ use crate::output::{self, Mode};
 pub struct KeysArgs {
     #[command(subcommand)]
     pub command: KeysCommand,
+    /// The PostgreSQL database of the server's stores (default: [database] url in skald.toml,
+    /// else the data directory's SQLite file).
+    #[arg(long, value_name = "URL", global = true)]
+    pub database: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -76,7 +81,7 @@ fn view(key: ApiKey, secret: Option<String>) -> KeyView {
     }
 }
 
-pub fn run(args: &KeysArgs, home: &Home, mode: Mode) -> Result<ExitCode> {
+pub fn run(args: &KeysArgs, config: &Config, home: &Home, mode: Mode) -> Result<ExitCode> {
     // Bad input is refused before the store is opened (and so before a data directory is made).
     let new_key_tenant = match &args.command {
         KeysCommand::Create { tenant, name } => {
@@ -88,9 +93,25 @@ pub fn run(args: &KeysArgs, home: &Home, mode: Mode) -> Result<ExitCode> {
         }
         KeysCommand::List | KeysCommand::Revoke { .. } => None,
     };
-    let path = home.ensure()?.join(DATABASE_FILE);
-    let keys = SqliteKeyStore::open(&path)
-        .with_context(|| format!("cannot open the key store {}", path.display()))?;
+    let keys: Box<dyn KeyStore> =
+        match crate::serve_cmd::database_url(config, args.database.as_deref())? {
+            Some(url) => {
+                let database = skald_store::Database::connect(&url).with_context(|| {
+                    format!(
+                        "cannot open the key store in {}",
+                        skald_store::postgres::redact(&url)
+                    )
+                })?;
+                Box::new(PgKeyStore::new(database))
+            }
+            None => {
+                let path = home.ensure()?.join(DATABASE_FILE);
+                Box::new(
+                    SqliteKeyStore::open(&path)
+                        .with_context(|| format!("cannot open the key store {}", path.display()))?,
+                )
+            }
+        };
     let rows = match &args.command {
         KeysCommand::Create { name, .. } => {
             let Some(tenant) = &new_key_tenant else {

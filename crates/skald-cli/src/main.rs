@@ -22,6 +22,7 @@ mod keys_cmd;
 mod local;
 mod mcp_cmd;
 mod memory_cmd;
+mod migrate_cmd;
 mod output;
 mod remote;
 mod replay_cmd;
@@ -388,6 +389,17 @@ enum Command {
     ///   skald keys revoke key_3fa2b1c9d0e4f5a6
     #[command(verbatim_doc_comment)]
     Keys(keys_cmd::KeysArgs),
+    /// Copy a SQLite database (sessions, refs, memories, API keys) into an empty PostgreSQL
+    /// database, then compare every table on both sides (row counts and SHA-256).
+    ///
+    /// Output (JSON): {tables: [{table, source_rows, target_rows, source_sha256,
+    /// target_sha256}], tenants}; fails unless every table matches.
+    ///
+    /// Examples:
+    ///   skald migrate --from sqlite://$(skald home | jq -r .path)/skald.sqlite3 \
+    ///                 --to postgres://skald@db:5432/skald
+    #[command(verbatim_doc_comment)]
+    Migrate(migrate_cmd::MigrateArgs),
     /// Print the data directory skald uses and where that choice came from.
     Home,
 }
@@ -424,6 +436,7 @@ impl Command {
             | Command::Mcp(_)
             | Command::Hook(_)
             | Command::Keys(_)
+            | Command::Migrate(_)
             | Command::Home => false,
         }
     }
@@ -541,7 +554,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let config = config::Config::load(cli.config.as_deref(), &home)?;
             mcp_cmd::run(args, &config, &home)
         }
-        Command::Keys(args) => keys_cmd::run(args, &home, mode),
+        Command::Keys(args) => {
+            let config = config::Config::load(cli.config.as_deref(), &home)?;
+            keys_cmd::run(args, &config, &home, mode)
+        }
+        Command::Migrate(args) => migrate_cmd::run(args, mode),
         Command::Home => {
             let report = HomeReport {
                 path: home.path.display().to_string(),

@@ -8,9 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use rmcp::ServiceExt;
-use skald_server::AppState;
 use skald_server::mcp::SkaldMcp;
-use skald_store::DATABASE_FILE;
 
 use crate::config::Config;
 use crate::home::Home;
@@ -36,11 +34,10 @@ pub fn run(args: &McpArgs, config: &Config, home: &Home) -> Result<ExitCode> {
         addr: None,
         window: None,
         no_memory: args.no_memory,
+        database: None,
     };
     let server_config = serve_cmd::server_config(config, &serve_args)?;
-    let database = home.ensure()?.join(DATABASE_FILE);
-    let state = AppState::open(&database, server_config)
-        .with_context(|| format!("cannot open the store {}", database.display()))?;
+    let (state, _) = serve_cmd::open_state(config, None, home, server_config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

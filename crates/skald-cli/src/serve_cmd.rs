@@ -27,6 +27,47 @@ pub struct ServeArgs {
     /// Do not give requests long-term memory (recall, profile, memory tools).
     #[arg(long)]
     pub no_memory: bool,
+    /// Keep every store in this PostgreSQL database (postgres://user@host:5432/db) instead of
+    /// the data directory's SQLite file; several servers can share it (default: [database] url
+    /// in skald.toml, else SQLite).
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+}
+
+/// The PostgreSQL database the server's stores are in: `--database`, else `[database] url`;
+/// `None`: the data directory's SQLite file.
+pub fn database_url(config: &Config, flag: Option<&str>) -> Result<Option<String>> {
+    match flag {
+        Some(url) => {
+            crate::config::check_database_url(url, "--database")?;
+            Ok(Some(url.to_owned()))
+        }
+        None => Ok(config.database.url.clone()),
+    }
+}
+
+/// The server's state over the stores `--database` / `[database] url` name (else the data
+/// directory's SQLite file), and where they are, as the banner shows it (no password).
+pub fn open_state(
+    config: &Config,
+    flag: Option<&str>,
+    home: &Home,
+    server_config: ServerConfig,
+) -> Result<(AppState, String)> {
+    Ok(match database_url(config, flag)? {
+        Some(url) => {
+            let shown = skald_store::postgres::redact(&url);
+            let state = AppState::open_postgres(&url, server_config)
+                .with_context(|| format!("cannot open the store in {shown}"))?;
+            (state, shown)
+        }
+        None => {
+            let database = home.ensure()?.join(DATABASE_FILE);
+            let state = AppState::open(&database, server_config)
+                .with_context(|| format!("cannot open the store {}", database.display()))?;
+            (state, database.display().to_string())
+        }
+    })
 }
 
 /// What the server is built from, checked before anything listens. The engine's part is
@@ -89,9 +130,7 @@ pub fn run(args: &ServeArgs, config: &Config, home: &Home) -> Result<ExitCode> {
             format!("--addr {text:?} is not HOST:PORT (e.g. 127.0.0.1:7420 or localhost:7420)")
         })?;
     let server_config = server_config(config, args)?;
-    let database = home.ensure()?.join(DATABASE_FILE);
-    let state = AppState::open(&database, server_config)
-        .with_context(|| format!("cannot open the store {}", database.display()))?;
+    let (state, data) = open_state(config, args.database.as_deref(), home, server_config)?;
     if !state.auth_required() && !addr.ip().is_loopback() {
         bail!(
             "refusing to listen on {addr} without API keys: anyone who can reach it could read \
@@ -113,7 +152,7 @@ pub fn run(args: &ServeArgs, config: &Config, home: &Home) -> Result<ExitCode> {
             "skald {} serving on http://{bound}",
             env!("CARGO_PKG_VERSION")
         );
-        eprintln!("  data: {}", database.display());
+        eprintln!("  data: {data}");
         if state.auth_required() {
             eprintln!(
                 "  auth: API keys required (x-skald-key or Authorization: Bearer sk-skald-…)"

@@ -151,3 +151,28 @@ fn the_server_answers_and_stops_cleanly_on_sigterm() {
     assert!(rest.iter().any(|line| line.contains("stopped")), "{rest:?}");
     assert!(home.path().join("skald.sqlite3").exists());
 }
+
+#[test]
+fn a_database_that_is_not_postgres_is_refused_at_start() {
+    let home = tempfile::tempdir().unwrap();
+    let output = skald(
+        home.path(),
+        &["serve", "--database", "mysql://root:hunter2@db/skald"],
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("must be a PostgreSQL URL"), "{stderr}");
+    assert!(
+        !stderr.contains("hunter2"),
+        "a password is never shown: {stderr}"
+    );
+    std::fs::write(
+        home.path().join("skald.toml"),
+        "[database]\nurl = \"sqlite:///tmp/x.db\"\n",
+    )
+    .unwrap();
+    let output = skald(home.path(), &["keys", "list"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("[database] url"), "{stderr}");
+}

@@ -421,6 +421,44 @@ pub fn commit_turn(
     messages: Vec<Message>,
     source_format: &str,
 ) -> Result<CommitOutcome, EngineError> {
+    // Entry ids are derived from the session as read, so two writers that read the same
+    // session (two servers over one shared store) make the same ids, and the store refuses the
+    // second append whole. Read again and decide again: the same key is then a duplicate, and
+    // another turn goes after the one that won.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match commit_turn_once(
+            state,
+            sessions,
+            tenant,
+            session_id,
+            advancement_key,
+            anchors,
+            messages.clone(),
+            source_format,
+        ) {
+            Err(EngineError::Session(SessionError::DuplicateEntryId { .. }))
+                if attempts < COMMIT_ATTEMPTS => {}
+            outcome => return outcome,
+        }
+    }
+}
+
+/// How often a commit that lost a race with another writer is decided again.
+const COMMIT_ATTEMPTS: usize = 5;
+
+#[allow(clippy::too_many_arguments)]
+fn commit_turn_once(
+    state: &mut SessionState,
+    sessions: &dyn SessionStore,
+    tenant: &Tenant,
+    session_id: &SessionId,
+    advancement_key: &str,
+    anchors: &TurnAnchors,
+    messages: Vec<Message>,
+    source_format: &str,
+) -> Result<CommitOutcome, EngineError> {
     check_advancement_key(advancement_key)?;
     let created = create_if_missing(sessions, tenant, session_id, source_format)?;
     let session = state.stored_session(sessions, tenant, session_id)?;
@@ -581,8 +619,12 @@ fn create_if_missing(
     match sessions.get(tenant, session_id) {
         Ok(_) => Ok(false),
         Err(SessionError::NotFound { .. }) => {
-            create(sessions, tenant, session_id, source_format)?;
-            Ok(true)
+            match create(sessions, tenant, session_id, source_format) {
+                Ok(()) => Ok(true),
+                // Another server sharing the store created it in between.
+                Err(EngineError::Session(SessionError::AlreadyExists { .. })) => Ok(false),
+                Err(error) => Err(error),
+            }
         }
         Err(error) => Err(error.into()),
     }

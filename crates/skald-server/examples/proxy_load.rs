@@ -3,7 +3,13 @@
 //!
 //! ```text
 //! cargo run --release -p skald-server --example proxy_load -- [--requests 2000] [--concurrency 32] [--soak-seconds 60] [--growing 500]
+//!     [--database postgres://…] [--instances 2]
 //! ```
+//!
+//! `--database URL` puts skald's stores in that PostgreSQL database (a schema of its own,
+//! dropped at the end) instead of a SQLite file; `--instances N` runs N servers over it (each
+//! with its own pool and engine, as separate processes would be), and every client sends its
+//! requests round robin across them, so one conversation's calls alternate between servers.
 //!
 //! 1. **Overhead**: one client, the same 50-message conversation `--requests` times, straight to
 //!    the upstream and through skald (steady state: nothing new to store); then a growing
@@ -32,6 +38,8 @@ struct Args {
     concurrency: usize,
     soak_seconds: u64,
     growing: usize,
+    database: Option<String>,
+    instances: usize,
 }
 
 fn args() -> Args {
@@ -40,18 +48,27 @@ fn args() -> Args {
         concurrency: 32,
         soak_seconds: 60,
         growing: 500,
+        database: None,
+        instances: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let value = args.next().and_then(|value| value.parse::<u64>().ok());
+        let text = args.next();
+        if flag == "--database" {
+            parsed.database = text;
+            continue;
+        }
+        let value = text.and_then(|value| value.parse::<u64>().ok());
         match (flag.as_str(), value) {
+            ("--instances", Some(value)) if value >= 1 => parsed.instances = value as usize,
             ("--requests", Some(value)) => parsed.requests = value as usize,
             ("--concurrency", Some(value)) => parsed.concurrency = value as usize,
             ("--soak-seconds", Some(value)) => parsed.soak_seconds = value,
             ("--growing", Some(value)) => parsed.growing = value as usize,
             _ => {
                 eprintln!(
-                    "usage: proxy_load [--requests N] [--concurrency N] [--soak-seconds N] [--growing N]"
+                    "usage: proxy_load [--requests N] [--concurrency N] [--soak-seconds N] [--growing N] \
+                     [--database postgres://…] [--instances N]"
                 );
                 std::process::exit(2);
             }
@@ -184,7 +201,7 @@ fn rss_kib() -> u64 {
 /// `clients` tasks sending `total` requests between them (or until `until`); requests per second.
 async fn load(
     client: &reqwest::Client,
-    url: &str,
+    urls: &[String],
     clients: usize,
     total: Option<usize>,
     until: Option<Instant>,
@@ -196,7 +213,7 @@ async fn load(
     let mut tasks = Vec::new();
     for client_index in 0..clients {
         let client = client.clone();
-        let url = url.to_owned();
+        let urls = urls.to_vec();
         let sent = sent.clone();
         let bodies = bodies.clone();
         let session = format!("{tag}-{client_index}");
@@ -209,7 +226,7 @@ async fn load(
                     break;
                 }
                 let body = bodies[client_index % bodies.len()].clone();
-                send(&client, &url, &session, body).await;
+                send(&client, &urls[done % urls.len()], &session, body).await;
             }
         }));
     }
@@ -236,19 +253,44 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         base_url: format!("http://{upstream_addr}/v1"),
         api_key: None,
     });
-    let state = AppState::open(&dir.path().join("skald.db"), config)?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let skald_addr = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(skald_server::serve(listener, state, async move {
-        let _ = stopped.await;
-    }));
+    let schema = format!("proxy_load_{}", std::process::id());
+    let mut proxied_urls = Vec::new();
+    let mut servers = Vec::new();
+    for _ in 0..args.instances {
+        let state = match &args.database {
+            Some(url) => {
+                let database = skald_store::Database::connect_in_schema(url, &schema)?;
+                let stores = skald_engine::Stores::open_postgres(&database)?;
+                let keys = Arc::new(skald_store::PgKeyStore::new(database));
+                AppState::from_stores(stores, keys, config.clone())?
+            }
+            None => AppState::open(&dir.path().join("skald.db"), config.clone())?,
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        proxied_urls.push(format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr()?
+        ));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(skald_server::serve(listener, state, async move {
+            let _ = stopped.await;
+        }));
+        servers.push((stop, server));
+    }
+    println!(
+        "store: {}, {} instance(s)",
+        args.database
+            .as_deref()
+            .map_or("SQLite file", |_| "PostgreSQL"),
+        args.instances
+    );
 
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(256)
         .build()?;
     let direct = format!("http://{upstream_addr}/v1/chat/completions");
-    let proxied = format!("http://{skald_addr}/v1/chat/completions");
+    let directs = [direct.clone()];
+    let proxied = proxied_urls.clone();
     let fifty = body(&conversation(0, 50));
     println!(
         "conversation: 50 messages, {} bytes; requests per measurement: {}",
@@ -257,17 +299,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // Warm up both paths (connections, the session's first store, the memo caches).
-    for _ in 0..50 {
+    for at in 0..50 {
         send(&client, &direct, "warm", fifty.clone()).await;
-        send(&client, &proxied, "steady", fifty.clone()).await;
+        send(
+            &client,
+            &proxied[at % proxied.len()],
+            "steady",
+            fifty.clone(),
+        )
+        .await;
     }
 
     println!("\n== latency, one client ==");
     let mut direct_samples = Vec::with_capacity(args.requests);
     let mut proxied_samples = Vec::with_capacity(args.requests);
-    for _ in 0..args.requests {
+    for at in 0..args.requests {
         direct_samples.push(send(&client, &direct, "d", fifty.clone()).await);
-        proxied_samples.push(send(&client, &proxied, "steady", fifty.clone()).await);
+        let url = &proxied[at % proxied.len()];
+        proxied_samples.push(send(&client, url, "steady", fifty.clone()).await);
     }
     let direct_sorted = report("direct to upstream", direct_samples);
     let proxied_sorted = report("through skald (nothing new)", proxied_samples);
@@ -285,7 +334,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut grow_samples = Vec::with_capacity(args.requests);
     let grow_requests = args.growing.max(1);
     for turn in 0..grow_requests {
-        grow_samples.push(send(&client, &proxied, "growing", body(&growing)).await);
+        let url = &proxied[turn % proxied.len()];
+        grow_samples.push(send(&client, url, "growing", body(&growing)).await);
         growing.push(json!({"role": "assistant", "content": "ok"}));
         growing.push(json!({"role": "user", "content": format!("Next: step {turn}?")}));
     }
@@ -315,7 +365,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cpu = cpu_seconds();
     let direct_rate = load(
         &client,
-        &direct,
+        &directs,
         args.concurrency,
         Some(total),
         None,
@@ -393,7 +443,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (second, kib) in samples {
         println!("  t={second:>4} s  rss={:>7.1} MiB", kib as f64 / 1024.0);
     }
-    let _ = stop.send(());
-    let _ = server.await;
+    for (stop, server) in servers {
+        let _ = stop.send(());
+        let _ = server.await;
+    }
+    if let Some(url) = &args.database {
+        skald_store::Database::drop_schema(url, &schema)?;
+    }
     Ok(())
 }

@@ -59,6 +59,16 @@ impl AppState {
         AppState::from_stores(stores, Arc::new(keys), config)
     }
 
+    /// Every store, keys included, in the PostgreSQL database at `url` (its schema migrated
+    /// first): one of several servers over one shared store.
+    pub fn open_postgres(url: &str, config: ServerConfig) -> Result<AppState, OpenError> {
+        let database =
+            skald_store::Database::connect(url).map_err(skald_engine::OpenError::from)?;
+        let stores = Stores::open_postgres(&database)?;
+        let keys = skald_store::PgKeyStore::new(database);
+        AppState::from_stores(stores, Arc::new(keys), config)
+    }
+
     /// Every store in memory; for tests.
     pub fn in_memory(config: ServerConfig) -> Result<AppState, OpenError> {
         let stores = Stores::in_memory()?;

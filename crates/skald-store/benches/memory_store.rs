@@ -9,6 +9,9 @@
 //!   same distribution.
 //! - `dense`: a worst case — content words from only 84, so every question word is in about
 //!   1,500 of the 10,000 memories and each query makes FTS5 score thousands of rows.
+//!
+//! With `SKALD_TEST_DATABASE_URL` set, the search groups run on PostgreSQL too
+//! (`memory_store/pg_*`, each store in a schema of its own, dropped at the end).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
@@ -18,7 +21,7 @@ use std::time::Duration;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use skald_core::memory::uri::MemoryUri;
 use skald_store::memories::{MemorySettings, MemorySource, MemoryStore, NewMemory, SearchQuery};
-use skald_store::{ManualClock, SqliteMemoryStore};
+use skald_store::{Database, ManualClock, PgMemoryStore, SqliteMemoryStore};
 
 const MEMORIES: usize = 10_000;
 const TURNS_PER_SESSION: usize = 25;
@@ -296,6 +299,47 @@ fn filled_store(corpus: Corpus<'_>, vectors: bool) -> SqliteMemoryStore {
         Arc::new(ManualClock::new(T0)),
     )
     .unwrap();
+    fill(store, corpus, vectors)
+}
+
+/// The PostgreSQL databases the `pg_*` groups made, to drop at the end.
+struct PgSchemas {
+    url: String,
+    made: Vec<String>,
+}
+
+impl PgSchemas {
+    fn from_env() -> Option<PgSchemas> {
+        let url = std::env::var("SKALD_TEST_DATABASE_URL").ok()?;
+        Some(PgSchemas {
+            url,
+            made: Vec::new(),
+        })
+    }
+
+    fn filled(&mut self, corpus: Corpus<'_>, vectors: bool) -> PgMemoryStore {
+        let schema = format!("bench_memory_{}_{}", std::process::id(), self.made.len());
+        let database = Database::connect_in_schema(&self.url, &schema).unwrap();
+        self.made.push(schema);
+        let store = PgMemoryStore::with(
+            database,
+            MemorySettings::default(),
+            Arc::new(ManualClock::new(T0)),
+        )
+        .unwrap();
+        fill(store, corpus, vectors)
+    }
+}
+
+impl Drop for PgSchemas {
+    fn drop(&mut self) {
+        for schema in &self.made {
+            let _ = Database::drop_schema(&self.url, schema);
+        }
+    }
+}
+
+fn fill<S: MemoryStore>(store: S, corpus: Corpus<'_>, vectors: bool) -> S {
     let mut rng = Seeded(7);
     let all: Vec<NewMemory> = (0..MEMORIES)
         .map(|n| memory(corpus, &mut rng, n, vectors))
@@ -354,13 +398,57 @@ fn search(c: &mut Criterion) {
     let hybrid = filled_store(Corpus::Zipf(&zipf), true);
     let mut rng = Seeded(99);
     let query_vector = vector(&mut rng);
-    let mut group = c.benchmark_group("memory_store/hybrid_10k_zipf_384d");
+    bench_hybrid(
+        c,
+        "memory_store/hybrid_10k_zipf_384d",
+        &hybrid,
+        &questions,
+        &query_vector,
+    );
+
+    let Some(mut schemas) = PgSchemas::from_env() else {
+        return;
+    };
+    for (name, corpus, questions) in [
+        ("zipf", Corpus::Zipf(&zipf), &questions),
+        ("dense", Corpus::Dense, &dense_questions),
+    ] {
+        let store = schemas.filled(corpus, false);
+        let mut group = c.benchmark_group(format!("memory_store/pg_search_10k_{name}"));
+        let mut next = 0;
+        group.bench_function("limit_10", |b| {
+            b.iter(|| {
+                next = (next + 1) % questions.len();
+                let query = SearchQuery::text(&questions[next], 10);
+                black_box(store.search(&tenant_named("bench"), &query).unwrap())
+            });
+        });
+        group.finish();
+    }
+    let hybrid = schemas.filled(Corpus::Zipf(&zipf), true);
+    bench_hybrid(
+        c,
+        "memory_store/pg_hybrid_10k_zipf_384d",
+        &hybrid,
+        &questions,
+        &query_vector,
+    );
+}
+
+fn bench_hybrid(
+    c: &mut Criterion,
+    name: &str,
+    store: &dyn MemoryStore,
+    questions: &[String],
+    query_vector: &[f32],
+) {
+    let mut group = c.benchmark_group(name);
     let mut next = 0;
     group.bench_function("limit_10", |b| {
         b.iter(|| {
             next = (next + 1) % questions.len();
-            let query = SearchQuery::text(&questions[next], 10).with_vector(query_vector.clone());
-            black_box(hybrid.search(&tenant_named("bench"), &query).unwrap())
+            let query = SearchQuery::text(&questions[next], 10).with_vector(query_vector.to_vec());
+            black_box(store.search(&tenant_named("bench"), &query).unwrap())
         });
     });
     group.finish();

@@ -4,7 +4,8 @@
 //! session as an append-only tree of OpenClaw entries. The **memory store** ([`memories`]) keeps
 //! long-term memories under `viking://` URIs, add-only, deduplicated, with full-text and vector
 //! search. The **key store** ([`keys`]) keeps the API keys of `skald serve`. All four live in one
-//! database file.
+//! database: a SQLite file (the `Sqlite*` stores, the default), or a PostgreSQL database shared
+//! by several servers (the `Pg*` stores over a [`postgres::Database`]).
 //!
 //! Guarantees, each with its own tests:
 //! - **A ref id is handed out only once its content is durable.** [`SqliteRefStore::put`] returns
@@ -76,6 +77,8 @@
 //!   what a caller can do about it. The SQLite backend is the `Sqlite*` stores.
 //! - **One file, one schema.** The SQLite stores share [`DATABASE_FILE`]; whichever opens it
 //!   first brings the schema up to [`SCHEMA_VERSION`] (migrations tracked in `user_version`).
+//!   The PostgreSQL stores share one [`postgres::Database`] (a pool on a database and, if given,
+//!   a schema); opening it migrates the schema under an advisory lock (`skald_schema`).
 //! - **A writer and a pool of readers.** Each file-backed SQLite store has one writer connection
 //!   (WAL, `synchronous=FULL`, a 5 s busy timeout), through which every write goes, and up to 4
 //!   read-only connections, opened when reads need them, that reads use beside the writer. WAL
@@ -88,7 +91,8 @@
 //!   traits ([`memories::search::SearchPrimitives`], [`memories::dedup::DuplicatePrimitives`])
 //!   that a backend implements: candidates with raw scores, document counts, rows by id,
 //!   duplicate lookups. SQLite provides them with FTS5, vectors compared in memory and MinHash
-//!   LSH bands; a PostgreSQL backend would provide the same primitives and rank identically.
+//!   LSH bands; PostgreSQL provides the same primitives (FTS5's tokens in a term table, BM25
+//!   computed as FTS5 computes it) and ranks identically.
 //! - **One contract for every backend.** The `conformance` feature's suite
 //!   (`skald_store::conformance`) checks any backend of the traits: behaviour, tenant isolation,
 //!   documented errors, reads beside writes on other threads, durability across a reopen.
@@ -105,9 +109,15 @@
 //! - SQLite is synchronous by nature: a call is a few microseconds to a few milliseconds of
 //!   in-process work and disk I/O, with nothing to await. An async trait would only wrap each
 //!   call in a future that blocks anyway, and make every caller and every test async.
-//! - A PostgreSQL backend fits the same shape: it can use the synchronous `postgres` client, or
-//!   hold a tokio runtime handle and `block_on` an async client inside the blocking pool. Either
-//!   way it implements the same traits as SQLite and passes the same conformance suite.
+//! - The PostgreSQL backend ([`postgres`]) fits the same shape. It uses `tokio-postgres` with a
+//!   `deadpool-postgres` pool, driven by a two-thread tokio runtime of its own; a store call
+//!   waits for its statements' answers on the calling thread (`futures::executor::block_on` on
+//!   a client future, which needs no runtime), so it works from `block_in_place`, from a plain
+//!   thread, and inline in a handler alike. The synchronous `postgres` crate was the other
+//!   candidate; its calls `block_on` a runtime of their own, which panics on a runtime thread
+//!   outside `block_in_place` (an inline key lookup). It passes the same conformance suite
+//!   (`tests/conformance_postgres.rs`), and its searches equal SQLite's to the last bit
+//!   (`tests/search_pinned.rs`): FTS5's tokens and BM25 are recomputed over a term table.
 //! - One trait shape for every backend keeps the engine's code free of backend differences, and
 //!   keeps `&dyn RefStore` and friends object-safe without boxing futures.
 //!
@@ -124,6 +134,7 @@ pub mod conformance;
 mod error;
 pub mod keys;
 pub mod memories;
+pub mod postgres;
 pub mod refs;
 mod schema;
 pub mod sessions;
@@ -133,14 +144,15 @@ pub use cache::CacheStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;
 pub use error::{BackendError, BackendErrorKind, StoreError};
-pub use keys::{KeyError, KeyStore, SqliteKeyStore};
-pub use memories::{MemoryError, MemoryStore, SqliteMemoryStore};
+pub use keys::{KeyError, KeyStore, PgKeyStore, SqliteKeyStore};
+pub use memories::{MemoryError, MemoryStore, PgMemoryStore, SqliteMemoryStore};
+pub use postgres::Database;
 pub use refs::{
-    DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES, DEFAULT_TTL, MAX_TTL, MIN_TTL, RefInfo,
+    DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES, DEFAULT_TTL, MAX_TTL, MIN_TTL, PgRefStore, RefInfo,
     RefSettings, RefStats, RefStore, SqliteRefStore,
 };
 pub use schema::SCHEMA_VERSION;
-pub use sessions::{SessionError, SessionStore, SqliteSessionStore};
+pub use sessions::{PgSessionStore, SessionError, SessionStore, SqliteSessionStore};
 
 /// The suggested file name of the database in skald's data directory.
 pub const DATABASE_FILE: &str = "skald.sqlite3";

@@ -2,17 +2,22 @@
 //! corpus, under each fusion setting. The ranking policy is meant to change only on purpose; a
 //! refactoring of how the store computes it (the split of the policy from the SQLite backend)
 //! must leave every line of these snapshots as it is.
+//!
+//! The PostgreSQL store must give the very same lines (its BM25 is FTS5's, recomputed): the
+//! `postgres_*` tests run each corpus on it and compare, when `SKALD_TEST_DATABASE_URL` is set.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod pg;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
-use skald_store::ManualClock;
 use skald_store::memories::{
     MemorySettings, MemoryStore, NewMemory, SearchFilter, SearchHit, SearchQuery,
     SqliteMemoryStore, VectorFusion,
 };
+use skald_store::{ManualClock, PgMemoryStore};
 
 const T0: i64 = 1_700_000_000_000;
 const DAY: i64 = 24 * 60 * 60 * 1000;
@@ -42,7 +47,7 @@ fn corpus(settings: MemorySettings, with_other_tenant: bool) -> SqliteMemoryStor
 }
 
 /// The corpus written into `store`.
-fn fill(store: SqliteMemoryStore, with_other_tenant: bool) -> SqliteMemoryStore {
+fn fill<S: MemoryStore>(store: S, with_other_tenant: bool) -> S {
     let entries: [Entry; 11] = [
         (
             "viking://user/alice/memories/events/rome.md",
@@ -216,7 +221,7 @@ fn queries() -> Vec<(&'static str, SearchQuery)> {
     ]
 }
 
-fn run(store: &SqliteMemoryStore) -> String {
+fn run(store: &dyn MemoryStore) -> String {
     let mut out = String::new();
     for (name, query) in queries() {
         let hits = store.search(&tenant_named("acme"), &query).unwrap();
@@ -277,4 +282,85 @@ fn a_database_file_searched_on_readers_gives_the_same_results() {
 /// A tenant name of the tests, parsed (it is well formed).
 fn tenant_named(name: &str) -> skald_core::ids::Tenant {
     skald_core::ids::Tenant::parse(name).unwrap()
+}
+
+/// The settings of each pinned snapshot.
+fn pinned_settings() -> Vec<(MemorySettings, bool)> {
+    vec![
+        (MemorySettings::default(), true),
+        (MemorySettings::default(), false),
+        (
+            MemorySettings {
+                vector_fusion: VectorFusion::Rank { weight: 0.3 },
+                ..MemorySettings::default()
+            },
+            true,
+        ),
+        (
+            MemorySettings {
+                directory_weight: 0.0,
+                candidates: 4,
+                ..MemorySettings::default()
+            },
+            true,
+        ),
+    ]
+}
+
+#[test]
+fn postgres_search_results_are_sqlites_to_the_last_bit() {
+    let Some(schemas) = pg::Schemas::new("pinned") else {
+        return;
+    };
+    for (settings, with_other_tenant) in pinned_settings() {
+        let clock = Arc::new(ManualClock::new(T0));
+        let on_postgres = fill(
+            PgMemoryStore::with(schemas.fresh(), settings, clock).unwrap(),
+            with_other_tenant,
+        );
+        let expected = run(&corpus(settings, with_other_tenant));
+        assert_eq!(run(&on_postgres), expected, "{settings:?}");
+        assert_eq!(
+            run(&on_postgres),
+            expected,
+            "the warm caches changed a result"
+        );
+    }
+}
+
+/// Updates and forgets take rows out of the index; FTS5's BM25 still counts them in its totals,
+/// and PostgreSQL's must too.
+fn churn(store: &dyn MemoryStore) {
+    let acme = tenant_named("acme");
+    store
+        .update(
+            &acme,
+            NewMemory::new(
+                uri("viking://user/alice/memories/events/lyon.md"),
+                "Alice took a second pottery class in Lyon; the kiln broke.",
+            ),
+        )
+        .unwrap();
+    store
+        .forget(
+            &acme,
+            &uri("viking://user/alice/memories/preferences/editor.md"),
+        )
+        .unwrap();
+}
+
+#[test]
+fn postgres_search_results_after_updates_and_forgets_are_sqlites() {
+    let Some(schemas) = pg::Schemas::new("churn") else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::new(T0));
+    let on_postgres = fill(
+        PgMemoryStore::with(schemas.fresh(), MemorySettings::default(), clock).unwrap(),
+        true,
+    );
+    let on_sqlite = corpus(MemorySettings::default(), true);
+    churn(&on_postgres);
+    churn(&on_sqlite);
+    assert_eq!(run(&on_postgres), run(&on_sqlite));
 }

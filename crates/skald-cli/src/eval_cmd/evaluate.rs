@@ -240,6 +240,58 @@ fn percentile(sorted: &[f64], share: f64) -> f64 {
     sorted.get(index).copied().unwrap_or(0.0)
 }
 
+/// The store an evaluation writes into: SQLite in memory, or a PostgreSQL schema of its own.
+enum EvalStore {
+    Sqlite(Box<SqliteMemoryStore>),
+    Postgres {
+        store: skald_store::PgMemoryStore,
+        url: String,
+        schema: String,
+    },
+}
+
+impl EvalStore {
+    fn open(database: Option<&str>, settings: MemorySettings) -> Result<EvalStore> {
+        Ok(match database {
+            None => EvalStore::Sqlite(Box::new(SqliteMemoryStore::in_memory_with(
+                settings,
+                Arc::new(SystemClock),
+            )?)),
+            Some(url) => {
+                let schema = format!("skald_eval_{}", std::process::id());
+                let database = skald_store::Database::connect_in_schema(url, &schema)?;
+                EvalStore::Postgres {
+                    store: skald_store::PgMemoryStore::with(
+                        database,
+                        settings,
+                        Arc::new(SystemClock),
+                    )?,
+                    url: url.to_owned(),
+                    schema,
+                }
+            }
+        })
+    }
+
+    fn as_store(&self) -> &dyn MemoryStore {
+        match self {
+            EvalStore::Sqlite(store) => store.as_ref(),
+            EvalStore::Postgres { store, .. } => store,
+        }
+    }
+}
+
+impl Drop for EvalStore {
+    fn drop(&mut self) {
+        match self {
+            EvalStore::Sqlite(_) => {}
+            EvalStore::Postgres { url, schema, .. } => {
+                let _ = skald_store::Database::drop_schema(url, schema);
+            }
+        }
+    }
+}
+
 /// Runs the whole evaluation on parsed conversations.
 pub fn evaluate(
     conversations: &[Conversation],
@@ -272,7 +324,9 @@ pub fn evaluate(
     // One store, one tenant per conversation, every conversation written before any question
     // is asked: FTS5's BM25 statistics cover the whole index, so asking in between would make
     // each conversation's ranking depend on the order the conversations were read in.
-    let store = SqliteMemoryStore::in_memory_with(settings, Arc::new(SystemClock))?;
+    // `--database`: the same on PostgreSQL, in a schema of its own dropped at the end.
+    let store = EvalStore::open(args.database.as_deref(), settings)?;
+    let store: &dyn MemoryStore = store.as_store();
     let mut memory_turns: HashMap<i64, Vec<TurnRef>> = HashMap::new();
     // The same by URI, which is what recall reports.
     let mut uri_turns: HashMap<String, Vec<TurnRef>> = HashMap::new();
@@ -398,11 +452,11 @@ pub fn evaluate(
                 })
                 .collect();
             let (turn, session) = recall_at(&ranked, &evidence);
-            let injected = injector.inject(&store, &tenant, &question.text, &evidence, &uri_turns);
+            let injected = injector.inject(store, &tenant, &question.text, &evidence, &uri_turns);
             // The same question asked of another conversation's memories: the store holds
             // nothing about it there, so whatever recall injects is noise.
             if let Some(other) = &unrelated_tenant {
-                let noise = injector.inject(&store, other, &question.text, &evidence, &uri_turns);
+                let noise = injector.inject(store, other, &question.text, &evidence, &uri_turns);
                 unrelated.memories += noise.memories;
                 unrelated.questions_with_injection += usize::from(noise.memories > 0);
             }
@@ -467,17 +521,17 @@ pub fn evaluate(
         context_before: args.context_before,
         context_after: args.context_after,
         date_ranking: !args.no_date_ranking,
-        directory_weight: store.settings().directory_weight,
-        fusion: match store.settings().vector_fusion {
+        directory_weight: settings.directory_weight,
+        fusion: match settings.vector_fusion {
             VectorFusion::Score { .. } => "score",
             VectorFusion::Rank { .. } => "rank",
         },
-        vector_weight: match store.settings().vector_fusion {
+        vector_weight: match settings.vector_fusion {
             VectorFusion::Score { share } => share,
             VectorFusion::Rank { weight } => weight,
         },
-        l1_weight: store.settings().weights.l1,
-        path_weight: store.settings().weights.path,
+        l1_weight: settings.weights.l1,
+        path_weight: settings.weights.path,
         mode: if embedding.is_some() {
             "hybrid"
         } else {
@@ -518,6 +572,7 @@ mod tests {
             embedder: false,
             model_dir: None,
             embed_context: false,
+            database: None,
             min_text_relevance: None,
         };
         let embedding =

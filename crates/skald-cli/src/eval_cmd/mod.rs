@@ -127,6 +127,10 @@ pub struct LocomoArgs {
     /// With an embedder: embed each turn with its context (its L1 overview) instead of alone.
     #[arg(long)]
     pub embed_context: bool,
+    /// Run on PostgreSQL (postgres://…; a schema of its own, dropped at the end) instead of an
+    /// in-memory SQLite store: the ranking is above the backend, so the figures must match.
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
     /// The relevance floor of the injection measured (memory.recall.min_text_relevance, 0 to
     /// 1; 0 turns it off; default: recall's).
     #[arg(long, value_name = "X")]

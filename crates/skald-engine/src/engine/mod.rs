@@ -200,6 +200,19 @@ impl Stores {
         })
     }
 
+    /// The PostgreSQL stores, all three in `database` (its schema migrated when it was
+    /// connected): the shared store of several servers.
+    pub fn open_postgres(database: &skald_store::Database) -> Result<Stores, OpenError> {
+        Ok(Stores {
+            refs: Arc::new(skald_store::PgRefStore::new(
+                database.clone(),
+                RefSettings::default(),
+            )?),
+            sessions: Arc::new(skald_store::PgSessionStore::new(database.clone())),
+            memories: Arc::new(skald_store::PgMemoryStore::new(database.clone())?),
+        })
+    }
+
     /// The SQLite stores in memory; for tests and throw-away runs.
     pub fn in_memory() -> Result<Stores, OpenError> {
         Ok(Stores {

@@ -29,6 +29,7 @@
 //! # }
 //! ```
 
+mod postgres;
 mod sqlite;
 
 use skald_core::ids::Tenant;
@@ -36,6 +37,7 @@ use skald_core::refs::RefId;
 
 use crate::StoreError;
 
+pub use postgres::PgKeyStore;
 pub use sqlite::SqliteKeyStore;
 
 /// What every skald API key starts with, so a leaked one is recognisable (secret scanners match

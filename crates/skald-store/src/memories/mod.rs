@@ -74,6 +74,7 @@
 
 pub mod dedup;
 mod error;
+pub(crate) mod postgres;
 pub mod search;
 mod sqlite;
 
@@ -84,6 +85,7 @@ use skald_core::memory::levels::{MAX_ABSTRACT_CHARS, MAX_OVERVIEW_CHARS};
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
 
 pub use error::MemoryError;
+pub use postgres::PgMemoryStore;
 pub use sqlite::SqliteMemoryStore;
 
 /// The RRF weight of the vector ranking in [`VectorFusion::Rank`] when none is given.

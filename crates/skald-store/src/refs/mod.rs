@@ -2,6 +2,7 @@
 //! content hash, with a time to live. [`RefStore`] is the interface the engine sees;
 //! [`SqliteRefStore`] is the product behind it.
 
+mod postgres;
 mod sqlite;
 
 use std::time::Duration;
@@ -12,6 +13,7 @@ use skald_core::refs::{CanonicalPayload, RefId, RefPayload};
 use crate::StoreError;
 use crate::codec::Codec;
 
+pub use postgres::PgRefStore;
 pub use sqlite::SqliteRefStore;
 
 /// How long a ref lives after its last put, unless configured otherwise.

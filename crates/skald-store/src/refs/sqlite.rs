@@ -475,7 +475,7 @@ fn stats_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RefStats> {
 
 /// Turns a stored row back into the payload, checking it is what was put under `id`; the error
 /// says what is wrong with the row.
-fn decode_row(
+pub(super) fn decode_row(
     id: &RefId,
     codec_name: &str,
     content: Vec<u8>,

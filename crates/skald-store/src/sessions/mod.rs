@@ -54,6 +54,7 @@
 
 pub mod import;
 pub mod openclaw_store;
+mod postgres;
 mod sqlite;
 
 use std::collections::BTreeMap;
@@ -66,6 +67,7 @@ use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 use crate::StoreError;
 use crate::error::{BackendError, BackendErrorKind, corrupt_message};
 
+pub use postgres::PgSessionStore;
 pub use sqlite::SqliteSessionStore;
 
 /// `customType` of the marker entry [`SessionStore::rewrite_branch`] appends where a rewritten

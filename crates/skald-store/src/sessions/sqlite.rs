@@ -25,7 +25,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::sqlite::pool::Connections;
 
 /// The envelope of an entry lives in its own columns; the body column holds the rest.
-const ENVELOPE_KEYS: [&str; 3] = ["id", "parentId", "timestamp"];
+pub(super) const ENVELOPE_KEYS: [&str; 3] = ["id", "parentId", "timestamp"];
 
 /// The session store on SQLite: a writer connection and, for a database file, a pool of readers
 /// that loads and listings use beside it ([see the crate
@@ -470,7 +470,7 @@ impl SessionStore for SqliteSessionStore {
 /// Makes a copied entry that names another copied entry name its copy: a compaction must keep
 /// from the copy (the original is on the old branch, off the new path), so must a reset, and a
 /// label follows it.
-fn point_at_copies(kind: EntryKind, new_ids: &HashMap<&str, String>) -> EntryKind {
+pub(super) fn point_at_copies(kind: EntryKind, new_ids: &HashMap<&str, String>) -> EntryKind {
     match kind {
         EntryKind::Compaction {
             summary,
@@ -563,7 +563,7 @@ fn info_from_row(tenant: &str, id: String, row: SessionRow) -> Result<SessionInf
     })
 }
 
-fn decode_header(session: &str, text: &str) -> Result<SessionHeader, SessionError> {
+pub(super) fn decode_header(session: &str, text: &str) -> Result<SessionHeader, SessionError> {
     decode_session(text)
         .map(|read| read.session.header)
         .map_err(|error| {
@@ -618,7 +618,7 @@ fn read_entries(
 /// An entry back from its columns and body. A body whose known type no longer decodes (it was
 /// stored as an unknown-kind entry in the first place, because the file it came from had it so)
 /// comes back as that same [`EntryKind::Other`], as the session reader treats it.
-fn decode_row(
+pub(super) fn decode_row(
     session: &str,
     id: String,
     parent_id: Option<String>,
@@ -775,7 +775,7 @@ fn check_batch(
 
 /// True when `entries` hold a version-4 `leaf` record: OpenClaw's navigation, not the last
 /// entry, then says where the leaf is ([`Session::leaf_id`]).
-fn has_leaf_record(entries: &[Entry]) -> bool {
+pub(super) fn has_leaf_record(entries: &[Entry]) -> bool {
     entries
         .iter()
         .any(|entry| entry.kind.type_name() == Some("leaf"))
@@ -796,7 +796,7 @@ fn stores_leaf_record(
 }
 
 /// The `type` an entry is stored under; an entry whose kind names none cannot be read back.
-fn entry_type(entry: &Entry) -> Result<&str, SessionError> {
+pub(super) fn entry_type(entry: &Entry) -> Result<&str, SessionError> {
     match entry.kind.type_name() {
         Some("session") => Err(SessionError::InvalidEntry {
             id: entry.id.clone(),
@@ -904,7 +904,7 @@ fn fresh_entry_id(
 
 /// A random number without a random-number crate: std's `RandomState` is seeded from the OS
 /// once per thread and varied per instance; the counter and the time separate calls further.
-fn random_u32() -> u32 {
+pub(super) fn random_u32() -> u32 {
     static CALLS: AtomicU64 = AtomicU64::new(0);
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u64(CALLS.fetch_add(1, Ordering::Relaxed));
@@ -923,6 +923,6 @@ pub(crate) fn iso_millis(ms: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-fn count(len: usize) -> u64 {
+pub(super) fn count(len: usize) -> u64 {
     u64::try_from(len).unwrap_or(u64::MAX)
 }

@@ -9,8 +9,8 @@
 //! (this file), reading and decoding rows (`rows`), the write path (`write`), listings and
 //! statistics (`read`) and the search primitives with their caches (`search`).
 
-mod read;
-mod rows;
+pub(crate) mod read;
+pub(crate) mod rows;
 mod search;
 mod write;
 

@@ -100,7 +100,7 @@ pub(super) fn tree(
 
 /// Checks the limit of [`MemoryStore::recent_writes`](super::MemoryStore::recent_writes)
 /// before anything is read.
-pub(super) fn recent_writes_limit(limit: usize) -> Result<(), MemoryError> {
+pub(crate) fn recent_writes_limit(limit: usize) -> Result<(), MemoryError> {
     if limit == 0 || limit > MAX_SEARCH_LIMIT {
         return Err(MemoryError::InvalidInput {
             field: "limit",
@@ -249,7 +249,7 @@ pub(super) fn stats(tx: &Connection, tenant: &str) -> Result<MemoryStats, Memory
 }
 
 /// One directory level of a listing: the child of `dir` each live entry below it falls in.
-fn children(
+pub(crate) fn children(
     dir: &MemoryUri,
     rows: &[ListedRow],
 ) -> Result<Vec<(DirEntry, Vec<usize>)>, MemoryError> {
@@ -307,12 +307,12 @@ fn children(
 }
 
 /// A live entry as listings show it.
-struct ListedRow {
-    uri: MemoryUri,
-    category: MemoryCategory,
-    l0: String,
-    priority: u8,
-    updated_at_ms: i64,
+pub(crate) struct ListedRow {
+    pub(crate) uri: MemoryUri,
+    pub(crate) category: MemoryCategory,
+    pub(crate) l0: String,
+    pub(crate) priority: u8,
+    pub(crate) updated_at_ms: i64,
 }
 
 fn listed_rows(
@@ -357,7 +357,7 @@ fn listed_rows(
         .collect()
 }
 
-fn build_tree(
+pub(crate) fn build_tree(
     entry: DirEntry,
     rows: &[ListedRow],
     indices: &[usize],

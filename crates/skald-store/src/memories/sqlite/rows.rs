@@ -21,11 +21,11 @@ pub(super) const COLUMNS: &str = "id, tenant, uri, version, category, l0, l1, l2
                        created_at_ms, updated_at_ms, supersedes, superseded_by, \
                        superseded_at_ms, forgotten_at_ms, content_hash, length(embedding)";
 
-pub(super) fn source_json(source: &MemorySource) -> String {
+pub(crate) fn source_json(source: &MemorySource) -> String {
     json!({"session_id": source.session_id, "entry_ids": source.entry_ids}).to_string()
 }
 
-pub(super) fn source_from_json(text: &str) -> Result<MemorySource, MemoryError> {
+pub(crate) fn source_from_json(text: &str) -> Result<MemorySource, MemoryError> {
     let value: Value = serde_json::from_str(text)
         .map_err(|error| MemoryError::Corrupt(format!("a stored memory source: {error}")))?;
     let session_id = value
@@ -63,7 +63,7 @@ pub(super) fn vector_from_bytes(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-pub(super) fn status_of(
+pub(crate) fn status_of(
     superseded_by: Option<i64>,
     superseded_at: Option<i64>,
     forgotten_at: Option<i64>,
@@ -275,12 +275,12 @@ pub(super) fn live_memory(
 
 /// The token that stands for a tenant in the full-text index: one word, whatever characters the
 /// tenant name has, so a tenant's rows are a phrase query away.
-pub(super) fn tenant_token(tenant: &str) -> String {
+pub(crate) fn tenant_token(tenant: &str) -> String {
     format!("t{:016x}", xxh3_64(tenant.as_bytes()))
 }
 
 /// The exclusive upper bound of the URIs starting with `prefix` (which ends with `/`).
-pub(super) fn prefix_end(prefix: &str) -> String {
+pub(crate) fn prefix_end(prefix: &str) -> String {
     match prefix.strip_suffix('/') {
         Some(stem) => format!("{stem}0"),
         None => format!("{prefix}\u{10FFFF}"),
