@@ -36,6 +36,46 @@ pub fn render_messages(messages: &[Message]) -> String {
     out
 }
 
+/// What a context carries besides its messages: the heading of [`render_context`].
+#[derive(Debug, Clone, Copy)]
+pub struct ContextHeading<'a> {
+    /// The session the context is of.
+    pub session_id: &'a str,
+    /// The name of the policy that built it.
+    pub policy: &'a str,
+    /// skald's estimate of the messages and the system prompt addition, in tokens.
+    pub estimated_tokens: u64,
+    /// What the engine adds to the host's system prompt.
+    pub system_prompt_addition: Option<&'a str>,
+    /// Names of the tools the engine adds to the request.
+    pub tools: &'a [String],
+}
+
+/// A whole context as a person reads it (`skald context --text` and the dashboard's session
+/// page): a summary line, the system prompt addition and the tools the engine adds, then the
+/// messages as [`render_messages`] writes them.
+pub fn render_context(heading: &ContextHeading<'_>, messages: &[Message]) -> String {
+    let mut out = format!(
+        "session {} · policy {} · {} messages · ~{} tokens\n",
+        heading.session_id,
+        heading.policy,
+        messages.len(),
+        heading.estimated_tokens
+    );
+    if let Some(addition) = heading.system_prompt_addition {
+        out.push_str(&format!("\n--- system prompt addition ---\n{addition}\n"));
+    }
+    if !heading.tools.is_empty() {
+        out.push_str(&format!(
+            "\n--- tools added ---\n{}\n",
+            heading.tools.join(", ")
+        ));
+    }
+    out.push('\n');
+    out.push_str(&render_messages(messages));
+    out
+}
+
 fn render_message(number: usize, message: &Message, out: &mut String) {
     out.push_str(&format!("=== [{number}] {} ===\n", message.role.name()));
     if message.content.is_empty() {
