@@ -3,7 +3,9 @@
 //! output the policy offloads) and a memory; the sessions list and its search, a session's
 //! context with its placeholder linked to the original, the original sliced with `lines` and
 //! `grep`, memory browsed and searched, the login cookie, a foreign tenant's key seeing none of
-//! it, and bad input answered with a clear 4xx.
+//! it, and bad input answered with a clear 4xx. Then the same in headless Chromium (Debian's
+//! `chromium`, driven by the pinned `playwright-core` of `hosts/browser`), which writes
+//! screenshots of the main pages under the target directory (`dashboard-screenshots/`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -443,4 +445,107 @@ fn a_foreign_tenant_sees_nothing_and_bad_input_is_a_clear_4xx() {
     let (status, body) = server.page("/ui?colour=red");
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("colour"), "{body}");
+}
+
+/// `playwright-core` installed with `npm ci` from `hosts/browser`, once per lockfile.
+fn browser_driver() -> std::path::PathBuf {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hosts/browser");
+    let lock = std::fs::read(source.join("package-lock.json")).unwrap();
+    let mut hasher = DefaultHasher::new();
+    lock.hash(&mut hasher);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("browser-npm")
+        .join(format!("{:016x}", hasher.finish()));
+    if !dir.join(".installed").exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in ["package.json", "package-lock.json"] {
+            std::fs::copy(source.join(file), dir.join(file)).unwrap();
+        }
+        let installed = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .output()
+            .expect("the browser test needs node and npm on PATH; it never skips");
+        assert!(
+            installed.status.success(),
+            "npm ci of hosts/browser failed: {}",
+            String::from_utf8_lossy(&installed.stderr)
+        );
+        std::fs::write(dir.join(".installed"), "").unwrap();
+    }
+    std::fs::copy(source.join("dashboard.mjs"), dir.join("dashboard.mjs")).unwrap();
+    dir
+}
+
+#[test]
+fn dashboard_in_headless_chromium_follows_a_placeholder_and_searches_memory() {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    assert!(
+        Path::new(&chromium).exists(),
+        "the browser test needs Debian's chromium ({chromium}; `apt-get install chromium`); it \
+         never skips"
+    );
+    let driver = browser_driver();
+    let server = Server::start();
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let output = Command::new("node")
+        .arg("dashboard.mjs")
+        .current_dir(&driver)
+        .env("BASE", format!("http://{}", server.address))
+        .env("KEY", &server.key)
+        .env("FOREIGN_KEY", &server.foreign_key)
+        .env("SESSION", SESSION_ID)
+        .env("SHOTS", &shots)
+        .env("CHROMIUM", &chromium)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the browser run failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let text = |field: &str| seen[field].as_str().unwrap_or_default().to_owned();
+    assert_eq!(seen["loginStatus"], 401, "{seen}");
+    assert!(text("sessions").contains(SESSION_ID), "{seen}");
+    assert!(text("sessionTitle").contains(SESSION_ID), "{seen}");
+    assert!(
+        text("compactions").contains("Investigate invoice rounding"),
+        "{seen}"
+    );
+    assert!(seen["refLinks"].as_u64().unwrap() >= 1, "{seen}");
+    assert!(text("originalUrl").contains("/ui/refs/"), "{seen}");
+    assert!(
+        text("original").contains("test_total_0001 PASSED"),
+        "{seen}"
+    );
+    let grepped = text("grepped");
+    assert!(
+        grepped.contains(NEEDLE) && !grepped.contains("test_total_1499"),
+        "{seen}"
+    );
+    assert!(text("memoryRoot").contains("user/"), "{seen}");
+    assert!(
+        text("memoryResults").contains("rounded half-even"),
+        "{seen}"
+    );
+    assert!(!text("foreignSessions").contains(SESSION_ID), "{seen}");
+    assert!(
+        text("foreignSessions").contains("No sessions yet"),
+        "{seen}"
+    );
+    assert_eq!(seen["foreignSessionStatus"], 404, "{seen}");
+    for page in [
+        "login", "sessions", "session", "original", "memory", "foreign",
+    ] {
+        let shot = shots.join(format!("{page}.png"));
+        assert!(
+            std::fs::metadata(&shot).is_ok_and(|meta| meta.len() > 1_000),
+            "no screenshot {}",
+            shot.display()
+        );
+    }
 }
