@@ -1,7 +1,8 @@
 //! The sessions pages: `/ui` (the tenant's sessions, their context now against the raw history,
 //! searchable by id or title) and `/ui/sessions/{id}` (the context as the model sees it now, in
 //! the readable rendering `skald context --text` prints, each placeholder linked to its
-//! original; the compaction checkpoints of the session).
+//! original; what the pipeline did to build it — the context route's report; the compaction
+//! checkpoints of the session).
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -15,6 +16,7 @@ use skald_core::time::format_rfc3339_seconds;
 use skald_engine::{SessionOverview, View, ViewOptions};
 
 use super::{UiCaller, UiError, encode, page};
+use crate::routes::engine::view_report;
 use crate::routes::{engine_error, session_id};
 use crate::state::AppState;
 
@@ -181,6 +183,7 @@ pub async fn show(
     let policy = state.engine.config().policy.name.clone();
     let addition = built.view.system_prompt_addition();
     let now = built.view.estimated_tokens();
+    let did = view_report(&built);
     let text = render_context(
         &ContextHeading {
             session_id: id.as_str(),
@@ -221,6 +224,11 @@ pub async fn show(
             tr { th { "Messages" } td { (info.message_count) " (" (info.entry_count) " entries)" } }
             tr { th { "Context now" } td #tokens-now { (now) " tokens (policy " (policy) ")" } }
             tr { th { "Raw history" } td { (overview.estimated_tokens) " tokens · saved " (saved_percent(now, overview.estimated_tokens)) } }
+            tr { th { "What the pipeline did" } td #pipeline {
+                (did.offloaded) " tool results offloaded, " (did.pruned) " pruned, "
+                (did.truncated) " truncated; ~" (did.tokens_saved) " tokens taken out of "
+                (did.tokens_before)
+            } }
             tr { th { "Last activity" } td { (format_rfc3339_seconds(info.updated_at_ms)) " UTC" } }
         }
         h2 { "Compactions" }
