@@ -162,12 +162,25 @@ impl Drop for Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(true)
+    }
+
+    /// With `keys` false the server has none and runs open on loopback; the session and the
+    /// memory are then the `default` tenant's.
+    fn start_with(keys: bool) -> Server {
+        let tenant = if keys { "t" } else { "default" };
         let home = tempfile::tempdir().unwrap();
         let path = home.path().join("session.jsonl");
         std::fs::write(&path, transcript()).unwrap();
         let imported = json_out(&skald(
             home.path(),
-            &["import", path.to_str().unwrap(), "--tenant", "t", "--json"],
+            &[
+                "import",
+                path.to_str().unwrap(),
+                "--tenant",
+                tenant,
+                "--json",
+            ],
         ));
         assert_eq!(imported["session_id"], SESSION_ID, "{imported}");
         json_out(&skald(
@@ -175,24 +188,24 @@ impl Server {
             &[
                 "remember",
                 "--tenant",
-                "t",
+                tenant,
                 "--content",
                 "The user wants invoice totals rounded half-even",
                 "--type",
                 "preferences",
             ],
         ));
-        let key = json_out(&skald(home.path(), &["keys", "create", "--tenant", "t"]))["secret"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let foreign_key = json_out(&skald(
-            home.path(),
-            &["keys", "create", "--tenant", "other"],
-        ))["secret"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let create = |tenant: &str| {
+            json_out(&skald(home.path(), &["keys", "create", "--tenant", tenant]))["secret"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let (key, foreign_key) = if keys {
+            (create("t"), create("other"))
+        } else {
+            (String::new(), String::new())
+        };
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -400,6 +413,23 @@ fn dashboard_needs_a_key_and_keeps_it_in_a_cookie() {
     let (status, _, list) = server.get("/ui", &[("Cookie", pair)]);
     assert_eq!(status, 200, "{list}");
     assert!(list.contains(SESSION_ID));
+}
+
+#[test]
+fn an_open_server_shows_the_dashboard_on_loopback_without_a_key() {
+    let server = Server::start_with(false);
+    let (status, _, list) = server.get("/ui", &[]);
+    assert_eq!(status, 200, "{list}");
+    assert!(list.contains(SESSION_ID), "{list}");
+    assert!(
+        list.contains("tenant default") && !list.contains("Log out"),
+        "{list}"
+    );
+    let (status, _, session) = server.get(&format!("/ui/sessions/{SESSION_ID}"), &[]);
+    assert_eq!(status, 200);
+    let (status, _, original) = server.get(&first_ref_link(&session), &[]);
+    assert_eq!(status, 200);
+    assert!(original.contains("test_total_0001 PASSED"), "{original}");
 }
 
 #[test]
