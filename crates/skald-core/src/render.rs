@@ -178,6 +178,34 @@ mod tests {
     use crate::message::{ContentForm, Extra, Role, TextBlock, ThinkingBlock};
 
     #[test]
+    fn a_context_has_its_summary_addition_and_tools_before_the_messages() {
+        let tools = vec!["fetch_original_data".to_owned()];
+        let heading = ContextHeading {
+            session_id: "s1",
+            policy: "skald",
+            estimated_tokens: 12,
+            system_prompt_addition: Some("Use the refs."),
+            tools: &tools,
+        };
+        let text = render_context(&heading, &[Message::text(Role::User, "Hi.")]);
+        assert_eq!(
+            text,
+            "session s1 · policy skald · 1 messages · ~12 tokens\n\n--- system prompt addition \
+             ---\nUse the refs.\n\n--- tools added ---\nfetch_original_data\n\n=== [1] user \
+             ===\nHi.\n"
+        );
+        let bare = ContextHeading {
+            system_prompt_addition: None,
+            tools: &[],
+            ..heading
+        };
+        assert_eq!(
+            render_context(&bare, &[]),
+            "session s1 · policy skald · 0 messages · ~12 tokens\n\n"
+        );
+    }
+
+    #[test]
     fn empty_input_renders_nothing() {
         assert_eq!(render_messages(&[]), "");
     }
