@@ -448,6 +448,11 @@ fn a_foreign_tenant_sees_nothing_and_bad_input_is_a_clear_4xx() {
     );
     assert_eq!(as_foreign(&format!("/ui/sessions/{SESSION_ID}")).0, 404);
     assert_eq!(as_foreign(&link).0, 404);
+    let (_, _, memory) = as_foreign("/ui/memory");
+    assert!(
+        !memory.contains("half-even") && memory.contains("No memory was written yet"),
+        "{memory}"
+    );
     let (_, _, results) = as_foreign("/ui/memory?q=invoice+rounding");
     assert!(
         !results.contains("half-even") && results.contains("Nothing matches"),

@@ -1,7 +1,7 @@
 //! The memory pages: `/ui/memory` browses `viking://` one directory at a time (each directory
 //! with its entry count, each entry with its abstract) and searches it (the engine's memory
-//! search, for the server's `[memory]` user and agent); `/ui/memory/read` shows one entry at
-//! L0, L1 or L2.
+//! search, for the server's `[memory]` user and agent) and lists the latest memory writes;
+//! `/ui/memory/read` shows one entry at L0, L1 or L2.
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -9,7 +9,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use skald_core::memory::uri::MemoryUri;
 use skald_engine::memory::manage;
-use skald_store::memories::{MemoryLevel, SearchFilter};
+use skald_store::memories::{MemoryLevel, SearchFilter, WriteAction};
 
 use super::{UiCaller, UiError, encode, page};
 use crate::error::ApiError;
@@ -19,6 +19,17 @@ use crate::state::AppState;
 
 /// How many results a search shows.
 const SEARCH_RESULTS: usize = 20;
+/// How many of the latest memory writes the page lists.
+const RECENT_WRITES: usize = 20;
+
+fn action_name(action: WriteAction) -> &'static str {
+    match action {
+        WriteAction::Added => "added",
+        WriteAction::Updated => "updated",
+        WriteAction::Merged => "merged",
+        WriteAction::Forgotten => "forgotten",
+    }
+}
 
 /// `/ui/memory` parameters.
 #[derive(Debug, Deserialize)]
@@ -75,6 +86,10 @@ pub async fn browse(
                 .map_err(manage_error)?,
         )
     };
+    let writes = state
+        .engine
+        .recent_memory_writes(&caller.0.tenant, RECENT_WRITES)
+        .map_err(manage_error)?;
     let mut crumbs = Vec::new();
     let mut at = Some(dir.clone());
     while let Some(uri) = at {
@@ -125,6 +140,21 @@ pub async fn browse(
                         td { (row.updated_at.as_deref().unwrap_or("")) }
                     }
                 } }
+            }
+        }
+        h2 { "Latest writes" }
+        @if writes.is_empty() {
+            p.muted #no-writes { "No memory was written yet." }
+        } @else {
+            table #writes {
+                thead { tr { th { "When (UTC)" } th { "What" } th { "Memory" } th { "Version" } th { "Abstract" } } }
+                tbody { @for write in &writes { tr {
+                    td { (write.at) }
+                    td { (action_name(write.action)) }
+                    td { a href=(memory_link(&write.uri, false)) { (write.uri.as_str()) } }
+                    td.num { (write.version) }
+                    td { (write.l0) }
+                } } }
             }
         }
     };
