@@ -459,6 +459,25 @@ fn a_foreign_tenant_sees_nothing_and_bad_input_is_a_clear_4xx() {
         "{results}"
     );
 
+    let (_, own) = server.page("/ui/memory?q=invoice+rounding");
+    let start = own.find("/ui/memory/read?uri=").unwrap() + "/ui/memory/read?uri=".len();
+    let encoded_uri = &own[start..start + own[start..].find('"').unwrap()];
+    let (status, _, refused) = server.request(
+        "POST",
+        "/ui/memory/forget",
+        &[
+            ("Authorization", &foreign),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        &format!("uri={encoded_uri}"),
+    );
+    assert_eq!(
+        status, 404,
+        "another tenant's memory does not exist: {refused}"
+    );
+    let (_, still) = server.page("/ui/memory?q=invoice+rounding");
+    assert!(still.contains("rounded half-even"), "{still}");
+
     let (status, body) = server.page("/ui/refs/not-a-ref");
     assert_eq!(status, 400);
     assert!(

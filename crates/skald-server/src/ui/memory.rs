@@ -1,10 +1,13 @@
 //! The memory pages: `/ui/memory` browses `viking://` one directory at a time (each directory
 //! with its entry count, each entry with its abstract) and searches it (the engine's memory
 //! search, for the server's `[memory]` user and agent) and lists the latest memory writes;
-//! `/ui/memory/read` shows one entry at L0, L1 or L2.
+//! `/ui/memory/read` shows one entry at L0, L1 or L2, with a button that forgets it
+//! (`POST /ui/memory/forget`, the engine's forget; the cookie is SameSite=Strict, so another
+//! site cannot post it).
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{Form, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 use skald_core::memory::uri::MemoryUri;
@@ -171,6 +174,31 @@ pub struct ReadQuery {
     level: Option<String>,
 }
 
+/// The forget form's field.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetForm {
+    /// The entry to forget (one entry: the dashboard does not forget whole directories).
+    uri: String,
+}
+
+/// `POST /ui/memory/forget`: forgets one entry (its versions stay in the history, as with
+/// `POST /v1/memory/forget`), then shows its directory.
+pub async fn forget(
+    State(state): State<AppState>,
+    caller: UiCaller,
+    form: Result<Form<ForgetForm>, FormRejection>,
+) -> Result<Response, UiError> {
+    let Form(form) = form?;
+    let uri = parse_uri(&form.uri, "uri")?;
+    state
+        .engine
+        .forget_memories(&caller.0.tenant, &uri, false)
+        .map_err(manage_error)?;
+    let back = uri.parent().unwrap_or_else(MemoryUri::root);
+    Ok(Redirect::to(&memory_link(&back, true)).into_response())
+}
+
 /// `GET /ui/memory/read`: one entry at a level, with links to the other levels.
 pub async fn read(
     State(state): State<AppState>,
@@ -210,6 +238,10 @@ pub async fn read(
             tr { th { "Updated" } td { (report.updated_at) } }
         }
         pre #memory-text { (report.text) }
+        form #forget method="post" action="/ui/memory/forget" {
+            input type="hidden" name="uri" value=(uri.as_str());
+            button type="submit" { "Forget this memory" }
+        }
     };
     Ok(page(Some(&caller.0), uri.as_str(), body))
 }

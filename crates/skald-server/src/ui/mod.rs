@@ -39,6 +39,7 @@ pub fn router() -> axum::Router<AppState> {
         .route("/ui/refs/{id}", get(refs::show))
         .route("/ui/memory", get(memory::browse))
         .route("/ui/memory/read", get(memory::read))
+        .route("/ui/memory/forget", post(memory::forget))
         .route("/ui/login", get(login_page).post(login))
         .route("/ui/logout", post(logout))
 }
