@@ -13,7 +13,7 @@ use serde_json::Value;
 use skald_core::codec::openclaw::{decode_agent_message_at, encode_agent_messages};
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::Message;
-use skald_core::render::render_messages;
+use skald_core::render::{ContextHeading, render_context};
 use skald_engine::memory::{RecallReport, SessionMemoryReport};
 use skald_engine::{View, ViewOptions};
 use skald_store::sessions::{NewSession, SessionError, SessionStore, SqliteSessionStore};
@@ -291,26 +291,16 @@ fn context_local(
     Ok((report, view.messages))
 }
 
-/// The terminal form: a summary line, what the engine adds around the messages, then the
-/// messages as the model reads them.
+/// The terminal form: [`render_context`], the dashboard's rendering too.
 fn render_report(report: &ContextReport, messages: &[skald_core::message::Message]) -> String {
-    let mut out = format!(
-        "session {} · policy {} · {} messages · ~{} tokens\n",
-        report.session_id,
-        report.policy,
-        messages.len(),
-        report.estimated_tokens
-    );
-    if let Some(addition) = &report.system_prompt_addition {
-        out.push_str(&format!("\n--- system prompt addition ---\n{addition}\n"));
-    }
-    if !report.tools.is_empty() {
-        out.push_str(&format!(
-            "\n--- tools added ---\n{}\n",
-            report.tools.join(", ")
-        ));
-    }
-    out.push('\n');
-    out.push_str(&render_messages(messages));
-    out
+    render_context(
+        &ContextHeading {
+            session_id: &report.session_id,
+            policy: &report.policy,
+            estimated_tokens: report.estimated_tokens,
+            system_prompt_addition: report.system_prompt_addition.as_deref(),
+            tools: &report.tools,
+        },
+        messages,
+    )
 }

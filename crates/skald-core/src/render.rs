@@ -36,6 +36,46 @@ pub fn render_messages(messages: &[Message]) -> String {
     out
 }
 
+/// What a context carries besides its messages: the heading of [`render_context`].
+#[derive(Debug, Clone, Copy)]
+pub struct ContextHeading<'a> {
+    /// The session the context is of.
+    pub session_id: &'a str,
+    /// The name of the policy that built it.
+    pub policy: &'a str,
+    /// skald's estimate of the messages and the system prompt addition, in tokens.
+    pub estimated_tokens: u64,
+    /// What the engine adds to the host's system prompt.
+    pub system_prompt_addition: Option<&'a str>,
+    /// Names of the tools the engine adds to the request.
+    pub tools: &'a [String],
+}
+
+/// A whole context as a person reads it (`skald context --text` and the dashboard's session
+/// page): a summary line, the system prompt addition and the tools the engine adds, then the
+/// messages as [`render_messages`] writes them.
+pub fn render_context(heading: &ContextHeading<'_>, messages: &[Message]) -> String {
+    let mut out = format!(
+        "session {} · policy {} · {} messages · ~{} tokens\n",
+        heading.session_id,
+        heading.policy,
+        messages.len(),
+        heading.estimated_tokens
+    );
+    if let Some(addition) = heading.system_prompt_addition {
+        out.push_str(&format!("\n--- system prompt addition ---\n{addition}\n"));
+    }
+    if !heading.tools.is_empty() {
+        out.push_str(&format!(
+            "\n--- tools added ---\n{}\n",
+            heading.tools.join(", ")
+        ));
+    }
+    out.push('\n');
+    out.push_str(&render_messages(messages));
+    out
+}
+
 fn render_message(number: usize, message: &Message, out: &mut String) {
     out.push_str(&format!("=== [{number}] {} ===\n", message.role.name()));
     if message.content.is_empty() {
@@ -136,6 +176,34 @@ fn image_placeholder(image: &ImageBlock) -> String {
 mod tests {
     use super::*;
     use crate::message::{ContentForm, Extra, Role, TextBlock, ThinkingBlock};
+
+    #[test]
+    fn a_context_has_its_summary_addition_and_tools_before_the_messages() {
+        let tools = vec!["fetch_original_data".to_owned()];
+        let heading = ContextHeading {
+            session_id: "s1",
+            policy: "skald",
+            estimated_tokens: 12,
+            system_prompt_addition: Some("Use the refs."),
+            tools: &tools,
+        };
+        let text = render_context(&heading, &[Message::text(Role::User, "Hi.")]);
+        assert_eq!(
+            text,
+            "session s1 · policy skald · 1 messages · ~12 tokens\n\n--- system prompt addition \
+             ---\nUse the refs.\n\n--- tools added ---\nfetch_original_data\n\n=== [1] user \
+             ===\nHi.\n"
+        );
+        let bare = ContextHeading {
+            system_prompt_addition: None,
+            tools: &[],
+            ..heading
+        };
+        assert_eq!(
+            render_context(&bare, &[]),
+            "session s1 · policy skald · 0 messages · ~12 tokens\n\n"
+        );
+    }
 
     #[test]
     fn empty_input_renders_nothing() {

@@ -122,6 +122,7 @@ fn router_until(state: AppState, shutdown: tokio_util::sync::CancellationToken) 
         )
         .route("/", axum::routing::get(root))
         .nest_service("/mcp", crate::mcp::http_service(state.clone(), shutdown))
+        .merge(crate::ui::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

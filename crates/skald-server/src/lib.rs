@@ -3,6 +3,8 @@
 //! that runs every request through the engine before it goes upstream — all on the embedded
 //! SQLite store, scoped by API key to a tenant.
 //!
+//! `/ui` is a dashboard over the same engine ([`ui`]).
+//!
 //! [`router`] builds the axum router over an [`AppState`]; [`serve`] runs it with graceful
 //! shutdown. `/openapi.json` is generated from the handlers themselves.
 //!
@@ -36,6 +38,7 @@ pub mod metrics;
 pub mod proxy;
 pub mod routes;
 pub mod state;
+pub mod ui;
 
 pub use app::{Health, openapi, router, serve};
 pub use auth::{Caller, KeySource};

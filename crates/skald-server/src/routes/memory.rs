@@ -56,7 +56,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// Parses a URI field, naming it.
-fn parse_uri(text: &str, field: &str) -> Result<MemoryUri, ApiError> {
+pub(crate) fn parse_uri(text: &str, field: &str) -> Result<MemoryUri, ApiError> {
     MemoryUri::parse(text).map_err(|error| {
         ApiError::BadRequest(format!("{field} {text:?} is not a memory URI: {error}"))
     })

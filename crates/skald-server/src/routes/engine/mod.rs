@@ -190,7 +190,7 @@ pub struct MemoryReport {
 }
 
 /// What the view did, as the routes report it.
-fn view_report(built: &View) -> ViewReport {
+pub(crate) fn view_report(built: &View) -> ViewReport {
     let view = &built.view;
     let (user, agent) = built
         .identity

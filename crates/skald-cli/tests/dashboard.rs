@@ -1,0 +1,605 @@
+//! The dashboard at `/ui` of `skald serve`, over HTTP as a browser asks for it: a server with a
+//! key, a session imported from a transcript written here (a compaction, then a large tool
+//! output the policy offloads) and a memory; the sessions list and its search, a session's
+//! context with its placeholder linked to the original, the original sliced with `lines` and
+//! `grep`, memory browsed and searched, the login cookie, a foreign tenant's key seeing none of
+//! it, and bad input answered with a clear 4xx. Then the same in headless Chromium (Debian's
+//! `chromium`, driven by the pinned `playwright-core` of `hosts/browser`), which writes
+//! screenshots of the main pages under the target directory (`dashboard-screenshots/`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const SESSION_ID: &str = "dash0001-1111-4222-8333-444455556666";
+/// A line only the offloaded tool output holds.
+const NEEDLE: &str = "ERROR rounding mismatch in invoice 4242";
+
+fn skald(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skald"))
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .env_remove("SKALD_HOME")
+        .output()
+        .unwrap()
+}
+
+fn json_out(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn line(value: Value) -> String {
+    format!("{value}\n")
+}
+
+fn message(id: &str, parent: Option<&str>, second: u32, message: Value) -> String {
+    line(json!({
+        "type": "message", "id": id, "parentId": parent,
+        "timestamp": format!("2026-03-01T10:00:{second:02}.000Z"),
+        "message": message,
+    }))
+}
+
+/// An OpenClaw session: a compaction, a CI log of ~2,000 lines read by a tool, then more turns
+/// (so the log is old enough for the policy to offload).
+fn transcript() -> String {
+    let mut log = String::new();
+    for number in 1..=2_000 {
+        if number == 1_500 {
+            log.push_str(NEEDLE);
+            log.push('\n');
+        } else {
+            log.push_str(&format!(
+                "tests/test_invoice.py::test_total_{number:04} PASSED\n"
+            ));
+        }
+    }
+    let usage = json!({"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 0,
+        "totalTokens": 110, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}});
+    let assistant = |content: Value, stop: &str| {
+        json!({"role": "assistant", "content": content, "api": "anthropic-messages",
+            "provider": "anthropic", "model": "claude-sonnet-4-5", "usage": usage,
+            "stopReason": stop, "timestamp": 1_772_359_200_000_u64})
+    };
+    let user = |text: &str| json!({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1_772_359_200_000_u64});
+    let mut out = line(json!({"type": "session", "version": 3, "id": SESSION_ID,
+        "timestamp": "2026-03-01T10:00:00.000Z", "cwd": "/home/dev/ledger"}));
+    out += &message(
+        "e0000001",
+        None,
+        1,
+        user("Find out why the invoice totals are wrong."),
+    );
+    out += &message(
+        "e0000002",
+        Some("e0000001"),
+        2,
+        assistant(json!([{"type": "text", "text": "Looking."}]), "stop"),
+    );
+    out += &line(
+        json!({"type": "compaction", "id": "e0000003", "parentId": "e0000002",
+        "timestamp": "2026-03-01T10:00:03.000Z",
+        "summary": "## Decisions\n- Investigate invoice rounding.", "firstKeptEntryId": "e0000002",
+        "tokensBefore": 4200}),
+    );
+    out += &message(
+        "e0000004",
+        Some("e0000003"),
+        4,
+        user("Run the invoice tests."),
+    );
+    out += &message(
+        "e0000005",
+        Some("e0000004"),
+        5,
+        assistant(
+            json!([
+                {"type": "toolCall", "id": "toolu_01", "name": "bash", "arguments": {"command": "pytest tests/test_invoice.py"}}
+            ]),
+            "toolUse",
+        ),
+    );
+    out += &message(
+        "e0000006",
+        Some("e0000005"),
+        6,
+        json!({"role": "toolResult", "toolCallId": "toolu_01",
+        "toolName": "bash", "content": [{"type": "text", "text": log}], "isError": false,
+        "timestamp": 1_772_359_200_000_u64}),
+    );
+    let mut parent = "e0000006".to_owned();
+    for turn in 0..4 {
+        let asked = format!("e00001{turn}0");
+        let answered = format!("e00001{turn}1");
+        out += &message(
+            &asked,
+            Some(&parent),
+            10 + turn * 2,
+            user(&format!("Next step {turn}?")),
+        );
+        out += &message(
+            &answered,
+            Some(&asked),
+            11 + turn * 2,
+            assistant(
+                json!([{"type": "text", "text": format!("Step {turn} done.")}]),
+                "stop",
+            ),
+        );
+        parent = answered;
+    }
+    out
+}
+
+/// `skald serve` with keys for tenants `t` and `other`, the transcript imported into `t` and a
+/// memory of `t`; killed on drop.
+struct Server {
+    /// Kept for the server's lifetime.
+    _home: tempfile::TempDir,
+    address: String,
+    key: String,
+    foreign_key: String,
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start() -> Server {
+        Server::start_with(true)
+    }
+
+    /// With `keys` false the server has none and runs open on loopback; the session and the
+    /// memory are then the `default` tenant's.
+    fn start_with(keys: bool) -> Server {
+        let tenant = if keys { "t" } else { "default" };
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join("session.jsonl");
+        std::fs::write(&path, transcript()).unwrap();
+        let imported = json_out(&skald(
+            home.path(),
+            &[
+                "import",
+                path.to_str().unwrap(),
+                "--tenant",
+                tenant,
+                "--json",
+            ],
+        ));
+        assert_eq!(imported["session_id"], SESSION_ID, "{imported}");
+        json_out(&skald(
+            home.path(),
+            &[
+                "remember",
+                "--tenant",
+                tenant,
+                "--content",
+                "The user wants invoice totals rounded half-even",
+                "--type",
+                "preferences",
+            ],
+        ));
+        let create = |tenant: &str| {
+            json_out(&skald(home.path(), &["keys", "create", "--tenant", tenant]))["secret"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let (key, foreign_key) = if keys {
+            (create("t"), create("other"))
+        } else {
+            (String::new(), String::new())
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let address = format!("127.0.0.1:{port}");
+        let child = Command::new(env!("CARGO_BIN_EXE_skald"))
+            .arg("--home")
+            .arg(home.path())
+            .args(["serve", "--addr", &address])
+            .env_remove("SKALD_HOME")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(home.path().join("serve.stderr")).unwrap())
+            .spawn()
+            .unwrap();
+        let server = Server {
+            _home: home,
+            address,
+            key,
+            foreign_key,
+            child,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while server.get("/healthz", &[]).0 != 200 {
+            assert!(Instant::now() < deadline, "skald serve did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    /// One request; (status, headers, body).
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String, String) {
+        let Ok(mut stream) = TcpStream::connect(&self.address) else {
+            return (0, String::new(), String::new());
+        };
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut request = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        let Some((head, body)) = answer.split_once("\r\n\r\n") else {
+            return (0, answer, String::new());
+        };
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or(0);
+        (status, head.to_owned(), body.to_owned())
+    }
+
+    fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
+        self.request("GET", path, headers, "")
+    }
+
+    /// A page as tenant `t` (its key as a bearer token): (status, body).
+    fn page(&self, path: &str) -> (u16, String) {
+        let bearer = format!("Bearer {}", self.key);
+        let (status, _, body) = self.get(path, &[("Authorization", &bearer)]);
+        (status, body)
+    }
+}
+
+/// The first `/ui/refs/<id>` link of a page.
+fn first_ref_link(page: &str) -> String {
+    let start = page
+        .find("href=\"/ui/refs/")
+        .expect("a placeholder linked to its original")
+        + 6;
+    let end = start + page[start..].find('"').unwrap();
+    page[start..end].to_owned()
+}
+
+#[test]
+fn dashboard_shows_sessions_context_originals_and_memory() {
+    let server = Server::start();
+
+    let (status, list) = server.page("/ui");
+    assert_eq!(status, 200, "{list}");
+    assert!(list.contains(SESSION_ID), "{list}");
+    assert!(list.contains("openclaw"), "the source format: {list}");
+    let (_, found) = server.page("/ui?q=DASH0001");
+    assert!(
+        found.contains(SESSION_ID),
+        "search by id is case-insensitive: {found}"
+    );
+    let (_, missed) = server.page("/ui?q=nothing-like-this");
+    assert!(
+        !missed.contains(SESSION_ID) && missed.contains("No session matches"),
+        "{missed}"
+    );
+
+    let (status, session) = server.page(&format!("/ui/sessions/{SESSION_ID}"));
+    assert_eq!(status, 200, "{session}");
+    assert!(
+        session.contains("Investigate invoice rounding"),
+        "the compaction: {session}"
+    );
+    assert!(
+        session.contains("4200"),
+        "tokens before the compaction: {session}"
+    );
+    assert!(
+        session.contains("=== [1] "),
+        "the readable rendering: {session}"
+    );
+    assert!(session.contains("Step 3 done."), "{session}");
+    assert!(
+        !session.contains("test_total_1000 PASSED"),
+        "the log is offloaded, not in the context"
+    );
+    let link = first_ref_link(&session);
+
+    let (status, original) = server.page(&link);
+    assert_eq!(status, 200, "{original}");
+    assert!(
+        original.contains("test_total_0001 PASSED") && original.contains("cut at max_chars=20000"),
+        "the original as the model would get it: {original}"
+    );
+    let (status, whole) = server.page(&format!("{link}?max_chars=200000"));
+    assert_eq!(status, 200);
+    assert!(
+        whole.contains(NEEDLE) && whole.contains("test_total_2000 PASSED"),
+        "the whole original"
+    );
+    let (status, grepped) = server.page(&format!("{link}?grep=rounding+mismatch&context=0&lines="));
+    assert_eq!(status, 200, "{grepped}");
+    assert!(
+        grepped.contains(NEEDLE) && !grepped.contains("test_total_0001 "),
+        "{grepped}"
+    );
+    let (_, sliced) = server.page(&format!("{link}?lines=2%3A3"));
+    assert!(
+        sliced.contains("test_total_0002") && !sliced.contains("test_total_0005"),
+        "{sliced}"
+    );
+
+    let (status, memory) = server.page("/ui/memory");
+    assert_eq!(status, 200, "{memory}");
+    assert!(
+        memory.contains("user/"),
+        "the tree's top directories: {memory}"
+    );
+    let (status, results) = server.page("/ui/memory?q=invoice+rounding");
+    assert_eq!(status, 200, "{results}");
+    assert!(results.contains("rounded half-even"), "{results}");
+    let start = results.find("href=\"/ui/memory/read?uri=").unwrap() + 6;
+    let read_link = &results[start..start + results[start..].find('"').unwrap()];
+    let (status, read) = server.page(&read_link.replace("&amp;", "&"));
+    assert_eq!(status, 200, "{read}");
+    assert!(
+        read.contains("rounded half-even") && read.contains("preferences"),
+        "{read}"
+    );
+}
+
+#[test]
+fn dashboard_needs_a_key_and_keeps_it_in_a_cookie() {
+    let server = Server::start();
+    let (status, _, login) = server.get("/ui", &[]);
+    assert_eq!(status, 401);
+    assert!(
+        login.contains("action=\"/ui/login\""),
+        "the login form: {login}"
+    );
+
+    let (status, _, refused) = server.request(
+        "POST",
+        "/ui/login",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        "key=sk-skald-wrong",
+    );
+    assert_eq!(status, 401);
+    assert!(refused.contains("unknown API key"), "{refused}");
+
+    let (status, head, _) = server.request(
+        "POST",
+        "/ui/login",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        &format!("key={}", server.key),
+    );
+    assert_eq!(status, 303, "{head}");
+    let cookie = head
+        .lines()
+        .find_map(|line| line.strip_prefix("set-cookie: "))
+        .unwrap_or_else(|| panic!("no cookie: {head}"));
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap();
+    let (status, _, list) = server.get("/ui", &[("Cookie", pair)]);
+    assert_eq!(status, 200, "{list}");
+    assert!(list.contains(SESSION_ID));
+}
+
+#[test]
+fn an_open_server_shows_the_dashboard_on_loopback_without_a_key() {
+    let server = Server::start_with(false);
+    let (status, _, list) = server.get("/ui", &[]);
+    assert_eq!(status, 200, "{list}");
+    assert!(list.contains(SESSION_ID), "{list}");
+    assert!(
+        list.contains("tenant default") && !list.contains("Log out"),
+        "{list}"
+    );
+    let (status, _, session) = server.get(&format!("/ui/sessions/{SESSION_ID}"), &[]);
+    assert_eq!(status, 200);
+    let (status, _, original) = server.get(&first_ref_link(&session), &[]);
+    assert_eq!(status, 200);
+    assert!(original.contains("test_total_0001 PASSED"), "{original}");
+}
+
+#[test]
+fn a_foreign_tenant_sees_nothing_and_bad_input_is_a_clear_4xx() {
+    let server = Server::start();
+    let (_, session) = server.page(&format!("/ui/sessions/{SESSION_ID}"));
+    let link = first_ref_link(&session);
+
+    let foreign = format!("Bearer {}", server.foreign_key);
+    let as_foreign = |path: &str| server.get(path, &[("Authorization", &foreign)]);
+    let (status, _, list) = as_foreign("/ui");
+    assert_eq!(status, 200);
+    assert!(
+        !list.contains(SESSION_ID) && list.contains("No sessions yet"),
+        "{list}"
+    );
+    assert_eq!(as_foreign(&format!("/ui/sessions/{SESSION_ID}")).0, 404);
+    assert_eq!(as_foreign(&link).0, 404);
+    let (_, _, memory) = as_foreign("/ui/memory");
+    assert!(
+        !memory.contains("half-even") && memory.contains("No memory was written yet"),
+        "{memory}"
+    );
+    let (_, _, results) = as_foreign("/ui/memory?q=invoice+rounding");
+    assert!(
+        !results.contains("half-even") && results.contains("Nothing matches"),
+        "{results}"
+    );
+
+    let (_, own) = server.page("/ui/memory?q=invoice+rounding");
+    let start = own.find("/ui/memory/read?uri=").unwrap() + "/ui/memory/read?uri=".len();
+    let encoded_uri = &own[start..start + own[start..].find('"').unwrap()];
+    let (status, _, refused) = server.request(
+        "POST",
+        "/ui/memory/forget",
+        &[
+            ("Authorization", &foreign),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        &format!("uri={encoded_uri}"),
+    );
+    assert_eq!(
+        status, 404,
+        "another tenant's memory does not exist: {refused}"
+    );
+    let (_, still) = server.page("/ui/memory?q=invoice+rounding");
+    assert!(still.contains("rounded half-even"), "{still}");
+
+    let (status, body) = server.page("/ui/refs/not-a-ref");
+    assert_eq!(status, 400);
+    assert!(
+        body.contains("not-a-ref"),
+        "the page names what was wrong: {body}"
+    );
+    let (status, body) = server.page(&format!("{link}?lines=abc"));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("bad slice"), "{body}");
+    let (status, body) = server.page("/ui/sessions/no-such-session");
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = server.page("/ui/memory?uri=user/alice");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("not a memory URI"), "{body}");
+    let (status, body) =
+        server.page("/ui/memory/read?uri=viking://user/default/memories/preferences/x.md&level=l9");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("l9"), "{body}");
+    let (status, body) = server.page("/ui?colour=red");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("colour"), "{body}");
+}
+
+/// `playwright-core` installed with `npm ci` from `hosts/browser`, once per lockfile.
+fn browser_driver() -> std::path::PathBuf {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hosts/browser");
+    let lock = std::fs::read(source.join("package-lock.json")).unwrap();
+    let mut hasher = DefaultHasher::new();
+    lock.hash(&mut hasher);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("browser-npm")
+        .join(format!("{:016x}", hasher.finish()));
+    if !dir.join(".installed").exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in ["package.json", "package-lock.json"] {
+            std::fs::copy(source.join(file), dir.join(file)).unwrap();
+        }
+        let installed = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .output()
+            .expect("the browser test needs node and npm on PATH; it never skips");
+        assert!(
+            installed.status.success(),
+            "npm ci of hosts/browser failed: {}",
+            String::from_utf8_lossy(&installed.stderr)
+        );
+        std::fs::write(dir.join(".installed"), "").unwrap();
+    }
+    std::fs::copy(source.join("dashboard.mjs"), dir.join("dashboard.mjs")).unwrap();
+    dir
+}
+
+#[test]
+fn dashboard_in_headless_chromium_follows_a_placeholder_and_searches_memory() {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    assert!(
+        Path::new(&chromium).exists(),
+        "the browser test needs Debian's chromium ({chromium}; `apt-get install chromium`); it \
+         never skips"
+    );
+    let driver = browser_driver();
+    let server = Server::start();
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let output = Command::new("node")
+        .arg("dashboard.mjs")
+        .current_dir(&driver)
+        .env("BASE", format!("http://{}", server.address))
+        .env("KEY", &server.key)
+        .env("FOREIGN_KEY", &server.foreign_key)
+        .env("SESSION", SESSION_ID)
+        .env("SHOTS", &shots)
+        .env("CHROMIUM", &chromium)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the browser run failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let text = |field: &str| seen[field].as_str().unwrap_or_default().to_owned();
+    assert_eq!(seen["loginStatus"], 401, "{seen}");
+    assert!(text("sessions").contains(SESSION_ID), "{seen}");
+    assert!(text("sessionTitle").contains(SESSION_ID), "{seen}");
+    assert!(
+        text("compactions").contains("Investigate invoice rounding"),
+        "{seen}"
+    );
+    assert!(seen["refLinks"].as_u64().unwrap() >= 1, "{seen}");
+    assert!(text("originalUrl").contains("/ui/refs/"), "{seen}");
+    assert!(
+        text("original").contains("test_total_0001 PASSED"),
+        "{seen}"
+    );
+    let grepped = text("grepped");
+    assert!(
+        grepped.contains(NEEDLE) && !grepped.contains("test_total_1499"),
+        "{seen}"
+    );
+    assert!(text("memoryRoot").contains("user/"), "{seen}");
+    assert!(
+        text("memoryResults").contains("rounded half-even"),
+        "{seen}"
+    );
+    assert!(!text("foreignSessions").contains(SESSION_ID), "{seen}");
+    assert!(
+        text("foreignSessions").contains("No sessions yet"),
+        "{seen}"
+    );
+    assert_eq!(seen["foreignSessionStatus"], 404, "{seen}");
+    for page in [
+        "login", "sessions", "session", "original", "memory", "foreign",
+    ] {
+        let shot = shots.join(format!("{page}.png"));
+        assert!(
+            std::fs::metadata(&shot).is_ok_and(|meta| meta.len() > 1_000),
+            "no screenshot {}",
+            shot.display()
+        );
+    }
+}
