@@ -20,7 +20,11 @@
 //!   extracted when the session ends.
 //!
 //! A hook must be fast: it opens the one database, makes one engine call, and exits; no
-//! embedder is built, and the summary model only for the events that compact.
+//! embedder is built. The two events that compact (`pre-compact`, `session-end`) would make
+//! Claude Code wait for an import and a summary (tens of milliseconds on a short transcript, and
+//! seconds with a summary model), so they hand the work to a job (`hook_jobs`): the hook checks
+//! its input, writes the job durably, starts a detached `skald` to run it and answers at once;
+//! `session-start` after a compaction waits for the session's jobs before it reads the summary.
 
 use std::io::Read;
 use std::process::ExitCode;
@@ -34,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::home::Home;
+use crate::hook_jobs;
 use crate::local::{self, Models, StoreKind, tenant_arg};
 
 /// The Claude Code hook events skald answers.
@@ -77,9 +82,34 @@ pub struct HookArgs {
     /// `default`; the MCP server `skald mcp` must use the same).
     #[arg(long)]
     pub tenant: Option<String>,
+    /// Run the job file a `pre-compact` or `session-end` hook wrote (the detached worker).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub run_job: Option<std::path::PathBuf>,
 }
 
-pub fn run(args: &HookArgs, config: &Config, home: &Home) -> Result<ExitCode> {
+pub fn run(
+    args: &HookArgs,
+    config: &Config,
+    config_path: Option<&std::path::Path>,
+    home: &Home,
+) -> Result<ExitCode> {
+    if let Some(job) = &args.run_job {
+        hook_jobs::run_job(job, |job| {
+            let tenant = tenant_arg(Some(&job.tenant))?;
+            let session = SessionId::parse(&job.session)
+                .with_context(|| format!("the job's session {:?}", job.session))?;
+            let transcript = job.read_transcript()?;
+            compact_now(
+                &session,
+                &job.transcript_path,
+                &transcript,
+                &tenant,
+                config,
+                home,
+            )
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut input = String::new();
     std::io::stdin()
         .read_to_string(&mut input)
@@ -103,7 +133,7 @@ pub fn run(args: &HookArgs, config: &Config, home: &Home) -> Result<ExitCode> {
         HookEvent::PostToolUse => post_tool_use(&hook, &tenant, config, home)?,
         HookEvent::UserPromptSubmit => user_prompt_submit(&hook, &tenant, config, home)?,
         HookEvent::PreCompact | HookEvent::SessionEnd => {
-            compact_transcript(&hook, &tenant, config, home)?
+            compact_transcript(args.event, &hook, &tenant, (config, config_path), home)?
         }
         HookEvent::SessionStart => session_start(&hook, &tenant, config, home)?,
     };
@@ -237,10 +267,13 @@ fn user_prompt_submit(
     }))
 }
 
+/// Hands the compaction of the hook's transcript to a detached job (run inline when no job can
+/// be started: the work is never dropped).
 fn compact_transcript(
+    event: HookEvent,
     hook: &Value,
     tenant: &Tenant,
-    config: &Config,
+    (config, config_path): (&Config, Option<&std::path::Path>),
     home: &Home,
 ) -> Result<Option<Value>> {
     let session = session_of(hook)?;
@@ -249,8 +282,40 @@ fn compact_transcript(
         // Claude Code sends an empty path when it keeps no transcript: nothing to compact.
         return Ok(None);
     }
-    let transcript = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the transcript {path}"))?;
+    // The transcript as it is now: Claude Code appends to it after the hook returns.
+    let length = std::fs::metadata(path)
+        .with_context(|| format!("cannot read the transcript {path}"))?
+        .len();
+    let job = hook_jobs::Job {
+        event: event
+            .to_possible_value()
+            .map_or_else(String::new, |value| value.get_name().to_owned()),
+        tenant: tenant.to_string(),
+        session: session.to_string(),
+        transcript_path: path.to_owned(),
+        transcript_bytes: length,
+    };
+    match hook_jobs::start(home, &job, config_path) {
+        Ok(()) => Ok(None),
+        Err(error) => {
+            eprintln!("skald: running the compaction in the hook: {error:#}");
+            let transcript = job.read_transcript()?;
+            compact_now(&session, path, &transcript, tenant, config, home)?;
+            Ok(None)
+        }
+    }
+}
+
+/// Imports and compacts a transcript with skald's summarizer, its span archived for memory
+/// extraction (`Engine::compact_transcript`).
+fn compact_now(
+    session: &SessionId,
+    path: &str,
+    transcript: &str,
+    tenant: &Tenant,
+    config: &Config,
+    home: &Home,
+) -> Result<()> {
     let models = Models {
         summarizer: true,
         embedder: false,
@@ -259,10 +324,10 @@ fn compact_transcript(
     let engine = local::local_engine(home, StoreKind::Sessions, engine_config)?;
     let cancel = CancellationToken::new();
     current_thread()?
-        .block_on(engine.compact_transcript(tenant, &session, &transcript, &cancel))
+        .block_on(engine.compact_transcript(tenant, session, transcript, &cancel))
         .map_err(local::store_error)
         .with_context(|| format!("cannot compact the transcript {path}"))?;
-    Ok(None)
+    Ok(())
 }
 
 /// What Claude Code reads first after compacting: where the summary comes from.
@@ -279,6 +344,8 @@ fn session_start(
         return Ok(None);
     }
     let session = session_of(hook)?;
+    // The summary is the one the PreCompact hook's job is writing.
+    hook_jobs::wait_for_session(home, &session, hook_jobs::SESSION_START_WAIT);
     let engine_config = local::engine_config(config, None, false, Models::default())?;
     let engine = local::local_engine(home, StoreKind::Sessions, engine_config)?;
     let room = MAX_CONTEXT_CHARS - SUMMARY_HEADER.chars().count();

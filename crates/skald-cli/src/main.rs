@@ -16,6 +16,7 @@ mod fetch_cmd;
 mod files;
 mod home;
 mod hook_cmd;
+mod hook_jobs;
 mod import_cmd;
 mod inspect;
 mod keys_cmd;
@@ -548,7 +549,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Hook(args) => {
             let config = config::Config::load(cli.config.as_deref(), &home)?;
-            hook_cmd::run(args, &config, &home)
+            hook_cmd::run(args, &config, cli.config.as_deref(), &home)
         }
         Command::Mcp(args) => {
             let config = config::Config::load(cli.config.as_deref(), &home)?;

@@ -304,6 +304,30 @@ fn claude_code_with_skalds_plugin_gets_skalds_summary_back_after_its_compaction(
         summary.contains("[REF_ID: "),
         "the summary names no ref of the offloaded output: {summary:.6000}"
     );
+    // The compacting hooks hand their work to detached jobs: each finishes (the last run's
+    // SessionEnd job may still be running when Claude Code has exited), none fails.
+    let jobs = skald_home.path().join("hooks/jobs");
+    let left = || -> Vec<String> {
+        std::fs::read_dir(&jobs)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                    .filter(|name| !name.ends_with(".lock"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !left().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left = left();
+    assert!(
+        left.is_empty(),
+        "hook jobs left in {}: {left:?}",
+        jobs.display()
+    );
 }
 
 /// Input tokens (plain, cache writes and reads) and cost of one run, from the upstream's usage
