@@ -457,11 +457,37 @@ pub fn codex_with(
     provider_lines: &str,
 ) -> HostRun {
     let state_dir = tempfile::tempdir().unwrap();
+    let command = codex_command(
+        base_url,
+        skald_key,
+        workdir.path(),
+        state_dir.path(),
+        provider_lines,
+        &[PROMPT],
+    );
+    let finished = run(command, state_dir.path(), "codex", HOST_TIMEOUT);
+    HostRun {
+        finished,
+        state_dir,
+        workdir,
+    }
+}
+
+/// The pinned Codex's `exec` with `args` after its own flags, its state (config.toml naming
+/// the scripted provider at `base_url`) in `state_dir`, run in `workdir`.
+pub fn codex_command(
+    base_url: &str,
+    skald_key: Option<&str>,
+    workdir: &Path,
+    state_dir: &Path,
+    provider_lines: &str,
+    args: &[&str],
+) -> Command {
     let headers = skald_key
         .map(|key| format!("http_headers = {{ \"x-skald-key\" = \"{key}\" }}\n"))
         .unwrap_or_default();
     fs::write(
-        state_dir.path().join("config.toml"),
+        state_dir.join("config.toml"),
         format!(
             "model = \"mock-model\"\nmodel_provider = \"scripted\"\n\n\
              [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{base_url}\"\n\
@@ -477,20 +503,15 @@ pub fn codex_with(
             "--skip-git-repo-check",
             "--dangerously-bypass-approvals-and-sandbox",
             "--json",
-            PROMPT,
         ])
-        .current_dir(workdir.path())
+        .args(args)
+        .current_dir(workdir)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", state_dir.path())
-        .env("CODEX_HOME", state_dir.path())
+        .env("HOME", state_dir)
+        .env("CODEX_HOME", state_dir)
         .env("OPENAI_API_KEY", "sk-openai-provider-dummy");
-    let finished = run(command, state_dir.path(), "codex", HOST_TIMEOUT);
-    HostRun {
-        finished,
-        state_dir,
-        workdir,
-    }
+    command
 }
 
 /// The JSON lines of a host's stdout.
