@@ -20,7 +20,7 @@
 //!   time, for [`import`] and the engine's bootstrap.
 //!
 //! ```
-//! use std::collections::BTreeMap;
+//! use std::collections::{BTreeMap, HashMap, HashSet};
 //! use skald_core::ids::{SessionId, Tenant};
 //! use skald_core::session::{EntryKind, SessionHeader};
 //! use skald_core::message::{Message, Role};
@@ -57,11 +57,11 @@ pub mod openclaw_store;
 mod postgres;
 mod sqlite;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use skald_core::ids::{SessionId, Tenant};
-use skald_core::message::Message;
+use skald_core::message::{Extra, Message};
 use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 
 use crate::StoreError;
@@ -468,6 +468,139 @@ pub fn validate_entry_id(id: &str) -> Result<(), SessionError> {
         ));
     }
     Ok(())
+}
+
+impl CompactionCheckpoint {
+    /// The checkpoint as a `compaction` entry: its kind, its extra fields (the tokens after),
+    /// and the first kept entry, which a store must find on the leaf's path before appending.
+    pub(crate) fn into_entry_parts(self) -> (EntryKind, Extra, Option<String>) {
+        let CompactionCheckpoint {
+            summary,
+            first_kept_entry_id,
+            tokens_before,
+            tokens_after,
+            details,
+        } = self;
+        let kept = first_kept_entry_id.clone();
+        let mut extra = Extra::new();
+        extra.insert(TOKENS_AFTER_KEY.to_owned(), Value::from(tokens_after));
+        let kind = EntryKind::Compaction {
+            summary,
+            first_kept_entry_id,
+            tokens_before: Some(tokens_before),
+            details,
+            from_hook: None,
+        };
+        (kind, extra, kept)
+    }
+}
+
+/// The entries a branch rewrite appends, whatever the backend: a
+/// [`BRANCH_REWRITE_CUSTOM_TYPE`] marker under `fork_parent_id`, then a copy of every entry of
+/// `later` (the path from the first rewritten entry to the leaf), rewritten where `rewrites`
+/// says, each the child of the one before. `fresh_id` gives an id unused in the session and
+/// not among those it is shown.
+pub(crate) fn branch_rewrite_batch(
+    later: &[&Entry],
+    fork_parent_id: Option<String>,
+    rewrites: &BTreeMap<String, EntryKind>,
+    reason: &str,
+    timestamp: &str,
+    mut fresh_id: impl FnMut(&HashSet<String>) -> Result<String, SessionError>,
+) -> Result<(Vec<Entry>, BranchRewrite), SessionError> {
+    let rewritten: Vec<&str> = later
+        .iter()
+        .filter(|entry| rewrites.contains_key(&entry.id))
+        .map(|entry| entry.id.as_str())
+        .collect();
+    let mut taken = HashSet::new();
+    let marker_id = fresh_id(&taken)?;
+    taken.insert(marker_id.clone());
+    let mut batch = vec![Entry {
+        id: marker_id.clone(),
+        parent_id: fork_parent_id.clone(),
+        timestamp: timestamp.to_owned(),
+        kind: EntryKind::Custom {
+            custom_type: BRANCH_REWRITE_CUSTOM_TYPE.to_owned(),
+            data: Some(json!({ "reason": reason, "rewrittenEntryIds": rewritten })),
+        },
+        extra: Extra::new(),
+    }];
+    let mut copies: Vec<(String, String)> = Vec::with_capacity(later.len());
+    let mut new_ids: HashMap<&str, String> = HashMap::new();
+    let mut parent = marker_id.clone();
+    for original in later {
+        let id = fresh_id(&taken)?;
+        taken.insert(id.clone());
+        let kind = rewrites
+            .get(&original.id)
+            .cloned()
+            .unwrap_or_else(|| original.kind.clone());
+        batch.push(Entry {
+            id: id.clone(),
+            parent_id: Some(parent),
+            timestamp: timestamp.to_owned(),
+            kind: point_at_copies(kind, &new_ids),
+            extra: original.extra.clone(),
+        });
+        new_ids.insert(&original.id, id.clone());
+        copies.push((original.id.clone(), id.clone()));
+        parent = id;
+    }
+    Ok((
+        batch,
+        BranchRewrite {
+            marker_id,
+            fork_parent_id,
+            copies,
+            leaf_id: parent,
+        },
+    ))
+}
+
+/// Makes a copied entry that names another copied entry name its copy: a compaction must keep
+/// from the copy (the original is on the old branch, off the new path), so must a reset, and a
+/// label follows it.
+fn point_at_copies(kind: EntryKind, new_ids: &HashMap<&str, String>) -> EntryKind {
+    match kind {
+        EntryKind::Compaction {
+            summary,
+            first_kept_entry_id,
+            tokens_before,
+            details,
+            from_hook,
+        } => EntryKind::Compaction {
+            summary,
+            first_kept_entry_id: first_kept_entry_id
+                .map(|kept| new_ids.get(kept.as_str()).cloned().unwrap_or(kept)),
+            tokens_before,
+            details,
+            from_hook,
+        },
+        EntryKind::Reset {
+            reason,
+            first_kept_entry_id,
+        } => EntryKind::Reset {
+            reason,
+            first_kept_entry_id: first_kept_entry_id
+                .map(|kept| new_ids.get(kept.as_str()).cloned().unwrap_or(kept)),
+        },
+        EntryKind::Label { target_id, label } => EntryKind::Label {
+            target_id: new_ids
+                .get(target_id.as_str())
+                .cloned()
+                .unwrap_or(target_id),
+            label,
+        },
+        other @ (EntryKind::Message(_)
+        | EntryKind::BranchSummary { .. }
+        | EntryKind::Custom { .. }
+        | EntryKind::CustomMessage { .. }
+        | EntryKind::ThinkingLevelChange { .. }
+        | EntryKind::ModelChange { .. }
+        | EntryKind::SessionInfo { .. }
+        | EntryKind::Other(_)) => other,
+    }
 }
 
 #[cfg(test)]

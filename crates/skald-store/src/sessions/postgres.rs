@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use skald_core::codec::Format;
 use skald_core::codec::openclaw::{encode_entry, encode_header};
 use skald_core::ids::{SessionId, Tenant};
@@ -17,11 +17,11 @@ use tokio_postgres::Row;
 
 use super::sqlite::{
     ENVELOPE_KEYS, count, decode_header, decode_row, entry_type, has_leaf_record, iso_millis,
-    point_at_copies, random_u32,
+    random_u32,
 };
 use super::{
-    BRANCH_REWRITE_CUSTOM_TYPE, BranchRewrite, CompactionCheckpoint, NewSession, SessionError,
-    SessionInfo, SessionStore, TOKENS_AFTER_KEY, validate_entry_id, validate_session_id,
+    BranchRewrite, CompactionCheckpoint, NewSession, SessionError, SessionInfo, SessionStore,
+    branch_rewrite_batch, validate_entry_id, validate_session_id,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::postgres::{Conn, Database, fail, unsigned};
@@ -224,23 +224,7 @@ impl SessionStore for PgSessionStore {
         session: &SessionId,
         checkpoint: CompactionCheckpoint,
     ) -> Result<Entry, SessionError> {
-        let CompactionCheckpoint {
-            summary,
-            first_kept_entry_id,
-            tokens_before,
-            tokens_after,
-            details,
-        } = checkpoint;
-        let kept = first_kept_entry_id.clone();
-        let mut extra = Extra::new();
-        extra.insert(TOKENS_AFTER_KEY.to_owned(), Value::from(tokens_after));
-        let kind = EntryKind::Compaction {
-            summary,
-            first_kept_entry_id,
-            tokens_before: Some(tokens_before),
-            details,
-            from_hook: None,
-        };
+        let (kind, extra, kept) = checkpoint.into_entry_parts();
         self.append_under_leaf(tenant, session, kind, extra, |conn, leaf| {
             let Some(kept) = kept else {
                 return Ok(());
@@ -280,63 +264,26 @@ impl SessionStore for PgSessionStore {
             };
             let fork_parent_id = fork.parent_id.clone();
             let later = path.get(first..).unwrap_or_default();
-            let rewritten: Vec<&str> = later
-                .iter()
-                .filter(|entry| rewrites.contains_key(&entry.id))
-                .map(|entry| entry.id.as_str())
-                .collect();
-            let timestamp = iso_millis(now);
-            let mut taken = HashSet::new();
-            let marker_id = fresh_entry_id(conn, tenant, session, &taken)?;
-            taken.insert(marker_id.clone());
-            let mut batch = vec![Entry {
-                id: marker_id.clone(),
-                parent_id: fork_parent_id.clone(),
-                timestamp: timestamp.clone(),
-                kind: EntryKind::Custom {
-                    custom_type: BRANCH_REWRITE_CUSTOM_TYPE.to_owned(),
-                    data: Some(json!({ "reason": reason, "rewrittenEntryIds": rewritten })),
-                },
-                extra: Extra::new(),
-            }];
-            let mut copies: Vec<(String, String)> = Vec::with_capacity(later.len());
-            let mut new_ids: HashMap<&str, String> = HashMap::new();
-            let mut parent = marker_id.clone();
-            for original in later {
-                let id = fresh_entry_id(conn, tenant, session, &taken)?;
-                taken.insert(id.clone());
-                let kind = rewrites
-                    .get(&original.id)
-                    .cloned()
-                    .unwrap_or_else(|| original.kind.clone());
-                batch.push(Entry {
-                    id: id.clone(),
-                    parent_id: Some(parent),
-                    timestamp: timestamp.clone(),
-                    kind: point_at_copies(kind, &new_ids),
-                    extra: original.extra.clone(),
-                });
-                new_ids.insert(&original.id, id.clone());
-                copies.push((original.id.clone(), id.clone()));
-                parent = id;
-            }
+            let (batch, rewrite) = branch_rewrite_batch(
+                later,
+                fork_parent_id,
+                &rewrites,
+                reason,
+                &iso_millis(now),
+                |taken| fresh_entry_id(conn, tenant, session, taken),
+            )?;
             let messages = check_batch(conn, tenant, session, &batch)?;
             insert_entries(conn, tenant, session, row.entry_count, &batch)?;
             finish_write(
                 conn,
                 tenant,
                 session,
-                Some(&parent),
+                Some(&rewrite.leaf_id),
                 count(batch.len()),
                 messages,
                 now,
             )?;
-            Ok(BranchRewrite {
-                marker_id,
-                fork_parent_id,
-                copies,
-                leaf_id: parent,
-            })
+            Ok(rewrite)
         })
     }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use skald_core::codec::Format;
 use skald_core::codec::openclaw::{decode_entry, decode_session, encode_entry, encode_header};
 use skald_core::ids::{SessionId, Tenant};
@@ -18,8 +18,8 @@ use skald_core::message::{Extra, Message};
 use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 
 use super::{
-    BRANCH_REWRITE_CUSTOM_TYPE, BranchRewrite, CompactionCheckpoint, NewSession, SessionError,
-    SessionInfo, SessionStore, TOKENS_AFTER_KEY, validate_entry_id, validate_session_id,
+    BranchRewrite, CompactionCheckpoint, NewSession, SessionError, SessionInfo, SessionStore,
+    branch_rewrite_batch, validate_entry_id, validate_session_id,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::sqlite::pool::Connections;
@@ -273,23 +273,7 @@ impl SessionStore for SqliteSessionStore {
         session: &SessionId,
         checkpoint: CompactionCheckpoint,
     ) -> Result<Entry, SessionError> {
-        let CompactionCheckpoint {
-            summary,
-            first_kept_entry_id,
-            tokens_before,
-            tokens_after,
-            details,
-        } = checkpoint;
-        let kept = first_kept_entry_id.clone();
-        let mut extra = Extra::new();
-        extra.insert(TOKENS_AFTER_KEY.to_owned(), Value::from(tokens_after));
-        let kind = EntryKind::Compaction {
-            summary,
-            first_kept_entry_id,
-            tokens_before: Some(tokens_before),
-            details,
-            from_hook: None,
-        };
+        let (kind, extra, kept) = checkpoint.into_entry_parts();
         self.append_under_leaf(tenant, session, kind, extra, |tx, leaf| {
             // A first kept entry off the path would make pi keep nothing before the summary.
             let Some(kept) = kept else {
@@ -329,64 +313,26 @@ impl SessionStore for SqliteSessionStore {
             };
             let fork_parent_id = fork.parent_id.clone();
             let later = path.get(first..).unwrap_or_default();
-            let rewritten: Vec<&str> = later
-                .iter()
-                .filter(|entry| rewrites.contains_key(&entry.id))
-                .map(|entry| entry.id.as_str())
-                .collect();
-
-            let timestamp = iso_millis(now);
-            let mut taken = HashSet::new();
-            let marker_id = fresh_entry_id(tx, tenant, session, &taken)?;
-            taken.insert(marker_id.clone());
-            let mut batch = vec![Entry {
-                id: marker_id.clone(),
-                parent_id: fork_parent_id.clone(),
-                timestamp: timestamp.clone(),
-                kind: EntryKind::Custom {
-                    custom_type: BRANCH_REWRITE_CUSTOM_TYPE.to_owned(),
-                    data: Some(json!({ "reason": reason, "rewrittenEntryIds": rewritten })),
-                },
-                extra: Extra::new(),
-            }];
-            let mut copies: Vec<(String, String)> = Vec::with_capacity(later.len());
-            let mut new_ids: HashMap<&str, String> = HashMap::new();
-            let mut parent = marker_id.clone();
-            for original in later {
-                let id = fresh_entry_id(tx, tenant, session, &taken)?;
-                taken.insert(id.clone());
-                let kind = rewrites
-                    .get(&original.id)
-                    .cloned()
-                    .unwrap_or_else(|| original.kind.clone());
-                batch.push(Entry {
-                    id: id.clone(),
-                    parent_id: Some(parent),
-                    timestamp: timestamp.clone(),
-                    kind: point_at_copies(kind, &new_ids),
-                    extra: original.extra.clone(),
-                });
-                new_ids.insert(&original.id, id.clone());
-                copies.push((original.id.clone(), id.clone()));
-                parent = id;
-            }
+            let (batch, rewrite) = branch_rewrite_batch(
+                later,
+                fork_parent_id,
+                &rewrites,
+                reason,
+                &iso_millis(now),
+                |taken| fresh_entry_id(tx, tenant, session, taken),
+            )?;
             let messages = check_batch(tx, tenant, session, &batch)?;
             insert_entries(tx, tenant, session, &batch)?;
             finish_write(
                 tx,
                 tenant,
                 session,
-                Some(&parent),
+                Some(&rewrite.leaf_id),
                 count(batch.len()),
                 messages,
                 now,
             )?;
-            Ok(BranchRewrite {
-                marker_id,
-                fork_parent_id,
-                copies,
-                leaf_id: parent,
-            })
+            Ok(rewrite)
         })
     }
 
@@ -464,51 +410,6 @@ impl SessionStore for SqliteSessionStore {
             read_session(conn, tenant, session)?;
             read_entries(conn, tenant, session, skip)
         })
-    }
-}
-
-/// Makes a copied entry that names another copied entry name its copy: a compaction must keep
-/// from the copy (the original is on the old branch, off the new path), so must a reset, and a
-/// label follows it.
-pub(super) fn point_at_copies(kind: EntryKind, new_ids: &HashMap<&str, String>) -> EntryKind {
-    match kind {
-        EntryKind::Compaction {
-            summary,
-            first_kept_entry_id,
-            tokens_before,
-            details,
-            from_hook,
-        } => EntryKind::Compaction {
-            summary,
-            first_kept_entry_id: first_kept_entry_id
-                .map(|kept| new_ids.get(kept.as_str()).cloned().unwrap_or(kept)),
-            tokens_before,
-            details,
-            from_hook,
-        },
-        EntryKind::Reset {
-            reason,
-            first_kept_entry_id,
-        } => EntryKind::Reset {
-            reason,
-            first_kept_entry_id: first_kept_entry_id
-                .map(|kept| new_ids.get(kept.as_str()).cloned().unwrap_or(kept)),
-        },
-        EntryKind::Label { target_id, label } => EntryKind::Label {
-            target_id: new_ids
-                .get(target_id.as_str())
-                .cloned()
-                .unwrap_or(target_id),
-            label,
-        },
-        other @ (EntryKind::Message(_)
-        | EntryKind::BranchSummary { .. }
-        | EntryKind::Custom { .. }
-        | EntryKind::CustomMessage { .. }
-        | EntryKind::ThinkingLevelChange { .. }
-        | EntryKind::ModelChange { .. }
-        | EntryKind::SessionInfo { .. }
-        | EntryKind::Other(_)) => other,
     }
 }
 
