@@ -57,6 +57,12 @@ pub enum HookEvent {
 }
 
 impl HookEvent {
+    /// The event's name on the command line (`skald hook <name>`).
+    fn cli_name(self) -> String {
+        self.to_possible_value()
+            .map_or_else(String::new, |value| value.get_name().to_owned())
+    }
+
     /// The event's name in Claude Code's hook input (`hook_event_name`).
     fn claude_name(self) -> &'static str {
         match self {
@@ -121,9 +127,7 @@ pub fn run(
     {
         bail!(
             "`skald hook {}` got a {name} event: name the matching event in hooks.json",
-            args.event
-                .to_possible_value()
-                .map_or_else(String::new, |value| value.get_name().to_owned())
+            args.event.cli_name()
         );
     }
     let tenant = tenant_arg(Some(
@@ -287,9 +291,7 @@ fn compact_transcript(
         .with_context(|| format!("cannot read the transcript {path}"))?
         .len();
     let job = hook_jobs::Job {
-        event: event
-            .to_possible_value()
-            .map_or_else(String::new, |value| value.get_name().to_owned()),
+        event: event.cli_name(),
         tenant: tenant.to_string(),
         session: session.to_string(),
         transcript_path: path.to_owned(),
