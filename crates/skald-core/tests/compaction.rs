@@ -1112,6 +1112,52 @@ fn crosses(messages: &[Message], cut: usize) -> bool {
     ids(&messages[cut..]).iter().any(|id| before.contains(id))
 }
 
+/// Regression: a Claude Code session imported right after its host compacted it (the host's
+/// summary, an answer, then three long turns of tool work) was cancelled by `skald compact` as
+/// "would not shrink": the little history before the preserved turns was all it summarised.
+#[test]
+fn a_little_history_before_long_preserved_turns_is_no_reason_to_keep_them_whole() {
+    let mut messages = vec![
+        system("You are a coding agent."),
+        user(
+            "This session is being continued from a previous conversation. Summary: the export was designed.",
+        ),
+        assistant("Understood; continuing with the export."),
+    ];
+    messages.extend(autonomous_session(40, 4_000).into_iter().skip(1));
+    let settings = CompactionSettings::default();
+    let plan = manual(&messages, 200_000, &settings);
+    assert_eq!(plan.skip, None);
+    let split = plan.split.turn_split.clone().expect("a split turn");
+    assert_eq!(split.reason, TurnSplitReason::LittleElseToSummarize);
+    assert!(split.kept_tokens <= 20_000, "{split:?}");
+    let (_, outcome) = drive(plan, |request| Ok(summary_for(request, ASK)));
+    let CompactionOutcome::Compacted {
+        tokens_before,
+        tokens_after,
+        ..
+    } = &outcome
+    else {
+        panic!("{}", outcome.describe());
+    };
+    assert!(
+        *tokens_after < tokens_before / 2,
+        "{tokens_before} -> {tokens_after}"
+    );
+    pairing(&compacted_context(&messages, &outcome).unwrap()).unwrap();
+
+    // A history larger than what the preserved turns hold over `keep_recent_tokens` is
+    // summarised with the turns kept whole, as before.
+    let mut long_history = vec![system("You are a coding agent.")];
+    for i in 0..30 {
+        long_history.push(user(&format!("Earlier request {i}: {}", lines(3_000))));
+        long_history.push(assistant(&format!("Done with request {i}.")));
+    }
+    long_history.extend(autonomous_session(8, 4_000).into_iter().skip(1));
+    let plan = manual(&long_history, 200_000, &settings);
+    assert_eq!(plan.split.turn_split, None);
+}
+
 #[test]
 fn three_user_turns_of_long_tool_work_are_cut_inside_a_turn_and_compact() {
     let messages = autonomous_session(40, 4_000);

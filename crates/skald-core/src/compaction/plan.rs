@@ -16,7 +16,10 @@
 //! turns ([`super::split::cut_preserved_turns`]) when
 //! - the preserved turns are over the tail budget (below): the kept part is what fits it; or
 //! - nothing before them can be summarised while a compaction must run (manual, overflow, or a
-//!   threshold trigger above the threshold): the kept part is what fits `keep_recent_tokens`.
+//!   threshold trigger above the threshold), or less than the preserved turns hold over
+//!   `keep_recent_tokens` (a session its host has just compacted, then a few long turns of tool
+//!   work: a summary of the little before them would only add to the context): the kept part
+//!   is what fits `keep_recent_tokens`.
 //!
 //! The cut lands on the earliest safe cut point whose kept part fits: a user or assistant
 //! message with no tool call and result on both sides of it, never past the latest assistant
@@ -275,13 +278,7 @@ pub fn plan_compaction(
         && (!settings.enabled || tokens_before <= threshold_tokens);
     let mut span = summarisable_span(messages.get(split.summarizable()).unwrap_or_default());
     if !below_threshold {
-        let cut = split_turn(
-            messages,
-            &split,
-            has_history(&span),
-            tail_budget_tokens,
-            settings,
-        );
+        let cut = split_turn(messages, &split, &span, tail_budget_tokens, settings);
         if let Some(cut) = cut {
             split = cut;
             span = summarisable_span(messages.get(split.summarizable()).unwrap_or_default());
@@ -431,11 +428,12 @@ fn has_history(span: &[Message]) -> bool {
 
 /// The split turn of the plan, if any (see the module docs): when the preserved turns are over
 /// the tail budget, the cut keeps what fits it; when nothing before them could be summarised,
-/// the cut keeps what fits `keep_recent_tokens` (and the tail budget).
+/// or less than the preserved turns hold over `keep_recent_tokens` (a summary of it alone would
+/// not shrink the context), the cut keeps what fits `keep_recent_tokens` (and the tail budget).
 fn split_turn(
     messages: &[Message],
     split: &PreservedSplit,
-    span_has_history: bool,
+    span: &[Message],
     tail_budget_tokens: u64,
     settings: &CompactionSettings,
 ) -> Option<PreservedSplit> {
@@ -448,14 +446,21 @@ fn split_turn(
             TurnSplitReason::TailOverBudget,
         );
     }
-    if span_has_history {
-        return None;
-    }
+    let reason = if !has_history(span) {
+        TurnSplitReason::NothingElseToSummarize
+    } else {
+        let span_tokens: u64 = span.iter().map(estimate_message_tokens).sum();
+        let over_keep = tail_tokens.saturating_sub(settings.keep_recent_tokens);
+        if span_tokens >= over_keep {
+            return None;
+        }
+        TurnSplitReason::LittleElseToSummarize
+    };
     cut_preserved_turns(
         messages,
         split,
         tail_budget_tokens.min(settings.keep_recent_tokens),
-        TurnSplitReason::NothingElseToSummarize,
+        reason,
     )
 }
 

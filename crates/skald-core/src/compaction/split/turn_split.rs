@@ -17,6 +17,10 @@ pub enum TurnSplitReason {
     /// Everything after the pinned prefix was in the preserved turns (a few user turns of long
     /// autonomous tool work), so without a cut there was nothing to summarise.
     NothingElseToSummarize,
+    /// What lay before the preserved turns was smaller than the part of them over
+    /// `keep_recent_tokens`: summarising it alone could not shrink the context (a session whose
+    /// host has just compacted it, followed by a few long turns of tool work).
+    LittleElseToSummarize,
 }
 
 /// A boundary moved forward inside the preserved recent turns (pi's split turn): the kept part
