@@ -75,7 +75,8 @@ pub struct Retention {
     /// Identifier uses counted: identifiers an assistant message uses that first appeared in an
     /// earlier tool result of the same request.
     pub uses: u64,
-    /// Uses whose identifier the assembled request still shows.
+    /// Uses whose identifier the assembled request still shows: as one of its identifiers, or
+    /// verbatim as the directory of a path it shows.
     pub visible_uses: u64,
     /// Uses whose identifier the assembled request shows, or whose tool result it holds as a ref
     /// the model can fetch.
@@ -436,7 +437,7 @@ pub fn replay_policy<S: RefStore + ?Sized>(
                 continue;
             }
             figures.retention.uses += 1;
-            let visible = visible_identifiers.contains(identifier.as_str());
+            let visible = shows(&visible_identifiers, &identifier);
             let recoverable =
                 visible || refs_by_call.get(call_id.as_str()).copied().unwrap_or(false);
             if visible {
@@ -470,4 +471,35 @@ pub fn replay_policy<S: RefStore + ?Sized>(
     figures.truncations = truncated.len() as u64;
     figures.assemble_ms = median(&figures.assemble_samples);
     Ok(figures)
+}
+
+/// Whether a request whose identifiers are `visible` shows `identifier` verbatim: as one of
+/// them, or as the directory part of one (a request showing `/srv/app/lib/foo.ex` shows
+/// `/srv/app`, which a model that wrote the directory could read there).
+fn shows(visible: &HashSet<&str>, identifier: &str) -> bool {
+    visible.contains(identifier)
+        || (identifier.contains('/')
+            && visible.iter().any(|shown| {
+                shown
+                    .strip_prefix(identifier)
+                    .is_some_and(|rest| rest.starts_with('/'))
+            }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_of_a_visible_path_is_visible() {
+        let visible: HashSet<&str> = ["/home/u/project/lib/foo.ex", "deadbeef12"].into();
+        assert!(shows(&visible, "/home/u/project/lib/foo.ex"));
+        assert!(shows(&visible, "/home/u/project"));
+        assert!(
+            !shows(&visible, "/home/u/proj"),
+            "a prefix that is not a directory is not shown"
+        );
+        assert!(!shows(&visible, "/home/u/project/lib/bar.ex"));
+        assert!(!shows(&visible, "deadbeef"), "only paths have directories");
+    }
 }
