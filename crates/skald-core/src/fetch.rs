@@ -38,44 +38,27 @@ pub const DEFAULT_CONTEXT: usize = 2;
 pub const MAX_REF_IDS: usize = 20;
 
 /// The tool's definition, to add to a request's tools.
+///
+/// Kept small on purpose: a session that offloads carries it in every request, and on a host
+/// that sends no tools of its own its arrival rewrites the whole cached prefix, a cost the first
+/// offload must pay back (`pipeline::schedule`). The argument parser enforces what the schema
+/// leaves out (at most [`MAX_REF_IDS`] ids, the `lines` syntax).
 pub fn tool_spec() -> ToolSpec {
     ToolSpec {
         name: FETCH_TOOL_NAME.to_owned(),
         description: Some(
-            "Fetch the original behind [REF_ID: …] placeholders (outputs moved out or truncated \
-             to save space). Pass the id exactly as shown; prefer a slice with `lines` or \
-             `grep`. Output lines are numbered."
+            "Read the original behind [REF_ID: …] placeholders. Prefer a slice: `lines` \
+             (\"120:180\") or `grep` (regex; `context` lines around). Lines are numbered."
                 .to_owned(),
         ),
         parameters: json!({
             "type": "object",
             "properties": {
-                "ref_ids": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "minItems": 1,
-                    "maxItems": MAX_REF_IDS,
-                    "description": "The hex ids, or whole [REF_ID: …] tokens."
-                },
-                "lines": {
-                    "type": "string",
-                    "description": "1-based inclusive range: \"120:180\", \"120:\" or \":50\"."
-                },
-                "grep": {
-                    "type": "string",
-                    "description": "Regular expression: only matching lines, with context."
-                },
-                "context": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": 50,
-                    "description": "Lines around each grep match (default 2)."
-                },
-                "max_chars": {
-                    "type": "integer",
-                    "minimum": MIN_MAX_CHARS,
-                    "description": "Most characters per ref (default 20000)."
-                }
+                "ref_ids": {"type": "array", "items": {"type": "string"}},
+                "lines": {"type": "string"},
+                "grep": {"type": "string"},
+                "context": {"type": "integer", "minimum": 0, "maximum": 50},
+                "max_chars": {"type": "integer", "minimum": MIN_MAX_CHARS}
             },
             "required": ["ref_ids"],
             "additionalProperties": false

@@ -331,6 +331,7 @@ fn run_offload(
             immediate_over_chars,
             remaining_calls_ratio,
             first_offload_calls_ratio,
+            first_offload_min_calls,
             fetch_tool_from_start: _,
             estimate_margin,
         } => cost_aware_offload(
@@ -344,6 +345,7 @@ fn run_offload(
                 remaining_calls_ratio: *remaining_calls_ratio,
                 first_offload_calls_ratio: first_offload_calls_ratio
                     .unwrap_or(*remaining_calls_ratio),
+                first_offload_min_calls: *first_offload_min_calls,
                 estimate_margin: *estimate_margin,
             },
         ),
@@ -357,6 +359,7 @@ struct CostAwareKnobs {
     immediate_over_chars: usize,
     remaining_calls_ratio: f64,
     first_offload_calls_ratio: f64,
+    first_offload_min_calls: f64,
     estimate_margin: f64,
 }
 
@@ -380,14 +383,17 @@ fn fetch_tool_from_start(policy: &Policy, request: &AssembleRequest<'_>) -> bool
 }
 
 /// Estimated tokens of the fetch tool's definition and the REF_ID instruction, which the first
-/// offload of a cost-aware session adds to every later request.
+/// offload of a cost-aware session adds to every later request. Sized once: both are constants.
 fn fetch_tool_tokens() -> u64 {
-    let spec = fetch::tool_spec();
-    let chars = spec.name.len()
-        + spec.description.as_ref().map_or(0, String::len)
-        + spec.parameters.to_string().len()
-        + REF_ID_INSTRUCTION.len();
-    chars.div_ceil(4) as u64
+    static TOKENS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOKENS.get_or_init(|| {
+        let spec = fetch::tool_spec();
+        let chars = spec.name.len()
+            + spec.description.as_ref().map_or(0, String::len)
+            + spec.parameters.to_string().len()
+            + REF_ID_INSTRUCTION.len();
+        chars.div_ceil(4) as u64
+    })
 }
 
 /// Offload under the `cost-aware` schedule: the results (and long arguments) the model has seen
@@ -470,15 +476,21 @@ fn cost_aware_offload(
             keys.push((message_index, call.id.clone(), true));
         }
     }
+    // The tool is in this request already when it was in the last one or goes in from the
+    // start; otherwise the first offload brings it.
+    let first_offload_tokens =
+        (!state.fetch_tool_sent && !fetch_tool_from_start(policy, request)).then(fetch_tool_tokens);
     let shape = RequestShape {
         message_tokens: &message_tokens,
         cached_messages,
         cached_host_tokens: if warm { request.host_prefix_tokens } else { 0 },
-        // The tool is in this request already when it was in the last one or goes in from the
-        // start; otherwise the first offload brings it.
-        first_offload_tokens: (!state.fetch_tool_sent && !fetch_tool_from_start(policy, request))
-            .then(fetch_tool_tokens),
+        first_offload_tokens,
         calls_so_far: state.requests_assembled,
+        min_remaining_calls: if first_offload_tokens.is_some() {
+            knobs.first_offload_min_calls
+        } else {
+            0.0
+        },
     };
     let ratio = if shape.first_offload_tokens.is_some() {
         knobs.first_offload_calls_ratio

@@ -84,6 +84,11 @@ pub enum OffloadSchedule {
         /// rewrites everything cached; `None` uses `remaining_calls_ratio`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         first_offload_calls_ratio: Option<f64>,
+        /// Calls still to come a first offload is weighed over at the least, however young the
+        /// run: the ratio alone expects less than a call more at call 3, when the prefix is
+        /// small and the first offload cheapest.
+        #[serde(default)]
+        first_offload_min_calls: f64,
         /// Send the fetch tool and its instruction from the session's first call (like the
         /// other schedules), so that no offload ever rewrites the whole prefix for them; every
         /// call then pays for their tokens at the cache-read price.
@@ -264,6 +269,7 @@ impl Policy {
         if let OffloadSchedule::CostAware {
             remaining_calls_ratio,
             first_offload_calls_ratio,
+            first_offload_min_calls,
             estimate_margin,
             ..
         } = &self.schedule
@@ -271,6 +277,7 @@ impl Policy {
             let ratios = [
                 ("remaining_calls_ratio", Some(*remaining_calls_ratio)),
                 ("first_offload_calls_ratio", *first_offload_calls_ratio),
+                ("first_offload_min_calls", Some(*first_offload_min_calls)),
                 ("estimate_margin", Some(*estimate_margin)),
             ];
             for (key, ratio) in ratios {

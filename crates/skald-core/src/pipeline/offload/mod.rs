@@ -54,11 +54,9 @@ pub const OPENCLAW_FILES: &[&str] = &[
 
 /// Added to the system prompt when something was offloaded and the fetch tool is available.
 pub const REF_ID_INSTRUCTION: &str = "\
-Earlier tool outputs shown as `[REF_ID: <id>] (Summary: <summary>)` were moved out to save \
-space; the summary keeps the key facts and exact identifiers. When you need more (exact lines, \
-code you will edit, a full error or stack trace), call `fetch_original_data` with the REF_ID, \
-for a slice (`lines` or `grep`) when you know what you need. Do not fetch what the summary \
-already answers.";
+Outputs shown as `[REF_ID: <id>] (Summary: …)` were moved out; the summary keeps the key facts \
+and exact identifiers. When you need more, call `fetch_original_data`, with `lines` or `grep` \
+for a slice. Do not fetch what the summary answers.";
 
 /// Settings of the offload stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
