@@ -375,8 +375,17 @@ fn dashboard_shows_sessions_context_originals_and_memory() {
     );
 }
 
+/// The value of the hidden `csrf` field of a page's forms.
+fn csrf_of(page: &str) -> String {
+    let start = page
+        .find("name=\"csrf\" value=\"")
+        .unwrap_or_else(|| panic!("no CSRF field: {page}"))
+        + "name=\"csrf\" value=\"".len();
+    page[start..start + page[start..].find('"').unwrap()].to_owned()
+}
+
 #[test]
-fn dashboard_needs_a_key_and_keeps_it_in_a_cookie() {
+fn dashboard_needs_a_key_and_keeps_only_a_login_token_in_the_cookie() {
     let server = Server::start();
     let (status, _, login) = server.get("/ui", &[]);
     assert_eq!(status, 401);
@@ -385,34 +394,168 @@ fn dashboard_needs_a_key_and_keeps_it_in_a_cookie() {
         "the login form: {login}"
     );
 
-    let (status, _, refused) = server.request(
-        "POST",
-        "/ui/login",
-        &[("Content-Type", "application/x-www-form-urlencoded")],
-        "key=sk-skald-wrong",
-    );
+    let form = [("Content-Type", "application/x-www-form-urlencoded")];
+    let (status, _, refused) = server.request("POST", "/ui/login", &form, "key=sk-skald-wrong");
     assert_eq!(status, 401);
     assert!(refused.contains("unknown API key"), "{refused}");
-
-    let (status, head, _) = server.request(
+    let (status, _, _) = server.request(
         "POST",
         "/ui/login",
-        &[("Content-Type", "application/x-www-form-urlencoded")],
+        &[form[0], ("Origin", "https://elsewhere.example")],
         &format!("key={}", server.key),
     );
+    assert_eq!(status, 403, "a login posted from another site");
+
+    let (status, head, _) =
+        server.request("POST", "/ui/login", &form, &format!("key={}", server.key));
     assert_eq!(status, 303, "{head}");
     let cookie = head
         .lines()
         .find_map(|line| line.strip_prefix("set-cookie: "))
         .unwrap_or_else(|| panic!("no cookie: {head}"));
     assert!(
-        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        cookie.starts_with("skald_login=")
+            && cookie.contains("HttpOnly")
+            && cookie.contains("SameSite=Strict"),
         "{cookie}"
     );
+    assert!(!cookie.contains(&server.key), "the key stays on the server");
     let pair = cookie.split(';').next().unwrap();
     let (status, _, list) = server.get("/ui", &[("Cookie", pair)]);
     assert_eq!(status, 200, "{list}");
     assert!(list.contains(SESSION_ID));
+
+    // A changing form needs the login's CSRF token and a same-site origin.
+    let switches = format!("/ui/sessions/{SESSION_ID}/switches");
+    let with_cookie = [form[0], ("Cookie", pair)];
+    let (status, _, body) = server.request("POST", &switches, &with_cookie, "pause_offload=on");
+    assert_eq!(status, 403, "no CSRF token: {body}");
+    let (status, _, _) = server.request(
+        "POST",
+        &switches,
+        &with_cookie,
+        &format!("pause_offload=on&csrf={}", "0".repeat(64)),
+    );
+    assert_eq!(status, 403, "another login's token");
+    let csrf = csrf_of(&list);
+    let (status, _, _) = server.request(
+        "POST",
+        &switches,
+        &[
+            form[0],
+            ("Cookie", pair),
+            ("Origin", "https://elsewhere.example"),
+        ],
+        &format!("pause_offload=on&csrf={csrf}"),
+    );
+    assert_eq!(status, 403, "a form posted from another site");
+    let (_, session) = server.page(&format!("/ui/sessions/{SESSION_ID}"));
+    assert!(session.contains("Nothing is paused"), "{session}");
+    let (status, _, _) = server.request(
+        "POST",
+        &switches,
+        &[form[0], ("Cookie", pair), ("Origin", "http://x")],
+        &format!("pause_offload=on&csrf={csrf}"),
+    );
+    assert_eq!(status, 303, "its own page's form");
+    let (_, session) = server.page(&format!("/ui/sessions/{SESSION_ID}"));
+    assert!(session.contains("Offload is paused"), "{session}");
+
+    let (status, head, _) =
+        server.request("POST", "/ui/logout", &with_cookie, &format!("csrf={csrf}"));
+    assert_eq!(status, 303, "{head}");
+    let (status, _, _) = server.get("/ui", &[("Cookie", pair)]);
+    assert_eq!(status, 401, "a logged-out token is no login");
+}
+
+#[test]
+fn pausing_a_session_is_honoured_by_its_next_assemble_and_compaction() {
+    let server = Server::start();
+    let bearer = format!("Bearer {}", server.key);
+    let form = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/x-www-form-urlencoded"),
+    ];
+    let json = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let (_, before) = server.page(&format!("/ui/sessions/{SESSION_ID}"));
+    assert!(
+        !before.contains("test_total_1000 PASSED"),
+        "offloaded before the pause"
+    );
+
+    let (status, _, body) = server.request(
+        "POST",
+        &format!("/ui/sessions/{SESSION_ID}/switches"),
+        &form,
+        "pause_offload=on&pause_compaction=on",
+    );
+    assert_eq!(status, 303, "{body}");
+    let (_, paused) = server.page(&format!("/ui/sessions/{SESSION_ID}"));
+    assert!(
+        paused.contains("Compaction is paused") && paused.contains("Offload is paused"),
+        "{paused}"
+    );
+    assert!(
+        paused.contains("test_total_1000 PASSED")
+            && paused.contains("offload skipped: paused for this session"),
+        "the next assemble sends the log whole and says why: {paused}"
+    );
+    let (_, list) = server.page("/ui");
+    assert!(list.contains("compaction, offload"), "{list}");
+
+    let (status, _, assembled) = server.request(
+        "POST",
+        &format!("/v1/sessions/{SESSION_ID}/compact"),
+        &json,
+        r#"{"force": true}"#,
+    );
+    assert_eq!(status, 200, "{assembled}");
+    assert!(
+        assembled.contains("paused"),
+        "the compaction is skipped as paused: {assembled}"
+    );
+
+    let (status, _, answered) = server.request(
+        "PUT",
+        &format!("/v1/sessions/{SESSION_ID}/switches"),
+        &json,
+        r#"{"pauseCompaction": false, "pauseOffload": false}"#,
+    );
+    assert_eq!(status, 200, "{answered}");
+    let answered: Value = serde_json::from_str(&answered).unwrap();
+    assert_eq!(
+        answered,
+        serde_json::json!({"pauseCompaction": false, "pauseOffload": false})
+    );
+    let (_, resumed) = server.page(&format!("/ui/sessions/{SESSION_ID}"));
+    assert!(
+        resumed.contains("Nothing is paused") && !resumed.contains("test_total_1000 PASSED"),
+        "{resumed}"
+    );
+
+    let (status, _, bad) = server.request(
+        "PUT",
+        &format!("/v1/sessions/{SESSION_ID}/switches"),
+        &json,
+        r#"{"pauseCompaction": "yes"}"#,
+    );
+    assert_eq!(status, 400, "{bad}");
+    let foreign = format!("Bearer {}", server.foreign_key);
+    let (status, _, _) = server.request(
+        "POST",
+        &format!("/ui/sessions/{SESSION_ID}/switches"),
+        &[
+            ("Authorization", foreign.as_str()),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        "pause_offload=on",
+    );
+    assert_eq!(status, 404, "another tenant's session does not exist");
+    let (_, still) = server.page(&format!("/ui/sessions/{SESSION_ID}"));
+    assert!(still.contains("Nothing is paused"), "{still}");
 }
 
 #[test]

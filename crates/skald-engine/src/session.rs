@@ -17,7 +17,7 @@ use skald_core::pipeline::prune::{PruneClock, PruneMarks};
 use skald_core::pipeline::truncate::TruncateMemory;
 use skald_core::session::Session;
 use skald_core::tokens::Calibration;
-use skald_store::sessions::{SessionError, SessionInfo, SessionStore};
+use skald_store::sessions::{SessionError, SessionInfo, SessionStore, SessionSwitches};
 
 use crate::compact::CompactResult;
 use crate::footprint::{self, MAP_ENTRY_OVERHEAD, string_entry_bytes};
@@ -76,6 +76,9 @@ pub struct SessionState {
     /// [`SessionState::approx_bytes`] does not walk the session.
     stored_bytes: usize,
     sync_mark: Option<SyncMark>,
+    /// The session's switches as its row said at the last read ([`SessionState::stored_session`]
+    /// reads the row on every call, so a switch set by any server is honoured from the next).
+    pub(crate) switches: SessionSwitches,
 }
 
 /// One pairing of skald's count with the provider's, fed to the calibration.
@@ -275,6 +278,7 @@ impl SessionState {
         session_id: &SessionId,
     ) -> Result<Vec<Message>, SessionError> {
         let info = sessions.get(tenant, session_id)?;
+        self.switches = info.switches;
         if let Some(cached) = &self.context {
             if cached.entry_count == info.entry_count && cached.leaf_id == info.leaf_id {
                 return Ok(cached.messages.clone());
@@ -303,6 +307,7 @@ impl SessionState {
         session_id: &SessionId,
     ) -> Result<&Session, SessionError> {
         let info = sessions.get(tenant, session_id)?;
+        self.switches = info.switches;
         self.catch_up(sessions, tenant, session_id, &info)
     }
 

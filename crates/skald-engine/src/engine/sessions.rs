@@ -13,7 +13,7 @@ use skald_store::clock::now_ms;
 use skald_store::sessions::import::{
     ImportOptions, ImportOutcome, ImportStatus, import_transcript,
 };
-use skald_store::sessions::{SessionError, SessionInfo};
+use skald_store::sessions::{SessionError, SessionInfo, SessionSwitches};
 
 use skald_core::compaction::CompactionTrigger;
 use tokio_util::sync::CancellationToken;
@@ -451,6 +451,13 @@ impl Engine {
             .collect()
     }
 
+    /// The tenant's sessions, most recently updated first, as the store keeps them (one read,
+    /// no session loaded): for listings that size only the sessions they show
+    /// ([`Engine::session_overview`]).
+    pub fn session_infos(&self, tenant: &Tenant) -> Result<Vec<SessionInfo>, EngineError> {
+        Ok(self.sessions().list(tenant)?)
+    }
+
     /// One stored session, with its context's size.
     pub fn session_overview(
         &self,
@@ -459,6 +466,22 @@ impl Engine {
     ) -> Result<SessionOverview, EngineError> {
         let info = self.sessions().get(tenant, session)?;
         self.overview(tenant, info)
+    }
+
+    /// Sets a session's switches (pause compaction, pause offload; see [`SessionSwitches`]),
+    /// kept with the session and honoured from its next call, on any server of the store. Taken
+    /// under the session's lock, so a call running now finishes under the old switches.
+    pub async fn set_switches(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        switches: SessionSwitches,
+    ) -> Result<SessionInfo, EngineError> {
+        let slot = self.slot(tenant, session);
+        let mut state = slot.lock().await;
+        let info = self.sessions().set_switches(tenant, session, switches)?;
+        state.switches = info.switches;
+        Ok(info)
     }
 
     /// A session's whole entry tree.

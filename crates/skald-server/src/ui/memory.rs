@@ -2,8 +2,7 @@
 //! with its entry count, each entry with its abstract) and searches it (the engine's memory
 //! search, for the server's `[memory]` user and agent) and lists the latest memory writes;
 //! `/ui/memory/read` shows one entry at L0, L1 or L2, with a button that forgets it
-//! (`POST /ui/memory/forget`, the engine's forget; the cookie is SameSite=Strict, so another
-//! site cannot post it).
+//! (`POST /ui/memory/forget`, the engine's forget, with the login's CSRF token).
 
 use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Form, Query, State};
@@ -161,7 +160,7 @@ pub async fn browse(
             }
         }
     };
-    Ok(page(Some(&caller.0), "Memory", body))
+    Ok(page(Some(&caller), "Memory", body))
 }
 
 /// `/ui/memory/read` parameters.
@@ -180,6 +179,8 @@ pub struct ReadQuery {
 pub struct ForgetForm {
     /// The entry to forget (one entry: the dashboard does not forget whole directories).
     uri: String,
+    /// The login's CSRF token.
+    csrf: Option<String>,
 }
 
 /// `POST /ui/memory/forget`: forgets one entry (its versions stay in the history, as with
@@ -190,6 +191,7 @@ pub async fn forget(
     form: Result<Form<ForgetForm>, FormRejection>,
 ) -> Result<Response, UiError> {
     let Form(form) = form?;
+    caller.check_csrf(form.csrf.as_deref())?;
     let uri = parse_uri(&form.uri, "uri")?;
     state
         .engine
@@ -240,8 +242,9 @@ pub async fn read(
         pre #memory-text { (report.text) }
         form #forget method="post" action="/ui/memory/forget" {
             input type="hidden" name="uri" value=(uri.as_str());
+            (caller.csrf_field())
             button type="submit" { "Forget this memory" }
         }
     };
-    Ok(page(Some(&caller.0), uri.as_str(), body))
+    Ok(page(Some(&caller), uri.as_str(), body))
 }

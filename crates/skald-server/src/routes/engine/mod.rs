@@ -11,6 +11,7 @@
 //!   two-threshold memory upload.
 //! - `POST /v1/sessions/{id}/bootstrap` — `bootstrap` from a session file's content or messages.
 //! - `GET /v1/sessions`, `GET /v1/sessions/{id}`, `…/entries`, `…/context` — reads.
+//! - `PUT /v1/sessions/{id}/switches` — pause or resume the session's compaction and offload.
 //!
 //! Each handler is a mapping: it checks its whole input (the session id, the body) and
 //! translates it to one [`skald_engine::Engine`] call in the caller's tenant — which holds the
@@ -58,6 +59,7 @@ mod calls;
 mod commit;
 mod compact;
 mod reads;
+mod switches;
 
 pub use after_turn::*;
 pub use bootstrap::*;
@@ -65,6 +67,7 @@ pub use calls::*;
 pub use commit::*;
 pub use compact::*;
 pub use reads::*;
+pub use switches::*;
 
 /// The engine API's routes with their OpenAPI operations: ingest, assemble, compact, after-turn,
 /// bootstrap and the session reads.
@@ -80,6 +83,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(reads::session_info))
         .routes(routes!(reads::session_entries))
         .routes(routes!(reads::session_context_route))
+        .routes(routes!(switches::set_switches_route))
 }
 
 // ---------------------------------------------------------------------------------------------
