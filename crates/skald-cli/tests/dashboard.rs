@@ -327,6 +327,24 @@ fn dashboard_shows_sessions_context_originals_and_memory() {
     );
     assert!(session.contains("Step 3 done."), "{session}");
     assert!(
+        session.contains("id=\"calls\"") && session.contains("claude-sonnet-4-5"),
+        "the timeline of model calls: {session}"
+    );
+    let totals = &session[session.find("id=\"call-totals\"").unwrap()..];
+    let calls: u64 = totals[totals.find('>').unwrap() + 1..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(calls >= 3, "every answer is a call: {totals}");
+    assert!(
+        session.contains("Compaction (host)"),
+        "the imported compaction in the timeline: {session}"
+    );
+    let (status, body) = server.page(&format!("/ui/sessions/{SESSION_ID}?calls=x"));
+    assert_eq!(status, 400, "{body}");
+    assert!(
         !session.contains("test_total_1000 PASSED"),
         "the log is offloaded, not in the context"
     );

@@ -58,6 +58,7 @@ pub mod memory_write;
 pub mod recovery;
 pub mod replay;
 mod session;
+pub mod timeline;
 pub mod view;
 
 pub use accounting::{CacheAccount, Pricing, RequestBill, Segment};

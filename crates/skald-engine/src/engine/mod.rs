@@ -145,6 +145,8 @@ pub struct EngineConfig {
     pub embedder: Option<Arc<dyn Embedder>>,
     /// Extracts memories from what leaves a session's context (compacted spans, uploads).
     pub extractor: Arc<dyn MemoryExtractor>,
+    /// The prices a session's calls are costed at ([`Engine::call_timeline`]).
+    pub pricing: crate::Pricing,
 }
 
 impl std::fmt::Debug for EngineConfig {
@@ -175,6 +177,7 @@ impl EngineConfig {
             summarizer: Arc::new(skald_llm::ExtractiveSummarizer::default()),
             embedder: None,
             extractor: Arc::new(DeterministicExtractor::default()),
+            pricing: crate::Pricing::default(),
         }
     }
 }

@@ -22,6 +22,7 @@ use super::{CompactInput, Engine};
 use crate::compact::Compaction;
 use crate::ingest::{self, CommitOutcome, SyncOutcome, TurnAnchors};
 use crate::memory::MemoryIdentity;
+use crate::timeline::{CallTimeline, call_timeline};
 use crate::{
     EngineError, MemoryIdentityError, ModelView, RecallHook, SessionState, ViewRequest,
     prepare_view,
@@ -482,6 +483,24 @@ impl Engine {
         let info = self.sessions().set_switches(tenant, session, switches)?;
         state.switches = info.switches;
         Ok(info)
+    }
+
+    /// A page of the session's model calls and compactions, newest first, costed at the
+    /// configured prices (see [`crate::timeline`]).
+    pub fn call_timeline(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        page: usize,
+        per_page: usize,
+    ) -> Result<CallTimeline, EngineError> {
+        let session = self.sessions().load(tenant, session)?;
+        Ok(call_timeline(
+            &session,
+            &self.config().pricing,
+            page,
+            per_page,
+        ))
     }
 
     /// A session's whole entry tree.

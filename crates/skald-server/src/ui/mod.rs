@@ -15,6 +15,7 @@ mod auth;
 mod memory;
 mod refs;
 mod sessions;
+mod timeline;
 
 pub use auth::{LOGIN_COOKIE, Logins, UiCaller};
 

@@ -200,13 +200,33 @@ fn linked(text: &str) -> Markup {
     }
 }
 
-/// `GET /ui/sessions/{id}`: one session's context now and its compactions.
+/// `/ui/sessions/{id}` parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShowQuery {
+    /// The page of the model-call timeline, from 1 (newest first).
+    calls: Option<usize>,
+}
+
+/// `GET /ui/sessions/{id}`: one session's calls, context now and compactions.
 pub async fn show(
     State(state): State<AppState>,
     caller: UiCaller,
     Path(raw): Path<String>,
+    query: Result<Query<ShowQuery>, QueryRejection>,
 ) -> Result<Markup, UiError> {
+    let Query(query) = query?;
     let id = session_id(raw)?;
+    let timeline = state
+        .engine
+        .call_timeline(
+            &caller.0.tenant,
+            &id,
+            query.calls.unwrap_or(1),
+            super::timeline::CALLS_PER_PAGE,
+        )
+        .map_err(engine_error)?;
+    let calls_link = |page: usize| format!("/ui/sessions/{}?calls={page}", encode(id.as_str()));
     let overview = state
         .engine
         .session_overview(&caller.0.tenant, &id)
@@ -282,6 +302,7 @@ pub async fn show(
             @if info.switches.pause_offload { "Offload is paused: the next calls send every tool output whole. " }
             @if !info.switches.pause_compaction && !info.switches.pause_offload { "Nothing is paused." }
         }
+        (super::timeline::section(&timeline, calls_link))
         h2 { "Compactions" }
         @if compactions.is_empty() {
             p.muted #no-compactions { "None: the history was never summarised." }
