@@ -577,6 +577,90 @@ fn pausing_a_session_is_honoured_by_its_next_assemble_and_compaction() {
 }
 
 #[test]
+fn the_export_round_trips_the_session_and_the_originals_of_its_refs() {
+    use skald_core::codec::openclaw::{decode_session, encode_entry};
+    use skald_core::refs::RefPayload;
+
+    let server = Server::start();
+    let (_, page) = server.page(&format!("/ui/sessions/{SESSION_ID}"));
+    assert!(page.contains("id=\"export\""), "the export link: {page}");
+    let shown_ref = first_ref_link(&page)["/ui/refs/".len()..].to_owned();
+    let bearer = format!("Bearer {}", server.key);
+    let (status, head, file) = server.get(
+        &format!("/ui/sessions/{SESSION_ID}/export"),
+        &[("Authorization", &bearer)],
+    );
+    assert_eq!(status, 200, "{file}");
+    assert!(
+        head.to_lowercase()
+            .contains("content-disposition: attachment"),
+        "{head}"
+    );
+    let (_, _, api_file) = server.get(
+        &format!("/v1/sessions/{SESSION_ID}/export"),
+        &[("Authorization", &bearer)],
+    );
+    assert_eq!(
+        api_file, file,
+        "the API and the dashboard serve the same file"
+    );
+
+    let lines: Vec<Value> = file
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "skald.export");
+    assert_eq!(lines[0]["sessionId"], SESSION_ID);
+    let session_lines: Vec<String> = lines[1..]
+        .iter()
+        .filter(|line| line["type"] != "skald.ref")
+        .map(Value::to_string)
+        .collect();
+    let read = decode_session(&session_lines.join("\n")).unwrap();
+    let (_, _, stored) = server.get(
+        &format!("/v1/sessions/{SESSION_ID}/entries"),
+        &[("Authorization", &bearer)],
+    );
+    let stored: Value = serde_json::from_str(&stored).unwrap();
+    let exported: Vec<Value> = read.session.entries().iter().map(encode_entry).collect();
+    assert_eq!(
+        Value::from(exported),
+        stored["entries"],
+        "every entry comes back as stored"
+    );
+    assert_eq!(lines[0]["leafId"], stored["leafId"]);
+
+    let refs: Vec<&Value> = lines
+        .iter()
+        .filter(|line| line["type"] == "skald.ref")
+        .collect();
+    assert_eq!(lines[0]["refs"], refs.len());
+    assert!(
+        refs.iter().any(|line| line["id"] == shown_ref.as_str()),
+        "the placeholder the page shows is in the file"
+    );
+    let mut holds_needle = false;
+    for line in &refs {
+        let payload =
+            RefPayload::from_bytes(&serde_json::to_vec(&line["blocks"]).unwrap()).unwrap();
+        assert_eq!(
+            payload.id().as_str(),
+            line["id"].as_str().unwrap(),
+            "the original is byte for byte the one its id names"
+        );
+        holds_needle |= payload.text().contains(NEEDLE);
+    }
+    assert!(holds_needle, "the log's original is whole in the file");
+
+    let foreign = format!("Bearer {}", server.foreign_key);
+    let (status, _, _) = server.get(
+        &format!("/ui/sessions/{SESSION_ID}/export"),
+        &[("Authorization", &foreign)],
+    );
+    assert_eq!(status, 404, "another tenant cannot export it");
+}
+
+#[test]
 fn an_open_server_shows_the_dashboard_on_loopback_without_a_key() {
     let server = Server::start_with(false);
     let (status, _, list) = server.get("/ui", &[]);

@@ -38,6 +38,7 @@
 //! ```
 
 mod cache;
+mod export;
 mod host_hooks;
 mod memories;
 mod sessions;
@@ -63,6 +64,7 @@ use crate::memory::MemoryIdentity;
 use crate::memory_write::{MemoryWriteError, MemoryWriter, UploadDriver};
 
 pub use cache::{OwnedSlotGuard, SessionCache, SessionSlot, SlotGuard};
+pub use export::SessionExport;
 pub use host_hooks::{PromptRecall, TranscriptCompaction};
 pub use sessions::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, BudgetFit, SessionOverview, View,

@@ -35,6 +35,7 @@ pub fn router() -> axum::Router<AppState> {
         .route("/ui/", get(sessions::list))
         .route("/ui/sessions/{id}", get(sessions::show))
         .route("/ui/sessions/{id}/switches", post(sessions::set_switches))
+        .route("/ui/sessions/{id}/export", get(sessions::export))
         .route("/ui/refs/{id}", get(refs::show))
         .route("/ui/memory", get(memory::browse))
         .route("/ui/memory/read", get(memory::read))

@@ -289,6 +289,7 @@ pub async fn show(
             } }
             tr { th { "Last activity" } td { (format_rfc3339_seconds(info.updated_at_ms)) " UTC" } }
         }
+        p { a #export href={ "/ui/sessions/" (encode(id.as_str())) "/export" } download { "Export this session" } " (its entries and the originals of its refs, JSON lines)" }
         h2 { "Switches" }
         form #switches method="post" action={ "/ui/sessions/" (encode(id.as_str())) "/switches" } {
             (caller.csrf_field())
@@ -326,6 +327,25 @@ pub async fn show(
         pre #context { (linked(&text)) }
     };
     Ok(page(Some(&caller), &format!("Session {id}"), body))
+}
+
+/// `GET /ui/sessions/{id}/export`: the session as a file to download (what
+/// `GET /v1/sessions/{id}/export` answers).
+pub async fn export(
+    State(state): State<AppState>,
+    caller: UiCaller,
+    Path(raw): Path<String>,
+) -> Result<Response, UiError> {
+    let id = session_id(raw)?;
+    let export = state
+        .engine
+        .export_session(&caller.0.tenant, &id)
+        .await
+        .map_err(engine_error)?;
+    Ok(crate::routes::engine::export_response(
+        id.as_str(),
+        &export,
+    )?)
 }
 
 /// The switches form's fields (a checkbox is absent when unchecked).

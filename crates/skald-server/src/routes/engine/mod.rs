@@ -12,6 +12,7 @@
 //! - `POST /v1/sessions/{id}/bootstrap` — `bootstrap` from a session file's content or messages.
 //! - `GET /v1/sessions`, `GET /v1/sessions/{id}`, `…/entries`, `…/context` — reads.
 //! - `PUT /v1/sessions/{id}/switches` — pause or resume the session's compaction and offload.
+//! - `GET /v1/sessions/{id}/export` — the session and its refs' originals as a JSON-lines file.
 //!
 //! Each handler is a mapping: it checks its whole input (the session id, the body) and
 //! translates it to one [`skald_engine::Engine`] call in the caller's tenant — which holds the
@@ -58,6 +59,7 @@ mod bootstrap;
 mod calls;
 mod commit;
 mod compact;
+mod export;
 mod reads;
 mod switches;
 
@@ -66,6 +68,7 @@ pub use bootstrap::*;
 pub use calls::*;
 pub use commit::*;
 pub use compact::*;
+pub use export::*;
 pub use reads::*;
 pub use switches::*;
 
@@ -84,6 +87,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(reads::session_entries))
         .routes(routes!(reads::session_context_route))
         .routes(routes!(switches::set_switches_route))
+        .routes(routes!(export::export_route))
 }
 
 // ---------------------------------------------------------------------------------------------
