@@ -661,6 +661,45 @@ fn the_export_round_trips_the_session_and_the_originals_of_its_refs() {
 }
 
 #[test]
+fn the_savings_page_sums_the_live_sessions_and_draws_their_chart() {
+    let server = Server::start();
+    let (status, savings) = server.page("/ui/savings");
+    assert_eq!(status, 200, "{savings}");
+    assert!(
+        savings.contains("id=\"days\"") && savings.contains("id=\"per-session\""),
+        "{savings}"
+    );
+    assert!(savings.contains(SESSION_ID), "{savings}");
+    assert!(
+        savings.contains("<svg")
+            && savings.contains("<polyline")
+            && savings.contains("raw history"),
+        "the replay chart of the session's calls: {savings}"
+    );
+    let totals = &savings[savings.find("id=\"savings-totals\"").unwrap()..];
+    let calls: u64 = totals[totals.find('>').unwrap() + 1..]
+        .trim_start()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(calls >= 3, "the imported answers' usage: {totals}");
+    let (status, body) = server.page("/ui/savings?session=no-such-session");
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = server.page("/ui/savings?colour=red");
+    assert_eq!(status, 400, "{body}");
+
+    let foreign = format!("Bearer {}", server.foreign_key);
+    let (status, _, theirs) = server.get("/ui/savings", &[("Authorization", &foreign)]);
+    assert_eq!(status, 200);
+    assert!(
+        !theirs.contains(SESSION_ID) && theirs.contains("No call with reported usage yet"),
+        "{theirs}"
+    );
+}
+
+#[test]
 fn an_open_server_shows_the_dashboard_on_loopback_without_a_key() {
     let server = Server::start_with(false);
     let (status, _, list) = server.get("/ui", &[]);

@@ -48,6 +48,7 @@ mod accounting;
 pub mod after_turn;
 mod assemble;
 mod blocking;
+pub mod chart;
 pub mod compact;
 mod engine;
 mod fetch;

@@ -5,7 +5,8 @@
 //! before any policy or compaction); each compaction checkpoint between them, with its summary,
 //! sizes, trigger (an `overflow` one is an overflow recovery) and summarizer. The dashboard's
 //! timeline and [`Engine::call_timeline`](crate::Engine::call_timeline) read it a page at a
-//! time, newest first.
+//! time, newest first; [`savings`] sums it per session and per day for the savings overview
+//! ([`Engine::savings`](crate::Engine::savings)), and [`call_series`] is its chart's data.
 
 use serde_json::Value;
 use skald_core::message::{Role, Usage};
@@ -189,7 +190,7 @@ pub fn call_timeline(
     let events = events
         .into_iter()
         .rev()
-        .skip((page - 1) * per_page)
+        .skip((page - 1).saturating_mul(per_page))
         .take(per_page)
         .collect();
     CallTimeline {
@@ -229,4 +230,98 @@ fn compaction_record(
             .and_then(Value::as_bool)
             .unwrap_or(false),
     }
+}
+
+/// One day's calls, over the sessions read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DaySavings {
+    /// The day, `YYYY-MM-DD` (UTC, from the answers' entry timestamps).
+    pub day: String,
+    /// Calls with reported usage that day.
+    pub calls: usize,
+    /// Raw history tokens summed over those calls.
+    pub raw_tokens: u64,
+    /// Input tokens the provider read.
+    pub sent_tokens: u64,
+    /// Of them, read from the prompt cache.
+    pub cache_read_tokens: u64,
+    /// Dollars of the input sent.
+    pub input_cost_usd: f64,
+    /// Dollars the raw history would have cost, uncached.
+    pub raw_cost_usd: f64,
+}
+
+/// What skald saved across sessions, per session and per day.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Savings {
+    /// Each session read, most recently active first, with its totals.
+    pub sessions: Vec<(skald_store::sessions::SessionInfo, CallTotals)>,
+    /// Each day with calls, newest first.
+    pub days: Vec<DaySavings>,
+    /// Everything summed.
+    pub totals: CallTotals,
+    /// Sessions the tenant holds beyond the ones read.
+    pub sessions_not_read: usize,
+}
+
+/// Adds `totals` to `sum`.
+fn absorb(sum: &mut CallTotals, totals: &CallTotals) {
+    sum.calls += totals.calls;
+    sum.calls_with_usage += totals.calls_with_usage;
+    sum.raw_tokens += totals.raw_tokens;
+    sum.sent_tokens += totals.sent_tokens;
+    sum.cache_read_tokens += totals.cache_read_tokens;
+    sum.cache_write_tokens += totals.cache_write_tokens;
+    sum.uncached_tokens += totals.uncached_tokens;
+    sum.input_cost_usd += totals.input_cost_usd;
+    sum.raw_cost_usd += totals.raw_cost_usd;
+    sum.compactions += totals.compactions;
+}
+
+/// Per session and per day, over `sessions` (each with its stored session).
+pub fn savings(
+    sessions: Vec<(skald_store::sessions::SessionInfo, Session)>,
+    pricing: &Pricing,
+) -> Savings {
+    let mut out = Savings::default();
+    let mut days: std::collections::BTreeMap<String, DaySavings> = Default::default();
+    for (info, session) in sessions {
+        let timeline = call_timeline(&session, pricing, 1, usize::MAX);
+        for event in &timeline.events {
+            let TimelineEvent::Call(call) = event else {
+                continue;
+            };
+            let Some(usage) = call.usage else { continue };
+            let day_key = call.timestamp.get(..10).unwrap_or("unknown").to_owned();
+            let day = days.entry(day_key.clone()).or_insert_with(|| DaySavings {
+                day: day_key,
+                ..DaySavings::default()
+            });
+            day.calls += 1;
+            day.raw_tokens += call.raw_tokens;
+            day.sent_tokens += usage.total_input();
+            day.cache_read_tokens += usage.cache_read;
+            day.input_cost_usd += call.input_cost_usd.unwrap_or(0.0);
+            day.raw_cost_usd += pricing.cost(call.raw_tokens, 0, 0);
+        }
+        absorb(&mut out.totals, &timeline.totals);
+        out.sessions.push((info, timeline.totals));
+    }
+    out.days = days.into_values().rev().collect();
+    out
+}
+
+/// The calls of a session, oldest first, as (raw history, input sent) pairs; a call without
+/// reported usage is left out.
+pub fn call_series(session: &Session, pricing: &Pricing) -> Vec<(u64, u64)> {
+    let timeline = call_timeline(session, pricing, 1, usize::MAX);
+    timeline
+        .events
+        .iter()
+        .rev()
+        .filter_map(|event| match event {
+            TimelineEvent::Call(call) => call.sent_tokens().map(|sent| (call.raw_tokens, sent)),
+            TimelineEvent::Compaction(_) => None,
+        })
+        .collect()
 }

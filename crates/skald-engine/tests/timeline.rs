@@ -158,3 +158,46 @@ async fn a_compaction_sits_between_the_calls_with_its_trigger_and_sizes() {
         compaction.result.checkpoint_entry_id.as_deref()
     );
 }
+
+#[tokio::test]
+async fn savings_sum_each_session_and_each_day_and_the_chart_series_is_oldest_first() {
+    let engine = engine();
+    let tenant = Tenant::parse("acme").unwrap();
+    for (id, turns) in [("first", 3), ("second", 4)] {
+        engine
+            .ingest(&tenant, &SessionId::parse(id).unwrap(), conversation(turns))
+            .await
+            .unwrap();
+    }
+    let savings = engine.savings(&tenant, 10).unwrap();
+    assert_eq!(savings.sessions.len(), 2);
+    assert_eq!(savings.sessions_not_read, 0);
+    for (info, totals) in &savings.sessions {
+        let id = SessionId::parse(info.id.as_str()).unwrap();
+        let own = engine.call_timeline(&tenant, &id, 1, 10).unwrap().totals;
+        assert_eq!(*totals, own, "{}", info.id);
+    }
+    assert_eq!(savings.totals.calls, 7);
+    assert_eq!(savings.totals.cache_read_tokens, 6_000 + 10_000);
+    let day_calls: usize = savings.days.iter().map(|day| day.calls).sum();
+    assert_eq!(day_calls, 7, "every call falls on one day");
+    let day_sent: u64 = savings.days.iter().map(|day| day.sent_tokens).sum();
+    assert_eq!(day_sent, savings.totals.sent_tokens);
+    assert!(savings.totals.raw_cost_usd > savings.totals.input_cost_usd);
+
+    let only_one = engine.savings(&tenant, 1).unwrap();
+    assert_eq!(
+        (only_one.sessions.len(), only_one.sessions_not_read),
+        (1, 1)
+    );
+
+    let series = engine
+        .call_series(&tenant, &SessionId::parse("second").unwrap())
+        .unwrap();
+    assert_eq!(series.len(), 4);
+    assert!(
+        series.windows(2).all(|pair| pair[0].0 < pair[1].0),
+        "oldest first: the raw history grows {series:?}"
+    );
+    assert_eq!(series[0].1, 101 + 1_000 + 10);
+}

@@ -22,7 +22,7 @@ use super::{CompactInput, Engine};
 use crate::compact::Compaction;
 use crate::ingest::{self, CommitOutcome, SyncOutcome, TurnAnchors};
 use crate::memory::MemoryIdentity;
-use crate::timeline::{CallTimeline, call_timeline};
+use crate::timeline::{CallTimeline, Savings, call_series, call_timeline, savings};
 use crate::{
     EngineError, MemoryIdentityError, ModelView, RecallHook, SessionState, ViewRequest,
     prepare_view,
@@ -501,6 +501,35 @@ impl Engine {
             page,
             per_page,
         ))
+    }
+
+    /// Tokens and cost saved over the tenant's `max_sessions` most recently active sessions,
+    /// per session and per day (see [`crate::timeline::savings`]).
+    pub fn savings(&self, tenant: &Tenant, max_sessions: usize) -> Result<Savings, EngineError> {
+        let infos = self.sessions().list(tenant)?;
+        let not_read = infos.len().saturating_sub(max_sessions);
+        let mut read = Vec::with_capacity(infos.len().min(max_sessions));
+        for info in infos.into_iter().take(max_sessions) {
+            let id = SessionId::parse(info.id.as_str()).map_err(|refused| {
+                SessionError::Corrupt(format!("stored session id: {refused}"))
+            })?;
+            let session = self.sessions().load(tenant, &id)?;
+            read.push((info, session));
+        }
+        let mut savings = savings(read, &self.config().pricing);
+        savings.sessions_not_read = not_read;
+        Ok(savings)
+    }
+
+    /// A session's calls, oldest first, as (raw history, input sent) token pairs: the savings
+    /// chart's data.
+    pub fn call_series(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+    ) -> Result<Vec<(u64, u64)>, EngineError> {
+        let session = self.sessions().load(tenant, session)?;
+        Ok(call_series(&session, &self.config().pricing))
     }
 
     /// A session's whole entry tree.

@@ -14,6 +14,7 @@
 mod auth;
 mod memory;
 mod refs;
+mod savings;
 mod sessions;
 mod timeline;
 
@@ -37,6 +38,7 @@ pub fn router() -> axum::Router<AppState> {
         .route("/ui/sessions/{id}/switches", post(sessions::set_switches))
         .route("/ui/sessions/{id}/export", get(sessions::export))
         .route("/ui/refs/{id}", get(refs::show))
+        .route("/ui/savings", get(savings::show))
         .route("/ui/memory", get(memory::browse))
         .route("/ui/memory/read", get(memory::read))
         .route("/ui/memory/forget", post(memory::forget))
@@ -156,6 +158,7 @@ fn page(caller: Option<&UiCaller>, title: &str, body: Markup) -> Markup {
                 header {
                     a href="/ui" { "skald" }
                     a href="/ui" { "Sessions" }
+                    a href="/ui/savings" { "Savings" }
                     a href="/ui/memory" { "Memory" }
                     @if let Some(caller) = caller {
                         span.tenant { "tenant " (caller.0.tenant.as_str()) }
