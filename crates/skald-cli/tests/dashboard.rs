@@ -168,8 +168,20 @@ impl Server {
     /// With `keys` false the server has none and runs open on loopback; the session and the
     /// memory are then the `default` tenant's.
     fn start_with(keys: bool) -> Server {
+        Server::start_full(keys, None)
+    }
+
+    /// With `anthropic` the proxy's Anthropic upstream (`[proxy.anthropic] base_url`).
+    fn start_full(keys: bool, anthropic: Option<&str>) -> Server {
         let tenant = if keys { "t" } else { "default" };
         let home = tempfile::tempdir().unwrap();
+        if let Some(url) = anthropic {
+            std::fs::write(
+                home.path().join("skald.toml"),
+                format!("[proxy.anthropic]\nbase_url = \"{url}\"\n"),
+            )
+            .unwrap();
+        }
         let path = home.path().join("session.jsonl");
         std::fs::write(&path, transcript()).unwrap();
         let imported = json_out(&skald(
@@ -785,6 +797,111 @@ fn a_foreign_tenant_sees_nothing_and_bad_input_is_a_clear_4xx() {
     assert!(body.contains("colour"), "{body}");
 }
 
+/// A scripted Anthropic Messages upstream: every `POST /v1/messages` gets one text answer with
+/// usage that grows with the conversation (cache reads from the second call on). Runs until the
+/// test process ends; answers one request per connection.
+fn scripted_anthropic() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for (call, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 8192];
+            // The head, then as many body bytes as Content-Length says.
+            let body_start = loop {
+                let Ok(read) = stream.read(&mut buffer) else {
+                    break None;
+                };
+                if read == 0 {
+                    break None;
+                }
+                request.extend_from_slice(&buffer[..read]);
+                if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break Some(at + 4);
+                }
+            };
+            let Some(body_start) = body_start else {
+                continue;
+            };
+            let head = String::from_utf8_lossy(&request[..body_start]).to_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .and_then(|value| value.trim().parse().ok())
+                .unwrap_or(0);
+            while request.len() < body_start + length {
+                let Ok(read) = stream.read(&mut buffer) else {
+                    break;
+                };
+                if read == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buffer[..read]);
+            }
+            let turn = call as u64 + 1;
+            let answer = json!({
+                "id": format!("msg_{turn}"), "type": "message", "role": "assistant",
+                "model": "claude-scripted",
+                "content": [{"type": "text", "text": format!("Proxied answer {turn}: the invoice totals are fixed.")}],
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 40 + turn, "output_tokens": 12,
+                    "cache_read_input_tokens": 500 * (turn - 1), "cache_creation_input_tokens": 30}
+            })
+            .to_string();
+            let _ = stream.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    format!("http://{address}")
+}
+
+/// Session id of the conversation [`proxied_conversation`] sends.
+const PROXIED_SESSION: &str = "proxied-invoices";
+
+/// Three calls of one conversation through the server's proxy (Anthropic Messages), as tenant
+/// `t`; returns the proxied session's id as the server lists it.
+fn proxied_conversation(server: &Server) -> String {
+    let mut messages =
+        vec![json!({"role": "user", "content": "Fix the invoice rounding, please."})];
+    for turn in 1..=3 {
+        let body = json!({"model": "claude-scripted", "max_tokens": 256, "messages": messages})
+            .to_string();
+        let (status, _, answer) = server.request(
+            "POST",
+            "/v1/messages",
+            &[
+                ("x-skald-key", &server.key),
+                ("x-skald-session", PROXIED_SESSION),
+                ("anthropic-version", "2023-06-01"),
+                ("Content-Type", "application/json"),
+            ],
+            &body,
+        );
+        assert_eq!(status, 200, "proxied call {turn}: {answer}");
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        messages.push(json!({"role": "assistant", "content": answer["content"]}));
+        messages.push(json!({"role": "user", "content": format!("Thanks; now step {turn}.")}));
+    }
+    let (_, _, listed) = server.get(
+        "/v1/sessions",
+        &[("Authorization", &format!("Bearer {}", server.key))],
+    );
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|session| session["sessionId"].as_str().unwrap().to_owned())
+        .find(|id| id != SESSION_ID)
+        .unwrap_or_else(|| panic!("no proxied session: {listed}"))
+}
+
 /// `playwright-core` installed with `npm ci` from `hosts/browser`, once per lockfile.
 fn browser_driver() -> std::path::PathBuf {
     use std::hash::{DefaultHasher, Hash, Hasher};
@@ -826,7 +943,9 @@ fn dashboard_in_headless_chromium_follows_a_placeholder_and_searches_memory() {
          never skips"
     );
     let driver = browser_driver();
-    let server = Server::start();
+    let upstream = scripted_anthropic();
+    let server = Server::start_full(true, Some(&upstream));
+    let proxied = proxied_conversation(&server);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let output = Command::new("node")
@@ -836,6 +955,7 @@ fn dashboard_in_headless_chromium_follows_a_placeholder_and_searches_memory() {
         .env("KEY", &server.key)
         .env("FOREIGN_KEY", &server.foreign_key)
         .env("SESSION", SESSION_ID)
+        .env("PROXIED", &proxied)
         .env("SHOTS", &shots)
         .env("CHROMIUM", &chromium)
         .output()
@@ -876,8 +996,41 @@ fn dashboard_in_headless_chromium_follows_a_placeholder_and_searches_memory() {
         "{seen}"
     );
     assert_eq!(seen["foreignSessionStatus"], 404, "{seen}");
+    assert!(text("sessions").contains(&proxied), "{seen}");
+    // The proxy stores an answer when the client sends it back with its next request: two of
+    // the three answers. (Stored as the client spells them, they carry no upstream usage.)
+    assert_eq!(
+        seen["proxiedCalls"], 2,
+        "the proxied calls' timeline: {seen}"
+    );
+    assert!(text("proxiedTotals").starts_with("2 calls"), "{seen}");
+    assert!(
+        text("switchState").contains("Compaction is paused"),
+        "{seen}"
+    );
+    assert!(seen["savingsCharts"].as_u64().unwrap() >= 1, "{seen}");
+    assert!(!text("foreignSessions").contains(&proxied), "{seen}");
+    assert_eq!(seen["foreignProxiedStatus"], 404, "{seen}");
+
+    // The pause set in the browser holds for the session's next compaction: asked for, it is
+    // skipped, and the answer says why.
+    let (status, _, compacted) = server.request(
+        "POST",
+        &format!("/v1/sessions/{SESSION_ID}/compact"),
+        &[
+            ("Authorization", &format!("Bearer {}", server.key)),
+            ("Content-Type", "application/json"),
+        ],
+        r#"{"force": true}"#,
+    );
+    assert_eq!(status, 200, "{compacted}");
+    assert!(
+        compacted.contains("compaction is paused for this session"),
+        "{compacted}"
+    );
     for page in [
-        "login", "sessions", "session", "original", "memory", "foreign",
+        "login", "sessions", "session", "original", "memory", "foreign", "timeline", "switches",
+        "savings",
     ] {
         let shot = shots.join(format!("{page}.png"));
         assert!(
