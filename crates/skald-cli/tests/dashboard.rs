@@ -392,6 +392,16 @@ fn dashboard_shows_sessions_context_originals_and_memory() {
         memory.contains("user/"),
         "the tree's top directories: {memory}"
     );
+    let tree = &memory[memory.find("id=\"tree\"").expect("the tree")..];
+    let tree = &tree[..tree.find("</div>").unwrap()];
+    assert!(
+        tree.contains("<details class=\"dir\" open") && tree.matches("<details").count() >= 4,
+        "viking://, user/, default/, memories/…, each a <details>: {tree}"
+    );
+    assert!(
+        tree.contains("rounded half-even") && tree.contains("level=l1"),
+        "the entry at the tree's bottom with its levels: {tree}"
+    );
     let (status, results) = server.page("/ui/memory?q=invoice+rounding");
     assert_eq!(status, 200, "{results}");
     assert!(results.contains("rounded half-even"), "{results}");
@@ -402,6 +412,14 @@ fn dashboard_shows_sessions_context_originals_and_memory() {
     assert!(
         read.contains("rounded half-even") && read.contains("preferences"),
         "{read}"
+    );
+    let history = &read[read.find("id=\"versions\"").expect("the history of writes")..];
+    assert_eq!(
+        history[..history.find("</table>").unwrap()]
+            .matches("<tr>")
+            .count(),
+        2,
+        "a heading and the one version written: {history}"
     );
 }
 

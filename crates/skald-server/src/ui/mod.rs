@@ -141,7 +141,8 @@ table{border-collapse:collapse;width:100%;background:#fff}th,td{border-bottom:1p
 padding:.35em .6em;text-align:left;vertical-align:top}th{background:#eef1f4}td.num{text-align:right}\
 pre{background:#fff;border:1px solid #ddd;padding:.8em;white-space:pre-wrap;word-break:break-word}\
 a.ref{background:#fff3c4;border-radius:3px}.error{color:#a40000;font-weight:600}.muted{color:#666}\
-form.inline{margin:.6em 0}input[type=text],input[type=search]{padding:.25em;min-width:16em}";
+form.inline{margin:.6em 0}#tree ul{list-style:none;margin:0;padding-left:1.2em}\
+details.dir>summary{cursor:pointer}input[type=text],input[type=search]{padding:.25em;min-width:16em}";
 
 /// A whole page: the header (sessions, memory, the tenant, log out) and `body`.
 fn page(caller: Option<&UiCaller>, title: &str, body: Markup) -> Markup {
