@@ -584,13 +584,16 @@ fn dashboard_in_headless_chromium_follows_a_placeholder_and_searches_memory() {
     );
     assert_eq!(seen["foreignSessionStatus"], 404, "{seen}");
     assert!(text("sessions").contains(&proxied), "{seen}");
-    // The proxy stores an answer when the client sends it back with its next request: two of
-    // the three answers. (Stored as the client spells them, they carry no upstream usage.)
+    // The proxy stores an answer when the client sends it back with its next request (two of
+    // the three), with the usage the upstream reported for it.
     assert_eq!(
         seen["proxiedCalls"], 2,
         "the proxied calls' timeline: {seen}"
     );
-    assert!(text("proxiedTotals").starts_with("2 calls"), "{seen}");
+    assert!(
+        text("proxiedTotals").starts_with("2 calls (2 with reported usage)"),
+        "{seen}"
+    );
     assert!(
         text("switchState").contains("Compaction is paused"),
         "{seen}"

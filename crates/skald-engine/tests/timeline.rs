@@ -201,3 +201,56 @@ async fn savings_sum_each_session_and_each_day_and_the_chart_series_is_oldest_fi
     );
     assert_eq!(series[0].1, 101 + 1_000 + 10);
 }
+
+#[tokio::test]
+async fn an_answer_relayed_with_usage_is_stored_with_it_when_the_client_sends_it_back() {
+    let engine = engine();
+    let (tenant, session) = (
+        Tenant::parse("acme").unwrap(),
+        SessionId::parse("relayed").unwrap(),
+    );
+    let question = Message::text(Role::User, "Why is the build red?");
+    engine
+        .sync(
+            &tenant,
+            &session,
+            std::slice::from_ref(&question),
+            "anthropic",
+        )
+        .await
+        .unwrap();
+    // The proxy relays the provider's answer and remembers its usage…
+    let relayed = answer(1);
+    engine
+        .slot(&tenant, &session)
+        .lock()
+        .await
+        .remember_answer_usage(&relayed);
+    // …and the client sends the answer back without it (and a different one, never relayed).
+    let mut echoed = relayed.clone();
+    echoed.meta.usage = None;
+    echoed.meta.model = None;
+    let mut unrelayed = Message::text(Role::Assistant, "An answer skald never relayed.");
+    unrelayed.meta.usage = None;
+    let conversation = vec![
+        question.clone(),
+        echoed,
+        Message::text(Role::User, "And now?"),
+        unrelayed,
+    ];
+    engine
+        .sync(&tenant, &session, &conversation, "anthropic")
+        .await
+        .unwrap();
+
+    let timeline = engine.call_timeline(&tenant, &session, 1, 10).unwrap();
+    assert_eq!(
+        (timeline.totals.calls, timeline.totals.calls_with_usage),
+        (2, 1)
+    );
+    let TimelineEvent::Call(first) = &timeline.events[1] else {
+        panic!("a call")
+    };
+    assert_eq!(first.usage, relayed.meta.usage);
+    assert_eq!(first.model.as_deref(), Some("claude-test"));
+}
