@@ -3,7 +3,8 @@
 # their outputs — every tenth 400 lines, the rest 40 — and a user and a final assistant message),
 # imported into a fresh home and served by the release `skald` on loopback without keys. Prints
 # each page's weight in bytes and, for three runs of 21 requests each, the median time (curl's
-# time_total) of the session page, the sessions list and the JSON context route beside them.
+# time_total) of the session page (its newest 50 calls), its oldest page of calls, the sessions
+# list, the savings overview, the export and the JSON context route beside them.
 #
 #   cargo build --release -p skald-cli && benchmarks/dashboard_page_load.sh [path/to/skald]
 set -euo pipefail
@@ -45,11 +46,13 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 server=$!
 until curl -sf "http://127.0.0.1:$port/healthz" >/dev/null; do sleep 0.1; done
 sid=bench001-1111-4222-8333-444455556666
-for page in /ui "/ui/sessions/$sid" /ui/memory; do
+for page in /ui "/ui/sessions/$sid" "/ui/sessions/$sid?calls=21" /ui/savings /ui/memory \
+  "/ui/sessions/$sid/export"; do
   curl -s -o /dev/null -w "$page %{http_code} %{size_download} bytes\n" "http://127.0.0.1:$port$page"
 done
 for run in 1 2 3; do
-  for page in "/ui/sessions/$sid" /ui "/v1/sessions/$sid/context"; do
+  for page in "/ui/sessions/$sid" "/ui/sessions/$sid?calls=21" /ui /ui/savings \
+    "/ui/sessions/$sid/export" "/v1/sessions/$sid/context"; do
     for _ in $(seq 21); do
       curl -s -o /dev/null -w "%{time_total}\n" "http://127.0.0.1:$port$page"
     done | sort -n | awk -v page="$page" -v run="$run" \

@@ -3,10 +3,14 @@
 // original, grep it, search memory; then log in as another tenant's key. Prints what each page
 // showed as one JSON object on stdout; the Rust test asserts on it. Screenshots go to SHOTS.
 //
-// Environment: BASE (the server's URL), KEY, FOREIGN_KEY, SESSION, SHOTS, CHROMIUM.
+// Then: the proxied conversation's timeline of calls, pausing compaction on the imported
+// session's page, the savings page and its chart.
+//
+// Environment: BASE (the server's URL), KEY, FOREIGN_KEY, SESSION (imported), PROXIED (the
+// proxied conversation's session), SHOTS, CHROMIUM.
 import { chromium } from "playwright-core";
 
-const { BASE, KEY, FOREIGN_KEY, SESSION, SHOTS } = process.env;
+const { BASE, KEY, FOREIGN_KEY, SESSION, PROXIED, SHOTS } = process.env;
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const browser = await chromium.launch({
   executablePath,
@@ -53,6 +57,25 @@ try {
   seen.memoryResults = await page.textContent("table#results");
   await page.screenshot({ path: `${SHOTS}/memory.png`, fullPage: true });
 
+  await page.goto(`${BASE}/ui`);
+  await page.click(`a[href="/ui/sessions/${encodeURIComponent(PROXIED)}"]`);
+  await page.waitForSelector("table#calls");
+  seen.proxiedCalls = await page.locator("table#calls tr.call").count();
+  seen.proxiedTotals = await page.textContent("#call-totals");
+  await page.screenshot({ path: `${SHOTS}/timeline.png`, fullPage: true });
+
+  await page.goto(`${BASE}/ui/sessions/${SESSION}`);
+  await page.check("form#switches input[name=pause_compaction]");
+  await page.click("form#switches button[type=submit]");
+  await page.waitForSelector("#switch-state");
+  seen.switchState = await page.textContent("#switch-state");
+  await page.screenshot({ path: `${SHOTS}/switches.png`, fullPage: true });
+
+  await page.click("header a[href='/ui/savings']");
+  await page.waitForSelector("table#per-session");
+  seen.savingsCharts = await page.locator("div#chart svg").count();
+  await page.screenshot({ path: `${SHOTS}/savings.png`, fullPage: true });
+
   const foreign = await (await browser.newContext()).newPage();
   await foreign.goto(`${BASE}/ui`);
   await foreign.fill("input[name=key]", FOREIGN_KEY);
@@ -61,6 +84,8 @@ try {
   seen.foreignSessions = await foreign.textContent("main");
   const direct = await foreign.goto(`${BASE}/ui/sessions/${SESSION}`);
   seen.foreignSessionStatus = direct.status();
+  const proxied = await foreign.goto(`${BASE}/ui/sessions/${encodeURIComponent(PROXIED)}`);
+  seen.foreignProxiedStatus = proxied.status();
   await foreign.screenshot({ path: `${SHOTS}/foreign.png`, fullPage: true });
 } finally {
   await browser.close();

@@ -22,6 +22,8 @@
 //!   environment variable holding a provider key skald sends itself (then clients hold only
 //!   skald keys). `[server]` sets `addr`, `max_body_bytes`, `shutdown_grace_secs` and
 //!   `max_cached_bytes` (the memory the per-session engine state may take).
+//! - `[pricing]` `input_per_million`, `cache_write_multiplier`, `cache_read_multiplier`: the
+//!   input prices the dashboard's timeline and savings cost calls at.
 //! - `[database]` `url = "postgres://user@host:5432/db"` puts every store (sessions, refs,
 //!   memories, API keys) in that PostgreSQL database instead of the data directory's SQLite
 //!   file: the store several `skald serve` instances share. `skald serve --database URL` and
@@ -89,8 +91,9 @@ pub const CONFIG_FILE: &str = "skald.toml";
 pub const DEFAULT_WINDOW_TOKENS: u64 = 200_000;
 
 /// The top-level tables `skald.toml` may hold.
-const TABLES: [&str; 8] = [
+const TABLES: [&str; 9] = [
     "database",
+    "pricing",
     "policy",
     "llm",
     "compaction",
@@ -120,6 +123,9 @@ pub struct Config {
     pub server: ServerTable,
     /// `[database]`: where the stores are (default: the data directory's SQLite file).
     pub database: DatabaseTable,
+    /// `[pricing]`: the input prices the dashboard costs calls at (`input_per_million`,
+    /// `cache_write_multiplier`, `cache_read_multiplier`; default $3, 1.25, 0.1).
+    pub pricing: skald_engine::Pricing,
 }
 
 /// The `[database]` table.
@@ -392,6 +398,25 @@ impl Config {
         if let Some(url) = &database.url {
             check_database_url(url, &format!("[database] url in {shown}"))?;
         }
+        let pricing: skald_engine::Pricing = match table.get("pricing") {
+            None => skald_engine::Pricing::default(),
+            Some(value @ toml::Value::Table(_)) => value
+                .clone()
+                .try_into()
+                .with_context(|| format!("[pricing] in {shown}"))?,
+            Some(_) => anyhow::bail!("[pricing] in {shown} must be a table"),
+        };
+        for (field, value) in [
+            ("input_per_million", pricing.input_per_million),
+            ("cache_write_multiplier", pricing.cache_write_multiplier),
+            ("cache_read_multiplier", pricing.cache_read_multiplier),
+        ] {
+            if !value.is_finite() || value < 0.0 {
+                anyhow::bail!(
+                    "[pricing] {field} in {shown} is {value}: it must be a number of 0 or more"
+                );
+            }
+        }
         if server.max_body_bytes < 1024 {
             anyhow::bail!(
                 "[server] max_body_bytes in {shown} is {}; it must be at least 1024",
@@ -416,6 +441,7 @@ impl Config {
             proxy,
             server,
             database,
+            pricing,
         })
     }
 
@@ -473,6 +499,30 @@ mod tests {
         let config = Config::load(None, &home(dir.path())).unwrap();
         assert!(config.path.is_none() && config.policy.is_none());
         assert!(Config::load(Some(&dir.path().join("nope.toml")), &home(dir.path())).is_err());
+    }
+
+    #[test]
+    fn the_pricing_table_sets_the_prices_and_refuses_negative_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CONFIG_FILE);
+        let config = Config::load(None, &home(dir.path())).unwrap();
+        assert_eq!(config.pricing, skald_engine::Pricing::default());
+        std::fs::write(&path, "[pricing]\ninput_per_million = 15.0\n").unwrap();
+        let config = Config::load(None, &home(dir.path())).unwrap();
+        assert_eq!(config.pricing.input_per_million, 15.0);
+        assert_eq!(
+            config.pricing.cache_read_multiplier,
+            skald_engine::Pricing::default().cache_read_multiplier
+        );
+        std::fs::write(&path, "[pricing]\ncache_read_multiplier = -1.0\n").unwrap();
+        let error = Config::load(None, &home(dir.path())).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("cache_read_multiplier in"),
+            "{error:#}"
+        );
+        std::fs::write(&path, "[pricing]\ninput_price = 3.0\n").unwrap();
+        let error = Config::load(None, &home(dir.path())).unwrap_err();
+        assert!(format!("{error:#}").contains("input_price"), "{error:#}");
     }
 
     #[test]

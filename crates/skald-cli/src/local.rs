@@ -60,6 +60,7 @@ pub fn engine_config(
     };
     let mut engine = EngineConfig::new(policy);
     engine.compaction = config.compaction.clone();
+    engine.pricing = config.pricing;
     engine.window_tokens = config.window_tokens(window);
     engine.memory = MemoryDefaults {
         user: config.memory.user.clone(),

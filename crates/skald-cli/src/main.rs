@@ -6,7 +6,6 @@
 //! ([`remote`]) and print the same output.
 
 mod add_cmd;
-mod chart;
 mod compact_cmd;
 mod compare_cmd;
 mod config;

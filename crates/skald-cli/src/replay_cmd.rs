@@ -209,7 +209,7 @@ pub fn run(args: &ReplayArgs, config: &Config, mode: Mode) -> Result<ExitCode> {
         };
         std::fs::write(
             chart,
-            crate::chart::line_chart(&title, "context tokens", &series),
+            skald_engine::chart::line_chart(&title, "context tokens", &series),
         )
         .with_context(|| format!("cannot write the chart to {}", chart.display()))?;
     }

@@ -25,6 +25,7 @@ use skald_core::refs::{CanonicalPayload, NewRef};
 use skald_core::repair::{RepairReport, RepairSettings, repair};
 use skald_core::tokens::estimate_message_tokens;
 use skald_store::RefStore;
+use skald_store::sessions::SessionSwitches;
 
 use crate::EngineError;
 use crate::session::SessionState;
@@ -63,6 +64,9 @@ pub struct AssembleReport {
     pub truncate: TruncateReport,
     /// Refs stored by this request (first-time offloads, prunes and truncations).
     pub refs_stored: usize,
+    /// The session's switches this request honoured: with `pause_offload` the offload stage did
+    /// not run (a person paused it), whatever the policy says.
+    pub switches: SessionSwitches,
     /// Wall time of each step, in microseconds.
     pub timings_us: StageTimings,
 }
@@ -172,14 +176,16 @@ pub fn assemble<S: RefStore + ?Sized>(
     report.turn_limit = turns;
     report.timings_us.turn_limit = lap(&mut clock);
 
-    let messages = if policy.offload.enabled && request.fetch_available {
-        let outcome = run_offload(policy, state, messages, &request);
-        report.offload = outcome.report;
-        new_refs.extend(outcome.new_refs);
-        outcome.messages
-    } else {
-        messages
-    };
+    report.switches = state.switches;
+    let messages =
+        if policy.offload.enabled && request.fetch_available && !state.switches.pause_offload {
+            let outcome = run_offload(policy, state, messages, &request);
+            report.offload = outcome.report;
+            new_refs.extend(outcome.new_refs);
+            outcome.messages
+        } else {
+            messages
+        };
     report.timings_us.offload = lap(&mut clock);
 
     let env = PruneEnv {

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use skald_core::compaction::{
     CancelReason, CompactionInputs, CompactionOutcome, CompactionPlan, CompactionSettings,
-    CompactionTrigger, FileLists, SummaryFailure, plan_compaction,
+    CompactionTrigger, FileLists, SkipReason, SummaryFailure, plan_compaction,
 };
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::Block;
@@ -380,6 +380,16 @@ pub async fn compact_session(
         request.trigger,
         &inputs,
     )?;
+    // A person's pause wins over every trigger; the plan still measures the context, so the
+    // skip reports its size.
+    if sessions
+        .get(request.tenant, request.session_id)?
+        .switches
+        .pause_compaction
+    {
+        plan.skip = Some(SkipReason::Paused);
+        plan.tail_truncation = None;
+    }
     list_offloaded_originals(&mut plan, refs, request.tenant);
     let timeout_ms = plan.settings.timeout_ms;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);

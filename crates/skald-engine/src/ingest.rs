@@ -58,7 +58,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 use skald_core::ids::{SessionId, Tenant};
-use skald_core::message::{Message, Role};
+use skald_core::message::{Message, Role, Usage};
 use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 use skald_core::session_id::content_key;
 use skald_store::sessions::{NewSession, SessionError, SessionStore};
@@ -113,6 +113,7 @@ pub fn sync_conversation(
 ) -> Result<SyncOutcome, EngineError> {
     let client: Vec<&Message> = messages.iter().skip(prompt_len(messages)).collect();
     let created = create_if_missing(sessions, tenant, session_id, source_format)?;
+    let relayed = relayed_usage(held, client.iter().copied());
     let session = held.stored_session(sessions, tenant, session_id)?;
     let path = session.path_to(None);
     let stored: Vec<(&str, &Message)> = path
@@ -139,7 +140,8 @@ pub fn sync_conversation(
         .get(matched..)
         .unwrap_or_default()
         .iter()
-        .map(|message| (*message).clone())
+        .enumerate()
+        .map(|(offset, message)| with_relayed_usage(message, matched + offset, &relayed))
         .collect();
     let diverged = matched < stored.len();
     if !diverged && new.is_empty() {
@@ -194,6 +196,7 @@ pub fn append_synced_tail(
     if tail.is_empty() {
         return Ok(0);
     }
+    let relayed = relayed_usage(state, tail.iter());
     let session = state.stored_session(sessions, tenant, session_id)?;
     let starts_the_conversation = !session
         .path_to(None)
@@ -204,7 +207,13 @@ pub fn append_synced_tail(
     } else {
         0
     };
-    let new: Vec<Message> = tail.get(skip..).unwrap_or_default().to_vec();
+    let new: Vec<Message> = tail
+        .get(skip..)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .map(|(offset, message)| with_relayed_usage(message, skip + offset, &relayed))
+        .collect();
     if new.is_empty() {
         return Ok(0);
     }
@@ -707,6 +716,40 @@ fn is_prompt(message: &Message) -> bool {
 /// Whether a stored message and a client's are the same turn. Tool results match by call id (skald
 /// may have truncated the stored one); everything else by role and content, ignoring how the
 /// format spelled it (a string or blocks, extra fields, timestamps).
+/// What the provider reported for the answers among `messages` (by index) the client sends
+/// back without it ([`SessionState::remember_answer_usage`]).
+fn relayed_usage<'m>(
+    state: &SessionState,
+    messages: impl Iterator<Item = &'m Message>,
+) -> Vec<(usize, Usage, Option<String>)> {
+    messages
+        .enumerate()
+        .filter(|(_, message)| message.role == Role::Assistant && message.meta.usage.is_none())
+        .filter_map(|(index, message)| {
+            state
+                .usage_of_answer(message)
+                .map(|(usage, model)| (index, usage, model))
+        })
+        .collect()
+}
+
+/// `message` (the client's `index`-th) with the usage and model the provider reported for it,
+/// when the client sent it back without them.
+fn with_relayed_usage(
+    message: &Message,
+    index: usize,
+    relayed: &[(usize, Usage, Option<String>)],
+) -> Message {
+    let mut message = message.clone();
+    if let Some((_, usage, model)) = relayed.iter().find(|(at, _, _)| *at == index) {
+        message.meta.usage = Some(*usage);
+        if message.meta.model.is_none() {
+            message.meta.model = model.clone();
+        }
+    }
+    message
+}
+
 fn same_message(stored: &Message, client: &Message) -> bool {
     same_role(&stored.role, &client.role) && content_key(stored) == content_key(client)
 }

@@ -48,6 +48,7 @@ mod accounting;
 pub mod after_turn;
 mod assemble;
 mod blocking;
+pub mod chart;
 pub mod compact;
 mod engine;
 mod fetch;
@@ -58,6 +59,7 @@ pub mod memory_write;
 pub mod recovery;
 pub mod replay;
 mod session;
+pub mod timeline;
 pub mod view;
 
 pub use accounting::{CacheAccount, Pricing, RequestBill, Segment};
@@ -68,7 +70,7 @@ pub use engine::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, BudgetFit, CompactInput,
     DEFAULT_MAX_CACHED_BYTES, DEFAULT_WINDOW_TOKENS, Engine, EngineConfig, MAX_CACHED_SESSIONS,
     MemoryDefaults, OffloadedOutput, OpenError, OwnedSlotGuard, PrepareInput, PromptRecall,
-    SessionCache, SessionOverview, SessionSlot, SlotGuard, Stores, Synced, ToolRun,
+    SessionCache, SessionExport, SessionOverview, SessionSlot, SlotGuard, Stores, Synced, ToolRun,
     TranscriptCompaction, Turn, View, ViewOptions,
 };
 pub use fetch::{FetchOutput, execute_fetch};

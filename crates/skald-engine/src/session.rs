@@ -11,13 +11,13 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 use skald_core::compaction::CompactionOutcome;
 use skald_core::ids::{SessionId, Tenant};
-use skald_core::message::Message;
+use skald_core::message::{Message, Usage};
 use skald_core::pipeline::offload::{ArgumentsCache, OffloadCache};
 use skald_core::pipeline::prune::{PruneClock, PruneMarks};
 use skald_core::pipeline::truncate::TruncateMemory;
 use skald_core::session::Session;
 use skald_core::tokens::Calibration;
-use skald_store::sessions::{SessionError, SessionInfo, SessionStore};
+use skald_store::sessions::{SessionError, SessionInfo, SessionStore, SessionSwitches};
 
 use crate::compact::CompactResult;
 use crate::footprint::{self, MAP_ENTRY_OVERHEAD, string_entry_bytes};
@@ -76,6 +76,24 @@ pub struct SessionState {
     /// [`SessionState::approx_bytes`] does not walk the session.
     stored_bytes: usize,
     sync_mark: Option<SyncMark>,
+    /// The session's switches as its row said at the last read ([`SessionState::stored_session`]
+    /// reads the row on every call, so a switch set by any server is honoured from the next).
+    pub(crate) switches: SessionSwitches,
+    /// The usage and model of the latest answers a caller relayed (the proxy), by a fingerprint
+    /// of their content: the client sends an answer back without them, and the sync that
+    /// stores it puts them back ([`SessionState::usage_of_answer`]).
+    answer_usage: Vec<(u64, Usage, Option<String>)>,
+}
+
+/// Answers whose usage is remembered at most (the latest; a client sends an answer back with
+/// its next request).
+const REMEMBERED_ANSWERS: usize = 64;
+
+fn answer_fingerprint(message: &Message) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    skald_core::session_id::content_key(message).hash(&mut hasher);
+    hasher.finish()
 }
 
 /// One pairing of skald's count with the provider's, fed to the calibration.
@@ -123,6 +141,33 @@ pub(crate) struct CachedContext {
 const OFFLOAD_MEMO_BYTES: usize = 256;
 
 impl SessionState {
+    /// Remembers the provider's usage (and model) of an answer relayed to a client, so the
+    /// answer the client sends back is stored with them — the session's timeline of calls reads
+    /// them there. An answer without usage is not remembered.
+    pub fn remember_answer_usage(&mut self, answer: &Message) {
+        let Some(usage) = answer.meta.usage else {
+            return;
+        };
+        if self.answer_usage.len() >= REMEMBERED_ANSWERS {
+            self.answer_usage.remove(0);
+        }
+        self.answer_usage
+            .push((answer_fingerprint(answer), usage, answer.meta.model.clone()));
+    }
+
+    /// The usage and model remembered for an answer of this content.
+    pub(crate) fn usage_of_answer(&self, answer: &Message) -> Option<(Usage, Option<String>)> {
+        if self.answer_usage.is_empty() {
+            return None;
+        }
+        let fingerprint = answer_fingerprint(answer);
+        self.answer_usage
+            .iter()
+            .rev()
+            .find(|(key, _, _)| *key == fingerprint)
+            .map(|(_, usage, model)| (*usage, model.clone()))
+    }
+
     /// Approximately how many bytes this state holds, for a cache that bounds its states by
     /// size. Counted: the stored session held (every entry's strings, JSON and blocks, measured
     /// as entries are read), the rebuilt context, the session-start memory and the turn's
@@ -275,6 +320,7 @@ impl SessionState {
         session_id: &SessionId,
     ) -> Result<Vec<Message>, SessionError> {
         let info = sessions.get(tenant, session_id)?;
+        self.switches = info.switches;
         if let Some(cached) = &self.context {
             if cached.entry_count == info.entry_count && cached.leaf_id == info.leaf_id {
                 return Ok(cached.messages.clone());
@@ -303,6 +349,7 @@ impl SessionState {
         session_id: &SessionId,
     ) -> Result<&Session, SessionError> {
         let info = sessions.get(tenant, session_id)?;
+        self.switches = info.switches;
         self.catch_up(sessions, tenant, session_id, &info)
     }
 

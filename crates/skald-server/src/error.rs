@@ -17,6 +17,10 @@ pub enum ApiError {
     /// No key, or a key that is unknown or revoked.
     #[error("{0}")]
     Unauthorized(String),
+    /// The caller may not do this (a dashboard form posted from another site or without its
+    /// login's CSRF token).
+    #[error("{0}")]
+    Forbidden(String),
     /// The thing named does not exist for this tenant.
     #[error("{0}")]
     NotFound(String),
@@ -53,6 +57,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Gone(_) => StatusCode::GONE,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
@@ -70,6 +75,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => "invalid_request",
             ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::Gone(_) => "expired",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",

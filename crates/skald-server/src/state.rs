@@ -32,6 +32,8 @@ pub struct AppState {
     /// Background work (memory uploads, extractions, streamed answers) a graceful shutdown
     /// waits for; the engine's background work runs on it too.
     pub tasks: TaskTracker,
+    /// The dashboard's logins (a cookie token names one; the key stays here).
+    pub logins: Arc<crate::ui::Logins>,
     /// Whether requests must carry a key: true once the key store has held a live key while
     /// this server ran, and never false again (revoking every key does not open the server).
     auth_required: Arc<AtomicBool>,
@@ -95,6 +97,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             http,
             tasks,
+            logins: Arc::new(crate::ui::Logins::default()),
             auth_required: Arc::new(AtomicBool::new(auth_required)),
         })
     }

@@ -9,7 +9,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::StoreError;
 
 /// The schema version this build writes and reads (SQLite's `PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Migration `n` takes a database from version `n` to `n + 1`. Append only: a released
 /// migration never changes, so every database reaches the same schema by the same steps.
@@ -162,6 +162,11 @@ const MIGRATIONS: &[&str] = &[
     BEGIN
         SELECT RAISE(ABORT, 'an api key changes only by being revoked, once');
     END;",
+    // 4 -> 5: a session's switches (a person's pauses), kept on its row, off by default.
+    "ALTER TABLE sessions ADD COLUMN pause_compaction INTEGER NOT NULL DEFAULT 0
+        CHECK (pause_compaction IN (0, 1));
+    ALTER TABLE sessions ADD COLUMN pause_offload INTEGER NOT NULL DEFAULT 0
+        CHECK (pause_offload IN (0, 1));",
 ];
 
 /// How long a writer waits for another connection (another process on the same file) to finish.

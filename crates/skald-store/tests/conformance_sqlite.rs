@@ -24,6 +24,7 @@ use skald_store::conformance::{
 use skald_store::keys::{ApiKey, CreatedKey, KeyError};
 use skald_store::sessions::{
     BranchRewrite, CompactionCheckpoint, NewSession, SessionError, SessionInfo, SessionStore,
+    SessionSwitches,
 };
 use skald_store::{
     Clock, DEFAULT_TTL, KeyStore, MemoryStore, RefSettings, RefStats, RefStore, SqliteKeyStore,
@@ -259,6 +260,14 @@ impl SessionStore for LeakySessions {
         leaf: Option<&str>,
     ) -> Result<(), SessionError> {
         self.0.set_leaf(&tenant_a(), session, leaf)
+    }
+    fn set_switches(
+        &self,
+        _: &Tenant,
+        session: &SessionId,
+        switches: SessionSwitches,
+    ) -> Result<SessionInfo, SessionError> {
+        self.0.set_switches(&tenant_a(), session, switches)
     }
     fn get(&self, _: &Tenant, session: &SessionId) -> Result<SessionInfo, SessionError> {
         self.0.get(&tenant_a(), session)

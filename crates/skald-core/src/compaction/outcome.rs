@@ -80,6 +80,8 @@ pub enum SkipReason {
         /// the summary's room, over the safety margin.
         budget_tokens: u64,
     },
+    /// A person paused compaction for this session (the session's switches); any trigger.
+    Paused,
 }
 
 impl SkipReason {
@@ -104,6 +106,7 @@ impl SkipReason {
                 "the preserved recent turns take {tail_tokens} tokens, over the budget of \
                  {budget_tokens}, and hold no tool result to truncate"
             ),
+            SkipReason::Paused => "compaction is paused for this session".to_owned(),
         }
     }
 }

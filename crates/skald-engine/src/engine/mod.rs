@@ -38,6 +38,7 @@
 //! ```
 
 mod cache;
+mod export;
 mod host_hooks;
 mod memories;
 mod sessions;
@@ -63,6 +64,7 @@ use crate::memory::MemoryIdentity;
 use crate::memory_write::{MemoryWriteError, MemoryWriter, UploadDriver};
 
 pub use cache::{OwnedSlotGuard, SessionCache, SessionSlot, SlotGuard};
+pub use export::SessionExport;
 pub use host_hooks::{PromptRecall, TranscriptCompaction};
 pub use sessions::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, BudgetFit, SessionOverview, View,
@@ -145,6 +147,8 @@ pub struct EngineConfig {
     pub embedder: Option<Arc<dyn Embedder>>,
     /// Extracts memories from what leaves a session's context (compacted spans, uploads).
     pub extractor: Arc<dyn MemoryExtractor>,
+    /// The prices a session's calls are costed at ([`Engine::call_timeline`]).
+    pub pricing: crate::Pricing,
 }
 
 impl std::fmt::Debug for EngineConfig {
@@ -175,6 +179,7 @@ impl EngineConfig {
             summarizer: Arc::new(skald_llm::ExtractiveSummarizer::default()),
             embedder: None,
             extractor: Arc::new(DeterministicExtractor::default()),
+            pricing: crate::Pricing::default(),
         }
     }
 }

@@ -13,7 +13,7 @@ use skald_store::clock::now_ms;
 use skald_store::sessions::import::{
     ImportOptions, ImportOutcome, ImportStatus, import_transcript,
 };
-use skald_store::sessions::{SessionError, SessionInfo};
+use skald_store::sessions::{SessionError, SessionInfo, SessionSwitches};
 
 use skald_core::compaction::CompactionTrigger;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +22,7 @@ use super::{CompactInput, Engine};
 use crate::compact::Compaction;
 use crate::ingest::{self, CommitOutcome, SyncOutcome, TurnAnchors};
 use crate::memory::MemoryIdentity;
+use crate::timeline::{CallTimeline, Savings, call_series, call_timeline, savings};
 use crate::{
     EngineError, MemoryIdentityError, ModelView, RecallHook, SessionState, ViewRequest,
     prepare_view,
@@ -451,6 +452,13 @@ impl Engine {
             .collect()
     }
 
+    /// The tenant's sessions, most recently updated first, as the store keeps them (one read,
+    /// no session loaded): for listings that size only the sessions they show
+    /// ([`Engine::session_overview`]).
+    pub fn session_infos(&self, tenant: &Tenant) -> Result<Vec<SessionInfo>, EngineError> {
+        Ok(self.sessions().list(tenant)?)
+    }
+
     /// One stored session, with its context's size.
     pub fn session_overview(
         &self,
@@ -459,6 +467,69 @@ impl Engine {
     ) -> Result<SessionOverview, EngineError> {
         let info = self.sessions().get(tenant, session)?;
         self.overview(tenant, info)
+    }
+
+    /// Sets a session's switches (pause compaction, pause offload; see [`SessionSwitches`]),
+    /// kept with the session and honoured from its next call, on any server of the store. Taken
+    /// under the session's lock, so a call running now finishes under the old switches.
+    pub async fn set_switches(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        switches: SessionSwitches,
+    ) -> Result<SessionInfo, EngineError> {
+        let slot = self.slot(tenant, session);
+        let mut state = slot.lock().await;
+        let info = self.sessions().set_switches(tenant, session, switches)?;
+        state.switches = info.switches;
+        Ok(info)
+    }
+
+    /// A page of the session's model calls and compactions, newest first, costed at the
+    /// configured prices (see [`crate::timeline`]).
+    pub fn call_timeline(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        page: usize,
+        per_page: usize,
+    ) -> Result<CallTimeline, EngineError> {
+        let session = self.sessions().load(tenant, session)?;
+        Ok(call_timeline(
+            &session,
+            &self.config().pricing,
+            page,
+            per_page,
+        ))
+    }
+
+    /// Tokens and cost saved over the tenant's `max_sessions` most recently active sessions,
+    /// per session and per day (see [`crate::timeline::savings`]).
+    pub fn savings(&self, tenant: &Tenant, max_sessions: usize) -> Result<Savings, EngineError> {
+        let infos = self.sessions().list(tenant)?;
+        let not_read = infos.len().saturating_sub(max_sessions);
+        let mut read = Vec::with_capacity(infos.len().min(max_sessions));
+        for info in infos.into_iter().take(max_sessions) {
+            let id = SessionId::parse(info.id.as_str()).map_err(|refused| {
+                SessionError::Corrupt(format!("stored session id: {refused}"))
+            })?;
+            let session = self.sessions().load(tenant, &id)?;
+            read.push((info, session));
+        }
+        let mut savings = savings(read, &self.config().pricing);
+        savings.sessions_not_read = not_read;
+        Ok(savings)
+    }
+
+    /// A session's calls, oldest first, as (raw history, input sent) token pairs: the savings
+    /// chart's data.
+    pub fn call_series(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+    ) -> Result<Vec<(u64, u64)>, EngineError> {
+        let session = self.sessions().load(tenant, session)?;
+        Ok(call_series(&session, &self.config().pricing))
     }
 
     /// A session's whole entry tree.

@@ -566,6 +566,7 @@ async fn answer_whole(
             return raw_response(status, headers, body);
         };
         Exchange::observe(session, message.meta.usage);
+        session.remember_answer_usage(&message);
         if let Some(error) = skald_llm::overflow::assistant_error_overflow(&message) {
             let recovered = driver
                 .recover(
@@ -748,6 +749,9 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
         }
         let round = rewriter.end_round();
         Exchange::observe(&mut session, round.usage);
+        let mut answer = Message::new(Role::Assistant, round.content.clone());
+        answer.meta.usage = round.usage;
+        session.remember_answer_usage(&answer);
         if round.skald_calls.is_empty() {
             break;
         }

@@ -1,9 +1,10 @@
 //! The memory pages: `/ui/memory` browses `viking://` one directory at a time (each directory
-//! with its entry count, each entry with its abstract) and searches it (the engine's memory
+//! with its entry count, each entry with its abstract) and as a tree of `<details>` (directories
+//! open without a script, entries linked at L0, L1 and L2) and searches it (the engine's memory
 //! search, for the server's `[memory]` user and agent) and lists the latest memory writes;
-//! `/ui/memory/read` shows one entry at L0, L1 or L2, with a button that forgets it
-//! (`POST /ui/memory/forget`, the engine's forget; the cookie is SameSite=Strict, so another
-//! site cannot post it).
+//! `/ui/memory/read` shows one entry at L0, L1 or L2 and the history of its writes (every
+//! version, with its status and when it ended), with a button that forgets it
+//! (`POST /ui/memory/forget`, the engine's forget, with the login's CSRF token).
 
 use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Form, Query, State};
@@ -12,18 +13,55 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use skald_core::memory::uri::MemoryUri;
 use skald_engine::memory::manage;
-use skald_store::memories::{MemoryLevel, SearchFilter, WriteAction};
+use skald_store::memories::{DirEntryKind, MemoryLevel, SearchFilter, TreeNode, WriteAction};
 
 use super::{UiCaller, UiError, encode, page};
 use crate::error::ApiError;
-use crate::routes::manage_error;
 use crate::routes::memory::{identity, parse_uri};
+use crate::routes::{manage_error, memory_error};
 use crate::state::AppState;
 
 /// How many results a search shows.
 const SEARCH_RESULTS: usize = 20;
 /// How many of the latest memory writes the page lists.
 const RECENT_WRITES: usize = 20;
+/// Levels of the tree under the directory shown.
+const TREE_DEPTH: usize = 6;
+/// Nodes of the tree drawn at most (the rest is reachable by opening a directory).
+const TREE_NODES: usize = 1_000;
+
+/// The tree as nested `<details>` (a directory opens without a script), entries linked to their
+/// page; `budget` counts down the nodes still drawn.
+fn tree_markup(node: &TreeNode, depth: usize, budget: &mut usize) -> Markup {
+    if *budget == 0 {
+        return html! {};
+    }
+    *budget -= 1;
+    let name = if depth == 0 {
+        node.entry.uri.as_str().to_owned()
+    } else {
+        node.entry.uri.name().unwrap_or("").to_owned()
+    };
+    match &node.entry.kind {
+        DirEntryKind::Directory { entries } => html! {
+            details.dir open[depth == 0] {
+                summary { (name) " " span.muted { "(" (entries) ")" } " "
+                    a href=(memory_link(&node.entry.uri, true)) { "list" } }
+                @if node.children.is_empty() && *entries > 0 {
+                    p.muted { a href=(memory_link(&node.entry.uri, true)) { "open to see more" } }
+                }
+                ul { @for child in &node.children { li { (tree_markup(child, depth + 1, budget)) } } }
+            }
+        },
+        DirEntryKind::Entry { l0, category, .. } => html! {
+            a href=(memory_link(&node.entry.uri, false)) { (name) }
+            " " span.muted { (category.name()) } " — " (l0)
+            " " a href={ (memory_link(&node.entry.uri, false)) "&level=l0" } { "L0" }
+            " " a href={ (memory_link(&node.entry.uri, false)) "&level=l1" } { "L1" }
+            " " a href={ (memory_link(&node.entry.uri, false)) "&level=l2" } { "L2" }
+        },
+    }
+}
 
 fn action_name(action: WriteAction) -> &'static str {
     match action {
@@ -93,6 +131,12 @@ pub async fn browse(
         .engine
         .recent_memory_writes(&caller.0.tenant, RECENT_WRITES)
         .map_err(manage_error)?;
+    let tree = state
+        .engine
+        .memory_tree(&caller.0.tenant, &dir, TREE_DEPTH)
+        .map_err(memory_error)?;
+    let mut budget = TREE_NODES;
+    let tree = tree_markup(&tree, 0, &mut budget);
     let mut crumbs = Vec::new();
     let mut at = Some(dir.clone());
     while let Some(uri) = at {
@@ -145,6 +189,9 @@ pub async fn browse(
                 } }
             }
         }
+        h2 { "Tree" }
+        div #tree { (tree) }
+        @if budget == 0 { p.muted { "The first " (TREE_NODES) " nodes are drawn; open a directory for the rest." } }
         h2 { "Latest writes" }
         @if writes.is_empty() {
             p.muted #no-writes { "No memory was written yet." }
@@ -161,7 +208,7 @@ pub async fn browse(
             }
         }
     };
-    Ok(page(Some(&caller.0), "Memory", body))
+    Ok(page(Some(&caller), "Memory", body))
 }
 
 /// `/ui/memory/read` parameters.
@@ -180,6 +227,8 @@ pub struct ReadQuery {
 pub struct ForgetForm {
     /// The entry to forget (one entry: the dashboard does not forget whole directories).
     uri: String,
+    /// The login's CSRF token.
+    csrf: Option<String>,
 }
 
 /// `POST /ui/memory/forget`: forgets one entry (its versions stay in the history, as with
@@ -190,6 +239,7 @@ pub async fn forget(
     form: Result<Form<ForgetForm>, FormRejection>,
 ) -> Result<Response, UiError> {
     let Form(form) = form?;
+    caller.check_csrf(form.csrf.as_deref())?;
     let uri = parse_uri(&form.uri, "uri")?;
     state
         .engine
@@ -222,6 +272,10 @@ pub async fn read(
         .engine
         .read_memory(&caller.0.tenant, &uri, level)
         .map_err(manage_error)?;
+    let versions = state
+        .engine
+        .memory_versions(&caller.0.tenant, &uri)
+        .map_err(manage_error)?;
     let link = |name: &str| format!("/ui/memory/read?uri={}&level={name}", encode(uri.as_str()));
     let body = html! {
         p {
@@ -238,10 +292,23 @@ pub async fn read(
             tr { th { "Updated" } td { (report.updated_at) } }
         }
         pre #memory-text { (report.text) }
+        h2 { "History of writes" }
+        table #versions {
+            thead { tr { th { "Version" } th { "Status" } th { "Written" } th { "Ended" } th { "Priority" } th { "Abstract (L0)" } } }
+            tbody { @for version in &versions { tr {
+                td.num { (version.version) }
+                td { (version.status) }
+                td { (version.written_at) }
+                td { (version.ended_at.as_deref().unwrap_or("–")) }
+                td.num { (version.priority) }
+                td { details { summary { (version.l0) } pre { (version.l2) } } }
+            } } }
+        }
         form #forget method="post" action="/ui/memory/forget" {
             input type="hidden" name="uri" value=(uri.as_str());
+            (caller.csrf_field())
             button type="submit" { "Forget this memory" }
         }
     };
-    Ok(page(Some(&caller.0), uri.as_str(), body))
+    Ok(page(Some(&caller), uri.as_str(), body))
 }

@@ -92,5 +92,5 @@ pub async fn show(
         }
         pre #original { (text) }
     };
-    Ok(page(Some(&caller.0), "Original", body))
+    Ok(page(Some(&caller), "Original", body))
 }

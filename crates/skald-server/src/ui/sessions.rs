@@ -2,10 +2,11 @@
 //! searchable by id or title) and `/ui/sessions/{id}` (the context as the model sees it now, in
 //! the readable rendering `skald context --text` prints, each placeholder linked to its
 //! original; what the pipeline did to build it — the context route's report; the compaction
-//! checkpoints of the session).
+//! checkpoints of the session; its switches, set with `POST /ui/sessions/{id}/switches`).
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{Form, Path, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 use skald_core::ids::SessionId;
@@ -13,9 +14,11 @@ use skald_core::refs::{REF_PREFIX, RefId};
 use skald_core::render::{ContextHeading, render_context};
 use skald_core::session::EntryKind;
 use skald_core::time::format_rfc3339_seconds;
-use skald_engine::{SessionOverview, View, ViewOptions};
+use skald_engine::{View, ViewOptions};
+use skald_store::sessions::{SessionInfo, SessionSwitches};
 
 use super::{UiCaller, UiError, encode, page};
+use crate::error::ApiError;
 use crate::routes::engine::view_report;
 use crate::routes::{engine_error, session_id};
 use crate::state::AppState;
@@ -26,6 +29,8 @@ use crate::state::AppState;
 pub struct ListQuery {
     /// Only sessions whose id or title contains this (case-insensitive).
     q: Option<String>,
+    /// The page, from 1 ([`SESSIONS_PER_PAGE`] sessions each).
+    page: Option<usize>,
 }
 
 /// The view the next model call would get, with every tool and no memory (what
@@ -49,11 +54,10 @@ async fn current_view(
         .map_err(engine_error)?)
 }
 
-fn matches(overview: &SessionOverview, needle: &str) -> bool {
+fn matches(info: &SessionInfo, needle: &str) -> bool {
     let needle = needle.to_lowercase();
-    overview.info.id.to_lowercase().contains(&needle)
-        || overview
-            .info
+    info.id.to_lowercase().contains(&needle)
+        || info
             .title
             .as_deref()
             .is_some_and(|title| title.to_lowercase().contains(&needle))
@@ -66,7 +70,11 @@ fn saved_percent(now: u64, raw: u64) -> String {
     format!("{:.0} %", (raw - now) as f64 * 100.0 / raw as f64)
 }
 
-/// `GET /ui`: the caller's sessions, most recently active first.
+/// Sessions on one page of `/ui`: only these are sized (their context rebuilt and the
+/// pipeline run), so the list costs the same whatever the tenant holds.
+pub const SESSIONS_PER_PAGE: usize = 25;
+
+/// `GET /ui`: the caller's sessions, most recently active first, a page at a time.
 pub async fn list(
     State(state): State<AppState>,
     caller: UiCaller,
@@ -74,22 +82,33 @@ pub async fn list(
 ) -> Result<Markup, UiError> {
     let Query(query) = query?;
     let needle = query.q.as_deref().map(str::trim).unwrap_or("");
-    let overviews: Vec<SessionOverview> = state
+    let matching: Vec<SessionInfo> = state
         .engine
-        .list_sessions(&caller.0.tenant)
+        .session_infos(&caller.0.tenant)
         .map_err(engine_error)?
         .into_iter()
-        .filter(|overview| needle.is_empty() || matches(overview, needle))
+        .filter(|info| needle.is_empty() || matches(info, needle))
         .collect();
-    let mut rows = Vec::with_capacity(overviews.len());
-    for overview in overviews {
-        let id = session_id(overview.info.id.clone())?;
+    let page_number = query.page.unwrap_or(1).max(1);
+    let pages = matching.len().div_ceil(SESSIONS_PER_PAGE).max(1);
+    let mut rows = Vec::with_capacity(SESSIONS_PER_PAGE);
+    for info in matching
+        .iter()
+        .skip((page_number - 1).saturating_mul(SESSIONS_PER_PAGE))
+        .take(SESSIONS_PER_PAGE)
+    {
+        let id = session_id(info.id.clone())?;
+        let overview = state
+            .engine
+            .session_overview(&caller.0.tenant, &id)
+            .map_err(engine_error)?;
         let now = current_view(&state, &caller, &id)
             .await?
             .view
             .estimated_tokens();
         rows.push((overview, now));
     }
+    let page_link = |number: usize| format!("/ui?q={}&page={number}", encode(needle));
     let body = html! {
         form.inline method="get" action="/ui" {
             input type="search" name="q" value=(needle) placeholder="id or title";
@@ -103,7 +122,7 @@ pub async fn list(
                     th { "Session" } th { "Source" } th { "Messages" }
                     th title="skald's estimate of what the next model call is sent" { "Context now (tokens)" }
                     th title="the history rebuilt from the leaf, before any policy" { "Raw (tokens)" }
-                    th { "Saved" } th { "Last activity (UTC)" }
+                    th { "Saved" } th { "Paused" } th { "Last activity (UTC)" }
                 } }
                 tbody {
                     @for (overview, now) in &rows {
@@ -118,14 +137,32 @@ pub async fn list(
                             td.num { (now) }
                             td.num { (overview.estimated_tokens) }
                             td.num { (saved_percent(*now, overview.estimated_tokens)) }
+                            td { (paused_label(overview.info.switches)) }
                             td { (format_rfc3339_seconds(overview.info.updated_at_ms)) }
                         }
                     }
                 }
             }
+            @if pages > 1 {
+                p #pages {
+                    "Page " (page_number) " of " (pages) " (" (matching.len()) " sessions)"
+                    @if page_number > 1 { " · " a rel="prev" href=(page_link(page_number - 1)) { "newer" } }
+                    @if page_number < pages { " · " a rel="next" href=(page_link(page_number + 1)) { "older" } }
+                }
+            }
         }
     };
-    Ok(page(Some(&caller.0), "Sessions", body))
+    Ok(page(Some(&caller), "Sessions", body))
+}
+
+/// What a session's switches pause, for a listing.
+fn paused_label(switches: SessionSwitches) -> &'static str {
+    match (switches.pause_compaction, switches.pause_offload) {
+        (true, true) => "compaction, offload",
+        (true, false) => "compaction",
+        (false, true) => "offload",
+        (false, false) => "–",
+    }
 }
 
 /// `text` with every `[REF_ID: …]` token a link to its original.
@@ -163,13 +200,33 @@ fn linked(text: &str) -> Markup {
     }
 }
 
-/// `GET /ui/sessions/{id}`: one session's context now and its compactions.
+/// `/ui/sessions/{id}` parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShowQuery {
+    /// The page of the model-call timeline, from 1 (newest first).
+    calls: Option<usize>,
+}
+
+/// `GET /ui/sessions/{id}`: one session's calls, context now and compactions.
 pub async fn show(
     State(state): State<AppState>,
     caller: UiCaller,
     Path(raw): Path<String>,
+    query: Result<Query<ShowQuery>, QueryRejection>,
 ) -> Result<Markup, UiError> {
+    let Query(query) = query?;
     let id = session_id(raw)?;
+    let timeline = state
+        .engine
+        .call_timeline(
+            &caller.0.tenant,
+            &id,
+            query.calls.unwrap_or(1),
+            super::timeline::CALLS_PER_PAGE,
+        )
+        .map_err(engine_error)?;
+    let calls_link = |page: usize| format!("/ui/sessions/{}?calls={page}", encode(id.as_str()));
     let overview = state
         .engine
         .session_overview(&caller.0.tenant, &id)
@@ -228,9 +285,25 @@ pub async fn show(
                 (did.offloaded) " tool results offloaded, " (did.pruned) " pruned, "
                 (did.truncated) " truncated; ~" (did.tokens_saved) " tokens taken out of "
                 (did.tokens_before)
+                @if built.view.report.switches.pause_offload { "; offload skipped: paused for this session" }
             } }
             tr { th { "Last activity" } td { (format_rfc3339_seconds(info.updated_at_ms)) " UTC" } }
         }
+        p { a #export href={ "/ui/sessions/" (encode(id.as_str())) "/export" } download { "Export this session" } " (its entries and the originals of its refs, JSON lines)" }
+        h2 { "Switches" }
+        form #switches method="post" action={ "/ui/sessions/" (encode(id.as_str())) "/switches" } {
+            (caller.csrf_field())
+            label { input type="checkbox" name="pause_compaction" value="on" checked[info.switches.pause_compaction]; " Pause compaction" }
+            " "
+            label { input type="checkbox" name="pause_offload" value="on" checked[info.switches.pause_offload]; " Pause offload" }
+            " " button type="submit" { "Save" }
+        }
+        p.muted #switch-state {
+            @if info.switches.pause_compaction { "Compaction is paused: every compaction of this session is skipped (reason: paused). " }
+            @if info.switches.pause_offload { "Offload is paused: the next calls send every tool output whole. " }
+            @if !info.switches.pause_compaction && !info.switches.pause_offload { "Nothing is paused." }
+        }
+        (super::timeline::section(&timeline, calls_link))
         h2 { "Compactions" }
         @if compactions.is_empty() {
             p.muted #no-compactions { "None: the history was never summarised." }
@@ -253,7 +326,73 @@ pub async fn show(
         p.muted { "Each highlighted placeholder links to the original skald stored." }
         pre #context { (linked(&text)) }
     };
-    Ok(page(Some(&caller.0), &format!("Session {id}"), body))
+    Ok(page(Some(&caller), &format!("Session {id}"), body))
+}
+
+/// `GET /ui/sessions/{id}/export`: the session as a file to download (what
+/// `GET /v1/sessions/{id}/export` answers).
+pub async fn export(
+    State(state): State<AppState>,
+    caller: UiCaller,
+    Path(raw): Path<String>,
+) -> Result<Response, UiError> {
+    let id = session_id(raw)?;
+    let export = state
+        .engine
+        .export_session(&caller.0.tenant, &id)
+        .await
+        .map_err(engine_error)?;
+    Ok(crate::routes::engine::export_response(
+        id.as_str(),
+        &export,
+    )?)
+}
+
+/// The switches form's fields (a checkbox is absent when unchecked).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchesForm {
+    /// `on` to pause compaction.
+    pause_compaction: Option<String>,
+    /// `on` to pause offload.
+    pause_offload: Option<String>,
+    /// The login's CSRF token.
+    csrf: Option<String>,
+}
+
+/// A checkbox's value: `on` when checked, absent when not; anything else is refused.
+fn checkbox(field: &str, value: Option<&str>) -> Result<bool, UiError> {
+    match value {
+        None => Ok(false),
+        Some("on") => Ok(true),
+        Some(other) => Err(ApiError::BadRequest(format!(
+            "{field} is {other:?}: a checkbox is \"on\" or absent"
+        ))
+        .into()),
+    }
+}
+
+/// `POST /ui/sessions/{id}/switches`: sets the session's pauses (the engine's
+/// `set_switches`), then shows the session.
+pub async fn set_switches(
+    State(state): State<AppState>,
+    caller: UiCaller,
+    Path(raw): Path<String>,
+    form: Result<Form<SwitchesForm>, FormRejection>,
+) -> Result<Response, UiError> {
+    let Form(form) = form?;
+    caller.check_csrf(form.csrf.as_deref())?;
+    let id = session_id(raw)?;
+    let switches = SessionSwitches {
+        pause_compaction: checkbox("pause_compaction", form.pause_compaction.as_deref())?,
+        pause_offload: checkbox("pause_offload", form.pause_offload.as_deref())?,
+    };
+    state
+        .engine
+        .set_switches(&caller.0.tenant, &id, switches)
+        .await
+        .map_err(engine_error)?;
+    Ok(Redirect::to(&format!("/ui/sessions/{}", encode(id.as_str()))).into_response())
 }
 
 #[cfg(test)]

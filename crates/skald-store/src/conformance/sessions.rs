@@ -15,7 +15,7 @@ use skald_core::session::{Entry, EntryKind, SessionHeader};
 use super::{
     NewSessionStore, SessionCheck, TENANT_A, TENANT_B, session_id, tenant_a, tenant_b, tenant_named,
 };
-use crate::sessions::{NewSession, SessionError, SessionStore};
+use crate::sessions::{NewSession, SessionError, SessionStore, SessionSwitches};
 
 /// Every check but [`survives_reopen`], by name.
 pub const CHECKS: &[(&str, SessionCheck)] = &[
@@ -37,6 +37,10 @@ pub const CHECKS: &[(&str, SessionCheck)] = &[
         writes_to_missing_sessions_are_not_found,
     ),
     ("reads_run_beside_appends", reads_run_beside_appends),
+    (
+        "switches_are_kept_apart_from_the_entries",
+        switches_are_kept_apart_from_the_entries,
+    ),
 ];
 
 /// Runs every check of [`CHECKS`], each on a fresh store from `new`.
@@ -681,6 +685,74 @@ pub fn writes_to_missing_sessions_are_not_found(new: &NewSessionStore<'_>) {
     assert!(
         matches!(unknown, Err(SessionError::UnknownEntry { .. })),
         "set_leaf to an entry the session lacks is UnknownEntry, got {unknown:?}"
+    );
+}
+
+/// A session's switches start off, read back as set (from `get` and `list`), change neither its
+/// entries, its leaf nor its activity time, belong to its tenant only, and a missing session's
+/// are `NotFound`.
+pub fn switches_are_kept_apart_from_the_entries(new: &NewSessionStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    let mut with_entries = session("s1");
+    with_entries.entries = chain("e", 3);
+    let created = store.create(&tenant_a(), with_entries).unwrap();
+    assert_eq!(
+        created.switches,
+        SessionSwitches::default(),
+        "a new session has every switch off"
+    );
+    let paused = SessionSwitches {
+        pause_compaction: true,
+        pause_offload: false,
+    };
+    let after = store
+        .set_switches(&tenant_a(), &session_id("s1"), paused)
+        .unwrap();
+    assert_eq!(
+        after.switches, paused,
+        "set_switches returns the new switches"
+    );
+    let read = store.get(&tenant_a(), &session_id("s1")).unwrap();
+    assert_eq!(read.switches, paused, "get reads the switches back");
+    assert_eq!(
+        (
+            read.leaf_id.as_deref(),
+            read.entry_count,
+            read.updated_at_ms
+        ),
+        (Some("e3"), 3, created.updated_at_ms),
+        "switches change neither the leaf, the entries nor the activity time"
+    );
+    assert_eq!(ids(&entries(store, TENANT_A, "s1")), ["e1", "e2", "e3"]);
+    let listed = store.list(&tenant_a()).unwrap();
+    assert_eq!(listed[0].switches, paused, "list reads the switches too");
+    let both = SessionSwitches {
+        pause_compaction: false,
+        pause_offload: true,
+    };
+    store
+        .set_switches(&tenant_a(), &session_id("s1"), both)
+        .unwrap();
+    assert_eq!(
+        store.get(&tenant_a(), &session_id("s1")).unwrap().switches,
+        both,
+        "a second set replaces the first"
+    );
+    let foreign = store.set_switches(&tenant_b(), &session_id("s1"), paused);
+    assert!(
+        matches!(foreign, Err(SessionError::NotFound { .. })),
+        "tenant B cannot set tenant A's switches, got {foreign:?}"
+    );
+    let missing = store.set_switches(&tenant_a(), &session_id("missing"), paused);
+    assert!(
+        matches!(missing, Err(SessionError::NotFound { .. })),
+        "set_switches of a missing session is NotFound, got {missing:?}"
+    );
+    assert_eq!(
+        store.get(&tenant_a(), &session_id("s1")).unwrap().switches,
+        both,
+        "refused sets change nothing"
     );
 }
 

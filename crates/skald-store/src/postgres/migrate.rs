@@ -139,6 +139,8 @@ const TABLES: &[Table] = &[
             ("message_count", Kind::Int),
             ("created_at_ms", Kind::Int),
             ("updated_at_ms", Kind::Int),
+            ("pause_compaction", Kind::Flag),
+            ("pause_offload", Kind::Flag),
         ],
         sqlite_order: "tenant, id",
         pg_order: "tenant, id",

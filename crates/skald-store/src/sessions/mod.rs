@@ -145,6 +145,16 @@ pub trait SessionStore: Send + Sync {
     /// The tenant's sessions, most recently updated first.
     fn list(&self, tenant: &Tenant) -> Result<Vec<SessionInfo>, SessionError>;
 
+    /// Sets the session's [`SessionSwitches`] (a person's pauses, kept with the session, not in
+    /// its entry tree) and returns the session as it is after. Not an activity: the session's
+    /// `updated_at_ms` stays.
+    fn set_switches(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        switches: SessionSwitches,
+    ) -> Result<SessionInfo, SessionError>;
+
     /// The whole session: header, every entry in append order, and the stored leaf.
     fn load(&self, tenant: &Tenant, session: &SessionId) -> Result<Session, SessionError>;
 
@@ -260,6 +270,21 @@ pub struct SessionInfo {
     pub created_at_ms: i64,
     /// The last append or leaf move, in milliseconds since the Unix epoch.
     pub updated_at_ms: i64,
+    /// What a person paused for this session (all off for a new one).
+    pub switches: SessionSwitches,
+}
+
+/// Switches a person sets on one session (the dashboard's pause buttons, `PUT
+/// /v1/sessions/{id}/switches`), honoured by the engine on every call of the session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionSwitches {
+    /// No compaction of the session (threshold, overflow, budget or asked for) until unpaused:
+    /// each is skipped with the reason `paused`.
+    pub pause_compaction: bool,
+    /// The offload stage does not run: the model sees every tool output and argument as it is
+    /// (what truncation and pruning do is unchanged).
+    pub pause_offload: bool,
 }
 
 /// A compaction to record: the summary that replaces the history before `first_kept_entry_id`.

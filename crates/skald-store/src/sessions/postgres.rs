@@ -21,7 +21,7 @@ use super::sqlite::{
 };
 use super::{
     BranchRewrite, CompactionCheckpoint, NewSession, SessionError, SessionInfo, SessionStore,
-    branch_rewrite_batch, validate_entry_id, validate_session_id,
+    SessionSwitches, branch_rewrite_batch, validate_entry_id, validate_session_id,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::postgres::{Conn, Database, fail, unsigned};
@@ -41,7 +41,8 @@ impl std::fmt::Debug for PgSessionStore {
 }
 
 const SESSION_COLUMNS: &str = "header, source_format, source, title, leaf_id, entry_count, \
-                               message_count, created_at_ms, updated_at_ms";
+                               message_count, created_at_ms, updated_at_ms, pause_compaction, \
+                               pause_offload";
 
 struct SessionRow {
     header: String,
@@ -53,6 +54,8 @@ struct SessionRow {
     message_count: i64,
     created_at_ms: i64,
     updated_at_ms: i64,
+    pause_compaction: bool,
+    pause_offload: bool,
 }
 
 impl SessionRow {
@@ -68,6 +71,8 @@ impl SessionRow {
             message_count: row.get(at + 6),
             created_at_ms: row.get(at + 7),
             updated_at_ms: row.get(at + 8),
+            pause_compaction: row.get(at + 9),
+            pause_offload: row.get(at + 10),
         }
     }
 }
@@ -307,6 +312,35 @@ impl SessionStore for PgSessionStore {
         })
     }
 
+    fn set_switches(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        switches: SessionSwitches,
+    ) -> Result<SessionInfo, SessionError> {
+        self.write(|conn, _now| {
+            let changed = conn
+                .execute(
+                    "UPDATE sessions SET pause_compaction = $3, pause_offload = $4
+                     WHERE tenant = $1 AND id = $2",
+                    &[
+                        &tenant.as_str(),
+                        &session.as_str(),
+                        &switches.pause_compaction,
+                        &switches.pause_offload,
+                    ],
+                )
+                .map_err(fail::<SessionError>("setting a session's switches"))?;
+            if changed == 0 {
+                return Err(SessionError::NotFound {
+                    tenant: tenant.to_string(),
+                    id: session.to_string(),
+                });
+            }
+            info(conn, tenant, session)
+        })
+    }
+
     fn get(&self, tenant: &Tenant, session: &SessionId) -> Result<SessionInfo, SessionError> {
         let mut conn = self.database.conn::<SessionError>("reading a session")?;
         info(&mut conn, tenant, session)
@@ -390,6 +424,10 @@ fn info_from_row(tenant: &str, id: String, row: SessionRow) -> Result<SessionInf
         message_count: unsigned(row.message_count),
         created_at_ms: row.created_at_ms,
         updated_at_ms: row.updated_at_ms,
+        switches: SessionSwitches {
+            pause_compaction: row.pause_compaction,
+            pause_offload: row.pause_offload,
+        },
     })
 }
 

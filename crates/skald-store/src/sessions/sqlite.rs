@@ -19,7 +19,7 @@ use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 
 use super::{
     BranchRewrite, CompactionCheckpoint, NewSession, SessionError, SessionInfo, SessionStore,
-    branch_rewrite_batch, validate_entry_id, validate_session_id,
+    SessionSwitches, branch_rewrite_batch, validate_entry_id, validate_session_id,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::sqlite::pool::Connections;
@@ -57,6 +57,8 @@ struct SessionRow {
     message_count: i64,
     created_at_ms: i64,
     updated_at_ms: i64,
+    pause_compaction: bool,
+    pause_offload: bool,
 }
 
 impl SqliteSessionStore {
@@ -356,6 +358,35 @@ impl SessionStore for SqliteSessionStore {
         })
     }
 
+    fn set_switches(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        switches: SessionSwitches,
+    ) -> Result<SessionInfo, SessionError> {
+        self.write(|tx, _now| {
+            let changed = tx
+                .execute(
+                    "UPDATE sessions SET pause_compaction = ?3, pause_offload = ?4
+                     WHERE tenant = ?1 AND id = ?2",
+                    params![
+                        tenant.as_str(),
+                        session.as_str(),
+                        switches.pause_compaction,
+                        switches.pause_offload
+                    ],
+                )
+                .map_err(SessionError::storage("setting a session's switches"))?;
+            if changed == 0 {
+                return Err(SessionError::NotFound {
+                    tenant: tenant.to_string(),
+                    id: session.to_string(),
+                });
+            }
+            info(tx, tenant, session)
+        })
+    }
+
     fn get(&self, tenant: &Tenant, session: &SessionId) -> Result<SessionInfo, SessionError> {
         self.read(|conn| info(conn, tenant, session))
     }
@@ -365,7 +396,8 @@ impl SessionStore for SqliteSessionStore {
             let mut statement = conn
                 .prepare(
                     "SELECT id, header, source_format, source, title, leaf_id, entry_count,
-                            message_count, created_at_ms, updated_at_ms
+                            message_count, created_at_ms, updated_at_ms, pause_compaction,
+                            pause_offload
                      FROM sessions WHERE tenant = ?1 ORDER BY updated_at_ms DESC, id",
                 )
                 .map_err(SessionError::storage("listing sessions"))?;
@@ -383,6 +415,8 @@ impl SessionStore for SqliteSessionStore {
                             message_count: row.get(7)?,
                             created_at_ms: row.get(8)?,
                             updated_at_ms: row.get(9)?,
+                            pause_compaction: row.get(10)?,
+                            pause_offload: row.get(11)?,
                         },
                     ))
                 })
@@ -417,7 +451,7 @@ fn read_session(conn: &Connection, tenant: &str, id: &str) -> Result<SessionRow,
     // Cached: the proxy reads a session's row on every request.
     conn.prepare_cached(
         "SELECT header, source_format, source, title, leaf_id, entry_count, message_count,
-                created_at_ms, updated_at_ms
+                created_at_ms, updated_at_ms, pause_compaction, pause_offload
          FROM sessions WHERE tenant = ?1 AND id = ?2",
     )
     .map_err(SessionError::storage("reading a session"))?
@@ -432,6 +466,8 @@ fn read_session(conn: &Connection, tenant: &str, id: &str) -> Result<SessionRow,
             message_count: row.get(6)?,
             created_at_ms: row.get(7)?,
             updated_at_ms: row.get(8)?,
+            pause_compaction: row.get(9)?,
+            pause_offload: row.get(10)?,
         })
     })
     .optional()
@@ -461,6 +497,10 @@ fn info_from_row(tenant: &str, id: String, row: SessionRow) -> Result<SessionInf
         message_count: unsigned(row.message_count),
         created_at_ms: row.created_at_ms,
         updated_at_ms: row.updated_at_ms,
+        switches: SessionSwitches {
+            pause_compaction: row.pause_compaction,
+            pause_offload: row.pause_offload,
+        },
     })
 }
 

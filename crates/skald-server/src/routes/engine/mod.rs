@@ -11,6 +11,8 @@
 //!   two-threshold memory upload.
 //! - `POST /v1/sessions/{id}/bootstrap` — `bootstrap` from a session file's content or messages.
 //! - `GET /v1/sessions`, `GET /v1/sessions/{id}`, `…/entries`, `…/context` — reads.
+//! - `PUT /v1/sessions/{id}/switches` — pause or resume the session's compaction and offload.
+//! - `GET /v1/sessions/{id}/export` — the session and its refs' originals as a JSON-lines file.
 //!
 //! Each handler is a mapping: it checks its whole input (the session id, the body) and
 //! translates it to one [`skald_engine::Engine`] call in the caller's tenant — which holds the
@@ -57,14 +59,18 @@ mod bootstrap;
 mod calls;
 mod commit;
 mod compact;
+mod export;
 mod reads;
+mod switches;
 
 pub use after_turn::*;
 pub use bootstrap::*;
 pub use calls::*;
 pub use commit::*;
 pub use compact::*;
+pub use export::*;
 pub use reads::*;
+pub use switches::*;
 
 /// The engine API's routes with their OpenAPI operations: ingest, assemble, compact, after-turn,
 /// bootstrap and the session reads.
@@ -80,6 +86,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(reads::session_info))
         .routes(routes!(reads::session_entries))
         .routes(routes!(reads::session_context_route))
+        .routes(routes!(switches::set_switches_route))
+        .routes(routes!(export::export_route))
 }
 
 // ---------------------------------------------------------------------------------------------

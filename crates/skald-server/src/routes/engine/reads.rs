@@ -34,6 +34,8 @@ pub struct SessionSummary {
     pub created_at: String,
     /// When an entry was last appended or the leaf last moved, RFC 3339 in UTC to the second.
     pub updated_at: String,
+    /// What a person paused for this session.
+    pub switches: super::Switches,
 }
 
 impl From<SessionOverview> for SessionSummary {
@@ -50,6 +52,7 @@ impl From<SessionOverview> for SessionSummary {
             leaf_id: info.leaf_id,
             created_at: format_rfc3339_seconds(info.created_at_ms),
             updated_at: format_rfc3339_seconds(info.updated_at_ms),
+            switches: info.switches.into(),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! A small SVG line chart (context tokens per call, one line per policy). Written by hand: the
+//! A small SVG line chart (context tokens per call, one line per policy: `skald replay
+//! --chart`; raw history against what was sent, on the dashboard's savings page). Written by hand: the
 //! plotting crates need a font backend (system fonts through font-kit) to place labels, and this
 //! chart needs only polylines, a few ticks and a legend.
 
