@@ -11,8 +11,8 @@ use skald_llm::LlmError;
 use skald_llm::embed::Embedder;
 use skald_store::ManualClock;
 use skald_store::memories::{
-    AddOutcome, DirEntry, Memory, MemoryError, MemorySettings, MemoryStats, MemoryStore, NewMemory,
-    SearchHit, SearchQuery, SqliteMemoryStore, TreeNode, UpdateOutcome,
+    AddOutcome, DirEntry, LeaseState, Memory, MemoryError, MemorySettings, MemoryStats,
+    MemoryStore, NewMemory, SearchHit, SearchQuery, SqliteMemoryStore, TreeNode, UpdateOutcome,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -205,6 +205,40 @@ impl MemoryStore for FailingSearch {
     }
     fn stats(&self, tenant: &skald_core::ids::Tenant) -> Result<MemoryStats, MemoryError> {
         self.0.stats(tenant)
+    }
+    fn claim_lease(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        name: &str,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<LeaseState, MemoryError> {
+        self.0.claim_lease(tenant, name, holder, ttl_ms)
+    }
+    fn finish_lease(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        name: &str,
+        holder: &str,
+        result: &str,
+    ) -> Result<bool, MemoryError> {
+        self.0.finish_lease(tenant, name, holder, result)
+    }
+    fn release_lease(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        name: &str,
+        holder: &str,
+    ) -> Result<bool, MemoryError> {
+        self.0.release_lease(tenant, name, holder)
+    }
+    fn lease(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        name: &str,
+        viewer: &str,
+    ) -> Result<LeaseState, MemoryError> {
+        self.0.lease(tenant, name, viewer)
     }
 }
 

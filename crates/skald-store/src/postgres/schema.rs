@@ -21,7 +21,7 @@ use super::{Conn, fail};
 use crate::StoreError;
 
 /// The schema version this build writes and reads.
-pub const PG_SCHEMA_VERSION: i32 = 1;
+pub const PG_SCHEMA_VERSION: i32 = 2;
 
 /// The advisory lock key migrations hold ("skald" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0073_6b61_6c64;
@@ -201,6 +201,17 @@ const MIGRATIONS: &[&str] = &[
     END $$;
     CREATE TRIGGER api_key_revocation_is_final BEFORE UPDATE ON api_keys
         FOR EACH ROW EXECUTE FUNCTION skald_api_key_update_check();
+    "#,
+    // 1 -> 2: leases on memory work, as SQLite's `memory_leases`.
+    r#"
+    CREATE TABLE memory_leases (
+        tenant        TEXT COLLATE "C" NOT NULL,
+        name          TEXT COLLATE "C" NOT NULL,
+        holder        TEXT   NOT NULL,
+        expires_at_ms BIGINT NOT NULL,
+        result        TEXT,
+        PRIMARY KEY (tenant, name)
+    );
     "#,
 ];
 
