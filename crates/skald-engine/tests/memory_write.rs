@@ -25,9 +25,9 @@ use skald_engine::memory_write::{
 use skald_llm::{
     DeterministicExtractor, Embedder, ExtractiveSummarizer, LlmError, MemoryExtractor,
 };
-use skald_store::memories::{MemoryStore, SqliteMemoryStore};
-use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
-use skald_store::{RefSettings, SqliteRefStore};
+use skald_store::memories::MemoryStore;
+use skald_store::sessions::{NewSession, SessionStore};
+use skald_store::{RefSettings, RefStore};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -36,16 +36,16 @@ const SESSION: &str = "s-mem";
 const SYSTEM_PROMPT: &str = "You are a careful coding agent for the Apollo repository.";
 
 struct Fixture {
-    sessions: SqliteSessionStore,
-    refs: SqliteRefStore,
-    memories: Arc<SqliteMemoryStore>,
+    sessions: Arc<dyn SessionStore>,
+    refs: Arc<dyn RefStore>,
+    memories: Arc<dyn MemoryStore>,
 }
 
 fn fixture() -> Fixture {
     Fixture {
-        sessions: SqliteSessionStore::in_memory().unwrap(),
-        refs: SqliteRefStore::in_memory(RefSettings::default()).unwrap(),
-        memories: Arc::new(SqliteMemoryStore::in_memory().unwrap()),
+        sessions: skald_store::test_stores::session_store(),
+        refs: skald_store::test_stores::ref_store(RefSettings::default()),
+        memories: skald_store::test_stores::memory_store(),
     }
 }
 

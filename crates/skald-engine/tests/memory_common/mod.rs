@@ -12,7 +12,7 @@ use skald_llm::embed::Embedder;
 use skald_store::ManualClock;
 use skald_store::memories::{
     AddOutcome, DirEntry, LeaseState, Memory, MemoryError, MemorySettings, MemoryStats,
-    MemoryStore, NewMemory, SearchHit, SearchQuery, SqliteMemoryStore, TreeNode, UpdateOutcome,
+    MemoryStore, NewMemory, SearchHit, SearchQuery, TreeNode, UpdateOutcome,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -29,15 +29,14 @@ fn uri(text: &str) -> MemoryUri {
     MemoryUri::parse(text).unwrap()
 }
 
-pub fn empty_store() -> SqliteMemoryStore {
-    SqliteMemoryStore::in_memory_with(
+pub fn empty_store() -> Arc<dyn MemoryStore> {
+    skald_store::test_stores::memory_store_with(
         MemorySettings::default(),
         Arc::new(ManualClock::new(MAY_1_2023 + 30 * DAY_MS)),
     )
-    .unwrap()
 }
 
-pub fn fixture_store() -> SqliteMemoryStore {
+pub fn fixture_store() -> Arc<dyn MemoryStore> {
     let store = empty_store();
     let memories = [
         (
@@ -128,7 +127,7 @@ pub fn fixture_store() -> SqliteMemoryStore {
 }
 
 /// A store whose search always fails.
-pub struct FailingSearch(pub SqliteMemoryStore);
+pub struct FailingSearch(pub Arc<dyn MemoryStore>);
 
 impl MemoryStore for FailingSearch {
     fn add(
