@@ -76,6 +76,7 @@ pub mod dedup;
 mod error;
 pub mod lease;
 pub(crate) mod postgres;
+mod rows;
 pub mod search;
 mod sqlite;
 

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
 
 use super::rows::{LIVE, live_id, load_by_id, load_many};
+use crate::memories::rows::prefix_end;
 use crate::memories::sqlite::read::{ListedRow, build_tree, children};
-use crate::memories::sqlite::rows::prefix_end;
 use crate::memories::{
     DirEntry, DirEntryKind, DuplicateKind, Memory, MemoryError, MemoryStats, MemoryWrite, TreeNode,
     WriteAction,
