@@ -75,6 +75,7 @@
 pub mod dedup;
 mod error;
 pub mod lease;
+mod listing;
 pub(crate) mod postgres;
 mod rows;
 pub mod search;

@@ -186,7 +186,7 @@ impl MemoryStore for PgMemoryStore {
         tenant: &Tenant,
         limit: usize,
     ) -> Result<Vec<MemoryWrite>, MemoryError> {
-        super::sqlite::read::recent_writes_limit(limit)?;
+        super::listing::recent_writes_limit(limit)?;
         self.database
             .read(|conn| read::recent_writes(conn, tenant, limit))
     }

@@ -284,7 +284,7 @@ impl MemoryStore for SqliteMemoryStore {
         tenant: &Tenant,
         limit: usize,
     ) -> Result<Vec<MemoryWrite>, MemoryError> {
-        read::recent_writes_limit(limit)?;
+        super::listing::recent_writes_limit(limit)?;
         self.read(|tx| read::recent_writes(tx, tenant, limit))
     }
 
