@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::compare_cmd;
 use crate::config::Config;
 use crate::home::Home;
-use crate::local::{self, Models, StoreKind};
+use crate::local::{self, Models, StoreKind, StoreLocation};
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
 
@@ -159,8 +159,9 @@ pub fn run(
         bail!("--window is {window_tokens} tokens: a context window is at least 1000 tokens");
     }
     let agents_md = read_agents_md(args)?;
-    local::require_session_store(home)?;
-    let stores = local::open_stores(home, StoreKind::Sessions)?;
+    let location = StoreLocation::of(config);
+    local::require_session_store(home, &location)?;
+    let stores = local::open_stores(home, &location, StoreKind::Sessions)?;
     // An unknown session fails here, before a summarizer (and its key) is even looked at.
     stores.sessions.get(&tenant, &session)?;
     let models = Models {

@@ -137,6 +137,22 @@ pub struct DatabaseTable {
     pub url: Option<String>,
 }
 
+/// The `[database]` table of a configuration file's `table` (`shown` names the file), checked.
+fn database_table(table: &toml::Table, shown: &str) -> Result<DatabaseTable> {
+    let database: DatabaseTable = match table.get("database") {
+        None => DatabaseTable::default(),
+        Some(value @ toml::Value::Table(_)) => value
+            .clone()
+            .try_into()
+            .with_context(|| format!("[database] in {shown}"))?,
+        Some(_) => anyhow::bail!("[database] in {shown} must be a table"),
+    };
+    if let Some(url) = &database.url {
+        check_database_url(url, &format!("[database] url in {shown}"))?;
+    }
+    Ok(database)
+}
+
 /// Checks a database URL given in `[database]` or by `--database` (`what` names which).
 pub fn check_database_url(url: &str, what: &str) -> Result<()> {
     if skald_store::postgres::is_postgres_url(url) {
@@ -314,19 +330,43 @@ impl MemoryConfig {
 impl Config {
     /// Reads `explicit` (which must exist) or `<home>/skald.toml` (which may not).
     pub fn load(explicit: Option<&Path>, home: &Home) -> Result<Config> {
+        match Config::read(explicit, home)? {
+            Some((text, path)) => Config::parse(&text, &path),
+            None => Ok(Config::default()),
+        }
+    }
+
+    /// Only the `[database]` table of the configuration [`Config::load`] reads: for the
+    /// commands that only read or write stored data (`fetch`, `import`, `sessions`), which need
+    /// to know where the stores are and nothing else, so a mistake in another table does not
+    /// stop them.
+    pub fn load_database(explicit: Option<&Path>, home: &Home) -> Result<DatabaseTable> {
+        let Some((text, path)) = Config::read(explicit, home)? else {
+            return Ok(DatabaseTable::default());
+        };
+        let shown = path.display();
+        let table: toml::Table = text
+            .parse()
+            .with_context(|| format!("{shown} is not valid TOML"))?;
+        database_table(&table, &shown.to_string())
+    }
+
+    /// The text of `explicit` (which must exist) or of `<home>/skald.toml` (`None` when it does
+    /// not exist), with its path.
+    fn read(explicit: Option<&Path>, home: &Home) -> Result<Option<(String, PathBuf)>> {
         let path = match explicit {
             Some(path) => path.to_path_buf(),
             None => {
                 let path = home.path.join(CONFIG_FILE);
                 if !path.exists() {
-                    return Ok(Config::default());
+                    return Ok(None);
                 }
                 path
             }
         };
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read the configuration {}", path.display()))?;
-        Config::parse(&text, &path)
+        Ok(Some((text, path)))
     }
 
     /// Reads the text of a configuration file; `path` names it in errors.
@@ -387,17 +427,7 @@ impl Config {
                 .with_context(|| format!("[server] in {shown}"))?,
             Some(_) => anyhow::bail!("[server] in {shown} must be a table"),
         };
-        let database: DatabaseTable = match table.get("database") {
-            None => DatabaseTable::default(),
-            Some(value @ toml::Value::Table(_)) => value
-                .clone()
-                .try_into()
-                .with_context(|| format!("[database] in {shown}"))?,
-            Some(_) => anyhow::bail!("[database] in {shown} must be a table"),
-        };
-        if let Some(url) = &database.url {
-            check_database_url(url, &format!("[database] url in {shown}"))?;
-        }
+        let database = database_table(&table, &shown.to_string())?;
         let pricing: skald_engine::Pricing = match table.get("pricing") {
             None => skald_engine::Pricing::default(),
             Some(value @ toml::Value::Table(_)) => value
@@ -735,5 +765,31 @@ mod tests {
             error.contains("keep_recent_turns: expected at most 12, found 40"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn the_database_table_is_read_alone_for_the_store_only_commands() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CONFIG_FILE);
+        assert_eq!(
+            Config::load_database(None, &home(dir.path())).unwrap(),
+            DatabaseTable::default()
+        );
+        // A mistake in another table stops `load`, not the store's location.
+        std::fs::write(
+            &path,
+            "[database]\nurl = \"postgres://u@h:5432/d\"\n\n[compaction]\nkeep_recent_turns = 40\n",
+        )
+        .unwrap();
+        assert!(Config::load(None, &home(dir.path())).is_err());
+        let database = Config::load_database(None, &home(dir.path())).unwrap();
+        assert_eq!(database.url.as_deref(), Some("postgres://u@h:5432/d"));
+        // A bad URL is refused, naming the table.
+        std::fs::write(&path, "[database]\nurl = \"mysql://u@h/d\"\n").unwrap();
+        let error = format!(
+            "{:#}",
+            Config::load_database(None, &home(dir.path())).unwrap_err()
+        );
+        assert!(error.contains("[database] url in"), "{error}");
     }
 }

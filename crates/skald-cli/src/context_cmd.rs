@@ -20,7 +20,7 @@ use skald_store::sessions::{NewSession, SessionError, SessionStore, SqliteSessio
 
 use crate::config::Config;
 use crate::home::Home;
-use crate::local::{self, Models, StoreKind};
+use crate::local::{self, Models, StoreKind, StoreLocation};
 use crate::memory_cmd::{Identity, IdentityArgs};
 use crate::output::Mode;
 use crate::remote::{self, Remote};
@@ -229,8 +229,9 @@ fn context_local(
     let policy = load_policy(args.policy.as_deref().unwrap_or("skald"), config)?;
     let tenant = local::tenant_arg(args.tenant.as_deref())?;
     let session = local::session_arg(&args.session, "SESSION")?;
-    local::require_session_store(home)?;
-    let mut stores = local::open_stores(home, StoreKind::Sessions)?;
+    let location = StoreLocation::of(config);
+    local::require_session_store(home, &location)?;
+    let mut stores = local::open_stores(home, &location, StoreKind::Sessions)?;
     // An unknown session (or tenant) fails here, with the store's own error.
     stores.sessions.get(&tenant, &session)?;
     if let Some(leaf) = args.leaf.as_deref() {

@@ -9,10 +9,9 @@ use anyhow::{Result, bail};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use skald_store::DATABASE_FILE;
 
 use crate::home::Home;
-use crate::local::{self, StoreKind};
+use crate::local::{self, StoreKind, StoreLocation};
 use crate::output::Mode;
 use crate::remote::{self, Remote};
 
@@ -46,10 +45,17 @@ struct FetchReport {
     text: String,
 }
 
-pub fn run(args: &FetchArgs, home: &Home, remote: Option<&Remote>, mode: Mode) -> Result<ExitCode> {
+/// `location`: where the local stores are (read only when there is no `remote`).
+pub fn run(
+    args: &FetchArgs,
+    home: &Home,
+    location: impl FnOnce() -> Result<StoreLocation>,
+    remote: Option<&Remote>,
+    mode: Mode,
+) -> Result<ExitCode> {
     let report = match remote {
         Some(remote) => fetch_remote(args, remote)?,
-        None => fetch_local(args, home)?,
+        None => fetch_local(args, home, &location()?)?,
     };
     match mode {
         Mode::Json => crate::output::emit(mode, &report, |_| crate::output::table(&[]))?,
@@ -78,17 +84,21 @@ fn fetch_remote(args: &FetchArgs, remote: &Remote) -> Result<FetchReport> {
     remote.post(&["v1", "refs", "fetch"], &body)
 }
 
-fn fetch_local(args: &FetchArgs, home: &Home) -> Result<FetchReport> {
+fn fetch_local(args: &FetchArgs, home: &Home, location: &StoreLocation) -> Result<FetchReport> {
     let tenant = local::tenant_arg(args.tenant.as_deref())?;
-    let path = home.path.join(DATABASE_FILE);
-    if !path.exists() {
+    if let Some(path) = location.missing_file(home) {
         bail!(
             "no ref store at {} (data directory from {}): nothing has been offloaded there yet",
             path.display(),
             home.source.name()
         );
     }
-    let engine = local::local_engine(home, StoreKind::Refs, local::default_engine_config()?)?;
+    let engine = local::local_engine(
+        home,
+        location,
+        StoreKind::Refs,
+        local::default_engine_config()?,
+    )?;
     let mut arguments = json!({
         "ref_ids": args.ref_ids,
         "context": args.context,

@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::home::Home;
 use crate::hook_jobs;
-use crate::local::{self, Models, StoreKind, tenant_arg};
+use crate::local::{self, Models, StoreKind, StoreLocation, tenant_arg};
 
 /// The Claude Code hook events skald answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -215,7 +215,12 @@ fn post_tool_use(
         return Ok(None);
     };
     let engine_config = local::engine_config(config, None, false, Models::default())?;
-    let engine = local::local_engine(home, StoreKind::Refs, engine_config)?;
+    let engine = local::local_engine(
+        home,
+        &StoreLocation::of(config),
+        StoreKind::Refs,
+        engine_config,
+    )?;
     let Some(offloaded) = engine
         .offload_output(tenant, &output.text())
         .context("cannot store the tool output")?
@@ -261,7 +266,12 @@ fn user_prompt_submit(
 ) -> Result<Option<Value>> {
     let prompt = field(hook, "prompt")?;
     let engine_config = local::engine_config(config, None, true, Models::default())?;
-    let engine = local::local_engine(home, StoreKind::Memories, engine_config)?;
+    let engine = local::local_engine(
+        home,
+        &StoreLocation::of(config),
+        StoreKind::Memories,
+        engine_config,
+    )?;
     let recall = current_thread()?
         .block_on(engine.recall_for_prompt(tenant, prompt))
         .context("cannot recall memories for the prompt")?;
@@ -323,7 +333,12 @@ fn compact_now(
         embedder: false,
     };
     let engine_config = local::engine_config(config, None, true, models)?;
-    let engine = local::local_engine(home, StoreKind::Sessions, engine_config)?;
+    let engine = local::local_engine(
+        home,
+        &StoreLocation::of(config),
+        StoreKind::Sessions,
+        engine_config,
+    )?;
     let cancel = CancellationToken::new();
     current_thread()?
         .block_on(engine.compact_transcript(tenant, session, transcript, &cancel))
@@ -349,7 +364,12 @@ fn session_start(
     // The summary is the one the PreCompact hook's job is writing.
     hook_jobs::wait_for_session(home, &session, hook_jobs::SESSION_START_WAIT);
     let engine_config = local::engine_config(config, None, false, Models::default())?;
-    let engine = local::local_engine(home, StoreKind::Sessions, engine_config)?;
+    let engine = local::local_engine(
+        home,
+        &StoreLocation::of(config),
+        StoreKind::Sessions,
+        engine_config,
+    )?;
     let room = MAX_CONTEXT_CHARS - SUMMARY_HEADER.chars().count();
     let summary = engine
         .compaction_summary(tenant, &session, room)

@@ -19,7 +19,7 @@ use skald_store::sessions::import::{ImportOptions, plan_import};
 use skald_store::sessions::openclaw_store::{OpenClawStore, SQLITE_MAGIC, is_sqlite};
 
 use crate::home::Home;
-use crate::local::{self, StoreKind};
+use crate::local::{self, StoreKind, StoreLocation};
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
 use skald_store::clock::now_ms;
@@ -68,9 +68,11 @@ struct BootstrapAnswer {
     import: Option<ImportReport>,
 }
 
+/// `location`: where the local stores are (read only when there is no `remote`).
 pub fn run(
     args: &ImportArgs,
     home: &Home,
+    location: &dyn Fn() -> Result<StoreLocation>,
     remote: Option<&Remote>,
     mode: Mode,
 ) -> Result<ExitCode> {
@@ -80,7 +82,7 @@ pub fn run(
         .map(|id| local::session_arg(id, "--session-id"))
         .transpose()?;
     if starts_like_sqlite(args)? {
-        return run_openclaw_store(args, home, remote, mode, session_id);
+        return run_openclaw_store(args, (home, location), remote, mode, session_id);
     }
     if args.session.is_some() {
         anyhow::bail!(
@@ -98,7 +100,7 @@ pub fn run(
     };
     let report = match remote {
         Some(remote) => import_remote(args, &text, &options, remote)?,
-        None => import_local(args, &text, &options, home)?,
+        None => import_local(args, &text, &options, home, &location()?)?,
     };
     print(&report, mode)
 }
@@ -129,7 +131,7 @@ fn starts_like_sqlite(args: &ImportArgs) -> Result<bool> {
 /// Every session is read and planned before anything is stored.
 fn run_openclaw_store(
     args: &ImportArgs,
-    home: &Home,
+    (home, location): (&Home, &dyn Fn() -> Result<StoreLocation>),
     remote: Option<&Remote>,
     mode: Mode,
     session_id: Option<skald_core::ids::SessionId>,
@@ -168,11 +170,16 @@ fn run_openclaw_store(
         })?;
         planned.push((text, options));
     }
+    let location = match remote {
+        Some(_) => None,
+        None => Some(location()?),
+    };
     let mut reports = Vec::with_capacity(planned.len());
     for (text, options) in &planned {
-        reports.push(match remote {
-            Some(remote) => import_remote(args, text, options, remote)?,
-            None => import_local(args, text, options, home)?,
+        reports.push(match (remote, &location) {
+            (Some(remote), _) => import_remote(args, text, options, remote)?,
+            (None, Some(location)) => import_local(args, text, options, home, location)?,
+            (None, None) => anyhow::bail!("the store's location was not read"),
         });
     }
     print_all(&reports, mode)
@@ -211,10 +218,16 @@ fn import_local(
     text: &str,
     options: &ImportOptions,
     home: &Home,
+    location: &StoreLocation,
 ) -> Result<ImportReport> {
     let tenant = local::tenant_arg(args.tenant.as_deref())?;
     home.ensure()?;
-    let engine = local::local_engine(home, StoreKind::Sessions, local::default_engine_config()?)?;
+    let engine = local::local_engine(
+        home,
+        location,
+        StoreKind::Sessions,
+        local::default_engine_config()?,
+    )?;
     let outcome = engine
         .import(&tenant, text, options)
         .with_context(|| format!("cannot import {}", args.path.display()))?;

@@ -5,10 +5,11 @@
 //! its arguments here ([`tenant_arg`], [`session_arg`]), makes one engine call, and prints the
 //! answer, as the server's routes do.
 //!
-//! The stores are opened as the commands opened them before they went through the engine: a
-//! command about one store names that store when the database cannot be opened
-//! ([`open_stores`]), and the commands that read sessions refuse a data directory without a
-//! database rather than creating an empty one ([`require_session_store`]).
+//! The stores are where skald.toml's `[database]` puts them ([`StoreLocation`]), for every
+//! command and hook: the data directory's SQLite file, or the PostgreSQL database a server
+//! shares. On SQLite a command about one store names that store when the database cannot be
+//! opened ([`open_stores`]), and the commands that read sessions refuse a data directory
+//! without a database rather than creating an empty one ([`require_session_store`]).
 
 use std::sync::Arc;
 
@@ -96,8 +97,70 @@ pub enum StoreKind {
     Memories,
 }
 
+/// Where a local command's stores are: the data directory's SQLite file, or the PostgreSQL
+/// database of `[database] url` — the one a `skald serve` with the same skald.toml uses, so a
+/// hook's ref or a command's import is there for the server and `skald mcp` too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// `skald.db` in the data directory.
+    DataDirectory,
+    /// Every store in this PostgreSQL database (its URL, checked when the configuration was
+    /// read).
+    Postgres(String),
+}
+
+impl StoreLocation {
+    /// The location `config`'s `[database]` names.
+    pub fn of(config: &Config) -> StoreLocation {
+        StoreLocation::from_url(config.database.url.clone())
+    }
+
+    /// The location of a command that reads no other configuration: only the `[database]`
+    /// table of skald.toml (`explicit`, else the data directory's), so a mistake elsewhere in
+    /// the file does not stop it.
+    pub fn configured(explicit: Option<&std::path::Path>, home: &Home) -> Result<StoreLocation> {
+        Ok(StoreLocation::from_url(
+            Config::load_database(explicit, home)?.url,
+        ))
+    }
+
+    fn from_url(url: Option<String>) -> StoreLocation {
+        match url {
+            Some(url) => StoreLocation::Postgres(url),
+            None => StoreLocation::DataDirectory,
+        }
+    }
+
+    /// The SQLite file of the data directory when the stores are there and it does not exist
+    /// yet (nothing was stored); `None` when it exists or the stores are on PostgreSQL.
+    pub fn missing_file(&self, home: &Home) -> Option<std::path::PathBuf> {
+        match self {
+            StoreLocation::DataDirectory => {
+                let path = home.path.join(DATABASE_FILE);
+                (!path.exists()).then_some(path)
+            }
+            StoreLocation::Postgres(_) => None,
+        }
+    }
+}
+
+/// The three stores at `location`: in the data directory's database (created if missing),
+/// `first` first, or all in the PostgreSQL database (its schema migrated on connecting).
+pub fn open_stores(home: &Home, location: &StoreLocation, first: StoreKind) -> Result<Stores> {
+    match location {
+        StoreLocation::DataDirectory => open_sqlite_stores(home, first),
+        StoreLocation::Postgres(url) => {
+            let shown = skald_store::postgres::redact(url);
+            let database = skald_store::Database::connect(url)
+                .with_context(|| format!("cannot open the stores in {shown}"))?;
+            Stores::open_postgres(&database)
+                .with_context(|| format!("cannot open the stores in {shown}"))
+        }
+    }
+}
+
 /// The three stores in the data directory's database (created if missing), `first` first.
-pub fn open_stores(home: &Home, first: StoreKind) -> Result<Stores> {
+fn open_sqlite_stores(home: &Home, first: StoreKind) -> Result<Stores> {
     let path = home.path.join(DATABASE_FILE);
     let sessions = || -> Result<Arc<dyn SessionStore>> {
         Ok(Arc::new(SqliteSessionStore::open(&path).with_context(
@@ -143,15 +206,20 @@ pub fn engine(stores: Stores, config: EngineConfig) -> Result<Engine> {
 }
 
 /// [`open_stores`], then [`engine`].
-pub fn local_engine(home: &Home, first: StoreKind, config: EngineConfig) -> Result<Engine> {
-    engine(open_stores(home, first)?, config)
+pub fn local_engine(
+    home: &Home,
+    location: &StoreLocation,
+    first: StoreKind,
+    config: EngineConfig,
+) -> Result<Engine> {
+    engine(open_stores(home, location, first)?, config)
 }
 
 /// Refuses a data directory without a database, for the commands that read sessions: it has
-/// none, which is said plainly rather than creating an empty store.
-pub fn require_session_store(home: &Home) -> Result<()> {
-    let path = home.path.join(DATABASE_FILE);
-    if !path.exists() {
+/// none, which is said plainly rather than creating an empty store. (A PostgreSQL database is
+/// there or fails to connect.)
+pub fn require_session_store(home: &Home, location: &StoreLocation) -> Result<()> {
+    if let Some(path) = location.missing_file(home) {
         bail!(
             "no session store at {} (data directory from {}): import a transcript first with \
              `skald import FILE`",

@@ -479,6 +479,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             None => Ok(Some(config::Config::load(cli.config.as_deref(), &home)?)),
         }
     };
+    // Where the stores of a command that reads no other configuration are.
+    let location = || local::StoreLocation::configured(cli.config.as_deref(), &home);
     // A memory command: on the server, or locally with the configuration.
     macro_rules! memory_command {
         ($args:expr, $remote_fn:path, $local_fn:path) => {
@@ -498,9 +500,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let config = config::Config::load(cli.config.as_deref(), &home)?;
             replay_cmd::run(args, &config, mode)
         }
-        Command::Fetch(args) => fetch_cmd::run(args, &home, remote, mode),
-        Command::Import(args) => import_cmd::run(args, &home, remote, mode),
-        Command::Sessions(args) => sessions_cmd::run(args, &home, remote, mode),
+        Command::Fetch(args) => fetch_cmd::run(args, &home, location, remote, mode),
+        Command::Import(args) => import_cmd::run(args, &home, &location, remote, mode),
+        Command::Sessions(args) => sessions_cmd::run(args, &home, location, remote, mode),
         Command::Context(args) => {
             let config = config()?;
             context_cmd::run(args, &home, config.as_ref(), remote, cli.json)

@@ -8,10 +8,9 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use skald_core::time::format_rfc3339_seconds;
 use skald_engine::SessionOverview;
-use skald_store::DATABASE_FILE;
 
 use crate::home::Home;
-use crate::local::{self, StoreKind};
+use crate::local::{self, StoreKind, StoreLocation};
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
 
@@ -95,6 +94,7 @@ impl From<SessionOverview> for SessionRow {
 pub fn run(
     args: &SessionsArgs,
     home: &Home,
+    location: impl FnOnce() -> Result<StoreLocation>,
     remote: Option<&Remote>,
     mode: Mode,
 ) -> Result<ExitCode> {
@@ -105,9 +105,14 @@ pub fn run(
         return print_rows(&rows, mode);
     }
     let tenant = local::tenant_arg(args.tenant.as_deref())?;
-    let rows = if home.path.join(DATABASE_FILE).exists() {
-        let engine =
-            local::local_engine(home, StoreKind::Sessions, local::default_engine_config()?)?;
+    let location = location()?;
+    let rows = if location.missing_file(home).is_none() {
+        let engine = local::local_engine(
+            home,
+            &location,
+            StoreKind::Sessions,
+            local::default_engine_config()?,
+        )?;
         engine
             .list_sessions(&tenant)
             .map_err(local::store_error)?

@@ -585,3 +585,253 @@ fn skald_migrate_copies_a_data_directory_and_a_server_on_postgres_serves_it() {
     assert_eq!(status, 200, "{found}");
     assert!(found.to_string().contains("dark mode"), "{found}");
 }
+
+/// A data directory whose skald.toml puts every store in `database` and nothing else.
+fn database_home(database: &TestDatabase) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    fs::write(
+        home.path().join("skald.toml"),
+        format!("[database]\nurl = \"{}\"\n", database.url),
+    )
+    .unwrap();
+    home
+}
+
+/// `skald ARGS` on `home` with `stdin`; its stdout, after asserting that it succeeded.
+fn skald_on(home: &std::path::Path, args: &[&str], stdin: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skald"))
+        .args(args)
+        .env("SKALD_HOME", home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "skald {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// A Bash output long enough to be offloaded, with one line to look for.
+fn long_bash_output() -> String {
+    (0..400)
+        .map(|line| match line {
+            271 => "ERROR checkout_total mismatch in orders/coupon.py:88 (needle-5f1c)".to_owned(),
+            line => format!(
+                "INFO step {line}: processed batch {} of 400",
+                line * 7 % 400
+            ),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What Claude Code's PostToolUse hook hands `skald hook post-tool-use` for a Bash call.
+fn post_tool_use_input(output: &str) -> String {
+    json!({
+        "hook_event_name": "PostToolUse",
+        "session_id": "cc-session-1",
+        "tool_name": "Bash",
+        "tool_input": {"command": "make check"},
+        "tool_response": {"stdout": output, "stderr": "", "interrupted": false},
+    })
+    .to_string()
+}
+
+/// The ref id in a placeholder `[REF_ID: <64 hex>] …`.
+fn ref_id_in(text: &str) -> String {
+    let (_, rest) = text.split_once("[REF_ID: ").expect("a placeholder");
+    rest[..64].to_owned()
+}
+
+/// `skald mcp` on `home`, spoken to over stdio as an MCP client does: initialize, then one
+/// `tools/call`; the call's result.
+fn mcp_tool_call(home: &std::path::Path, tool: &str, arguments: Value) -> Value {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skald"))
+        .arg("mcp")
+        .env("SKALD_HOME", home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(fs::File::create(home.join("mcp.stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let answer_to = |id: u64| -> Value {
+        loop {
+            let line = received
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "no answer to request {id} from skald mcp:\n{}",
+                        fs::read_to_string(home.join("mcp.stderr")).unwrap_or_default()
+                    )
+                });
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    };
+    let mut send = |message: Value| writeln!(stdin, "{message}").unwrap();
+    send(json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-03-26",
+            "capabilities": {},
+            "clientInfo": {"name": "postgres-test", "version": "0"},
+        },
+    }));
+    let initialized = answer_to(1);
+    assert!(initialized["result"].is_object(), "{initialized}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }));
+    let called = answer_to(2);
+    drop(stdin);
+    let _ = child.wait();
+    called
+}
+
+#[test]
+fn a_ref_the_post_tool_use_hook_writes_is_fetchable_through_skald_mcp_on_postgres() {
+    let Some(database) = TestDatabase::create("hook_mcp") else {
+        return;
+    };
+    // The hook runs in one data directory, `skald mcp` in another: only the database is shared.
+    let hook_home = database_home(&database);
+    let mcp_home = database_home(&database);
+    let output = long_bash_output();
+    let answer = skald_on(
+        hook_home.path(),
+        &["hook", "post-tool-use"],
+        &post_tool_use_input(&output),
+    );
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    let placeholder = answer["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no placeholder: {answer}"));
+    let ref_id = ref_id_in(placeholder);
+
+    let called = mcp_tool_call(
+        mcp_home.path(),
+        "fetch_original_data",
+        json!({"ref_ids": [ref_id], "grep": "needle-5f1c"}),
+    );
+    assert_eq!(called["result"]["isError"], Value::Bool(false), "{called}");
+    let text = called["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("ERROR checkout_total mismatch in orders/coupon.py:88"),
+        "{text}"
+    );
+    // Neither data directory got a SQLite database of its own.
+    for home in [&hook_home, &mcp_home] {
+        assert!(!home.path().join("skald.sqlite3").exists());
+    }
+}
+
+#[test]
+fn local_commands_import_list_fetch_and_remember_in_the_configured_postgres_database() {
+    let Some(database) = TestDatabase::create("local_commands") else {
+        return;
+    };
+    let writer = database_home(&database);
+    let reader = database_home(&database);
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/openclaw-session.jsonl"
+    );
+    let imported: Value =
+        serde_json::from_str(&skald_on(writer.path(), &["import", example, "--json"], "")).unwrap();
+    let session = imported["session_id"].as_str().unwrap().to_owned();
+    let answer: Value = serde_json::from_str(&skald_on(
+        writer.path(),
+        &["hook", "post-tool-use"],
+        &post_tool_use_input(&long_bash_output()),
+    ))
+    .unwrap();
+    let ref_id = ref_id_in(
+        answer["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+            .as_str()
+            .unwrap(),
+    );
+    skald_on(
+        writer.path(),
+        &[
+            "remember",
+            "--content",
+            "Alice prefers dark mode in every editor",
+        ],
+        "",
+    );
+
+    let listed: Value =
+        serde_json::from_str(&skald_on(reader.path(), &["sessions", "--json"], "")).unwrap();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|row| row["session_id"].as_str())
+        .collect();
+    assert_eq!(ids, [session.as_str()], "{listed}");
+    let context: Value = serde_json::from_str(&skald_on(
+        reader.path(),
+        &["context", &session, "--json"],
+        "",
+    ))
+    .unwrap();
+    assert!(
+        context["messages"].as_array().unwrap().len() > 1,
+        "{context}"
+    );
+    let fetched: Value = serde_json::from_str(&skald_on(
+        reader.path(),
+        &["fetch", &ref_id, "--grep", "needle-5f1c", "--json"],
+        "",
+    ))
+    .unwrap();
+    assert_eq!(fetched["found"], 1, "{fetched}");
+    assert!(
+        fetched["text"]
+            .as_str()
+            .unwrap()
+            .contains("orders/coupon.py:88"),
+        "{fetched}"
+    );
+    let found = skald_on(
+        reader.path(),
+        &[
+            "search",
+            "--query",
+            "which mode does alice prefer",
+            "--json",
+        ],
+        "",
+    );
+    assert!(found.contains("dark mode"), "{found}");
+    for home in [&writer, &reader] {
+        assert!(!home.path().join("skald.sqlite3").exists());
+    }
+}

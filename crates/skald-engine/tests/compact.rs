@@ -15,8 +15,8 @@ use skald_core::session::SessionHeader;
 use skald_core::session::session_context;
 use skald_engine::compact::{CompactRequest, compact_session};
 use skald_llm::{ExtractiveSummarizer, LlmError, Summarizer, SummaryRequest};
-use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
-use skald_store::{ManualClock, RefSettings, SqliteRefStore};
+use skald_store::sessions::{NewSession, SessionStore};
+use skald_store::{ManualClock, RefSettings, RefStore};
 use tokio_util::sync::CancellationToken;
 
 const TENANT: &str = "acme";
@@ -27,11 +27,11 @@ static TENANT_ID: std::sync::LazyLock<skald_core::ids::Tenant> =
 static SESSION_ID: std::sync::LazyLock<skald_core::ids::SessionId> =
     std::sync::LazyLock::new(|| session_named(SESSION));
 
-fn stores() -> (SqliteSessionStore, SqliteRefStore) {
+fn stores() -> (Arc<dyn SessionStore>, Arc<dyn RefStore>) {
     let clock = Arc::new(ManualClock::new(1_770_000_000_000));
     (
-        SqliteSessionStore::in_memory_with_clock(clock.clone()).unwrap(),
-        SqliteRefStore::in_memory_with_clock(RefSettings::default(), clock).unwrap(),
+        skald_store::test_stores::session_store_with_clock(clock.clone()),
+        skald_store::test_stores::ref_store_with_clock(RefSettings::default(), clock),
     )
 }
 
@@ -102,7 +102,7 @@ fn conversation(huge_tail: bool) -> Vec<Message> {
     messages
 }
 
-fn seed_session(store: &SqliteSessionStore, messages: Vec<Message>) {
+fn seed_session(store: &dyn SessionStore, messages: Vec<Message>) {
     let header = SessionHeader {
         id: SESSION.into(),
         ..SessionHeader::default()
@@ -194,7 +194,7 @@ impl Summarizer for Scripted {
     }
 }
 
-fn snapshot_of_store(store: &SqliteSessionStore) -> (u64, Option<String>) {
+fn snapshot_of_store(store: &dyn SessionStore) -> (u64, Option<String>) {
     let info = store
         .get(&tenant_named(TENANT), &session_named(SESSION))
         .unwrap();

@@ -8,7 +8,6 @@ use skald_core::pipeline::policy::Policy;
 use skald_core::refs::{RefId, ref_ids_in};
 use skald_engine::replay::{ReplaySettings, replay_policy};
 use skald_engine::{AssembleRequest, Assembled, SessionState, assemble, execute_fetch};
-use skald_store::SqliteRefStore;
 
 fn call(id: &str, name: &str, arguments: serde_json::Value) -> Message {
     Message::new(
@@ -158,7 +157,7 @@ fn clip(text: &str) -> String {
 
 #[test]
 fn skald_policy_layout_after_assemble() {
-    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let store = skald_store::test_stores::ref_store(Default::default());
     let policy = Policy::preset("skald").unwrap();
     let mut state = SessionState::default();
     let assembled = assemble(&store, &policy, &mut state, session(), request(0)).unwrap();
@@ -167,7 +166,7 @@ fn skald_policy_layout_after_assemble() {
 
 #[test]
 fn every_ref_the_model_sees_is_stored_and_fetchable() {
-    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let store = skald_store::test_stores::ref_store(Default::default());
     let policy = Policy::preset("skald").unwrap();
     let mut state = SessionState::default();
     let assembled = assemble(&store, &policy, &mut state, session(), request(0)).unwrap();
@@ -212,7 +211,7 @@ fn every_ref_the_model_sees_is_stored_and_fetchable() {
 
 /// A store that records the batches it is given and can be made to fail.
 struct BatchRecorder {
-    inner: SqliteRefStore,
+    inner: std::sync::Arc<dyn skald_store::RefStore>,
     batches: std::sync::Mutex<Vec<usize>>,
     fail: bool,
 }
@@ -256,7 +255,7 @@ impl skald_store::RefStore for BatchRecorder {
 
 fn recorder(fail: bool) -> BatchRecorder {
     BatchRecorder {
-        inner: SqliteRefStore::in_memory(Default::default()).unwrap(),
+        inner: skald_store::test_stores::ref_store(Default::default()),
         batches: Default::default(),
         fail,
     }
@@ -306,7 +305,7 @@ fn a_failed_batch_fails_the_request_and_hands_out_no_ref() {
 
 #[test]
 fn fetch_reports_each_bad_id_on_its_own() {
-    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let store = skald_store::test_stores::ref_store(Default::default());
     let unknown = RefId::of_bytes(b"never stored");
     let out = execute_fetch(
         &store,
@@ -332,7 +331,7 @@ fn cache_aware_policy() -> Policy {
 
 #[test]
 fn decisions_repeat_byte_for_byte_as_the_session_grows() {
-    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let store = skald_store::test_stores::ref_store(Default::default());
     let policy = cache_aware_policy();
     let mut state = SessionState::default();
     let mut messages = session();
@@ -363,7 +362,7 @@ fn decisions_repeat_byte_for_byte_as_the_session_grows() {
 
 #[test]
 fn a_fresh_result_stays_visible_until_the_model_has_answered_it() {
-    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let store = skald_store::test_stores::ref_store(Default::default());
     let policy = cache_aware_policy();
     let mut state = SessionState::default();
     let file = source_file(40);
@@ -391,7 +390,7 @@ fn a_fresh_result_stays_visible_until_the_model_has_answered_it() {
 
 #[test]
 fn nothing_is_offloaded_when_the_host_cannot_run_fetch() {
-    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let store = skald_store::test_stores::ref_store(Default::default());
     let policy = Policy::preset("sccs").unwrap();
     let mut state = SessionState::default();
     let request = AssembleRequest {
@@ -419,14 +418,14 @@ fn replay_measures_savings_and_keeps_everything_recoverable() {
         &messages,
         &Policy::preset("none").unwrap(),
         &settings,
-        &SqliteRefStore::in_memory(Default::default()).unwrap(),
+        &skald_store::test_stores::ref_store(Default::default()),
     )
     .unwrap();
     let skald = replay_policy(
         &messages,
         &Policy::preset("skald").unwrap(),
         &settings,
-        &SqliteRefStore::in_memory(Default::default()).unwrap(),
+        &skald_store::test_stores::ref_store(Default::default()),
     )
     .unwrap();
     assert_eq!(none.calls, skald.calls);
@@ -453,7 +452,7 @@ fn tenant_named(name: &str) -> skald_core::ids::Tenant {
 fn openclaw_policy_keeps_pruned_results_pruned_across_assembles() {
     // OpenClaw 2026.9 prunes once the cache is cold and keeps the result pruned on later
     // requests, cache warm or not; the seed's version shows it in full again.
-    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let store = skald_store::test_stores::ref_store(Default::default());
     let mut messages = vec![Message::text(Role::User, "go")];
     for round in 0..6 {
         let id = format!("c{round}");
@@ -500,7 +499,7 @@ fn openclaw_policy_keeps_pruned_results_pruned_across_assembles() {
 
 #[test]
 fn cost_aware_schedule_offloads_only_what_pays_and_keeps_it_offloaded() {
-    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let store = skald_store::test_stores::ref_store(Default::default());
     // Later rewrites weighed at a quarter of the run so far (the preset weighs them at twice
     // it, and a young read would leave after one turn: `a_young_read_leaves_after_one_turn`).
     let policy = Policy::from_toml(
@@ -570,7 +569,7 @@ fn cost_aware_schedule_offloads_only_what_pays_and_keeps_it_offloaded() {
 /// and the answer after it are cached (a cheap rewrite), instead of staying for the whole run.
 #[test]
 fn a_young_read_leaves_after_one_turn() {
-    let store = SqliteRefStore::in_memory(Default::default()).unwrap();
+    let store = skald_store::test_stores::ref_store(Default::default());
     let policy = Policy::preset("skald").unwrap();
     let at = |now_ms: i64| AssembleRequest {
         tenant: &ACME,

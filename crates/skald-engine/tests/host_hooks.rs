@@ -7,11 +7,19 @@ use serde_json::json;
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::uri::MemoryCategory;
 use skald_core::pipeline::policy::Policy;
-use skald_engine::{Engine, EngineConfig};
+use skald_engine::{Engine, EngineConfig, Stores};
 use tokio_util::sync::CancellationToken;
 
+/// An engine over the stores of `SKALD_TEST_STORE` (skald_store::test_stores).
 fn engine() -> Engine {
-    Engine::in_memory(EngineConfig::new(Policy::preset("skald").unwrap())).unwrap()
+    let stores = skald_store::test_stores::stores();
+    let stores = Stores {
+        sessions: stores.sessions,
+        refs: stores.refs,
+        memories: stores.memories,
+    };
+    let config = EngineConfig::new(Policy::preset("skald").unwrap());
+    Engine::new(stores, config, tokio_util::task::TaskTracker::new()).unwrap()
 }
 
 /// An OpenAI Chat transcript of `turns` user turns, each with a tool call whose output names a

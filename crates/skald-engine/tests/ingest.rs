@@ -11,7 +11,7 @@ use skald_engine::SessionState;
 use skald_engine::ingest::{
     SyncOutcome, append_hidden, append_synced_tail, ingest_messages, is_hidden, sync_conversation,
 };
-use skald_store::{SessionStore, SqliteSessionStore};
+use skald_store::SessionStore;
 
 fn call(id: &str) -> Message {
     Message::new(
@@ -41,7 +41,7 @@ fn result(role: Role, id: &str, text: &str) -> Message {
     )
 }
 
-fn texts(sessions: &SqliteSessionStore, session: &str) -> Vec<String> {
+fn texts(sessions: &dyn SessionStore, session: &str) -> Vec<String> {
     sessions
         .context(&tenant_named("t"), &session_named(session), None)
         .unwrap()
@@ -59,7 +59,7 @@ fn texts(sessions: &SqliteSessionStore, session: &str) -> Vec<String> {
 
 /// Syncs `messages` into session "s" of tenant "t" as an OpenAI client's, from a fresh read of
 /// the session (no state held from an earlier call).
-fn sync(sessions: &SqliteSessionStore, messages: &[Message]) -> SyncOutcome {
+fn sync(sessions: &dyn SessionStore, messages: &[Message]) -> SyncOutcome {
     sync_conversation(
         &mut SessionState::default(),
         sessions,
@@ -83,7 +83,7 @@ fn conversation() -> Vec<Message> {
 
 #[test]
 fn a_conversation_that_grows_appends_only_its_new_messages() {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let sessions = skald_store::test_stores::session_store();
     let mut messages = conversation();
     let first = sync(&sessions, &messages);
     assert!(first.created);
@@ -105,7 +105,7 @@ fn a_conversation_that_grows_appends_only_its_new_messages() {
 
 #[test]
 fn a_retry_of_the_same_request_writes_nothing() {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let sessions = skald_store::test_stores::session_store();
     let messages = conversation();
     sync(&sessions, &messages);
     let before = sessions
@@ -123,7 +123,7 @@ fn a_retry_of_the_same_request_writes_nothing() {
 
 #[test]
 fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let sessions = skald_store::test_stores::session_store();
     let mut messages = conversation();
     sync(&sessions, &messages);
     // Overflow recovery rewrote the stored result persistently (a new branch).
@@ -169,7 +169,7 @@ fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
 
 #[test]
 fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let sessions = skald_store::test_stores::session_store();
     let mut messages = vec![Message::text(Role::User, "what did the log say?")];
     sync(&sessions, &messages);
     // The proxy ran skald's fetch tool for the model; the client never saw it.
@@ -206,7 +206,7 @@ fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
 
 #[test]
 fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let sessions = skald_store::test_stores::session_store();
     let mut messages = conversation();
     messages.push(Message::text(Role::User, "delete b.txt"));
     sync(&sessions, &messages);
@@ -230,7 +230,7 @@ fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
 
 #[test]
 fn a_regenerate_moves_back_to_the_shorter_history_without_writing_messages() {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let sessions = skald_store::test_stores::session_store();
     let messages = conversation();
     sync(&sessions, &messages);
     let entries_before = sessions
@@ -259,7 +259,7 @@ fn a_regenerate_moves_back_to_the_shorter_history_without_writing_messages() {
 
 #[test]
 fn anthropic_tool_results_in_user_messages_match_openai_tool_messages() {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let sessions = skald_store::test_stores::session_store();
     let openai = conversation();
     sync(&sessions, &openai);
     let mut anthropic = openai.clone();
@@ -278,7 +278,7 @@ fn anthropic_tool_results_in_user_messages_match_openai_tool_messages() {
 
 #[test]
 fn a_message_spelled_differently_is_the_same_message() {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let sessions = skald_store::test_stores::session_store();
     let as_string = vec![Message::text(Role::User, "hello there")];
     sync(&sessions, &as_string);
     let mut as_blocks = Message::new(Role::User, vec![Block::text("hello there")]);
@@ -294,7 +294,7 @@ fn a_message_spelled_differently_is_the_same_message() {
 
 #[test]
 fn ingest_skips_a_resent_message_and_counts_it() {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let sessions = skald_store::test_stores::session_store();
     let mut state = SessionState::default();
     let first = ingest_messages(
         &mut state,
@@ -334,7 +334,7 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
         Message::text(Role::System, "a late system prompt"),
         Message::text(Role::User, "again"),
     ];
-    let by_tail = SqliteSessionStore::in_memory().unwrap();
+    let by_tail = skald_store::test_stores::session_store();
     sync(&by_tail, &conversation());
     // A late system message is history (only the opening prompt is the host's).
     let mut state = SessionState::default();
@@ -349,7 +349,7 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
         .unwrap(),
         3
     );
-    let by_sync = SqliteSessionStore::in_memory().unwrap();
+    let by_sync = skald_store::test_stores::session_store();
     let mut whole = conversation();
     whole.extend(tail.iter().cloned());
     sync(&by_sync, &whole);
@@ -386,7 +386,7 @@ fn a_derived_session_id_follows_the_conversation_not_its_length() {
 
 #[test]
 fn sessions_of_one_tenant_are_invisible_to_another() {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let sessions = skald_store::test_stores::session_store();
     sync_conversation(
         &mut SessionState::default(),
         &sessions,
@@ -417,7 +417,7 @@ fn sessions_of_one_tenant_are_invisible_to_another() {
 
 #[test]
 fn a_system_message_later_in_the_conversation_is_history_and_is_stored() {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let sessions = skald_store::test_stores::session_store();
     let mut messages = conversation();
     messages.push(Message::text(Role::System, "reminder: the tests are slow"));
     messages.push(Message::text(Role::User, "run them"));
@@ -453,8 +453,8 @@ fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
         edited[..3].to_vec(),
         grown.clone(),
     ];
-    let with_held = SqliteSessionStore::in_memory().unwrap();
-    let fresh = SqliteSessionStore::in_memory().unwrap();
+    let with_held = skald_store::test_stores::session_store();
+    let fresh = skald_store::test_stores::session_store();
     let mut held = SessionState::default();
     for (step, messages) in steps.iter().enumerate() {
         let a = sync_conversation(
@@ -507,7 +507,7 @@ fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
 /// only; the text (the user's next instruction) was lost from the session and from upstream.
 #[test]
 fn text_beside_a_tool_result_is_stored_and_in_the_context() {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+    let sessions = skald_store::test_stores::session_store();
     let body = serde_json::json!({
         "model": "claude-sonnet-4-5",
         "max_tokens": 1024,

@@ -416,7 +416,7 @@ async fn session_start_snapshot_is_sticky_across_turns() {
 
 #[tokio::test]
 async fn session_start_injects_nothing_when_switched_off_or_empty() {
-    let store = skald_store::SqliteMemoryStore::in_memory().unwrap();
+    let store = skald_store::test_stores::memory_store();
     let session = session_start_memory(
         &store,
         &tenant_named(TENANT),

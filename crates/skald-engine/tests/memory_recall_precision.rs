@@ -19,7 +19,7 @@ const ARCHIVE: &str = "viking://session/s-42/archive_001";
 
 /// The fixture memories (billing, Postgres, a lunch, skills) and the archive of a long session
 /// about a flaky CI test: nothing the billing memories are about.
-fn store_with_an_archive() -> skald_store::SqliteMemoryStore {
+fn store_with_an_archive() -> std::sync::Arc<dyn skald_store::MemoryStore> {
     let store = fixture_store();
     let transcript = [
         "user: The integration test test_upload_resume is flaky on CI again today.",
@@ -58,7 +58,7 @@ fn store_with_an_archive() -> skald_store::SqliteMemoryStore {
     store
 }
 
-async fn recall(store: &skald_store::SqliteMemoryStore, text: &str) -> RecallOutcome {
+async fn recall(store: &dyn skald_store::MemoryStore, text: &str) -> RecallOutcome {
     recall_for_turn(
         store,
         None,

@@ -8,7 +8,6 @@ use std::collections::HashSet;
 use serde_json::Value;
 use skald_core::memory::recall::{RecallCandidate, RecallSettings, select_memories};
 use skald_core::memory::uri::MemoryUri;
-use skald_store::SqliteMemoryStore;
 use skald_store::memories::{MemoryStore, NewMemory, SearchQuery};
 
 const DATA: &str = "../../../shared/data/locomo/locomo-dev.json";
@@ -24,7 +23,7 @@ fn threshold_keeps_evidence_and_drops_noise_on_locomo() {
     let mut kept_noise = [0usize; 5];
     let mut answered = [0usize; 5];
     let (mut evidence_hits, mut noise_hits, mut questions) = (0usize, 0usize, 0usize);
-    let store = SqliteMemoryStore::in_memory().unwrap();
+    let store = skald_store::test_stores::memory_store();
     for (index, item) in root.as_array().unwrap().iter().enumerate() {
         let tenant = format!("conv{index}");
         let body = item["conversation"].as_object().unwrap();

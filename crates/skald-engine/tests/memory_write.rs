@@ -25,9 +25,9 @@ use skald_engine::memory_write::{
 use skald_llm::{
     DeterministicExtractor, Embedder, ExtractiveSummarizer, LlmError, MemoryExtractor,
 };
-use skald_store::memories::{MemoryLevel, MemoryStore, SqliteMemoryStore};
-use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
-use skald_store::{RefSettings, SqliteRefStore};
+use skald_store::memories::MemoryStore;
+use skald_store::sessions::{NewSession, SessionStore};
+use skald_store::{RefSettings, RefStore};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -36,16 +36,16 @@ const SESSION: &str = "s-mem";
 const SYSTEM_PROMPT: &str = "You are a careful coding agent for the Apollo repository.";
 
 struct Fixture {
-    sessions: SqliteSessionStore,
-    refs: SqliteRefStore,
-    memories: Arc<SqliteMemoryStore>,
+    sessions: Arc<dyn SessionStore>,
+    refs: Arc<dyn RefStore>,
+    memories: Arc<dyn MemoryStore>,
 }
 
 fn fixture() -> Fixture {
     Fixture {
-        sessions: SqliteSessionStore::in_memory().unwrap(),
-        refs: SqliteRefStore::in_memory(RefSettings::default()).unwrap(),
-        memories: Arc::new(SqliteMemoryStore::in_memory().unwrap()),
+        sessions: skald_store::test_stores::session_store(),
+        refs: skald_store::test_stores::ref_store(RefSettings::default()),
+        memories: skald_store::test_stores::memory_store(),
     }
 }
 
@@ -487,6 +487,47 @@ async fn a_failed_extraction_is_recorded_then_retried_before_the_next_archive() 
     );
 }
 
+// ---------------------------------------------------------------------------------------------
+// The two-threshold upload
+// ---------------------------------------------------------------------------------------------
+
+fn upload_writer(fixture: &Fixture, extractor: Arc<dyn MemoryExtractor>) -> MemoryWriter {
+    let settings = WriteSettings {
+        upload: UploadSettings {
+            keep_recent_turns: 2,
+            ..UploadSettings::default()
+        },
+        ..settings()
+    };
+    MemoryWriter::new(fixture.memories.clone(), extractor, settings).unwrap()
+}
+
+fn context_ids(fixture: &Fixture) -> Vec<String> {
+    session_context(
+        &fixture
+            .sessions
+            .load(&tenant_named(TENANT), &session_named(SESSION))
+            .unwrap(),
+        None,
+    )
+    .iter()
+    .filter_map(|m| m.meta.id.clone())
+    .collect()
+}
+
+fn upload_statuses(fixture: &Fixture) -> Vec<String> {
+    custom_entries(fixture, UPLOAD_CUSTOM_TYPE)
+        .iter()
+        .map(|data| {
+            format!(
+                "{} {}",
+                data["upload_id"].as_str().unwrap(),
+                data["status"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn a_pending_failure_is_retried_automatically_by_the_next_archive() {
     let fixture = fixture();
@@ -598,7 +639,8 @@ async fn archiving_the_same_span_twice_duplicates_nothing() {
         .unwrap()
         .is_none()
     );
-    // …and archiving it again by hand merges everything into what is there.
+    // …and archiving it again by hand, by this writer or another one (another server over the
+    // same store), gives the recorded outcome and writes nothing: the span's lease is finished.
     let session = fixture
         .sessions
         .load(&tenant_named(TENANT), &session_named(SESSION))
@@ -615,73 +657,24 @@ async fn archiving_the_same_span_twice_duplicates_nothing() {
         archived: Vec::new(),
         previous_attempts: 0,
     };
-    writer.archive(&tenant_named(TENANT), &span, &cancel).await;
-    writer.archive(&tenant_named(TENANT), &span, &cancel).await;
-    let again = fixture.memories.stats(&tenant_named(TENANT)).unwrap();
+    let elsewhere = self::writer(&fixture, Arc::new(DeterministicExtractor::default()));
+    assert_ne!(elsewhere.holder(), writer.holder());
+    let here = writer.archive(&tenant_named(TENANT), &span, &cancel).await;
+    let there = elsewhere
+        .archive(&tenant_named(TENANT), &span, &cancel)
+        .await;
+    assert_eq!(here, first);
+    assert_eq!(there, first);
     assert_eq!(
-        again.live,
-        stats.live + 1,
-        "one new archive for the new span, then merges"
+        fixture.memories.stats(&tenant_named(TENANT)).unwrap(),
+        stats
     );
     assert!(
         fixture
             .memories
-            .get(&tenant_named(TENANT), &archive_uri(3))
+            .get(&tenant_named(TENANT), &archive_uri(2))
             .is_err()
     );
-    assert_eq!(
-        fixture
-            .memories
-            .get(&tenant_named(TENANT), &archive_uri(1))
-            .unwrap()
-            .text(MemoryLevel::L2),
-        fixture
-            .memories
-            .history(&tenant_named(TENANT), &archive_uri(1))
-            .unwrap()[0]
-            .l2
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
-// The two-threshold upload
-// ---------------------------------------------------------------------------------------------
-
-fn upload_writer(fixture: &Fixture, extractor: Arc<dyn MemoryExtractor>) -> MemoryWriter {
-    let settings = WriteSettings {
-        upload: UploadSettings {
-            keep_recent_turns: 2,
-            ..UploadSettings::default()
-        },
-        ..settings()
-    };
-    MemoryWriter::new(fixture.memories.clone(), extractor, settings).unwrap()
-}
-
-fn context_ids(fixture: &Fixture) -> Vec<String> {
-    session_context(
-        &fixture
-            .sessions
-            .load(&tenant_named(TENANT), &session_named(SESSION))
-            .unwrap(),
-        None,
-    )
-    .iter()
-    .filter_map(|m| m.meta.id.clone())
-    .collect()
-}
-
-fn upload_statuses(fixture: &Fixture) -> Vec<String> {
-    custom_entries(fixture, UPLOAD_CUSTOM_TYPE)
-        .iter()
-        .map(|data| {
-            format!(
-                "{} {}",
-                data["upload_id"].as_str().unwrap(),
-                data["status"].as_str().unwrap()
-            )
-        })
-        .collect()
 }
 
 #[tokio::test]

@@ -25,8 +25,8 @@ use skald_llm::{
     ExtractiveSummarizer, FixedJitter, LlmError, OpenAiCompatible, ProviderConfig, ProviderKind,
     RetryPolicy, Summarizer, SummaryRequest,
 };
-use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
-use skald_store::{ManualClock, RefSettings, SqliteRefStore};
+use skald_store::sessions::{NewSession, SessionStore};
+use skald_store::{ManualClock, RefSettings, RefStore};
 use tokio_util::sync::CancellationToken;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -217,11 +217,11 @@ fn sent_messages(body: &Value) -> Vec<Message> {
 // Sessions
 // ------------------------------------------------------------------------------------------
 
-fn stores() -> (SqliteSessionStore, SqliteRefStore) {
+fn stores() -> (Arc<dyn SessionStore>, Arc<dyn RefStore>) {
     let clock = Arc::new(ManualClock::new(1_770_000_000_000));
     (
-        SqliteSessionStore::in_memory_with_clock(clock.clone()).unwrap(),
-        SqliteRefStore::in_memory_with_clock(RefSettings::default(), clock).unwrap(),
+        skald_store::test_stores::session_store_with_clock(clock.clone()),
+        skald_store::test_stores::ref_store_with_clock(RefSettings::default(), clock),
     )
 }
 
@@ -282,7 +282,7 @@ fn turn(turn: usize, output_chars: usize) -> Vec<Message> {
 }
 
 /// A session of one turn per output size, ending with a question to answer.
-fn seed(store: &SqliteSessionStore, outputs: &[usize]) {
+fn seed(store: &dyn SessionStore, outputs: &[usize]) {
     let header = SessionHeader {
         id: SESSION.into(),
         ..SessionHeader::default()
@@ -310,7 +310,7 @@ fn seed(store: &SqliteSessionStore, outputs: &[usize]) {
 }
 
 /// Entry count and leaf: what "the session is unchanged" compares.
-fn shape(store: &SqliteSessionStore) -> (u64, Option<String>) {
+fn shape(store: &dyn SessionStore) -> (u64, Option<String>) {
     let info = store
         .get(&tenant_named(TENANT), &session_named(SESSION))
         .unwrap();
@@ -318,7 +318,7 @@ fn shape(store: &SqliteSessionStore) -> (u64, Option<String>) {
 }
 
 /// Every entry of `before` is still stored, unchanged.
-fn assert_nothing_lost(store: &SqliteSessionStore, before: &[skald_core::session::Entry]) {
+fn assert_nothing_lost(store: &dyn SessionStore, before: &[skald_core::session::Entry]) {
     let after = store
         .entries(&tenant_named(TENANT), &session_named(SESSION))
         .unwrap();
@@ -358,8 +358,8 @@ impl Setup {
 }
 
 struct Env {
-    sessions: SqliteSessionStore,
-    refs: SqliteRefStore,
+    sessions: Arc<dyn SessionStore>,
+    refs: Arc<dyn RefStore>,
     server: MockServer,
     model: OpenAiCompatible,
 }
@@ -1073,7 +1073,7 @@ async fn with_a_memory_writer_the_compacted_span_is_archived_and_the_turn_goes_o
     use skald_engine::memory_write::{ExtractionStatus, MemoryWriter, UploadDriver};
     use skald_engine::recovery::{MemoryHooks, complete_turn_with_memory};
     use skald_llm::DeterministicExtractor;
-    use skald_store::memories::{MemoryStore, SqliteMemoryStore};
+    use skald_store::memories::MemoryStore;
 
     let env = env(
         &[8_000, 8_000, 8_000, 300, 300, 300],
@@ -1081,7 +1081,7 @@ async fn with_a_memory_writer_the_compacted_span_is_archived_and_the_turn_goes_o
     )
     .await;
     let setup = Setup::new(8_192, 512);
-    let memories = Arc::new(SqliteMemoryStore::in_memory().unwrap());
+    let memories = skald_store::test_stores::memory_store();
     let writer = MemoryWriter::new(
         memories.clone(),
         Arc::new(DeterministicExtractor::default()),
@@ -1140,7 +1140,7 @@ async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but
     use skald_core::memory::uri::MemoryUri;
     use skald_engine::memory::MemoryIdentity;
     use skald_engine::recovery::{MemoryHooks, RecallHook, complete_turn_with_memory};
-    use skald_store::memories::{MemoryStore, NewMemory, SqliteMemoryStore};
+    use skald_store::memories::{MemoryStore, NewMemory};
 
     let env = env(
         &[300],
@@ -1157,7 +1157,7 @@ async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but
             ),
         )
         .unwrap();
-    let memories = SqliteMemoryStore::in_memory().unwrap();
+    let memories = skald_store::test_stores::memory_store();
     let profile = MemoryUri::parse("viking://user/alice/memories/profile/profile.md").unwrap();
     memories
         .add(
@@ -1324,8 +1324,8 @@ async fn a_driver_records_each_calls_count_and_reported_usage_calibrates_the_nex
 
 /// What a driver of the test session needs, for `model`.
 fn driver_context<'a>(
-    sessions: &'a SqliteSessionStore,
-    refs: &'a SqliteRefStore,
+    sessions: &'a dyn SessionStore,
+    refs: &'a dyn RefStore,
     summarizer: &'a dyn Summarizer,
     setup: &'a Setup,
     model: &'a str,

@@ -15,8 +15,9 @@ use skald_core::pipeline::policy::Policy;
 use skald_core::session::SessionHeader;
 use skald_engine::memory::record_skill_use;
 use skald_engine::{RecallHook, SessionState, ViewRequest, prepare_view};
-use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
-use skald_store::{RefSettings, SqliteRefStore};
+use skald_store::sessions::{NewSession, SessionStore};
+use skald_store::{RefSettings, RefStore};
+use std::sync::Arc;
 
 const SESSION: &str = "s1";
 /// [`TENANT`] and [`SESSION`] as the engine takes them.
@@ -25,8 +26,8 @@ static TENANT_ID: std::sync::LazyLock<skald_core::ids::Tenant> =
 static SESSION_ID: std::sync::LazyLock<skald_core::ids::SessionId> =
     std::sync::LazyLock::new(|| session_named(SESSION));
 
-fn stores() -> (SqliteSessionStore, SqliteRefStore) {
-    let sessions = SqliteSessionStore::in_memory().unwrap();
+fn stores() -> (Arc<dyn SessionStore>, Arc<dyn RefStore>) {
+    let sessions = skald_store::test_stores::session_store();
     let header = SessionHeader {
         id: SESSION.to_owned(),
         ..SessionHeader::default()
@@ -39,7 +40,7 @@ fn stores() -> (SqliteSessionStore, SqliteRefStore) {
         .unwrap();
     (
         sessions,
-        SqliteRefStore::in_memory(RefSettings::default()).unwrap(),
+        skald_store::test_stores::ref_store(RefSettings::default()),
     )
 }
 
@@ -71,8 +72,8 @@ fn skill_read(call_id: &str) -> Vec<Message> {
 }
 
 fn request<'a>(
-    sessions: &'a SqliteSessionStore,
-    refs: &'a SqliteRefStore,
+    sessions: &'a dyn SessionStore,
+    refs: &'a dyn RefStore,
     policy: &'a Policy,
     memory: Option<&'a RecallHook<'a>>,
     pending_prompt: Option<&'a str>,

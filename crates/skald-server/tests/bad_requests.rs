@@ -11,7 +11,6 @@ use api_support::*;
 use common::TestServer;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use skald_server::AppState;
 
 /// What the stores hold, as the API shows it.
 async fn everything(api: &Api) -> Value {
@@ -40,7 +39,7 @@ fn expect(status: StatusCode, body: &Value, want: u16, words: &[&str]) {
 async fn bad_requests_are_4xx_json_errors_that_change_nothing() {
     let mut config = common::default_config();
     config.max_body_bytes = 16 * 1024;
-    let server = TestServer::start(AppState::in_memory(config).unwrap()).await;
+    let server = TestServer::start(common::test_state(config)).await;
     let api = Api::new(server.url(""), None);
     let (status, _) = api
         .post(

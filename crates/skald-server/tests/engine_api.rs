@@ -28,7 +28,7 @@ fn server_config() -> skald_server::ServerConfig {
 }
 
 async fn start() -> (TestServer, Api) {
-    let server = TestServer::start(AppState::in_memory(server_config()).unwrap()).await;
+    let server = TestServer::start(common::test_state(server_config())).await;
     let api = Api::new(server.url(""), None);
     (server, api)
 }
@@ -311,7 +311,7 @@ impl Summarizer for DownSummarizer {
 async fn a_failed_compaction_is_ok_false_with_its_reason_and_writes_nothing() {
     let mut config = server_config();
     config.engine.summarizer = Arc::new(DownSummarizer);
-    let server = TestServer::start(AppState::in_memory(config).unwrap()).await;
+    let server = TestServer::start(common::test_state(config)).await;
     let api = Api::new(server.url(""), None);
     api.post(
         "/v1/sessions/long/messages",
@@ -447,7 +447,7 @@ async fn an_upload_started_by_after_turn_finishes_before_shutdown_returns() {
     config.engine.extractor = Arc::new(SlowExtractor {
         finished: finished.clone(),
     });
-    let state = AppState::in_memory(config).unwrap();
+    let state = common::test_state(config);
     let server = TestServer::start(state.clone()).await;
     let api = Api::new(server.url(""), None);
     let (status, body) = api
@@ -862,7 +862,7 @@ async fn session_states_stay_within_the_byte_budget_and_an_evicted_one_answers_t
     // has room for about three of them.
     let mut config = server_config();
     config.engine.max_cached_bytes = 7_000_000;
-    let state = AppState::in_memory(config).unwrap();
+    let state = common::test_state(config);
     let server = TestServer::start(state.clone()).await;
     let api = Api::new(server.url(""), None);
     let conversation = conversation_with_output(25_000);

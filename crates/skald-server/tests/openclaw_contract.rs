@@ -11,12 +11,11 @@ mod common;
 use api_support::*;
 use common::TestServer;
 use serde_json::json;
-use skald_server::AppState;
 
 async fn start() -> (TestServer, Api) {
     let mut config = common::default_config();
     config.engine.compaction.reserve_tokens = 2_000;
-    let server = TestServer::start(AppState::in_memory(config).unwrap()).await;
+    let server = TestServer::start(common::test_state(config)).await;
     let api = Api::new(server.url(""), None);
     (server, api)
 }

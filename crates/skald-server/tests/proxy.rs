@@ -13,7 +13,7 @@ use common::{TestServer, default_config};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use skald_core::pipeline::policy::Policy;
-use skald_server::{AppState, ServerConfig, Upstream as UpstreamConfig};
+use skald_server::{ServerConfig, Upstream as UpstreamConfig};
 use tokio::sync::Notify;
 use upstream::{
     Reply, Upstream, anthropic_overflow, anthropic_sse_text, anthropic_sse_text_with_id,
@@ -38,7 +38,7 @@ fn config_for(upstream: &Upstream) -> ServerConfig {
 }
 
 async fn start(config: ServerConfig) -> TestServer {
-    TestServer::start(AppState::in_memory(config).unwrap()).await
+    TestServer::start(common::test_state(config)).await
 }
 
 /// A build log of about 12,000 characters: over the `skald` policy's immediate-offload size.
@@ -1008,7 +1008,7 @@ async fn an_upstream_error_that_is_not_an_overflow_comes_back_as_it_was() {
 #[tokio::test]
 async fn with_the_skald_key_in_its_own_header_the_clients_provider_key_passes_through() {
     let upstream = Upstream::start().await;
-    let state = AppState::in_memory(config_for(&upstream)).unwrap();
+    let state = common::test_state(config_for(&upstream));
     let key = state.keys.create(&tenant_named("acme"), "proxy").unwrap();
     let server = TestServer::start(state).await;
     let client = reqwest::Client::new();
@@ -1064,7 +1064,7 @@ async fn with_the_skald_key_as_the_provider_key_skald_sends_its_configured_key()
     let mut config = config_for(&upstream);
     config.openai.as_mut().unwrap().api_key = Some("sk-openai-configured".to_owned());
     config.anthropic.as_mut().unwrap().api_key = Some("sk-ant-configured".to_owned());
-    let state = AppState::in_memory(config).unwrap();
+    let state = common::test_state(config);
     let key = state.keys.create(&tenant_named("acme"), "virtual").unwrap();
     let server = TestServer::start(state).await;
     let client = reqwest::Client::new();
@@ -1100,7 +1100,7 @@ async fn with_the_skald_key_as_the_provider_key_skald_sends_its_configured_key()
 #[tokio::test]
 async fn a_skald_bearer_key_without_a_configured_provider_key_is_refused_before_anything_moves() {
     let upstream = Upstream::start().await;
-    let state = AppState::in_memory(config_for(&upstream)).unwrap();
+    let state = common::test_state(config_for(&upstream));
     let key = state.keys.create(&tenant_named("acme"), "virtual").unwrap();
     let server = TestServer::start(state).await;
     let response = reqwest::Client::new()

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use common::{TestServer, default_config};
 use serde_json::json;
 use skald_core::pipeline::policy::Policy;
-use skald_server::{AppState, ServerConfig, Upstream as UpstreamConfig};
+use skald_server::{ServerConfig, Upstream as UpstreamConfig};
 use upstream::{
     Reply, Upstream, anthropic_overflow, anthropic_sse_text, anthropic_sse_text_with_id,
     anthropic_sse_tool_uses, anthropic_text, anthropic_tool_uses, assert_no_skald_key, fetch_reply,
@@ -116,7 +116,7 @@ async fn keyed_server(upstream: &Upstream) -> (TestServer, String) {
         base_url: upstream.anthropic_base(),
         api_key: Some("sk-ant-configured".to_owned()),
     });
-    let state = AppState::in_memory(config).unwrap();
+    let state = common::test_state(config);
     let key = state.keys.create(&tenant_named("sdk"), "python").unwrap();
     let server = TestServer::start(state).await;
     (server, key.secret)
@@ -137,7 +137,7 @@ async fn small_window_server(upstream: &Upstream) -> TestServer {
     config.engine.window_tokens = 8_192;
     config.engine.compaction.reserve_tokens = 512;
     config.engine.memory.enabled = false;
-    TestServer::start(AppState::in_memory(config).unwrap()).await
+    TestServer::start(common::test_state(config)).await
 }
 
 /// The last message of a request, as text.

@@ -18,7 +18,7 @@ use common::{TestServer, default_config};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use skald_server::config::UpstreamTimeouts;
-use skald_server::{AppState, ServerConfig, Upstream as UpstreamConfig};
+use skald_server::{ServerConfig, Upstream as UpstreamConfig};
 use tokio::sync::Notify;
 use upstream::{
     Reply, RespItem, Upstream, anthropic_sse_text_with_id, anthropic_text, anthropic_tool_uses,
@@ -45,7 +45,7 @@ fn config_for(upstream: &Upstream) -> ServerConfig {
 }
 
 async fn start(config: ServerConfig) -> TestServer {
-    TestServer::start(AppState::in_memory(config).unwrap()).await
+    TestServer::start(common::test_state(config)).await
 }
 
 async fn post(server: &TestServer, path: &str, session: &str, body: &Value) -> reqwest::Response {
@@ -1225,7 +1225,7 @@ async fn serve_returns_within_its_grace_while_an_upstream_hangs() {
     let upstream = Upstream::start().await;
     let mut config = config_for(&upstream);
     config.shutdown_grace = Duration::from_millis(300);
-    let state = AppState::in_memory(config).unwrap();
+    let state = common::test_state(config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -1267,7 +1267,7 @@ async fn serve_returns_within_its_grace_while_an_upstream_hangs() {
 #[tokio::test]
 async fn a_skald_key_in_api_key_cookie_or_a_custom_header_never_reaches_the_upstream() {
     let upstream = Upstream::start().await;
-    let state = AppState::in_memory(config_for(&upstream)).unwrap();
+    let state = common::test_state(config_for(&upstream));
     let key = state.keys.create(&tenant_named("acme"), "proxy").unwrap();
     let server = TestServer::start(state).await;
     let client = reqwest::Client::new();
@@ -1325,7 +1325,7 @@ async fn a_skald_key_in_api_key_cookie_or_a_custom_header_never_reaches_the_upst
 #[tokio::test]
 async fn a_skald_key_in_the_provider_header_without_a_provider_key_is_a_422_naming_api_key_env() {
     let upstream = Upstream::start().await;
-    let state = AppState::in_memory(config_for(&upstream)).unwrap();
+    let state = common::test_state(config_for(&upstream));
     let key = state.keys.create(&tenant_named("acme"), "virtual").unwrap();
     let server = TestServer::start(state).await;
     let response = reqwest::Client::new()

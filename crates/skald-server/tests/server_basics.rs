@@ -90,7 +90,7 @@ async fn metrics_count_requests_by_route_template() {
 
 #[tokio::test]
 async fn with_keys_every_request_needs_a_live_key() {
-    let state = skald_server::AppState::in_memory(common::default_config()).unwrap();
+    let state = common::test_state(common::default_config());
     let created = state.keys.create(&tenant_named("acme"), "test").unwrap();
     let server = TestServer::start(state).await;
     let client = reqwest::Client::new();

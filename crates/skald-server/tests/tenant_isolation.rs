@@ -9,11 +9,10 @@ mod common;
 use api_support::*;
 use common::TestServer;
 use serde_json::json;
-use skald_server::AppState;
 
 #[tokio::test]
 async fn a_tenants_sessions_refs_and_memories_do_not_exist_for_another() {
-    let state = AppState::in_memory(common::default_config()).unwrap();
+    let state = common::test_state(common::default_config());
     let key_a = state
         .keys
         .create(&tenant_named("tenant-a"), "a")

@@ -138,7 +138,10 @@ pub mod postgres;
 pub mod refs;
 mod schema;
 pub mod sessions;
+mod shared;
 mod sqlite;
+#[cfg(feature = "test-stores")]
+pub mod test_stores;
 
 pub use cache::CacheStats;
 pub use clock::{Clock, ManualClock, SystemClock};

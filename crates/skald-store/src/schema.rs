@@ -9,7 +9,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::StoreError;
 
 /// The schema version this build writes and reads (SQLite's `PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Migration `n` takes a database from version `n` to `n + 1`. Append only: a released
 /// migration never changes, so every database reaches the same schema by the same steps.
@@ -167,6 +167,17 @@ const MIGRATIONS: &[&str] = &[
         CHECK (pause_compaction IN (0, 1));
     ALTER TABLE sessions ADD COLUMN pause_offload INTEGER NOT NULL DEFAULT 0
         CHECK (pause_offload IN (0, 1));",
+    // 5 -> 6: leases on memory work (`memories::lease`): one row per claimed piece of work, its
+    // holder and expiry, and once finished its result. Rows change and are deleted: a lease is
+    // coordination, not history.
+    "CREATE TABLE memory_leases (
+        tenant        TEXT    NOT NULL,
+        name          TEXT    NOT NULL,
+        holder        TEXT    NOT NULL,
+        expires_at_ms INTEGER NOT NULL,
+        result        TEXT,
+        PRIMARY KEY (tenant, name)
+    );",
 ];
 
 /// How long a writer waits for another connection (another process on the same file) to finish.

@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::home::Home;
-use crate::local::{self, Models, StoreKind};
+use crate::local::{self, Models, StoreKind, StoreLocation};
 use crate::remote;
 
 mod history;
@@ -157,7 +157,12 @@ pub fn memory_engine(home: &Home, config: &Config, embed: bool) -> Result<Engine
     };
     let engine_config = local::engine_config(config, None, true, models)?;
     home.ensure()?;
-    local::local_engine(home, StoreKind::Memories, engine_config)
+    local::local_engine(
+        home,
+        &StoreLocation::of(config),
+        StoreKind::Memories,
+        engine_config,
+    )
 }
 
 /// A deterministic embedder for tests: words (longer than 3 characters) hashed into 64

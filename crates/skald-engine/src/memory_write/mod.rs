@@ -20,6 +20,9 @@
 //!   [`WriteSettings::max_extraction_attempts`](skald_core::memory::write::WriteSettings::max_extraction_attempts);
 //!   it is never silently dropped. Re-running a span does not duplicate anything: a span
 //!   already recorded `done` is skipped, and the store merges exact duplicates.
+//! - **Once across servers** (`claims`): the writer claims a span's lease in the memory store
+//!   before archiving it, so of several servers over one store one archives and extracts it;
+//!   the others take its recorded outcome, or wait for it.
 //! - **The compaction hook** ([`archive_compacted_span`]): after `compact_session` returned
 //!   `Compacted`, the span its checkpoint replaced is archived and extracted. The working
 //!   memory (open TODOs, decisions, pending asks) stays in the context through the summary.
@@ -37,9 +40,10 @@
 //!
 //! # Layout
 //!
-//! Three submodules, each depending only on the ones before it; everything public is
+//! Four submodules, each depending only on the ones before it (`claims` beside `writer`); everything public is
 //! re-exported here, so callers name `skald_engine::memory_write::X` and never a submodule:
 //!
+//! - `claims`: the span's lease, its holder ids and the outcome of an attempt it did not run.
 //! - `writer`: [`MemoryWriter`] and the span it archives ([`ArchiveSpan`], [`SpanRange`],
 //!   [`ArchiveOrigin`]) and what an attempt did ([`ArchiveOutcome`]). Touches only the memory
 //!   store, never a session.
@@ -49,10 +53,12 @@
 //! - `upload`: the two-threshold upload ([`UploadDriver`]), its [`UPLOAD_CUSTOM_TYPE`] entries
 //!   and the checkpoint that drops an uploaded range from the live context.
 
+mod claims;
 mod records;
 mod upload;
 mod writer;
 
+pub use claims::{ARCHIVE_LEASE_TTL_MS, ARCHIVING_ELSEWHERE};
 pub(crate) use records::now_iso;
 pub use records::{
     EXTRACTION_CUSTOM_TYPE, archive_compacted_span, record_outcome, recorded_outcomes,

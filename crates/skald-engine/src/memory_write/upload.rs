@@ -12,7 +12,9 @@
 //! from the live context durably: a compaction checkpoint whose summary is the extractive
 //! summary of the range plus where its archive is ([`dropped_range_summary`]), first kept entry
 //! = the range's end. An upload found `running` with no task behind it (the process ended) is
-//! recorded failed ([`INTERRUPTED_ERROR`]) and retried. When a range is dropped before a call,
+//! recorded failed ([`INTERRUPTED_ERROR`]) and retried — unless the span's lease (`claims`)
+//! says another server runs it (then it is waited for) or finished it (then its outcome is
+//! recorded). Starting an upload claims its range first, so of several servers one uploads it. When a range is dropped before a call,
 //! the driver builds the call again from the session the drop left, so what is sent always
 //! matches what is stored.
 //!
@@ -33,6 +35,7 @@ use skald_core::memory::upload::{
 use skald_core::message::{Message, Role};
 use skald_core::session::Session;
 use skald_core::tokens::estimate::estimate_messages_tokens;
+use skald_store::memories::LeaseState;
 use skald_store::sessions::{CompactionCheckpoint, SessionStore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -110,8 +113,13 @@ impl std::fmt::Debug for UploadDriver {
 
 impl Drop for UploadDriver {
     fn drop(&mut self) {
-        for upload in self.lock().values() {
+        for ((tenant, session_id), upload) in self.lock().iter() {
             upload.handle.abort();
+            // An upload that will not finish gives its span up, so the next driver (of any
+            // server) retries it now rather than when the claim runs out.
+            if !upload.handle.is_finished() {
+                self.writer.release_span(tenant, session_id, &upload.range);
+            }
         }
     }
 }
@@ -236,8 +244,12 @@ impl UploadDriver {
                     retry_of,
                 } => {
                     let span = messages.get(indices).unwrap_or(&[]).to_vec();
-                    let id =
-                        self.start(sessions, tenant, session_id, session, range, span, retry_of)?;
+                    let Some(id) =
+                        self.start(sessions, tenant, session_id, session, range, span, retry_of)?
+                    else {
+                        // Another server took the range a moment ago; its record comes next.
+                        break;
+                    };
                     step.started = Some(id);
                     // At the drop threshold the range may leave at once.
                     state = latest_upload(held.stored_session(sessions, tenant, session_id)?);
@@ -317,10 +329,32 @@ impl UploadDriver {
                     Some(format!("the upload task failed: {join}")),
                 ),
             },
-            None => (
-                vec![interrupted(record, INTERRUPTED_ERROR)],
-                Some(INTERRUPTED_ERROR.to_owned()),
-            ),
+            // No task here: the upload runs (or ran) on another server, or its process ended.
+            // The span's lease tells which.
+            None => match self
+                .writer
+                .span_lease(tenant, session_id, &span_range(record))
+            {
+                Ok(LeaseState::Held { .. }) => return Ok(None),
+                Ok(LeaseState::Finished { result, .. }) => {
+                    match serde_json::from_str::<ArchiveOutcome>(&result) {
+                        Ok(outcome) => {
+                            let error = (!outcome.is_done())
+                                .then(|| outcome.error.clone().unwrap_or_default());
+                            (vec![outcome], error)
+                        }
+                        Err(error) => {
+                            let error =
+                                format!("the upload's recorded outcome is unreadable: {error}");
+                            (vec![interrupted(record, &error)], Some(error))
+                        }
+                    }
+                }
+                Ok(LeaseState::Claimed | LeaseState::Free) | Err(_) => (
+                    vec![interrupted(record, INTERRUPTED_ERROR)],
+                    Some(INTERRUPTED_ERROR.to_owned()),
+                ),
+            },
         };
         for outcome in &outcomes {
             record_outcome(sessions, tenant, session_id, outcome)?;
@@ -348,7 +382,9 @@ impl UploadDriver {
         Ok(Some(outcomes))
     }
 
-    /// Records the upload as running, then spawns its task (pending retries first).
+    /// Claims the range's span, records the upload as running, then spawns its task (pending
+    /// retries first). `None`: another server holds the span (or finished it), so no upload
+    /// starts here.
     #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
@@ -359,7 +395,7 @@ impl UploadDriver {
         range: UploadRange,
         messages: Vec<Message>,
         retry_of: Option<String>,
-    ) -> Result<String, MemoryWriteError> {
+    ) -> Result<Option<String>, MemoryWriteError> {
         let number = upload_ids(session).len() + 1;
         let upload_id = format!("upload-{number:03}");
         let span_range = SpanRange {
@@ -368,6 +404,12 @@ impl UploadDriver {
             end_entry_id: Some(range.end_entry_id.clone()),
             messages: range.messages,
         };
+        match self.writer.claim_span(tenant, session_id, &span_range) {
+            // Not claimable, or the store cannot say: no upload now (the next request plans
+            // again); the request itself goes on.
+            Ok(LeaseState::Held { .. } | LeaseState::Finished { .. }) | Err(_) => return Ok(None),
+            Ok(LeaseState::Claimed | LeaseState::Free) => {}
+        }
         let previous = latest_outcomes(session);
         let own_previous = previous.get(&span_range.key());
         let mut jobs: Vec<ArchiveSpan> = pending_spans(
@@ -398,13 +440,16 @@ impl UploadDriver {
             error: None,
             retry_of,
         };
-        append_custom(
+        if let Err(error) = append_custom(
             sessions,
             tenant,
             session_id,
             UPLOAD_CUSTOM_TYPE,
             serde_json::to_value(&record).unwrap_or(Value::Null),
-        )?;
+        ) {
+            self.writer.release_span(tenant, session_id, &span_range);
+            return Err(error);
+        }
         let writer = self.writer.clone();
         let owned_tenant = tenant.to_owned();
         let upload = async move {
@@ -427,23 +472,28 @@ impl UploadDriver {
                 handle,
             },
         );
-        Ok(upload_id)
+        Ok(Some(upload_id))
+    }
+}
+
+/// The span an upload record's range covers.
+fn span_range(record: &UploadRecord) -> SpanRange {
+    let range = &record.state.range;
+    SpanRange {
+        first_entry_id: range.first_entry_id.clone(),
+        last_entry_id: range.last_entry_id.clone(),
+        end_entry_id: Some(range.end_entry_id.clone()),
+        messages: range.messages,
     }
 }
 
 /// The failed outcome of an upload that never reported back.
 fn interrupted(record: &UploadRecord, error: &str) -> ArchiveOutcome {
-    let range = &record.state.range;
     ArchiveOutcome {
         status: ExtractionStatus::Failed,
         failed_stage: Some(FailedStage::Archive),
         error: Some(error.to_owned()),
-        range: SpanRange {
-            first_entry_id: range.first_entry_id.clone(),
-            last_entry_id: range.last_entry_id.clone(),
-            end_entry_id: Some(range.end_entry_id.clone()),
-            messages: range.messages,
-        },
+        range: span_range(record),
         origin: ArchiveOrigin::Upload {
             upload_id: record.state.upload_id.clone(),
         },

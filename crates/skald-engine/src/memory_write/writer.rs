@@ -15,6 +15,7 @@
 
 use std::sync::Arc;
 
+use super::claims::{ARCHIVE_LEASE_TTL_MS, archive_lease, new_holder, outcome_without_work};
 use serde::{Deserialize, Serialize};
 use skald_core::compaction::prompts::render_transcript;
 use skald_core::ids::{SessionId, Tenant};
@@ -26,8 +27,8 @@ use skald_core::message::{Message, Role, Timestamp};
 use skald_llm::memory_extract::EXTRACTABLE_CATEGORIES;
 use skald_llm::{Embedder, MemoryExtractor};
 use skald_store::memories::{
-    AddOutcome, DuplicateKind, MAX_CONTENT_BYTES, MAX_SOURCE_ENTRY_IDS, MemoryError, MemorySource,
-    MemoryStore, NewMemory, SearchFilter, SearchQuery,
+    AddOutcome, DuplicateKind, LeaseState, MAX_CONTENT_BYTES, MAX_SOURCE_ENTRY_IDS, MemoryError,
+    MemorySource, MemoryStore, NewMemory, SearchFilter, SearchQuery,
 };
 use skald_store::sessions::SessionError;
 use tokio_util::sync::CancellationToken;
@@ -192,6 +193,8 @@ pub struct MemoryWriter {
     /// Which user and agent memories belong to, the extraction's limits and the retry budget
     /// (validated by [`MemoryWriter::new`]).
     pub settings: WriteSettings,
+    /// Who this writer (and its clones) is when it claims a span's lease.
+    holder: Arc<str>,
 }
 
 impl std::fmt::Debug for MemoryWriter {
@@ -216,6 +219,7 @@ impl MemoryWriter {
             extractor,
             embedder: None,
             settings,
+            holder: Arc::from(new_holder()),
         })
     }
 
@@ -225,9 +229,80 @@ impl MemoryWriter {
         self
     }
 
-    /// Archives `span` (unless an earlier attempt did) and extracts its memories. Writes only
-    /// to the memory store; every failure is in the outcome.
+    /// Who this writer is when it claims a span (see `claims`).
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// The span's lease as this writer sees it: whether another server is archiving it now or
+    /// has finished it.
+    pub fn span_lease(
+        &self,
+        tenant: &Tenant,
+        session_id: &SessionId,
+        range: &SpanRange,
+    ) -> Result<LeaseState, MemoryError> {
+        self.memories
+            .lease(tenant, &archive_lease(session_id, range), &self.holder)
+    }
+
+    /// Claims the span's lease for this writer ([`ARCHIVE_LEASE_TTL_MS`]).
+    pub(super) fn claim_span(
+        &self,
+        tenant: &Tenant,
+        session_id: &SessionId,
+        range: &SpanRange,
+    ) -> Result<LeaseState, MemoryError> {
+        self.memories.claim_lease(
+            tenant,
+            &archive_lease(session_id, range),
+            &self.holder,
+            ARCHIVE_LEASE_TTL_MS,
+        )
+    }
+
+    /// Gives up this writer's claim on the span, unfinished (an upload that will not run).
+    pub(super) fn release_span(&self, tenant: &Tenant, session_id: &SessionId, range: &SpanRange) {
+        // Best effort: a claim not given up runs out after ARCHIVE_LEASE_TTL_MS.
+        let _ =
+            self.memories
+                .release_lease(tenant, &archive_lease(session_id, range), &self.holder);
+    }
+
+    /// Archives `span` (unless an earlier attempt did) and extracts its memories, once across
+    /// every server over the store: it claims the span first, and a span another server
+    /// finished gives that outcome, one it is archiving a failed attempt that does not count
+    /// (see `claims`). Writes only to the memory store; every failure is in the outcome.
     pub async fn archive(
+        &self,
+        tenant: &Tenant,
+        span: &ArchiveSpan,
+        cancel: &CancellationToken,
+    ) -> ArchiveOutcome {
+        let claim = self
+            .claim_span(tenant, &span.session_id, &span.range)
+            .map_err(|error| error.to_string());
+        if let Some(outcome) = outcome_without_work(span, self.extractor.name(), claim) {
+            return outcome;
+        }
+        let outcome = self.archive_claimed(tenant, span, cancel).await;
+        let lease = archive_lease(&span.session_id, &span.range);
+        // Best effort on both paths: the outcome is recorded in the session whatever happens
+        // here, and a claim left behind runs out after ARCHIVE_LEASE_TTL_MS.
+        if outcome.is_done() {
+            if let Ok(result) = serde_json::to_string(&outcome) {
+                let _ = self
+                    .memories
+                    .finish_lease(tenant, &lease, &self.holder, &result);
+            }
+        } else {
+            let _ = self.memories.release_lease(tenant, &lease, &self.holder);
+        }
+        outcome
+    }
+
+    /// [`MemoryWriter::archive`] once the span is this writer's.
+    async fn archive_claimed(
         &self,
         tenant: &Tenant,
         span: &ArchiveSpan,

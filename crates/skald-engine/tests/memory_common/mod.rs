@@ -11,8 +11,8 @@ use skald_llm::LlmError;
 use skald_llm::embed::Embedder;
 use skald_store::ManualClock;
 use skald_store::memories::{
-    AddOutcome, DirEntry, Memory, MemoryError, MemorySettings, MemoryStats, MemoryStore, NewMemory,
-    SearchHit, SearchQuery, SqliteMemoryStore, TreeNode, UpdateOutcome,
+    AddOutcome, DirEntry, LeaseState, Memory, MemoryError, MemorySettings, MemoryStats,
+    MemoryStore, NewMemory, SearchHit, SearchQuery, TreeNode, UpdateOutcome,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -29,15 +29,14 @@ fn uri(text: &str) -> MemoryUri {
     MemoryUri::parse(text).unwrap()
 }
 
-pub fn empty_store() -> SqliteMemoryStore {
-    SqliteMemoryStore::in_memory_with(
+pub fn empty_store() -> Arc<dyn MemoryStore> {
+    skald_store::test_stores::memory_store_with(
         MemorySettings::default(),
         Arc::new(ManualClock::new(MAY_1_2023 + 30 * DAY_MS)),
     )
-    .unwrap()
 }
 
-pub fn fixture_store() -> SqliteMemoryStore {
+pub fn fixture_store() -> Arc<dyn MemoryStore> {
     let store = empty_store();
     let memories = [
         (
@@ -128,7 +127,7 @@ pub fn fixture_store() -> SqliteMemoryStore {
 }
 
 /// A store whose search always fails.
-pub struct FailingSearch(pub SqliteMemoryStore);
+pub struct FailingSearch(pub Arc<dyn MemoryStore>);
 
 impl MemoryStore for FailingSearch {
     fn add(
@@ -205,6 +204,40 @@ impl MemoryStore for FailingSearch {
     }
     fn stats(&self, tenant: &skald_core::ids::Tenant) -> Result<MemoryStats, MemoryError> {
         self.0.stats(tenant)
+    }
+    fn claim_lease(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        name: &str,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<LeaseState, MemoryError> {
+        self.0.claim_lease(tenant, name, holder, ttl_ms)
+    }
+    fn finish_lease(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        name: &str,
+        holder: &str,
+        result: &str,
+    ) -> Result<bool, MemoryError> {
+        self.0.finish_lease(tenant, name, holder, result)
+    }
+    fn release_lease(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        name: &str,
+        holder: &str,
+    ) -> Result<bool, MemoryError> {
+        self.0.release_lease(tenant, name, holder)
+    }
+    fn lease(
+        &self,
+        tenant: &skald_core::ids::Tenant,
+        name: &str,
+        viewer: &str,
+    ) -> Result<LeaseState, MemoryError> {
+        self.0.lease(tenant, name, viewer)
     }
 }
 

@@ -1,4 +1,4 @@
-//! What the server's tests share: a server on an ephemeral loopback port over in-memory stores,
+//! What the server's tests share: a server on an ephemeral loopback port over the test stores,
 //! and small request helpers.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
@@ -7,6 +7,18 @@ use std::net::SocketAddr;
 use skald_core::pipeline::policy::Policy;
 use skald_server::{AppState, ServerConfig};
 use tokio::sync::oneshot;
+
+/// A state over the stores `SKALD_TEST_STORE` names (`skald_store::test_stores`: SQLite in
+/// memory, or a PostgreSQL schema of its own), so every suite runs on either backend.
+pub fn test_state(config: ServerConfig) -> AppState {
+    let stores = skald_store::test_stores::stores();
+    let engine_stores = skald_engine::Stores {
+        sessions: stores.sessions,
+        refs: stores.refs,
+        memories: stores.memories,
+    };
+    AppState::from_stores(engine_stores, stores.keys, config).unwrap()
+}
 
 /// A running server; dropping it shuts it down.
 pub struct TestServer {
@@ -33,7 +45,7 @@ impl TestServer {
     }
 
     pub async fn open() -> TestServer {
-        TestServer::start(AppState::in_memory(default_config()).unwrap()).await
+        TestServer::start(test_state(default_config())).await
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -1,4 +1,4 @@
-//! Checks of a [`MemoryStore`]: add and read, versions (an update supersedes, a forget leaves a
+//! Checks of a [`MemoryStore`]: add and read, leases (`super::leases`), versions (an update supersedes, a forget leaves a
 //! tombstone, history lists every version), duplicates merged within their owner, `ls`/`tree`,
 //! search on a small fixed corpus, tenant isolation across all of these, the documented errors
 //! of missing and mismatched items, reads beside writes on other threads, and durability
@@ -43,6 +43,18 @@ pub const CHECKS: &[(&str, MemoryCheck)] = &[
         search_hits_are_ordered_and_explained,
     ),
     ("reads_run_beside_writes", reads_run_beside_writes),
+    (
+        "leases_are_claimed_once_and_finished_for_everyone",
+        super::leases::leases_are_claimed_once_and_finished_for_everyone,
+    ),
+    (
+        "bad_lease_arguments_are_refused",
+        super::leases::bad_lease_arguments_are_refused,
+    ),
+    (
+        "one_of_many_concurrent_claims_wins",
+        super::leases::one_of_many_concurrent_claims_wins,
+    ),
 ];
 
 /// Runs every check of [`CHECKS`], each on a fresh store from `new`.

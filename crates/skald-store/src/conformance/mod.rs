@@ -61,6 +61,7 @@ use crate::refs::RefStore;
 use crate::sessions::SessionStore;
 
 pub mod keys;
+pub mod leases;
 pub mod memories;
 pub mod refs;
 pub mod sessions;

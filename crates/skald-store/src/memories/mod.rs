@@ -74,7 +74,10 @@
 
 pub mod dedup;
 mod error;
+pub mod lease;
+mod listing;
 pub(crate) mod postgres;
+mod rows;
 pub mod search;
 mod sqlite;
 
@@ -85,6 +88,7 @@ use skald_core::memory::levels::{MAX_ABSTRACT_CHARS, MAX_OVERVIEW_CHARS};
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
 
 pub use error::MemoryError;
+pub use lease::LeaseState;
 pub use postgres::PgMemoryStore;
 pub use sqlite::SqliteMemoryStore;
 
@@ -805,6 +809,38 @@ pub trait MemoryStore: Send + Sync {
             "this memory store does not list its writes",
         ))
     }
+
+    /// Claims the tenant's lease `name` for `holder` for `ttl_ms` (see [`lease`]), in one
+    /// atomic step: a lease nobody holds, one whose time ran out, or the holder's own (renewed)
+    /// becomes [`LeaseState::Claimed`]; otherwise the answer is who holds it
+    /// ([`LeaseState::Held`]) or the result it was finished with ([`LeaseState::Finished`]).
+    /// Of several callers claiming at once, one gets it.
+    fn claim_lease(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<LeaseState, MemoryError>;
+
+    /// Stores `result` on the lease `holder` holds (its time may have run out, as long as no one
+    /// took it over) and keeps it: every later claim answers [`LeaseState::Finished`]. `false`
+    /// when the lease is not `holder`'s (nothing is written).
+    fn finish_lease(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        holder: &str,
+        result: &str,
+    ) -> Result<bool, MemoryError>;
+
+    /// Gives up the lease `holder` holds, unfinished, so the next claim takes it. `false` when
+    /// it is not `holder`'s.
+    fn release_lease(&self, tenant: &Tenant, name: &str, holder: &str)
+    -> Result<bool, MemoryError>;
+
+    /// The lease `name` as `viewer` sees it now, without claiming it.
+    fn lease(&self, tenant: &Tenant, name: &str, viewer: &str) -> Result<LeaseState, MemoryError>;
 }
 
 /// Checks what a writer gives before anything is read or written.

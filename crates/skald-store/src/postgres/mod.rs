@@ -52,9 +52,21 @@ pub struct Database {
 
 struct Inner {
     pool: Pool,
-    runtime: tokio::runtime::Runtime,
+    /// Always `Some` until dropped (see the `Drop` impl).
+    runtime: Option<tokio::runtime::Runtime>,
     schema: Option<String>,
     shown: String,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Dropping a runtime waits for its threads, which tokio refuses inside an async context
+        // (the last store of a database dropped at the end of a request or an async test): stop
+        // it without waiting. Its connection tasks end, closing their connections.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl std::fmt::Debug for Database {
@@ -125,7 +137,7 @@ impl Database {
         let database = Database {
             inner: Arc::new(Inner {
                 pool,
-                runtime,
+                runtime: Some(runtime),
                 schema: schema.map(str::to_owned),
                 shown: redact(url),
             }),
@@ -166,7 +178,13 @@ impl Database {
     /// A connection from the pool; `action` names what failed if none can be had.
     pub(crate) fn conn<E: PgFailure>(&self, action: &'static str) -> Result<Conn, E> {
         let pool = self.inner.pool.clone();
-        let handle = self.inner.runtime.spawn(async move { pool.get().await });
+        let Some(runtime) = &self.inner.runtime else {
+            return Err(E::failure(
+                action,
+                BackendError::new(BackendErrorKind::Other, "the database was closed"),
+            ));
+        };
+        let handle = runtime.spawn(async move { pool.get().await });
         let object = futures::executor::block_on(handle)
             .map_err(|error| E::failure(action, BackendError::new(BackendErrorKind::Other, error)))?
             .map_err(|error| E::failure(action, pool_error(error)))?;

@@ -21,7 +21,7 @@ use super::{Conn, fail};
 use crate::StoreError;
 
 /// The schema version this build writes and reads.
-pub const PG_SCHEMA_VERSION: i32 = 2;
+pub const PG_SCHEMA_VERSION: i32 = 3;
 
 /// The advisory lock key migrations hold ("skald" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0073_6b61_6c64;
@@ -206,6 +206,17 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE sessions ADD COLUMN pause_compaction BOOLEAN NOT NULL DEFAULT false;
     ALTER TABLE sessions ADD COLUMN pause_offload BOOLEAN NOT NULL DEFAULT false;
+    "#,
+    // 2 -> 3: leases on memory work, as SQLite's `memory_leases`.
+    r#"
+    CREATE TABLE memory_leases (
+        tenant        TEXT COLLATE "C" NOT NULL,
+        name          TEXT COLLATE "C" NOT NULL,
+        holder        TEXT   NOT NULL,
+        expires_at_ms BIGINT NOT NULL,
+        result        TEXT,
+        PRIMARY KEY (tenant, name)
+    );
     "#,
 ];
 

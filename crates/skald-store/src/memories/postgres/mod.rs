@@ -9,6 +9,7 @@
 //! one `REPEATABLE READ` snapshot.
 
 pub(crate) mod fts;
+mod leases;
 mod read;
 mod rows;
 mod search;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use skald_core::ids::Tenant;
 use skald_core::memory::uri::MemoryUri;
 
+use super::lease::{LeaseState, check_lease, check_result, expiry};
 use super::{
     AddOutcome, DirEntry, Memory, MemoryError, MemorySettings, MemoryStats, MemoryStore,
     MemoryWrite, NewMemory, SearchHit, SearchQuery, TreeNode, UpdateOutcome, validate_new,
@@ -184,12 +186,59 @@ impl MemoryStore for PgMemoryStore {
         tenant: &Tenant,
         limit: usize,
     ) -> Result<Vec<MemoryWrite>, MemoryError> {
-        super::sqlite::read::recent_writes_limit(limit)?;
+        super::listing::recent_writes_limit(limit)?;
         self.database
             .read(|conn| read::recent_writes(conn, tenant, limit))
     }
 
     fn stats(&self, tenant: &Tenant) -> Result<MemoryStats, MemoryError> {
         self.database.read(|conn| read::stats(conn, tenant))
+    }
+
+    // Leases change no memory: they do not take the tenant's memory lock (nor bump the counter
+    // that keys the vector cache).
+    fn claim_lease(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<LeaseState, MemoryError> {
+        check_lease(name, holder)?;
+        let now = self.clock.now_ms();
+        let expires_at_ms = expiry(now, ttl_ms)?;
+        self.database
+            .write(|conn| leases::claim(conn, tenant, name, holder, now, expires_at_ms))
+    }
+
+    fn finish_lease(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        holder: &str,
+        result: &str,
+    ) -> Result<bool, MemoryError> {
+        check_lease(name, holder)?;
+        check_result(result)?;
+        self.database
+            .write(|conn| leases::finish(conn, tenant, name, holder, result))
+    }
+
+    fn release_lease(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        holder: &str,
+    ) -> Result<bool, MemoryError> {
+        check_lease(name, holder)?;
+        self.database
+            .write(|conn| leases::release(conn, tenant, name, holder))
+    }
+
+    fn lease(&self, tenant: &Tenant, name: &str, viewer: &str) -> Result<LeaseState, MemoryError> {
+        check_lease(name, viewer)?;
+        let now = self.clock.now_ms();
+        let row = self.database.read(|conn| leases::row(conn, tenant, name))?;
+        Ok(row.map_or(LeaseState::Free, |row| row.state_for(viewer, now)))
     }
 }

@@ -1,17 +1,14 @@
 //! Listings and statistics of the PostgreSQL memory store: history, directory listings and
-//! trees (grouped by the SQLite store's own functions), recent writes and counts. Each function
-//! runs inside the read transaction its caller opened.
+//! trees (grouped by `memories::listing`, shared with SQLite), recent writes and counts. Each
+//! function runs inside the read transaction its caller opened.
 
-use std::collections::HashMap;
-
-use skald_core::memory::uri::{MemoryCategory, MemoryUri};
+use skald_core::memory::uri::MemoryUri;
 
 use super::rows::{LIVE, live_id, load_by_id, load_many};
-use crate::memories::sqlite::read::{ListedRow, build_tree, children};
-use crate::memories::sqlite::rows::prefix_end;
+use crate::memories::listing::{ListedRow, WriteRow, build_tree, children, writes_of};
+use crate::memories::rows::prefix_end;
 use crate::memories::{
-    DirEntry, DirEntryKind, DuplicateKind, Memory, MemoryError, MemoryStats, MemoryWrite, TreeNode,
-    WriteAction,
+    DirEntry, DirEntryKind, Memory, MemoryError, MemoryStats, MemoryWrite, TreeNode,
 };
 use crate::postgres::{Conn, fail, unsigned};
 
@@ -123,53 +120,18 @@ pub(super) fn recent_writes(
     let rows = conn
         .query(sql, &[&tenant, &limit])
         .map_err(failed("reading recent memory writes"))?;
-    let mut unique: Vec<i64> = rows.iter().map(|row| row.get(2)).collect();
-    unique.sort_unstable();
-    unique.dedup();
-    let memories: HashMap<i64, Memory> = load_many(conn, &unique)?
-        .into_iter()
-        .map(|memory| (memory.id, memory))
+    let rows: Vec<WriteRow> = rows
+        .iter()
+        .map(|row| WriteRow {
+            at_ms: row.get(0),
+            action: row.get(1),
+            id: row.get(2),
+            requested: row.get(3),
+            kind: row.get(4),
+            similarity: row.get(5),
+        })
         .collect();
-    let mut writes = Vec::with_capacity(rows.len());
-    for row in rows {
-        let (at_ms, action, id): (i64, String, i64) = (row.get(0), row.get(1), row.get(2));
-        let (requested, kind, similarity): (Option<String>, Option<String>, Option<f64>) =
-            (row.get(3), row.get(4), row.get(5));
-        let memory = memories.get(&id).ok_or_else(|| {
-            MemoryError::Corrupt(format!("a write names memory {id}, which is missing"))
-        })?;
-        let action = match action.as_str() {
-            "added" => WriteAction::Added,
-            "updated" => WriteAction::Updated,
-            "merged" => WriteAction::Merged,
-            _ => WriteAction::Forgotten,
-        };
-        let requested_uri = requested
-            .map(|text| {
-                MemoryUri::parse(&text)
-                    .map_err(|error| MemoryError::Corrupt(format!("stored URI {text:?}: {error}")))
-            })
-            .transpose()?;
-        let duplicate = match kind.as_deref() {
-            Some("exact") => Some(DuplicateKind::Exact),
-            Some(_) => Some(DuplicateKind::Near {
-                similarity: similarity.unwrap_or(0.0),
-            }),
-            None => None,
-        };
-        writes.push(MemoryWrite {
-            at_ms,
-            action,
-            uri: memory.uri.clone(),
-            requested_uri,
-            duplicate,
-            memory_id: id,
-            version: memory.version,
-            category: memory.category,
-            l0: memory.l0.clone(),
-        });
-    }
-    Ok(writes)
+    writes_of(rows, |ids| load_many(conn, ids))
 }
 
 pub(super) fn stats(conn: &mut Conn, tenant: &str) -> Result<MemoryStats, MemoryError> {
@@ -213,18 +175,8 @@ fn listed_rows(
     .map_err(failed("listing memories"))?
     .iter()
     .map(|row| {
-        let (uri, category): (String, String) = (row.get(0), row.get(1));
-        let priority: i64 = row.get(3);
-        Ok(ListedRow {
-            uri: MemoryUri::parse(&uri)
-                .map_err(|error| MemoryError::Corrupt(format!("stored URI {uri:?}: {error}")))?,
-            category: MemoryCategory::from_name(&category).ok_or_else(|| {
-                MemoryError::Corrupt(format!("stored category {category:?} is unknown"))
-            })?,
-            l0: row.get(2),
-            priority: u8::try_from(priority).unwrap_or(u8::MAX),
-            updated_at_ms: row.get(4),
-        })
+        let category: String = row.get(1);
+        ListedRow::from_columns(row.get(0), &category, row.get(2), row.get(3), row.get(4))
     })
     .collect()
 }

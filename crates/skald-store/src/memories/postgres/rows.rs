@@ -1,17 +1,16 @@
-//! Reading the PostgreSQL memory store's rows: decoding a row into a [`Memory`], loading
-//! versions by id with their merges' sources, the live entry at a URI.
+//! Reading the PostgreSQL memory store's rows: reading a row's columns (the checking and the
+//! making of a [`Memory`] are `memories::rows`', shared with SQLite), loading versions by id
+//! with their merges' sources, the live entry at a URI.
 
 use std::collections::HashMap;
 
-use skald_core::memory::uri::{MemoryCategory, MemoryUri};
+use skald_core::memory::uri::MemoryUri;
 use tokio_postgres::Row;
 
-use crate::memories::sqlite::rows::{source_from_json, status_of};
-use crate::memories::{Memory, MemoryError, MemorySource};
+pub(crate) use crate::memories::rows::LIVE;
+use crate::memories::rows::{MemoryColumns, absent, add_merged_sources, in_order};
+use crate::memories::{Memory, MemoryError};
 use crate::postgres::{Conn, fail};
-
-/// The condition of a live version, as the partial indexes spell it.
-pub(super) const LIVE: &str = "superseded_by IS NULL AND forgotten_at_ms IS NULL";
 
 /// The columns [`memory_from_row`] reads, in order.
 pub(super) const COLUMNS: &str = "id, tenant, uri, version, category, l0, l1, l2, priority, \
@@ -24,49 +23,28 @@ fn corrupt(error: tokio_postgres::Error) -> MemoryError {
 
 /// A row of [`COLUMNS`], with its own source only.
 pub(super) fn memory_from_row(row: &Row) -> Result<Memory, MemoryError> {
-    let id: i64 = row.try_get(0).map_err(corrupt)?;
-    let uri_text: String = row.try_get(2).map_err(corrupt)?;
-    let uri = MemoryUri::parse(&uri_text)
-        .map_err(|error| MemoryError::Corrupt(format!("stored URI {uri_text:?}: {error}")))?;
-    let category_text: String = row.try_get(4).map_err(corrupt)?;
-    let category = MemoryCategory::from_name(&category_text).ok_or_else(|| {
-        MemoryError::Corrupt(format!("stored category {category_text:?} is unknown"))
-    })?;
-    let version: i64 = row.try_get(3).map_err(corrupt)?;
-    let priority: i64 = row.try_get(8).map_err(corrupt)?;
-    let source_text: String = row.try_get(9).map_err(corrupt)?;
-    let mut sources = Vec::new();
-    let own = source_from_json(&source_text)?;
-    if !own.is_empty() {
-        sources.push(own);
-    }
     let dimensions: Option<i32> = row.try_get(17).map_err(corrupt)?;
-    Ok(Memory {
-        id,
+    MemoryColumns {
+        id: row.try_get(0).map_err(corrupt)?,
         tenant: row.try_get(1).map_err(corrupt)?,
-        uri,
-        version: u32::try_from(version)
-            .map_err(|_| MemoryError::Corrupt(format!("memory {id} has version {version}")))?,
-        category,
+        uri: row.try_get(2).map_err(corrupt)?,
+        version: row.try_get(3).map_err(corrupt)?,
+        category: row.try_get(4).map_err(corrupt)?,
         l0: row.try_get(5).map_err(corrupt)?,
         l1: row.try_get(6).map_err(corrupt)?,
         l2: row.try_get(7).map_err(corrupt)?,
-        priority: u8::try_from(priority)
-            .map_err(|_| MemoryError::Corrupt(format!("memory {id} has priority {priority}")))?,
-        sources,
+        priority: row.try_get(8).map_err(corrupt)?,
+        source: row.try_get(9).map_err(corrupt)?,
         created_at_ms: row.try_get(10).map_err(corrupt)?,
         updated_at_ms: row.try_get(11).map_err(corrupt)?,
         supersedes: row.try_get(12).map_err(corrupt)?,
-        status: status_of(
-            row.try_get(13).map_err(corrupt)?,
-            row.try_get(14).map_err(corrupt)?,
-            row.try_get(15).map_err(corrupt)?,
-        ),
+        superseded_by: row.try_get(13).map_err(corrupt)?,
+        superseded_at_ms: row.try_get(14).map_err(corrupt)?,
+        forgotten_at_ms: row.try_get(15).map_err(corrupt)?,
         content_hash: row.try_get(16).map_err(corrupt)?,
-        embedding_dimensions: dimensions
-            .and_then(|dimensions| usize::try_from(dimensions).ok())
-            .filter(|dimensions| *dimensions > 0),
-    })
+        embedding_dimensions: dimensions.map(i64::from),
+    }
+    .into_memory()
 }
 
 /// The versions `ids`, in that order, with two queries whatever their number.
@@ -85,28 +63,19 @@ pub(super) fn load_many(conn: &mut Conn, ids: &[i64]) -> Result<Vec<Memory>, Mem
         let memory = memory_from_row(&row)?;
         by_id.insert(memory.id, memory);
     }
-    for row in conn
+    let merges = conn
         .query(
             "SELECT memory_id, source FROM memory_merges WHERE memory_id = ANY($1) ORDER BY seq",
             &[&ids],
         )
-        .map_err(fail::<MemoryError>("reading merges"))?
-    {
-        let id: i64 = row.get(0);
-        let text: String = row.get(1);
-        let source: MemorySource = source_from_json(&text)?;
-        if let Some(memory) = by_id.get_mut(&id).filter(|_| !source.is_empty()) {
-            memory.sources.push(source);
-        }
-    }
-    ids.iter()
-        .map(|id| {
-            by_id
-                .get(id)
-                .cloned()
-                .ok_or_else(|| MemoryError::Corrupt(format!("memory version {id} vanished")))
-        })
-        .collect()
+        .map_err(fail::<MemoryError>("reading merges"))?;
+    add_merged_sources(
+        &mut by_id,
+        merges
+            .iter()
+            .map(|row| (row.get::<_, i64>(0), row.get::<_, String>(1))),
+    )?;
+    in_order(ids, by_id)
 }
 
 pub(super) fn load_by_id(conn: &mut Conn, id: i64) -> Result<Memory, MemoryError> {
@@ -146,14 +115,5 @@ pub(super) fn live_memory(
         )
         .map_err(fail::<MemoryError>("looking up a memory"))?
         .map(|row| row.get(0));
-    match forgotten {
-        Some(Some(at_ms)) => Err(MemoryError::Forgotten {
-            uri: uri.clone(),
-            at_ms,
-        }),
-        Some(None) | None => Err(MemoryError::NotFound {
-            tenant: tenant.to_owned(),
-            uri: uri.clone(),
-        }),
-    }
+    Err(absent(tenant, uri, forgotten))
 }

@@ -15,10 +15,10 @@ use tokio_postgres::types::ToSql;
 
 use super::fts::{self, COLUMNS, decode_positions};
 use super::rows::{LIVE, load_many};
+use crate::memories::rows::prefix_end;
 use crate::memories::search::{
     SearchPrimitives, TextCandidate, TextRequest, VectorRequest, rank_by_cosine,
 };
-use crate::memories::sqlite::rows::prefix_end;
 use crate::memories::{Memory, MemoryError, SearchFilter};
 use crate::postgres::{Conn, fail};
 

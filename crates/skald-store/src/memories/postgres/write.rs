@@ -13,7 +13,7 @@ use skald_core::memory::uri::MemoryUri;
 use super::fts::{self, encode_positions};
 use super::rows::{LIVE, live_id, live_memory, load_by_id};
 use crate::memories::dedup::{self, DuplicatePrimitives, MAX_NEAR_CANDIDATES, Placement};
-use crate::memories::sqlite::rows::{prefix_end, source_json, tenant_token};
+use crate::memories::rows::{prefix_end, source_json, tenant_token};
 use crate::memories::{
     AddOutcome, DEFAULT_PRIORITY, DuplicateKind, Memory, MemoryError, MemorySource, Merge,
     NewMemory, UpdateOutcome,

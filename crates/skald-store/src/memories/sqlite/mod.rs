@@ -9,6 +9,7 @@
 //! (this file), reading and decoding rows (`rows`), the write path (`write`), listings and
 //! statistics (`read`) and the search primitives with their caches (`search`).
 
+mod leases;
 pub(crate) mod read;
 pub(crate) mod rows;
 mod search;
@@ -23,6 +24,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use skald_core::ids::Tenant;
 use skald_core::memory::uri::MemoryUri;
 
+use super::lease::{LeaseState, check_lease, check_result, expiry};
 use super::{
     AddOutcome, DirEntry, Memory, MemoryError, MemorySettings, MemoryStats, MemoryStore,
     MemoryWrite, NewMemory, SearchHit, SearchQuery, TreeNode, UpdateOutcome, validate_new,
@@ -156,6 +158,23 @@ impl SqliteMemoryStore {
         Ok(value)
     }
 
+    /// Runs `work` in one write transaction that changes no memory (a lease), so the search
+    /// caches stay valid.
+    fn write_lease<T>(
+        &self,
+        work: impl FnOnce(&Connection, i64) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
+        let now = self.clock.now_ms();
+        let mut conn = self.connections.writer();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(MemoryError::storage("starting a lease write"))?;
+        let value = work(&tx, now)?;
+        tx.commit()
+            .map_err(MemoryError::storage("committing a lease write"))?;
+        Ok(value)
+    }
+
     /// Runs `work` on one consistent snapshot of the database, on a reader.
     fn read<T>(
         &self,
@@ -265,11 +284,53 @@ impl MemoryStore for SqliteMemoryStore {
         tenant: &Tenant,
         limit: usize,
     ) -> Result<Vec<MemoryWrite>, MemoryError> {
-        read::recent_writes_limit(limit)?;
+        super::listing::recent_writes_limit(limit)?;
         self.read(|tx| read::recent_writes(tx, tenant, limit))
     }
 
     fn stats(&self, tenant: &Tenant) -> Result<MemoryStats, MemoryError> {
         self.read(|tx| read::stats(tx, tenant))
+    }
+
+    fn claim_lease(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<LeaseState, MemoryError> {
+        check_lease(name, holder)?;
+        self.write_lease(|tx, now| {
+            leases::claim(tx, tenant, name, holder, now, expiry(now, ttl_ms)?)
+        })
+    }
+
+    fn finish_lease(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        holder: &str,
+        result: &str,
+    ) -> Result<bool, MemoryError> {
+        check_lease(name, holder)?;
+        check_result(result)?;
+        self.write_lease(|tx, _| leases::finish(tx, tenant, name, holder, result))
+    }
+
+    fn release_lease(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        holder: &str,
+    ) -> Result<bool, MemoryError> {
+        check_lease(name, holder)?;
+        self.write_lease(|tx, _| leases::release(tx, tenant, name, holder))
+    }
+
+    fn lease(&self, tenant: &Tenant, name: &str, viewer: &str) -> Result<LeaseState, MemoryError> {
+        check_lease(name, viewer)?;
+        let now = self.clock.now_ms();
+        let row = self.read(|tx| leases::row(tx, tenant, name))?;
+        Ok(row.map_or(LeaseState::Free, |row| row.state_for(viewer, now)))
     }
 }

@@ -1,15 +1,13 @@
 //! Listings and statistics of the SQLite memory store: history, directory listings and trees,
 //! recent writes and counts. Each function runs inside the read transaction its caller opened.
 
-use std::collections::{BTreeMap, HashMap};
-
 use rusqlite::{Connection, params};
-use skald_core::memory::uri::{MemoryCategory, MemoryUri};
+use skald_core::memory::uri::MemoryUri;
 
 use super::rows::{LIVE, live_id, load_by_id, load_many, prefix_end};
+use crate::memories::listing::{ListedRow, WriteRow, build_tree, children, writes_of};
 use crate::memories::{
-    DirEntry, DirEntryKind, DuplicateKind, MAX_SEARCH_LIMIT, Memory, MemoryError, MemoryStats,
-    MemoryWrite, TreeNode, WriteAction,
+    DirEntry, DirEntryKind, Memory, MemoryError, MemoryStats, MemoryWrite, TreeNode,
 };
 
 /// Every version at `uri`, oldest first.
@@ -98,18 +96,6 @@ pub(super) fn tree(
     build_tree(root, &rows, &all, max_depth)
 }
 
-/// Checks the limit of [`MemoryStore::recent_writes`](super::MemoryStore::recent_writes)
-/// before anything is read.
-pub(crate) fn recent_writes_limit(limit: usize) -> Result<(), MemoryError> {
-    if limit == 0 || limit > MAX_SEARCH_LIMIT {
-        return Err(MemoryError::InvalidInput {
-            field: "limit",
-            reason: format!("{limit}; it must be from 1 to {MAX_SEARCH_LIMIT}"),
-        });
-    }
-    Ok(())
-}
-
 /// The tenant's latest `limit` writes, newest first.
 pub(super) fn recent_writes(
     tx: &Connection,
@@ -160,51 +146,20 @@ pub(super) fn recent_writes(
                 .collect::<Result<Vec<_>, _>>()
         })
         .map_err(MemoryError::storage("reading recent memory writes"))?;
-    let ids: Vec<i64> = rows.iter().map(|row| row.2).collect();
-    let mut unique = ids.clone();
-    unique.sort_unstable();
-    unique.dedup();
-    let memories: HashMap<i64, Memory> = load_many(tx, &unique)?
+    let rows: Vec<WriteRow> = rows
         .into_iter()
-        .map(|memory| (memory.id, memory))
+        .map(
+            |(at_ms, action, id, requested, kind, similarity)| WriteRow {
+                at_ms,
+                action,
+                id,
+                requested,
+                kind,
+                similarity,
+            },
+        )
         .collect();
-    let mut writes = Vec::with_capacity(rows.len());
-    for (at_ms, action, id, requested, kind, similarity) in rows {
-        let memory = memories.get(&id).ok_or_else(|| {
-            MemoryError::Corrupt(format!("a write names memory {id}, which is missing"))
-        })?;
-        let action = match action.as_str() {
-            "added" => WriteAction::Added,
-            "updated" => WriteAction::Updated,
-            "merged" => WriteAction::Merged,
-            _ => WriteAction::Forgotten,
-        };
-        let requested_uri = requested
-            .map(|text| {
-                MemoryUri::parse(&text)
-                    .map_err(|error| MemoryError::Corrupt(format!("stored URI {text:?}: {error}")))
-            })
-            .transpose()?;
-        let duplicate = match kind.as_deref() {
-            Some("exact") => Some(DuplicateKind::Exact),
-            Some(_) => Some(DuplicateKind::Near {
-                similarity: similarity.unwrap_or(0.0),
-            }),
-            None => None,
-        };
-        writes.push(MemoryWrite {
-            at_ms,
-            action,
-            uri: memory.uri.clone(),
-            requested_uri,
-            duplicate,
-            memory_id: id,
-            version: memory.version,
-            category: memory.category,
-            l0: memory.l0.clone(),
-        });
-    }
-    Ok(writes)
+    writes_of(rows, |ids| load_many(tx, ids))
 }
 
 /// Counts of the tenant's versions by status, merges and vectors.
@@ -248,73 +203,6 @@ pub(super) fn stats(tx: &Connection, tenant: &str) -> Result<MemoryStats, Memory
     })
 }
 
-/// One directory level of a listing: the child of `dir` each live entry below it falls in.
-pub(crate) fn children(
-    dir: &MemoryUri,
-    rows: &[ListedRow],
-) -> Result<Vec<(DirEntry, Vec<usize>)>, MemoryError> {
-    let prefix = dir.descendant_prefix();
-    let mut groups: BTreeMap<(bool, String), (Option<usize>, Vec<usize>)> = BTreeMap::new();
-    for (index, row) in rows.iter().enumerate() {
-        let Some(rest) = row.uri.as_str().strip_prefix(prefix.as_str()) else {
-            continue;
-        };
-        match rest.split_once('/') {
-            Some((name, _)) => {
-                groups
-                    .entry((false, name.to_owned()))
-                    .or_default()
-                    .1
-                    .push(index);
-            }
-            None => {
-                groups.entry((true, rest.to_owned())).or_default().0 = Some(index);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for ((is_entry, name), (entry, below)) in groups {
-        let uri = dir.join(&name)?;
-        if is_entry {
-            let Some(row) = entry.and_then(|index| rows.get(index)) else {
-                continue;
-            };
-            out.push((
-                DirEntry {
-                    uri,
-                    kind: DirEntryKind::Entry {
-                        category: row.category,
-                        l0: row.l0.clone(),
-                        priority: row.priority,
-                        updated_at_ms: row.updated_at_ms,
-                    },
-                },
-                Vec::new(),
-            ));
-        } else {
-            out.push((
-                DirEntry {
-                    uri,
-                    kind: DirEntryKind::Directory {
-                        entries: below.len() as u64,
-                    },
-                },
-                below,
-            ));
-        }
-    }
-    Ok(out)
-}
-
-/// A live entry as listings show it.
-pub(crate) struct ListedRow {
-    pub(crate) uri: MemoryUri,
-    pub(crate) category: MemoryCategory,
-    pub(crate) l0: String,
-    pub(crate) priority: u8,
-    pub(crate) updated_at_ms: i64,
-}
-
 fn listed_rows(
     tx: &Connection,
     tenant: &str,
@@ -342,46 +230,7 @@ fn listed_rows(
         .map_err(MemoryError::storage("listing memories"))?;
     raw.into_iter()
         .map(|(uri, category, l0, priority, updated_at_ms)| {
-            Ok(ListedRow {
-                uri: MemoryUri::parse(&uri).map_err(|error| {
-                    MemoryError::Corrupt(format!("stored URI {uri:?}: {error}"))
-                })?,
-                category: MemoryCategory::from_name(&category).ok_or_else(|| {
-                    MemoryError::Corrupt(format!("stored category {category:?} is unknown"))
-                })?,
-                l0,
-                priority: u8::try_from(priority).unwrap_or(u8::MAX),
-                updated_at_ms,
-            })
+            ListedRow::from_columns(uri, &category, l0, priority, updated_at_ms)
         })
         .collect()
-}
-
-pub(crate) fn build_tree(
-    entry: DirEntry,
-    rows: &[ListedRow],
-    indices: &[usize],
-    depth_left: usize,
-) -> Result<TreeNode, MemoryError> {
-    let mut children_nodes = Vec::new();
-    if depth_left > 0 && matches!(entry.kind, DirEntryKind::Directory { .. }) {
-        let subset: Vec<ListedRow> = indices
-            .iter()
-            .filter_map(|index| rows.get(*index))
-            .map(|row| ListedRow {
-                uri: row.uri.clone(),
-                category: row.category,
-                l0: row.l0.clone(),
-                priority: row.priority,
-                updated_at_ms: row.updated_at_ms,
-            })
-            .collect();
-        for (child, below) in children(&entry.uri, &subset)? {
-            children_nodes.push(build_tree(child, &subset, &below, depth_left - 1)?);
-        }
-    }
-    Ok(TreeNode {
-        entry,
-        children: children_nodes,
-    })
 }
