@@ -350,7 +350,12 @@ impl SessionState {
             }
         }
         let session = self.catch_up(sessions, tenant, session_id, &info)?;
-        let messages = skald_core::session::session_context(session, None);
+        let mut messages = skald_core::session::session_context(session, None);
+        // An answer's assemble record is skald's bookkeeping (the timeline reads it from the
+        // entries), not context: left out once here, it costs no clone per call.
+        for message in &mut messages {
+            message.meta.assemble = None;
+        }
         self.context = Some(CachedContext {
             // What was read, which a write between the two reads may have moved past.
             entry_count: session.entries().len() as u64,

@@ -199,19 +199,14 @@ pub async fn prepare_view(
             host_prefix_tokens: request.host_prefix_tokens,
         },
     )?;
-    // Kept until the answer to this request is stored (see `SessionState::pending_assemble`);
-    // a stored answer's own record is skald's bookkeeping, not context.
+    // Kept until the answer to this request is stored (see `SessionState::pending_assemble`).
     state.pending_assemble = Some(assembled.report.record(
         &assembled.messages,
         tokens_before,
         assembled.estimated_tokens,
     ));
-    let mut messages = assembled.messages;
-    for message in &mut messages {
-        message.meta.assemble = None;
-    }
     let mut view = ModelView {
-        messages,
+        messages: assembled.messages,
         pipeline_addition: assembled.system_prompt_addition,
         memory_addition: None,
         tools: assembled.tools,
