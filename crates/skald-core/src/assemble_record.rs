@@ -168,4 +168,35 @@ mod tests {
         assert_eq!(record.reasons.len(), MAX_REASONS);
         assert_eq!(record.reasons[0].chars().count(), MAX_REASON_CHARS);
     }
+
+    #[test]
+    fn a_stored_answer_keeps_its_record_and_one_without_writes_no_key() {
+        use crate::codec::openclaw::{decode_agent_message, encode_agent_message};
+        use crate::message::{Message, Role};
+        let plain = Message::text(Role::Assistant, "Done.");
+        let encoded = encode_agent_message(&plain);
+        assert!(encoded.get("skaldAssemble").is_none(), "{encoded}");
+
+        let mut answered = plain.clone();
+        answered.meta.assemble = Some(Box::new(AssembleRecord {
+            tokens_raw: 9_000,
+            tokens_sent: 2_000,
+            offloaded_refs: vec!["ref_1".into()],
+            offloaded_tokens: 7_000,
+            ..AssembleRecord::default()
+        }));
+        let encoded = encode_agent_message(&answered);
+        assert_eq!(encoded["skaldAssemble"]["offloadedRefs"][0], "ref_1");
+        assert_eq!(decode_agent_message(&encoded).unwrap(), answered);
+
+        // A record skald cannot read stays as written, in the message's extra fields.
+        let mut odd = encode_agent_message(&plain);
+        odd["skaldAssemble"] = serde_json::json!("not a record");
+        let decoded = decode_agent_message(&odd).unwrap();
+        assert_eq!(decoded.meta.assemble, None);
+        assert_eq!(
+            encode_agent_message(&decoded)["skaldAssemble"],
+            "not a record"
+        );
+    }
 }
