@@ -62,6 +62,7 @@ try {
   await page.waitForSelector("table#calls");
   seen.proxiedCalls = await page.locator("table#calls tr.call").count();
   seen.proxiedTotals = await page.textContent("#call-totals");
+  seen.proxiedPipelines = await page.locator("table#calls tr.call td.pipeline").allTextContents();
   await page.screenshot({ path: `${SHOTS}/timeline.png`, fullPage: true });
 
   await page.goto(`${BASE}/ui/sessions/${SESSION}`);

@@ -594,6 +594,13 @@ fn dashboard_in_headless_chromium_follows_a_placeholder_and_searches_memory() {
         text("proxiedTotals").starts_with("2 calls (2 with reported usage)"),
         "{seen}"
     );
+    // …and with what skald's pipeline did on the request that produced it.
+    let pipelines = seen["proxiedPipelines"].as_array().unwrap();
+    assert_eq!(
+        pipelines.len(),
+        2,
+        "each proxied call names its pipeline: {seen}"
+    );
     assert!(
         text("switchState").contains("Compaction is paused"),
         "{seen}"

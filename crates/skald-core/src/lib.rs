@@ -16,6 +16,7 @@
 // error.
 #![warn(missing_docs)]
 
+pub mod assemble_record;
 pub mod codec;
 pub mod compaction;
 pub mod digest;

@@ -386,6 +386,9 @@ pub struct MessageMeta {
     pub model: Option<String>,
     /// The provider that served the model (pi's `provider`, `anthropic`, `openai`…).
     pub provider: Option<String>,
+    /// What skald's pipeline did on the request that produced this answer (set by skald when
+    /// it assembled that request; stored as `skaldAssemble`, absent otherwise).
+    pub assemble: Option<Box<crate::assemble_record::AssembleRecord>>,
 }
 
 /// One message of a conversation.

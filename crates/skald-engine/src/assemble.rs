@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use serde::Serialize;
+use skald_core::assemble_record::AssembleRecord;
 use skald_core::fetch;
 use skald_core::identity::quick_message_identity;
 use skald_core::ids::Tenant;
@@ -69,6 +70,61 @@ pub struct AssembleReport {
     pub switches: SessionSwitches,
     /// Wall time of each step, in microseconds.
     pub timings_us: StageTimings,
+}
+
+impl AssembleReport {
+    /// The compact record of this report kept on the answer to the request it assembled (see
+    /// [`AssembleRecord`]): `messages` are the assembled messages (an offload in an assistant
+    /// message is of a call's arguments), `tokens_raw` and `tokens_sent` the estimates before
+    /// and after the pipeline.
+    pub fn record(
+        &self,
+        messages: &[Message],
+        tokens_raw: u64,
+        tokens_sent: u64,
+    ) -> AssembleRecord {
+        let count = |value: usize| value as u64;
+        let mut record = AssembleRecord {
+            tokens_raw,
+            tokens_sent,
+            offloaded_tokens: self.offload.chars_saved().div_ceil(4) as u64,
+            deferred: count(self.offload.deferred),
+            trimmed: count(self.prune.trimmed),
+            cleared: count(self.prune.cleared),
+            truncated: count(self.truncate.truncated),
+            turns_dropped: count(self.turn_limit.turns_dropped),
+            refs_stored: count(self.refs_stored),
+            offload_paused: self.switches.pause_offload,
+            compaction_paused: self.switches.pause_compaction,
+            ..AssembleRecord::default()
+        };
+        for offloaded in &self.offload.offloaded {
+            let of_arguments = messages
+                .get(offloaded.message_index)
+                .is_some_and(|message| message.role == Role::Assistant);
+            if of_arguments {
+                record.arguments_offloaded += 1;
+            } else {
+                record.offloaded_refs.push(offloaded.ref_id.clone());
+            }
+        }
+        if let Some(repair) = &self.repair {
+            record.repaired = count(repair.reasons.len());
+            for reason in &repair.reasons {
+                record.push_reason(reason);
+            }
+        }
+        for reason in &self.turn_limit.reasons {
+            record.push_reason(reason);
+        }
+        for change in &self.prune.changes {
+            record.push_reason(&change.reason);
+        }
+        for change in &self.truncate.changes {
+            record.push_reason(&change.reason);
+        }
+        record
+    }
 }
 
 /// Where an assemble spent its time, in microseconds.

@@ -57,12 +57,14 @@
 use std::collections::HashSet;
 
 use serde_json::Value;
+use skald_core::assemble_record::AssembleRecord;
 use skald_core::ids::{SessionId, Tenant};
-use skald_core::message::{Message, Role, Usage};
+use skald_core::message::{Message, Role};
 use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 use skald_core::session_id::content_key;
 use skald_store::sessions::{NewSession, SessionError, SessionStore};
 
+use crate::session::RelayedAnswer;
 use crate::{EngineError, SessionState};
 
 /// The entry field (beside the message, never part of it) that marks a message the client
@@ -114,7 +116,14 @@ pub fn sync_conversation(
     let client: Vec<&Message> = messages.iter().skip(prompt_len(messages)).collect();
     let created = create_if_missing(sessions, tenant, session_id, source_format)?;
     let relayed = relayed_usage(held, client.iter().copied());
-    let session = held.stored_session(sessions, tenant, session_id)?;
+    let mut pending = held.pending_assemble.take();
+    let session = match held.stored_session(sessions, tenant, session_id) {
+        Ok(session) => session,
+        Err(error) => {
+            held.pending_assemble = pending;
+            return Err(error.into());
+        }
+    };
     let path = session.path_to(None);
     let stored: Vec<(&str, &Message)> = path
         .iter()
@@ -136,15 +145,17 @@ pub fn sync_conversation(
         .zip(&client)
         .take_while(|((_, stored), client)| same_message(stored, client))
         .count();
-    let new: Vec<Message> = client
+    let mut new: Vec<Message> = client
         .get(matched..)
         .unwrap_or_default()
         .iter()
         .enumerate()
         .map(|(offset, message)| with_relayed_usage(message, matched + offset, &relayed))
         .collect();
+    attach_pending_assemble(&mut pending, &mut new);
     let diverged = matched < stored.len();
     if !diverged && new.is_empty() {
+        held.pending_assemble = pending;
         return Ok(SyncOutcome {
             created,
             matched,
@@ -170,6 +181,7 @@ pub fn sync_conversation(
         let entries = chain(session, parent.clone(), new.clone(), false);
         sessions.append(tenant, session_id, &entries)?;
     }
+    held.pending_assemble = pending;
     Ok(SyncOutcome {
         created,
         matched,
@@ -197,7 +209,14 @@ pub fn append_synced_tail(
         return Ok(0);
     }
     let relayed = relayed_usage(state, tail.iter());
-    let session = state.stored_session(sessions, tenant, session_id)?;
+    let mut pending = state.pending_assemble.take();
+    let session = match state.stored_session(sessions, tenant, session_id) {
+        Ok(session) => session,
+        Err(error) => {
+            state.pending_assemble = pending;
+            return Err(error.into());
+        }
+    };
     let starts_the_conversation = !session
         .path_to(None)
         .iter()
@@ -207,18 +226,21 @@ pub fn append_synced_tail(
     } else {
         0
     };
-    let new: Vec<Message> = tail
+    let mut new: Vec<Message> = tail
         .get(skip..)
         .unwrap_or_default()
         .iter()
         .enumerate()
         .map(|(offset, message)| with_relayed_usage(message, skip + offset, &relayed))
         .collect();
+    attach_pending_assemble(&mut pending, &mut new);
     if new.is_empty() {
+        state.pending_assemble = pending;
         return Ok(0);
     }
     let count = new.len();
     let entries = chain(session, session.leaf_id().map(str::to_owned), new, false);
+    state.pending_assemble = pending;
     sessions.append(tenant, session_id, &entries)?;
     Ok(count)
 }
@@ -713,43 +735,66 @@ fn is_prompt(message: &Message) -> bool {
     message.role == Role::System
 }
 
-/// Whether a stored message and a client's are the same turn. Tool results match by call id (skald
-/// may have truncated the stored one); everything else by role and content, ignoring how the
-/// format spelled it (a string or blocks, extra fields, timestamps).
-/// What the provider reported for the answers among `messages` (by index) the client sends
-/// back without it ([`SessionState::remember_answer_usage`]).
+/// What skald remembered for the answers among `messages` (by index) the client sends back
+/// without it ([`SessionState::remember_answer_usage`]).
 fn relayed_usage<'m>(
     state: &SessionState,
     messages: impl Iterator<Item = &'m Message>,
-) -> Vec<(usize, Usage, Option<String>)> {
+) -> Vec<(usize, RelayedAnswer)> {
     messages
         .enumerate()
-        .filter(|(_, message)| message.role == Role::Assistant && message.meta.usage.is_none())
+        .filter(|(_, message)| {
+            message.role == Role::Assistant
+                && (message.meta.usage.is_none() || message.meta.assemble.is_none())
+        })
         .filter_map(|(index, message)| {
             state
                 .usage_of_answer(message)
-                .map(|(usage, model)| (index, usage, model))
+                .map(|relayed| (index, relayed))
         })
         .collect()
 }
 
-/// `message` (the client's `index`-th) with the usage and model the provider reported for it,
-/// when the client sent it back without them.
+/// `message` (the client's `index`-th) with the usage, model and assemble record skald
+/// remembered for it, where the client sent it back without them.
 fn with_relayed_usage(
     message: &Message,
     index: usize,
-    relayed: &[(usize, Usage, Option<String>)],
+    relayed: &[(usize, RelayedAnswer)],
 ) -> Message {
     let mut message = message.clone();
-    if let Some((_, usage, model)) = relayed.iter().find(|(at, _, _)| *at == index) {
-        message.meta.usage = Some(*usage);
+    if let Some((_, relayed)) = relayed.iter().find(|(at, _)| *at == index) {
+        if message.meta.usage.is_none() {
+            message.meta.usage = relayed.usage;
+        }
         if message.meta.model.is_none() {
-            message.meta.model = model.clone();
+            message.meta.model = relayed.model.clone();
+        }
+        if message.meta.assemble.is_none() {
+            message.meta.assemble = relayed.assemble.clone().map(Box::new);
         }
     }
     message
 }
 
+/// Stores the pending assemble record (what the pipeline did on the latest assembled request)
+/// on the first new answer without one: the answer to that request, for a host that sends its
+/// answers back through the engine API's assemble. Taken when used.
+fn attach_pending_assemble(pending: &mut Option<AssembleRecord>, new: &mut [Message]) {
+    if pending.is_none() {
+        return;
+    }
+    if let Some(answer) = new
+        .iter_mut()
+        .find(|message| message.role == Role::Assistant && message.meta.assemble.is_none())
+    {
+        answer.meta.assemble = pending.take().map(Box::new);
+    }
+}
+
+/// Whether a stored message and a client's are the same turn. Tool results match by call id (skald
+/// may have truncated the stored one); everything else by role and content, ignoring how the
+/// format spelled it (a string or blocks, extra fields, timestamps).
 fn same_message(stored: &Message, client: &Message) -> bool {
     same_role(&stored.role, &client.role) && content_key(stored) == content_key(client)
 }

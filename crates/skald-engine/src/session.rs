@@ -9,6 +9,7 @@
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
+use skald_core::assemble_record::AssembleRecord;
 use skald_core::compaction::CompactionOutcome;
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Message, Usage};
@@ -79,10 +80,25 @@ pub struct SessionState {
     /// The session's switches as its row said at the last read ([`SessionState::stored_session`]
     /// reads the row on every call, so a switch set by any server is honoured from the next).
     pub(crate) switches: SessionSwitches,
-    /// The usage and model of the latest answers a caller relayed (the proxy), by a fingerprint
-    /// of their content: the client sends an answer back without them, and the sync that
-    /// stores it puts them back ([`SessionState::usage_of_answer`]).
-    answer_usage: Vec<(u64, Usage, Option<String>)>,
+    /// The usage, model and assemble record of the latest answers a caller relayed (the
+    /// proxy), by a fingerprint of their content: the client sends an answer back without
+    /// them, and the sync that stores it puts them back ([`SessionState::usage_of_answer`]).
+    answer_usage: Vec<(u64, RelayedAnswer)>,
+    /// What the pipeline did on the latest assembled request whose answer is not stored yet
+    /// ([`crate::view::prepare_view`] sets it): the proxy pairs it with the answer it relays,
+    /// and a sync stores it on the first new answer that has none.
+    pub(crate) pending_assemble: Option<AssembleRecord>,
+}
+
+/// What skald knew of an answer when it relayed it, and the client's copy lacks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct RelayedAnswer {
+    /// What the provider reported.
+    pub(crate) usage: Option<Usage>,
+    /// The model that answered.
+    pub(crate) model: Option<String>,
+    /// What the pipeline did on the request that produced it.
+    pub(crate) assemble: Option<AssembleRecord>,
 }
 
 /// Answers whose usage is remembered at most (the latest; a client sends an answer back with
@@ -141,22 +157,29 @@ pub(crate) struct CachedContext {
 const OFFLOAD_MEMO_BYTES: usize = 256;
 
 impl SessionState {
-    /// Remembers the provider's usage (and model) of an answer relayed to a client, so the
-    /// answer the client sends back is stored with them — the session's timeline of calls reads
-    /// them there. An answer without usage is not remembered.
+    /// Remembers the provider's usage (and model) of an answer relayed to a client, with what
+    /// the pipeline did on the request that produced it (the pending assemble record, taken),
+    /// so the answer the client sends back is stored with them — the session's timeline of
+    /// calls reads them there. An answer with neither is not remembered.
     pub fn remember_answer_usage(&mut self, answer: &Message) {
-        let Some(usage) = answer.meta.usage else {
+        let assemble = self.pending_assemble.take();
+        if answer.meta.usage.is_none() && assemble.is_none() {
             return;
-        };
+        }
         if self.answer_usage.len() >= REMEMBERED_ANSWERS {
             self.answer_usage.remove(0);
         }
+        let relayed = RelayedAnswer {
+            usage: answer.meta.usage,
+            model: answer.meta.model.clone(),
+            assemble,
+        };
         self.answer_usage
-            .push((answer_fingerprint(answer), usage, answer.meta.model.clone()));
+            .push((answer_fingerprint(answer), relayed));
     }
 
-    /// The usage and model remembered for an answer of this content.
-    pub(crate) fn usage_of_answer(&self, answer: &Message) -> Option<(Usage, Option<String>)> {
+    /// What was remembered for a relayed answer of this content.
+    pub(crate) fn usage_of_answer(&self, answer: &Message) -> Option<RelayedAnswer> {
         if self.answer_usage.is_empty() {
             return None;
         }
@@ -164,8 +187,8 @@ impl SessionState {
         self.answer_usage
             .iter()
             .rev()
-            .find(|(key, _, _)| *key == fingerprint)
-            .map(|(_, usage, model)| (*usage, model.clone()))
+            .find(|(key, _)| *key == fingerprint)
+            .map(|(_, relayed)| relayed.clone())
     }
 
     /// Approximately how many bytes this state holds, for a cache that bounds its states by
@@ -327,7 +350,12 @@ impl SessionState {
             }
         }
         let session = self.catch_up(sessions, tenant, session_id, &info)?;
-        let messages = skald_core::session::session_context(session, None);
+        let mut messages = skald_core::session::session_context(session, None);
+        // An answer's assemble record is skald's bookkeeping (the timeline reads it from the
+        // entries), not context: left out once here, it costs no clone per call.
+        for message in &mut messages {
+            message.meta.assemble = None;
+        }
         self.context = Some(CachedContext {
             // What was read, which a write between the two reads may have moved past.
             entry_count: session.entries().len() as u64,

@@ -2,13 +2,15 @@
 //! the active path is one call, with the usage its provider reported (uncached, cache reads and
 //! writes: what was sent, and how much of it the cache held), its cost at the engine's
 //! [`Pricing`], and the raw history the call stood on (the estimate of every message before it,
-//! before any policy or compaction); each compaction checkpoint between them, with its summary,
+//! before any policy or compaction), and what skald's pipeline did on the request when skald
+//! assembled it (the answer's [`AssembleRecord`]); each compaction checkpoint between them, with its summary,
 //! sizes, trigger (an `overflow` one is an overflow recovery) and summarizer. The dashboard's
 //! timeline and [`Engine::call_timeline`](crate::Engine::call_timeline) read it a page at a
 //! time, newest first; [`savings`] sums it per session and per day for the savings overview
 //! ([`Engine::savings`](crate::Engine::savings)), and [`call_series`] is its chart's data.
 
 use serde_json::Value;
+use skald_core::assemble_record::AssembleRecord;
 use skald_core::message::{Role, Usage};
 use skald_core::session::{Entry, EntryKind, Session};
 use skald_core::tokens::estimate_message_tokens;
@@ -35,6 +37,9 @@ pub struct CallRecord {
     pub usage: Option<Usage>,
     /// Dollars of the call's input at the engine's prices (`None` without usage).
     pub input_cost_usd: Option<f64>,
+    /// What skald's pipeline did on the request (`None` when skald did not assemble it, or the
+    /// answer was stored before skald kept this).
+    pub assemble: Option<AssembleRecord>,
 }
 
 impl CallRecord {
@@ -153,6 +158,7 @@ pub fn call_timeline(
                         raw_tokens,
                         usage,
                         input_cost_usd,
+                        assemble: message.meta.assemble.as_deref().cloned(),
                     }));
                 }
                 raw_tokens += estimate_message_tokens(message);

@@ -199,6 +199,12 @@ pub async fn prepare_view(
             host_prefix_tokens: request.host_prefix_tokens,
         },
     )?;
+    // Kept until the answer to this request is stored (see `SessionState::pending_assemble`).
+    state.pending_assemble = Some(assembled.report.record(
+        &assembled.messages,
+        tokens_before,
+        assembled.estimated_tokens,
+    ));
     let mut view = ModelView {
         messages: assembled.messages,
         pipeline_addition: assembled.system_prompt_addition,

@@ -1,15 +1,17 @@
 //! `Engine::call_timeline`: each assistant message of the active path is a call with its
 //! reported usage, its cost at the configured prices and the raw history before it; compactions
-//! sit between the calls with their trigger and sizes; pages come newest first.
+//! sit between the calls with their trigger and sizes; pages come newest first; an answer to a
+//! request skald assembled carries what the pipeline did on it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use serde_json::json;
 use skald_core::compaction::{CompactionSettings, CompactionTrigger};
 use skald_core::ids::{SessionId, Tenant};
-use skald_core::message::{Message, Role, Usage};
+use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult, Usage};
 use skald_core::pipeline::policy::Policy;
 use skald_core::tokens::estimate_message_tokens;
-use skald_engine::timeline::TimelineEvent;
-use skald_engine::{CompactInput, Engine, EngineConfig, Pricing};
+use skald_engine::timeline::{CallRecord, TimelineEvent};
+use skald_engine::{AssembleInput, CompactInput, Engine, EngineConfig, Pricing};
 use tokio_util::sync::CancellationToken;
 
 fn answer(turn: u64) -> Message {
@@ -253,4 +255,186 @@ async fn an_answer_relayed_with_usage_is_stored_with_it_when_the_client_sends_it
     };
     assert_eq!(first.usage, relayed.meta.usage);
     assert_eq!(first.model.as_deref(), Some("claude-test"));
+}
+
+const LOG_LINE: &str = "compiling module skald_timeline ... ok\n";
+
+/// `turns` turns, each a command with a large output and an answer about it.
+fn tool_conversation(turns: usize) -> Vec<Message> {
+    let mut messages = Vec::new();
+    for turn in 0..turns {
+        let id = format!("call_{turn}");
+        messages.push(Message::text(
+            Role::User,
+            format!("Step {turn}: check the build log for job {turn}."),
+        ));
+        messages.push(Message::new(
+            Role::Assistant,
+            vec![Block::ToolCall(ToolCall {
+                id: id.clone(),
+                name: "bash".into(),
+                arguments: json!({ "command": format!("cat build-{turn}.log") }),
+                arguments_text: None,
+                extra: Extra::new(),
+            })],
+        ));
+        messages.push(Message::new(
+            Role::ToolResult,
+            vec![Block::ToolResult(ToolResult {
+                call_id: id,
+                tool_name: Some("bash".into()),
+                content: vec![Block::text(format!(
+                    "build {turn}\n{}error: linker failed\n",
+                    LOG_LINE.repeat(200)
+                ))],
+                content_form: ContentForm::Text,
+                is_error: None,
+                details: None,
+                extra: Extra::new(),
+            })],
+        ));
+        messages.push(Message::text(
+            Role::Assistant,
+            format!("Job {turn} failed at the linker; fixing the flag next."),
+        ));
+    }
+    messages
+}
+
+fn offloading_engine() -> Engine {
+    let mut config = EngineConfig::new(Policy::preset("sccs").unwrap());
+    config.window_tokens = 32_000;
+    Engine::in_memory(config).unwrap()
+}
+
+/// The last call of the session's timeline.
+fn last_call(engine: &Engine, tenant: &Tenant, session: &SessionId) -> CallRecord {
+    let timeline = engine.call_timeline(tenant, session, 1, 10).unwrap();
+    match timeline.events.first() {
+        Some(TimelineEvent::Call(call)) => call.clone(),
+        other => panic!("a call, not {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_engine_api_answer_is_stored_with_what_the_pipeline_did_on_its_request() {
+    let engine = offloading_engine();
+    let (tenant, session) = (
+        Tenant::parse("acme").unwrap(),
+        SessionId::parse("engine-api-record").unwrap(),
+    );
+    let mut conversation = tool_conversation(6);
+    conversation.push(Message::text(Role::User, "And the next job?"));
+    let assembly = engine
+        .assemble(
+            &tenant,
+            &session,
+            AssembleInput {
+                messages: Some(conversation.clone()),
+                ..AssembleInput::default()
+            },
+        )
+        .await
+        .unwrap();
+    let report = &assembly.view.view.report;
+    assert!(!report.offload.offloaded.is_empty(), "the call offloads");
+    let before = last_call(&engine, &tenant, &session);
+    assert_eq!(before.assemble, None, "answers from before skald assembled");
+
+    // The host sends its answer back with the next assemble.
+    conversation.push(Message::text(Role::Assistant, "Job 6 is green."));
+    conversation.push(Message::text(Role::User, "Thanks."));
+    engine
+        .assemble(
+            &tenant,
+            &session,
+            AssembleInput {
+                messages: Some(conversation),
+                ..AssembleInput::default()
+            },
+        )
+        .await
+        .unwrap();
+
+    let call = last_call(&engine, &tenant, &session);
+    let record = call.assemble.expect("the answer carries its record");
+    let offloaded: Vec<String> = report
+        .offload
+        .offloaded
+        .iter()
+        .map(|offloaded| offloaded.ref_id.clone())
+        .collect();
+    assert_eq!(record.offloaded_refs, offloaded);
+    assert!(record.offloaded_tokens > 0);
+    assert!(record.tokens_sent < record.tokens_raw, "{record:?}");
+    assert!(
+        record
+            .summary()
+            .starts_with(&format!("offloaded {} (", offloaded.len())),
+        "{}",
+        record.summary()
+    );
+}
+
+#[tokio::test]
+async fn a_relayed_answer_is_stored_with_the_record_of_the_request_that_produced_it() {
+    let engine = offloading_engine();
+    let (tenant, session) = (
+        Tenant::parse("acme").unwrap(),
+        SessionId::parse("proxied-record").unwrap(),
+    );
+    let mut conversation = tool_conversation(6);
+    conversation.push(Message::text(Role::User, "And the next job?"));
+    engine
+        .sync(&tenant, &session, &conversation, "anthropic")
+        .await
+        .unwrap();
+    // The proxy assembles the request (offloading), relays the answer and remembers it…
+    let assembly = engine
+        .assemble(&tenant, &session, AssembleInput::default())
+        .await
+        .unwrap();
+    assert!(!assembly.view.view.report.offload.offloaded.is_empty());
+    let mut relayed = Message::text(Role::Assistant, "Job 6 is green.");
+    relayed.meta.usage = Some(Usage {
+        input: 10,
+        output: 5,
+        cache_read: 100,
+        cache_write: 0,
+    });
+    engine
+        .slot(&tenant, &session)
+        .lock()
+        .await
+        .remember_answer_usage(&relayed);
+    // …and the client sends it back without usage with its next request.
+    let mut echoed = relayed.clone();
+    echoed.meta.usage = None;
+    conversation.push(echoed);
+    conversation.push(Message::text(Role::User, "Thanks."));
+    engine
+        .sync(&tenant, &session, &conversation, "anthropic")
+        .await
+        .unwrap();
+
+    let call = last_call(&engine, &tenant, &session);
+    assert_eq!(call.usage, relayed.meta.usage);
+    let record = call.assemble.expect("stored with its record");
+    assert!(!record.offloaded_refs.is_empty());
+    assert!(
+        record.summary().starts_with("offloaded "),
+        "{}",
+        record.summary()
+    );
+    // The model never sees skald's record: a view's messages carry none.
+    let view = engine
+        .view(&tenant, &session, skald_engine::ViewOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        view.view
+            .messages
+            .iter()
+            .all(|message| message.meta.assemble.is_none())
+    );
 }

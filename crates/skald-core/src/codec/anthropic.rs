@@ -389,6 +389,7 @@ fn read_meta(obj: &Map<String, Value>) -> Result<MessageMeta, AnthropicError> {
         timestamp: None,
         model: optional_str(obj, "model", root, &mut ignored)?,
         provider: None,
+        assemble: None,
     })
 }
 

@@ -346,6 +346,7 @@ fn read_assistant(object: Map<String, Value>) -> Result<AssistantPart, String> {
             .and_then(Value::as_str)
             .map(str::to_owned),
         provider: None,
+        assemble: None,
     };
     let extra = envelope_extra(
         &object,

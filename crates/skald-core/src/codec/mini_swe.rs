@@ -130,6 +130,7 @@ fn response_meta(message_extra: &Value) -> MessageMeta {
         timestamp,
         model: field("model").and_then(Value::as_str).map(str::to_owned),
         provider: field("provider").and_then(Value::as_str).map(str::to_owned),
+        assemble: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The session page's timeline of model calls (`Engine::call_timeline`): each call's raw history
 //! against what the provider read, cached against uncached, its cost at the configured prices;
-//! each compaction between them (an `overflow` one is an overflow recovery) with its summary and
+//! what each pipeline stage did on the call (its assemble record, one line, the stages'
+//! reasons on hover); each compaction between them (an `overflow` one is an overflow recovery) with its summary and
 //! sizes. A page of [`CALLS_PER_PAGE`] events, newest first, so a long session loads fast.
 
 use maud::{Markup, html};
@@ -38,6 +39,12 @@ fn call_row(call: &CallRecord) -> Markup {
                 }
                 None => { td.muted colspan="6" { "no usage reported" } }
             }
+            @match &call.assemble {
+                Some(record) => {
+                    td.pipeline title=(record.reasons.join("\n")) { (record.summary()) }
+                }
+                None => { td.muted { "–" } }
+            }
         }
     }
 }
@@ -46,7 +53,7 @@ fn compaction_row(record: &CompactionRecord) -> Markup {
     let trigger = record.trigger.as_deref().unwrap_or("host");
     html! {
         tr.compaction {
-            td colspan="10" {
+            td colspan="11" {
                 strong {
                     @if trigger == "overflow" { "Overflow recovery: compaction" } @else { "Compaction (" (trigger) ")" }
                 }
@@ -85,6 +92,7 @@ pub fn section(timeline: &CallTimeline, link: impl Fn(usize) -> String) -> Marku
                     th title="input tokens the provider read" { "Sent" }
                     th { "Cache read" } th { "Cache write" } th { "Uncached" } th { "Cached" }
                     th title="the input at the configured prices" { "Cost" }
+                    th title="what skald's pipeline did on the request, and why (hover)" { "Pipeline" }
                 } }
                 tbody {
                     @for event in &timeline.events {

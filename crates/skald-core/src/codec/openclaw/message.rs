@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 
 use super::{Fields, OpenClawError, SKALD_CONTENT_KEY};
+use crate::assemble_record::AssembleRecord;
 use crate::codec::json::{FieldError, Path, as_object, rest, text_block, write_extra};
 use crate::message::{
     Block, ContentForm, Extra, ImageBlock, ImageSource, Message, MessageMeta, Role, StopReason,
@@ -99,8 +100,18 @@ pub(super) fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, F
         timestamp: decode_timestamp(&mut fields),
         model: fields.lenient_str("model"),
         provider: fields.lenient_str("provider"),
+        assemble: None,
     };
+    let mut meta = meta;
     let mut extra = fields.rest();
+    if let Some(record) = extra
+        .get(ASSEMBLE_KEY)
+        .and_then(|value| serde_json::from_value::<AssembleRecord>(value.clone()).ok())
+    {
+        // A record that does not parse stays in `extra` as written: nothing is lost.
+        extra.remove(ASSEMBLE_KEY);
+        meta.assemble = Some(Box::new(record));
+    }
     if let Some(rest) = usage_rest {
         // What pi adds beyond the four typed counts (totalTokens, cost) rides along here and is
         // merged back into `usage` on encode. An empty object still marks "pi usage, nothing
@@ -438,7 +449,15 @@ fn write_meta(out: &mut Map<String, Value>, meta: &MessageMeta, extra: &Extra) {
     if let Some(timestamp) = &meta.timestamp {
         out.insert("timestamp".to_owned(), encode_timestamp(timestamp));
     }
+    if let Some(record) = &meta.assemble {
+        if let Ok(value) = serde_json::to_value(record) {
+            out.insert(ASSEMBLE_KEY.to_owned(), value);
+        }
+    }
 }
+
+/// The key of skald's [`AssembleRecord`] on a stored answer (pi ignores keys it does not know).
+const ASSEMBLE_KEY: &str = "skaldAssemble";
 
 fn encode_usage(usage: &Usage, rest: Option<&Value>) -> Value {
     let mut out = Map::new();

@@ -442,6 +442,7 @@ pub(super) fn read_meta(
         timestamp: created,
         model: optional_str(obj, "model", root, &mut ignored)?,
         provider: None,
+        assemble: None,
     })
 }
 
