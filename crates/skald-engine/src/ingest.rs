@@ -344,6 +344,8 @@ pub fn ingest_messages(
     messages: Vec<Message>,
 ) -> Result<IngestOutcome, EngineError> {
     let created = create_if_missing(sessions, tenant, session_id, "openclaw-session")?;
+    let mut messages = messages;
+    attach_pending_assemble(&mut state.pending_assemble, &mut messages);
     let session = state.stored_session(sessions, tenant, session_id)?;
     let mut previous: Option<Message> = session
         .leaf_id()
@@ -452,6 +454,10 @@ pub fn commit_turn(
     messages: Vec<Message>,
     source_format: &str,
 ) -> Result<CommitOutcome, EngineError> {
+    // The turn's answer is the answer to the request skald assembled last (a host such as
+    // OpenClaw commits its turns instead of sending them back through assemble).
+    let mut messages = messages;
+    attach_pending_assemble(&mut state.pending_assemble, &mut messages);
     // Entry ids are derived from the session as read, so two writers that read the same
     // session (two servers over one shared store) make the same ids, and the store refuses the
     // second append whole. Read again and decide again: the same key is then a duplicate, and
@@ -779,7 +785,8 @@ fn with_relayed_usage(
 
 /// Stores the pending assemble record (what the pipeline did on the latest assembled request)
 /// on the first new answer without one: the answer to that request, for a host that sends its
-/// answers back through the engine API's assemble. Taken when used.
+/// answers back through the engine API's assemble, ingests them or commits its turns. Taken
+/// when used.
 fn attach_pending_assemble(pending: &mut Option<AssembleRecord>, new: &mut [Message]) {
     if pending.is_none() {
         return;

@@ -10,6 +10,7 @@ use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult, Usage};
 use skald_core::pipeline::policy::Policy;
 use skald_core::tokens::estimate_message_tokens;
+use skald_engine::ingest::TurnAnchors;
 use skald_engine::timeline::{CallRecord, TimelineEvent};
 use skald_engine::{AssembleInput, CompactInput, Engine, EngineConfig, Pricing};
 use tokio_util::sync::CancellationToken;
@@ -373,6 +374,52 @@ async fn an_engine_api_answer_is_stored_with_what_the_pipeline_did_on_its_reques
             .starts_with(&format!("offloaded {} (", offloaded.len())),
         "{}",
         record.summary()
+    );
+}
+
+/// OpenClaw assembles through the engine and commits each finished turn: the committed answer
+/// carries the record of the request skald assembled for it.
+#[tokio::test]
+async fn a_committed_turns_answer_is_stored_with_what_the_pipeline_did_on_its_request() {
+    let engine = offloading_engine();
+    let (tenant, session) = (
+        Tenant::parse("acme").unwrap(),
+        SessionId::parse("committed-record").unwrap(),
+    );
+    let mut conversation = tool_conversation(6);
+    conversation.push(Message::text(Role::User, "And the next job?"));
+    let assembly = engine
+        .assemble(
+            &tenant,
+            &session,
+            AssembleInput {
+                messages: Some(conversation),
+                ..AssembleInput::default()
+            },
+        )
+        .await
+        .unwrap();
+    let offloaded = assembly.view.view.report.offload.offloaded.len();
+    assert!(offloaded > 0, "the call offloads");
+    engine
+        .commit_turn(
+            &tenant,
+            &session,
+            "turn-7",
+            &TurnAnchors::default(),
+            vec![Message::text(Role::Assistant, "Job 6 is green.")],
+            "openclaw",
+        )
+        .await
+        .unwrap();
+    let record = last_call(&engine, &tenant, &session)
+        .assemble
+        .expect("the committed answer carries its record");
+    assert_eq!(record.offloaded_refs.len(), offloaded);
+    assert!(
+        record
+            .summary()
+            .starts_with(&format!("offloaded {offloaded} ("))
     );
 }
 
