@@ -214,13 +214,7 @@ fn post_tool_use(
     let Some(output) = ToolOutput::of(&hook["tool_response"]) else {
         return Ok(None);
     };
-    let engine_config = local::engine_config(config, None, false, Models::default())?;
-    let engine = local::local_engine(
-        home,
-        &StoreLocation::of(config),
-        StoreKind::Refs,
-        engine_config,
-    )?;
+    let engine = hook_engine(config, home, StoreKind::Refs, false, Models::default())?;
     let Some(offloaded) = engine
         .offload_output(tenant, &output.text())
         .context("cannot store the tool output")?
@@ -265,13 +259,7 @@ fn user_prompt_submit(
     home: &Home,
 ) -> Result<Option<Value>> {
     let prompt = field(hook, "prompt")?;
-    let engine_config = local::engine_config(config, None, true, Models::default())?;
-    let engine = local::local_engine(
-        home,
-        &StoreLocation::of(config),
-        StoreKind::Memories,
-        engine_config,
-    )?;
+    let engine = hook_engine(config, home, StoreKind::Memories, true, Models::default())?;
     let recall = current_thread()?
         .block_on(engine.recall_for_prompt(tenant, prompt))
         .context("cannot recall memories for the prompt")?;
@@ -332,13 +320,7 @@ fn compact_now(
         summarizer: true,
         embedder: false,
     };
-    let engine_config = local::engine_config(config, None, true, models)?;
-    let engine = local::local_engine(
-        home,
-        &StoreLocation::of(config),
-        StoreKind::Sessions,
-        engine_config,
-    )?;
+    let engine = hook_engine(config, home, StoreKind::Sessions, true, models)?;
     let cancel = CancellationToken::new();
     current_thread()?
         .block_on(engine.compact_transcript(tenant, session, transcript, &cancel))
@@ -363,13 +345,7 @@ fn session_start(
     let session = session_of(hook)?;
     // The summary is the one the PreCompact hook's job is writing.
     hook_jobs::wait_for_session(home, &session, hook_jobs::SESSION_START_WAIT);
-    let engine_config = local::engine_config(config, None, false, Models::default())?;
-    let engine = local::local_engine(
-        home,
-        &StoreLocation::of(config),
-        StoreKind::Sessions,
-        engine_config,
-    )?;
+    let engine = hook_engine(config, home, StoreKind::Sessions, false, Models::default())?;
     let room = MAX_CONTEXT_CHARS - SUMMARY_HEADER.chars().count();
     let summary = engine
         .compaction_summary(tenant, &session, room)
@@ -389,6 +365,19 @@ fn current_thread() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")
+}
+
+/// The local engine one hook call needs: the configuration's policy and stores (`[database]` or
+/// the data directory), opened from the store it uses first, with memory and models as asked.
+fn hook_engine(
+    config: &Config,
+    home: &Home,
+    first: StoreKind,
+    memory: bool,
+    models: Models,
+) -> Result<skald_engine::Engine> {
+    let engine_config = local::engine_config(config, None, memory, models)?;
+    local::local_engine(home, &StoreLocation::of(config), first, engine_config)
 }
 
 #[cfg(test)]
