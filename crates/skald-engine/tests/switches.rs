@@ -3,16 +3,18 @@
 //! the reason `paused` and nothing written; unpausing brings both back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::json;
 use skald_core::compaction::{
     CompactionOutcome, CompactionSettings, CompactionTrigger, SkipReason,
 };
 use skald_core::ids::{SessionId, Tenant};
-use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_core::message::Message;
 use skald_core::pipeline::policy::Policy;
 use skald_engine::{AssembleInput, CompactInput, Engine, EngineConfig, EngineError};
 use skald_store::sessions::{SessionError, SessionSwitches};
 use tokio_util::sync::CancellationToken;
+
+mod build_logs;
+use build_logs::build_log_conversation;
 
 const LOG_LINE: &str = "compiling module skald_switches ... ok\n";
 
@@ -26,44 +28,7 @@ fn session(id: &str) -> SessionId {
 
 /// Six turns, each a command with a large output.
 fn conversation() -> Vec<Message> {
-    let mut messages = Vec::new();
-    for turn in 0..6 {
-        let id = format!("call_{turn}");
-        messages.push(Message::text(
-            Role::User,
-            format!("Step {turn}: check the build log for job {turn}."),
-        ));
-        messages.push(Message::new(
-            Role::Assistant,
-            vec![Block::ToolCall(ToolCall {
-                id: id.clone(),
-                name: "bash".into(),
-                arguments: json!({ "command": format!("cat build-{turn}.log") }),
-                arguments_text: None,
-                extra: Extra::new(),
-            })],
-        ));
-        messages.push(Message::new(
-            Role::ToolResult,
-            vec![Block::ToolResult(ToolResult {
-                call_id: id,
-                tool_name: Some("bash".into()),
-                content: vec![Block::text(format!(
-                    "build {turn}\n{}error: linker failed\n",
-                    LOG_LINE.repeat(200)
-                ))],
-                content_form: ContentForm::Text,
-                is_error: None,
-                details: None,
-                extra: Extra::new(),
-            })],
-        ));
-        messages.push(Message::text(
-            Role::Assistant,
-            format!("Job {turn} failed at the linker; fixing the flag next."),
-        ));
-    }
-    messages
+    build_log_conversation(6, LOG_LINE)
 }
 
 fn engine() -> Engine {

@@ -4,10 +4,9 @@
 //! request skald assembled carries what the pipeline did on it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::json;
 use skald_core::compaction::{CompactionSettings, CompactionTrigger};
 use skald_core::ids::{SessionId, Tenant};
-use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult, Usage};
+use skald_core::message::{Message, Role, Usage};
 use skald_core::pipeline::policy::Policy;
 use skald_core::tokens::estimate_message_tokens;
 use skald_engine::ingest::TurnAnchors;
@@ -258,48 +257,14 @@ async fn an_answer_relayed_with_usage_is_stored_with_it_when_the_client_sends_it
     assert_eq!(first.model.as_deref(), Some("claude-test"));
 }
 
+mod build_logs;
+use build_logs::build_log_conversation;
+
 const LOG_LINE: &str = "compiling module skald_timeline ... ok\n";
 
 /// `turns` turns, each a command with a large output and an answer about it.
 fn tool_conversation(turns: usize) -> Vec<Message> {
-    let mut messages = Vec::new();
-    for turn in 0..turns {
-        let id = format!("call_{turn}");
-        messages.push(Message::text(
-            Role::User,
-            format!("Step {turn}: check the build log for job {turn}."),
-        ));
-        messages.push(Message::new(
-            Role::Assistant,
-            vec![Block::ToolCall(ToolCall {
-                id: id.clone(),
-                name: "bash".into(),
-                arguments: json!({ "command": format!("cat build-{turn}.log") }),
-                arguments_text: None,
-                extra: Extra::new(),
-            })],
-        ));
-        messages.push(Message::new(
-            Role::ToolResult,
-            vec![Block::ToolResult(ToolResult {
-                call_id: id,
-                tool_name: Some("bash".into()),
-                content: vec![Block::text(format!(
-                    "build {turn}\n{}error: linker failed\n",
-                    LOG_LINE.repeat(200)
-                ))],
-                content_form: ContentForm::Text,
-                is_error: None,
-                details: None,
-                extra: Extra::new(),
-            })],
-        ));
-        messages.push(Message::text(
-            Role::Assistant,
-            format!("Job {turn} failed at the linker; fixing the flag next."),
-        ));
-    }
-    messages
+    build_log_conversation(turns, LOG_LINE)
 }
 
 fn offloading_engine() -> Engine {
