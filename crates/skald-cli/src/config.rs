@@ -20,8 +20,12 @@
 //! - `[proxy.openai]` and `[proxy.anthropic]` name the upstreams `skald serve` forwards
 //!   `/v1/chat/completions` and `/v1/messages` to: `base_url`, and optionally `api_key_env`, the
 //!   environment variable holding a provider key skald sends itself (then clients hold only
-//!   skald keys). `[server]` sets `addr`, `max_body_bytes`, `shutdown_grace_secs` and
-//!   `max_cached_bytes` (the memory the per-session engine state may take).
+//!   skald keys). `[server]` sets `addr`, `max_body_bytes`, `shutdown_grace_secs`,
+//!   `max_cached_bytes` (the memory the per-session engine state may take), and what the edge
+//!   answers (`skald_server::config::EdgeConfig`): `allowed_hosts` (names beyond loopback a
+//!   request's `Host` may give), `allowed_origins` (pages of other origins that may send
+//!   changing requests), `body_read_timeout_secs`, `mcp_sessions_per_key` and
+//!   `mcp_session_idle_secs`.
 //! - `[pricing]` `input_per_million`, `cache_write_multiplier`, `cache_read_multiplier`: the
 //!   input prices the dashboard's timeline and savings cost calls at.
 //! - `[database]` `url = "postgres://user@host:5432/db"` puts every store (sessions, refs,
@@ -251,6 +255,16 @@ pub struct ServerTable {
     /// Bytes of per-session engine state kept in memory (least recently used idle sessions
     /// are evicted past it, and rebuild their state from the store on their next request).
     pub max_cached_bytes: usize,
+    /// Host names beyond the loopback ones that requests may name (`"*"`: any).
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`) whose pages may send changing requests (`"*"`: any).
+    pub allowed_origins: Vec<String>,
+    /// Seconds a request body may take to arrive after its headers.
+    pub body_read_timeout_secs: u64,
+    /// MCP sessions one key may hold at once over HTTP.
+    pub mcp_sessions_per_key: usize,
+    /// Seconds after which an idle MCP session is closed.
+    pub mcp_session_idle_secs: u64,
 }
 
 /// Where `skald serve` listens by default.
@@ -263,7 +277,62 @@ impl Default for ServerTable {
             max_body_bytes: skald_server::config::DEFAULT_MAX_BODY_BYTES,
             shutdown_grace_secs: skald_server::config::DEFAULT_SHUTDOWN_GRACE.as_secs(),
             max_cached_bytes: skald_engine::DEFAULT_MAX_CACHED_BYTES,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            body_read_timeout_secs: skald_server::config::DEFAULT_BODY_READ_TIMEOUT.as_secs(),
+            mcp_sessions_per_key: skald_server::config::DEFAULT_MCP_SESSIONS_PER_KEY,
+            mcp_session_idle_secs: skald_server::config::DEFAULT_MCP_SESSION_IDLE.as_secs(),
         }
+    }
+}
+
+impl ServerTable {
+    /// What the edge answers, from `[server]`.
+    pub fn edge(&self) -> skald_server::config::EdgeConfig {
+        skald_server::config::EdgeConfig {
+            allowed_hosts: self.allowed_hosts.clone(),
+            allowed_origins: self.allowed_origins.clone(),
+            body_read_timeout: std::time::Duration::from_secs(self.body_read_timeout_secs),
+            mcp_sessions_per_key: self.mcp_sessions_per_key,
+            mcp_session_idle: std::time::Duration::from_secs(self.mcp_session_idle_secs),
+        }
+    }
+
+    /// The `[server]` values that cannot be right, each with what it must be instead.
+    fn check(&self, shown: &dyn std::fmt::Display) -> Result<()> {
+        for host in &self.allowed_hosts {
+            let host = host.trim();
+            if host.is_empty() || host.contains("://") || host.contains('/') {
+                anyhow::bail!(
+                    "[server] allowed_hosts in {shown} holds {host:?}: each entry is a host name \
+                     or address as a request's Host gives it (`skald.internal`, \
+                     `skald.internal:7420`, `10.0.0.5`), or \"*\" for any"
+                );
+            }
+        }
+        for origin in &self.allowed_origins {
+            let origin = origin.trim();
+            let well_formed = origin == "*"
+                || origin.split_once("://").is_some_and(|(scheme, authority)| {
+                    !scheme.is_empty() && !authority.is_empty() && !authority.contains('/')
+                });
+            if !well_formed {
+                anyhow::bail!(
+                    "[server] allowed_origins in {shown} holds {origin:?}: each entry is an \
+                     origin as a browser sends it (`http://localhost:3000`), or \"*\" for any"
+                );
+            }
+        }
+        for (field, value) in [
+            ("body_read_timeout_secs", self.body_read_timeout_secs),
+            ("mcp_session_idle_secs", self.mcp_session_idle_secs),
+            ("mcp_sessions_per_key", self.mcp_sessions_per_key as u64),
+        ] {
+            if value == 0 {
+                anyhow::bail!("[server] {field} in {shown} is 0: it must be at least 1");
+            }
+        }
+        Ok(())
     }
 }
 
@@ -453,6 +522,7 @@ impl Config {
                 server.max_body_bytes
             );
         }
+        server.check(&shown)?;
         if server.max_cached_bytes == 0 {
             anyhow::bail!(
                 "[server] max_cached_bytes in {shown} is 0: it must be at least 1 (the default, \
@@ -529,6 +599,47 @@ mod tests {
         let config = Config::load(None, &home(dir.path())).unwrap();
         assert!(config.path.is_none() && config.policy.is_none());
         assert!(Config::load(Some(&dir.path().join("nope.toml")), &home(dir.path())).is_err());
+    }
+
+    #[test]
+    fn the_server_table_sets_the_edge_and_refuses_malformed_hosts_origins_and_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CONFIG_FILE);
+        let config = Config::load(None, &home(dir.path())).unwrap();
+        assert_eq!(
+            config.server.edge(),
+            skald_server::config::EdgeConfig::default()
+        );
+        std::fs::write(
+            &path,
+            "[server]\nallowed_hosts = [\"skald.internal\", \"10.0.0.5:7420\"]\n\
+             allowed_origins = [\"http://localhost:3000\"]\nbody_read_timeout_secs = 5\n\
+             mcp_sessions_per_key = 4\nmcp_session_idle_secs = 60\n",
+        )
+        .unwrap();
+        let edge = Config::load(None, &home(dir.path())).unwrap().server.edge();
+        assert_eq!(edge.allowed_hosts, ["skald.internal", "10.0.0.5:7420"]);
+        assert_eq!(edge.allowed_origins, ["http://localhost:3000"]);
+        assert_eq!(edge.body_read_timeout, std::time::Duration::from_secs(5));
+        assert_eq!(edge.mcp_sessions_per_key, 4);
+        assert_eq!(edge.mcp_session_idle, std::time::Duration::from_secs(60));
+        for (table, words) in [
+            (
+                "allowed_hosts = [\"http://skald.internal\"]",
+                "allowed_hosts in",
+            ),
+            ("allowed_hosts = [\"\"]", "allowed_hosts in"),
+            (
+                "allowed_origins = [\"localhost:3000\"]",
+                "allowed_origins in",
+            ),
+            ("body_read_timeout_secs = 0", "body_read_timeout_secs in"),
+            ("mcp_sessions_per_key = 0", "mcp_sessions_per_key in"),
+        ] {
+            std::fs::write(&path, format!("[server]\n{table}\n")).unwrap();
+            let error = Config::load(None, &home(dir.path())).unwrap_err();
+            assert!(format!("{error:#}").contains(words), "{table}: {error:#}");
+        }
     }
 
     #[test]

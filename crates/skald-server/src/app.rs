@@ -1,6 +1,7 @@
 //! The router: every route, its OpenAPI description (utoipa: the document is generated from the
 //! same handlers the router serves, so the two cannot drift), the request-size limit, the metrics
-//! middleware, and [`serve`] with graceful shutdown.
+//! middleware, the edge's checks (`crate::edge`), the MCP gate, and [`serve`] with graceful
+//! shutdown.
 
 use std::future::{Future, IntoFuture};
 
@@ -115,16 +116,30 @@ fn router_until(state: AppState, shutdown: tokio_util::sync::CancellationToken) 
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
     let document = api.clone();
     let max_body = state.config.max_body_bytes;
+    let (mcp, mcp_sessions) = crate::mcp::http_service(state.clone(), shutdown);
+    let mcp = tower::ServiceBuilder::new()
+        .layer(axum::middleware::from_fn_with_state(
+            (state.clone(), mcp_sessions),
+            crate::mcp::gate,
+        ))
+        .service(mcp);
+    // Outermost first: the body limit, the metrics (which see every answer, refusals
+    // included), the edge's checks, the JSON shape of errors, then the routes.
     router
         .route(
             "/openapi.json",
             axum::routing::get(move || async move { Json(document) }),
         )
         .route("/", axum::routing::get(root))
-        .nest_service("/mcp", crate::mcp::http_service(state.clone(), shutdown))
+        .nest_service("/mcp", mcp)
         .merge(crate::ui::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(crate::edge::json_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::edge::guard,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::metrics::track,

@@ -51,6 +51,52 @@ impl Default for UpstreamTimeouts {
 /// server exits anyway (an upload found unfinished is retried at the next start).
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
+/// How long a request's body may take to arrive once its headers have: long enough for the
+/// default body limit over a slow link, short enough that a client that never finishes its
+/// body does not hold a connection and a worker for ever.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Which requests the server answers at all, before any key is looked at: the defences of a
+/// server on a developer's machine against the web pages its browser opens (DNS rebinding,
+/// cross-site "simple" requests), and the limits on what a request may make the server hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EdgeConfig {
+    /// Host names (or addresses) beyond the loopback ones that requests may name in `Host`
+    /// (`[server] allowed_hosts`; `"*"`: any). With no key in the store only loopback names and
+    /// these are answered, so a page whose name was rebound to 127.0.0.1 is refused; once the
+    /// server has keys, an empty list answers any name (every request carries a key a page
+    /// cannot forge) and a non-empty one still restricts it.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`) whose pages may send changing requests
+    /// (`[server] allowed_origins`; `"*"`: any). A page is always allowed on its own origin.
+    pub allowed_origins: Vec<String>,
+    /// How long a request body may take to arrive (see [`DEFAULT_BODY_READ_TIMEOUT`]).
+    pub body_read_timeout: Duration,
+    /// MCP sessions kept per key (per open server) at once; past it the least recently used is
+    /// closed.
+    pub mcp_sessions_per_key: usize,
+    /// An MCP session idle this long is closed (its client starts a new one on its next call).
+    pub mcp_session_idle: Duration,
+}
+
+/// MCP sessions kept per key by default: a handful of editors and agents each.
+pub const DEFAULT_MCP_SESSIONS_PER_KEY: usize = 32;
+
+/// How long an idle MCP session is kept by default.
+pub const DEFAULT_MCP_SESSION_IDLE: Duration = Duration::from_secs(10 * 60);
+
+impl Default for EdgeConfig {
+    fn default() -> EdgeConfig {
+        EdgeConfig {
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            mcp_sessions_per_key: DEFAULT_MCP_SESSIONS_PER_KEY,
+            mcp_session_idle: DEFAULT_MCP_SESSION_IDLE,
+        }
+    }
+}
+
 /// Everything a server runs with: the engine's configuration, and what is about HTTP — the
 /// upstreams, the request limits, the timeouts.
 #[derive(Clone)]
@@ -67,6 +113,8 @@ pub struct ServerConfig {
     pub timeouts: UpstreamTimeouts,
     /// How long a stop waits for in-flight work (see [`DEFAULT_SHUTDOWN_GRACE`]).
     pub shutdown_grace: Duration,
+    /// Which hosts and origins are answered, the body deadline and the MCP session limits.
+    pub edge: EdgeConfig,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -76,6 +124,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("openai", &self.openai.as_ref().map(|up| &up.base_url))
             .field("anthropic", &self.anthropic.as_ref().map(|up| &up.base_url))
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("edge", &self.edge)
             .finish_non_exhaustive()
     }
 }
@@ -91,6 +140,7 @@ impl ServerConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             timeouts: UpstreamTimeouts::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            edge: EdgeConfig::default(),
         }
     }
 }

@@ -33,9 +33,15 @@ pub enum ApiError {
     /// The route is served over another protocol (a WebSocket upgrade skald refuses).
     #[error("{0}")]
     UpgradeRequired(String),
+    /// The request body did not arrive within the read deadline.
+    #[error("{0}")]
+    RequestTimeout(String),
     /// The body is over the size limit.
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// A JSON route was sent a body that is not JSON (a cross-site "simple" request, a form).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// The request is well formed but cannot be done (e.g. no upstream configured).
     #[error("{0}")]
     Unprocessable(String),
@@ -62,7 +68,9 @@ impl ApiError {
             ApiError::Gone(_) => StatusCode::GONE,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UpgradeRequired(_) => StatusCode::UPGRADE_REQUIRED,
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::GatewayTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -80,7 +88,9 @@ impl ApiError {
             ApiError::Gone(_) => "expired",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::UpgradeRequired(_) => "upgrade_required",
+            ApiError::RequestTimeout(_) => "request_timeout",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::BadGateway(_) => "upstream_error",
             ApiError::GatewayTimeout(_) => "upstream_timeout",
@@ -111,7 +121,7 @@ impl From<JsonRejection> for ApiError {
                 "the request body is over the server's size limit: {text}"
             ))
         } else if status == StatusCode::UNSUPPORTED_MEDIA_TYPE {
-            ApiError::BadRequest(
+            ApiError::UnsupportedMediaType(
                 "the request body must be JSON with `content-type: application/json`".to_owned(),
             )
         } else {

@@ -32,6 +32,7 @@
 mod app;
 pub mod auth;
 pub mod config;
+mod edge;
 pub mod error;
 pub mod mcp;
 pub mod metrics;

@@ -65,6 +65,8 @@ pub struct Metrics {
     pub cached_sessions: Gauge,
     /// The cached engine states' estimated bytes, as measured when requests released them.
     pub cached_session_bytes: Gauge,
+    /// MCP sessions open over HTTP (`/mcp`), as of the last session opened or closed.
+    pub mcp_sessions: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -142,6 +144,12 @@ impl Metrics {
             "Estimated bytes of the cached engine states",
             cached_session_bytes.clone(),
         );
+        let mcp_sessions = Gauge::default();
+        registry.register(
+            "mcp_sessions",
+            "MCP sessions open over streamable HTTP",
+            mcp_sessions.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -154,6 +162,7 @@ impl Metrics {
             overflow_recoveries,
             cached_sessions,
             cached_session_bytes,
+            mcp_sessions,
         }
     }
 

@@ -62,7 +62,7 @@ async fn bad_requests_are_4xx_json_errors_that_change_nothing() {
         .post_raw("/v1/sessions/s1/messages", r#"{"message": {"role": "user""#)
         .await;
     expect(status, &body, 400, &["JSON"]);
-    // Not JSON at all.
+    // Not JSON at all: 415, so a page's cross-site "simple" request cannot reach a JSON route.
     let response = reqwest::Client::new()
         .post(server.url("/v1/sessions/s1/messages"))
         .body("message=hello")
@@ -71,7 +71,7 @@ async fn bad_requests_are_4xx_json_errors_that_change_nothing() {
         .unwrap();
     let status = response.status();
     let body: Value = response.json().await.unwrap();
-    expect(status, &body, 400, &["content-type: application/json"]);
+    expect(status, &body, 415, &["content-type: application/json"]);
     // Unknown fields, at the top and inside.
     let (status, body) = api
         .post(

@@ -11,6 +11,9 @@
 //! well-formed call the tool cannot serve (an unknown ref, memory off) is a tool result flagged
 //! as an error, for the model to read.
 //!
+//! `sessions` is the gate in front of the HTTP transport: it authenticates every request before
+//! the transport sees it and bounds the sessions each key holds.
+//!
 //! [`Engine::tool_specs`]: skald_engine::Engine::tool_specs
 //! [`Engine::run_tool`]: skald_engine::Engine::run_tool
 
@@ -30,6 +33,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::authenticate;
 use crate::state::AppState;
+
+mod sessions;
+
+pub use sessions::{McpSessions, gate};
 
 /// What the server tells an MCP client it is for.
 const INSTRUCTIONS: &str = "skald keeps the originals of tool outputs it moved out of the \
@@ -153,23 +160,36 @@ impl ServerHandler for SkaldMcp {
     }
 }
 
-/// The streamable-HTTP MCP endpoint, to nest at `/mcp`: each session gets its own
-/// [`SkaldMcp`], each request is authenticated by its key. Cancelling `shutdown` ends the
-/// sessions' open streams, so a graceful stop is not held up by a client that keeps one.
+/// The streamable-HTTP MCP endpoint, to nest at `/mcp` behind [`gate`] with the
+/// [`McpSessions`] returned beside it: each session gets its own [`SkaldMcp`], each request is
+/// authenticated by its key. Cancelling `shutdown` ends the sessions' open streams, so a
+/// graceful stop is not held up by a client that keeps one.
 pub fn http_service(
     state: AppState,
     shutdown: CancellationToken,
-) -> StreamableHttpService<SkaldMcp, LocalSessionManager> {
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown);
-    // Without keys the server is open to this machine only, and the loopback-only `Host` check
-    // is what stops a web page from reaching it through DNS rebinding. With keys every request
-    // carries one a web page cannot forge, and the server may be reached by any name.
-    if state.auth_required() {
-        config = config.disable_allowed_hosts();
-    }
-    StreamableHttpService::new(
+) -> (
+    StreamableHttpService<SkaldMcp, LocalSessionManager>,
+    Arc<McpSessions>,
+) {
+    let edge = &state.config.edge;
+    // The edge (`crate::edge`) checks `Host` and `Origin` of every route, `/mcp` included, with
+    // `[server] allowed_hosts`; the transport's own loopback-only check would refuse those.
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(shutdown)
+        .disable_allowed_hosts()
+        .with_max_request_body_bytes(state.config.max_body_bytes);
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(edge.mcp_session_idle);
+    let manager = Arc::new(manager);
+    let sessions = Arc::new(McpSessions::new(
+        manager.clone(),
+        edge.mcp_sessions_per_key,
+        edge.mcp_session_idle,
+    ));
+    let service = StreamableHttpService::new(
         move || Ok(SkaldMcp::over_http(state.clone())),
-        Arc::new(LocalSessionManager::default()),
+        manager,
         config,
-    )
+    );
+    (service, sessions)
 }
