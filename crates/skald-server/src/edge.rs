@@ -136,7 +136,7 @@ fn declared_length(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
 }
 
 /// `application/json`, `application/*+json` (parameters such as `charset` allowed).
-fn is_json(headers: &HeaderMap) -> bool {
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())

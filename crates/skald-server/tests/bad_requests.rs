@@ -224,3 +224,109 @@ async fn bad_requests_are_4xx_json_errors_that_change_nothing() {
     );
     server.shutdown().await;
 }
+
+/// PUTs `body` as JSON.
+async fn put(api: &Api, path: &str, body: Value) -> (StatusCode, Value) {
+    let response = api
+        .http
+        .put(format!("{}{path}", api.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn strict_types_refuse_arrays_for_objects_wrong_host_field_types_and_messages_without_content()
+ {
+    let server = TestServer::open().await;
+    let api = Api::new(server.url(""), None);
+    let (status, _) = api
+        .post(
+            "/v1/sessions/s1/messages",
+            json!({"messages": [user("hello", 0), assistant_text("hi", 1)]}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let before = everything(&api).await;
+
+    // A struct read from an array of its fields in order: serde would take it.
+    let (status, body) = put(&api, "/v1/sessions/s1/switches", json!([true, true])).await;
+    expect(status, &body, 400, &["JSON object"]);
+    let (status, body) = api
+        .post("/v1/sessions/s1/messages", json!([[user("x", 5)]]))
+        .await;
+    expect(status, &body, 400, &["JSON object"]);
+
+    // Host fields OpenClaw sends as objects (and citationsMode as a string).
+    for (path, field, value) in [
+        ("/v1/sessions/s1/assemble", "runtimeContext", json!("nope")),
+        ("/v1/sessions/s1/assemble", "runtimeSettings", json!(7)),
+        (
+            "/v1/sessions/s1/assemble",
+            "citationsMode",
+            json!({"mode": "inline"}),
+        ),
+        ("/v1/sessions/s1/compact", "sessionTarget", json!([1])),
+        ("/v1/sessions/s1/compact", "runtimeSettings", json!(true)),
+        ("/v1/sessions/s1/after-turn", "sessionTarget", json!("main")),
+        ("/v1/sessions/s1/bootstrap", "sessionTarget", json!(1)),
+    ] {
+        let mut request = json!({});
+        if path.ends_with("compact") {
+            request["sessionKey"] = json!("agent:main");
+        }
+        if path.ends_with("after-turn") {
+            request["messages"] = json!([]);
+            request["prePromptMessageCount"] = json!(0);
+        }
+        request[field] = value;
+        let (status, body) = api.post(path, request).await;
+        expect(status, &body, 400, &[field]);
+    }
+    for field in [
+        "admission",
+        "terminal",
+        "sessionTarget",
+        "runtimeSettings",
+        "runtimeContext",
+    ] {
+        let mut request = json!({"advancementKey": "k1", "messages": [user("turn", 9)]});
+        request[field] = json!("not an object");
+        let (status, body) = api.post("/v1/sessions/s1/commit-turn", request).await;
+        expect(status, &body, 400, &[field]);
+    }
+
+    // A message without content, on every route that takes messages.
+    let empty = json!({"role": "user", "timestamp": 7});
+    for (path, request) in [
+        ("/v1/sessions/s1/messages", json!({"message": empty})),
+        ("/v1/sessions/s1/messages", json!({"messages": [empty]})),
+        (
+            "/v1/sessions/s1/assemble",
+            json!({"messages": [user("hello", 0), {"role": "assistant", "timestamp": 1}]}),
+        ),
+        (
+            "/v1/sessions/s1/commit-turn",
+            json!({"advancementKey": "k2", "messages": [empty]}),
+        ),
+    ] {
+        let (status, body) = api.post(path, request).await;
+        expect(status, &body, 400, &["has no content"]);
+    }
+
+    // A bad user or agent is refused by ls as by every other memory route.
+    for query in ["user=a/b", "agent=a/b", "uri=viking://&user=a/b"] {
+        let (status, body) = api.get(&format!("/v1/memory/ls?{query}")).await;
+        expect(status, &body, 400, &["a/b"]);
+    }
+
+    assert_eq!(
+        everything(&api).await,
+        before,
+        "a refused request changed the stores"
+    );
+    server.shutdown().await;
+}

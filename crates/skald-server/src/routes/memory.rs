@@ -113,6 +113,9 @@ async fn ls(
     caller: Caller,
     ApiQuery(query): ApiQuery<LsQuery>,
 ) -> Result<Json<Vec<LsRow>>, ApiError> {
+    // Checked whatever else the query says, as on every other route: a bad name is refused, not
+    // ignored.
+    let identity = identity(&state, query.user.as_deref(), query.agent.as_deref())?;
     let dir = match (&query.uri, &query.category) {
         (Some(_), Some(_)) => {
             return Err(ApiError::BadRequest(
@@ -120,11 +123,8 @@ async fn ls(
             ));
         }
         (Some(text), None) => parse_uri(text, "uri")?,
-        (None, Some(name)) => {
-            let identity = identity(&state, query.user.as_deref(), query.agent.as_deref())?;
-            manage::category_dir(&identity, category(name)?)
-                .map_err(|error| ApiError::BadRequest(error.to_string()))?
-        }
+        (None, Some(name)) => manage::category_dir(&identity, category(name)?)
+            .map_err(|error| ApiError::BadRequest(error.to_string()))?,
         (None, None) => MemoryUri::root(),
     };
     let rows = state

@@ -20,11 +20,55 @@ use skald_store::sessions::import::ImportError;
 
 use crate::error::ApiError;
 
-/// A JSON body; a malformed one, an unknown field or a wrong type is a 400 naming it, an
-/// over-size one a 413.
-#[derive(Debug, FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// A JSON object body; a malformed one, an unknown field or a wrong type is a 400 naming it, an
+/// over-size one a 413, one that is not JSON a 415. Every request body is an object: serde
+/// would also read a struct from an array of its fields in order (`[true, true]` for
+/// `{"pauseCompaction": true, "pauseOffload": true}`), which no client means.
+#[derive(Debug)]
 pub struct ApiJson<T>(pub T);
+
+impl<T, S> FromRequest<S> for ApiJson<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        if !crate::edge::is_json(request.headers()) {
+            return Err(ApiError::UnsupportedMediaType(
+                "the request body must be JSON with `content-type: application/json`".to_owned(),
+            ));
+        }
+        let bytes = bytes::Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge(format!(
+                        "the request body is over the server's size limit: {}",
+                        rejection.body_text()
+                    ))
+                } else {
+                    ApiError::BadRequest(format!(
+                        "the request body could not be read: {}",
+                        rejection.body_text()
+                    ))
+                }
+            })?;
+        let first = bytes.iter().find(|byte| !byte.is_ascii_whitespace());
+        if let Some(&first) = first
+            && first != b'{'
+            && serde_json::from_slice::<serde_json::Value>(&bytes).is_ok()
+        {
+            return Err(ApiError::BadRequest(
+                "the request body must be a JSON object (`{…}`) with the route's fields by name"
+                    .to_owned(),
+            ));
+        }
+        let axum::Json(value) = axum::Json::<T>::from_bytes(&bytes)?;
+        Ok(ApiJson(value))
+    }
+}
 
 /// A query string, checked like [`ApiJson`].
 #[derive(Debug, FromRequestParts)]

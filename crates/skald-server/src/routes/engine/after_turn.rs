@@ -32,10 +32,10 @@ pub struct AfterTurnRequest {
     pub session_key: Option<String>,
     /// OpenClaw's session target; accepted, not used.
     #[schema(value_type = Option<Object>)]
-    pub session_target: Option<Value>,
+    pub session_target: Option<Map<String, Value>>,
     /// OpenClaw's runtime settings (runtime, resolved model, limits); accepted, not used.
     #[schema(value_type = Option<Object>)]
-    pub runtime_settings: Option<Value>,
+    pub runtime_settings: Option<Map<String, Value>>,
     /// OpenClaw's session file path; accepted, not used.
     pub session_file: Option<String>,
 }

@@ -23,7 +23,7 @@ pub struct BootstrapRequest {
     pub session_file: Option<String>,
     /// OpenClaw's session target; accepted, not used.
     #[schema(value_type = Option<Object>)]
-    pub session_target: Option<Value>,
+    pub session_target: Option<Map<String, Value>>,
     /// OpenClaw's agent id; informational.
     pub agent_id: Option<String>,
 }

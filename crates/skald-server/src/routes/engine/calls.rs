@@ -63,8 +63,7 @@ pub(super) async fn ingest_route(
     let _ = body.session_key;
     let (messages, batch) = match (body.message, body.messages) {
         (Some(message), None) => {
-            let decoded = decode_agent_message_at(&message, "message")
-                .map_err(|error| ApiError::BadRequest(format!("not an AgentMessage: {error}")))?;
+            let decoded = decode_host_message(&message, "message")?;
             (vec![decoded], false)
         }
         (None, Some(messages)) => (decode_messages(&messages, "messages")?, true),
@@ -129,18 +128,17 @@ pub struct AssembleRequest {
     pub model: Option<String>,
     /// The user's prompt, sent by the host after the view: recall searches with it.
     pub prompt: Option<String>,
-    /// OpenClaw's citations mode; accepted, not used.
-    #[schema(value_type = Option<Object>)]
-    pub citations_mode: Option<Value>,
+    /// OpenClaw's memory citations mode (`off`, `inline`, `block`…); accepted, not used.
+    pub citations_mode: Option<String>,
     /// OpenClaw's session key; informational.
     pub session_key: Option<String>,
     /// OpenClaw's runtime settings (runtime, resolved model, limits); accepted, not used.
     #[schema(value_type = Option<Object>)]
-    pub runtime_settings: Option<Value>,
+    pub runtime_settings: Option<Map<String, Value>>,
     /// OpenClaw's runtime context (transcript storage, prompt-cache usage, …); accepted, not
     /// used by assemble.
     #[schema(value_type = Option<Object>)]
-    pub runtime_context: Option<Value>,
+    pub runtime_context: Option<Map<String, Value>>,
 }
 
 /// `availableTools` as a list of names. An empty JSON object is what a JavaScript `Set` becomes

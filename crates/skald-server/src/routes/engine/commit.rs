@@ -20,24 +20,24 @@ pub struct CommitTurnRequest {
     /// host's entry the turn follows) places the turn — after an earlier turn when the host
     /// rewound to it; the other fields are not used.
     #[schema(value_type = Option<Object>)]
-    pub admission: Option<Value>,
+    pub admission: Option<Map<String, Value>>,
     /// The host's transcript anchor where the turn ended: its `entryId` is recorded, so that a
     /// later turn the host continues from here is placed here.
     #[schema(value_type = Option<Object>)]
-    pub terminal: Option<Value>,
+    pub terminal: Option<Map<String, Value>>,
     /// OpenClaw's session key; informational.
     pub session_key: Option<String>,
     /// The host's agent id; informational.
     pub agent_id: Option<String>,
     /// The host's session target; accepted, not used.
     #[schema(value_type = Option<Object>)]
-    pub session_target: Option<Value>,
+    pub session_target: Option<Map<String, Value>>,
     /// The host's runtime settings; accepted, not used.
     #[schema(value_type = Option<Object>)]
-    pub runtime_settings: Option<Value>,
+    pub runtime_settings: Option<Map<String, Value>>,
     /// The host's runtime context; accepted, not used.
     #[schema(value_type = Option<Object>)]
-    pub runtime_context: Option<Value>,
+    pub runtime_context: Option<Map<String, Value>>,
 }
 
 /// OpenClaw's `commitTurn` result.
@@ -73,7 +73,7 @@ pub(super) async fn commit_turn_route(
 ) -> Result<Json<CommitTurnResponse>, ApiError> {
     let id = session_id(id)?;
     let messages = decode_messages(&body.messages, "messages")?;
-    let anchor = |value: &Option<Value>, field: &str| {
+    let anchor = |value: &Option<Map<String, Value>>, field: &str| {
         value
             .as_ref()
             .and_then(|anchor| anchor.get(field))

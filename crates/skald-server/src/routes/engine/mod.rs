@@ -103,11 +103,31 @@ fn decode_messages(values: &[Value], root: &str) -> Result<Vec<Message>, ApiErro
     values
         .iter()
         .enumerate()
-        .map(|(index, value)| {
-            decode_agent_message_at(value, &format!("{root}[{index}]"))
-                .map_err(|error| ApiError::BadRequest(format!("not an AgentMessage: {error}")))
-        })
+        .map(|(index, value)| decode_host_message(value, &format!("{root}[{index}]")))
         .collect()
+}
+
+/// Decodes one `AgentMessage` a host sent. A user, assistant, system or tool-result message
+/// without `content` is refused: the stored format keeps such a line as it was written, but a
+/// host that sends one has lost what the message said, and storing it would put an empty turn
+/// in the session (or fork it, where it stands for a message the session holds).
+fn decode_host_message(value: &Value, path: &str) -> Result<Message, ApiError> {
+    if let Some(object) = value.as_object() {
+        let role = object.get("role").and_then(Value::as_str);
+        let needs_content = matches!(role, Some("user" | "assistant" | "system" | "toolResult"));
+        let has_content = object.contains_key("content")
+            || (role == Some("toolResult")
+                && object.contains_key(skald_core::codec::openclaw::SKALD_CONTENT_KEY));
+        if needs_content && !has_content {
+            return Err(ApiError::BadRequest(format!(
+                "not an AgentMessage: {path} has no content: a {} message needs `content` (a \
+                 string or an array of content blocks)",
+                role.unwrap_or_default()
+            )));
+        }
+    }
+    decode_agent_message_at(value, path)
+        .map_err(|error| ApiError::BadRequest(format!("not an AgentMessage: {error}")))
 }
 
 /// The token budget of a request, checked (`None`: the engine's window).
