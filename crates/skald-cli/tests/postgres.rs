@@ -187,7 +187,7 @@ fn request(
     let auth = key.map_or(String::new(), |key| format!("x-skald-key: {key}\r\n"));
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}\
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n{auth}\
          content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     )
@@ -238,7 +238,7 @@ fn chat(port: u16, key: &str, session: &str, messages: &[Value]) -> Option<(u16,
         .ok()?;
     write!(
         stream,
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
          x-skald-key: {key}\r\nauthorization: Bearer provider-key\r\n\
          x-skald-session: {session}\r\n\
          content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",

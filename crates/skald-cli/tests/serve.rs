@@ -132,7 +132,7 @@ fn the_server_answers_and_stops_cleanly_on_sigterm() {
         use std::io::{Read, Write};
         write!(
             stream,
-            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            "GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
         )
         .unwrap();
         let mut response = String::new();

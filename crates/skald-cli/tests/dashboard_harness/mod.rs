@@ -168,14 +168,18 @@ impl Server {
 
     /// With `anthropic` the proxy's Anthropic upstream (`[proxy.anthropic] base_url`).
     pub fn start_full(keys: bool, anthropic: Option<&str>) -> Server {
+        let toml = anthropic
+            .map(|url| format!("[proxy.anthropic]\nbase_url = \"{url}\"\n"))
+            .unwrap_or_default();
+        Server::start_configured(keys, &toml, &[])
+    }
+
+    /// With `toml` as the data directory's `skald.toml` and `env` in the server's environment.
+    pub fn start_configured(keys: bool, toml: &str, env: &[(&str, &str)]) -> Server {
         let tenant = if keys { "t" } else { "default" };
         let home = tempfile::tempdir().unwrap();
-        if let Some(url) = anthropic {
-            std::fs::write(
-                home.path().join("skald.toml"),
-                format!("[proxy.anthropic]\nbase_url = \"{url}\"\n"),
-            )
-            .unwrap();
+        if !toml.is_empty() {
+            std::fs::write(home.path().join("skald.toml"), toml).unwrap();
         }
         let path = home.path().join("session.jsonl");
         std::fs::write(&path, transcript()).unwrap();
@@ -224,6 +228,7 @@ impl Server {
             .arg(home.path())
             .args(["serve", "--addr", &address])
             .env_remove("SKALD_HOME")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(home.path().join("serve.stderr")).unwrap())
@@ -258,7 +263,10 @@ impl Server {
         stream
             .set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
-        let mut request = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+        let mut request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+            self.address
+        );
         for (name, value) in headers {
             request.push_str(&format!("{name}: {value}\r\n"));
         }
@@ -441,6 +449,8 @@ pub fn browser_driver() -> std::path::PathBuf {
         );
         std::fs::write(dir.join(".installed"), "").unwrap();
     }
-    std::fs::copy(source.join("dashboard.mjs"), dir.join("dashboard.mjs")).unwrap();
+    for script in ["dashboard.mjs", "attacks.mjs"] {
+        std::fs::copy(source.join(script), dir.join(script)).unwrap();
+    }
     dir
 }
