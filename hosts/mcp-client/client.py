@@ -102,15 +102,18 @@ async def over_http(url, key):
                     await session.initialize()
                     fetched = await session.call_tool("fetch_original_data", {"ref_ids": [ref]})
                     report["foreign_fetch"] = {"is_error": fetched.is_error, "text": text_of(fetched)}
+    step = "connect"
     try:
         async with create_mcp_http_client(headers={"x-skald-key": "sk-skald-not-a-key"}) as http:
             async with streamable_http_client(url, http_client=http) as streams:
                 async with ClientSession(streams[0], streams[1]) as session:
+                    step = "initialize"
                     await session.initialize()
+                    step = "list_tools"
                     await session.list_tools()
         report["bad_key"] = {"refused": False}
     except BaseException as error:  # noqa: BLE001 — any refusal counts, its text is reported
-        report["bad_key"] = {"refused": True, "error": repr(error)[:500]}
+        report["bad_key"] = {"refused": True, "at": step, "error": repr(error)[:500]}
     return report
 
 

@@ -205,10 +205,11 @@ fn dashboard_needs_a_key_and_keeps_only_a_login_token_in_the_cookie() {
     assert_eq!(status, 403, "a form posted from another site");
     let (_, session) = server.page(&format!("/ui/sessions/{SESSION_ID}"));
     assert!(session.contains("Nothing is paused"), "{session}");
+    let own_origin = format!("http://{}", server.address);
     let (status, _, _) = server.request(
         "POST",
         &switches,
-        &[form[0], ("Cookie", pair), ("Origin", "http://x")],
+        &[form[0], ("Cookie", pair), ("Origin", &own_origin)],
         &format!("pause_offload=on&csrf={csrf}"),
     );
     assert_eq!(status, 303, "its own page's form");

@@ -80,6 +80,29 @@ pub struct ApiQuery<T>(pub T);
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
 pub struct ApiPath<T>(pub T);
 
+/// A route that takes no query string: one given is refused rather than ignored, since the
+/// caller meant something by it.
+#[derive(Debug)]
+pub struct NoQuery;
+
+impl<S: Send + Sync> FromRequestParts<S> for NoQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<NoQuery, ApiError> {
+        match parts.uri.query() {
+            None | Some("") => Ok(NoQuery),
+            Some(query) => Err(ApiError::BadRequest(format!(
+                "{} takes no query parameters (got `{query}`); GET /openapi.json lists each \
+                 route's",
+                parts.uri.path()
+            ))),
+        }
+    }
+}
+
 /// A session id from the path, checked before any store is touched.
 pub fn session_id(raw: String) -> Result<SessionId, ApiError> {
     SessionId::parse(raw).map_err(|error| ApiError::BadRequest(error.to_string()))

@@ -70,6 +70,7 @@ pub struct SessionList {
 pub(super) async fn list_sessions(
     State(state): State<AppState>,
     caller: Caller,
+    _: crate::routes::NoQuery,
 ) -> Result<Json<SessionList>, ApiError> {
     let sessions = state
         .engine
@@ -127,6 +128,7 @@ pub(super) async fn session_entries(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(id): ApiPath<String>,
+    _: crate::routes::NoQuery,
 ) -> Result<Json<SessionEntries>, ApiError> {
     let id = session_id(id)?;
     let session = state
