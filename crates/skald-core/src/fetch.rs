@@ -3,10 +3,11 @@
 //! `grep` with context, `max_chars`) so a model takes the part it needs instead of pulling 100 kB
 //! back into its context. Looking the ref up is the caller's job (the store does I/O).
 //!
-//! An original that is output inside an envelope ([`crate::tool_output::unwrap`]: a JSON object
-//! whose main field is a long string, Codex's `Output:` header) is sliced as the output it holds:
-//! line numbers, `lines` and `grep` refer to the output's own lines, as the digest does, and the
-//! header names the envelope and its exit code.
+//! An original is given back as the model was shown it, byte for byte: its own lines, also when
+//! it is output inside an envelope ([`crate::tool_output::unwrap`]: a JSON object whose main
+//! field is a long string, Codex's `Output:` header) — the model saw the envelope, so the
+//! envelope is the original; the header names it and its exit code (the digest, not the
+//! original, is what looks inside).
 //!
 //! ```
 //! use skald_core::fetch::{FetchArgs, render_payload};
@@ -215,14 +216,19 @@ impl FetchArgs {
 }
 
 /// Renders the requested slice of one original, with numbered lines and a header.
+///
+/// The lines are the original's own, byte for byte what the model was shown before the
+/// placeholder replaced it (a line break ends a line; a `\r` before it stays in the line, and
+/// the header says when the last line has no line break), so the whole original can be read
+/// back exactly. Output inside an envelope is not unwrapped here — the model saw the envelope
+/// — but the header names it and the exit code it states.
 pub fn render_payload(id: &RefId, payload: &RefPayload, args: &FetchArgs) -> String {
-    let whole = payload.text();
-    // Output inside an envelope (a JSON string whose main field is the output, Codex's `Output:`
-    // header) is sliced as the output: its lines are the output's lines, so `lines` and `grep`
-    // find what the model saw in the digest. The header names the envelope and its exit code.
-    let unwrapped = crate::tool_output::unwrap(&whole);
-    let text: &str = unwrapped.as_ref().map_or(&whole, |inner| &inner.body);
-    let lines: Vec<&str> = text.lines().collect();
+    let text = payload.text();
+    let envelope = crate::tool_output::unwrap(&text);
+    let lines: Vec<&str> = text
+        .split_inclusive('\n')
+        .map(|line| line.strip_suffix('\n').unwrap_or(line))
+        .collect();
     let total = lines.len();
     let (from, to) = match args.lines {
         Some(range) => (
@@ -250,7 +256,7 @@ pub fn render_payload(id: &RefId, payload: &RefPayload, args: &FetchArgs) -> Str
                 let Some(line) = lines.get(number - 1) else {
                     continue;
                 };
-                if pattern.is_match(line) {
+                if pattern.is_match(line.strip_suffix('\r').unwrap_or(line)) {
                     matches += 1;
                     let lo = number.saturating_sub(args.context).max(from);
                     let hi = (number + args.context).min(to);
@@ -282,8 +288,11 @@ pub fn render_payload(id: &RefId, payload: &RefPayload, args: &FetchArgs) -> Str
         "=== REF_ID {id}: {total} lines, {} chars",
         text.chars().count()
     );
-    if let Some(inner) = &unwrapped {
-        header.push_str(&format!("; unwrapped from {}", inner.envelope));
+    if !text.is_empty() && !text.ends_with('\n') {
+        header.push_str("; no line break at the end");
+    }
+    if let Some(inner) = &envelope {
+        header.push_str(&format!("; output inside {}", inner.envelope));
         if let Some(code) = &inner.exit_code {
             header.push_str(&format!(", exit code {code}"));
         }

@@ -12,7 +12,13 @@
 //! the JSON form: the text is one JSON object and its main field — the first of [`MAIN_FIELDS`]
 //! holding a string — holds a long string (a line break in it, or at least [`LONG_CHARS`]
 //! characters). Anything else is not an envelope and is read as it is. The digest summarises the
-//! inner text (keeping the exit code), and fetch slices it (`lines`, `grep` count its lines).
+//! inner text (keeping the exit code). Nothing else unwraps: neither host unwraps these before
+//! its model reads them, so the envelope is what the model was shown, and it is the original
+//! that is stored and that fetch gives back (naming the envelope and its exit code). A JSON
+//! object in a tool result — Claude Code's `toolUseResult` record (`stdout`, `stderr`,
+//! `interrupted`…) printed by a tool, say — is likewise kept whole; only a host's own record
+//! that the host itself turns into the model's text (that record in Claude Code's PostToolUse
+//! hook input) is read as the host reads it, by the hook.
 
 use std::borrow::Cow;
 

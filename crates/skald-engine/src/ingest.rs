@@ -2,7 +2,8 @@
 //!
 //! Two shapes of input arrive:
 //! - **Messages one at a time** (OpenClaw's `ingest` / `ingestBatch`): [`ingest_messages`]
-//!   appends them under the leaf; a message equal to the leaf's is a re-send, not a new one.
+//!   appends them under the leaf; messages the active path already ends with are a re-send (a
+//!   batch retried after a restart, or after another server stored it), not new ones.
 //! - **A finished turn, once** (OpenClaw's `commitTurn`): [`commit_turn`] appends the turn's
 //!   messages and a record of its advancement key in one atomic write; the same key again is a
 //!   duplicate that writes nothing, across restarts (the record is in the session).
@@ -334,8 +335,13 @@ pub fn conversation_before_response(
 }
 
 /// OpenClaw's `ingest` / `ingestBatch`: appends messages under the leaf, creating the session if
-/// needed. A message equal to the one before it (the leaf's, or the previous one of the batch) is
-/// a re-send and is not stored again.
+/// needed. What the session already ends with is a re-send and is not stored again: the
+/// longest run of the request's first messages equal to the last messages of the active path
+/// (a batch retried after skald restarted, or after another server sharing the store stored it;
+/// for one message, the leaf's), and then a message equal to the one before it in the batch.
+/// An append that collides with entries another writer stored a moment before (the same
+/// request on another server) is decided again on the session read anew, as
+/// [`commit_turn`]'s is.
 pub fn ingest_messages(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
@@ -346,24 +352,29 @@ pub fn ingest_messages(
     let created = create_if_missing(sessions, tenant, session_id, "openclaw-session")?;
     let mut messages = messages;
     attach_pending_assemble(&mut state.pending_assemble, &mut messages);
+    let outcome = decide_again(|| ingest_once(state, sessions, tenant, session_id, &messages))?;
+    Ok(IngestOutcome { created, ..outcome })
+}
+
+fn ingest_once(
+    state: &mut SessionState,
+    sessions: &dyn SessionStore,
+    tenant: &Tenant,
+    session_id: &SessionId,
+    messages: &[Message],
+) -> Result<IngestOutcome, EngineError> {
     let session = state.stored_session(sessions, tenant, session_id)?;
-    let mut previous: Option<Message> = session
-        .leaf_id()
-        .and_then(|leaf| session.entry(leaf))
-        .and_then(|entry| entry.kind.as_message())
-        .cloned();
+    let stored = already_stored(session, messages);
+    let mut previous: Option<&Message> = stored.checked_sub(1).and_then(|last| messages.get(last));
     let mut fresh = Vec::new();
-    let mut duplicates = 0;
-    for message in messages {
-        if previous
-            .as_ref()
-            .is_some_and(|before| before.role == message.role && before.content == message.content)
-        {
+    let mut duplicates = stored;
+    for message in messages.get(stored..).unwrap_or_default() {
+        if previous.is_some_and(|before| same_resent(before, message)) {
             duplicates += 1;
             continue;
         }
-        previous = Some(message.clone());
-        fresh.push(message);
+        previous = Some(message);
+        fresh.push(message.clone());
     }
     let ingested = fresh.len();
     if !fresh.is_empty() {
@@ -371,10 +382,59 @@ pub fn ingest_messages(
         sessions.append(tenant, session_id, &entries)?;
     }
     Ok(IngestOutcome {
-        created,
+        created: false,
         ingested,
         duplicates,
     })
+}
+
+/// How many of `messages`' first ones the session's active path already ends with: the longest
+/// such run, hidden entries (skald's own tool rounds) and records between messages skipped.
+fn already_stored(session: &Session, messages: &[Message]) -> usize {
+    let path = session.path_to(None);
+    let mut tail: Vec<&Message> = path
+        .iter()
+        .rev()
+        .filter(|entry| !is_hidden(entry))
+        .filter_map(|entry| entry.kind.as_message())
+        .take(messages.len())
+        .collect();
+    tail.reverse();
+    (1..=tail.len())
+        .rev()
+        .find(|&run| {
+            let ends = tail.get(tail.len() - run..).unwrap_or_default();
+            ends.iter()
+                .zip(messages)
+                .all(|(stored, sent)| same_resent(stored, sent))
+        })
+        .unwrap_or(0)
+}
+
+/// Whether `sent` says what `stored` said: the same role and content (a re-send of it).
+fn same_resent(stored: &Message, sent: &Message) -> bool {
+    stored.role == sent.role && stored.content == sent.content
+}
+
+/// How often a write that lost a race with another writer is decided again.
+const WRITE_ATTEMPTS: usize = 5;
+
+/// Runs `attempt` — a decision made on the session as read, and the append it makes — again
+/// when the append collided with entries another writer stored in between. Entry ids are
+/// derived from the session as read, so two writers that read the same session (two servers
+/// over one shared store, or a retry on one while the first attempt is still running on
+/// another) make the same ids, and the store refuses the second append whole; decided again on
+/// the session read anew, the same request finds its messages (or its key) stored.
+fn decide_again<T>(mut attempt: impl FnMut() -> Result<T, EngineError>) -> Result<T, EngineError> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match attempt() {
+            Err(EngineError::Session(SessionError::DuplicateEntryId { .. }))
+                if attempts < WRITE_ATTEMPTS => {}
+            outcome => return outcome,
+        }
+    }
 }
 
 /// `customType` of the entry that records a committed turn's advancement key (see
@@ -458,14 +518,10 @@ pub fn commit_turn(
     // OpenClaw commits its turns instead of sending them back through assemble).
     let mut messages = messages;
     attach_pending_assemble(&mut state.pending_assemble, &mut messages);
-    // Entry ids are derived from the session as read, so two writers that read the same
-    // session (two servers over one shared store) make the same ids, and the store refuses the
-    // second append whole. Read again and decide again: the same key is then a duplicate, and
-    // another turn goes after the one that won.
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        match commit_turn_once(
+    // Another server sharing the store may have committed the same turn a moment before: the
+    // same key is then a duplicate, and another turn goes after the one that won.
+    decide_again(|| {
+        commit_turn_once(
             state,
             sessions,
             tenant,
@@ -474,16 +530,9 @@ pub fn commit_turn(
             anchors,
             messages.clone(),
             source_format,
-        ) {
-            Err(EngineError::Session(SessionError::DuplicateEntryId { .. }))
-                if attempts < COMMIT_ATTEMPTS => {}
-            outcome => return outcome,
-        }
-    }
+        )
+    })
 }
-
-/// How often a commit that lost a race with another writer is decided again.
-const COMMIT_ATTEMPTS: usize = 5;
 
 #[allow(clippy::too_many_arguments)]
 fn commit_turn_once(

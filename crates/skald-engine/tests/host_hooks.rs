@@ -106,3 +106,39 @@ async fn a_prompt_gets_the_memories_recalled_for_it_and_a_greeting_gets_none() {
     assert_eq!(recall.report.kept.len(), 1);
     assert_eq!(engine.recall_for_prompt(&tenant, "hi").await.unwrap(), None);
 }
+
+#[tokio::test]
+async fn an_output_a_hook_offloads_is_fetched_back_exactly_as_the_model_was_shown_it() {
+    let engine = engine();
+    let tenant = Tenant::parse("t").unwrap();
+    // A tool whose output is Claude Code's record of a Bash call (`jq .toolUseResult`): the
+    // model is shown the whole object, stderr and flags included, not its stdout alone.
+    let stdout = "test api::case ... ok\n".repeat(400);
+    let text = serde_json::to_string_pretty(&json!({
+        "stdout": stdout,
+        "stderr": "warning: unused import `std::fmt`\n",
+        "interrupted": false,
+        "isImage": false,
+        "noOutputExpected": false,
+    }))
+    .unwrap();
+    let offloaded = engine.offload_output(&tenant, &text).unwrap().unwrap();
+    let fetched = engine
+        .run_tool(
+            &tenant,
+            None,
+            "fetch_original_data",
+            &json!({"ref_ids": [offloaded.ref_id], "max_chars": 1_000_000}),
+        )
+        .await;
+    assert!(!fetched.is_error, "{}", fetched.text);
+    let (header, body) = fetched.text.split_once('\n').unwrap();
+    let mut read_back: String = body
+        .split_inclusive('\n')
+        .map(|line| line.split_once("| ").unwrap().1)
+        .collect();
+    if header.contains("; no line break at the end") {
+        read_back.pop();
+    }
+    assert_eq!(read_back, text);
+}

@@ -5,13 +5,19 @@
 
 use std::collections::BTreeMap;
 
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::session::EntryKind;
+use skald_core::session::{Entry, Session};
 use skald_engine::SessionState;
 use skald_engine::ingest::{
-    SyncOutcome, append_hidden, append_synced_tail, ingest_messages, is_hidden, sync_conversation,
+    IngestOutcome, SyncOutcome, append_hidden, append_synced_tail, ingest_messages, is_hidden,
+    sync_conversation,
 };
 use skald_store::SessionStore;
+use skald_store::sessions::{
+    BranchRewrite, CompactionCheckpoint, NewSession, SessionError, SessionInfo, SessionSwitches,
+};
 
 fn call(id: &str) -> Message {
     Message::new(
@@ -556,6 +562,194 @@ fn text_beside_a_tool_result_is_stored_and_in_the_context() {
     )
     .unwrap();
     assert_eq!((again.matched, again.appended, again.forked), (3, 0, false));
+}
+
+/// A turn as OpenClaw's `ingestBatch` sends it: the prompt, a tool round and the answer.
+fn batch() -> Vec<Message> {
+    vec![
+        Message::text(Role::User, "what is here?"),
+        call("c1"),
+        result(Role::ToolResult, "c1", "a.txt\nb.txt"),
+        Message::text(Role::Assistant, "two files"),
+    ]
+}
+
+/// Ingests `messages` into session "s" of tenant "t" with a state of its own: what a server
+/// that just started (or another server over the same store) holds.
+fn ingest_fresh(sessions: &dyn SessionStore, messages: Vec<Message>) -> IngestOutcome {
+    ingest_messages(
+        &mut SessionState::default(),
+        sessions,
+        &tenant_named("t"),
+        &session_named("s"),
+        messages,
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_batch_resent_after_a_restart_is_recognised_and_stored_once() {
+    let sessions = skald_store::test_stores::session_store();
+    ingest_fresh(&sessions, vec![Message::text(Role::User, "hello")]);
+    let first = ingest_fresh(&sessions, batch());
+    assert_eq!((first.ingested, first.duplicates), (4, 0));
+    // The answer was lost (kill -9): the host sends the same batch again to the restarted server.
+    let again = ingest_fresh(&sessions, batch());
+    assert_eq!(
+        (again.created, again.ingested, again.duplicates),
+        (false, 0, 4)
+    );
+    assert_eq!(
+        texts(&sessions, "s"),
+        [
+            "hello",
+            "what is here?",
+            "Assistant",
+            "ToolResult",
+            "two files"
+        ]
+    );
+    // A batch that repeats the stored tail and goes on stores only what follows it.
+    let mut longer = batch();
+    longer.drain(..2);
+    longer.push(Message::text(Role::User, "delete b.txt"));
+    let grown = ingest_fresh(&sessions, longer);
+    assert_eq!((grown.ingested, grown.duplicates), (1, 2));
+    assert_eq!(
+        sessions
+            .get(&tenant_named("t"), &session_named("s"))
+            .unwrap()
+            .message_count,
+        6
+    );
+}
+
+#[test]
+fn a_batch_another_server_stored_first_is_taken_as_done_not_refused() {
+    let inner = skald_store::test_stores::session_store();
+    ingest_fresh(&inner, vec![Message::text(Role::User, "hello")]);
+    // This server reads the session, then the other server stores the same batch (the host's
+    // retry of a request still running there), then this server appends.
+    let raced = RacedStore {
+        inner: inner.clone(),
+        first: std::sync::Mutex::new(Some(batch())),
+    };
+    let outcome = ingest_messages(
+        &mut SessionState::default(),
+        &raced,
+        &tenant_named("t"),
+        &session_named("s"),
+        batch(),
+    )
+    .expect("a batch the other server stored is done, not refused");
+    assert_eq!((outcome.ingested, outcome.duplicates), (0, 4));
+    assert_eq!(
+        inner
+            .get(&tenant_named("t"), &session_named("s"))
+            .unwrap()
+            .message_count,
+        5
+    );
+}
+
+/// A session store where another writer (a second server over the same store) ingests a batch
+/// between this writer's read and its first append.
+struct RacedStore {
+    inner: std::sync::Arc<dyn SessionStore>,
+    first: std::sync::Mutex<Option<Vec<Message>>>,
+}
+
+impl SessionStore for RacedStore {
+    fn create(&self, tenant: &Tenant, session: NewSession) -> Result<SessionInfo, SessionError> {
+        self.inner.create(tenant, session)
+    }
+
+    fn append(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        entries: &[Entry],
+    ) -> Result<(), SessionError> {
+        let first = self.first.lock().unwrap().take();
+        if let Some(messages) = first {
+            ingest_messages(
+                &mut SessionState::default(),
+                &self.inner,
+                tenant,
+                session,
+                messages,
+            )
+            .unwrap();
+        }
+        self.inner.append(tenant, session, entries)
+    }
+
+    fn append_message(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        message: Message,
+    ) -> Result<Entry, SessionError> {
+        self.inner.append_message(tenant, session, message)
+    }
+
+    fn append_compaction(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        checkpoint: CompactionCheckpoint,
+    ) -> Result<Entry, SessionError> {
+        self.inner.append_compaction(tenant, session, checkpoint)
+    }
+
+    fn rewrite_branch(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        rewrites: BTreeMap<String, EntryKind>,
+        reason: &str,
+    ) -> Result<BranchRewrite, SessionError> {
+        self.inner.rewrite_branch(tenant, session, rewrites, reason)
+    }
+
+    fn set_leaf(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        leaf: Option<&str>,
+    ) -> Result<(), SessionError> {
+        self.inner.set_leaf(tenant, session, leaf)
+    }
+
+    fn get(&self, tenant: &Tenant, session: &SessionId) -> Result<SessionInfo, SessionError> {
+        self.inner.get(tenant, session)
+    }
+
+    fn list(&self, tenant: &Tenant) -> Result<Vec<SessionInfo>, SessionError> {
+        self.inner.list(tenant)
+    }
+
+    fn set_switches(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        switches: SessionSwitches,
+    ) -> Result<SessionInfo, SessionError> {
+        self.inner.set_switches(tenant, session, switches)
+    }
+
+    fn load(&self, tenant: &Tenant, session: &SessionId) -> Result<Session, SessionError> {
+        self.inner.load(tenant, session)
+    }
+
+    fn entries_after(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        skip: u64,
+    ) -> Result<Vec<Entry>, SessionError> {
+        self.inner.entries_after(tenant, session, skip)
+    }
 }
 
 /// A tenant name of the tests, parsed (it is well formed).

@@ -941,6 +941,42 @@ fn session_named(id: &str) -> skald_core::ids::SessionId {
 }
 
 #[tokio::test]
+async fn a_batch_resent_after_a_restart_is_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("skald.sqlite3");
+    let batch = json!({"messages": [
+        user("list the files", 0),
+        assistant_call("call1", "bash", json!({"command": "ls"}), 1),
+        tool_result("call1", "bash", "Cargo.toml\nsrc", false, 2),
+        assistant_text("Two entries.", 3),
+    ]});
+    let server = TestServer::start(AppState::open(&database, server_config()).unwrap()).await;
+    let api = Api::new(server.url(""), None);
+    let (status, body) = api
+        .post(
+            "/v1/sessions/s-batch/messages",
+            json!({"message": user("hello", 0)}),
+        )
+        .await;
+    assert_eq!((status.as_u16(), body), (200, json!({"ingested": true})));
+    let (status, body) = api
+        .post("/v1/sessions/s-batch/messages", batch.clone())
+        .await;
+    assert_eq!((status.as_u16(), body), (200, json!({"ingestedCount": 4})));
+    server.shutdown().await;
+
+    // The host never saw that answer (skald was killed): it sends the batch again to the
+    // restarted server, over the same database.
+    let server = TestServer::start(AppState::open(&database, server_config()).unwrap()).await;
+    let api = Api::new(server.url(""), None);
+    let (status, body) = api.post("/v1/sessions/s-batch/messages", batch).await;
+    assert_eq!((status.as_u16(), body), (200, json!({"ingestedCount": 0})));
+    let (_, info) = api.get("/v1/sessions/s-batch").await;
+    assert_eq!(info["messages"], 5, "{info}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_retried_commit_is_a_duplicate_and_the_turn_is_stored_once_across_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let database = dir.path().join("skald.sqlite3");

@@ -154,3 +154,31 @@ fn every_store_survives_reopen_on_one_shared_postgres_schema() {
     });
     conformance::keys::survives_reopen(&|| Box::new(PgKeyStore::new(schemas.open(&shared))));
 }
+
+#[test]
+fn many_store_calls_in_one_poll_of_an_async_task_do_not_spin_for_ever() {
+    let Some(schemas) = Schemas::new("coop_budget") else {
+        return;
+    };
+    let sessions = PgSessionStore::new(schemas.fresh());
+    let (done, finished) = std::sync::mpsc::channel();
+    // An engine call in async code calls the synchronous store on a tokio worker: hundreds of
+    // calls without an await between them spend the task's cooperative budget.
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let tenant = skald_core::ids::Tenant::parse("t").unwrap();
+            let session = skald_core::ids::SessionId::parse("s").unwrap();
+            for _ in 0..400 {
+                assert!(sessions.get(&tenant, &session).is_err());
+            }
+        });
+        let _ = done.send(());
+    });
+    assert!(
+        finished.recv_timeout(Duration::from_secs(60)).is_ok(),
+        "400 store calls in one poll did not finish within 60 s"
+    );
+}

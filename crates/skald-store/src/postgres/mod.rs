@@ -185,7 +185,11 @@ impl Database {
             ));
         };
         let handle = runtime.spawn(async move { pool.get().await });
-        let object = futures::executor::block_on(handle)
+        // Waited for outside tokio's cooperative budget: a caller on a tokio worker (an engine
+        // call in async code) whose task spent its budget would get `Pending` from the join
+        // handle on every poll, and this loop, which never yields to that scheduler, would spin
+        // for ever.
+        let object = futures::executor::block_on(tokio::task::unconstrained(handle))
             .map_err(|error| E::failure(action, BackendError::new(BackendErrorKind::Other, error)))?
             .map_err(|error| E::failure(action, pool_error(error)))?;
         Ok(Conn { client: object })
