@@ -14,9 +14,8 @@
 
 mod dashboard_harness;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -46,13 +45,7 @@ fn counting_upstream() -> (String, Arc<AtomicUsize>) {
                 "usage": {"input_tokens": 10, "output_tokens": 2}
             })
             .to_string();
-            let _ = stream.write_all(
-                format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
-                    answer.len()
-                )
-                .as_bytes(),
-            );
+            respond(&mut stream, "application/json", &answer);
         }
     });
     (format!("http://{address}"), count)
@@ -68,13 +61,7 @@ fn attacker_site() -> u16 {
             let mut buffer = [0u8; 8192];
             let _ = stream.read(&mut buffer);
             let page = "<!doctype html><html><body><h1>A page on another site</h1></body></html>";
-            let _ = stream.write_all(
-                format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
-                    page.len()
-                )
-                .as_bytes(),
-            );
+            respond(&mut stream, "text/html", page);
         }
     });
     port
@@ -82,13 +69,6 @@ fn attacker_site() -> u16 {
 
 #[test]
 fn a_web_page_can_neither_read_nor_change_nor_spend_through_an_open_server() {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
-    assert!(
-        Path::new(&chromium).exists(),
-        "the browser test needs Debian's chromium ({chromium}; `apt-get install chromium`); it \
-         never skips"
-    );
-    let driver = browser_driver();
     let (upstream, upstream_calls) = counting_upstream();
     let toml = format!(
         "[proxy.anthropic]\nbase_url = \"{upstream}\"\napi_key_env = \"SKALD_TEST_PROVIDER_KEY\"\n\
@@ -113,25 +93,18 @@ fn a_web_page_can_neither_read_nor_change_nor_spend_through_an_open_server() {
 
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("attack-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
-    let output = Command::new("node")
-        .arg("attacks.mjs")
-        .current_dir(&driver)
-        .env("SKALD", format!("http://{}", server.address))
-        .env(
-            "ATTACKER",
-            format!("http://attacker.test:{}", attacker_site()),
-        )
-        .env("SESSION", secret_session)
-        .env("SHOTS", &shots)
-        .env("CHROMIUM", &chromium)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "the browser run failed: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let seen = run_browser_script(
+        "attacks.mjs",
+        &[
+            ("SKALD", format!("http://{}", server.address)),
+            (
+                "ATTACKER",
+                format!("http://attacker.test:{}", attacker_site()),
+            ),
+            ("SESSION", secret_session.to_owned()),
+            ("SHOTS", shots.display().to_string()),
+        ],
     );
-    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
     let cross_site = seen["crossSite"].as_array().unwrap();
     let rebinding = seen["rebinding"].as_array().unwrap();
     assert_eq!(cross_site.len(), 10, "{seen}");

@@ -14,7 +14,6 @@
 mod dashboard_harness;
 
 use std::path::Path;
-use std::process::Command;
 
 use dashboard_harness::*;
 use serde_json::Value;
@@ -524,36 +523,22 @@ fn a_foreign_tenant_sees_nothing_and_bad_input_is_a_clear_4xx() {
 
 #[test]
 fn dashboard_in_headless_chromium_follows_a_placeholder_and_searches_memory() {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
-    assert!(
-        Path::new(&chromium).exists(),
-        "the browser test needs Debian's chromium ({chromium}; `apt-get install chromium`); it \
-         never skips"
-    );
-    let driver = browser_driver();
     let upstream = scripted_anthropic();
     let server = Server::start_full(true, Some(&upstream));
     let proxied = proxied_conversation(&server);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
-    let output = Command::new("node")
-        .arg("dashboard.mjs")
-        .current_dir(&driver)
-        .env("BASE", format!("http://{}", server.address))
-        .env("KEY", &server.key)
-        .env("FOREIGN_KEY", &server.foreign_key)
-        .env("SESSION", SESSION_ID)
-        .env("PROXIED", &proxied)
-        .env("SHOTS", &shots)
-        .env("CHROMIUM", &chromium)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "the browser run failed: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let seen = run_browser_script(
+        "dashboard.mjs",
+        &[
+            ("BASE", format!("http://{}", server.address)),
+            ("KEY", server.key.clone()),
+            ("FOREIGN_KEY", server.foreign_key.clone()),
+            ("SESSION", SESSION_ID.to_owned()),
+            ("PROXIED", proxied.clone()),
+            ("SHOTS", shots.display().to_string()),
+        ],
     );
-    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
     let text = |field: &str| seen[field].as_str().unwrap_or_default().to_owned();
     assert_eq!(seen["loginStatus"], 401, "{seen}");
     assert!(text("sessions").contains(SESSION_ID), "{seen}");

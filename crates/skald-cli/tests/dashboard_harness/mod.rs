@@ -368,13 +368,7 @@ pub fn scripted_anthropic() -> String {
                     "cache_read_input_tokens": 500 * (turn - 1), "cache_creation_input_tokens": 30}
             })
             .to_string();
-            let _ = stream.write_all(
-                format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
-                    answer.len()
-                )
-                .as_bytes(),
-            );
+            respond(&mut stream, "application/json", &answer);
         }
     });
     format!("http://{address}")
@@ -419,6 +413,48 @@ pub fn proxied_conversation(server: &Server) -> String {
         .map(|session| session["sessionId"].as_str().unwrap().to_owned())
         .find(|id| id != SESSION_ID)
         .unwrap_or_else(|| panic!("no proxied session: {listed}"))
+}
+
+/// Answers a raw connection with a 200 of `content_type` and closes it.
+pub fn respond(stream: &mut TcpStream, content_type: &str, body: &str) {
+    let _ = stream.write_all(
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    );
+}
+
+/// Debian's `chromium` (or `$CHROMIUM`): the browser tests never skip without it.
+pub fn chromium() -> String {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    assert!(
+        Path::new(&chromium).exists(),
+        "the browser test needs Debian's chromium ({chromium}; `apt-get install chromium`); it \
+         never skips"
+    );
+    chromium
+}
+
+/// Runs `script` of `hosts/browser` in node with `env` (and `CHROMIUM`), and reads the JSON
+/// object it prints.
+pub fn run_browser_script(script: &str, env: &[(&str, String)]) -> Value {
+    let chromium = chromium();
+    let output = Command::new("node")
+        .arg(script)
+        .current_dir(browser_driver())
+        .envs(env.iter().map(|(name, value)| (*name, value.as_str())))
+        .env("CHROMIUM", &chromium)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the browser run of {script} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 /// `playwright-core` installed with `npm ci` from `hosts/browser`, once per lockfile.
