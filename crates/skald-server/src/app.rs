@@ -165,9 +165,11 @@ pub async fn serve(
     let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
     let mcp_shutdown = tokio_util::sync::CancellationToken::new();
     let mcp_streams = mcp_shutdown.clone();
+    let proxy_streams = state.shutdown.clone();
     let signal = async move {
         shutdown.await;
         mcp_streams.cancel();
+        proxy_streams.cancel();
         let _ = stopping.send(());
     };
     // Streams go out event by event: without TCP_NODELAY, Nagle's algorithm holds each small

@@ -33,6 +33,9 @@ pub enum ApiError {
     /// The route is served over another protocol (a WebSocket upgrade skald refuses).
     #[error("{0}")]
     UpgradeRequired(String),
+    /// The session is busy with another request (the proxy waited its bounded time for it).
+    #[error("{0}")]
+    Conflict(String),
     /// The body is over the size limit.
     #[error("{0}")]
     PayloadTooLarge(String),
@@ -45,6 +48,9 @@ pub enum ApiError {
     /// The upstream did not answer in time (the proxy's timeouts).
     #[error("{0}")]
     GatewayTimeout(String),
+    /// skald is stopping: the request cannot be finished.
+    #[error("{0}")]
+    Unavailable(String),
     /// skald itself failed (storage); the message says what it was doing.
     #[error("{0}")]
     Internal(String),
@@ -62,10 +68,12 @@ impl ApiError {
             ApiError::Gone(_) => StatusCode::GONE,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UpgradeRequired(_) => StatusCode::UPGRADE_REQUIRED,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::GatewayTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -80,10 +88,12 @@ impl ApiError {
             ApiError::Gone(_) => "expired",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::UpgradeRequired(_) => "upgrade_required",
+            ApiError::Conflict(_) => "session_busy",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::BadGateway(_) => "upstream_error",
             ApiError::GatewayTimeout(_) => "upstream_timeout",
+            ApiError::Unavailable(_) => "shutting_down",
             ApiError::Internal(_) => "internal_error",
         }
     }

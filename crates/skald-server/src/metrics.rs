@@ -61,6 +61,11 @@ pub struct Metrics {
     pub tool_interceptions: Counter,
     /// Upstream context overflows the proxy recovered from (or not), by outcome.
     pub overflow_recoveries: Family<OutcomeLabels, Counter>,
+    /// Upstream answers that failed after their headers came, by fault (`stalled`,
+    /// `broke_off`, `undecodable`, `not_json`, `incomplete_stream`, `error_event`,
+    /// `shutting_down`): a
+    /// streamed answer's status is 200 by then, so the request counts alone do not show them.
+    pub upstream_faults: Family<OutcomeLabels, Counter>,
     /// Sessions whose engine state is cached in memory.
     pub cached_sessions: Gauge,
     /// The cached engine states' estimated bytes, as measured when requests released them.
@@ -130,6 +135,12 @@ impl Metrics {
             "Upstream context overflows handled by the proxy, by outcome",
             overflow_recoveries.clone(),
         );
+        let upstream_faults = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "proxy_upstream_faults",
+            "Upstream answers that failed after their headers, by fault",
+            upstream_faults.clone(),
+        );
         let cached_sessions = Gauge::default();
         registry.register(
             "cached_sessions",
@@ -152,6 +163,7 @@ impl Metrics {
             uploads,
             tool_interceptions,
             overflow_recoveries,
+            upstream_faults,
             cached_sessions,
             cached_session_bytes,
         }

@@ -32,6 +32,9 @@ pub struct AppState {
     /// Background work (memory uploads, extractions, streamed answers) a graceful shutdown
     /// waits for; the engine's background work runs on it too.
     pub tasks: TaskTracker,
+    /// Cancelled when a graceful stop begins ([`crate::serve`]'s `shutdown`): streamed answers
+    /// still running end with the API's error event instead of a closed connection.
+    pub shutdown: tokio_util::sync::CancellationToken,
     /// The dashboard's logins (a cookie token names one; the key stays here).
     pub logins: Arc<crate::ui::Logins>,
     /// Whether requests must carry a key: true once the key store has held a live key while
@@ -97,6 +100,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             http,
             tasks,
+            shutdown: tokio_util::sync::CancellationToken::new(),
             logins: Arc::new(crate::ui::Logins::default()),
             auth_required: Arc::new(AtomicBool::new(auth_required)),
         })

@@ -28,6 +28,7 @@ use skald_llm::LlmError;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::body::{self, Fault, FaultKind, UpstreamBody};
 use super::spelling::ClientMessages;
 use super::sse::SseSplitter;
 use super::stream::{StreamRewriter, anthropic_usage, error_event, openai_usage, responses_usage};
@@ -297,6 +298,9 @@ impl Exchange {
             .http
             .post(&self.url)
             .headers(self.headers.clone())
+            // Uncompressed, please: a compressor in front of a stream may hold its events back.
+            // An upstream that compresses anyway is decoded (see `body`).
+            .header(reqwest::header::ACCEPT_ENCODING, "identity")
             .body(body)
             .send();
         let answered = tokio::time::timeout(timeouts.first_byte, sent).await;
@@ -327,19 +331,28 @@ impl Exchange {
         }
     }
 
-    /// A whole answer's body, within the idle timeout.
+    /// A whole answer's body, decoded, with at most the idle timeout between two of its
+    /// pieces; a fault is recorded as the call's failure.
     async fn read_body(&self, response: reqwest::Response) -> Result<Bytes, ApiError> {
-        let idle = self.state.config.timeouts.idle;
-        match tokio::time::timeout(idle, response.bytes()).await {
-            Ok(Ok(body)) => Ok(body),
-            Ok(Err(error)) => Err(ApiError::BadGateway(format!(
-                "the upstream's answer broke off: {}",
-                error_with_causes(&error)
-            ))),
-            Err(_) => Err(ApiError::GatewayTimeout(format!(
-                "the upstream's answer stalled: not complete within {idle:?} (the proxy's idle \
-                 timeout)"
-            ))),
+        body::read_whole(response, self.state.config.timeouts.idle)
+            .await
+            .map_err(|fault| self.fail(fault).into_api_error())
+    }
+
+    /// Records `fault` as this request's failed upstream call.
+    fn fail(&self, fault: Fault) -> Fault {
+        fault.record(&self.state.metrics, self.session_id.as_str());
+        fault
+    }
+
+    /// Ends a stream the client is reading on `fault`: recorded as a failed call, and the API's
+    /// own error event sent, so the client does not take what it got for a whole answer.
+    async fn fail_stream(&self, sender: &mpsc::Sender<Bytes>, fault: Fault) {
+        let fault = self.fail(fault);
+        for bytes in error_event(self.api, &fault.message) {
+            if sender.send(bytes).await.is_err() {
+                return;
+            }
         }
     }
 
@@ -559,8 +572,27 @@ async fn answer_whole(
             Ok(body) => body,
             Err(error) => return error.into_response(),
         };
-        let Ok(mut value) = serde_json::from_slice::<Value>(&body) else {
-            return raw_response(status, headers, body);
+        let mut value = match serde_json::from_slice::<Value>(&body) {
+            Ok(value) => value,
+            // A success that is not JSON is no answer (cut short, or a proxy's HTML page): the
+            // client gets a 502 rather than a 200 it cannot read.
+            Err(error) if status.is_success() => {
+                let fault = Fault::new(
+                    FaultKind::NotJson,
+                    format!(
+                        "the upstream answered {status} with a body that is not JSON \
+                         ({} bytes{}): {error}",
+                        body.len(),
+                        headers
+                            .get(axum::http::header::CONTENT_TYPE)
+                            .and_then(|value| value.to_str().ok())
+                            .map(|kind| format!(", content-type {kind}"))
+                            .unwrap_or_default()
+                    ),
+                );
+                return exchange.fail(fault).into_api_error().into_response();
+            }
+            Err(_) => return raw_response(status, headers, body),
         };
         let Some(message) = decode_answer(exchange.api, &value) else {
             return raw_response(status, headers, body);
@@ -627,29 +659,36 @@ async fn answer_whole(
 enum Read {
     Chunk(Bytes),
     End,
-    Failed(String),
+    Failed(Fault),
     /// The client went away: the upstream call is dropped (which cancels it).
     ClientGone,
 }
 
-/// The next piece of an upstream stream, within the idle timeout, unless the client leaves.
+/// The fault of a stream cut off because skald is stopping.
+fn shutting_down() -> Fault {
+    Fault::new(
+        FaultKind::ShuttingDown,
+        "skald is shutting down: the answer was cut off before its end; send the request again \
+         once the server is back"
+            .to_owned(),
+    )
+}
+
+/// The next piece of an upstream stream, decoded, within the idle timeout, unless the client
+/// leaves or the server stops.
 async fn next_chunk(
-    upstream: &mut reqwest::Response,
+    upstream: &mut UpstreamBody,
     client: &mpsc::Sender<Bytes>,
     idle: std::time::Duration,
+    stopping: &CancellationToken,
 ) -> Read {
     tokio::select! {
         () = client.closed() => Read::ClientGone,
-        read = tokio::time::timeout(idle, upstream.chunk()) => match read {
-            Ok(Ok(Some(chunk))) => Read::Chunk(chunk),
-            Ok(Ok(None)) => Read::End,
-            Ok(Err(error)) => Read::Failed(format!(
-                "the upstream stream broke off: {}",
-                error_with_causes(&error)
-            )),
-            Err(_) => Read::Failed(format!(
-                "the upstream stream stalled: nothing for {idle:?} (the proxy's idle timeout)"
-            )),
+        () = stopping.cancelled() => Read::Failed(shutting_down()),
+        read = upstream.next(idle) => match read {
+            Ok(Some(chunk)) => Read::Chunk(chunk),
+            Ok(None) => Read::End,
+            Err(fault) => Read::Failed(fault),
         },
     }
 }
@@ -697,6 +736,17 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
         let _ = head.send(exchange.noted(response, &noted));
         return;
     }
+    let status = first.response.status();
+    let headers = response_headers(first.response.headers());
+    let mut skald = first.skald;
+    let mut upstream = match UpstreamBody::new(first.response) {
+        Ok(body) => body,
+        Err(fault) => {
+            let error = exchange.fail(fault).into_api_error().into_response();
+            let _ = head.send(exchange.noted(error, &noted));
+            return;
+        }
+    };
     let (sender, receiver) = mpsc::channel::<Bytes>(64);
     let body = futures::stream::unfold(receiver, |mut receiver| async move {
         receiver
@@ -705,21 +755,20 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
             .map(|bytes| (Ok::<Bytes, Infallible>(bytes), receiver))
     });
     let mut response = Response::new(Body::from_stream(body));
-    *response.status_mut() = first.response.status();
-    *response.headers_mut() = response_headers(first.response.headers());
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
     if head.send(exchange.noted(response, &noted)).is_err() {
         return;
     }
     let idle = exchange.state.config.timeouts.idle;
+    let stopping = &exchange.state.shutdown;
     let mut rewriter = StreamRewriter::new(exchange.api);
-    let mut current = first;
     let mut rounds = 0;
     loop {
-        rewriter.start_round(current.skald.clone());
+        rewriter.start_round(skald.clone());
         let mut splitter = SseSplitter::default();
-        let mut upstream = current.response;
         loop {
-            match next_chunk(&mut upstream, &sender, idle).await {
+            match next_chunk(&mut upstream, &sender, idle, stopping).await {
                 Read::Chunk(chunk) => {
                     for event in splitter.push(&chunk) {
                         if let Some(bytes) = rewriter.on_event(event) {
@@ -731,11 +780,8 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
                 }
                 Read::End => break,
                 Read::ClientGone => return,
-                Read::Failed(message) => {
-                    tracing::warn!(session = exchange.session_id.as_str(), "{message}");
-                    for bytes in error_event(exchange.api, &message) {
-                        let _ = sender.send(bytes).await;
-                    }
+                Read::Failed(fault) => {
+                    exchange.fail_stream(&sender, fault).await;
                     return;
                 }
             }
@@ -748,6 +794,33 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
             }
         }
         let round = rewriter.end_round();
+        if round.upstream_error {
+            // The upstream said it failed, in the API's own error event: the client gets it
+            // (and what was held back with it) as sent, and the call is recorded as failed.
+            for bytes in rewriter.release_held() {
+                if sender.send(bytes).await.is_err() {
+                    break;
+                }
+            }
+            exchange.fail(Fault::new(
+                FaultKind::ErrorEvent,
+                "the upstream ended its stream with an error event".to_owned(),
+            ));
+            return;
+        }
+        if !round.finished {
+            // A clean end without the API's final event is a cut-off answer, not a whole one.
+            let fault = Fault::new(
+                FaultKind::Incomplete,
+                format!(
+                    "the upstream's stream ended without its final event ({}): the answer is \
+                     incomplete",
+                    exchange.api.final_event()
+                ),
+            );
+            exchange.fail_stream(&sender, fault).await;
+            return;
+        }
         Exchange::observe(&mut session, round.usage);
         let mut answer = Message::new(Role::Assistant, round.content.clone());
         answer.meta.usage = round.usage;
@@ -774,9 +847,13 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
         }
         let sent = tokio::select! {
             () = sender.closed() => return,
+            () = stopping.cancelled() => {
+                exchange.fail_stream(&sender, shutting_down()).await;
+                return;
+            }
             sent = exchange.send(&mut driver, &mut session, &cancel, &mut noted) => sent,
         };
-        current = match sent {
+        let next = match sent {
             Ok(sent) if is_event_stream(sent.response.headers()) => sent,
             Ok(sent) => {
                 let message = format!(
@@ -800,6 +877,14 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
                 for bytes in error_event(exchange.api, &message) {
                     let _ = sender.send(bytes).await;
                 }
+                return;
+            }
+        };
+        skald = next.skald;
+        upstream = match UpstreamBody::new(next.response) {
+            Ok(body) => body,
+            Err(fault) => {
+                exchange.fail_stream(&sender, fault).await;
                 return;
             }
         };

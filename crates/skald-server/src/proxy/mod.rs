@@ -14,6 +14,7 @@
 //! (`stream`); an upstream context overflow is recovered from and retried. What the client
 //! sees is the upstream's answer, byte for byte wherever skald had nothing to change.
 
+mod body;
 mod count;
 mod exchange;
 mod identity;
@@ -246,10 +247,40 @@ async fn proxy(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match start(state, caller, api, route, uri, headers, body).await {
+    let response = match start(state, caller, api, route, uri, headers, body).await {
         Ok(response) => response,
         Err(error) => error.into_response(),
+    };
+    in_api_shape(api, response).await
+}
+
+/// skald's own error replies in the error shape of the client's API, so its SDK reads them as
+/// it reads the provider's: OpenAI's is skald's own (`{"error": {"type", "message"}}`);
+/// Anthropic's adds `"type": "error"` at the top. Upstream answers pass as they came.
+async fn in_api_shape(api: Api, response: Response) -> Response {
+    let own_error = response
+        .extensions()
+        .get::<crate::metrics::ErrorNote>()
+        .is_some();
+    match api {
+        Api::OpenAi | Api::Responses => return response,
+        Api::Anthropic if !own_error => return response,
+        Api::Anthropic => {}
     }
+    let (mut parts, body) = response.into_parts();
+    // skald's error bodies are small JSON it wrote itself, held in memory.
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let body = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(mut object)) => {
+            object.insert("type".to_owned(), Value::String("error".to_owned()));
+            Bytes::from(Value::Object(object).to_string())
+        }
+        Ok(_) | Err(_) => bytes,
+    };
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 /// Everything that can refuse the request before the session is touched, then the exchange.

@@ -130,6 +130,15 @@ impl Api {
         }
     }
 
+    /// The event that closes a whole streamed answer, as the API names it.
+    pub fn final_event(self) -> &'static str {
+        match self {
+            Api::OpenAi => "data: [DONE]",
+            Api::Responses => "response.completed",
+            Api::Anthropic => "message_stop",
+        }
+    }
+
     /// Where the models list is below the base URL.
     pub fn models_path(self) -> &'static str {
         match self {
