@@ -20,8 +20,9 @@
 //! - `[proxy.openai]` and `[proxy.anthropic]` name the upstreams `skald serve` forwards
 //!   `/v1/chat/completions` and `/v1/messages` to: `base_url`, and optionally `api_key_env`, the
 //!   environment variable holding a provider key skald sends itself (then clients hold only
-//!   skald keys). `[server]` sets `addr`, `max_body_bytes`, `shutdown_grace_secs` and
-//!   `max_cached_bytes` (the memory the per-session engine state may take).
+//!   skald keys). `[server]` sets `addr`, `max_body_bytes`, `shutdown_grace_secs`,
+//!   `session_busy_wait_secs` (how long a proxied request waits for its busy session before a
+//!   409) and `max_cached_bytes` (the memory the per-session engine state may take).
 //! - `[pricing]` `input_per_million`, `cache_write_multiplier`, `cache_read_multiplier`: the
 //!   input prices the dashboard's timeline and savings cost calls at.
 //! - `[database]` `url = "postgres://user@host:5432/db"` puts every store (sessions, refs,
@@ -248,6 +249,9 @@ pub struct ServerTable {
     pub max_body_bytes: usize,
     /// Seconds a stop waits for in-flight requests and background work before exiting anyway.
     pub shutdown_grace_secs: u64,
+    /// Seconds a proxied request waits for its session while another request holds it before
+    /// it is answered 409 (0: refused at once).
+    pub session_busy_wait_secs: u64,
     /// Bytes of per-session engine state kept in memory (least recently used idle sessions
     /// are evicted past it, and rebuild their state from the store on their next request).
     pub max_cached_bytes: usize,
@@ -262,6 +266,7 @@ impl Default for ServerTable {
             addr: DEFAULT_ADDR.to_owned(),
             max_body_bytes: skald_server::config::DEFAULT_MAX_BODY_BYTES,
             shutdown_grace_secs: skald_server::config::DEFAULT_SHUTDOWN_GRACE.as_secs(),
+            session_busy_wait_secs: skald_server::config::DEFAULT_SESSION_BUSY_WAIT.as_secs(),
             max_cached_bytes: skald_engine::DEFAULT_MAX_CACHED_BYTES,
         }
     }
@@ -644,6 +649,12 @@ mod tests {
             skald_server::config::UpstreamTimeouts::default().first_byte
         );
         assert_eq!(config.server.shutdown_grace_secs, 7);
+        assert_eq!(
+            config.server.session_busy_wait_secs,
+            skald_server::config::DEFAULT_SESSION_BUSY_WAIT.as_secs()
+        );
+        let busy = parse("[server]\nsession_busy_wait_secs = 2\n").unwrap();
+        assert_eq!(busy.server.session_busy_wait_secs, 2);
         let zero = parse("[proxy]\nfirst_byte_timeout_secs = 0\n").unwrap();
         let error = zero.proxy.timeouts().unwrap_err().to_string();
         assert!(error.contains("first_byte_timeout_secs"), "{error}");

@@ -96,6 +96,7 @@ pub fn server_config(config: &Config, args: &ServeArgs) -> Result<ServerConfig> 
     server.max_body_bytes = config.server.max_body_bytes;
     server.timeouts = timeouts;
     server.shutdown_grace = std::time::Duration::from_secs(config.server.shutdown_grace_secs);
+    server.session_busy_wait = std::time::Duration::from_secs(config.server.session_busy_wait_secs);
     Ok(server)
 }
 

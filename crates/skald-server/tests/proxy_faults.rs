@@ -503,3 +503,66 @@ async fn a_stream_that_ends_without_its_final_event_reaches_the_client_as_an_err
 
     assert_eq!(faults(&server, "incomplete_stream"), 3);
 }
+
+#[tokio::test]
+async fn a_second_request_on_a_session_held_by_a_hung_call_gets_a_409_naming_it_after_the_bounded_wait()
+ {
+    let upstream = Upstream::start().await;
+    let mut config = config_for(&upstream);
+    // The default first-byte timeout (600 s): only the bounded wait can answer the second.
+    config.session_busy_wait = Duration::from_millis(300);
+    let server = start(config).await;
+    upstream.push(Reply::Hang);
+    let chat = json!({"model": "gpt-test", "messages": [{"role": "user", "content": "Hi."}]});
+    let url = server.url("/v1/chat/completions");
+    let hung = {
+        let chat = chat.clone();
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(url)
+                .header("x-skald-session", "s-busy")
+                .json(&chat)
+                .send()
+                .await
+        })
+    };
+    for _ in 0..250 {
+        if upstream.request_count() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        upstream.request_count(),
+        1,
+        "the first call reached the upstream"
+    );
+
+    let started = std::time::Instant::now();
+    for (path, request) in [
+        ("/v1/chat/completions", chat.clone()),
+        (
+            "/v1/messages",
+            json!({"model": "claude-test", "max_tokens": 64,
+                   "messages": [{"role": "user", "content": "Hi."}]}),
+        ),
+    ] {
+        let response = tokio::time::timeout(PROMPTLY, post(&server, path, "s-busy", &request))
+            .await
+            .expect("the bounded wait answers the second request");
+        assert_eq!(response.status(), 409, "{path}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["type"], "session_busy", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("s-busy"), "{message}");
+        if path == "/v1/messages" {
+            assert_eq!(body["type"], "error", "{body}");
+        }
+    }
+    assert!(started.elapsed() >= Duration::from_millis(600), "it waited");
+    // Refused, it went nowhere; another session is not held at all.
+    assert_eq!(upstream.request_count(), 1);
+    let response = post(&server, "/v1/chat/completions", "s-free", &chat).await;
+    assert_eq!(response.status(), 200);
+    hung.abort();
+}

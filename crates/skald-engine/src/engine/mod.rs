@@ -71,7 +71,7 @@ pub use sessions::{
     ViewOptions,
 };
 pub use tools::{OffloadedOutput, ToolRun};
-pub use turn::{Synced, Turn};
+pub use turn::{SessionBusy, Synced, Turn};
 pub use turns::{CompactInput, PrepareInput};
 
 /// Sessions whose state is kept in memory at most, by default
