@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use skald_server::config::UpstreamTimeouts;
 use skald_server::{ServerConfig, Upstream as UpstreamConfig};
 use upstream::{
-    Reply, RespItem, Upstream, anthropic_sse_text, anthropic_text, openai_sse_text, openai_text,
-    responses_sse, responses_text,
+    Reply, RespItem, Upstream, anthropic_sse_text, anthropic_text, assert_no_skald_key,
+    openai_sse_text, openai_text, responses_sse, responses_text,
 };
 
 /// Generous bound for what should take milliseconds.
@@ -565,4 +565,47 @@ async fn a_second_request_on_a_session_held_by_a_hung_call_gets_a_409_naming_it_
     let response = post(&server, "/v1/chat/completions", "s-free", &chat).await;
     assert_eq!(response.status(), 200);
     hung.abort();
+}
+
+#[tokio::test]
+async fn a_skald_key_in_both_x_skald_key_and_authorization_reaches_the_upstream_as_the_configured_provider_key()
+ {
+    let upstream = Upstream::start().await;
+    let mut config = config_for(&upstream);
+    config.openai.as_mut().unwrap().api_key = Some("sk-openai-configured".to_owned());
+    config.anthropic.as_mut().unwrap().api_key = Some("sk-ant-configured".to_owned());
+    let state = common::test_state(config);
+    let tenant = skald_core::ids::Tenant::parse("acme").unwrap();
+    let key = state.keys.create(&tenant, "both").unwrap();
+    let server = TestServer::start(state).await;
+    let client = reqwest::Client::new();
+    let chat = json!({"model": "gpt-test", "messages": [{"role": "user", "content": "Hi."}]});
+    let response = client
+        .post(server.url("/v1/chat/completions"))
+        .header("x-skald-key", &key.secret)
+        .bearer_auth(&key.secret)
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let messages = json!({"model": "claude-test", "max_tokens": 64,
+                          "messages": [{"role": "user", "content": "Hi."}]});
+    let response = client
+        .post(server.url("/v1/messages"))
+        .header("x-skald-key", &key.secret)
+        .header("x-api-key", &key.secret)
+        .header("anthropic-version", "2023-06-01")
+        .json(&messages)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let sent = upstream.requests();
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some("Bearer sk-openai-configured")
+    );
+    assert_eq!(sent[1].header("x-api-key"), Some("sk-ant-configured"));
+    assert_no_skald_key(&upstream, &key.secret);
 }

@@ -215,14 +215,32 @@ pub fn upstream_headers(
             out.append(name.clone(), value.clone());
         }
     }
-    let carried_skald_key = match caller.key_source {
-        KeySource::Bearer => Some(header::AUTHORIZATION),
-        KeySource::XApiKey => Some(HeaderName::from_static("x-api-key")),
-        KeySource::None | KeySource::SkaldHeader => None,
+    // The provider-key headers that carried a skald key: the one the caller was authenticated
+    // by, and any other — a client may send its key both in `x-skald-key` and where its SDK
+    // puts the provider key. Either way the client holds no provider key there, so skald's
+    // configured key takes the place (the virtual-key pattern), as it does for a key that came
+    // in that header alone.
+    let mut carriers: Vec<HeaderName> = match caller.key_source {
+        KeySource::Bearer => vec![header::AUTHORIZATION],
+        KeySource::XApiKey => vec![HeaderName::from_static("x-api-key")],
+        KeySource::None | KeySource::SkaldHeader => Vec::new(),
     };
-    if let Some(carrier) = carried_skald_key {
+    if caller.key_source != KeySource::None {
+        for name in [header::AUTHORIZATION, HeaderName::from_static("x-api-key")] {
+            let carries = incoming
+                .get_all(&name)
+                .iter()
+                .any(|value| carries_skald_key(value.as_bytes()));
+            if carries && !carriers.contains(&name) {
+                carriers.push(name);
+            }
+        }
+    }
+    if let Some(carrier) = carriers.first() {
         // The virtual-key pattern: the client holds only a skald key, skald the provider's.
-        out.remove(&carrier);
+        for name in &carriers {
+            out.remove(name);
+        }
         let Some(key) = upstream.api_key.as_deref() else {
             return Err(ApiError::Unprocessable(format!(
                 "the skald key came in the `{carrier}` header, where the provider key belongs, \
@@ -396,6 +414,30 @@ mod tests {
         .unwrap_err();
         assert!(refused.to_string().contains("api_key_env"), "{refused}");
         assert!(refused.to_string().contains("[proxy.openai]"), "{refused}");
+    }
+
+    #[test]
+    fn a_skald_key_in_both_its_own_header_and_the_provider_header_gets_the_configured_key() {
+        let incoming = headers(&[
+            ("x-skald-key", "sk-skald-abc"),
+            ("authorization", "Bearer sk-skald-abc"),
+        ]);
+        let out = upstream_headers(
+            Api::OpenAi,
+            &caller(KeySource::SkaldHeader),
+            &incoming,
+            &upstream(Some("sk-configured")),
+        )
+        .unwrap();
+        assert_eq!(out["authorization"], "Bearer sk-configured");
+        let refused = upstream_headers(
+            Api::OpenAi,
+            &caller(KeySource::SkaldHeader),
+            &incoming,
+            &upstream(None),
+        )
+        .unwrap_err();
+        assert!(refused.to_string().contains("api_key_env"), "{refused}");
     }
 
     #[test]
