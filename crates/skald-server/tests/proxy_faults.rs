@@ -609,3 +609,120 @@ async fn a_skald_key_in_both_x_skald_key_and_authorization_reaches_the_upstream_
     assert_eq!(sent[1].header("x-api-key"), Some("sk-ant-configured"));
     assert_no_skald_key(&upstream, &key.secret);
 }
+
+/// Reads `stream` until its text holds `needle`.
+async fn read_until(
+    stream: &mut (impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+    text: &mut String,
+    needle: &str,
+) {
+    use futures::StreamExt;
+    while !text.contains(needle) {
+        let chunk = tokio::time::timeout(PROMPTLY, stream.next())
+            .await
+            .expect("the stream goes on")
+            .expect("the stream is not over")
+            .unwrap();
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+}
+
+/// Reads `stream` to its end (an error ends it too: the text so far is what the client got).
+async fn read_rest(
+    stream: &mut (impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+    text: &mut String,
+) {
+    use futures::StreamExt;
+    while let Some(Ok(chunk)) = stream.next().await {
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+}
+
+#[tokio::test]
+async fn a_graceful_stop_ends_every_in_flight_stream_with_its_apis_error_event() {
+    let upstream = Upstream::start().await;
+    let mut config = config_for(&upstream);
+    // Longer than the test waits: the streams must end because skald stops, not at the grace.
+    config.shutdown_grace = Duration::from_secs(30);
+    let state = common::test_state(config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(skald_server::serve(listener, state, async move {
+        let _ = stopped.await;
+    }));
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let held = |events: Vec<String>, first: usize| Reply::GatedSse {
+        first: events[..first].to_vec(),
+        gate: gate.clone(),
+        rest: events[first..].to_vec(),
+    };
+    let streams = [
+        (
+            "/v1/chat/completions",
+            json!({"model": "gpt-test", "stream": true,
+                   "messages": [{"role": "user", "content": "Hi."}]}),
+            held(openai_sse_text(&["Hel", "lo"]), 2),
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "claude-test", "max_tokens": 64, "stream": true,
+                   "messages": [{"role": "user", "content": "Hi."}]}),
+            held(anthropic_sse_text(&["Hel", "lo"]), 4),
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "gpt-test", "stream": true,
+                   "input": [input_text("user", "Hi.")]}),
+            held(responses_sse("resp_stop", &[RespItem::Text("Hello")]), 5),
+        ),
+    ];
+    let client = reqwest::Client::new();
+    let mut open = Vec::new();
+    for (n, (path, request, reply)) in streams.into_iter().enumerate() {
+        upstream.push(reply);
+        let response = client
+            .post(format!("http://{addr}{path}"))
+            .header("x-skald-session", format!("s-stop-{n}"))
+            .json(&request)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let mut body = Box::pin(response.bytes_stream());
+        let mut text = String::new();
+        read_until(&mut body, &mut text, "delta").await;
+        open.push((path, body, text));
+    }
+
+    stop.send(()).unwrap();
+    for (path, mut body, mut text) in open {
+        tokio::time::timeout(PROMPTLY, read_rest(&mut body, &mut text))
+            .await
+            .unwrap_or_else(|_| panic!("{path}: the stream did not end when skald stopped"));
+        let data = sse_data(&text);
+        let error = data
+            .iter()
+            .find(|event| {
+                event.get("error").is_some_and(Value::is_object)
+                    || event["response"]["error"].is_object()
+            })
+            .unwrap_or_else(|| panic!("{path}: no error event in {text}"));
+        assert!(
+            error.to_string().contains("shutting down"),
+            "{path}: {error}"
+        );
+        match path {
+            "/v1/messages" => assert_eq!(data.last().unwrap()["type"], "error", "{text}"),
+            "/v1/responses" => {
+                assert_eq!(data.last().unwrap()["type"], "response.failed", "{text}");
+            }
+            _ => assert_eq!(data.last().unwrap(), "[DONE]", "{text}"),
+        }
+    }
+    tokio::time::timeout(PROMPTLY, serving)
+        .await
+        .expect("serve returned once the streams ended")
+        .unwrap()
+        .unwrap();
+}
