@@ -32,8 +32,9 @@ pub struct AppState {
     /// Background work (memory uploads, extractions, streamed answers) a graceful shutdown
     /// waits for; the engine's background work runs on it too.
     pub tasks: TaskTracker,
-    /// Cancelled when a graceful stop begins ([`crate::serve`]'s `shutdown`): streamed answers
-    /// still running end with the API's error event instead of a closed connection.
+    /// Cancelled when a graceful stop's grace is about to run out ([`crate::serve`]): proxied
+    /// calls still running end in their API's own terms (a stream's error event, a JSON 503)
+    /// instead of a closed connection.
     pub shutdown: tokio_util::sync::CancellationToken,
     /// The dashboard's logins (a cookie token names one; the key stays here).
     pub logins: Arc<crate::ui::Logins>,

@@ -639,11 +639,12 @@ async fn read_rest(
 }
 
 #[tokio::test]
-async fn a_graceful_stop_ends_every_in_flight_stream_with_its_apis_error_event() {
+async fn a_graceful_stop_lets_calls_finish_within_its_grace_and_ends_the_rest_in_their_apis_terms()
+{
     let upstream = Upstream::start().await;
     let mut config = config_for(&upstream);
-    // Longer than the test waits: the streams must end because skald stops, not at the grace.
-    config.shutdown_grace = Duration::from_secs(30);
+    let grace = Duration::from_millis(1500);
+    config.shutdown_grace = grace;
     let state = common::test_state(config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -651,30 +652,44 @@ async fn a_graceful_stop_ends_every_in_flight_stream_with_its_apis_error_event()
     let serving = tokio::spawn(skald_server::serve(listener, state, async move {
         let _ = stopped.await;
     }));
-    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
-    let held = |events: Vec<String>, first: usize| Reply::GatedSse {
-        first: events[..first].to_vec(),
-        gate: gate.clone(),
-        rest: events[first..].to_vec(),
+    let never = std::sync::Arc::new(tokio::sync::Notify::new());
+    let soon = std::sync::Arc::new(tokio::sync::Notify::new());
+    let held = |events: Vec<String>, first: usize, gate: &std::sync::Arc<tokio::sync::Notify>| {
+        Reply::GatedSse {
+            first: events[..first].to_vec(),
+            gate: gate.clone(),
+            rest: events[first..].to_vec(),
+        }
     };
+    let chat = json!({"model": "gpt-test", "stream": true,
+                      "messages": [{"role": "user", "content": "Hi."}]});
     let streams = [
         (
             "/v1/chat/completions",
-            json!({"model": "gpt-test", "stream": true,
-                   "messages": [{"role": "user", "content": "Hi."}]}),
-            held(openai_sse_text(&["Hel", "lo"]), 2),
+            chat.clone(),
+            held(openai_sse_text(&["Hel", "lo"]), 2, &never),
         ),
         (
             "/v1/messages",
             json!({"model": "claude-test", "max_tokens": 64, "stream": true,
                    "messages": [{"role": "user", "content": "Hi."}]}),
-            held(anthropic_sse_text(&["Hel", "lo"]), 4),
+            held(anthropic_sse_text(&["Hel", "lo"]), 4, &never),
         ),
         (
             "/v1/responses",
             json!({"model": "gpt-test", "stream": true,
                    "input": [input_text("user", "Hi.")]}),
-            held(responses_sse("resp_stop", &[RespItem::Text("Hello")]), 5),
+            held(
+                responses_sse("resp_stop", &[RespItem::Text("Hello")]),
+                5,
+                &never,
+            ),
+        ),
+        // One that the upstream finishes within the grace.
+        (
+            "/v1/chat/completions",
+            chat,
+            held(openai_sse_text(&["Hel", "lo"]), 2, &soon),
         ),
     ];
     let client = reqwest::Client::new();
@@ -694,8 +709,39 @@ async fn a_graceful_stop_ends_every_in_flight_stream_with_its_apis_error_event()
         read_until(&mut body, &mut text, "delta").await;
         open.push((path, body, text));
     }
+    // And a whole answer the upstream never starts.
+    upstream.push(Reply::Hang);
+    let hung = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post(format!("http://{addr}/v1/chat/completions"))
+                .header("x-skald-session", "s-stop-hung")
+                .json(&json!({"model": "gpt-test",
+                              "messages": [{"role": "user", "content": "Hi."}]}))
+                .send()
+                .await
+        })
+    };
+    for _ in 0..250 {
+        if upstream.request_count() == 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(upstream.request_count(), 5);
 
+    let stopping = std::time::Instant::now();
     stop.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    soon.notify_one();
+    let (_, mut body, mut text) = open.pop().unwrap();
+    tokio::time::timeout(PROMPTLY, read_rest(&mut body, &mut text))
+        .await
+        .unwrap();
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    assert!(!text.contains("shutting down"), "{text}");
+
     for (path, mut body, mut text) in open {
         tokio::time::timeout(PROMPTLY, read_rest(&mut body, &mut text))
             .await
@@ -720,9 +766,18 @@ async fn a_graceful_stop_ends_every_in_flight_stream_with_its_apis_error_event()
             _ => assert_eq!(data.last().unwrap(), "[DONE]", "{text}"),
         }
     }
-    tokio::time::timeout(PROMPTLY, serving)
+    let response = tokio::time::timeout(PROMPTLY, hung)
         .await
-        .expect("serve returned once the streams ended")
+        .expect("the hung call was answered")
         .unwrap()
         .unwrap();
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "shutting_down", "{body}");
+    tokio::time::timeout(PROMPTLY, serving)
+        .await
+        .expect("serve returned within its grace")
+        .unwrap()
+        .unwrap();
+    assert!(stopping.elapsed() < grace + Duration::from_secs(1));
 }

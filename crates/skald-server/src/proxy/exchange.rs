@@ -535,15 +535,19 @@ pub async fn complete(exchange: Exchange, mut session: Turn) -> Response {
         Err(error) => return exchange.noted(recovery_failure(error), &noted),
     };
     let cancel = CancellationToken::new();
-    let response = answer_whole(
-        &exchange,
-        &mut driver,
-        &mut session,
-        &cancel,
-        &mut noted,
-        None,
-    )
-    .await;
+    let response = tokio::select! {
+        response = answer_whole(
+            &exchange,
+            &mut driver,
+            &mut session,
+            &cancel,
+            &mut noted,
+            None,
+        ) => response,
+        () = exchange.state.shutdown.cancelled() => {
+            exchange.fail(shutting_down()).into_api_error().into_response()
+        }
+    };
     exchange.noted(response, &noted)
 }
 
@@ -668,8 +672,8 @@ enum Read {
 fn shutting_down() -> Fault {
     Fault::new(
         FaultKind::ShuttingDown,
-        "skald is shutting down: the answer was cut off before its end; send the request again \
-         once the server is back"
+        "skald is shutting down: the call was cut off before the answer's end; send the request \
+         again once the server is back"
             .to_owned(),
     )
 }
@@ -712,6 +716,11 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
     let sent = tokio::select! {
         // The client left before the answer started.
         () = head.closed() => return,
+        () = exchange.state.shutdown.cancelled() => {
+            let error = exchange.fail(shutting_down()).into_api_error().into_response();
+            let _ = head.send(exchange.noted(error, &noted));
+            return;
+        }
         sent = exchange.send(&mut driver, &mut session, &cancel, &mut noted) => sent,
     };
     let first = match sent {
