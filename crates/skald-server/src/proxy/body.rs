@@ -65,6 +65,16 @@ impl Fault {
         Fault { kind, message }
     }
 
+    /// The fault of a call cut off because skald is stopping.
+    pub fn shutting_down() -> Fault {
+        Fault::new(
+            FaultKind::ShuttingDown,
+            "skald is shutting down: the call was cut off before the answer's end; send the \
+             request again once the server is back"
+                .to_owned(),
+        )
+    }
+
     /// Counts the fault (the call failed, whatever status the client already got) and logs it.
     pub fn record(&self, metrics: &Metrics, session: &str) {
         Metrics::outcome(&metrics.upstream_faults, self.kind.label());
