@@ -61,10 +61,10 @@ pub struct Metrics {
     pub tool_interceptions: Counter,
     /// Upstream context overflows the proxy recovered from (or not), by outcome.
     pub overflow_recoveries: Family<OutcomeLabels, Counter>,
-    /// Upstream answers that failed after their headers came, by fault (`stalled`,
-    /// `broke_off`, `undecodable`, `not_json`, `incomplete_stream`, `error_event`,
-    /// `shutting_down`): a
-    /// streamed answer's status is 200 by then, so the request counts alone do not show them.
+    /// Upstream calls of the proxy that failed, by fault (`unreachable`, `no_answer`,
+    /// `stalled`, `broke_off`, `undecodable`, `not_json`, `incomplete_stream`, `error_event`,
+    /// `shutting_down`): a streamed answer's status is 200 before its fault, so the request
+    /// counts alone do not show them.
     pub upstream_faults: Family<OutcomeLabels, Counter>,
     /// Sessions whose engine state is cached in memory.
     pub cached_sessions: Gauge,
@@ -138,7 +138,7 @@ impl Metrics {
         let upstream_faults = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "proxy_upstream_faults",
-            "Upstream answers that failed after their headers, by fault",
+            "Upstream calls of the proxy that failed, by fault",
             upstream_faults.clone(),
         );
         let cached_sessions = Gauge::default();

@@ -71,7 +71,10 @@ impl DerefMut for Turn {
 
 /// Another request held the session for the whole wait of [`Engine::try_begin_turn`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("session {session:?} is busy with another request (waited {waited:?} for it to finish)")]
+#[error(
+    "session \"{}\" is busy with another request (waited {waited:?} for it to finish)",
+    session.as_str()
+)]
 pub struct SessionBusy {
     /// The session that is held.
     pub session: SessionId,

@@ -1,5 +1,5 @@
-//! Upstream answer bodies as the proxy reads them, and what can go wrong with them once their
-//! headers came ([`Fault`]).
+//! Upstream answer bodies as the proxy reads them, and what can go wrong with an upstream call
+//! ([`Fault`]).
 //!
 //! A body is decoded whatever `content-encoding` the upstream chose: skald asks for `identity`
 //! (a compressor in front of a stream may hold its events back), but a provider or a proxy in
@@ -19,9 +19,13 @@ use skald_engine::error_with_causes;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 
-/// What went wrong with an upstream answer after its headers.
+/// What went wrong with an upstream call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultKind {
+    /// The upstream could not be reached (refused, DNS, TLS).
+    Unreachable,
+    /// No answer's headers within the connect or first-byte timeout.
+    NoAnswer,
     /// Nothing came for the idle timeout.
     Stalled,
     /// The connection broke (a body shorter than its `content-length`, a reset).
@@ -42,6 +46,8 @@ impl FaultKind {
     /// The `outcome` label of `skald_proxy_upstream_faults_total`.
     pub fn label(self) -> &'static str {
         match self {
+            FaultKind::Unreachable => "unreachable",
+            FaultKind::NoAnswer => "no_answer",
             FaultKind::Stalled => "stalled",
             FaultKind::BrokeOff => "broke_off",
             FaultKind::Undecodable => "undecodable",
@@ -53,7 +59,7 @@ impl FaultKind {
     }
 }
 
-/// A failed upstream answer: what kind of failure, and the message the client gets.
+/// A failed upstream call: what kind of failure, and the message the client gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
     pub kind: FaultKind,
@@ -89,9 +95,10 @@ impl Fault {
     /// The error a client gets when no part of the answer went out yet.
     pub fn into_api_error(self) -> ApiError {
         match self.kind {
-            FaultKind::Stalled => ApiError::GatewayTimeout(self.message),
+            FaultKind::Stalled | FaultKind::NoAnswer => ApiError::GatewayTimeout(self.message),
             FaultKind::ShuttingDown => ApiError::Unavailable(self.message),
-            FaultKind::BrokeOff
+            FaultKind::Unreachable
+            | FaultKind::BrokeOff
             | FaultKind::Undecodable
             | FaultKind::NotJson
             | FaultKind::Incomplete

@@ -312,23 +312,37 @@ impl Exchange {
                 noted.upstream_status = Some(response.status().as_u16());
                 Ok(response)
             }
-            Ok(Err(error)) if error.is_connect() && error.is_timeout() => {
-                Err(ApiError::GatewayTimeout(format!(
-                    "cannot connect to the upstream at {} within {:?}: {}",
-                    self.url,
-                    timeouts.connect,
-                    error_with_causes(&error)
-                )))
-            }
-            Ok(Err(error)) => Err(ApiError::BadGateway(format!(
-                "cannot reach the upstream at {}: {}",
-                self.url,
-                error_with_causes(&error)
-            ))),
-            Err(_) => Err(ApiError::GatewayTimeout(format!(
-                "the upstream at {} did not answer within {:?} (the proxy's first-byte timeout)",
-                self.url, timeouts.first_byte
-            ))),
+            Ok(Err(error)) if error.is_connect() && error.is_timeout() => Err(self
+                .fail(Fault::new(
+                    FaultKind::NoAnswer,
+                    format!(
+                        "cannot connect to the upstream at {} within {:?}: {}",
+                        self.url,
+                        timeouts.connect,
+                        error_with_causes(&error)
+                    ),
+                ))
+                .into_api_error()),
+            Ok(Err(error)) => Err(self
+                .fail(Fault::new(
+                    FaultKind::Unreachable,
+                    format!(
+                        "cannot reach the upstream at {}: {}",
+                        self.url,
+                        error_with_causes(&error)
+                    ),
+                ))
+                .into_api_error()),
+            Err(_) => Err(self
+                .fail(Fault::new(
+                    FaultKind::NoAnswer,
+                    format!(
+                        "the upstream at {} did not answer within {:?} (the proxy's first-byte \
+                         timeout)",
+                        self.url, timeouts.first_byte
+                    ),
+                ))
+                .into_api_error()),
         }
     }
 
