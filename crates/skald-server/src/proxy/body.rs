@@ -273,11 +273,28 @@ impl UpstreamBody {
 /// A whole answer's body, decoded, with at most `idle` between two pieces of it.
 pub async fn read_whole(response: reqwest::Response, idle: Duration) -> Result<Bytes, Fault> {
     let mut body = UpstreamBody::new(response)?;
-    let mut out = BytesMut::new();
+    // A body that comes in one piece (most do) is passed on as it is, without a copy.
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<BytesMut> = None;
     while let Some(piece) = body.next(idle).await? {
-        out.extend_from_slice(&piece);
+        if piece.is_empty() {
+            continue;
+        }
+        match (&mut joined, first.take()) {
+            (Some(joined), _) => joined.extend_from_slice(&piece),
+            (None, None) => first = Some(piece),
+            (None, Some(earlier)) => {
+                let mut both = BytesMut::with_capacity(earlier.len() + piece.len());
+                both.extend_from_slice(&earlier);
+                both.extend_from_slice(&piece);
+                joined = Some(both);
+            }
+        }
     }
-    Ok(out.freeze())
+    Ok(match joined {
+        Some(joined) => joined.freeze(),
+        None => first.unwrap_or_default(),
+    })
 }
 
 #[cfg(test)]
