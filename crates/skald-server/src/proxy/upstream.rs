@@ -241,17 +241,23 @@ pub fn upstream_headers(
         for name in &carriers {
             out.remove(name);
         }
-        let Some(key) = upstream.api_key.as_deref() else {
-            return Err(ApiError::Unprocessable(format!(
-                "the skald key came in the `{carrier}` header, where the provider key belongs, \
-                 but skald holds no provider key: set `api_key_env` under {} in skald.toml to the \
-                 name of an environment variable holding it, or send your provider key in `{}` \
-                 and the skald key in `{SKALD_KEY_HEADER}`",
-                api.table(),
-                api.key_header()
-            )));
-        };
-        out.insert(api.key_header(), api.key_value(key)?);
+        // A client authenticated by `x-skald-key` that still sends a provider key of its own
+        // where the API takes it (the skald key was in the other header) keeps it.
+        let own_key_left =
+            caller.key_source == KeySource::SkaldHeader && out.contains_key(api.key_header());
+        if !own_key_left {
+            let Some(key) = upstream.api_key.as_deref() else {
+                return Err(ApiError::Unprocessable(format!(
+                    "the skald key came in the `{carrier}` header, where the provider key \
+                     belongs, but skald holds no provider key: set `api_key_env` under {} in \
+                     skald.toml to the name of an environment variable holding it, or send your \
+                     provider key in `{}` and the skald key in `{SKALD_KEY_HEADER}`",
+                    api.table(),
+                    api.key_header()
+                )));
+            };
+            out.insert(api.key_header(), api.key_value(key)?);
+        }
     } else if !out.contains_key(header::AUTHORIZATION) && !out.contains_key("x-api-key") {
         if let Some(key) = upstream.api_key.as_deref() {
             out.insert(api.key_header(), api.key_value(key)?);
@@ -438,6 +444,23 @@ mod tests {
         )
         .unwrap_err();
         assert!(refused.to_string().contains("api_key_env"), "{refused}");
+    }
+
+    #[test]
+    fn a_provider_key_of_the_clients_own_beside_a_skald_key_in_the_other_header_passes() {
+        let out = upstream_headers(
+            Api::Anthropic,
+            &caller(KeySource::SkaldHeader),
+            &headers(&[
+                ("x-skald-key", "sk-skald-abc"),
+                ("authorization", "Bearer sk-skald-abc"),
+                ("x-api-key", "sk-ant-own"),
+            ]),
+            &upstream(None),
+        )
+        .unwrap();
+        assert_eq!(out["x-api-key"], "sk-ant-own");
+        assert!(out.get("authorization").is_none());
     }
 
     #[test]
