@@ -21,8 +21,9 @@
 //!   `/v1/chat/completions` and `/v1/messages` to: `base_url`, and optionally `api_key_env`, the
 //!   environment variable holding a provider key skald sends itself (then clients hold only
 //!   skald keys). `[server]` sets `addr`, `max_body_bytes`, `shutdown_grace_secs`,
-//!   `max_cached_bytes` (the memory the per-session engine state may take), and what the edge
-//!   answers (`skald_server::config::EdgeConfig`): `allowed_hosts` (names beyond loopback a
+//!   `session_busy_wait_secs` (how long a proxied request waits for its busy session before a
+//!   409), `max_cached_bytes` (the memory the per-session engine state may take), and what the
+//!   edge answers (`skald_server::config::EdgeConfig`): `allowed_hosts` (names beyond loopback a
 //!   request's `Host` may give), `allowed_origins` (pages of other origins that may send
 //!   changing requests), `body_read_timeout_secs`, `mcp_sessions_per_key` and
 //!   `mcp_session_idle_secs`.
@@ -252,6 +253,9 @@ pub struct ServerTable {
     pub max_body_bytes: usize,
     /// Seconds a stop waits for in-flight requests and background work before exiting anyway.
     pub shutdown_grace_secs: u64,
+    /// Seconds a proxied request waits for its session while another request holds it before
+    /// it is answered 409 (0: refused at once).
+    pub session_busy_wait_secs: u64,
     /// Bytes of per-session engine state kept in memory (least recently used idle sessions
     /// are evicted past it, and rebuild their state from the store on their next request).
     pub max_cached_bytes: usize,
@@ -276,6 +280,7 @@ impl Default for ServerTable {
             addr: DEFAULT_ADDR.to_owned(),
             max_body_bytes: skald_server::config::DEFAULT_MAX_BODY_BYTES,
             shutdown_grace_secs: skald_server::config::DEFAULT_SHUTDOWN_GRACE.as_secs(),
+            session_busy_wait_secs: skald_server::config::DEFAULT_SESSION_BUSY_WAIT.as_secs(),
             max_cached_bytes: skald_engine::DEFAULT_MAX_CACHED_BYTES,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
@@ -755,6 +760,12 @@ mod tests {
             skald_server::config::UpstreamTimeouts::default().first_byte
         );
         assert_eq!(config.server.shutdown_grace_secs, 7);
+        assert_eq!(
+            config.server.session_busy_wait_secs,
+            skald_server::config::DEFAULT_SESSION_BUSY_WAIT.as_secs()
+        );
+        let busy = parse("[server]\nsession_busy_wait_secs = 2\n").unwrap();
+        assert_eq!(busy.server.session_busy_wait_secs, 2);
         let zero = parse("[proxy]\nfirst_byte_timeout_secs = 0\n").unwrap();
         let error = zero.proxy.timeouts().unwrap_err().to_string();
         assert!(error.contains("first_byte_timeout_secs"), "{error}");

@@ -97,6 +97,7 @@ pub fn server_config(config: &Config, args: &ServeArgs) -> Result<ServerConfig> 
     server.timeouts = timeouts;
     server.shutdown_grace = std::time::Duration::from_secs(config.server.shutdown_grace_secs);
     server.edge = config.server.edge();
+    server.session_busy_wait = std::time::Duration::from_secs(config.server.session_busy_wait_secs);
     Ok(server)
 }
 

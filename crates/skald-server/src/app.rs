@@ -180,6 +180,7 @@ pub async fn serve(
     let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
     let mcp_shutdown = tokio_util::sync::CancellationToken::new();
     let mcp_streams = mcp_shutdown.clone();
+    let proxy_calls = state.shutdown.clone();
     let signal = async move {
         shutdown.await;
         mcp_streams.cancel();
@@ -200,7 +201,15 @@ pub async fn serve(
     tokio::pin!(serving);
     let deadline = async move {
         match stopped.await {
-            Ok(()) => tokio::time::sleep(grace).await,
+            Ok(()) => {
+                // Proxied calls get the grace to finish; those still running near its end are
+                // ended in their API's own terms (a stream's error event, a JSON 503), with a
+                // moment left for that to reach the client before connections are dropped.
+                let margin = (grace / 2).min(std::time::Duration::from_secs(1));
+                tokio::time::sleep(grace.saturating_sub(margin)).await;
+                proxy_calls.cancel();
+                tokio::time::sleep(margin).await;
+            }
             // The server ended without a signal (an error): nothing to bound.
             Err(_) => std::future::pending::<()>().await,
         }

@@ -96,6 +96,13 @@ impl Default for EdgeConfig {
         }
     }
 }
+/// How long a proxied request waits for another request that holds its session before it is
+/// answered 409 (see [`ServerConfig::session_busy_wait`]). A request of a session finishes its
+/// bookkeeping within milliseconds of its answer's last byte, so a few seconds cover a client
+/// that sends its next request at once with a wide margin; a wait longer than that is a call
+/// still running (or hung) upstream, which may take minutes — the client learns it promptly,
+/// and the provider SDKs retry a 409 with backoff.
+pub const DEFAULT_SESSION_BUSY_WAIT: Duration = Duration::from_secs(5);
 
 /// Everything a server runs with: the engine's configuration, and what is about HTTP — the
 /// upstreams, the request limits, the timeouts.
@@ -115,6 +122,9 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Which hosts and origins are answered, the body deadline and the MCP session limits.
     pub edge: EdgeConfig,
+    /// How long a proxied request waits for its session while another request holds it, before
+    /// it is answered 409 (see [`DEFAULT_SESSION_BUSY_WAIT`]).
+    pub session_busy_wait: Duration,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -141,6 +151,7 @@ impl ServerConfig {
             timeouts: UpstreamTimeouts::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             edge: EdgeConfig::default(),
+            session_busy_wait: DEFAULT_SESSION_BUSY_WAIT,
         }
     }
 }

@@ -36,6 +36,9 @@ pub enum ApiError {
     /// The request body did not arrive within the read deadline.
     #[error("{0}")]
     RequestTimeout(String),
+    /// The session is busy with another request (the proxy waited its bounded time for it).
+    #[error("{0}")]
+    Conflict(String),
     /// The body is over the size limit.
     #[error("{0}")]
     PayloadTooLarge(String),
@@ -51,6 +54,9 @@ pub enum ApiError {
     /// The upstream did not answer in time (the proxy's timeouts).
     #[error("{0}")]
     GatewayTimeout(String),
+    /// skald is stopping: the request cannot be finished.
+    #[error("{0}")]
+    Unavailable(String),
     /// skald itself failed (storage); the message says what it was doing.
     #[error("{0}")]
     Internal(String),
@@ -69,11 +75,13 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UpgradeRequired(_) => StatusCode::UPGRADE_REQUIRED,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::GatewayTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -89,11 +97,13 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::UpgradeRequired(_) => "upgrade_required",
             ApiError::RequestTimeout(_) => "request_timeout",
+            ApiError::Conflict(_) => "session_busy",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::BadGateway(_) => "upstream_error",
             ApiError::GatewayTimeout(_) => "upstream_timeout",
+            ApiError::Unavailable(_) => "shutting_down",
             ApiError::Internal(_) => "internal_error",
         }
     }

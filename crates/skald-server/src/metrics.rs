@@ -61,6 +61,11 @@ pub struct Metrics {
     pub tool_interceptions: Counter,
     /// Upstream context overflows the proxy recovered from (or not), by outcome.
     pub overflow_recoveries: Family<OutcomeLabels, Counter>,
+    /// Upstream calls of the proxy that failed, by fault (`unreachable`, `no_answer`,
+    /// `stalled`, `broke_off`, `undecodable`, `not_json`, `incomplete_stream`, `error_event`,
+    /// `shutting_down`): a streamed answer's status is 200 before its fault, so the request
+    /// counts alone do not show them.
+    pub upstream_faults: Family<OutcomeLabels, Counter>,
     /// Sessions whose engine state is cached in memory.
     pub cached_sessions: Gauge,
     /// The cached engine states' estimated bytes, as measured when requests released them.
@@ -132,6 +137,12 @@ impl Metrics {
             "Upstream context overflows handled by the proxy, by outcome",
             overflow_recoveries.clone(),
         );
+        let upstream_faults = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "proxy_upstream_faults",
+            "Upstream calls of the proxy that failed, by fault",
+            upstream_faults.clone(),
+        );
         let cached_sessions = Gauge::default();
         registry.register(
             "cached_sessions",
@@ -160,6 +171,7 @@ impl Metrics {
             uploads,
             tool_interceptions,
             overflow_recoveries,
+            upstream_faults,
             cached_sessions,
             cached_session_bytes,
             mcp_sessions,

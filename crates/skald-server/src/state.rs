@@ -32,6 +32,10 @@ pub struct AppState {
     /// Background work (memory uploads, extractions, streamed answers) a graceful shutdown
     /// waits for; the engine's background work runs on it too.
     pub tasks: TaskTracker,
+    /// Cancelled when a graceful stop's grace is about to run out ([`crate::serve`]): proxied
+    /// calls still running end in their API's own terms (a stream's error event, a JSON 503)
+    /// instead of a closed connection.
+    pub shutdown: tokio_util::sync::CancellationToken,
     /// The dashboard's logins (a cookie token names one; the key stays here).
     pub logins: Arc<crate::ui::Logins>,
     /// Whether requests must carry a key: true once the key store has held a live key while
@@ -97,6 +101,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             http,
             tasks,
+            shutdown: tokio_util::sync::CancellationToken::new(),
             logins: Arc::new(crate::ui::Logins::default()),
             auth_required: Arc::new(AtomicBool::new(auth_required)),
         })

@@ -71,7 +71,7 @@ pub use sessions::{
     ViewOptions,
 };
 pub use tools::{OffloadedOutput, ToolRun};
-pub use turn::{Synced, Turn};
+pub use turn::{SessionBusy, Synced, Turn};
 pub use turns::{CompactInput, PrepareInput};
 
 /// Sessions whose state is kept in memory at most, by default
@@ -388,5 +388,25 @@ mod tests {
         assert!(Arc::ptr_eq(&held, &engine.slot(&tenant, &a)));
         // The released states were measured.
         assert!(engine.cached_session_bytes() > 0);
+    }
+
+    #[tokio::test]
+    async fn a_turn_on_a_held_session_gives_up_after_its_wait_and_goes_ahead_once_it_is_free() {
+        let engine =
+            Engine::in_memory(EngineConfig::new(Policy::preset("skald").unwrap())).unwrap();
+        let (tenant, session) = ids("busy");
+        let held = engine.begin_turn(&tenant, &session).await;
+        let wait = std::time::Duration::from_millis(50);
+        let busy = engine
+            .try_begin_turn(&tenant, &session, wait)
+            .await
+            .unwrap_err();
+        assert_eq!(busy.session, session);
+        assert!(busy.to_string().contains("\"busy\""), "{busy}");
+        // Another session is not held by it.
+        let (_, other) = ids("other");
+        assert!(engine.try_begin_turn(&tenant, &other, wait).await.is_ok());
+        drop(held);
+        assert!(engine.try_begin_turn(&tenant, &session, wait).await.is_ok());
     }
 }

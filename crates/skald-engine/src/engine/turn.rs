@@ -69,11 +69,47 @@ impl DerefMut for Turn {
     }
 }
 
+/// Another request held the session for the whole wait of [`Engine::try_begin_turn`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "session \"{}\" is busy with another request (waited {waited:?} for it to finish)",
+    session.as_str()
+)]
+pub struct SessionBusy {
+    /// The session that is held.
+    pub session: SessionId,
+    /// How long the request waited.
+    pub waited: std::time::Duration,
+}
+
 impl Engine {
     /// Waits for the session's state (calls of the session before this one finish first) and
     /// holds it for a request the caller drives.
     pub async fn begin_turn(&self, tenant: &Tenant, session: &SessionId) -> Turn {
         let state = self.slot(tenant, session).lock_owned().await;
+        self.turn(tenant, session, state)
+    }
+
+    /// [`Engine::begin_turn`], waiting at most `wait` for the request holding the session: a
+    /// call that hangs upstream must not hold every later request of its session for as long
+    /// as the upstream's own timeout.
+    pub async fn try_begin_turn(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        wait: std::time::Duration,
+    ) -> Result<Turn, SessionBusy> {
+        let slot = self.slot(tenant, session);
+        match tokio::time::timeout(wait, slot.lock_owned()).await {
+            Ok(state) => Ok(self.turn(tenant, session, state)),
+            Err(_) => Err(SessionBusy {
+                session: session.clone(),
+                waited: wait,
+            }),
+        }
+    }
+
+    fn turn(&self, tenant: &Tenant, session: &SessionId, state: OwnedSlotGuard) -> Turn {
         Turn {
             engine: self.clone(),
             tenant: tenant.clone(),

@@ -78,6 +78,7 @@ pub async fn models(state: &AppState, url: &str, headers: HeaderMap) -> Result<R
         .http
         .get(url)
         .headers(headers)
+        .header(reqwest::header::ACCEPT_ENCODING, "identity")
         .send()
         .await
         .map_err(|error| {
@@ -88,12 +89,9 @@ pub async fn models(state: &AppState, url: &str, headers: HeaderMap) -> Result<R
         })?;
     let status = response.status();
     let headers = super::upstream::response_headers(response.headers());
-    let body = response.bytes().await.map_err(|error| {
-        ApiError::BadGateway(format!(
-            "the upstream's answer broke off: {}",
-            error_with_causes(&error)
-        ))
-    })?;
+    let body = super::body::read_whole(response, state.config.timeouts.idle)
+        .await
+        .map_err(super::body::Fault::into_api_error)?;
     let mut out = Response::new(axum::body::Body::from(body));
     *out.status_mut() = status;
     *out.headers_mut() = headers;

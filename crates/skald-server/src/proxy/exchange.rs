@@ -3,9 +3,7 @@
 //! pipeline, memory), the call is encoded back into the client's API with every field the
 //! client sent, forwarded, and its answer handled — skald's tool calls run and the call
 //! continued, an overflow recovered from and retried, usage fed to calibration — before the
-//! answer goes back, whole or streamed.
-
-use std::convert::Infallible;
+//! answer goes back, whole or streamed (`streamed`).
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
@@ -25,18 +23,22 @@ use skald_engine::{
     RecoveryError, RecoverySettings, SessionState, TurnDriver,
 };
 use skald_llm::LlmError;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::body::{self, Fault, FaultKind};
 use super::spelling::ClientMessages;
-use super::sse::SseSplitter;
-use super::stream::{StreamRewriter, anthropic_usage, error_event, openai_usage, responses_usage};
+use super::stream::{anthropic_usage, error_event, openai_usage, responses_usage};
 use super::tools::{self, Executed, SkaldTools};
 use super::upstream::{Api, response_headers};
 use crate::error::ApiError;
 use crate::metrics::{Metrics, ProxyNote};
 use crate::state::AppState;
 use skald_engine::Turn;
+
+mod streamed;
+
+pub use streamed::stream;
 
 /// Upstream calls one request may make to answer skald's own tool calls before the answer goes
 /// to the client as it is (without those calls).
@@ -297,6 +299,9 @@ impl Exchange {
             .http
             .post(&self.url)
             .headers(self.headers.clone())
+            // Uncompressed, please: a compressor in front of a stream may hold its events back.
+            // An upstream that compresses anyway is decoded (see `body`).
+            .header(reqwest::header::ACCEPT_ENCODING, "identity")
             .body(body)
             .send();
         let answered = tokio::time::timeout(timeouts.first_byte, sent).await;
@@ -307,39 +312,62 @@ impl Exchange {
                 noted.upstream_status = Some(response.status().as_u16());
                 Ok(response)
             }
-            Ok(Err(error)) if error.is_connect() && error.is_timeout() => {
-                Err(ApiError::GatewayTimeout(format!(
-                    "cannot connect to the upstream at {} within {:?}: {}",
-                    self.url,
-                    timeouts.connect,
-                    error_with_causes(&error)
-                )))
-            }
-            Ok(Err(error)) => Err(ApiError::BadGateway(format!(
-                "cannot reach the upstream at {}: {}",
-                self.url,
-                error_with_causes(&error)
-            ))),
-            Err(_) => Err(ApiError::GatewayTimeout(format!(
-                "the upstream at {} did not answer within {:?} (the proxy's first-byte timeout)",
-                self.url, timeouts.first_byte
-            ))),
+            Ok(Err(error)) if error.is_connect() && error.is_timeout() => Err(self
+                .fail(Fault::new(
+                    FaultKind::NoAnswer,
+                    format!(
+                        "cannot connect to the upstream at {} within {:?}: {}",
+                        self.url,
+                        timeouts.connect,
+                        error_with_causes(&error)
+                    ),
+                ))
+                .into_api_error()),
+            Ok(Err(error)) => Err(self
+                .fail(Fault::new(
+                    FaultKind::Unreachable,
+                    format!(
+                        "cannot reach the upstream at {}: {}",
+                        self.url,
+                        error_with_causes(&error)
+                    ),
+                ))
+                .into_api_error()),
+            Err(_) => Err(self
+                .fail(Fault::new(
+                    FaultKind::NoAnswer,
+                    format!(
+                        "the upstream at {} did not answer within {:?} (the proxy's first-byte \
+                         timeout)",
+                        self.url, timeouts.first_byte
+                    ),
+                ))
+                .into_api_error()),
         }
     }
 
-    /// A whole answer's body, within the idle timeout.
+    /// A whole answer's body, decoded, with at most the idle timeout between two of its
+    /// pieces; a fault is recorded as the call's failure.
     async fn read_body(&self, response: reqwest::Response) -> Result<Bytes, ApiError> {
-        let idle = self.state.config.timeouts.idle;
-        match tokio::time::timeout(idle, response.bytes()).await {
-            Ok(Ok(body)) => Ok(body),
-            Ok(Err(error)) => Err(ApiError::BadGateway(format!(
-                "the upstream's answer broke off: {}",
-                error_with_causes(&error)
-            ))),
-            Err(_) => Err(ApiError::GatewayTimeout(format!(
-                "the upstream's answer stalled: not complete within {idle:?} (the proxy's idle \
-                 timeout)"
-            ))),
+        body::read_whole(response, self.state.config.timeouts.idle)
+            .await
+            .map_err(|fault| self.fail(fault).into_api_error())
+    }
+
+    /// Records `fault` as this request's failed upstream call.
+    fn fail(&self, fault: Fault) -> Fault {
+        fault.record(&self.state.metrics, self.session_id.as_str());
+        fault
+    }
+
+    /// Ends a stream the client is reading on `fault`: recorded as a failed call, and the API's
+    /// own error event sent, so the client does not take what it got for a whole answer.
+    async fn fail_stream(&self, sender: &mpsc::Sender<Bytes>, fault: Fault) {
+        let fault = self.fail(fault);
+        for bytes in error_event(self.api, &fault.message) {
+            if sender.send(bytes).await.is_err() {
+                return;
+            }
         }
     }
 
@@ -522,15 +550,19 @@ pub async fn complete(exchange: Exchange, mut session: Turn) -> Response {
         Err(error) => return exchange.noted(recovery_failure(error), &noted),
     };
     let cancel = CancellationToken::new();
-    let response = answer_whole(
-        &exchange,
-        &mut driver,
-        &mut session,
-        &cancel,
-        &mut noted,
-        None,
-    )
-    .await;
+    let response = tokio::select! {
+        response = answer_whole(
+            &exchange,
+            &mut driver,
+            &mut session,
+            &cancel,
+            &mut noted,
+            None,
+        ) => response,
+        () = exchange.state.shutdown.cancelled() => {
+            exchange.fail(Fault::shutting_down()).into_api_error().into_response()
+        }
+    };
     exchange.noted(response, &noted)
 }
 
@@ -559,8 +591,27 @@ async fn answer_whole(
             Ok(body) => body,
             Err(error) => return error.into_response(),
         };
-        let Ok(mut value) = serde_json::from_slice::<Value>(&body) else {
-            return raw_response(status, headers, body);
+        let mut value = match serde_json::from_slice::<Value>(&body) {
+            Ok(value) => value,
+            // A success that is not JSON is no answer (cut short, or a proxy's HTML page): the
+            // client gets a 502 rather than a 200 it cannot read.
+            Err(error) if status.is_success() => {
+                let fault = Fault::new(
+                    FaultKind::NotJson,
+                    format!(
+                        "the upstream answered {status} with a body that is not JSON \
+                         ({} bytes{}): {error}",
+                        body.len(),
+                        headers
+                            .get(axum::http::header::CONTENT_TYPE)
+                            .and_then(|value| value.to_str().ok())
+                            .map(|kind| format!(", content-type {kind}"))
+                            .unwrap_or_default()
+                    ),
+                );
+                return exchange.fail(fault).into_api_error().into_response();
+            }
+            Err(_) => return raw_response(status, headers, body),
         };
         let Some(message) = decode_answer(exchange.api, &value) else {
             return raw_response(status, headers, body);
@@ -620,197 +671,6 @@ async fn answer_whole(
         tools::strip_skald_calls(exchange.api, &mut value, &sent.skald);
         exchange.record_answer(session, &value);
         return json_response(status, headers, &value);
-    }
-}
-
-/// How one read of an upstream stream ended.
-enum Read {
-    Chunk(Bytes),
-    End,
-    Failed(String),
-    /// The client went away: the upstream call is dropped (which cancels it).
-    ClientGone,
-}
-
-/// The next piece of an upstream stream, within the idle timeout, unless the client leaves.
-async fn next_chunk(
-    upstream: &mut reqwest::Response,
-    client: &mpsc::Sender<Bytes>,
-    idle: std::time::Duration,
-) -> Read {
-    tokio::select! {
-        () = client.closed() => Read::ClientGone,
-        read = tokio::time::timeout(idle, upstream.chunk()) => match read {
-            Ok(Ok(Some(chunk))) => Read::Chunk(chunk),
-            Ok(Ok(None)) => Read::End,
-            Ok(Err(error)) => Read::Failed(format!(
-                "the upstream stream broke off: {}",
-                error_with_causes(&error)
-            )),
-            Err(_) => Read::Failed(format!(
-                "the upstream stream stalled: nothing for {idle:?} (the proxy's idle timeout)"
-            )),
-        },
-    }
-}
-
-/// A streamed answer: the response starts with the first upstream call that answers 2xx, and
-/// its events go to the client as they arrive; `head` gets the response (or the early error).
-/// A client that leaves ends the task: the upstream call is dropped (cancelled) and the
-/// session released.
-pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Sender<Response>) {
-    let prepare = exchange.prepare_context();
-    let recall = exchange.recall_hook();
-    let mut noted = Noted::default();
-    let mut driver = match TurnDriver::new(&prepare, exchange.memory_hooks(recall.as_ref())) {
-        Ok(driver) => driver,
-        Err(error) => {
-            let _ = head.send(exchange.noted(recovery_failure(error), &noted));
-            return;
-        }
-    };
-    let cancel = CancellationToken::new();
-    let sent = tokio::select! {
-        // The client left before the answer started.
-        () = head.closed() => return,
-        sent = exchange.send(&mut driver, &mut session, &cancel, &mut noted) => sent,
-    };
-    let first = match sent {
-        Ok(sent) => sent,
-        Err(early) => {
-            let _ = head.send(exchange.noted(early, &noted));
-            return;
-        }
-    };
-    if !is_event_stream(first.response.headers()) {
-        // The upstream answered a stream request with a whole answer: it goes back whole, after
-        // skald's own calls in it are run and the call continued, as for a whole request.
-        let response = answer_whole(
-            &exchange,
-            &mut driver,
-            &mut session,
-            &cancel,
-            &mut noted,
-            Some(first),
-        )
-        .await;
-        let _ = head.send(exchange.noted(response, &noted));
-        return;
-    }
-    let (sender, receiver) = mpsc::channel::<Bytes>(64);
-    let body = futures::stream::unfold(receiver, |mut receiver| async move {
-        receiver
-            .recv()
-            .await
-            .map(|bytes| (Ok::<Bytes, Infallible>(bytes), receiver))
-    });
-    let mut response = Response::new(Body::from_stream(body));
-    *response.status_mut() = first.response.status();
-    *response.headers_mut() = response_headers(first.response.headers());
-    if head.send(exchange.noted(response, &noted)).is_err() {
-        return;
-    }
-    let idle = exchange.state.config.timeouts.idle;
-    let mut rewriter = StreamRewriter::new(exchange.api);
-    let mut current = first;
-    let mut rounds = 0;
-    loop {
-        rewriter.start_round(current.skald.clone());
-        let mut splitter = SseSplitter::default();
-        let mut upstream = current.response;
-        loop {
-            match next_chunk(&mut upstream, &sender, idle).await {
-                Read::Chunk(chunk) => {
-                    for event in splitter.push(&chunk) {
-                        if let Some(bytes) = rewriter.on_event(event) {
-                            if sender.send(bytes).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                }
-                Read::End => break,
-                Read::ClientGone => return,
-                Read::Failed(message) => {
-                    tracing::warn!(session = exchange.session_id.as_str(), "{message}");
-                    for bytes in error_event(exchange.api, &message) {
-                        let _ = sender.send(bytes).await;
-                    }
-                    return;
-                }
-            }
-        }
-        if let Some(event) = splitter.finish() {
-            if let Some(bytes) = rewriter.on_event(event) {
-                if sender.send(bytes).await.is_err() {
-                    return;
-                }
-            }
-        }
-        let round = rewriter.end_round();
-        Exchange::observe(&mut session, round.usage);
-        let mut answer = Message::new(Role::Assistant, round.content.clone());
-        answer.meta.usage = round.usage;
-        session.remember_answer_usage(&answer);
-        if round.skald_calls.is_empty() {
-            break;
-        }
-        let executed = exchange.execute(&round.skald_calls).await;
-        rounds += 1;
-        // The client saw this round's text already (it comes back in its next request); the
-        // hidden assistant turn still carries it and the round's thinking, which the model's
-        // continuation needs before skald's results.
-        let said = Message::new(Role::Assistant, round.content.clone());
-        let assistant = tools::hidden_assistant(Some(&said), &round.skald_calls);
-        if exchange.record(&mut session, assistant, executed).is_err() {
-            let message = "recording skald's tool calls failed";
-            for bytes in error_event(exchange.api, message) {
-                let _ = sender.send(bytes).await;
-            }
-            return;
-        }
-        if round.client_calls > 0 || rounds >= MAX_TOOL_ROUNDS {
-            break;
-        }
-        let sent = tokio::select! {
-            () = sender.closed() => return,
-            sent = exchange.send(&mut driver, &mut session, &cancel, &mut noted) => sent,
-        };
-        current = match sent {
-            Ok(sent) if is_event_stream(sent.response.headers()) => sent,
-            Ok(sent) => {
-                let message = format!(
-                    "the upstream answered the continuation with {} instead of a stream",
-                    sent.response.status()
-                );
-                for bytes in error_event(exchange.api, &message) {
-                    let _ = sender.send(bytes).await;
-                }
-                return;
-            }
-            Err(early) => {
-                let status = early.status();
-                let body = axum::body::to_bytes(early.into_body(), 64 * 1024)
-                    .await
-                    .unwrap_or_default();
-                let message = format!(
-                    "continuing the answer after skald's tool call failed ({status}): {}",
-                    String::from_utf8_lossy(&body)
-                );
-                for bytes in error_event(exchange.api, &message) {
-                    let _ = sender.send(bytes).await;
-                }
-                return;
-            }
-        };
-    }
-    for bytes in rewriter.release_held() {
-        if sender.send(bytes).await.is_err() {
-            return;
-        }
-    }
-    if let Some(response) = rewriter.final_response() {
-        exchange.record_answer(&mut session, response);
     }
 }
 

@@ -14,6 +14,7 @@
 //! (`stream`); an upstream context overflow is recovered from and retried. What the client
 //! sees is the upstream's answer, byte for byte wherever skald had nothing to change.
 
+mod body;
 mod count;
 mod exchange;
 mod identity;
@@ -73,8 +74,10 @@ enum Route {
         (status = 400, description = "Malformed JSON or not a Chat Completions request"),
         (status = 401, description = "A key is required"),
         (status = 413, description = "The body is over the size limit"),
+        (status = 409, description = "The session is busy with another request past the bounded wait"),
         (status = 422, description = "No upstream configured, or no provider key for a skald bearer key"),
-        (status = 502, description = "The upstream cannot be reached")))]
+        (status = 502, description = "The upstream cannot be reached, or its answer is not one"),
+        (status = 504, description = "The upstream did not answer in time")))]
 async fn chat_completions(
     State(state): State<AppState>,
     caller: Caller,
@@ -104,6 +107,7 @@ async fn chat_completions(
         (status = 400, description = "Malformed JSON or not a Messages request"),
         (status = 401, description = "A key is required"),
         (status = 413, description = "The body is over the size limit"),
+        (status = 409, description = "The session is busy with another request past the bounded wait"),
         (status = 422, description = "No upstream configured, or no provider key for a skald key in x-api-key"),
         (status = 502, description = "The upstream cannot be reached")))]
 async fn messages(
@@ -137,6 +141,7 @@ async fn messages(
         (status = 400, description = "Malformed JSON, not a Responses request, or a previous_response_id skald does not hold"),
         (status = 401, description = "A key is required"),
         (status = 413, description = "The body is over the size limit"),
+        (status = 409, description = "The session is busy with another request past the bounded wait"),
         (status = 422, description = "No upstream configured"),
         (status = 502, description = "The upstream cannot be reached"),
         (status = 504, description = "The upstream did not answer in time")))]
@@ -246,10 +251,40 @@ async fn proxy(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match start(state, caller, api, route, uri, headers, body).await {
+    let response = match start(state, caller, api, route, uri, headers, body).await {
         Ok(response) => response,
         Err(error) => error.into_response(),
+    };
+    in_api_shape(api, response).await
+}
+
+/// skald's own error replies in the error shape of the client's API, so its SDK reads them as
+/// it reads the provider's: OpenAI's is skald's own (`{"error": {"type", "message"}}`);
+/// Anthropic's adds `"type": "error"` at the top. Upstream answers pass as they came.
+async fn in_api_shape(api: Api, response: Response) -> Response {
+    let own_error = response
+        .extensions()
+        .get::<crate::metrics::ErrorNote>()
+        .is_some();
+    match api {
+        Api::OpenAi | Api::Responses => return response,
+        Api::Anthropic if !own_error => return response,
+        Api::Anthropic => {}
     }
+    let (mut parts, body) = response.into_parts();
+    // skald's error bodies are small JSON it wrote itself, held in memory.
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let body = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(mut object)) => {
+            object.insert("type".to_owned(), Value::String("error".to_owned()));
+            Bytes::from(Value::Object(object).to_string())
+        }
+        Ok(_) | Err(_) => bytes,
+    };
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 /// Everything that can refuse the request before the session is touched, then the exchange.
@@ -337,10 +372,26 @@ async fn start(
         return Ok(count::count_tokens(exchange, conversation).await);
     }
 
+    // A session's requests run one after the other (each builds on the state the one before
+    // left). One that finds its session held past the bounded wait is refused with 409 rather
+    // than run on a fork: a fork would answer from a context missing the running call's turn
+    // and leave two diverging branches for the client's next request to reconcile, while a
+    // 409 changes nothing and the client (its SDK retries 409s) sends it again once the
+    // session is free.
     let mut session = state
         .engine
-        .begin_turn(&exchange.tenant, &exchange.session_id)
-        .await;
+        .try_begin_turn(
+            &exchange.tenant,
+            &exchange.session_id,
+            state.config.session_busy_wait,
+        )
+        .await
+        .map_err(|busy| {
+            ApiError::Conflict(format!(
+                "{busy}: skald runs one request of a session at a time; send this one again \
+                 once the other is answered, or give it its own session ({SESSION_HEADER})"
+            ))
+        })?;
     let previous = match (api, value.get("previous_response_id")) {
         (Api::Responses, Some(Value::String(id))) => Some(id.clone()),
         _ => None,

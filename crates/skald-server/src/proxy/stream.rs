@@ -41,6 +41,11 @@ pub struct Round {
     /// What the answer said besides tool calls, in order: text, thinking (with signature),
     /// redacted thinking (opaque).
     pub content: Vec<Block>,
+    /// Whether the call's stream carried the API's final event (`[DONE]`, `message_stop`,
+    /// `response.completed` or `response.incomplete`): without it the answer was cut off.
+    pub finished: bool,
+    /// Whether the upstream sent the API's own error event (`error`, `response.failed`).
+    pub upstream_error: bool,
 }
 
 /// A content block of the answer being streamed that the client sees (Anthropic).
@@ -288,6 +293,7 @@ impl StreamRewriter {
     fn on_openai(&mut self, event: SseEvent) -> Option<Bytes> {
         let data = event.data.trim();
         if data == "[DONE]" {
+            self.current.finished = true;
             self.held_tail.push(Held::Raw(event.raw));
             return None;
         }
@@ -298,6 +304,7 @@ impl StreamRewriter {
             return Some(event.raw);
         };
         if chunk.contains_key("error") {
+            self.current.upstream_error = true;
             return Some(event.raw);
         }
         if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
@@ -560,8 +567,13 @@ impl StreamRewriter {
                 None
             }
             "message_stop" => {
+                self.current.finished = true;
                 self.held_tail.push(Held::Raw(event.raw));
                 None
+            }
+            "error" => {
+                self.current.upstream_error = true;
+                Some(event.raw)
             }
             _ => Some(event.raw),
         }

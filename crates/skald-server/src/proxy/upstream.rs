@@ -130,6 +130,15 @@ impl Api {
         }
     }
 
+    /// The event that closes a whole streamed answer, as the API names it.
+    pub fn final_event(self) -> &'static str {
+        match self {
+            Api::OpenAi => "data: [DONE]",
+            Api::Responses => "response.completed",
+            Api::Anthropic => "message_stop",
+        }
+    }
+
     /// Where the models list is below the base URL.
     pub fn models_path(self) -> &'static str {
         match self {
@@ -206,25 +215,49 @@ pub fn upstream_headers(
             out.append(name.clone(), value.clone());
         }
     }
-    let carried_skald_key = match caller.key_source {
-        KeySource::Bearer => Some(header::AUTHORIZATION),
-        KeySource::XApiKey => Some(HeaderName::from_static("x-api-key")),
-        KeySource::None | KeySource::SkaldHeader => None,
+    // The provider-key headers that carried a skald key: the one the caller was authenticated
+    // by, and any other — a client may send its key both in `x-skald-key` and where its SDK
+    // puts the provider key. Either way the client holds no provider key there, so skald's
+    // configured key takes the place (the virtual-key pattern), as it does for a key that came
+    // in that header alone.
+    let mut carriers: Vec<HeaderName> = match caller.key_source {
+        KeySource::Bearer => vec![header::AUTHORIZATION],
+        KeySource::XApiKey => vec![HeaderName::from_static("x-api-key")],
+        KeySource::None | KeySource::SkaldHeader => Vec::new(),
     };
-    if let Some(carrier) = carried_skald_key {
+    if caller.key_source != KeySource::None {
+        for name in [header::AUTHORIZATION, HeaderName::from_static("x-api-key")] {
+            let carries = incoming
+                .get_all(&name)
+                .iter()
+                .any(|value| carries_skald_key(value.as_bytes()));
+            if carries && !carriers.contains(&name) {
+                carriers.push(name);
+            }
+        }
+    }
+    if let Some(carrier) = carriers.first() {
         // The virtual-key pattern: the client holds only a skald key, skald the provider's.
-        out.remove(&carrier);
-        let Some(key) = upstream.api_key.as_deref() else {
-            return Err(ApiError::Unprocessable(format!(
-                "the skald key came in the `{carrier}` header, where the provider key belongs, \
-                 but skald holds no provider key: set `api_key_env` under {} in skald.toml to the \
-                 name of an environment variable holding it, or send your provider key in `{}` \
-                 and the skald key in `{SKALD_KEY_HEADER}`",
-                api.table(),
-                api.key_header()
-            )));
-        };
-        out.insert(api.key_header(), api.key_value(key)?);
+        for name in &carriers {
+            out.remove(name);
+        }
+        // A client authenticated by `x-skald-key` that still sends a provider key of its own
+        // where the API takes it (the skald key was in the other header) keeps it.
+        let own_key_left =
+            caller.key_source == KeySource::SkaldHeader && out.contains_key(api.key_header());
+        if !own_key_left {
+            let Some(key) = upstream.api_key.as_deref() else {
+                return Err(ApiError::Unprocessable(format!(
+                    "the skald key came in the `{carrier}` header, where the provider key \
+                     belongs, but skald holds no provider key: set `api_key_env` under {} in \
+                     skald.toml to the name of an environment variable holding it, or send your \
+                     provider key in `{}` and the skald key in `{SKALD_KEY_HEADER}`",
+                    api.table(),
+                    api.key_header()
+                )));
+            };
+            out.insert(api.key_header(), api.key_value(key)?);
+        }
     } else if !out.contains_key(header::AUTHORIZATION) && !out.contains_key("x-api-key") {
         if let Some(key) = upstream.api_key.as_deref() {
             out.insert(api.key_header(), api.key_value(key)?);
@@ -387,6 +420,47 @@ mod tests {
         .unwrap_err();
         assert!(refused.to_string().contains("api_key_env"), "{refused}");
         assert!(refused.to_string().contains("[proxy.openai]"), "{refused}");
+    }
+
+    #[test]
+    fn a_skald_key_in_both_its_own_header_and_the_provider_header_gets_the_configured_key() {
+        let incoming = headers(&[
+            ("x-skald-key", "sk-skald-abc"),
+            ("authorization", "Bearer sk-skald-abc"),
+        ]);
+        let out = upstream_headers(
+            Api::OpenAi,
+            &caller(KeySource::SkaldHeader),
+            &incoming,
+            &upstream(Some("sk-configured")),
+        )
+        .unwrap();
+        assert_eq!(out["authorization"], "Bearer sk-configured");
+        let refused = upstream_headers(
+            Api::OpenAi,
+            &caller(KeySource::SkaldHeader),
+            &incoming,
+            &upstream(None),
+        )
+        .unwrap_err();
+        assert!(refused.to_string().contains("api_key_env"), "{refused}");
+    }
+
+    #[test]
+    fn a_provider_key_of_the_clients_own_beside_a_skald_key_in_the_other_header_passes() {
+        let out = upstream_headers(
+            Api::Anthropic,
+            &caller(KeySource::SkaldHeader),
+            &headers(&[
+                ("x-skald-key", "sk-skald-abc"),
+                ("authorization", "Bearer sk-skald-abc"),
+                ("x-api-key", "sk-ant-own"),
+            ]),
+            &upstream(None),
+        )
+        .unwrap();
+        assert_eq!(out["x-api-key"], "sk-ant-own");
+        assert!(out.get("authorization").is_none());
     }
 
     #[test]

@@ -64,6 +64,14 @@ pub enum Reply {
     Dynamic(Arc<dyn Fn(&Value) -> Reply + Send + Sync>),
     /// No answer at all (not even headers) for a very long time: an upstream that hangs.
     Hang,
+    /// Any answer, byte for byte: a status, headers, and the body in pieces sent `gap` apart
+    /// (the body ends cleanly after the last one; no `content-length` unless given).
+    Raw {
+        status: u16,
+        headers: Vec<(&'static str, String)>,
+        pieces: Vec<Vec<u8>>,
+        gap: std::time::Duration,
+    },
 }
 
 #[derive(Clone, Default)]
@@ -163,7 +171,42 @@ fn respond(reply: Reply, body: &Value) -> Response {
         Reply::Sse(events) => sse(events, None, Vec::new()),
         Reply::GatedSse { first, gate, rest } => sse(first, Some(gate), rest),
         Reply::Dynamic(compute) => respond(compute(body), body),
+        Reply::Raw {
+            status,
+            headers,
+            pieces,
+            gap,
+        } => raw(status, headers, pieces, gap),
     }
+}
+
+fn raw(
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    pieces: Vec<Vec<u8>>,
+    gap: std::time::Duration,
+) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+    tokio::spawn(async move {
+        for (n, piece) in pieces.into_iter().enumerate() {
+            if n > 0 {
+                tokio::time::sleep(gap).await;
+            }
+            if tx.send(Bytes::from(piece)).await.is_err() {
+                return;
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|bytes| (Ok::<Bytes, Infallible>(bytes), rx))
+    });
+    let mut response = Response::builder().status(status);
+    for (name, value) in headers {
+        response = response.header(name, value);
+    }
+    response.body(Body::from_stream(stream)).unwrap()
 }
 
 fn sse(first: Vec<String>, gate: Option<Arc<Notify>>, rest: Vec<String>) -> Response {

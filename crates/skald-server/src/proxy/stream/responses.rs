@@ -49,6 +49,9 @@ impl StreamRewriter {
                 self.emit_responses(event, data, false)
             }
             "response.completed" | "response.incomplete" | "response.failed" => {
+                // `response.failed` is the API's own error event: the client gets it as sent.
+                self.current.finished = kind != "response.failed";
+                self.current.upstream_error = kind == "response.failed";
                 if let Some(usage) = data
                     .get("response")
                     .and_then(|response| response.get("usage"))
@@ -128,6 +131,10 @@ impl StreamRewriter {
                     return None;
                 }
                 self.item_event(event, data, upstream)
+            }
+            "error" => {
+                self.current.upstream_error = true;
+                self.emit_responses(event, data, false)
             }
             _ if data.contains_key("output_index") => {
                 let upstream = output_index(&data);
