@@ -101,6 +101,24 @@ pub(crate) struct RelayedAnswer {
     pub(crate) assemble: Option<AssembleRecord>,
 }
 
+impl RelayedAnswer {
+    /// Its bytes: the entry, the model's name and the assemble record's ref ids.
+    fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<(u64, RelayedAnswer)>()
+            + self.model.as_ref().map_or(0, String::len)
+            + self.assemble.as_ref().map_or(0, assemble_bytes)
+    }
+}
+
+/// The heap bytes of an assemble record: its offloaded ref ids (the rest are numbers).
+fn assemble_bytes(record: &AssembleRecord) -> usize {
+    record
+        .offloaded_refs
+        .iter()
+        .map(|id| id.len() + std::mem::size_of::<String>())
+        .sum()
+}
+
 /// Answers whose usage is remembered at most (the latest; a client sends an answer back with
 /// its next request).
 const REMEMBERED_ANSWERS: usize = 64;
@@ -258,6 +276,12 @@ impl SessionState {
             })
             + stored
             + sync_mark
+            + self
+                .answer_usage
+                .iter()
+                .map(|(_, relayed)| relayed.approx_bytes())
+                .sum::<usize>()
+            + self.pending_assemble.as_ref().map_or(0, assemble_bytes)
     }
 
     /// Drops the stored session and the context rebuilt from it — the bulk of a long session's
@@ -674,6 +698,36 @@ mod tests {
             .session_context(&store, &tenant_named("t"), &session_named("s"))
             .unwrap();
         assert_eq!(state.approx_bytes(), large);
+    }
+
+    #[test]
+    fn approx_bytes_counts_the_relayed_answers_and_their_assemble_records() {
+        let mut state = SessionState::default();
+        let empty = state.approx_bytes();
+        let refs: Vec<String> = (0..50).map(|at| format!("ref_{at:040}")).collect();
+        let ref_bytes: usize = refs.iter().map(String::len).sum();
+        for at in 0..REMEMBERED_ANSWERS {
+            state.pending_assemble = Some(AssembleRecord {
+                offloaded_refs: refs.clone(),
+                ..AssembleRecord::default()
+            });
+            let mut answer = Message::text(Role::Assistant, format!("answer {at}"));
+            answer.meta.model = Some("gpt-test".to_owned());
+            state.remember_answer_usage(&answer);
+        }
+        assert_eq!(state.answer_usage.len(), REMEMBERED_ANSWERS);
+        let held = state.approx_bytes() - empty;
+        // Every remembered record's ref ids and model name, at the least.
+        assert!(
+            held >= REMEMBERED_ANSWERS * (ref_bytes + "gpt-test".len()),
+            "{held}"
+        );
+        // And the pending record, until an answer takes it.
+        state.pending_assemble = Some(AssembleRecord {
+            offloaded_refs: refs,
+            ..AssembleRecord::default()
+        });
+        assert!(state.approx_bytes() - empty >= held + ref_bytes);
     }
 
     #[test]

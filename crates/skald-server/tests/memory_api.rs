@@ -5,6 +5,7 @@
 
 mod api_support;
 mod common;
+mod holding_store;
 
 use api_support::*;
 use common::TestServer;
@@ -295,4 +296,85 @@ async fn a_directory_of_documents_is_added_in_one_request() {
         assert!(message(&answer).contains(expected), "{answer}");
     }
     server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_document_of_more_chunks_than_one_request_may_add_is_refused_and_changes_nothing() {
+    let server = TestServer::open().await;
+    let api = Api::new(server.url(""), None);
+    let limit = skald_engine::memory::manage::MAX_RESOURCE_CHUNKS;
+    let content: String = (0..=limit)
+        .map(|at| format!("# Step {at}\nDo {at}.\n\n"))
+        .collect();
+    let (status, refused) = api
+        .post(
+            "/v1/memory/resources",
+            json!({"name": "steps.md", "content": content}),
+        )
+        .await;
+    assert_eq!(status, 413, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("{} chunks", limit + 1))
+            && message.contains(&format!("at most {limit}"))
+            && message.contains("MAX_RESOURCE_CHUNKS"),
+        "{refused}"
+    );
+    let (_, listed) = api.get("/v1/memory/ls?uri=viking://resources").await;
+    assert_eq!(listed, json!([]));
+    let (_, writes) = api.get("/v1/memory/history").await;
+    assert_eq!(writes, json!([]));
+}
+
+#[tokio::test]
+async fn a_resource_request_whose_client_disconnects_stops_and_writes_nothing() {
+    use tokio::io::AsyncWriteExt;
+
+    let mut state_stores = skald_store::test_stores::stores();
+    let holding = holding_store::HoldingStore::new(state_stores.memories.clone());
+    state_stores.memories = holding.clone();
+    let stores = skald_engine::Stores {
+        sessions: state_stores.sessions,
+        refs: state_stores.refs,
+        memories: state_stores.memories,
+    };
+    let state =
+        skald_server::AppState::from_stores(stores, state_stores.keys, common::default_config())
+            .unwrap();
+    let server = TestServer::start(state).await;
+    let content: String = (0..200)
+        .map(|at| format!("# Step {at}\nDo {at}.\n\n"))
+        .collect();
+    let body = serde_json::to_vec(&json!({"name": "steps.md", "content": content})).unwrap();
+    let mut client = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let head = format!(
+        "POST /v1/memory/resources HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        server.addr,
+        body.len()
+    );
+    client.write_all(head.as_bytes()).await.unwrap();
+    client.write_all(&body).await.unwrap();
+    // The chunks' transaction is under way (its first entry written); the client leaves.
+    holding
+        .wait_for("the batch to be held", |store| {
+            store.holding.load(std::sync::atomic::Ordering::SeqCst)
+        })
+        .await;
+    drop(client);
+    holding
+        .wait_for("the batch to end", |store| {
+            store.ended.lock().unwrap().is_some()
+        })
+        .await;
+    let ended = holding.ended.lock().unwrap().clone().unwrap();
+    assert!(
+        ended
+            .as_ref()
+            .is_err_and(|error| error.contains("cancelled")),
+        "{ended:?}"
+    );
+    let api = Api::new(server.url(""), None);
+    let (_, listed) = api.get("/v1/memory/ls?uri=viking://resources").await;
+    assert_eq!(listed, json!([]), "nothing of the document stays");
 }

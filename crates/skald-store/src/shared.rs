@@ -157,6 +157,15 @@ impl<S: MemoryStore + ?Sized> MemoryStore for Arc<S> {
         (**self).add_many(tenant, memories)
     }
 
+    fn add_many_while(
+        &self,
+        tenant: &Tenant,
+        memories: Vec<NewMemory>,
+        keep_going: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Vec<AddOutcome>, MemoryError> {
+        (**self).add_many_while(tenant, memories, keep_going)
+    }
+
     fn update(&self, tenant: &Tenant, memory: NewMemory) -> Result<UpdateOutcome, MemoryError> {
         (**self).update(tenant, memory)
     }

@@ -22,6 +22,8 @@
 //! assert_eq!(chunks[1].title.as_deref(), Some("Auth"));
 //! ```
 
+use std::collections::{HashMap, HashSet};
+
 /// The default largest chunk, in characters.
 pub const DEFAULT_MAX_CHUNK_CHARS: usize = 3000;
 
@@ -277,16 +279,24 @@ fn split_long(text: &str, max_chars: usize) -> Vec<&str> {
     pieces
 }
 
+/// Makes every slug unique within the document: a repeated slug gets the first free `-2`,
+/// `-3`… suffix. Linear in the number of chunks: the taken slugs are a set, and each base slug
+/// remembers the next suffix to try, so a slug is never compared with every earlier one.
 fn make_slugs_unique(chunks: &mut [Chunk]) {
-    let mut seen: Vec<String> = Vec::new();
+    let mut taken: HashSet<String> = HashSet::with_capacity(chunks.len());
+    let mut next_suffix: HashMap<String, usize> = HashMap::new();
     for chunk in chunks.iter_mut() {
-        let mut slug = chunk.slug.clone();
-        let mut n = 2;
-        while seen.contains(&slug) {
-            slug = format!("{}-{n}", chunk.slug);
-            n += 1;
+        if taken.insert(chunk.slug.clone()) {
+            continue;
         }
-        seen.push(slug.clone());
+        let n = next_suffix.entry(chunk.slug.clone()).or_insert(2);
+        let mut slug = format!("{}-{n}", chunk.slug);
+        while taken.contains(&slug) {
+            *n += 1;
+            slug = format!("{}-{n}", chunk.slug);
+        }
+        *n += 1;
+        taken.insert(slug.clone());
         chunk.slug = slug;
     }
 }
@@ -405,6 +415,13 @@ mod tests {
         );
         assert_eq!(DocumentKind::of_file_name("a.MDX"), DocumentKind::Markdown);
         assert_eq!(DocumentKind::of_file_name("main.rs"), DocumentKind::Text);
+    }
+
+    #[test]
+    fn repeated_headings_get_the_first_free_suffix() {
+        let doc = "# A\none\n\n# A 2\ntwo\n\n# A\nthree\n\n# A\nfour\n\n# A 3\nfive\n";
+        let chunks = chunk_document(DocumentKind::Markdown, doc, 1000);
+        assert_eq!(slugs(&chunks), ["a", "a-2", "a-3", "a-4", "a-3-2"]);
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! history, and the memory tools the model calls — each [`crate::memory::manage`] or
 //! [`crate::memory::tools`] operation over the engine's memory store and embedder.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde_json::Value;
 use skald_core::ids::Tenant;
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
@@ -101,6 +104,11 @@ impl Engine {
     }
 
     /// Adds documents as resources under `root`, chunked (see [`manage::add_documents`]).
+    ///
+    /// The store work (chunking, comparing, writing: seconds for a large document) runs on
+    /// blocking threads, so the async caller stays responsive and can be dropped: dropping the
+    /// returned future (an HTTP client that disconnects drops its handler's) tells the work to
+    /// stop, and it does at the next entry, writing nothing (see [`manage::write_documents`]).
     pub async fn add_documents(
         &self,
         tenant: &Tenant,
@@ -109,16 +117,31 @@ impl Engine {
         max_chunk_chars: usize,
         skipped: Vec<Skipped>,
     ) -> Result<AddReport, ManageError> {
-        let embedder = self.config().embedder.as_deref();
-        manage::add_documents(
-            self.memories(),
-            embedder,
-            tenant,
-            root,
-            documents,
-            max_chunk_chars,
-            skipped,
-        )
+        let wanted = Arc::new(AtomicBool::new(true));
+        let _stop_when_dropped = StopWhenDropped(wanted.clone());
+        let plan = {
+            let (engine, wanted) = (self.clone(), wanted.clone());
+            let (tenant, root) = (tenant.clone(), root.clone());
+            off_thread(move || {
+                let keep_going = || wanted.load(Ordering::Relaxed);
+                manage::plan_documents(
+                    engine.memories(),
+                    &tenant,
+                    &root,
+                    documents,
+                    max_chunk_chars,
+                    skipped,
+                    &keep_going,
+                )
+            })
+            .await?
+        };
+        let vectors = manage::embed_plan(self.config().embedder.as_deref(), &plan).await?;
+        let (engine, tenant) = (self.clone(), tenant.clone());
+        off_thread(move || {
+            let keep_going = || wanted.load(Ordering::Relaxed);
+            manage::write_documents(engine.memories(), &tenant, plan, vectors, &keep_going)
+        })
         .await
     }
 
@@ -150,5 +173,26 @@ impl Engine {
     ) -> MemoryToolOutput {
         let embedder = self.config().embedder.as_deref();
         execute_memory_tool(self.memories(), embedder, tenant, identity, name, arguments).await
+    }
+}
+
+/// Clears its flag when dropped: the work of a future that was dropped stops.
+struct StopWhenDropped(Arc<AtomicBool>);
+
+impl Drop for StopWhenDropped {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Runs `work` on a blocking thread; its panic is the caller's.
+async fn off_thread<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ManageError> + Send + 'static,
+) -> Result<T, ManageError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        // Only a runtime shutting down cancels a blocking task.
+        Err(_) => Err(ManageError::Store(MemoryError::Cancelled)),
     }
 }

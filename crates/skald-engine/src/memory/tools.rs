@@ -133,6 +133,7 @@ fn describe(error: &MemoryError) -> String {
         | MemoryError::AlreadyExists { .. }
         | MemoryError::PathConflict { .. }
         | MemoryError::InBatch { .. }
+        | MemoryError::Cancelled
         | MemoryError::DimensionMismatch { .. }
         | MemoryError::InvalidSettings(_)
         | MemoryError::Store(_)

@@ -187,7 +187,9 @@ pub fn memory_error(error: MemoryError) -> ApiError {
         MemoryError::Forgotten { .. } => ApiError::NotFound(error.to_string()),
         MemoryError::AlreadyExists { .. }
         | MemoryError::PathConflict { .. }
-        | MemoryError::DimensionMismatch { .. } => ApiError::Unprocessable(error.to_string()),
+        | MemoryError::DimensionMismatch { .. }
+        // Only a client that left gets this, and it is gone: nothing to tell it.
+        | MemoryError::Cancelled => ApiError::Unprocessable(error.to_string()),
         MemoryError::InBatch { source, .. } => memory_error(*source),
         MemoryError::Store(store) => store_error(store),
         MemoryError::InvalidSettings(_) | MemoryError::Storage { .. } | MemoryError::Corrupt(_) => {
@@ -203,6 +205,7 @@ pub fn manage_error(error: ManageError) -> ApiError {
         ManageError::Uri(_) | ManageError::InvalidInput { .. } => {
             ApiError::BadRequest(error.to_string())
         }
+        ManageError::TooManyChunks { .. } => ApiError::PayloadTooLarge(error.to_string()),
         ManageError::DirectoryWithoutOverview { .. } | ManageError::NothingToForget { .. } => {
             ApiError::NotFound(error.to_string())
         }

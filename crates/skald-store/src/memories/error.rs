@@ -72,6 +72,11 @@ pub enum MemoryError {
         source: Box<MemoryError>,
     },
 
+    /// A batch of [`MemoryStore::add_many_while`](super::MemoryStore::add_many_while) was
+    /// given up because its caller stopped wanting it; nothing of the batch was written.
+    #[error("the batch was cancelled before it was written; nothing of it was stored")]
+    Cancelled,
+
     /// The query vector's dimensions match no stored vector of the tenant.
     #[error(
         "the query vector has {query} dimensions but the stored vectors have {stored:?}; embed \

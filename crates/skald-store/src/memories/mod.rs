@@ -755,6 +755,22 @@ pub trait MemoryStore: Send + Sync {
         memories: Vec<NewMemory>,
     ) -> Result<Vec<AddOutcome>, MemoryError>;
 
+    /// [`MemoryStore::add_many`] that gives up when `keep_going` says so: it is asked before
+    /// each entry, inside the transaction, and a `false` rolls everything back and answers
+    /// [`MemoryError::Cancelled`], so nothing of the batch is written. For a batch whose
+    /// requester may leave (a client that disconnects) and that should then stop costing.
+    fn add_many_while(
+        &self,
+        tenant: &Tenant,
+        memories: Vec<NewMemory>,
+        keep_going: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Vec<AddOutcome>, MemoryError> {
+        if !keep_going() {
+            return Err(MemoryError::Cancelled);
+        }
+        self.add_many(tenant, memories)
+    }
+
     /// Writes a new version of the live entry at `memory.uri`, superseding it. No duplicate
     /// check: an update is an explicit decision about this entry.
     fn update(&self, tenant: &Tenant, memory: NewMemory) -> Result<UpdateOutcome, MemoryError>;

@@ -152,6 +152,14 @@ pub(crate) fn source_json(source: &MemorySource) -> String {
     json!({"session_id": source.session_id, "entry_ids": source.entry_ids}).to_string()
 }
 
+/// How [`source_json`] stores an empty source (a merge that came with none, as every resource
+/// chunk's does). Reads of merged sources skip these rows in SQL: an entry that many duplicates
+/// were merged into is then read without parsing a row per merge, which kept adding a document of
+/// repeated sections quadratic. A row stored otherwise is still parsed and dropped when empty.
+pub(crate) fn empty_source_json() -> String {
+    source_json(&MemorySource::default())
+}
+
 /// A stored source read back.
 pub(crate) fn source_from_json(text: &str) -> Result<MemorySource, MemoryError> {
     let value: Value = serde_json::from_str(text)

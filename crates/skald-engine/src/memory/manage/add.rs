@@ -4,6 +4,12 @@
 use super::*;
 use skald_core::ids::Tenant;
 
+/// The most chunk entries one [`add_documents`] writes (the `_overview` entries not counted):
+/// 20,000 chunks hold a 32 MiB body (the server's largest) of chunks of a few thousand
+/// characters, while a document of tiny repeated sections is refused before it costs minutes.
+/// More is refused with [`ManageError::TooManyChunks`], before the store is touched.
+pub const MAX_RESOURCE_CHUNKS: usize = 20_000;
+
 /// A document to add as a resource.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {
@@ -201,6 +207,33 @@ pub fn resources_parent(parent: &MemoryUri) -> Result<(), ManageError> {
     Ok(())
 }
 
+/// What [`plan_documents`] found to do: the entries to add, update and forget under `root`,
+/// and the counts of the report. Written by [`write_documents`].
+#[derive(Debug)]
+pub struct AddPlan {
+    root: MemoryUri,
+    files: usize,
+    chunks: usize,
+    directories: usize,
+    to_add: Vec<Planned>,
+    to_update: Vec<Planned>,
+    unchanged: usize,
+    stale: Vec<MemoryUri>,
+    skipped: Vec<Skipped>,
+}
+
+impl AddPlan {
+    /// The texts to embed, in the order [`write_documents`] takes their vectors: the added
+    /// entries', then the updated ones'.
+    pub fn texts_to_embed(&self) -> Vec<String> {
+        self.to_add
+            .iter()
+            .chain(&self.to_update)
+            .map(|entry| entry.content.clone())
+            .collect()
+    }
+}
+
 /// Adds `documents` under `root` as resources: each is cut into chunks of at most
 /// `max_chunk_chars` (Markdown at headings, anything else at blank lines), each chunk an entry
 /// in the document's directory, and every directory gets an `_overview` entry. Adding again
@@ -208,6 +241,10 @@ pub fn resources_parent(parent: &MemoryUri) -> Result<(), ManageError> {
 /// version, and entries under `root` that no longer come from a document are forgotten. New
 /// entries are written in one transaction, before any update or forget. `skipped` lists
 /// documents the caller already left out; the report adds its own.
+///
+/// [`plan_documents`], the embedding of the new texts, then [`write_documents`]; a caller that
+/// wants the store work off its async thread runs the two phases itself.
+#[allow(clippy::too_many_arguments)]
 pub async fn add_documents(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
@@ -215,8 +252,48 @@ pub async fn add_documents(
     root: &MemoryUri,
     documents: Vec<Document>,
     max_chunk_chars: usize,
-    mut skipped: Vec<Skipped>,
+    skipped: Vec<Skipped>,
+    keep_going: &(dyn Fn() -> bool + Sync),
 ) -> Result<AddReport, ManageError> {
+    let plan = plan_documents(
+        store,
+        tenant,
+        root,
+        documents,
+        max_chunk_chars,
+        skipped,
+        keep_going,
+    )?;
+    let vectors = embed_plan(embedder, &plan).await?;
+    write_documents(store, tenant, plan, vectors, keep_going)
+}
+
+/// The vectors of a plan's texts ([`AddPlan::texts_to_embed`]), none without an embedder.
+pub async fn embed_plan(
+    embedder: Option<&dyn Embedder>,
+    plan: &AddPlan,
+) -> Result<Vec<Vec<f32>>, ManageError> {
+    let texts = plan.texts_to_embed();
+    match embedder {
+        Some(embedder) if !texts.is_empty() => embed_texts(embedder, &texts).await,
+        Some(_) | None => Ok(Vec::new()),
+    }
+}
+
+/// The first phase of [`add_documents`]: the documents chunked and compared with the store.
+/// Reads only. At most [`MAX_RESOURCE_CHUNKS`] chunks, else [`ManageError::TooManyChunks`].
+/// `keep_going` is asked between documents and between the entries compared with the store; a
+/// `false` stops with [`MemoryError::Cancelled`].
+pub fn plan_documents(
+    store: &dyn MemoryStore,
+    tenant: &Tenant,
+    root: &MemoryUri,
+    documents: Vec<Document>,
+    max_chunk_chars: usize,
+    mut skipped: Vec<Skipped>,
+    keep_going: &(dyn Fn() -> bool + Sync),
+) -> Result<AddPlan, ManageError> {
+    let cancelled = || ManageError::Store(MemoryError::Cancelled);
     resources_parent(root)?;
     if max_chunk_chars < MIN_CHUNK_CHARS {
         return Err(invalid(
@@ -226,7 +303,11 @@ pub async fn add_documents(
     }
     let mut chunked: Vec<DocumentChunks> = Vec::new();
     let mut seen_dirs: HashSet<MemoryUri> = HashSet::new();
+    let mut chunk_total = 0;
     for document in documents {
+        if !keep_going() {
+            return Err(cancelled());
+        }
         let mut skip = |reason: String| {
             skipped.push(Skipped {
                 path: document.shown.clone(),
@@ -258,6 +339,7 @@ pub async fn add_documents(
             skip("empty".to_owned());
             continue;
         }
+        chunk_total += chunks.len();
         let chunks = chunks
             .into_iter()
             .map(|chunk| {
@@ -272,6 +354,12 @@ pub async fn add_documents(
         });
     }
 
+    if chunk_total > MAX_RESOURCE_CHUNKS {
+        return Err(ManageError::TooManyChunks {
+            chunks: chunk_total,
+            limit: MAX_RESOURCE_CHUNKS,
+        });
+    }
     let mut planned: Vec<Planned> = Vec::new();
     for document in &chunked {
         for (chunk, l0) in &document.chunks {
@@ -289,6 +377,9 @@ pub async fn add_documents(
 
     let (mut to_add, mut to_update, mut unchanged) = (Vec::new(), Vec::new(), 0);
     for entry in &planned {
+        if !keep_going() {
+            return Err(cancelled());
+        }
         match store.get(tenant, &entry.uri) {
             Ok(live) if live.l2 == entry.content && live.l0 == entry.l0 => unchanged += 1,
             Ok(_) => to_update.push(entry.clone()),
@@ -304,15 +395,44 @@ pub async fn add_documents(
         .filter(|uri| !wanted.contains(uri))
         .collect();
 
-    let texts: Vec<String> = to_add
-        .iter()
-        .chain(&to_update)
-        .map(|entry| entry.content.clone())
-        .collect();
-    let mut vectors = match embedder {
-        Some(embedder) if !texts.is_empty() => embed_texts(embedder, &texts).await?.into_iter(),
-        Some(_) | None => Vec::new().into_iter(),
-    };
+    Ok(AddPlan {
+        root: root.clone(),
+        files: chunked.len(),
+        chunks: chunk_count,
+        directories,
+        to_add,
+        to_update,
+        unchanged,
+        stale,
+        skipped,
+    })
+}
+
+/// The second phase of [`add_documents`]: the plan written, `vectors` (of
+/// [`AddPlan::texts_to_embed`], or none) stored with the entries. `keep_going` is asked before
+/// each entry of the new entries' transaction: a `false` there rolls it back and stops with
+/// [`MemoryError::Cancelled`], nothing written. After the additions are committed, the updates
+/// and forgets (as many at most as the chunks) are made whatever it says, so a document is
+/// never left half mirrored.
+pub fn write_documents(
+    store: &dyn MemoryStore,
+    tenant: &Tenant,
+    plan: AddPlan,
+    vectors: Vec<Vec<f32>>,
+    keep_going: &(dyn Fn() -> bool + Sync),
+) -> Result<AddReport, ManageError> {
+    let AddPlan {
+        root,
+        files,
+        chunks,
+        directories,
+        to_add,
+        to_update,
+        unchanged,
+        stale,
+        skipped,
+    } = plan;
+    let mut vectors = vectors.into_iter();
     let embedded = vectors.len();
     let mut new_memory = |entry: &Planned| {
         let mut memory =
@@ -326,7 +446,7 @@ pub async fn add_documents(
     let updates: Vec<NewMemory> = to_update.iter().map(&mut new_memory).collect();
     // New entries first, in one transaction: a conflict there stops everything before any
     // update or forget.
-    let outcomes = store.add_many(tenant, additions)?;
+    let outcomes = store.add_many_while(tenant, additions, keep_going)?;
     let merged = outcomes
         .iter()
         .filter(|outcome| matches!(outcome, AddOutcome::Merged(_)))
@@ -338,9 +458,9 @@ pub async fn add_documents(
         store.forget(tenant, uri)?;
     }
     Ok(AddReport {
-        root: root.clone(),
-        files: chunked.len(),
-        chunks: chunk_count,
+        root,
+        files,
+        chunks,
         directories,
         added: outcomes.len() - merged,
         updated: to_update.len(),

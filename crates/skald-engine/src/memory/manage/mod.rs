@@ -61,6 +61,17 @@ pub enum ManageError {
         /// What went wrong.
         message: String,
     },
+    /// Documents added at once cut into more chunks than one request may write.
+    #[error(
+        "the documents cut into {chunks} chunks; at most {limit} are added at once \
+         (MAX_RESOURCE_CHUNKS): add them in parts, or with a larger max_chunk_chars"
+    )]
+    TooManyChunks {
+        /// The chunks the documents cut into.
+        chunks: usize,
+        /// [`MAX_RESOURCE_CHUNKS`].
+        limit: usize,
+    },
     /// A directory was read and has no `_overview` entry.
     #[error("{uri} is a directory with no overview; list it with ls or tree")]
     DirectoryWithoutOverview {

@@ -105,6 +105,15 @@ impl MemoryStore for PgMemoryStore {
         tenant: &Tenant,
         memories: Vec<NewMemory>,
     ) -> Result<Vec<AddOutcome>, MemoryError> {
+        self.add_many_while(tenant, memories, &|| true)
+    }
+
+    fn add_many_while(
+        &self,
+        tenant: &Tenant,
+        memories: Vec<NewMemory>,
+        keep_going: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Vec<AddOutcome>, MemoryError> {
         let in_batch = |index: usize, uri: &MemoryUri, error: MemoryError| MemoryError::InBatch {
             index,
             uri: uri.clone(),
@@ -117,6 +126,10 @@ impl MemoryStore for PgMemoryStore {
         self.write(tenant, |conn, now| {
             let mut outcomes = Vec::with_capacity(memories.len());
             for (index, memory) in memories.into_iter().enumerate() {
+                if !keep_going() {
+                    // The error rolls the transaction back: nothing of the batch stays.
+                    return Err(MemoryError::Cancelled);
+                }
                 let uri = memory.uri.clone();
                 let outcome = write::add(conn, tenant, memory, now, threshold)
                     .map_err(|error| in_batch(index, &uri, error))?;

@@ -8,7 +8,9 @@ use skald_core::memory::uri::MemoryUri;
 use tokio_postgres::Row;
 
 pub(crate) use crate::memories::rows::LIVE;
-use crate::memories::rows::{MemoryColumns, absent, add_merged_sources, in_order};
+use crate::memories::rows::{
+    MemoryColumns, absent, add_merged_sources, empty_source_json, in_order,
+};
 use crate::memories::{Memory, MemoryError};
 use crate::postgres::{Conn, fail};
 
@@ -65,8 +67,9 @@ pub(super) fn load_many(conn: &mut Conn, ids: &[i64]) -> Result<Vec<Memory>, Mem
     }
     let merges = conn
         .query(
-            "SELECT memory_id, source FROM memory_merges WHERE memory_id = ANY($1) ORDER BY seq",
-            &[&ids],
+            "SELECT memory_id, source FROM memory_merges WHERE memory_id = ANY($1) \
+             AND source <> $2 ORDER BY seq",
+            &[&ids, &empty_source_json()],
         )
         .map_err(fail::<MemoryError>("reading merges"))?;
     add_merged_sources(
