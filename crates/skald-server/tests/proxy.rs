@@ -25,16 +25,7 @@ use upstream::{
 const TENANT: &str = "default";
 
 fn config_for(upstream: &Upstream) -> ServerConfig {
-    let mut config = default_config();
-    config.openai = Some(UpstreamConfig {
-        base_url: upstream.openai_base(),
-        api_key: None,
-    });
-    config.anthropic = Some(UpstreamConfig {
-        base_url: upstream.anthropic_base(),
-        api_key: None,
-    });
-    config
+    upstream.proxied(default_config())
 }
 
 async fn start(config: ServerConfig) -> TestServer {

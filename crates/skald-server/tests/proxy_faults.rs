@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use common::{TestServer, default_config};
 use serde_json::{Value, json};
+use skald_server::ServerConfig;
 use skald_server::config::UpstreamTimeouts;
-use skald_server::{ServerConfig, Upstream as UpstreamConfig};
 use upstream::{
     Reply, RespItem, Upstream, anthropic_sse_text, anthropic_text, assert_no_skald_key,
     openai_sse_text, openai_text, responses_sse, responses_text,
@@ -25,16 +25,7 @@ use upstream::{
 const PROMPTLY: Duration = Duration::from_secs(5);
 
 fn config_for(upstream: &Upstream) -> ServerConfig {
-    let mut config = default_config();
-    config.openai = Some(UpstreamConfig {
-        base_url: upstream.openai_base(),
-        api_key: None,
-    });
-    config.anthropic = Some(UpstreamConfig {
-        base_url: upstream.anthropic_base(),
-        api_key: None,
-    });
-    config
+    upstream.proxied(default_config())
 }
 
 async fn start(config: ServerConfig) -> TestServer {

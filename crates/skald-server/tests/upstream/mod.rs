@@ -111,6 +111,20 @@ impl Upstream {
         }
     }
 
+    /// `config` with the proxy's OpenAI and Anthropic upstreams both pointed here, and no
+    /// provider key of skald's (the client's own passes through).
+    pub fn proxied(&self, mut config: skald_server::ServerConfig) -> skald_server::ServerConfig {
+        config.openai = Some(skald_server::Upstream {
+            base_url: self.openai_base(),
+            api_key: None,
+        });
+        config.anthropic = Some(skald_server::Upstream {
+            base_url: self.anthropic_base(),
+            api_key: None,
+        });
+        config
+    }
+
     /// The OpenAI base URL (`…/v1`).
     pub fn openai_base(&self) -> String {
         format!("http://{}/v1", self.addr)
