@@ -410,7 +410,7 @@ async fn start(
                      `store: false`, as Codex does), or continue only from responses made through \
                      skald with `store` on, in the same session (the client's session id, or \
                      {SESSION_HEADER})",
-                    exchange.session_id
+                    exchange.session_id.as_str()
                 ))
             })?;
             // The conversation as if the client had sent it whole; the upstream gets skald's

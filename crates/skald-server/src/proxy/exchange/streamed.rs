@@ -251,12 +251,16 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
             }
         };
     }
-    for bytes in rewriter.release_held() {
+    let tail = rewriter.release_held();
+    // Stored before the client gets the final event: a client that continues from this answer
+    // as soon as it has it (on another server over the same store, which does not wait for this
+    // session's lock) must find it.
+    if let Some(response) = rewriter.final_response() {
+        exchange.record_answer(&mut session, response);
+    }
+    for bytes in tail {
         if sender.send(bytes).await.is_err() {
             return;
         }
-    }
-    if let Some(response) = rewriter.final_response() {
-        exchange.record_answer(&mut session, response);
     }
 }
