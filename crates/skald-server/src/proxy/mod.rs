@@ -333,6 +333,18 @@ async fn start(
         Some(Value::Array(tools)) => tools.clone(),
         Some(_) | None => Vec::new(),
     };
+    // A Responses client with `store` on (the API's default) may continue from this answer by
+    // its id alone: skald records it.
+    let records_answer = api == Api::Responses && value.get("store") != Some(&Value::Bool(false));
+    let previous = match (api, value.get("previous_response_id")) {
+        (Api::Responses, Some(Value::String(id))) => Some(id.clone()),
+        _ => None,
+    };
+    // The body and its JSON tree are copies of the conversation `request` and `messages` now
+    // hold: let go of them before the call, which may take minutes, so a request's memory
+    // while it waits on the upstream is one copy, not three.
+    drop(value);
+    drop(body);
     let identity = if state.engine.config().memory.enabled {
         match state.engine.memory_identity() {
             Ok(identity) => Some(identity),
@@ -359,9 +371,7 @@ async fn start(
         identity,
         now_ms: skald_store::clock::now_ms(),
         settings: RecoverySettings::default(),
-        // A Responses client with `store` on (the API's default) may continue from this
-        // answer by its id alone: skald records it.
-        records_answer: api == Api::Responses && value.get("store") != Some(&Value::Bool(false)),
+        records_answer,
     };
     if route == Route::CountTokens {
         let conversation = messages
@@ -392,10 +402,6 @@ async fn start(
                  once the other is answered, or give it its own session ({SESSION_HEADER})"
             ))
         })?;
-    let previous = match (api, value.get("previous_response_id")) {
-        (Api::Responses, Some(Value::String(id))) => Some(id.clone()),
-        _ => None,
-    };
     let messages = match previous {
         None => messages,
         Some(previous) => {
