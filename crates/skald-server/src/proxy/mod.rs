@@ -341,8 +341,8 @@ async fn start(
         _ => None,
     };
     // The body and its JSON tree are copies of the conversation `request` and `messages` now
-    // hold: let go of them before the call, which may take minutes, so a request's memory
-    // while it waits on the upstream is one copy, not three.
+    // hold: let go of them before the call, which may take minutes, so what a request holds
+    // while it waits on the upstream is its decoded messages, not also what they came from.
     drop(value);
     drop(body);
     let identity = if state.engine.config().memory.enabled {
