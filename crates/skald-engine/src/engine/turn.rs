@@ -16,7 +16,7 @@ use std::ops::{Deref, DerefMut};
 
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::usage::ToolCallReport;
-use skald_core::message::{Block, Message};
+use skald_core::message::{Block, ImageSource, Message};
 use skald_store::memories::MemoryError;
 use skald_store::sessions::SessionStore;
 use xxhash_rust::xxh3::Xxh3;
@@ -297,7 +297,7 @@ fn blocks(hasher: &mut Xxh3, content: &[Block]) {
             Block::ToolCall(call) => {
                 field(hasher, b'c', call.id.as_bytes());
                 field(hasher, b'n', call.name.as_bytes());
-                field(hasher, b'a', call.arguments.to_string().as_bytes());
+                json_field(hasher, b'a', &call.arguments);
             }
             Block::ToolResult(result) => {
                 field(hasher, b'r', result.call_id.as_bytes());
@@ -305,8 +305,16 @@ fn blocks(hasher: &mut Xxh3, content: &[Block]) {
                 blocks(hasher, &result.content);
                 hasher.update(b"/r");
             }
-            Block::Image(image) => field(hasher, b'i', format!("{:?}", image.source).as_bytes()),
-            Block::Opaque(value) => field(hasher, b'o', value.to_string().as_bytes()),
+            // An image's own bytes, not a formatted copy of them: a screenshot's base64 can be
+            // megabytes, hashed on every request of the conversation.
+            Block::Image(image) => match &image.source {
+                ImageSource::Base64 { media_type, data } => {
+                    field(hasher, b'i', media_type.as_bytes());
+                    field(hasher, b'b', data.as_bytes());
+                }
+                ImageSource::Url { url } => field(hasher, b'u', url.as_bytes()),
+            },
+            Block::Opaque(value) => json_field(hasher, b'o', value),
         }
     }
 }
@@ -316,6 +324,35 @@ fn field(hasher: &mut Xxh3, tag: u8, bytes: &[u8]) {
     hasher.update(&[tag]);
     hasher.update(&(bytes.len() as u64).to_le_bytes());
     hasher.update(bytes);
+}
+
+/// A tagged JSON value, written into the hash as it is serialised (no copy of it as a string),
+/// its length after it: a sequence read from its end still splits into its fields one way.
+fn json_field(hasher: &mut Xxh3, tag: u8, value: &serde_json::Value) {
+    hasher.update(&[tag]);
+    let mut writer = HashWriter { hasher, written: 0 };
+    // Writing a `Value` into a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut writer, value);
+    let written = writer.written;
+    hasher.update(&written.to_le_bytes());
+}
+
+/// Bytes written go into the hash, counted.
+struct HashWriter<'a> {
+    hasher: &'a mut Xxh3,
+    written: u64,
+}
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.hasher.update(bytes);
+        self.written += bytes.len() as u64;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -339,6 +376,62 @@ mod tests {
 
     fn say(role: Role, text: &str) -> Message {
         Message::text(role, text)
+    }
+
+    fn image(source: ImageSource) -> Message {
+        Message::new(
+            Role::User,
+            vec![Block::Image(skald_core::message::ImageBlock {
+                source,
+                extra: skald_core::message::Extra::new(),
+            })],
+        )
+    }
+
+    fn base64(media_type: &str, data: &str) -> ImageSource {
+        ImageSource::Base64 {
+            media_type: media_type.to_owned(),
+            data: data.to_owned(),
+        }
+    }
+
+    #[test]
+    fn fingerprints_tell_images_and_json_blocks_apart_by_every_byte() {
+        let data = "iVBORw0KGgo".repeat(10_000);
+        let mut edited = data.clone();
+        edited.replace_range(55_000..55_001, "Q");
+        let distinct = [
+            image(base64("image/png", &data)),
+            image(base64("image/png", &edited)),
+            image(base64("image/jpeg", &data)),
+            image(ImageSource::Url {
+                url: "https://example.com/a.png".to_owned(),
+            }),
+            image(ImageSource::Url {
+                url: "https://example.com/b.png".to_owned(),
+            }),
+            // The same bytes split between the two fields another way.
+            image(base64("image/pngi", &data[1..])),
+            Message::new(
+                Role::User,
+                vec![Block::Opaque(
+                    serde_json::json!({"type": "document", "n": 1}),
+                )],
+            ),
+            Message::new(
+                Role::User,
+                vec![Block::Opaque(
+                    serde_json::json!({"type": "document", "n": 2}),
+                )],
+            ),
+        ];
+        let prints: std::collections::HashSet<u128> = distinct.iter().map(fingerprint).collect();
+        assert_eq!(prints.len(), distinct.len());
+        // And the same content, the same print.
+        assert_eq!(
+            fingerprint(&image(base64("image/png", &data))),
+            fingerprint(&distinct[0])
+        );
     }
 
     #[test]
