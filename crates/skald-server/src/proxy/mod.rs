@@ -73,10 +73,14 @@ enum Route {
         (status = 200, description = "The upstream's answer (JSON, or an SSE stream)", body = Object),
         (status = 400, description = "Malformed JSON or not a Chat Completions request"),
         (status = 401, description = "A key is required"),
+        (status = 403, description = "A Host or cross-site Origin the server does not answer (see [server] allowed_hosts, allowed_origins)"),
+        (status = 408, description = "The request body did not arrive within body_read_timeout_secs"),
+        (status = 415, description = "The body is not JSON (content-type)"),
         (status = 413, description = "The body is over the size limit"),
         (status = 409, description = "The session is busy with another request past the bounded wait"),
         (status = 422, description = "No upstream configured, or no provider key for a skald bearer key"),
         (status = 502, description = "The upstream cannot be reached, or its answer is not one"),
+        (status = 503, description = "The server is stopping: the call was still running at the end of the shutdown grace"),
         (status = 504, description = "The upstream did not answer in time")))]
 async fn chat_completions(
     State(state): State<AppState>,
@@ -106,10 +110,15 @@ async fn chat_completions(
         (status = 200, description = "The upstream's answer (JSON, or an SSE stream)", body = Object),
         (status = 400, description = "Malformed JSON or not a Messages request"),
         (status = 401, description = "A key is required"),
+        (status = 403, description = "A Host or cross-site Origin the server does not answer (see [server] allowed_hosts, allowed_origins)"),
+        (status = 408, description = "The request body did not arrive within body_read_timeout_secs"),
+        (status = 415, description = "The body is not JSON (content-type)"),
         (status = 413, description = "The body is over the size limit"),
         (status = 409, description = "The session is busy with another request past the bounded wait"),
         (status = 422, description = "No upstream configured, or no provider key for a skald key in x-api-key"),
-        (status = 502, description = "The upstream cannot be reached")))]
+        (status = 502, description = "The upstream cannot be reached, or its answer is not one"),
+        (status = 503, description = "The server is stopping: the call was still running at the end of the shutdown grace"),
+        (status = 504, description = "The upstream did not answer in time")))]
 async fn messages(
     State(state): State<AppState>,
     caller: Caller,
@@ -140,10 +149,14 @@ async fn messages(
         (status = 200, description = "The upstream's answer (JSON, or an SSE stream)", body = Object),
         (status = 400, description = "Malformed JSON, not a Responses request, or a previous_response_id skald does not hold"),
         (status = 401, description = "A key is required"),
+        (status = 403, description = "A Host or cross-site Origin the server does not answer (see [server] allowed_hosts, allowed_origins)"),
+        (status = 408, description = "The request body did not arrive within body_read_timeout_secs"),
+        (status = 415, description = "The body is not JSON (content-type)"),
         (status = 413, description = "The body is over the size limit"),
         (status = 409, description = "The session is busy with another request past the bounded wait"),
         (status = 422, description = "No upstream configured"),
-        (status = 502, description = "The upstream cannot be reached"),
+        (status = 502, description = "The upstream cannot be reached, or its answer is not one"),
+        (status = 503, description = "The server is stopping: the call was still running at the end of the shutdown grace"),
         (status = 504, description = "The upstream did not answer in time")))]
 async fn responses(
     State(state): State<AppState>,
