@@ -63,7 +63,7 @@ use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Message, Role};
 use skald_core::session::{Entry, EntryKind, Session, SessionHeader};
 use skald_core::session_id::content_key;
-use skald_store::sessions::{NewSession, SessionError, SessionStore};
+use skald_store::sessions::{NewSession, SessionError, SessionInfo, SessionStore};
 
 use crate::session::RelayedAnswer;
 use crate::{EngineError, SessionState};
@@ -196,13 +196,15 @@ pub fn sync_conversation(
 /// exactly as [`sync_conversation`] would have appended them (the host's prompt left out) but
 /// without reading the session back to match: for a caller that knows the session is still in
 /// line with the conversation's earlier part (the proxy's [`crate::SyncMark`]). No re-send
-/// detection either: a client that says the same thing twice said it twice. The number of
-/// messages appended.
+/// detection either: a client that says the same thing twice said it twice. `info` is the
+/// session's row as the caller just read it (its check of the mark), so it is not read again.
+/// The number of messages appended.
 pub fn append_synced_tail(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
     tenant: &Tenant,
     session_id: &SessionId,
+    info: &SessionInfo,
     tail: &[Message],
 ) -> Result<usize, EngineError> {
     // A repeated request brings nothing: no need to read the session back.
@@ -211,7 +213,7 @@ pub fn append_synced_tail(
     }
     let relayed = relayed_usage(state, tail.iter());
     let mut pending = state.pending_assemble.take();
-    let session = match state.stored_session(sessions, tenant, session_id) {
+    let session = match state.stored_session_as_of(sessions, tenant, session_id, info) {
         Ok(session) => session,
         Err(error) => {
             state.pending_assemble = pending;

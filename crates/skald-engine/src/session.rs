@@ -405,6 +405,19 @@ impl SessionState {
         self.catch_up(sessions, tenant, session_id, &info)
     }
 
+    /// [`SessionState::stored_session`] when the caller has just read the session's row
+    /// (`info`): caught up to it without reading the row again.
+    pub fn stored_session_as_of(
+        &mut self,
+        sessions: &dyn SessionStore,
+        tenant: &Tenant,
+        session_id: &SessionId,
+        info: &SessionInfo,
+    ) -> Result<&Session, SessionError> {
+        self.switches = info.switches;
+        self.catch_up(sessions, tenant, session_id, info)
+    }
+
     fn catch_up(
         &mut self,
         sessions: &dyn SessionStore,

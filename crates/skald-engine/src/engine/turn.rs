@@ -210,7 +210,7 @@ fn sync(
                 let matched = mark.fingerprints.len();
                 let tail = messages.get(matched..).unwrap_or_default();
                 let appended =
-                    ingest::append_synced_tail(state, sessions, tenant, session_id, tail)?;
+                    ingest::append_synced_tail(state, sessions, tenant, session_id, &info, tail)?;
                 if !tail.is_empty() {
                     remember(state, sessions, tenant, session_id, fingerprints)?;
                 }
