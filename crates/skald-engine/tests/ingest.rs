@@ -344,11 +344,8 @@ fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
     sync(&by_tail, &conversation());
     // A late system message is history (only the opening prompt is the host's).
     let mut state = SessionState::default();
-    let row = |store: &dyn SessionStore| {
-        store
-            .get(&tenant_named("t"), &session_named("s"))
-            .unwrap()
-    };
+    let row =
+        |store: &dyn SessionStore| store.get(&tenant_named("t"), &session_named("s")).unwrap();
     assert_eq!(
         append_synced_tail(
             &mut state,

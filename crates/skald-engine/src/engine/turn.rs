@@ -327,7 +327,7 @@ fn field(hasher: &mut Xxh3, tag: u8, bytes: &[u8]) {
 }
 
 /// A tagged JSON value, written into the hash as it is serialised (no copy of it as a string),
-/// its length after it: a sequence read from its end still splits into its fields one way.
+/// then its length: a JSON value ends where its syntax says, so the fields still split one way.
 fn json_field(hasher: &mut Xxh3, tag: u8, value: &serde_json::Value) {
     hasher.update(&[tag]);
     let mut writer = HashWriter { hasher, written: 0 };
