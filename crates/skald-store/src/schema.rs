@@ -9,11 +9,11 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::StoreError;
 
 /// The schema version this build writes and reads (SQLite's `PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Migration `n` takes a database from version `n` to `n + 1`. Append only: a released
 /// migration never changes, so every database reaches the same schema by the same steps.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 0 -> 1: the ref store.
     "CREATE TABLE refs (
         tenant         TEXT    NOT NULL,
@@ -178,6 +178,11 @@ const MIGRATIONS: &[&str] = &[
         result        TEXT,
         PRIMARY KEY (tenant, name)
     );",
+    // 6 -> 7: the merges that carry a source, indexed apart: a memory that many duplicates were
+    // merged into (each with no source, as every resource chunk's) is read without visiting a
+    // row per merge. The condition is `memories::rows::empty_source_sql!`, spelled out here.
+    r#"CREATE INDEX memory_merges_with_source ON memory_merges (memory_id)
+        WHERE source <> '{"session_id":null,"entry_ids":[]}';"#,
 ];
 
 /// How long a writer waits for another connection (another process on the same file) to finish.

@@ -153,12 +153,18 @@ pub(crate) fn source_json(source: &MemorySource) -> String {
 }
 
 /// How [`source_json`] stores an empty source (a merge that came with none, as every resource
-/// chunk's does). Reads of merged sources skip these rows in SQL: an entry that many duplicates
-/// were merged into is then read without parsing a row per merge, which kept adding a document of
-/// repeated sections quadratic. A row stored otherwise is still parsed and dropped when empty.
-pub(crate) fn empty_source_json() -> String {
-    source_json(&MemorySource::default())
+/// chunk's does), as a SQL string literal. Reads of merged sources leave these rows out in SQL,
+/// through a partial index of the merges that have a source (`memory_merges_with_source`, whose
+/// condition spells the same constant — an index's condition serves only a query that states
+/// it, which a bound parameter does not): an entry that many duplicates were merged into is
+/// then read without visiting a row per merge, which kept a document of repeated sections
+/// quadratic. A row stored otherwise is still parsed and dropped when empty.
+macro_rules! empty_source_sql {
+    () => {
+        r#"'{"session_id":null,"entry_ids":[]}'"#
+    };
 }
+pub(crate) use empty_source_sql;
 
 /// A stored source read back.
 pub(crate) fn source_from_json(text: &str) -> Result<MemorySource, MemoryError> {
@@ -301,5 +307,20 @@ mod tests {
             absent("t", &uri, None),
             MemoryError::NotFound { .. }
         ));
+    }
+
+    #[test]
+    fn the_empty_source_literal_is_how_an_empty_source_is_stored_and_both_schemas_index_it() {
+        let stored = source_json(&MemorySource::default());
+        assert_eq!(empty_source_sql!(), format!("'{stored}'"));
+        let condition = format!("WHERE source <> {}", empty_source_sql!());
+        let sqlite = crate::schema::MIGRATIONS.join("\n");
+        let postgres = crate::postgres::schema::MIGRATIONS.join("\n");
+        for schema in [sqlite, postgres] {
+            assert!(
+                schema.contains("memory_merges_with_source") && schema.contains(&condition),
+                "{schema}"
+            );
+        }
     }
 }

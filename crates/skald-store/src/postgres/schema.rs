@@ -21,13 +21,13 @@ use super::{Conn, fail};
 use crate::StoreError;
 
 /// The schema version this build writes and reads.
-pub const PG_SCHEMA_VERSION: i32 = 3;
+pub const PG_SCHEMA_VERSION: i32 = 4;
 
 /// The advisory lock key migrations hold ("skald" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0073_6b61_6c64;
 
 /// Migration `n` takes a database from version `n` to `n + 1`. Append only.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 0 -> 1: every store.
     r#"
     CREATE TABLE refs (
@@ -217,6 +217,11 @@ const MIGRATIONS: &[&str] = &[
         result        TEXT,
         PRIMARY KEY (tenant, name)
     );
+    "#,
+    // 3 -> 4: the merges that carry a source, indexed apart, as SQLite's.
+    r#"
+    CREATE INDEX memory_merges_with_source ON memory_merges (memory_id, seq)
+        WHERE source <> '{"session_id":null,"entry_ids":[]}';
     "#,
 ];
 

@@ -9,7 +9,7 @@ use tokio_postgres::Row;
 
 pub(crate) use crate::memories::rows::LIVE;
 use crate::memories::rows::{
-    MemoryColumns, absent, add_merged_sources, empty_source_json, in_order,
+    MemoryColumns, absent, add_merged_sources, empty_source_sql, in_order,
 };
 use crate::memories::{Memory, MemoryError};
 use crate::postgres::{Conn, fail};
@@ -67,9 +67,13 @@ pub(super) fn load_many(conn: &mut Conn, ids: &[i64]) -> Result<Vec<Memory>, Mem
     }
     let merges = conn
         .query(
-            "SELECT memory_id, source FROM memory_merges WHERE memory_id = ANY($1) \
-             AND source <> $2 ORDER BY seq",
-            &[&ids, &empty_source_json()],
+            concat!(
+                "SELECT memory_id, source FROM memory_merges WHERE memory_id = ANY($1) \
+                 AND source <> ",
+                empty_source_sql!(),
+                " ORDER BY seq"
+            ),
+            &[&ids],
         )
         .map_err(fail::<MemoryError>("reading merges"))?;
     add_merged_sources(

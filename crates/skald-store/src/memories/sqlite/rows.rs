@@ -12,7 +12,7 @@ pub(crate) use crate::memories::rows::{
     LIVE, prefix_end, source_from_json, source_json, tenant_token,
 };
 use crate::memories::rows::{
-    MemoryColumns, absent, add_merged_sources, empty_source_json, in_order,
+    MemoryColumns, absent, add_merged_sources, empty_source_sql, in_order,
 };
 use crate::memories::{Memory, MemoryError, MemorySource};
 
@@ -76,14 +76,14 @@ pub(super) fn memory_from_row_alone(row: &rusqlite::Row<'_>) -> Result<Memory, M
 
 pub(super) fn merged_sources(tx: &Connection, id: i64) -> Result<Vec<MemorySource>, MemoryError> {
     let mut statement = tx
-        .prepare_cached(
-            "SELECT source FROM memory_merges WHERE memory_id = ?1 AND source <> ?2 ORDER BY rowid",
-        )
+        .prepare_cached(concat!(
+            "SELECT source FROM memory_merges WHERE memory_id = ?1 AND source <> ",
+            empty_source_sql!(),
+            " ORDER BY rowid"
+        ))
         .map_err(MemoryError::storage("reading merges"))?;
     let texts = statement
-        .query_map(params![id, empty_source_json()], |row| {
-            row.get::<_, String>(0)
-        })
+        .query_map(params![id], |row| row.get::<_, String>(0))
         .map_err(MemoryError::storage("reading merges"))?
         .collect::<Result<Vec<_>, _>>()
         .map_err(MemoryError::storage("reading merges"))?;
@@ -124,13 +124,12 @@ pub(super) fn load_many(tx: &Connection, ids: &[i64]) -> Result<Vec<Memory>, Mem
     let mut statement = tx
         .prepare_cached(&format!(
             "SELECT memory_id, source FROM memory_merges WHERE memory_id IN ({placeholders}) \
-             AND source <> ? ORDER BY rowid"
+             AND source <> {} ORDER BY rowid",
+            empty_source_sql!()
         ))
         .map_err(MemoryError::storage("reading merges"))?;
-    let mut values: Vec<rusqlite::types::Value> = ids.iter().map(|id| (*id).into()).collect();
-    values.push(empty_source_json().into());
     let merges = statement
-        .query_map(params_from_iter(values), |row| {
+        .query_map(params_from_iter(ids), |row| {
             Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
         })
         .map_err(MemoryError::storage("reading merges"))?
