@@ -14,7 +14,7 @@ use skald_core::codec::openclaw::{decode_agent_message_at, encode_agent_messages
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::Message;
 use skald_core::render::{ContextHeading, render_context};
-use skald_engine::memory::{RecallReport, SessionMemoryReport};
+use skald_engine::memory::{KeptRecallReport, RecallReport, SessionMemoryReport};
 use skald_engine::{View, ViewOptions};
 use skald_store::sessions::{NewSession, SessionError, SessionStore, SqliteSessionStore};
 
@@ -72,6 +72,7 @@ struct MemoryView {
     agent: String,
     session_start: SessionMemoryReport,
     recall: RecallReport,
+    kept_recalls: KeptRecallReport,
 }
 
 /// The JSON form: OpenClaw's `assemble` result (`messages` as AgentMessages, `estimatedTokens`,
@@ -277,6 +278,7 @@ fn context_local(
             agent: identity.agent().to_owned(),
             session_start: report.session_start,
             recall: report.recall,
+            kept_recalls: report.kept_recalls,
         })?),
         (Some(_), None) | (None, _) => None,
     };

@@ -218,6 +218,9 @@ pub fn assemble<S: RefStore + ?Sized>(
     let mut clock = started;
     let mut report = AssembleReport::default();
     let mut new_refs: Vec<NewRef> = Vec::new();
+    // The run's calls so far, this one included: what the cost-aware schedule and the keep of
+    // earlier recalls expect the rest of the run from.
+    state.requests_assembled += 1;
 
     let messages = if policy.repair {
         let (messages, repaired) = repair(messages, &RepairSettings::default());
@@ -503,7 +506,6 @@ fn cost_aware_offload(
         0
     };
     state.previous_offload_input = identities;
-    state.requests_assembled += 1;
 
     // Pending: what the model has seen (older than the recent turns, or too large to keep for
     // them) and has not left yet.

@@ -37,7 +37,8 @@ pub struct SessionState {
     /// holds now.
     pub(crate) previous_offload_input: Vec<u128>,
     /// Requests assembled in this session: the run's length so far, from which the cost-aware
-    /// schedule predicts how many calls an offload will serve.
+    /// schedule predicts how many calls an offload will serve, and the view how many reads a
+    /// kept recall will cost.
     pub(crate) requests_assembled: u64,
     /// Whether the previous request carried the fetch tool and the REF_ID instruction.
     pub(crate) fetch_tool_sent: bool,
@@ -63,6 +64,8 @@ pub struct SessionState {
     pub(crate) skill_memories: HashMap<String, String>,
     /// What recall chose for the current turn (see [`crate::memory::RecallMemo`]).
     pub(crate) recall_memo: Option<crate::memory::RecallMemo>,
+    /// Every turn's recall, sent again where it went while the prompt cache is warm.
+    pub(crate) kept_recalls: skald_core::memory::recall::KeptRecalls,
     /// What the provider reported against what skald counted, per model.
     pub(crate) calibration: Calibration,
     /// The model and the tokens skald counted for the last view it prepared, to pair with the
@@ -266,6 +269,11 @@ impl SessionState {
                 .recall_memo
                 .as_ref()
                 .map_or(0, crate::memory::RecallMemo::approx_bytes)
+            + self
+                .kept_recalls
+                .injections()
+                .map(crate::footprint::messages_bytes)
+                .sum::<usize>()
             + calibration
             + self
                 .last_counted

@@ -14,11 +14,13 @@
 use std::sync::LazyLock;
 
 use skald_core::ids::{SessionId, Tenant};
-use skald_core::memory::recall::RecallSettings;
-use skald_core::memory::recall::simulated_calls_as_text;
+use skald_core::memory::recall::{
+    KeepTerms, KeptRecallReport, Placement, RecallAnchor, RecallSettings, simulated_calls_as_text,
+};
 use skald_core::memory::tools::tool_specs as memory_tool_specs;
 use skald_core::message::{Message, Role, ToolSpec};
-use skald_core::pipeline::policy::Policy;
+use skald_core::pipeline::policy::{OffloadSchedule, Policy};
+use skald_core::pipeline::schedule::expected_remaining_calls;
 use skald_core::tokens::estimate::estimate_messages_chars;
 use skald_core::tokens::{CHARS_PER_TOKEN, estimate_string_chars};
 use skald_llm::Embedder;
@@ -30,7 +32,7 @@ use crate::EngineError;
 use crate::assemble::{AssembleReport, AssembleRequest, assemble, estimate_with_memo};
 use crate::memory::{
     MemoryIdentity, RecallReport, SessionMemoryReport, SkillAugmentation, augment_skill_reads_with,
-    recall_for_turn_memo, session_start_memory,
+    recall_injection_memo, session_start_memory,
 };
 use crate::session::SessionState;
 
@@ -44,8 +46,8 @@ const MAX_SKILL_DECISIONS: usize = 10_000;
 /// Recall on every model call: the session-start snapshot (profile and tool memories in the
 /// system prompt, the `memory_ls` listing after the first user message; taken once per
 /// [`SessionState`] so the prompt cache holds), skill memories on `SKILL.md` reads, and the
-/// per-turn `search_memories` injection. Injected messages are for the call only: the session
-/// never stores them.
+/// per-turn `search_memories` injection, which later calls send again where it went (see
+/// [`skald_core::memory::recall::KeptRecalls`]). The session never stores injected messages.
 #[derive(Clone, Copy)]
 pub struct RecallHook<'a> {
     /// The memory store recall, the session-start snapshot and skill memories read from.
@@ -104,6 +106,8 @@ pub struct MemoryViewReport {
     pub session_start: SessionMemoryReport,
     /// What this call's recall searched for, kept and dropped.
     pub recall: RecallReport,
+    /// Earlier turns' recalls sent again where they were injected, and those that left.
+    pub kept_recalls: KeptRecallReport,
     /// `SKILL.md` reads that got (or would have got) a skill memory.
     pub skills: Vec<SkillAugmentation>,
 }
@@ -128,7 +132,7 @@ pub struct ModelView {
     /// Estimator characters memory added outside recall: its system prompt sections and the
     /// directory listing.
     pub memory_chars: usize,
-    /// Estimated tokens of the recalled memories.
+    /// Estimated tokens of the recalled memories: this turn's and the earlier turns' kept.
     pub recall_tokens: u64,
     /// What each pipeline stage did to the context.
     pub report: AssembleReport,
@@ -186,6 +190,11 @@ pub async fn prepare_view(
         );
     }
     let tokens_before = estimate_with_memo(&mut state.estimates, &messages);
+    // Before the pipeline restarts the clock: whether this request finds the cache warm.
+    let cache_ttl = i64::try_from(request.policy.cache_ttl_ms).unwrap_or(i64::MAX);
+    let cache_warm = state
+        .last_request_ms
+        .is_some_and(|at| request.now_ms.saturating_sub(at) <= cache_ttl);
     let assembled = assemble(
         request.refs,
         request.policy,
@@ -238,24 +247,45 @@ pub async fn prepare_view(
         messages.push(prompt.clone());
     }
     let messages = session_memory.apply(messages);
-    let recalled = recall_for_turn_memo(
+    let (injection, recall) = recall_injection_memo(
         &mut state.recall_memo,
         hook.store,
         hook.embedder,
         request.tenant,
         hook.identity,
         hook.settings,
-        messages,
+        &messages,
     )
     .await;
-    view.messages = recalled.messages;
+    // A pending prompt is sent after the view: its recall goes before it, where the model reads
+    // it, and stays there once the host stores the prompt.
+    let placement = match prompt {
+        Some(_) => Placement::BeforeAnchor,
+        None => Placement::AfterAnchor,
+    };
+    let anchor = RecallAnchor::of_latest_user(&messages, placement);
+    let terms = KeepTerms {
+        cache_warm,
+        max_kept_tokens: hook.settings.max_kept_tokens,
+        prices: request.policy.prices,
+        expected_remaining_calls: expected_remaining_calls(
+            state.requests_assembled,
+            remaining_calls_ratio(request.policy),
+        ),
+    };
+    let (messages, kept) =
+        state
+            .kept_recalls
+            .place(messages, anchor, injection, recall.tokens_injected, &terms);
+    view.messages = messages;
     if let Some(prompt) = &prompt {
         if let Some(at) = view.messages.iter().rposition(|message| message == prompt) {
             view.messages.remove(at);
         }
     }
-    view.recall_tokens = recalled.report.tokens_injected;
-    report.recall = recalled.report;
+    view.recall_tokens = recall.tokens_injected + kept.kept_tokens;
+    report.recall = recall;
+    report.kept_recalls = kept;
     if hook.offer_tools {
         for spec in MEMORY_TOOL_SPECS.iter() {
             if !view.tools.iter().any(|tool| tool.name == spec.name) {
@@ -268,4 +298,20 @@ pub async fn prepare_view(
     }
     view.memory = Some(report);
     Ok(view)
+}
+
+/// How many calls a run is expected to make after this one, per call so far, when weighing a
+/// recall's keep (see [`skald_core::memory::recall::KeptRecalls`]). Keeping a recall is an
+/// offload decision turned around — its tokens read on every later call against a rewrite of
+/// what follows it now — and such decisions are many and small, so their expectation counts:
+/// the cost-aware schedule's own ratio for later rewrites, else the 2 skald's preset weighs
+/// them at ([`skald_core::pipeline::schedule`]).
+fn remaining_calls_ratio(policy: &Policy) -> f64 {
+    match &policy.schedule {
+        OffloadSchedule::CostAware {
+            remaining_calls_ratio,
+            ..
+        } => *remaining_calls_ratio,
+        OffloadSchedule::Immediate | OffloadSchedule::CacheAware { .. } => 2.0,
+    }
 }

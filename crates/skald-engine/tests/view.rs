@@ -7,7 +7,7 @@ mod memory_common;
 
 use memory_common::*;
 use serde_json::json;
-use skald_core::memory::recall::RecallSettings;
+use skald_core::memory::recall::{RecallLeaving, RecallSettings};
 use skald_core::memory::tools::MEMORY_TOOL_NAMES;
 use skald_core::memory::usage::SKILL_MEMORY_MARKER;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
@@ -354,6 +354,134 @@ async fn the_pipeline_reports_what_it_saved_and_offers_the_fetch_tool() {
     assert_eq!(view.tools[0].name, "fetch_original_data");
     assert!(view.system_prompt_addition().unwrap().contains("REF_ID"));
     assert_eq!(state.stored_ref_count(), 1);
+}
+
+/// The questions of the prefix-stability tests: each one finds memories of the fixture store.
+const BILLING_QUESTIONS: [&str; 10] = [
+    "How is the billing database set up?",
+    "Which Postgres version does the billing database run?",
+    "What sits in front of the billing database, pgbouncer?",
+    "Why were the invoices queries on the billing database slow?",
+    "When was the index on customer_id added to the invoices table?",
+    "When did Alice migrate the billing database to Postgres 15?",
+    "Was the billing database migrated from Postgres 13?",
+    "Does the invoices table of the billing database have more indexes?",
+    "Who runs the billing database migration on Postgres?",
+    "Is pgbouncer still in front of the billing Postgres database?",
+];
+
+/// Appends `message` to the test session.
+fn append(sessions: &dyn SessionStore, message: Message) {
+    sessions
+        .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
+        .unwrap();
+}
+
+/// Regression (issue 27): each user turn's simulated `search_memories` pair left the next
+/// turn's request, which then shared with the previous one only the messages before that pair:
+/// the provider wrote the previous turn's whole tool loop to its cache again, every user turn.
+/// Over ten agent turns with recall hits on each, two calls and a tool loop a turn, every
+/// request starts with the previous one — messages, system prompt addition and tools.
+#[tokio::test]
+async fn every_call_starts_with_the_previous_one_over_ten_turns_with_recall_on_each() {
+    let (sessions, refs) = stores();
+    let store = fixture_store();
+    let policy = Policy::preset("none").unwrap();
+    let identity = identity();
+    // Placement is under test, not relevance: every question's hits are kept.
+    let settings = RecallSettings {
+        min_text_relevance: 0.0,
+        ..RecallSettings::default()
+    };
+    let hook = RecallHook {
+        store: &store,
+        embedder: None,
+        identity: &identity,
+        settings: &settings,
+        offer_tools: true,
+        simulated_calls: true,
+    };
+    let mut state = SessionState::default();
+    let mut previous: Option<skald_engine::ModelView> = None;
+    let mut now_ms = MAY_1_2023;
+    for (turn, question) in BILLING_QUESTIONS.iter().enumerate() {
+        append(&*sessions, Message::text(Role::User, *question));
+        for call in 0..2 {
+            now_ms += 20_000;
+            let mut view_request = request(&sessions, &refs, &policy, Some(&hook), None);
+            view_request.now_ms = now_ms;
+            let view = prepare_view(&view_request, &mut state).await.unwrap();
+            let memory = view.memory.as_ref().unwrap();
+            assert!(
+                !memory.recall.kept.is_empty(),
+                "turn {turn}: {:?}",
+                memory.recall
+            );
+            assert_eq!(memory.kept_recalls.kept, turn, "turn {turn}");
+            assert!(memory.kept_recalls.left.is_empty());
+            if let Some(previous) = &previous {
+                assert!(
+                    view.messages.starts_with(&previous.messages),
+                    "turn {turn} call {call}: the request does not start with the previous one"
+                );
+                assert_eq!(
+                    view.system_prompt_addition(),
+                    previous.system_prompt_addition()
+                );
+                assert_eq!(view.tools, previous.tools);
+            }
+            previous = Some(view);
+            // The turn's tool loop: a command and its 8,000-character output, which the
+            // `none` policy keeps (its rewrite would cost more than keeping the recall).
+            let mut round = skill_read(&format!("call_{turn}_{call}"));
+            if let Some(Block::ToolCall(tool_call)) = round[0].content.first_mut() {
+                tool_call.name = "bash".into();
+                tool_call.arguments = json!({"command": format!("make check STEP={call}")});
+            }
+            if let Some(Block::ToolResult(result)) = round[1].content.first_mut() {
+                result.content = vec![Block::text(
+                    format!("turn {turn} step {call}: module checked, ok\n").repeat(250),
+                )];
+            }
+            for message in round {
+                append(&*sessions, message);
+            }
+        }
+        append(
+            &*sessions,
+            Message::text(Role::Assistant, format!("Turn {turn} is done.")),
+        );
+    }
+    let last = previous.unwrap();
+    let searches = last
+        .messages
+        .iter()
+        .filter(|message| {
+            message.content.iter().any(
+                |block| matches!(block, Block::ToolCall(call) if call.name == "search_memories"),
+            )
+        })
+        .count();
+    assert_eq!(searches, 10);
+    // The earlier recalls are counted in what the request holds.
+    assert!(last.recall_tokens > last.memory.as_ref().unwrap().recall.tokens_injected);
+
+    // After the prompt cache's lifetime, the earlier recalls leave (nothing cached is lost).
+    append(
+        &*sessions,
+        Message::text(Role::User, "And the billing database backups on Postgres?"),
+    );
+    let mut view_request = request(&sessions, &refs, &policy, Some(&hook), None);
+    view_request.now_ms = now_ms + 600_000;
+    let view = prepare_view(&view_request, &mut state).await.unwrap();
+    let kept = &view.memory.as_ref().unwrap().kept_recalls;
+    assert_eq!(kept.kept, 0);
+    assert_eq!(kept.left.len(), 10);
+    assert!(
+        kept.left
+            .iter()
+            .all(|left| left.cause == RecallLeaving::CacheCold)
+    );
 }
 
 #[test]

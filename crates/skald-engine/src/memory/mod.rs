@@ -58,11 +58,13 @@ mod usage;
 
 use skald_core::memory::uri::{MemoryUri, UriError};
 
+pub(crate) use recall::recall_injection_memo;
 pub use recall::{
     DroppedMemory, RecallMemo, RecallOutcome, RecallReport, RecalledMemory, SessionMemory,
     SessionMemoryReport, directory_listing, recall_for_turn, recall_for_turn_memo,
     session_start_memory,
 };
+pub use skald_core::memory::recall::{KeptRecallReport, LeftRecall, RecallLeaving};
 pub use tools::{
     MemoryToolOutput, execute_memory_tool, execute_memory_tool_at, execute_search_docs,
 };

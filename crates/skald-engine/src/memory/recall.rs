@@ -135,36 +135,49 @@ pub async fn recall_for_turn_memo(
     settings: &RecallSettings,
     messages: Vec<Message>,
 ) -> RecallOutcome {
-    let query = match recall_query(&messages, settings) {
+    let (injection, report) =
+        recall_injection_memo(memo, store, embedder, tenant, identity, settings, &messages).await;
+    RecallOutcome {
+        messages: inject(messages, &injection),
+        report,
+    }
+}
+
+/// What [`recall_for_turn_memo`] would inject into `messages` (empty: nothing), and its
+/// report, for a caller that places the injection itself (the view, which keeps every turn's
+/// recall where it went: [`skald_core::memory::recall::KeptRecalls`]).
+pub(crate) async fn recall_injection_memo(
+    memo: &mut Option<RecallMemo>,
+    store: &dyn MemoryStore,
+    embedder: Option<&dyn Embedder>,
+    tenant: &Tenant,
+    identity: &MemoryIdentity,
+    settings: &RecallSettings,
+    messages: &[Message],
+) -> (Vec<Message>, RecallReport) {
+    let query = match recall_query(messages, settings) {
         Ok(query) => query,
         Err(reason) => {
             let report = RecallReport {
                 skipped: Some(reason),
                 ..RecallReport::default()
             };
-            return RecallOutcome { messages, report };
+            return (Vec::new(), report);
         }
     };
     if let Some(kept) = memo.as_ref().filter(|kept| kept.query == query) {
-        return RecallOutcome {
-            messages: inject(messages, &kept.injection),
-            report: kept.report.clone(),
-        };
+        return (kept.injection.clone(), kept.report.clone());
     }
     let (injection, report) =
         search_and_select(store, embedder, tenant, identity, settings, &query).await;
-    let outcome = RecallOutcome {
-        messages: inject(messages, &injection),
-        report: report.clone(),
-    };
     if report.error.is_none() && report.embedding_error.is_none() {
         *memo = Some(RecallMemo {
             query,
-            injection,
-            report,
+            injection: injection.clone(),
+            report: report.clone(),
         });
     }
-    outcome
+    (injection, report)
 }
 
 fn inject(messages: Vec<Message>, injection: &[Message]) -> Vec<Message> {

@@ -47,8 +47,9 @@
 //!
 //! The parts, private (every item has one path: here): `settings` (`[memory.recall]`),
 //! `trigger` (whether to recall, and the query), `relevance` (the two measures), `select` (the
-//! budget), `inject` (the simulated call and where it goes) and `session_start` (the profile
-//! section and the directory listing).
+//! budget), `inject` (the simulated call and where it goes), `kept` (each turn's recall sent
+//! again where it was injected, so the prompt cache keeps its prefix) and `session_start` (the
+//! profile section and the directory listing).
 //!
 //! ```
 //! use skald_core::memory::recall::{RecallSettings, SkipReason, recall_query};
@@ -70,6 +71,7 @@
 //! [`QueryPlan`]: crate::memory::query::QueryPlan
 
 mod inject;
+mod kept;
 mod relevance;
 mod select;
 mod session_start;
@@ -82,6 +84,9 @@ pub use inject::{
     insert_after_first_user, insert_after_latest_user, is_simulated, recall_messages,
     render_result_json, search_result_text, simulated_call, simulated_call_id,
     simulated_calls_as_text,
+};
+pub use kept::{
+    KeepTerms, KeptRecallReport, KeptRecalls, LeftRecall, Placement, RecallAnchor, RecallLeaving,
 };
 pub use relevance::{RecallCandidate, Relevance, informative_path, stem, term_coverage};
 pub use select::{

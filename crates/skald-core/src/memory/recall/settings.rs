@@ -68,6 +68,10 @@ pub struct RecallSettings {
     pub level: RecallLevel,
     /// The token budget of the injected memories (OpenViking's `max_tokens`: 1600).
     pub max_tokens: u64,
+    /// Earlier turns' recalls are sent again where they were injected, so the prompt cache
+    /// keeps its prefix ([`super::KeptRecalls`]); over this many tokens together they all leave
+    /// (a prefix break). 0: each turn's recall is sent with that turn's calls only.
+    pub max_kept_tokens: u64,
     /// Inject the user's profile into the system prompt at session start.
     pub profile: bool,
     /// Characters of the profile section.
@@ -96,6 +100,7 @@ impl Default for RecallSettings {
             min_cosine: 0.35,
             level: RecallLevel::L1,
             max_tokens: 1600,
+            max_kept_tokens: 8000,
             profile: true,
             profile_max_chars: 2000,
             directory: true,
@@ -177,6 +182,13 @@ impl RecallSettings {
                 "max_tokens",
                 self.max_tokens.to_string(),
                 "it must be from 50 to 100000",
+            );
+        }
+        if self.max_kept_tokens > 1_000_000 {
+            return error(
+                "max_kept_tokens",
+                self.max_kept_tokens.to_string(),
+                "it must be at most 1000000",
             );
         }
         for (field, found) in [

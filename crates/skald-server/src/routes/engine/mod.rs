@@ -36,7 +36,7 @@ use skald_core::time::format_rfc3339_seconds;
 use skald_engine::after_turn::AfterTurn;
 use skald_engine::compact::CompactReport;
 use skald_engine::ingest;
-use skald_engine::memory::{MemoryIdentity, RecallReport, SessionMemoryReport};
+use skald_engine::memory::{KeptRecallReport, MemoryIdentity, RecallReport, SessionMemoryReport};
 use skald_engine::{
     AssembleInput, BootstrapSource, CompactInput, ModelView, SessionOverview, View, ViewOptions,
 };
@@ -206,6 +206,14 @@ pub struct MemoryReport {
     pub recalled: Vec<String>,
     /// Estimated tokens of the memories recall injected.
     pub recall_tokens: u64,
+    /// Earlier turns' recalls sent again where they were first injected (so the prompt cache
+    /// keeps its prefix).
+    pub kept_recalls: usize,
+    /// Their estimated tokens.
+    pub kept_recall_tokens: u64,
+    /// Earlier turns' recalls that left with this call: the cache had gone cold, they were over
+    /// `max_kept_tokens` (a prefix break), or the message they followed left the context.
+    pub left_recalls: usize,
     /// Profile entries in the system prompt addition's `## User Profile` section.
     pub profile_entries: usize,
     /// Nodes of the `memory_ls` listing injected at the session's start.
@@ -235,6 +243,9 @@ pub(crate) fn view_report(built: &View) -> ViewReport {
             .map(|kept| kept.uri.clone())
             .collect(),
         recall_tokens: memory.recall.tokens_injected,
+        kept_recalls: memory.kept_recalls.kept,
+        kept_recall_tokens: memory.kept_recalls.kept_tokens,
+        left_recalls: memory.kept_recalls.left.len(),
         profile_entries: memory.session_start.profile_entries,
         directory_entries: memory.session_start.directory_entries,
         skill_reads: memory

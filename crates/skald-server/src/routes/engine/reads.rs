@@ -173,6 +173,9 @@ pub struct ContextMemory {
     /// What recall searched for, injected and dropped.
     #[schema(value_type = Object)]
     pub recall: RecallReport,
+    /// Earlier turns' recalls sent again where they were injected, and those that left.
+    #[schema(value_type = Object)]
+    pub kept_recalls: KeptRecallReport,
 }
 
 /// The assembled context of a session.
@@ -259,6 +262,7 @@ pub(super) async fn session_context_route(
             agent: identity.agent().to_owned(),
             session_start: memory.session_start.clone(),
             recall: memory.recall.clone(),
+            kept_recalls: memory.kept_recalls.clone(),
         }),
         (Some(_), None) | (None, _) => None,
     };
