@@ -1,6 +1,7 @@
 //! Foundation benchmarks on the largest real Claude Code session in `../shared/data`:
-//! decoding, BPE counting from cold, and re-counting after one appended turn (the per-message
-//! cache means only the new turn is tokenized).
+//! decoding, BPE counting from cold, re-counting after one appended turn (the per-message
+//! cache means only the new turn is tokenized), and placing every user turn's kept recall in
+//! the next request (what memory adds to each call's preparation).
 //!
 //! Run: `cargo bench -p skald-core --bench foundation`. Skipped (with a note) when the shared
 //! data is not beside the repository.
@@ -10,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use skald_core::codec;
+use skald_core::memory::recall::{KeepTerms, KeptRecalls, Placement, simulated_call, user_text};
 use skald_core::message::{Message, Role};
 use skald_core::tokens::{Encoding, TokenCounter, estimate_messages_tokens};
 
@@ -80,6 +82,42 @@ fn benches(c: &mut Criterion) {
         b.iter_batched(
             || warm.clone(),
             |mut counter| counter.count_messages(&messages),
+            BatchSize::LargeInput,
+        )
+    });
+
+    // Every user turn of the session got a recall that stayed; the next call places them all.
+    let terms = KeepTerms {
+        cache_warm: true,
+        max_kept_tokens: u64::MAX,
+        ..KeepTerms::default()
+    };
+    let mut kept = KeptRecalls::default();
+    let mut turns = 0;
+    for (at, message) in messages.iter().enumerate() {
+        if !user_text(message).is_empty() {
+            let pair = simulated_call(
+                "search_memories",
+                serde_json::json!({"query": format!("turn {at}")}),
+                "{\"memories\":[]}".to_owned(),
+            );
+            kept.place(
+                messages[..=at].to_vec(),
+                Placement::AfterAnchor,
+                pair,
+                200,
+                &terms,
+            );
+            turns += 1;
+        }
+    }
+    eprintln!("recall: {turns} user turns, each with a kept recall");
+    c.bench_function("recall/place-kept", |b| {
+        b.iter_batched(
+            || (kept.clone(), messages.clone()),
+            |(mut kept, messages)| {
+                kept.place(messages, Placement::AfterAnchor, Vec::new(), 0, &terms)
+            },
             BatchSize::LargeInput,
         )
     });

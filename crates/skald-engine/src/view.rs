@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::recall::{
-    KeepTerms, KeptRecallReport, Placement, RecallAnchor, RecallSettings, simulated_calls_as_text,
+    KeepTerms, KeptRecallReport, Placement, RecallSettings, simulated_calls_as_text,
 };
 use skald_core::memory::tools::tool_specs as memory_tool_specs;
 use skald_core::message::{Message, Role, ToolSpec};
@@ -263,7 +263,6 @@ pub async fn prepare_view(
         Some(_) => Placement::BeforeAnchor,
         None => Placement::AfterAnchor,
     };
-    let anchor = RecallAnchor::of_latest_user(&messages, placement);
     let terms = KeepTerms {
         cache_warm,
         max_kept_tokens: hook.settings.max_kept_tokens,
@@ -273,10 +272,13 @@ pub async fn prepare_view(
             remaining_calls_ratio(request.policy),
         ),
     };
-    let (messages, kept) =
-        state
-            .kept_recalls
-            .place(messages, anchor, injection, recall.tokens_injected, &terms);
+    let (messages, kept) = state.kept_recalls.place(
+        messages,
+        placement,
+        injection,
+        recall.tokens_injected,
+        &terms,
+    );
     view.messages = messages;
     if let Some(prompt) = &prompt {
         if let Some(at) = view.messages.iter().rposition(|message| message == prompt) {

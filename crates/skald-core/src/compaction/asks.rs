@@ -202,10 +202,15 @@ pub fn latest_user_ask(messages: &[Message]) -> Option<String> {
 /// `extra` by its decoder). None of those is an ask. A continuation is a user ask here (it
 /// starts a turn); [`latest_user_ask`] is what skips it.
 pub fn is_user_ask(message: &Message) -> bool {
+    is_user_ask_with_text(message, &message.plain_text())
+}
+
+/// [`is_user_ask`] of `message` as if its text were `text` (what is left of it once injected
+/// blocks are taken out), without building that message.
+pub(crate) fn is_user_ask_with_text(message: &Message, text: &str) -> bool {
     if message.role != Role::User || is_flagged_injection(message) {
         return false;
     }
-    let text = message.plain_text();
     let text = text.trim();
     !text.is_empty() && !is_harness_text(text)
 }

@@ -23,22 +23,20 @@
 //! the offload decisions.
 //!
 //! ```
-//! use skald_core::memory::recall::{KeepTerms, KeptRecalls, Placement, RecallAnchor, simulated_call};
+//! use skald_core::memory::recall::{KeepTerms, KeptRecalls, Placement, simulated_call};
 //! use skald_core::message::{Message, Role};
 //!
 //! let pair = |query: &str| simulated_call("search_memories", serde_json::json!({"query": query}), "{}".into());
 //! let mut kept = KeptRecalls::default();
 //! let mut messages = vec![Message::text(Role::User, "Which database do we use for billing?")];
-//! let anchor = RecallAnchor::of_latest_user(&messages, Placement::AfterAnchor);
 //! let terms = KeepTerms { cache_warm: true, ..KeepTerms::default() };
-//! let (first, _) = kept.place(messages.clone(), anchor, pair("billing"), 40, &terms);
+//! let (first, _) = kept.place(messages.clone(), Placement::AfterAnchor, pair("billing"), 40, &terms);
 //! assert_eq!(first.len(), 3);
 //!
 //! // The next user turn: the first turn's pair is still where it was.
 //! messages.push(Message::text(Role::Assistant, "PostgreSQL."));
 //! messages.push(Message::text(Role::User, "And how are its backups scheduled?"));
-//! let anchor = RecallAnchor::of_latest_user(&messages, Placement::AfterAnchor);
-//! let (second, report) = kept.place(messages, anchor, pair("backups"), 40, &terms);
+//! let (second, report) = kept.place(messages, Placement::AfterAnchor, pair("backups"), 40, &terms);
 //! assert_eq!(second[..3], first[..]);
 //! assert_eq!(second.len(), 7);
 //! assert_eq!(report.kept, 1);
@@ -70,19 +68,18 @@ pub enum Placement {
 /// The user message a recall belongs to: its text (as [`user_text`] reads it) and how many such
 /// messages came before it, with the recall's [`Placement`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecallAnchor {
+struct RecallAnchor {
     text_hash: u64,
     ordinal: usize,
     placement: Placement,
 }
 
 impl RecallAnchor {
-    /// The anchor of a recall made for `messages`: their latest message a person wrote. `None`
-    /// when there is none.
-    pub fn of_latest_user(messages: &[Message], placement: Placement) -> Option<RecallAnchor> {
-        let texts = user_messages(messages);
-        let ordinal = texts.len().checked_sub(1)?;
-        let (_, text_hash) = texts[ordinal];
+    /// The anchor of a recall made for the messages whose [`user_messages`] are `users`: their
+    /// latest message a person wrote. `None` when there is none.
+    fn of_latest_user(users: &[(usize, u64)], placement: Placement) -> Option<RecallAnchor> {
+        let ordinal = users.len().checked_sub(1)?;
+        let (_, text_hash) = users[ordinal];
         Some(RecallAnchor {
             text_hash,
             ordinal,
@@ -177,25 +174,28 @@ pub struct KeptRecalls {
 
 impl KeptRecalls {
     /// `messages` for one call with every kept recall and this call's `injection` (what recall
-    /// chose for `anchor`, the call's latest user message; empty when nothing) in place, kept
+    /// chose for the call's latest user message, to go at `placement` from it; empty when
+    /// nothing) in place, kept
     /// or let go on `terms`. The injection of a call whose anchor is the current turn's keeps
     /// the current turn's place; a new anchor ends the current turn, whose recall is then
     /// weighed (see the module docs).
     pub fn place(
         &mut self,
         messages: Vec<Message>,
-        anchor: Option<RecallAnchor>,
+        placement: Placement,
         injection: Vec<Message>,
         tokens: u64,
         terms: &KeepTerms,
     ) -> (Vec<Message>, KeptRecallReport) {
         let mut report = KeptRecallReport::default();
+        let users = user_messages(&messages);
+        let anchor = RecallAnchor::of_latest_user(&users, placement);
         let same_turn = match (&self.current, &anchor) {
             (Some(current), Some(anchor)) => current.anchor.same_message(anchor),
             (Some(_), None) | (None, Some(_)) | (None, None) => false,
         };
         if !same_turn && let Some(finished) = self.current.take() {
-            if terms.cache_warm && worth_keeping(&finished, &messages, terms) {
+            if terms.cache_warm && worth_keeping(&finished, &messages, &users, terms) {
                 self.past.push(finished);
             } else if terms.cache_warm {
                 report.left.push(LeftRecall {
@@ -242,7 +242,7 @@ impl KeptRecalls {
                     tokens: kept.tokens,
                 }));
         }
-        let messages = self.insert_all(messages, &mut report);
+        let messages = self.insert_all(messages, &users, &mut report);
         report.kept = self.past.len();
         report.kept_tokens = self.past.iter().map(|kept| kept.tokens).sum();
         (messages, report)
@@ -262,14 +262,14 @@ impl KeptRecalls {
     fn insert_all(
         &mut self,
         messages: Vec<Message>,
+        users: &[(usize, u64)],
         report: &mut KeptRecallReport,
     ) -> Vec<Message> {
-        let users = user_messages(&messages);
         let mut cursor = 0;
         let mut ids = HashSet::new();
         let mut at_positions: Vec<(usize, Vec<Message>)> = Vec::new();
         let mut place = |kept: &KeptRecall, cursor: &mut usize| -> Option<usize> {
-            let at = anchor_index(&users, &kept.anchor, *cursor)?;
+            let at = anchor_index(users, &kept.anchor, *cursor)?;
             let call_ids = call_ids(&kept.injection);
             if call_ids.iter().any(|id| ids.contains(id)) {
                 return None;
@@ -336,9 +336,13 @@ impl KeptRecalls {
 /// at the write price instead of the read price; staying costs its tokens at the read price
 /// on every call expected. Staying must cost less. A recall whose anchor is gone is kept here
 /// and let go by the placement, which names why.
-fn worth_keeping(finished: &KeptRecall, messages: &[Message], terms: &KeepTerms) -> bool {
-    let users = user_messages(messages);
-    let Some(at) = anchor_index(&users, &finished.anchor, 0) else {
+fn worth_keeping(
+    finished: &KeptRecall,
+    messages: &[Message],
+    users: &[(usize, u64)],
+    terms: &KeepTerms,
+) -> bool {
+    let Some(at) = anchor_index(users, &finished.anchor, 0) else {
         return true;
     };
     let next_user = users
@@ -425,10 +429,6 @@ mod tests {
         Message::text(Role::Assistant, text)
     }
 
-    fn after(messages: &[Message]) -> Option<RecallAnchor> {
-        RecallAnchor::of_latest_user(messages, Placement::AfterAnchor)
-    }
-
     /// A warm cache with room for everything, and no calls expected after this one (so keeping
     /// a recall costs nothing).
     const WARM: KeepTerms = KeepTerms {
@@ -444,7 +444,13 @@ mod tests {
         messages: &[Message],
         injection: Vec<Message>,
     ) -> (Vec<Message>, KeptRecallReport) {
-        kept.place(messages.to_vec(), after(messages), injection, 100, &WARM)
+        kept.place(
+            messages.to_vec(),
+            Placement::AfterAnchor,
+            injection,
+            100,
+            &WARM,
+        )
     }
 
     #[test]
@@ -500,7 +506,7 @@ mod tests {
         };
         let (sent, report) = kept.place(
             messages.clone(),
-            after(&messages),
+            Placement::AfterAnchor,
             pair("backups"),
             100,
             &cold,
@@ -532,7 +538,7 @@ mod tests {
             };
             let (_, report) = kept.place(
                 messages.clone(),
-                after(&messages),
+                Placement::AfterAnchor,
                 pair(&format!("q{turn}")),
                 100,
                 &terms,
@@ -580,8 +586,13 @@ mod tests {
         let prompt = user("which database holds invoices");
         let mut messages = vec![user("hello there, a first question"), assistant("hi")];
         messages.push(prompt.clone());
-        let anchor = RecallAnchor::of_latest_user(&messages, Placement::BeforeAnchor);
-        let (mut first, _) = kept.place(messages.clone(), anchor, pair("invoices"), 100, &WARM);
+        let (mut first, _) = kept.place(
+            messages.clone(),
+            Placement::BeforeAnchor,
+            pair("invoices"),
+            100,
+            &WARM,
+        );
         // What the model saw: the recall, then the prompt the host sends after the view.
         assert_eq!(first.last(), Some(&prompt));
         assert!(is_simulated(&first[2]));
@@ -608,7 +619,7 @@ mod tests {
             let mut messages = vec![user("which database holds invoices")];
             kept.place(
                 messages.clone(),
-                after(&messages),
+                Placement::AfterAnchor,
                 pair("invoices"),
                 100,
                 &terms,
@@ -617,7 +628,7 @@ mod tests {
             messages.push(user("and where are refunds kept"));
             let (sent, report) = kept.place(
                 messages.clone(),
-                after(&messages),
+                Placement::AfterAnchor,
                 pair("refunds"),
                 100,
                 &terms,

@@ -85,9 +85,7 @@ pub use inject::{
     render_result_json, search_result_text, simulated_call, simulated_call_id,
     simulated_calls_as_text,
 };
-pub use kept::{
-    KeepTerms, KeptRecallReport, KeptRecalls, LeftRecall, Placement, RecallAnchor, RecallLeaving,
-};
+pub use kept::{KeepTerms, KeptRecallReport, KeptRecalls, LeftRecall, Placement, RecallLeaving};
 pub use relevance::{RecallCandidate, Relevance, informative_path, stem, term_coverage};
 pub use select::{
     DropReason, SelectedMemory, Selection, format_date, memory_json, select_memories,

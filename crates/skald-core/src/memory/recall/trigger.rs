@@ -8,11 +8,11 @@ use std::fmt;
 use serde::Serialize;
 
 use super::{MAX_QUERY_MESSAGE_CHARS, RecallSettings};
-use crate::compaction::asks::is_user_ask;
+use crate::compaction::asks::is_user_ask_with_text;
 use crate::memory::dedup::words;
 use crate::memory::levels::cut_at_word;
 use crate::memory::query::QueryPlan;
-use crate::message::{Block, Message, Role};
+use crate::message::{Message, Role};
 
 /// Tags whose blocks inside a user message are context a harness or plugin injected, not words
 /// of the user; they never become part of a query.
@@ -145,13 +145,13 @@ pub fn user_text(message: &Message) -> String {
     }
     let mut text = message.plain_text();
     for tag in INJECTED_TAGS {
-        text = strip_tag_blocks(&text, tag);
+        // Most messages hold none of them: no copy then (this runs over every user message of
+        // a request, on every request).
+        if text.contains(&format!("<{tag}")) {
+            text = strip_tag_blocks(&text, tag);
+        }
     }
-    let stripped = Message {
-        content: vec![Block::text(text.trim())],
-        ..message.clone()
-    };
-    if is_user_ask(&stripped) {
+    if is_user_ask_with_text(message, &text) {
         text.trim().to_owned()
     } else {
         String::new()
