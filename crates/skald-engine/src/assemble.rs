@@ -492,10 +492,7 @@ fn cost_aware_offload(
                 .or_insert_with(|| estimate_message_tokens(message))
         })
         .collect();
-    let ttl = i64::try_from(policy.cache_ttl_ms).unwrap_or(i64::MAX);
-    let warm = state
-        .last_request_ms
-        .is_some_and(|at| request.now_ms.saturating_sub(at) <= ttl);
+    let warm = state.cache_warm_at(request.now_ms, policy.cache_ttl_ms);
     let cached_messages = if warm {
         identities
             .iter()

@@ -381,7 +381,7 @@ impl SessionState {
                 return Ok(cached.messages.clone());
             }
         }
-        let session = self.catch_up(sessions, tenant, session_id, &info)?;
+        let session = self.stored_session_as_of(sessions, tenant, session_id, &info)?;
         let mut messages = skald_core::session::session_context(session, None);
         // An answer's assemble record is skald's bookkeeping (the timeline reads it from the
         // entries), not context: left out once here, it costs no clone per call.
@@ -409,8 +409,15 @@ impl SessionState {
         session_id: &SessionId,
     ) -> Result<&Session, SessionError> {
         let info = sessions.get(tenant, session_id)?;
-        self.switches = info.switches;
-        self.catch_up(sessions, tenant, session_id, &info)
+        self.stored_session_as_of(sessions, tenant, session_id, &info)
+    }
+
+    /// Whether a request made at `now_ms` finds the prompt cache warm: the previous request of
+    /// the session was assembled within `cache_ttl_ms` of it.
+    pub(crate) fn cache_warm_at(&self, now_ms: i64, cache_ttl_ms: u64) -> bool {
+        let ttl = i64::try_from(cache_ttl_ms).unwrap_or(i64::MAX);
+        self.last_request_ms
+            .is_some_and(|at| now_ms.saturating_sub(at) <= ttl)
     }
 
     /// [`SessionState::stored_session`] when the caller has just read the session's row
@@ -423,16 +430,6 @@ impl SessionState {
         info: &SessionInfo,
     ) -> Result<&Session, SessionError> {
         self.switches = info.switches;
-        self.catch_up(sessions, tenant, session_id, info)
-    }
-
-    fn catch_up(
-        &mut self,
-        sessions: &dyn SessionStore,
-        tenant: &Tenant,
-        session_id: &SessionId,
-        info: &SessionInfo,
-    ) -> Result<&Session, SessionError> {
         let caught_up = match self.stored.take() {
             Some((held_tenant, mut held))
                 if held_tenant == info.tenant

@@ -191,10 +191,7 @@ pub async fn prepare_view(
     }
     let tokens_before = estimate_with_memo(&mut state.estimates, &messages);
     // Before the pipeline restarts the clock: whether this request finds the cache warm.
-    let cache_ttl = i64::try_from(request.policy.cache_ttl_ms).unwrap_or(i64::MAX);
-    let cache_warm = state
-        .last_request_ms
-        .is_some_and(|at| request.now_ms.saturating_sub(at) <= cache_ttl);
+    let cache_warm = state.cache_warm_at(request.now_ms, request.policy.cache_ttl_ms);
     let assembled = assemble(
         request.refs,
         request.policy,

@@ -188,6 +188,11 @@ impl KeptRecalls {
         terms: &KeepTerms,
     ) -> (Vec<Message>, KeptRecallReport) {
         let mut report = KeptRecallReport::default();
+        // Nothing kept and nothing to place: no pass over the messages (the common call, with
+        // recall finding nothing).
+        if self.past.is_empty() && self.current.is_none() && injection.is_empty() {
+            return (messages, report);
+        }
         let users = user_messages(&messages);
         let anchor = RecallAnchor::of_latest_user(&users, placement);
         let same_turn = match (&self.current, &anchor) {
