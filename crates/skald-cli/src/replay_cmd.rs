@@ -12,7 +12,9 @@ use serde::Serialize;
 use skald_core::codec;
 use skald_core::message::Message;
 use skald_core::pipeline::policy::{PRESET_NAMES, Policy};
-use skald_engine::replay::{Billed, PolicyFigures, ReplaySettings, billed, replay_policy};
+use skald_engine::replay::{
+    Billed, HostFit, PolicyFigures, ProviderCache, ReplaySettings, billed, host_fit, replay_policy,
+};
 use skald_store::SqliteRefStore;
 
 use crate::config::Config;
@@ -58,6 +60,13 @@ struct TranscriptRow {
     cost_vs_first: BTreeMap<String, f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     billed: Option<Billed>,
+    /// The host as the recorded usage shows it: the prefix, scale and cache the `host` figures
+    /// of every policy are billed with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<HostFit>,
+    /// Each policy's cost billed as the host was (`host`) as a share of what was billed.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    cost_vs_billed: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -70,6 +79,11 @@ struct ReplayReport {
     /// beside the `none` replay, to show the cost model is faithful.
     #[serde(skip_serializing_if = "Option::is_none")]
     billed: Option<Billed>,
+    /// Each policy's cost billed as the hosts were, as a share of what was billed, over the
+    /// transcripts that recorded usage: `none`'s checks the cost model (it should be near 1),
+    /// the others' are what a user of each policy would have paid.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    cost_vs_billed: BTreeMap<String, f64>,
     transcripts: Vec<TranscriptRow>,
     settings: SettingsEcho,
 }
@@ -158,17 +172,22 @@ pub fn run(args: &ReplayArgs, config: &Config, mode: Mode) -> Result<ExitCode> {
         let file = path.display().to_string();
         let text = files::read_text(path)?;
         let decoded = codec::decode(&text).with_context(|| file.clone())?;
-        let settings = ReplaySettings {
-            encoding: args.encoding.resolve(conversation_model(&decoded)),
+        let encoding = args.encoding.resolve(conversation_model(&decoded));
+        let messages: Vec<Message> = decoded.conversation.messages;
+        let mut settings = ReplaySettings {
+            encoding,
+            provider_cache: provider_cache(decoded.format, &messages),
             ..base.clone()
         };
-        let messages: Vec<Message> = decoded.conversation.messages;
+        settings.host = host_fit(&messages, &settings);
         let mut row = TranscriptRow {
             file: file.clone(),
             format: decoded.format.name(),
             policies: BTreeMap::new(),
             cost_vs_first: BTreeMap::new(),
             billed: billed(&messages, &settings.pricing),
+            host: settings.host.clone(),
+            cost_vs_billed: BTreeMap::new(),
         };
         if let Some(b) = row.billed {
             billed_total.get_or_insert_with(Billed::default).absorb(b);
@@ -190,10 +209,13 @@ pub fn run(args: &ReplayArgs, config: &Config, mode: Mode) -> Result<ExitCode> {
             progress.inc(1);
         }
         row.cost_vs_first = shares(&order, &row.policies);
+        row.cost_vs_billed = shares_of_bill(&order, &row.policies, row.billed);
         rows.push(row);
     }
     progress.finish_and_clear();
     let cost_vs_first = shares(&order, &totals);
+    // The bill of the transcripts that have host figures: every transcript with recorded usage.
+    let cost_vs_billed = shares_of_bill(&order, &totals, billed_total);
     if let Some(chart) = &args.chart {
         let series: Vec<(String, Vec<u64>)> = order
             .iter()
@@ -217,6 +239,7 @@ pub fn run(args: &ReplayArgs, config: &Config, mode: Mode) -> Result<ExitCode> {
         policies: totals,
         cost_vs_first,
         billed: billed_total,
+        cost_vs_billed,
         transcripts: rows,
         settings: SettingsEcho {
             window_tokens: base.context_window_tokens,
@@ -251,6 +274,61 @@ fn shares(order: &[String], figures: &BTreeMap<String, PolicyFigures>) -> BTreeM
         .collect()
 }
 
+/// A policy's cost billed as the host was, and its share of the bill.
+fn as_billed(figures: &PolicyFigures, share: Option<&f64>) -> String {
+    match (figures.host, share) {
+        (Some(host), Some(share)) => format!("{:.3} ({:.1}%)", host.cost_usd, share * 100.0),
+        (Some(host), None) => format!("{:.3}", host.cost_usd),
+        (None, _) => String::new(),
+    }
+}
+
+/// Each policy's cost billed as the host was, as a share of what was billed (rounded to 0.1 %);
+/// empty without a bill.
+fn shares_of_bill(
+    order: &[String],
+    figures: &BTreeMap<String, PolicyFigures>,
+    billed: Option<Billed>,
+) -> BTreeMap<String, f64> {
+    let Some(billed) = billed.filter(|b| b.cost_usd > 0.0) else {
+        return BTreeMap::new();
+    };
+    order
+        .iter()
+        .filter_map(|name| {
+            let host = figures.get(name)?.host?;
+            let share = host.cost_usd / billed.cost_usd;
+            Some((name.clone(), (share * 1000.0).round() / 1000.0))
+        })
+        .collect()
+}
+
+/// How the transcript's provider caches prompts: Anthropic's for Claude Code and Anthropic
+/// requests; an OpenClaw session says its provider per answer; the others cache automatically.
+fn provider_cache(format: codec::Format, messages: &[Message]) -> ProviderCache {
+    let anthropic = match format {
+        codec::Format::ClaudeCode
+        | codec::Format::AnthropicRequest
+        | codec::Format::AnthropicResponse => true,
+        codec::Format::OpenClawSession => messages.iter().any(|message| {
+            message
+                .meta
+                .provider
+                .as_deref()
+                .is_some_and(|provider| provider.contains("anthropic"))
+        }),
+        codec::Format::OpenAiRequest
+        | codec::Format::OpenAiResponse
+        | codec::Format::MiniSweAgent
+        | codec::Format::SweAgent => false,
+    };
+    if anthropic {
+        ProviderCache::Anthropic
+    } else {
+        ProviderCache::Automatic
+    }
+}
+
 fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
     let mut table = output::table(&[
         "policy",
@@ -263,6 +341,7 @@ fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
         "fetch penalty",
         "offloads / trims /\nclears / truncations",
         "assemble ms",
+        "as billed $\n(vs bill)",
     ]);
     for name in order {
         let Some(f) = report.policies.get(name) else {
@@ -288,6 +367,7 @@ fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
                 f.offloads, f.trims, f.clears, f.truncations
             ),
             format!("{:.3}", f.assemble_ms),
+            as_billed(f, report.cost_vs_billed.get(name)),
         ]);
     }
     // Per transcript (when there are several): each policy's cost and its share of the first's,
@@ -311,6 +391,11 @@ fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
                         "{:.1}%",
                         row.cost_vs_first.get(policy).copied().unwrap_or(1.0) * 100.0
                     ),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    as_billed(f, row.cost_vs_billed.get(policy)),
                 ]);
             }
         }

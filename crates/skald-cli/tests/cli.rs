@@ -367,5 +367,21 @@ fn replay_reports_cost_ratio_per_transcript() {
         assert_eq!(ratio["skald"].as_f64(), Some(expected), "{row}");
         // skald never costs more than keeping everything on these transcripts.
         assert!(expected <= 1.0, "{row}");
+        // Both record usage: every policy is also billed as the host was, against the bill.
+        assert!(row["host"]["prefix_tokens"].is_u64(), "{row}");
+        for policy in ["none", "skald"] {
+            let host = &row["policies"][policy]["host"];
+            let share = row["cost_vs_billed"][policy].as_f64().unwrap();
+            let billed = row["billed"]["cost_usd"].as_f64().unwrap();
+            let expected =
+                ((host["cost_usd"].as_f64().unwrap() / billed) * 1000.0).round() / 1000.0;
+            assert_eq!(share, expected, "{row}");
+            assert!(
+                host["input_tokens"].as_u64().unwrap()
+                    > row["policies"][policy]["input_tokens"].as_u64().unwrap(),
+                "the host's prefix is billed too: {row}"
+            );
+        }
     }
+    assert!(report["cost_vs_billed"]["none"].is_f64(), "{report}");
 }

@@ -115,6 +115,9 @@ pub struct Usage {
     pub cache_read: u64,
     /// Input tokens written to the provider's prompt cache by this call.
     pub cache_write: u64,
+    /// Of `cache_write`, the tokens written with a one-hour lifetime (Anthropic's
+    /// `cache_creation.ephemeral_1h_input_tokens`), which cost more than five-minute writes.
+    pub cache_write_1h: u64,
 }
 
 impl Usage {
@@ -498,6 +501,7 @@ mod tests {
             output: 10,
             cache_read: 100,
             cache_write: 20,
+            cache_write_1h: 0,
         };
         assert_eq!(usage.total_input(), 123);
     }

@@ -172,7 +172,8 @@ fn response_round_trip_is_exact_and_meta_is_filled() {
             input: 12,
             output: 85,
             cache_read: 4000,
-            cache_write: 300
+            cache_write: 300,
+            cache_write_1h: 0,
         })
     );
     assert_eq!(response.envelope["content"], Value::Null);
@@ -190,6 +191,7 @@ fn response_meta_changes_are_written_and_stop_sequence_survives() {
         output: 2,
         cache_read: 3,
         cache_write: 0,
+        cache_write_1h: 0,
     });
     response.message.meta.stop_reason = Some(StopReason::MaxTokens);
     let encoded = anthropic::encode_response(&response);

@@ -95,14 +95,16 @@ fn claude_code_split_response_is_merged_with_its_results_after_it() {
     assert_eq!(assistant.meta.id.as_deref(), Some("msg_A"));
     assert_eq!(assistant.meta.model.as_deref(), Some("claude-opus-4-6"));
     assert_eq!(assistant.meta.stop_reason, None);
-    // The last line's usage carries the final output count.
+    // The last line's usage carries the final output count, and its one-hour cache writes
+    // (`cache_creation.ephemeral_1h_input_tokens`), which are priced apart.
     assert_eq!(
         assistant.meta.usage,
         Some(Usage {
             input: 3,
             output: 87,
             cache_read: 4000,
-            cache_write: 120
+            cache_write: 120,
+            cache_write_1h: 120,
         })
     );
     assert_eq!(
@@ -364,7 +366,8 @@ fn mini_swe_response_usage_and_extra() {
             input: 300,
             output: 35,
             cache_read: 1100,
-            cache_write: 0
+            cache_write: 0,
+            cache_write_1h: 0,
         })
     );
     assert_eq!(second.meta.id.as_deref(), Some("gen-4"));

@@ -213,7 +213,8 @@ fn response_round_trip_is_exact_and_meta_is_filled() {
             input: 200,
             output: 40,
             cache_read: 1000,
-            cache_write: 0
+            cache_write: 0,
+            cache_write_1h: 0,
         })
     );
     // The envelope keeps everything else, with the message slot emptied.
@@ -233,6 +234,7 @@ fn response_meta_changes_are_written_to_the_envelope() {
         output: 5,
         cache_read: 90,
         cache_write: 0,
+        cache_write_1h: 0,
     });
     response.message.meta.stop_reason = Some(StopReason::EndTurn);
     response.message.meta.model = Some("gpt-4.1".into());

@@ -232,7 +232,8 @@ fn decoded_fields_land_in_typed_homes() {
             input: 12310,
             output: 191,
             cache_read: 1536,
-            cache_write: 0
+            cache_write: 0,
+            cache_write_1h: 0,
         })
     );
     assert_eq!(assistant.meta.provider.as_deref(), Some("anthropic"));
@@ -816,6 +817,7 @@ fn foreign_messages_encode_to_pi_shapes() {
         output: 2,
         cache_read: 3,
         cache_write: 4,
+        cache_write_1h: 0,
     });
     assistant.meta.stop_reason = Some(StopReason::MaxTokens);
     let value = encode_agent_message(&assistant);

@@ -292,7 +292,8 @@ fn response_round_trip_is_exact_and_is_one_assistant_turn() {
             input: 1000,
             output: 300,
             cache_read: 11000,
-            cache_write: 0
+            cache_write: 0,
+            cache_write_1h: 0,
         })
     );
     assert_eq!(response.envelope["output"], Value::Null);
@@ -313,6 +314,7 @@ fn response_meta_changes_are_written_to_the_envelope() {
         output: 5,
         cache_read: 90,
         cache_write: 0,
+        cache_write_1h: 0,
     });
     response.message.meta.stop_reason = Some(StopReason::MaxTokens);
     response.message.meta.model = Some("gpt-5".into());

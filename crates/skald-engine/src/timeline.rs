@@ -137,9 +137,7 @@ pub fn call_timeline(
                 if message.role == Role::Assistant {
                     totals.calls += 1;
                     let usage = message.meta.usage;
-                    let input_cost_usd = usage.map(|usage| {
-                        pricing.cost(usage.input, usage.cache_write, usage.cache_read)
-                    });
+                    let input_cost_usd = usage.map(|usage| pricing.cost_of_usage(&usage));
                     if let Some(usage) = usage {
                         totals.calls_with_usage += 1;
                         totals.raw_tokens += raw_tokens;

@@ -24,6 +24,7 @@ fn answer(turn: u64) -> Message {
         output: 50,
         cache_read: 1_000 * turn,
         cache_write: 10,
+        cache_write_1h: 0,
     });
     message.meta.model = Some("claude-test".to_owned());
     message
@@ -413,6 +414,7 @@ async fn a_relayed_answer_is_stored_with_the_record_of_the_request_that_produced
         output: 5,
         cache_read: 100,
         cache_write: 0,
+        cache_write_1h: 0,
     });
     engine
         .slot(&tenant, &session)

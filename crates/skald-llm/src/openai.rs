@@ -343,6 +343,7 @@ fn usage_from(usage: &Value) -> Option<Usage> {
         output: count(usage.get("completion_tokens")),
         cache_read: cached,
         cache_write: 0,
+        cache_write_1h: 0,
     })
 }
 
@@ -666,7 +667,8 @@ mod tests {
                 input: 200,
                 output: 20,
                 cache_read: 800,
-                cache_write: 0
+                cache_write: 0,
+                cache_write_1h: 0,
             }
         );
     }

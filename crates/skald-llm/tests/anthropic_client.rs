@@ -222,7 +222,8 @@ async fn a_whole_answer_is_decoded_with_thinking_usage_and_stop_reason() {
             input: 200,
             output: 30,
             cache_read: 1000,
-            cache_write: 50
+            cache_write: 50,
+            cache_write_1h: 0,
         }
     );
     assert!(matches!(
@@ -260,6 +261,7 @@ async fn a_streamed_answer_arrives_as_events_and_assembles_to_the_whole_answer()
         output,
         cache_read: 1000,
         cache_write: 50,
+        cache_write_1h: 0,
     };
     assert_eq!(
         events,

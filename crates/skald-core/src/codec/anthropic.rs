@@ -402,6 +402,7 @@ fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, 
         output: count(usage, "output_tokens", path)?,
         cache_read: count(usage, "cache_read_input_tokens", path)?,
         cache_write: count(usage, "cache_creation_input_tokens", path)?,
+        cache_write_1h: 0,
     }))
 }
 

@@ -375,6 +375,11 @@ fn anthropic_usage(usage: &Value) -> Option<Usage> {
         output: count("output_tokens"),
         cache_read: count("cache_read_input_tokens"),
         cache_write: count("cache_creation_input_tokens"),
+        cache_write_1h: usage
+            .get("cache_creation")
+            .and_then(|creation| creation.get("ephemeral_1h_input_tokens"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
     })
 }
 

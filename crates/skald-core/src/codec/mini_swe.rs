@@ -175,6 +175,7 @@ pub(super) fn openai_usage(usage: &Value) -> Option<Usage> {
         output: count(usage.get("completion_tokens")),
         cache_read,
         cache_write,
+        cache_write_1h: 0,
     })
 }
 
@@ -525,7 +526,8 @@ mod tests {
                 input: 40,
                 output: 7,
                 cache_read: 60,
-                cache_write: 0
+                cache_write: 0,
+                cache_write_1h: 0,
             })
         );
     }

@@ -637,6 +637,7 @@ pub fn openai_usage(usage: &Value) -> Usage {
         output: count(usage.get("completion_tokens")),
         cache_read: cached,
         cache_write: 0,
+        cache_write_1h: 0,
     }
 }
 
@@ -648,6 +649,7 @@ pub fn anthropic_usage(usage: &Value, output: Option<u64>) -> Usage {
         output: output.unwrap_or_else(|| count("output_tokens")),
         cache_read: count("cache_read_input_tokens"),
         cache_write: count("cache_creation_input_tokens"),
+        cache_write_1h: 0,
     }
 }
 

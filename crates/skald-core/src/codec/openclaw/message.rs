@@ -160,6 +160,7 @@ fn decode_usage(value: Option<&Value>) -> Option<(Usage, Extra)> {
         output: count("output")?,
         cache_read: count("cacheRead")?,
         cache_write: count("cacheWrite")?,
+        cache_write_1h: 0,
     };
     Some((usage, rest(obj, &USAGE_KEYS)))
 }

@@ -489,5 +489,6 @@ fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, 
         output,
         cache_read: cached,
         cache_write: 0,
+        cache_write_1h: 0,
     }))
 }

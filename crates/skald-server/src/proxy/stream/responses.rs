@@ -254,5 +254,6 @@ pub fn responses_usage(usage: &Value) -> Usage {
         output: count(usage.get("output_tokens")),
         cache_read: cached,
         cache_write: 0,
+        cache_write_1h: 0,
     }
 }

@@ -10,7 +10,13 @@
 //!   appeared in an earlier tool result of that call's request, whether the assembled request
 //!   still shows it (`visible`) or shows it or a ref to the output it came from (`recoverable`);
 //!   each use that is only recoverable is charged as one fetch of up to 2,000 tokens;
-//! - what the stages did and how long `assemble` took.
+//! - what the stages did and how long `assemble` took;
+//! - with a [`HostFit`] (from the transcript's recorded usage), the same calls billed as the
+//!   host's provider billed them: its prefix, tokenizer, cache breakpoints and TTL
+//!   ([`HostFigures`], `host`), so `none` can be checked against [`Billed`] and a policy's saving
+//!   read as a share of the real bill.
+
+mod host;
 
 use std::collections::{HashMap, HashSet};
 
@@ -30,6 +36,10 @@ use crate::accounting::{CacheAccount, Pricing, Segment};
 use crate::assemble::{AssembleRequest, assemble};
 use crate::session::SessionState;
 
+pub use host::{
+    HostBill, HostFigures, HostFit, ProviderCache, RecordedCall, fit_host, provider_view,
+};
+
 /// How calls are replayed and billed.
 #[derive(Debug, Clone)]
 pub struct ReplaySettings {
@@ -48,6 +58,12 @@ pub struct ReplaySettings {
     pub default_call_gap_ms: i64,
     /// The tenant the replay's refs are stored under.
     pub tenant: Tenant,
+    /// The host as its recorded usage shows it ([`host_fit`]); with it, every policy's calls are
+    /// also billed as the host's provider billed them ([`PolicyFigures::host`]).
+    pub host: Option<HostFit>,
+    /// How the transcript's provider caches prompts (Anthropic's for Claude Code's transcripts),
+    /// for the `host` figures.
+    pub provider_cache: ProviderCache,
 }
 
 impl Default for ReplaySettings {
@@ -61,6 +77,8 @@ impl Default for ReplaySettings {
             default_call_gap_ms: 10_000,
             // "replay" is a well-formed name; the fallback is never taken.
             tenant: Tenant::parse("replay").unwrap_or_default(),
+            host: None,
+            provider_cache: ProviderCache::default(),
         }
     }
 }
@@ -119,6 +137,9 @@ pub struct PolicyFigures {
     pub truncations: u64,
     /// Median wall time of one `assemble`, in milliseconds.
     pub assemble_ms: f64,
+    /// The calls billed as the host's provider billed them (with the settings' [`HostFit`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostFigures>,
     /// Context tokens of every call, in order (for charts).
     #[serde(skip)]
     pub context_per_call: Vec<u64>,
@@ -152,6 +173,14 @@ impl PolicyFigures {
         self.context_per_call.extend(other.context_per_call);
         self.assemble_samples.extend(other.assemble_samples);
         self.assemble_ms = median(&self.assemble_samples);
+        self.host = match (self.host, other.host) {
+            (Some(mut mine), Some(theirs)) => {
+                // Both sides are `Copy` figures.
+                mine.absorb(theirs);
+                Some(mine)
+            }
+            (mine, theirs) => mine.or(theirs),
+        };
     }
 }
 
@@ -184,6 +213,8 @@ pub struct Billed {
     pub cache_read_tokens: u64,
     /// Input tokens the provider wrote to its cache.
     pub cache_write_tokens: u64,
+    /// Of those, the tokens written with a one-hour lifetime (priced apart).
+    pub cache_write_1h_tokens: u64,
     /// Input tokens the provider neither read from nor wrote to its cache.
     pub uncached_input_tokens: u64,
     /// Dollars for those tokens under the replay's pricing.
@@ -197,6 +228,7 @@ impl Billed {
         self.input_tokens += other.input_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
+        self.cache_write_1h_tokens += other.cache_write_1h_tokens;
         self.uncached_input_tokens += other.uncached_input_tokens;
         self.cost_usd += other.cost_usd;
     }
@@ -213,16 +245,67 @@ pub fn billed(messages: &[Message], pricing: &Pricing) -> Option<Billed> {
         billed.input_tokens += usage.total_input();
         billed.cache_read_tokens += usage.cache_read;
         billed.cache_write_tokens += usage.cache_write;
+        billed.cache_write_1h_tokens += usage.cache_write_1h.min(usage.cache_write);
         billed.uncached_input_tokens += usage.input;
+        billed.cost_usd += pricing.cost_of_usage(&usage);
     }
-    (billed.calls > 0).then(|| {
-        billed.cost_usd = pricing.cost(
-            billed.uncached_input_tokens,
-            billed.cache_write_tokens,
-            billed.cache_read_tokens,
-        );
-        billed
-    })
+    (billed.calls > 0).then_some(billed)
+}
+
+/// The host as the transcript's recorded usage shows it: each call with usage, its request's
+/// messages counted as the provider kept them, fitted by [`fit_host`]; `None` when no call
+/// recorded usage.
+pub fn host_fit(messages: &[Message], settings: &ReplaySettings) -> Option<HostFit> {
+    let mut counter = TokenCounter::new(settings.encoding);
+    let mut calls = Vec::new();
+    let mut previous: Vec<u128> = Vec::new();
+    let mut clock_ms: i64 = 0;
+    for (index, message) in messages.iter().enumerate() {
+        if message.role != Role::Assistant {
+            continue;
+        }
+        let request = call_request(messages, index);
+        if request.is_empty() {
+            continue;
+        }
+        // The same clock as the replay's.
+        let at_ms = message
+            .meta
+            .timestamp
+            .as_ref()
+            .and_then(|t| t.millis())
+            .unwrap_or(clock_ms + settings.default_call_gap_ms);
+        clock_ms = at_ms;
+        let Some(usage) = message.meta.usage else {
+            continue;
+        };
+        let view = provider_view(&request, settings.provider_cache);
+        let fingerprints: Vec<u128> = view.iter().map(message_fingerprint).collect();
+        calls.push(RecordedCall {
+            message_index: index,
+            at_ms,
+            counted_tokens: counter.count_messages(&view),
+            recorded_tokens: usage.total_input(),
+            cache_read_tokens: usage.cache_read,
+            one_hour_writes: usage.cache_write_1h > 0,
+            extends_previous: !previous.is_empty() && fingerprints.starts_with(&previous),
+        });
+        previous = fingerprints;
+    }
+    fit_host(&calls, settings.cache_ttl_ms, settings.provider_cache)
+}
+
+/// The messages the call answered by `messages[index]` was sent: those since the last
+/// compaction boundary the model could see.
+fn call_request(messages: &[Message], index: usize) -> Vec<Message> {
+    let start = request_start(messages, index);
+    messages
+        .get(start.min(index)..index)
+        .unwrap_or_default()
+        .iter()
+        .filter(|m| m.is_model_visible())
+        .cloned()
+        .collect()
 }
 
 /// Where an identifier first appeared.
@@ -300,6 +383,10 @@ pub fn replay_policy<S: RefStore + ?Sized>(
     let mut truncated: HashSet<String> = HashSet::new();
     let mut offloaded: HashSet<String> = HashSet::new();
     let mut clock_ms: i64 = 0;
+    let mut host_bill = settings
+        .host
+        .clone()
+        .map(|fit| HostBill::new(fit, settings.provider_cache));
 
     for (index, message) in messages.iter().enumerate() {
         if message.role != Role::Assistant {
@@ -327,13 +414,7 @@ pub fn replay_policy<S: RefStore + ?Sized>(
             scanned += 1;
         }
         let start = request_start(messages, index);
-        let request: Vec<Message> = messages
-            .get(start.min(index)..index)
-            .unwrap_or_default()
-            .iter()
-            .filter(|m| m.is_model_visible())
-            .cloned()
-            .collect();
+        let request = call_request(messages, index);
         if request.is_empty() {
             continue;
         }
@@ -377,15 +458,17 @@ pub fn replay_policy<S: RefStore + ?Sized>(
         }
 
         // Bill the request: tools, system addition, then each message.
-        let mut segments = Vec::with_capacity(assembled.messages.len() + 2);
-        segments.extend(tools_segment(&assembled.tools, &mut counter));
+        let mut leading = Vec::with_capacity(2);
+        leading.extend(tools_segment(&assembled.tools, &mut counter));
         if let Some(addition) = &assembled.system_prompt_addition {
             let system = Message::text(Role::System, addition.clone());
-            segments.push(Segment {
+            leading.push(Segment {
                 fingerprint: message_fingerprint(&system),
                 tokens: counter.count_message(&system),
             });
         }
+        let mut segments = Vec::with_capacity(assembled.messages.len() + leading.len());
+        segments.extend_from_slice(&leading);
         let mut visible_identifiers: HashSet<&str> = HashSet::new();
         let mut fingerprints = Vec::with_capacity(assembled.messages.len());
         for assembled_message in &assembled.messages {
@@ -414,6 +497,8 @@ pub fn replay_policy<S: RefStore + ?Sized>(
         let mut cost = settings
             .pricing
             .cost(0, bill.cache_write_tokens, bill.cache_read_tokens);
+
+        let mut fetched_tokens = 0;
 
         // Retention of the identifiers this call uses.
         let refs_by_call: HashMap<&str, bool> = assembled
@@ -457,11 +542,24 @@ pub fn replay_policy<S: RefStore + ?Sized>(
                 });
                 let penalty = tokens.min(settings.fetch_penalty_max_tokens);
                 figures.fetch_penalty_tokens += penalty;
+                fetched_tokens += penalty;
                 cost += settings.pricing.cost(0, penalty, 0);
             }
         }
         figures.cost_usd += cost;
+        if let Some(host) = &mut host_bill {
+            host.bill(
+                index,
+                &leading,
+                &assembled.messages,
+                &mut counter,
+                now_ms,
+                fetched_tokens,
+                &settings.pricing,
+            );
+        }
     }
+    figures.host = host_bill.map(|host| host.figures);
     figures.retention.visible = ratio(figures.retention.visible_uses, figures.retention.uses);
     figures.retention.recoverable =
         ratio(figures.retention.recoverable_uses, figures.retention.uses);
