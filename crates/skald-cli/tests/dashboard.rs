@@ -421,6 +421,23 @@ fn the_savings_page_sums_the_live_sessions_and_draws_their_chart() {
         .parse()
         .unwrap();
     assert!(calls >= 3, "the imported answers' usage: {totals}");
+    // The session was imported, never served: skald saved it nothing, and the prompt cache's
+    // saving is shown apart, not credited to skald.
+    assert!(
+        totals.contains("$0.0000 saved by skald"),
+        "an imported session saved nothing: {totals}"
+    );
+    assert!(savings.contains("id=\"cache-saved\""), "{savings}");
+    assert!(savings.contains("not served by skald"), "{savings}");
+    let (status, estimated) = server.page(&format!("/ui/savings?estimate={SESSION_ID}"));
+    assert_eq!(status, 200, "{estimated}");
+    let estimate = &estimated[estimated.find("id=\"estimate\"").unwrap()..];
+    assert!(
+        estimate.contains("An estimate by replay, not a saving skald made"),
+        "{estimate}"
+    );
+    let (status, body) = server.page("/ui/savings?estimate=no-such-session");
+    assert_eq!(status, 404, "{body}");
     let (status, body) = server.page("/ui/savings?session=no-such-session");
     assert_eq!(status, 404, "{body}");
     let (status, body) = server.page("/ui/savings?colour=red");

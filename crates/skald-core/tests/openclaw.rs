@@ -1089,3 +1089,30 @@ proptest! {
         let _ = session::convert_to_llm(&message);
     }
 }
+
+#[test]
+fn one_hour_cache_writes_survive_a_stored_session() {
+    // A Claude Code answer imported into the store keeps what its cache writes cost.
+    let mut assistant = Message::new(Role::Assistant, vec![Block::text("hi")]);
+    let usage = Usage {
+        input: 3,
+        output: 20,
+        cache_read: 17_842,
+        cache_write: 8_037,
+        cache_write_1h: 8_037,
+    };
+    assistant.meta.usage = Some(usage);
+    let value = encode_agent_message(&assistant);
+    assert_eq!(value["usage"]["skaldCacheWrite1h"], 8_037);
+    assert_eq!(
+        decode_agent_message(&value).unwrap().meta.usage,
+        Some(usage)
+    );
+    // Without one-hour writes the key is not written: pi's own usage object, unchanged.
+    assistant.meta.usage = Some(Usage {
+        cache_write_1h: 0,
+        ..usage
+    });
+    let value = encode_agent_message(&assistant);
+    assert!(value["usage"].get("skaldCacheWrite1h").is_none(), "{value}");
+}

@@ -70,8 +70,8 @@ pub use engine::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, BudgetFit, CompactInput,
     DEFAULT_MAX_CACHED_BYTES, DEFAULT_WINDOW_TOKENS, Engine, EngineConfig, MAX_CACHED_SESSIONS,
     MemoryDefaults, OffloadedOutput, OpenError, OwnedSlotGuard, PrepareInput, PromptRecall,
-    SessionBusy, SessionCache, SessionExport, SessionOverview, SessionSlot, SlotGuard, Stores,
-    Synced, ToolRun, TranscriptCompaction, Turn, View, ViewOptions,
+    ReplayEstimate, SessionBusy, SessionCache, SessionExport, SessionOverview, SessionSlot,
+    SlotGuard, Stores, Synced, ToolRun, TranscriptCompaction, Turn, View, ViewOptions,
 };
 pub use fetch::{FetchOutput, execute_fetch};
 pub use memory_write::{

@@ -8,6 +8,13 @@
 //! timeline and [`Engine::call_timeline`](crate::Engine::call_timeline) read it a page at a
 //! time, newest first; [`savings`] sums it per session and per day for the savings overview
 //! ([`Engine::savings`](crate::Engine::savings)), and [`call_series`] is its chart's data.
+//!
+//! **What skald saved** is the session's cost against the same session without skald, under
+//! the same prompt caching ([`WithoutSkald`]): each call skald assembled is billed again with
+//! the tokens its pipeline took out put back, cached as the provider cached the call; a call
+//! skald did not assemble costs the same either way, so a session skald never served saved
+//! nothing. What the prompt cache saved (the input sent, uncached, against its bill) is the
+//! provider's and is kept apart.
 
 use serde_json::Value;
 use skald_core::assemble_record::AssembleRecord;
@@ -37,6 +44,9 @@ pub struct CallRecord {
     pub usage: Option<Usage>,
     /// Dollars of the call's input at the engine's prices (`None` without usage).
     pub input_cost_usd: Option<f64>,
+    /// Dollars the same call would have cost without skald, under the same caching (`None`
+    /// without usage; equal to `input_cost_usd` when skald did not assemble it).
+    pub without_skald_cost_usd: Option<f64>,
     /// What skald's pipeline did on the request (`None` when skald did not assemble it, or the
     /// answer was stored before skald kept this).
     pub assemble: Option<AssembleRecord>,
@@ -103,8 +113,94 @@ pub struct CallTotals {
     pub input_cost_usd: f64,
     /// Dollars the raw history would have cost, uncached, at the same prices.
     pub raw_cost_usd: f64,
+    /// Calls with usage whose request skald assembled.
+    pub served_calls: usize,
+    /// Tokens skald's pipeline took out of those calls' requests (its estimates, summed).
+    pub skald_removed_tokens: u64,
+    /// Dollars the calls with usage would have cost without skald, under the same caching.
+    pub without_skald_cost_usd: f64,
+    /// Dollars the input sent would have cost with no prompt cache: `uncached_cost_usd -
+    /// input_cost_usd` is the cache's saving, not skald's.
+    pub uncached_cost_usd: f64,
     /// Compactions on the active path.
     pub compactions: usize,
+}
+
+impl CallTotals {
+    /// What skald saved: the cost without skald (same caching) less the cost.
+    pub fn skald_saved_usd(&self) -> f64 {
+        self.without_skald_cost_usd - self.input_cost_usd
+    }
+
+    /// What the provider's prompt cache saved on the input sent.
+    pub fn cache_saved_usd(&self) -> f64 {
+        self.uncached_cost_usd - self.input_cost_usd
+    }
+}
+
+/// The tokens skald's pipeline took out of a request it assembled (its estimates).
+fn removed_tokens(record: &AssembleRecord) -> u64 {
+    record.tokens_raw.saturating_sub(record.tokens_sent)
+}
+
+/// How many tokens fewer than the previous call sent a call must read for its cache to count
+/// as broken (a provider's cache granularity makes a hit read slightly less than was sent).
+const CACHE_BREAK_SLACK_TOKENS: u64 = 1_024;
+
+/// The calls of a session billed again without skald, under the same caching, in order.
+///
+/// A call skald assembled sent `tokens_sent` of its history's `tokens_raw` (its
+/// [`AssembleRecord`]); without skald it sends the difference too. The cache is the call's own:
+/// a cold call (nothing read) is cold without skald; a call that read less than the one before
+/// sent while skald took out what it took before broke on the host's side, and reads the same
+/// without skald; otherwise the call reads, without skald, what it read plus what skald had
+/// taken out of the part cached (and when skald's own rewrite broke the cache, all of the call
+/// before). The removed tokens are skald's estimates (chars/4), not the provider's.
+#[derive(Debug, Default)]
+pub struct WithoutSkald {
+    /// The previous call with usage: its recorded input, its input without skald, and what skald
+    /// took out of it.
+    previous: Option<(u64, u64, u64)>,
+}
+
+impl WithoutSkald {
+    /// Dollars the call would have cost without skald, at `pricing`.
+    pub fn cost(
+        &mut self,
+        usage: &Usage,
+        assemble: Option<&AssembleRecord>,
+        pricing: &Pricing,
+    ) -> f64 {
+        let total = usage.total_input();
+        let Some(record) = assemble else {
+            self.previous = Some((total, total, 0));
+            return pricing.cost_of_usage(usage);
+        };
+        let removed = removed_tokens(record);
+        let without = total + removed;
+        let read = match self.previous {
+            _ if usage.cache_read == 0 => 0,
+            None => usage.cache_read,
+            Some((before, before_without, before_removed)) => {
+                let broke = usage.cache_read + CACHE_BREAK_SLACK_TOKENS < before;
+                match (broke, removed == before_removed) {
+                    (true, true) => usage.cache_read,
+                    (true, false) => before_without,
+                    (false, _) => usage.cache_read + before_removed,
+                }
+            }
+        };
+        let read = read.min(without.saturating_sub(usage.input));
+        let written = without - usage.input - read;
+        self.previous = Some((total, without, removed));
+        let one_hour_share = if usage.cache_write > 0 {
+            usage.cache_write_1h.min(usage.cache_write) as f64 / usage.cache_write as f64
+        } else {
+            0.0
+        };
+        pricing.cost(usage.input, written, read)
+            + pricing.one_hour_write_surcharge((written as f64 * one_hour_share).round() as u64)
+    }
 }
 
 /// A page of a session's timeline, newest first, and the whole session's totals.
@@ -131,14 +227,22 @@ pub fn call_timeline(
     let mut events = Vec::new();
     let mut totals = CallTotals::default();
     let mut raw_tokens = 0u64;
+    let mut without_skald = WithoutSkald::default();
     for entry in session.path_to(None) {
         match &entry.kind {
             EntryKind::Message(message) => {
                 if message.role == Role::Assistant {
                     totals.calls += 1;
                     let usage = message.meta.usage;
+                    let assemble = message.meta.assemble.as_deref();
                     let input_cost_usd = usage.map(|usage| pricing.cost_of_usage(&usage));
+                    let without_skald_cost_usd =
+                        usage.map(|usage| without_skald.cost(&usage, assemble, pricing));
                     if let Some(usage) = usage {
+                        totals.served_calls += usize::from(assemble.is_some());
+                        totals.skald_removed_tokens += assemble.map_or(0, removed_tokens);
+                        totals.without_skald_cost_usd += without_skald_cost_usd.unwrap_or(0.0);
+                        totals.uncached_cost_usd += pricing.cost(usage.total_input(), 0, 0);
                         totals.calls_with_usage += 1;
                         totals.raw_tokens += raw_tokens;
                         totals.sent_tokens += usage.total_input();
@@ -156,7 +260,8 @@ pub fn call_timeline(
                         raw_tokens,
                         usage,
                         input_cost_usd,
-                        assemble: message.meta.assemble.as_deref().cloned(),
+                        without_skald_cost_usd,
+                        assemble: assemble.cloned(),
                     }));
                 }
                 raw_tokens += estimate_message_tokens(message);
@@ -253,6 +358,21 @@ pub struct DaySavings {
     pub input_cost_usd: f64,
     /// Dollars the raw history would have cost, uncached.
     pub raw_cost_usd: f64,
+    /// Calls skald assembled that day.
+    pub served_calls: usize,
+    /// Tokens skald's pipeline took out of their requests.
+    pub skald_removed_tokens: u64,
+    /// Dollars those calls would have cost without skald, under the same caching.
+    pub without_skald_cost_usd: f64,
+    /// Dollars the input sent would have cost with no prompt cache.
+    pub uncached_cost_usd: f64,
+}
+
+impl DaySavings {
+    /// What skald saved that day.
+    pub fn skald_saved_usd(&self) -> f64 {
+        self.without_skald_cost_usd - self.input_cost_usd
+    }
 }
 
 /// What skald saved across sessions, per session and per day.
@@ -279,6 +399,10 @@ fn absorb(sum: &mut CallTotals, totals: &CallTotals) {
     sum.uncached_tokens += totals.uncached_tokens;
     sum.input_cost_usd += totals.input_cost_usd;
     sum.raw_cost_usd += totals.raw_cost_usd;
+    sum.served_calls += totals.served_calls;
+    sum.skald_removed_tokens += totals.skald_removed_tokens;
+    sum.without_skald_cost_usd += totals.without_skald_cost_usd;
+    sum.uncached_cost_usd += totals.uncached_cost_usd;
     sum.compactions += totals.compactions;
 }
 
@@ -307,6 +431,10 @@ pub fn savings(
             day.cache_read_tokens += usage.cache_read;
             day.input_cost_usd += call.input_cost_usd.unwrap_or(0.0);
             day.raw_cost_usd += pricing.cost(call.raw_tokens, 0, 0);
+            day.served_calls += usize::from(call.assemble.is_some());
+            day.skald_removed_tokens += call.assemble.as_ref().map_or(0, removed_tokens);
+            day.without_skald_cost_usd += call.without_skald_cost_usd.unwrap_or(0.0);
+            day.uncached_cost_usd += pricing.cost(usage.total_input(), 0, 0);
         }
         absorb(&mut out.totals, &timeline.totals);
         out.sessions.push((info, timeline.totals));
@@ -328,4 +456,102 @@ pub fn call_series(session: &Session, pricing: &Pricing) -> Vec<(u64, u64)> {
             TimelineEvent::Compaction(_) => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn usage(input: u64, read: u64, write: u64) -> Usage {
+        Usage {
+            input,
+            output: 0,
+            cache_read: read,
+            cache_write: write,
+            cache_write_1h: 0,
+        }
+    }
+
+    fn served(raw: u64, sent: u64) -> AssembleRecord {
+        AssembleRecord {
+            tokens_raw: raw,
+            tokens_sent: sent,
+            ..AssembleRecord::default()
+        }
+    }
+
+    #[test]
+    fn a_call_skald_did_not_assemble_costs_the_same_without_it() {
+        let pricing = Pricing::default();
+        let mut without = WithoutSkald::default();
+        for call in [
+            usage(3, 0, 20_000),
+            usage(3, 20_000, 500),
+            usage(3, 20_500, 800),
+        ] {
+            assert_eq!(
+                without.cost(&call, None, &pricing),
+                pricing.cost_of_usage(&call)
+            );
+        }
+    }
+
+    #[test]
+    fn what_skald_took_out_of_the_cached_part_is_read_without_skald() {
+        let pricing = Pricing::default();
+        let mut without = WithoutSkald::default();
+        // First call: cold; skald took 5,000 out.
+        let first = without.cost(
+            &usage(0, 0, 20_000),
+            Some(&served(25_000, 20_000)),
+            &pricing,
+        );
+        assert!((first - pricing.cost(0, 25_000, 0)).abs() < 1e-12);
+        // Second: the previous request read whole; without skald the 5,000 were cached too,
+        // and the 6,000 it takes out now of the new part are written.
+        let second = without.cost(
+            &usage(0, 20_000, 1_000),
+            Some(&served(32_000, 26_000)),
+            &pricing,
+        );
+        assert!((second - pricing.cost(0, 2_000, 25_000)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_break_of_the_hosts_making_breaks_the_call_without_skald_too() {
+        let pricing = Pricing::default();
+        let mut without = WithoutSkald::default();
+        without.cost(
+            &usage(0, 0, 40_000),
+            Some(&served(45_000, 40_000)),
+            &pricing,
+        );
+        // skald took out what it took before, yet only 20,000 were read: the host's doing.
+        let broken = without.cost(
+            &usage(0, 20_000, 21_000),
+            Some(&served(46_000, 41_000)),
+            &pricing,
+        );
+        assert!((broken - pricing.cost(0, 26_000, 20_000)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_break_of_skalds_own_rewrite_is_not_charged_to_the_call_without_skald() {
+        let pricing = Pricing::default();
+        let mut without = WithoutSkald::default();
+        without.cost(
+            &usage(0, 0, 40_000),
+            Some(&served(40_000, 40_000)),
+            &pricing,
+        );
+        // skald offloaded 10,000 this call, which rewrote the cache from 20,000 on.
+        let rewritten = without.cost(
+            &usage(0, 20_000, 11_000),
+            Some(&served(41_000, 31_000)),
+            &pricing,
+        );
+        // Without skald the call reads all of the one before and writes the 1,000 it added.
+        assert!((rewritten - pricing.cost(0, 1_000, 40_000)).abs() < 1e-12);
+    }
 }

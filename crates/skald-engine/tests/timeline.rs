@@ -187,6 +187,17 @@ async fn savings_sum_each_session_and_each_day_and_the_chart_series_is_oldest_fi
     let day_sent: u64 = savings.days.iter().map(|day| day.sent_tokens).sum();
     assert_eq!(day_sent, savings.totals.sent_tokens);
     assert!(savings.totals.raw_cost_usd > savings.totals.input_cost_usd);
+    // skald assembled none of these calls (they were ingested as they are): it saved nothing,
+    // whatever the prompt cache saved.
+    assert_eq!(savings.totals.served_calls, 0);
+    assert_eq!(savings.totals.skald_saved_usd(), 0.0);
+    assert!(savings.totals.cache_saved_usd() > 0.0);
+    let day_without: f64 = savings
+        .days
+        .iter()
+        .map(|day| day.without_skald_cost_usd)
+        .sum();
+    assert!((day_without - savings.totals.without_skald_cost_usd).abs() < 1e-9);
 
     let only_one = engine.savings(&tenant, 1).unwrap();
     assert_eq!(
@@ -324,7 +335,10 @@ async fn an_engine_api_answer_is_stored_with_what_the_pipeline_did_on_its_reques
         .unwrap();
 
     let call = last_call(&engine, &tenant, &session);
-    let record = call.assemble.expect("the answer carries its record");
+    let record = call
+        .assemble
+        .clone()
+        .expect("the answer carries its record");
     let offloaded: Vec<String> = report
         .offload
         .offloaded
@@ -433,12 +447,28 @@ async fn a_relayed_answer_is_stored_with_the_record_of_the_request_that_produced
 
     let call = last_call(&engine, &tenant, &session);
     assert_eq!(call.usage, relayed.meta.usage);
-    let record = call.assemble.expect("stored with its record");
+    let record = call.assemble.clone().expect("stored with its record");
     assert!(!record.offloaded_refs.is_empty());
     assert!(
         record.summary().starts_with("offloaded "),
         "{}",
         record.summary()
+    );
+    // The call skald assembled is what it saved on: the same call without skald carries what
+    // the pipeline took out, cached as the provider cached the call.
+    let totals = engine
+        .call_timeline(&tenant, &session, 1, 10)
+        .unwrap()
+        .totals;
+    assert_eq!(totals.served_calls, 1);
+    assert_eq!(
+        totals.skald_removed_tokens,
+        record.tokens_raw - record.tokens_sent
+    );
+    assert!(totals.skald_saved_usd() > 0.0, "{totals:?}");
+    assert_eq!(
+        call.without_skald_cost_usd,
+        Some(totals.without_skald_cost_usd)
     );
     // The model never sees skald's record: a view's messages carry none.
     let view = engine

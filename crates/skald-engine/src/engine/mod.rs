@@ -38,6 +38,7 @@
 //! ```
 
 mod cache;
+mod estimate;
 mod export;
 mod host_hooks;
 mod memories;
@@ -64,6 +65,7 @@ use crate::memory::MemoryIdentity;
 use crate::memory_write::{MemoryWriteError, MemoryWriter, UploadDriver};
 
 pub use cache::{OwnedSlotGuard, SessionCache, SessionSlot, SlotGuard};
+pub use estimate::ReplayEstimate;
 pub use export::SessionExport;
 pub use host_hooks::{PromptRecall, TranscriptCompaction};
 pub use sessions::{

@@ -80,7 +80,14 @@ pub fn section(timeline: &CallTimeline, link: impl Fn(usize) -> String) -> Marku
             (totals.compactions) " compactions. Input sent " (totals.sent_tokens) " tokens against "
             (totals.raw_tokens) " of raw history; " (share(totals.cache_read_tokens, totals.sent_tokens))
             " read from the cache. Cost of the input " (dollars(totals.input_cost_usd))
-            " (the raw history uncached: " (dollars(totals.raw_cost_usd)) ")."
+            @if totals.served_calls > 0 {
+                "; without skald, cached the same way, " (dollars(totals.without_skald_cost_usd))
+                " (" (totals.served_calls) " calls assembled by skald)."
+            } @else if totals.calls_with_usage > 0 {
+                "; skald assembled none of these calls, so it saved nothing here."
+            } @else {
+                "."
+            }
         }
         @if timeline.events.is_empty() {
             p.muted { "No model call recorded yet." }

@@ -160,12 +160,23 @@ fn decode_usage(value: Option<&Value>) -> Option<(Usage, Extra)> {
         output: count("output")?,
         cache_read: count("cacheRead")?,
         cache_write: count("cacheWrite")?,
-        cache_write_1h: 0,
+        cache_write_1h: count(CACHE_WRITE_1H_KEY).unwrap_or(0),
     };
     Some((usage, rest(obj, &USAGE_KEYS)))
 }
 
-const USAGE_KEYS: [&str; 4] = ["input", "output", "cacheRead", "cacheWrite"];
+/// skald's key for the one-hour part of `cacheWrite` (pi ignores keys it does not know), written
+/// only when there is one, so a session imported from Claude Code keeps what its cache writes
+/// cost.
+const CACHE_WRITE_1H_KEY: &str = "skaldCacheWrite1h";
+
+const USAGE_KEYS: [&str; 5] = [
+    "input",
+    "output",
+    "cacheRead",
+    "cacheWrite",
+    CACHE_WRITE_1H_KEY,
+];
 
 fn decode_timestamp(fields: &mut Fields<'_>) -> Option<Timestamp> {
     match fields.obj.get("timestamp") {
@@ -466,6 +477,12 @@ fn encode_usage(usage: &Usage, rest: Option<&Value>) -> Value {
     out.insert("output".to_owned(), Value::from(usage.output));
     out.insert("cacheRead".to_owned(), Value::from(usage.cache_read));
     out.insert("cacheWrite".to_owned(), Value::from(usage.cache_write));
+    if usage.cache_write_1h > 0 {
+        out.insert(
+            CACHE_WRITE_1H_KEY.to_owned(),
+            Value::from(usage.cache_write_1h),
+        );
+    }
     match rest {
         Some(Value::Object(rest)) => write_extra(&mut out, rest),
         Some(_) | None => {

@@ -1,0 +1,122 @@
+//! [`Engine::would_have_saved`]: for a session skald did not serve (an imported transcript),
+//! what its calls would have cost under the engine's policy — a replay of them billed as the
+//! host was billed (`replay::host`, fitted to the usage the session recorded), an estimate the
+//! dashboard labels as one, never a saving skald made.
+
+use skald_core::codec::claude_code::COMPACT_BOUNDARY;
+use skald_core::ids::{SessionId, Tenant};
+use skald_core::message::{Message, Role};
+use skald_core::pipeline::policy::Policy;
+use skald_core::session::{EntryKind, Session};
+use skald_store::SqliteRefStore;
+
+use super::Engine;
+use crate::EngineError;
+use crate::replay::{ProviderCache, ReplaySettings, billed, host_fit, replay_policy};
+
+/// What a replay says a session would have cost under skald.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayEstimate {
+    /// Calls with recorded usage.
+    pub calls: u64,
+    /// Dollars the provider billed for them (their recorded usage at the engine's prices).
+    pub billed_usd: f64,
+    /// Dollars the `none` policy's replay is billed as the host was: how close the replay's
+    /// provider model comes to the bill on this session.
+    pub none_usd: f64,
+    /// Dollars the engine's policy's replay is billed as the host was.
+    pub policy_usd: f64,
+    /// The policy replayed.
+    pub policy: String,
+}
+
+impl ReplayEstimate {
+    /// What the policy would have saved against the bill, by the replay.
+    pub fn saved_usd(&self) -> f64 {
+        self.none_usd - self.policy_usd
+    }
+}
+
+impl Engine {
+    /// What the session's calls would have cost under the engine's policy, by a replay billed as
+    /// the host was; `None` when no call recorded usage (there is no bill to start from).
+    pub fn would_have_saved(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+    ) -> Result<Option<ReplayEstimate>, EngineError> {
+        let session = self.sessions().load(tenant, session)?;
+        let messages = calls_as_sent(&session);
+        let config = self.config();
+        let mut settings = ReplaySettings {
+            context_window_tokens: config.window_tokens,
+            pricing: config.pricing,
+            provider_cache: provider_cache_of(&messages),
+            ..ReplaySettings::default()
+        };
+        let Some(bill) = billed(&messages, &settings.pricing) else {
+            return Ok(None);
+        };
+        settings.host = host_fit(&messages, &settings);
+        let replayed = |policy: &Policy| -> Result<f64, EngineError> {
+            // Each policy its own throw-away store: refs of one must not help the other.
+            let store = SqliteRefStore::in_memory(Default::default())?;
+            let figures = replay_policy(&messages, policy, &settings, &store)?;
+            Ok(figures.host.map_or(figures.cost_usd, |host| host.cost_usd))
+        };
+        Ok(Some(ReplayEstimate {
+            calls: bill.calls,
+            billed_usd: bill.cost_usd,
+            none_usd: replayed(&Policy::preset("none")?)?,
+            policy_usd: replayed(&config.policy)?,
+            policy: config.policy.name.clone(),
+        }))
+    }
+}
+
+/// The session's messages on its active path as its calls were sent: a compaction checkpoint
+/// becomes a compaction boundary and its summary, so a call after it is replayed from there (as
+/// the host sent it) and not with the whole history before.
+fn calls_as_sent(session: &Session) -> Vec<Message> {
+    let mut messages = Vec::new();
+    for entry in session.path_to(None) {
+        match &entry.kind {
+            EntryKind::Message(message) => messages.push(message.clone()),
+            EntryKind::Compaction { summary, .. } => {
+                messages.push(Message::new(
+                    Role::Custom(COMPACT_BOUNDARY.to_owned()),
+                    Vec::new(),
+                ));
+                messages.push(Message::text(Role::User, summary.clone()));
+            }
+            EntryKind::Reset { .. }
+            | EntryKind::BranchSummary { .. }
+            | EntryKind::Custom { .. }
+            | EntryKind::CustomMessage { .. }
+            | EntryKind::ThinkingLevelChange { .. }
+            | EntryKind::ModelChange { .. }
+            | EntryKind::Label { .. }
+            | EntryKind::SessionInfo { .. }
+            | EntryKind::Other(_) => {}
+        }
+    }
+    messages
+}
+
+/// Anthropic's caching when an answer says it came from Anthropic or a Claude model, else the
+/// automatic kind.
+fn provider_cache_of(messages: &[Message]) -> ProviderCache {
+    let anthropic = messages
+        .iter()
+        .filter(|message| message.role == Role::Assistant)
+        .any(|message| {
+            let provider = message.meta.provider.as_deref().unwrap_or_default();
+            let model = message.meta.model.as_deref().unwrap_or_default();
+            provider.contains("anthropic") || model.starts_with("claude")
+        });
+    if anthropic {
+        ProviderCache::Anthropic
+    } else {
+        ProviderCache::Automatic
+    }
+}
