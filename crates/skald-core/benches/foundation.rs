@@ -1,7 +1,8 @@
 //! Foundation benchmarks on the largest real Claude Code session in `../shared/data`:
 //! decoding, BPE counting from cold, re-counting after one appended turn (the per-message
 //! cache means only the new turn is tokenized), and placing every user turn's kept recall in
-//! the next request (what memory adds to each call's preparation).
+//! the next request (what memory adds to each call's preparation), and keying a message with a
+//! screenshot (what a sync does to every message the client sends).
 //!
 //! Run: `cargo bench -p skald-core --bench foundation`. Skipped (with a note) when the shared
 //! data is not beside the repository.
@@ -12,7 +13,8 @@ use std::path::{Path, PathBuf};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use skald_core::codec;
 use skald_core::memory::recall::{KeepTerms, KeptRecalls, Placement, simulated_call, user_text};
-use skald_core::message::{Message, Role};
+use skald_core::message::{Block, ImageBlock, ImageSource, Message, Role};
+use skald_core::session_id::content_key;
 use skald_core::tokens::{Encoding, TokenCounter, estimate_messages_tokens};
 
 fn largest_claude_code_session() -> Option<PathBuf> {
@@ -123,5 +125,26 @@ fn benches(c: &mut Criterion) {
     });
 }
 
-criterion_group!(foundation, benches);
+/// A user message with a 1 MB base64 screenshot: [`content_key`] is how every sync matches the
+/// client's messages to the stored ones.
+fn content_key_of_an_image(c: &mut Criterion) {
+    let screenshot = Message::new(
+        Role::User,
+        vec![
+            Block::text("what is on the screen?"),
+            Block::Image(ImageBlock {
+                source: ImageSource::Base64 {
+                    media_type: "image/png".to_owned(),
+                    data: "iVBORw0KGgoAAAANSUhEUgAA".repeat((1 << 20) / 24) + "==",
+                },
+                extra: Default::default(),
+            }),
+        ],
+    );
+    c.bench_function("session/content-key-1mb-image", |b| {
+        b.iter(|| content_key(&screenshot))
+    });
+}
+
+criterion_group!(foundation, benches, content_key_of_an_image);
 criterion_main!(foundation);

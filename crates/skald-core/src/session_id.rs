@@ -16,7 +16,10 @@
 //!
 //! [`derive`]: fn@derive
 
-use crate::message::{Block, Message, Role};
+use serde_json::Value;
+use xxhash_rust::xxh3::Xxh3Default;
+
+use crate::message::{Block, ImageBlock, ImageSource, Message, Role};
 use crate::refs::RefId;
 
 /// Hex digits of the opening's hash in a derived id.
@@ -82,9 +85,11 @@ pub fn role_tag(role: &Role) -> &str {
     }
 }
 
-/// What identifies a message's content, whatever its spelling: texts, thinking, images (by
-/// hash), tool calls and results by their call ids (a result skald truncated is still the same
-/// result), opaque blocks as written.
+/// What identifies a message's content, whatever its spelling: texts, thinking, images (by a
+/// hash of their bytes or address), tool calls and results by their call ids (a result skald
+/// truncated is still the same result), opaque blocks as written. A block's `cache_control`
+/// is where the client put a cache breakpoint this time, not what it says (Claude Code moves it
+/// to the newest message every call), so it is no part of the key.
 pub fn content_key(message: &Message) -> String {
     let mut key = String::new();
     for block in &message.content {
@@ -95,7 +100,7 @@ pub fn content_key(message: &Message) -> String {
             }
             Block::Image(image) => {
                 key.push_str("i:");
-                key.push_str(RefId::of_bytes(format!("{image:?}").as_bytes()).as_str());
+                key.push_str(&format!("{:032x}", image_hash(image)));
             }
             Block::Thinking(thinking) => {
                 key.push_str("k:");
@@ -111,12 +116,46 @@ pub fn content_key(message: &Message) -> String {
             }
             Block::Opaque(value) => {
                 key.push_str("o:");
-                key.push_str(&value.to_string());
+                match value {
+                    Value::Object(object) if object.contains_key(CACHE_CONTROL) => {
+                        let mut object = object.clone();
+                        object.remove(CACHE_CONTROL);
+                        key.push_str(&Value::Object(object).to_string());
+                    }
+                    Value::Object(_)
+                    | Value::Null
+                    | Value::Bool(_)
+                    | Value::Number(_)
+                    | Value::String(_)
+                    | Value::Array(_) => key.push_str(&value.to_string()),
+                }
             }
         }
         key.push('\u{1f}');
     }
     key
+}
+
+/// The field a client marks a cache breakpoint with.
+const CACHE_CONTROL: &str = "cache_control";
+
+/// An image by what it shows: its bytes (base64, with their type) or its address, read once by
+/// the hash (not printed first: an inline image is megabytes of base64).
+fn image_hash(image: &ImageBlock) -> u128 {
+    let mut hasher = Xxh3Default::new();
+    let mut field = |tag: &[u8], text: &str| {
+        hasher.update(tag);
+        hasher.update(&(text.len() as u64).to_le_bytes());
+        hasher.update(text.as_bytes());
+    };
+    match &image.source {
+        ImageSource::Base64 { media_type, data } => {
+            field(b"b", media_type);
+            field(b"d", data);
+        }
+        ImageSource::Url { url } => field(b"u", url),
+    }
+    hasher.digest128()
 }
 
 #[cfg(test)]
@@ -142,6 +181,54 @@ mod tests {
         ];
         assert_eq!(derive(&spelled_as_blocks), id);
         assert_ne!(derive(&[Message::text(Role::User, "goodbye")]), id);
+    }
+
+    fn image(data: &str, cache_control: bool) -> Block {
+        let mut extra = crate::message::Extra::new();
+        if cache_control {
+            extra.insert(
+                CACHE_CONTROL.to_owned(),
+                serde_json::json!({"type": "ephemeral"}),
+            );
+        }
+        Block::Image(ImageBlock {
+            source: ImageSource::Base64 {
+                media_type: "image/png".to_owned(),
+                data: data.to_owned(),
+            },
+            extra,
+        })
+    }
+
+    #[test]
+    fn a_moved_cache_breakpoint_leaves_the_key_and_the_derived_id_alone() {
+        // Claude Code marks the newest message's last block: on the first call that is the
+        // opening's image, on the next it is not.
+        let opening = |marked| {
+            vec![Message::new(
+                Role::User,
+                vec![
+                    Block::text("what is on the screen?"),
+                    image("iVBORw0KGgo=", marked),
+                ],
+            )]
+        };
+        assert_eq!(derive(&opening(true)), derive(&opening(false)));
+        let document = |marked: bool| {
+            let mut value = serde_json::json!({"type": "document", "source": {"data": "JVBERi0="}});
+            if marked {
+                value[CACHE_CONTROL] = serde_json::json!({"type": "ephemeral"});
+            }
+            Message::new(Role::User, vec![Block::Opaque(value)])
+        };
+        assert_eq!(content_key(&document(true)), content_key(&document(false)));
+    }
+
+    #[test]
+    fn images_key_by_their_bytes() {
+        let with = |data| Message::new(Role::User, vec![image(data, false)]);
+        assert_eq!(content_key(&with("AAAA")), content_key(&with("AAAA")));
+        assert_ne!(content_key(&with("AAAA")), content_key(&with("AAAB")));
     }
 
     #[test]
