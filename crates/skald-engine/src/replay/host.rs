@@ -271,6 +271,23 @@ impl HostFigures {
     }
 }
 
+/// One replayed call, as [`HostBill::bill`] bills it.
+#[derive(Debug, Clone, Copy)]
+pub struct HostCall<'a> {
+    /// The index of the call's answer in the transcript (where the host may have changed its
+    /// prefix).
+    pub message_index: usize,
+    /// skald's own segments of the request (its tools and system prompt addition), in BPE
+    /// tokens.
+    pub leading: &'a [Segment],
+    /// The request's messages as the policy assembled them.
+    pub messages: &'a [Message],
+    /// When the call was made.
+    pub now_ms: i64,
+    /// BPE tokens of the fetches the call is charged.
+    pub fetch_tokens: u64,
+}
+
 /// Bills one policy's replayed calls with the host's prefix, scale, breakpoints and cache.
 pub struct HostBill {
     fit: HostFit,
@@ -302,22 +319,17 @@ impl HostBill {
         (bpe_tokens as f64 * self.fit.tokens_per_bpe_token).round() as u64
     }
 
-    /// Bills the call answered by the transcript's message `message_index`, whose request is skald's `leading` segments (its tools and system prompt
-    /// addition, in BPE tokens) and `messages`, sent at `now_ms`, plus `fetch_tokens` BPE tokens
-    /// of fetches; the host's prefix goes first and the breakpoints are Claude Code's: after the
-    /// tools and system prompt, and on the newest message (and after the part of the prefix
-    /// that was warm, where its earlier sessions' entry is).
-    #[allow(clippy::too_many_arguments)]
-    pub fn bill(
-        &mut self,
-        message_index: usize,
-        leading: &[Segment],
-        messages: &[Message],
-        counter: &mut TokenCounter,
-        now_ms: i64,
-        fetch_tokens: u64,
-        pricing: &Pricing,
-    ) {
+    /// Bills `call` with the host's prefix first and Claude Code's breakpoints: after the part
+    /// of the prefix that was warm (its earlier sessions' entry), after the tools and system
+    /// prompt, and on the newest message.
+    pub fn bill(&mut self, call: &HostCall<'_>, counter: &mut TokenCounter, pricing: &Pricing) {
+        let HostCall {
+            message_index,
+            leading,
+            messages,
+            now_ms,
+            fetch_tokens,
+        } = *call;
         let view = provider_view(messages, self.provider);
         let mut segments = Vec::with_capacity(2 + leading.len() + view.len());
         let warm = Segment {

@@ -37,7 +37,7 @@ use crate::assemble::{AssembleRequest, assemble};
 use crate::session::SessionState;
 
 pub use host::{
-    HostBill, HostFigures, HostFit, ProviderCache, RecordedCall, fit_host, provider_view,
+    HostBill, HostCall, HostFigures, HostFit, ProviderCache, RecordedCall, fit_host, provider_view,
 };
 
 /// How calls are replayed and billed.
@@ -175,7 +175,6 @@ impl PolicyFigures {
         self.assemble_ms = median(&self.assemble_samples);
         self.host = match (self.host, other.host) {
             (Some(mut mine), Some(theirs)) => {
-                // Both sides are `Copy` figures.
                 mine.absorb(theirs);
                 Some(mine)
             }
@@ -548,15 +547,14 @@ pub fn replay_policy<S: RefStore + ?Sized>(
         }
         figures.cost_usd += cost;
         if let Some(host) = &mut host_bill {
-            host.bill(
-                index,
-                &leading,
-                &assembled.messages,
-                &mut counter,
+            let call = HostCall {
+                message_index: index,
+                leading: &leading,
+                messages: &assembled.messages,
                 now_ms,
-                fetched_tokens,
-                &settings.pricing,
-            );
+                fetch_tokens: fetched_tokens,
+            };
+            host.bill(&call, &mut counter, &settings.pricing);
         }
     }
     figures.host = host_bill.map(|host| host.figures);
