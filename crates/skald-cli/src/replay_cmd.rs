@@ -306,26 +306,15 @@ fn shares_of_bill(
 /// How the transcript's provider caches prompts: Anthropic's for Claude Code and Anthropic
 /// requests; an OpenClaw session says its provider per answer; the others cache automatically.
 fn provider_cache(format: codec::Format, messages: &[Message]) -> ProviderCache {
-    let anthropic = match format {
+    match format {
         codec::Format::ClaudeCode
         | codec::Format::AnthropicRequest
-        | codec::Format::AnthropicResponse => true,
-        codec::Format::OpenClawSession => messages.iter().any(|message| {
-            message
-                .meta
-                .provider
-                .as_deref()
-                .is_some_and(|provider| provider.contains("anthropic"))
-        }),
+        | codec::Format::AnthropicResponse => ProviderCache::Anthropic,
+        codec::Format::OpenClawSession => ProviderCache::of_answers(messages),
         codec::Format::OpenAiRequest
         | codec::Format::OpenAiResponse
         | codec::Format::MiniSweAgent
-        | codec::Format::SweAgent => false,
-    };
-    if anthropic {
-        ProviderCache::Anthropic
-    } else {
-        ProviderCache::Automatic
+        | codec::Format::SweAgent => ProviderCache::Automatic,
     }
 }
 

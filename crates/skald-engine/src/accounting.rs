@@ -139,6 +139,11 @@ impl CacheAccount {
     }
 }
 
+/// How many tokens fewer than the previous call sent a call may read and still count as having
+/// read all of it (a provider's cache granularity makes a hit read slightly less than was sent);
+/// a call that read less than that broke the cache.
+pub const CACHE_HIT_SLACK_TOKENS: u64 = 1_024;
+
 /// How many segments before a breakpoint the provider looks for a cached prefix (Anthropic
 /// checks about 20 content blocks back from each breakpoint; a segment is one message, which
 /// may hold several blocks, so this is the generous reading).

@@ -23,7 +23,7 @@ use skald_core::session::{Entry, EntryKind, Session};
 use skald_core::tokens::estimate_message_tokens;
 use skald_store::sessions::tokens_after;
 
-use crate::accounting::Pricing;
+use crate::accounting::{CACHE_HIT_SLACK_TOKENS, Pricing};
 use crate::compact::DETAILS_KEY;
 
 /// One model call: an assistant message of the active path.
@@ -143,10 +143,6 @@ fn removed_tokens(record: &AssembleRecord) -> u64 {
     record.tokens_raw.saturating_sub(record.tokens_sent)
 }
 
-/// How many tokens fewer than the previous call sent a call must read for its cache to count
-/// as broken (a provider's cache granularity makes a hit read slightly less than was sent).
-const CACHE_BREAK_SLACK_TOKENS: u64 = 1_024;
-
 /// The calls of a session billed again without skald, under the same caching, in order.
 ///
 /// A call skald assembled sent `tokens_sent` of its history's `tokens_raw` (its
@@ -182,7 +178,7 @@ impl WithoutSkald {
             _ if usage.cache_read == 0 => 0,
             None => usage.cache_read,
             Some((before, before_without, before_removed)) => {
-                let broke = usage.cache_read + CACHE_BREAK_SLACK_TOKENS < before;
+                let broke = usage.cache_read + CACHE_HIT_SLACK_TOKENS < before;
                 match (broke, removed == before_removed) {
                     (true, true) => usage.cache_read,
                     (true, false) => before_without,

@@ -11,7 +11,7 @@ use skald_core::message::{
 use skald_core::pipeline::policy::Policy;
 use skald_core::tokens::{Encoding, TokenCounter};
 use skald_engine::replay::{
-    ProviderCache, ReplaySettings, billed, host_fit, provider_view, replay_policy,
+    PolicyFigures, ProviderCache, ReplaySettings, billed, host_fit, provider_view, replay_policy,
 };
 
 /// The host's tools and system prompt, in provider tokens.
@@ -123,6 +123,12 @@ fn settings() -> ReplaySettings {
     }
 }
 
+/// The `none` policy's replay of `messages`, over a throw-away ref store.
+fn replay_none(messages: &[Message], settings: &ReplaySettings) -> PolicyFigures {
+    let store = skald_store::test_stores::ref_store(Default::default());
+    replay_policy(messages, &Policy::preset("none").unwrap(), settings, &store).unwrap()
+}
+
 #[test]
 fn none_billed_as_the_host_reproduces_the_recorded_bill() {
     let mut messages = conversation();
@@ -138,14 +144,7 @@ fn none_billed_as_the_host_reproduces_the_recorded_bill() {
     assert!(fit.prefix_changes.is_empty(), "{fit:?}");
     settings.host = Some(fit);
     let bill = billed(&messages, &settings.pricing).unwrap();
-    let store = skald_store::test_stores::ref_store(Default::default());
-    let none = replay_policy(
-        &messages,
-        &Policy::preset("none").unwrap(),
-        &settings,
-        &store,
-    )
-    .unwrap();
+    let none = replay_none(&messages, &settings);
     let host = none.host.unwrap();
     assert_eq!(host.input_tokens, bill.input_tokens);
     assert_eq!(host.cache_read_tokens, bill.cache_read_tokens);
@@ -164,14 +163,7 @@ fn without_dropping_earlier_thinking_the_replay_would_miss_the_breaks_of_a_new_t
         ..ReplaySettings::default()
     };
     settings.host = host_fit(&messages, &settings);
-    let store = skald_store::test_stores::ref_store(Default::default());
-    let none = replay_policy(
-        &messages,
-        &Policy::preset("none").unwrap(),
-        &settings,
-        &store,
-    )
-    .unwrap();
+    let none = replay_none(&messages, &settings);
     let bill = billed(&messages, &settings.pricing).unwrap();
     assert!(
         none.host.unwrap().cache_read_tokens > bill.cache_read_tokens,
@@ -184,13 +176,6 @@ fn a_transcript_without_recorded_usage_has_no_host_figures() {
     let messages = conversation();
     let settings = settings();
     assert!(host_fit(&messages, &settings).is_none());
-    let store = skald_store::test_stores::ref_store(Default::default());
-    let none = replay_policy(
-        &messages,
-        &Policy::preset("none").unwrap(),
-        &settings,
-        &store,
-    )
-    .unwrap();
+    let none = replay_none(&messages, &settings);
     assert!(none.host.is_none());
 }

@@ -51,7 +51,7 @@ impl Engine {
         let mut settings = ReplaySettings {
             context_window_tokens: config.window_tokens,
             pricing: config.pricing,
-            provider_cache: provider_cache_of(&messages),
+            provider_cache: ProviderCache::of_answers(&messages),
             ..ReplaySettings::default()
         };
         let Some(bill) = billed(&messages, &settings.pricing) else {
@@ -80,43 +80,15 @@ impl Engine {
 fn calls_as_sent(session: &Session) -> Vec<Message> {
     let mut messages = Vec::new();
     for entry in session.path_to(None) {
-        match &entry.kind {
-            EntryKind::Message(message) => messages.push(message.clone()),
-            EntryKind::Compaction { summary, .. } => {
-                messages.push(Message::new(
-                    Role::Custom(COMPACT_BOUNDARY.to_owned()),
-                    Vec::new(),
-                ));
-                messages.push(Message::text(Role::User, summary.clone()));
-            }
-            EntryKind::Reset { .. }
-            | EntryKind::BranchSummary { .. }
-            | EntryKind::Custom { .. }
-            | EntryKind::CustomMessage { .. }
-            | EntryKind::ThinkingLevelChange { .. }
-            | EntryKind::ModelChange { .. }
-            | EntryKind::Label { .. }
-            | EntryKind::SessionInfo { .. }
-            | EntryKind::Other(_) => {}
+        if let EntryKind::Compaction { summary, .. } = &entry.kind {
+            messages.push(Message::new(
+                Role::Custom(COMPACT_BOUNDARY.to_owned()),
+                Vec::new(),
+            ));
+            messages.push(Message::text(Role::User, summary.clone()));
+        } else if let Some(message) = entry.kind.as_message() {
+            messages.push(message.clone());
         }
     }
     messages
-}
-
-/// Anthropic's caching when an answer says it came from Anthropic or a Claude model, else the
-/// automatic kind.
-fn provider_cache_of(messages: &[Message]) -> ProviderCache {
-    let anthropic = messages
-        .iter()
-        .filter(|message| message.role == Role::Assistant)
-        .any(|message| {
-            let provider = message.meta.provider.as_deref().unwrap_or_default();
-            let model = message.meta.model.as_deref().unwrap_or_default();
-            provider.contains("anthropic") || model.starts_with("claude")
-        });
-    if anthropic {
-        ProviderCache::Anthropic
-    } else {
-        ProviderCache::Automatic
-    }
 }

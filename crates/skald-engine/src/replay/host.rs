@@ -18,14 +18,10 @@ use serde::Serialize;
 use skald_core::message::{Block, Message, Role};
 use skald_core::tokens::{TokenCounter, message_fingerprint};
 
-use crate::accounting::{BreakpointCache, Pricing, Segment};
+use crate::accounting::{BreakpointCache, CACHE_HIT_SLACK_TOKENS, Pricing, Segment};
 
 /// How long a one-hour cache entry lives, in milliseconds.
 const ONE_HOUR_MS: i64 = 3_600_000;
-
-/// How many tokens fewer than the previous call sent a call must read to count as a change of the
-/// host's prefix (a provider's cache granularity makes a hit read slightly less than was sent).
-const HOST_CHANGE_SLACK_TOKENS: u64 = 1_024;
 
 /// The fingerprint of the host's prefix segment: one constant, the host sending the same tools
 /// and system prompt on every call.
@@ -52,6 +48,25 @@ pub enum ProviderCache {
 }
 
 impl ProviderCache {
+    /// Anthropic's when an answer says it came from Anthropic or a Claude model, else the
+    /// automatic kind: for a transcript whose format does not say (an OpenClaw session, a
+    /// stored one).
+    pub fn of_answers(messages: &[Message]) -> ProviderCache {
+        let anthropic = messages
+            .iter()
+            .filter(|message| message.role == Role::Assistant)
+            .any(|message| {
+                let provider = message.meta.provider.as_deref().unwrap_or_default();
+                let model = message.meta.model.as_deref().unwrap_or_default();
+                provider.contains("anthropic") || model.starts_with("claude")
+            });
+        if anthropic {
+            ProviderCache::Anthropic
+        } else {
+            ProviderCache::Automatic
+        }
+    }
+
     fn strips_earlier_thinking(self) -> bool {
         match self {
             ProviderCache::Anthropic => true,
@@ -213,7 +228,7 @@ pub fn fit_host(
             explicit
                 && call.extends_previous
                 && call.at_ms.saturating_sub(before.at_ms) <= cache_ttl_ms
-                && call.cache_read_tokens + HOST_CHANGE_SLACK_TOKENS < before.recorded_tokens
+                && call.cache_read_tokens + CACHE_HIT_SLACK_TOKENS < before.recorded_tokens
         })
         .map(|pair| pair[1].message_index)
         .collect();

@@ -267,13 +267,7 @@ pub fn host_fit(messages: &[Message], settings: &ReplaySettings) -> Option<HostF
         if request.is_empty() {
             continue;
         }
-        // The same clock as the replay's.
-        let at_ms = message
-            .meta
-            .timestamp
-            .as_ref()
-            .and_then(|t| t.millis())
-            .unwrap_or(clock_ms + settings.default_call_gap_ms);
+        let at_ms = call_time(message, clock_ms, settings);
         clock_ms = at_ms;
         let Some(usage) = message.meta.usage else {
             continue;
@@ -292,6 +286,17 @@ pub fn host_fit(messages: &[Message], settings: &ReplaySettings) -> Option<HostF
         previous = fingerprints;
     }
     fit_host(&calls, settings.cache_ttl_ms, settings.provider_cache)
+}
+
+/// When the call answered by `message` was made: its timestamp, else the settings' gap after the
+/// call before (`clock_ms`).
+fn call_time(message: &Message, clock_ms: i64, settings: &ReplaySettings) -> i64 {
+    message
+        .meta
+        .timestamp
+        .as_ref()
+        .and_then(|t| t.millis())
+        .unwrap_or(clock_ms + settings.default_call_gap_ms)
 }
 
 /// The messages the call answered by `messages[index]` was sent: those since the last
@@ -417,12 +422,7 @@ pub fn replay_policy<S: RefStore + ?Sized>(
         if request.is_empty() {
             continue;
         }
-        let now_ms = message
-            .meta
-            .timestamp
-            .as_ref()
-            .and_then(|t| t.millis())
-            .unwrap_or(clock_ms + settings.default_call_gap_ms);
+        let now_ms = call_time(message, clock_ms, settings);
         clock_ms = now_ms;
         let assembled = assemble(
             store,
