@@ -73,12 +73,16 @@ pub use engine::{
     ReplayEstimate, SessionBusy, SessionCache, SessionExport, SessionOverview, SessionSlot,
     SlotGuard, Stores, Synced, ToolRun, TranscriptCompaction, Turn, View, ViewOptions,
 };
+pub use engine::{
+    FailedCall, MAX_TOOL_ROUNDS, SkaldTools, StreamedAnswer, StreamedRound, TurnLoop, WholeAnswer,
+    hidden_assistant,
+};
 pub use fetch::{FetchOutput, execute_fetch};
 pub use memory_write::{
     MemoryWriter, UploadDriver, archive_compacted_span, retry_pending_extractions,
 };
 pub use recovery::{
-    CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, PrepareContext, PreparedCall, RecoveryError,
+    CONTEXT_OVERFLOW_MESSAGE, CallSize, MemoryHooks, PrepareContext, PreparedCall, RecoveryError,
     RecoveryReport, RecoverySettings, TurnContext, TurnDriver, TurnOutcome, complete_turn,
     complete_turn_with_memory, function_spec,
 };

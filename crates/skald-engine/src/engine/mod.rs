@@ -45,6 +45,7 @@ mod memories;
 mod sessions;
 mod tools;
 mod turn;
+mod turn_loop;
 mod turns;
 
 use std::sync::Arc;
@@ -74,6 +75,10 @@ pub use sessions::{
 };
 pub use tools::{OffloadedOutput, ToolRun};
 pub use turn::{SessionBusy, Synced, Turn};
+pub use turn_loop::{
+    FailedCall, MAX_TOOL_ROUNDS, SkaldTools, StreamedAnswer, StreamedRound, TurnLoop, WholeAnswer,
+    hidden_assistant,
+};
 pub use turns::{CompactInput, PrepareInput};
 
 /// Sessions whose state is kept in memory at most, by default

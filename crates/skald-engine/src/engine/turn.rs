@@ -23,7 +23,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::{Engine, OwnedSlotGuard};
 use crate::ingest;
-use crate::memory::ToolMemoryUpdate;
+use crate::memory::{MemoryIdentity, ToolMemoryUpdate};
 use crate::{EngineError, SessionState, SyncMark};
 
 /// What a sync did.
@@ -181,6 +181,33 @@ impl Turn {
             message,
             response_id,
         )
+    }
+
+    /// after_turn for a client that runs its own tools: the results of its tool calls arrive
+    /// with its next request (`messages[synced.matched..]`) and go to `identity`'s tool
+    /// statistics. A failure to record them is logged, never the request's.
+    pub fn record_client_tool_results(
+        &self,
+        identity: &MemoryIdentity,
+        messages: &[Message],
+        synced: Synced,
+    ) {
+        let reports = crate::memory::tool_reports_in(messages, synced.matched);
+        self.record_tool_statistics(identity, &reports);
+    }
+
+    /// Adds `reports` to `identity`'s tool statistics; a failure is logged, never the request's.
+    pub(crate) fn record_tool_statistics(
+        &self,
+        identity: &MemoryIdentity,
+        reports: &[ToolCallReport],
+    ) {
+        if reports.is_empty() {
+            return;
+        }
+        if let Err(error) = self.record_tool_reports(identity.agent(), reports) {
+            tracing::warn!(%error, "recording tool statistics failed");
+        }
     }
 
     /// Adds the turn's tool calls to `agent`'s tool statistics.

@@ -116,7 +116,7 @@ impl<'c> TurnDriver<'c> {
     pub async fn recover(
         &mut self,
         state: &mut SessionState,
-        call: &PreparedCall,
+        call: CallSize,
         error: LlmError,
         source: OverflowSource,
         cancel: &CancellationToken,
@@ -291,7 +291,7 @@ impl RecoveryState {
         &mut self,
         ctx: &PrepareContext<'_>,
         state: &mut SessionState,
-        call: &PreparedCall,
+        call: CallSize,
         overflow: &OverflowRecord,
         cancel: &CancellationToken,
     ) -> Result<RecoveryAction, RecoveryError> {
@@ -329,6 +329,26 @@ pub struct PreparedCall {
     pub message_tokens: u64,
     /// Estimated tokens of the whole request: messages, system prompt and tools.
     pub request_tokens: u64,
+}
+
+impl PreparedCall {
+    /// The call's estimated sizes, which recovering from its overflow plans with.
+    pub fn size(&self) -> CallSize {
+        CallSize {
+            request_tokens: self.request_tokens,
+            message_tokens: self.message_tokens,
+        }
+    }
+}
+
+/// What recovery needs of a call that overflowed: skald's estimates of its size (the call
+/// itself has gone to the provider).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallSize {
+    /// Estimated tokens of the whole request.
+    pub request_tokens: u64,
+    /// Estimated tokens of its session messages.
+    pub message_tokens: u64,
 }
 
 /// Estimated tokens of the host's system prompt and tool definitions, which precede the
@@ -564,7 +584,7 @@ async fn run_compaction(
 fn truncate_session(
     ctx: &PrepareContext<'_>,
     state: &mut SessionState,
-    call: &PreparedCall,
+    call: CallSize,
     overflow: &OverflowRecord,
 ) -> Result<TruncationRecord, RecoveryError> {
     let window = match overflow.limit_tokens {

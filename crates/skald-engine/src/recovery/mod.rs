@@ -360,6 +360,8 @@ pub async fn complete_turn_with_memory(
             Err(error) if error.is_context_overflow() => (error, OverflowSource::PromptError),
             Err(error) => return Err(driver.failed(error)),
         };
-        driver.recover(state, &call, error, source, cancel).await?;
+        driver
+            .recover(state, call.size(), error, source, cancel)
+            .await?;
     }
 }

@@ -1,9 +1,10 @@
-//! One proxied request from the moment its session is locked: the engine prepares each upstream
-//! call (`TurnDriver`: session context, the two-threshold upload, threshold compaction, the
-//! pipeline, memory), the call is encoded back into the client's API with every field the
-//! client sent, forwarded, and its answer handled — skald's tool calls run and the call
-//! continued, an overflow recovered from and retried, usage fed to calibration — before the
-//! answer goes back, whole or streamed (`streamed`).
+//! One proxied request from the moment its session is locked: the engine's [`TurnLoop`] prepares
+//! each upstream call (session context, the two-threshold upload, threshold compaction, the
+//! pipeline, memory) and decides what each answer leads to (skald's tool calls run and the call
+//! continued, an overflow recovered from and retried, usage fed to calibration); this module
+//! does the I/O around it: the call encoded back into the client's API with every field the
+//! client sent, forwarded, its answer read, and the answer the client gets, whole or streamed
+//! (`streamed`).
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
@@ -12,15 +13,14 @@ use bytes::Bytes;
 use serde_json::Value;
 use skald_core::codec::{anthropic, openai, responses};
 use skald_core::ids::{SessionId, Tenant};
-use skald_core::memory::usage::ToolCallReport;
-use skald_core::message::{Block, ContentForm, Conversation, Message, Role, ToolCall, Usage};
+use skald_core::message::{Block, ContentForm, Conversation, Message, Role};
 use skald_engine::error_with_causes;
 use skald_engine::ingest;
 use skald_engine::memory::MemoryIdentity;
-use skald_engine::recovery::{OverflowSource, RecallHook, RecoveryAction};
+use skald_engine::recovery::{RecallHook, RecoveryAction, RecoveryReport};
 use skald_engine::{
-    CONTEXT_OVERFLOW_MESSAGE, MemoryHooks, PrepareContext, PrepareInput, PreparedCall,
-    RecoveryError, RecoverySettings, SessionState, TurnDriver,
+    CONTEXT_OVERFLOW_MESSAGE, FailedCall, MemoryHooks, PrepareContext, PrepareInput, PreparedCall,
+    RecoveryError, RecoverySettings, SkaldTools, TurnLoop, WholeAnswer,
 };
 use skald_llm::LlmError;
 use tokio::sync::mpsc;
@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use super::body::{self, Fault, FaultKind};
 use super::spelling::ClientMessages;
 use super::stream::{anthropic_usage, error_event, openai_usage, responses_usage};
-use super::tools::{self, Executed, SkaldTools};
+use super::tools;
 use super::upstream::{Api, response_headers};
 use crate::error::ApiError;
 use crate::metrics::{Metrics, ProxyNote};
@@ -39,10 +39,6 @@ use skald_engine::Turn;
 mod streamed;
 
 pub use streamed::stream;
-
-/// Upstream calls one request may make to answer skald's own tool calls before the answer goes
-/// to the client as it is (without those calls).
-pub const MAX_TOOL_ROUNDS: u32 = 8;
 
 /// Everything about one request that outlives its parsing.
 pub struct Exchange {
@@ -89,7 +85,7 @@ struct Noted {
 /// An upstream call that answered 2xx.
 struct Sent {
     response: reqwest::Response,
-    call: PreparedCall,
+    /// The skald tools the call offered.
     skald: SkaldTools,
 }
 
@@ -123,6 +119,15 @@ impl Exchange {
                 .engine
                 .recall_hook(identity, true, !self.thinking_enabled())
         })
+    }
+
+    /// The request's turn loop over `prepare` and `memory`.
+    fn turn_loop<'c>(
+        &'c self,
+        prepare: &'c PrepareContext<'c>,
+        memory: MemoryHooks<'c>,
+    ) -> Result<TurnLoop<'c>, RecoveryError> {
+        TurnLoop::new(&self.state.engine, prepare, memory, self.identity.as_ref())
     }
 
     /// Whether the client asked Anthropic for extended thinking (`thinking` of type `enabled`
@@ -205,15 +210,15 @@ impl Exchange {
     /// Prepares and sends calls until one is answered 2xx, recovering from overflows on the way.
     async fn send(
         &self,
-        driver: &mut TurnDriver<'_>,
-        session: &mut SessionState,
+        turn_loop: &mut TurnLoop<'_>,
+        session: &mut Turn,
         cancel: &CancellationToken,
         noted: &mut Noted,
     ) -> Result<Sent, Early> {
         let metrics = &self.state.metrics;
         loop {
-            let prepared = driver.prepare(session, cancel).await;
-            self.note_report(driver, noted);
+            let prepared = turn_loop.prepare(session, cancel).await;
+            self.note_report(turn_loop.report(), noted);
             let mut call = prepared.map_err(recovery_failure)?;
             let saved_chars = call.assemble.offload.chars_saved()
                 + call
@@ -230,7 +235,6 @@ impl Exchange {
                 .tokens_saved
                 .inc_by((saved_chars / skald_core::tokens::CHARS_PER_TOKEN) as u64);
             metrics.refs_stored.inc_by(call.assemble.refs_stored as u64);
-            let skald = SkaldTools::new(call.offered_tools.iter().map(|tool| tool.name.clone()));
             let body = match serde_json::to_vec(&self.encode(&mut call)) {
                 Ok(body) => body,
                 Err(error) => {
@@ -240,6 +244,7 @@ impl Exchange {
                     .into_response());
                 }
             };
+            drop(call);
             noted.tokens_saved += (saved_chars / skald_core::tokens::CHARS_PER_TOKEN) as u64;
             let response = self
                 .post(body, noted)
@@ -248,8 +253,7 @@ impl Exchange {
             if response.status().is_success() {
                 return Ok(Sent {
                     response,
-                    call,
-                    skald,
+                    skald: turn_loop.skald_tools().clone(),
                 });
             }
             let status = response.status();
@@ -263,16 +267,14 @@ impl Exchange {
                 &String::from_utf8_lossy(&body),
                 None,
             );
-            if !error.is_context_overflow() {
-                return Err(raw_response(status, headers, body));
-            }
-            let recovered = driver
-                .recover(session, &call, error, OverflowSource::PromptError, cancel)
-                .await;
-            self.note_report(driver, noted);
-            match recovered {
-                Ok(action) => Metrics::outcome(&metrics.overflow_recoveries, action_name(action)),
-                Err(error) => {
+            let failed = turn_loop.on_failed_call(session, error, cancel).await;
+            self.note_report(turn_loop.report(), noted);
+            match failed {
+                FailedCall::PassOn => return Err(raw_response(status, headers, body)),
+                FailedCall::Retry(action) => {
+                    Metrics::outcome(&metrics.overflow_recoveries, action_name(action))
+                }
+                FailedCall::GaveUp(error) => {
                     Metrics::outcome(&metrics.overflow_recoveries, "gave_up");
                     return Err(match error {
                         RecoveryError::ContextOverflow { .. }
@@ -402,8 +404,7 @@ impl Exchange {
 
     /// Counts in the metrics what the driver did since the last look: the upload step of the
     /// turn's first call, and the compactions.
-    fn note_report(&self, driver: &TurnDriver<'_>, noted: &mut Noted) {
-        let report = driver.report();
+    fn note_report(&self, report: &RecoveryReport, noted: &mut Noted) {
         if let (Some(step), false) = (&report.upload, noted.upload) {
             noted.upload = true;
             self.state.metrics.upload_step(step);
@@ -420,54 +421,9 @@ impl Exchange {
         noted.compactions = compactions.len();
     }
 
-    /// Runs skald's calls of one answer.
-    async fn execute(&self, calls: &[ToolCall]) -> Vec<Executed> {
-        let mut executed = Vec::with_capacity(calls.len());
-        for call in calls {
-            executed.push(
-                tools::execute(&self.state, &self.tenant, self.identity.as_ref(), call).await,
-            );
-        }
-        executed
-    }
-
-    /// Records what skald ran: the calls and their results as hidden entries (the model's next
-    /// call sees them, the client's next sync skips them), and the tools' statistics.
-    fn record(
-        &self,
-        session: &mut Turn,
-        assistant: Message,
-        executed: Vec<Executed>,
-    ) -> Result<(), ApiError> {
-        let mut reports = Vec::with_capacity(executed.len());
-        let mut messages = Vec::with_capacity(executed.len() + 1);
-        messages.push(assistant);
-        for run in executed {
-            reports.push(run.report);
-            messages.push(run.result);
-        }
-        session.record_hidden(messages).map_err(|error| {
-            ApiError::Internal(format!("recording skald's tool calls failed: {error}"))
-        })?;
-        self.record_tool_reports(session, &reports);
-        Ok(())
-    }
-
-    /// Tool statistics for memory (failures to record them never fail the request).
-    pub fn record_tool_reports(&self, session: &Turn, reports: &[ToolCallReport]) {
-        if let (Some(identity), false) = (&self.identity, reports.is_empty()) {
-            if let Err(error) = session.record_tool_reports(identity.agent(), reports) {
-                tracing::warn!(%error, "recording tool statistics failed");
-            }
-        }
-    }
-
-    /// Feeds calibration with what the provider reported for the call the driver prepared last
-    /// (it recorded skald's count for the request's model).
-    fn observe(session: &mut SessionState, usage: Option<Usage>) {
-        if let Some(usage) = usage {
-            session.observe_usage(usage.total_input());
-        }
+    /// Counts skald's tool calls the turn loop ran.
+    fn note_skald_calls(&self, ran: usize) {
+        self.state.metrics.tool_interceptions.inc_by(ran as u64);
     }
 }
 
@@ -545,15 +501,15 @@ pub async fn complete(exchange: Exchange, mut session: Turn) -> Response {
     let prepare = exchange.prepare_context();
     let recall = exchange.recall_hook();
     let mut noted = Noted::default();
-    let mut driver = match TurnDriver::new(&prepare, exchange.memory_hooks(recall.as_ref())) {
-        Ok(driver) => driver,
+    let mut turn_loop = match exchange.turn_loop(&prepare, exchange.memory_hooks(recall.as_ref())) {
+        Ok(turn_loop) => turn_loop,
         Err(error) => return exchange.noted(recovery_failure(error), &noted),
     };
     let cancel = CancellationToken::new();
     let response = tokio::select! {
         response = answer_whole(
             &exchange,
-            &mut driver,
+            &mut turn_loop,
             &mut session,
             &cancel,
             &mut noted,
@@ -566,21 +522,20 @@ pub async fn complete(exchange: Exchange, mut session: Turn) -> Response {
     exchange.noted(response, &noted)
 }
 
-/// The whole-answer loop: sends (or takes `first`, already sent), reads the JSON answer, runs
-/// skald's calls and continues until the answer is the client's.
+/// The whole-answer loop: sends (or takes `first`, already sent), reads the JSON answer, and
+/// does what the turn loop decides about it until the answer is the client's.
 async fn answer_whole(
     exchange: &Exchange,
-    driver: &mut TurnDriver<'_>,
+    turn_loop: &mut TurnLoop<'_>,
     session: &mut Turn,
     cancel: &CancellationToken,
     noted: &mut Noted,
     mut first: Option<Sent>,
 ) -> Response {
-    let mut rounds = 0;
     loop {
         let sent = match first.take() {
             Some(sent) => sent,
-            None => match exchange.send(driver, session, cancel, noted).await {
+            None => match exchange.send(turn_loop, session, cancel, noted).await {
                 Ok(sent) => sent,
                 Err(early) => return early,
             },
@@ -616,61 +571,41 @@ async fn answer_whole(
         let Some(message) = decode_answer(exchange.api, &value) else {
             return raw_response(status, headers, body);
         };
-        Exchange::observe(session, message.meta.usage);
-        session.remember_answer_usage(&message);
-        if let Some(error) = skald_llm::overflow::assistant_error_overflow(&message) {
-            let recovered = driver
-                .recover(
-                    session,
-                    &sent.call,
-                    error,
-                    OverflowSource::AssistantError,
-                    cancel,
-                )
-                .await;
-            exchange.note_report(driver, noted);
-            match recovered {
-                Ok(action) => {
-                    Metrics::outcome(
-                        &exchange.state.metrics.overflow_recoveries,
-                        action_name(action),
-                    );
-                    continue;
-                }
-                Err(_) => {
-                    Metrics::outcome(&exchange.state.metrics.overflow_recoveries, "gave_up");
-                    return raw_response(status, headers, body);
-                }
+        let step = turn_loop.on_whole_answer(session, &message, cancel).await;
+        exchange.note_report(turn_loop.report(), noted);
+        match step {
+            Err(error) => {
+                return ApiError::Internal(format!("recording skald's tool calls failed: {error}"))
+                    .into_response();
+            }
+            Ok(WholeAnswer::Retry(action)) => {
+                Metrics::outcome(
+                    &exchange.state.metrics.overflow_recoveries,
+                    action_name(action),
+                );
+            }
+            Ok(WholeAnswer::GaveUp(_)) => {
+                Metrics::outcome(&exchange.state.metrics.overflow_recoveries, "gave_up");
+                return raw_response(status, headers, body);
+            }
+            Ok(WholeAnswer::Continue { skald_calls_ran }) => {
+                // Only skald's tools: the client never sees this answer, the model gets the
+                // results.
+                exchange.note_skald_calls(skald_calls_ran);
+            }
+            Ok(WholeAnswer::Final { skald_calls_ran: 0 }) => {
+                exchange.record_answer(session, &value);
+                return raw_response(status, headers, body);
+            }
+            Ok(WholeAnswer::Final { skald_calls_ran }) => {
+                // The client's tools too (or no rounds left): the client gets the answer
+                // without skald's calls.
+                exchange.note_skald_calls(skald_calls_ran);
+                tools::strip_skald_calls(exchange.api, &mut value, &sent.skald);
+                exchange.record_answer(session, &value);
+                return json_response(status, headers, &value);
             }
         }
-        let (skald_calls, client_calls): (Vec<&ToolCall>, Vec<&ToolCall>) = message
-            .tool_calls()
-            .partition(|call| sent.skald.contains(&call.name));
-        if skald_calls.is_empty() {
-            exchange.record_answer(session, &value);
-            return raw_response(status, headers, body);
-        }
-        let skald_calls: Vec<ToolCall> = skald_calls.into_iter().cloned().collect();
-        let executed = exchange.execute(&skald_calls).await;
-        rounds += 1;
-        if client_calls.is_empty() && rounds < MAX_TOOL_ROUNDS {
-            // Only skald's tools: the client never sees this answer, the model gets the results.
-            let assistant = tools::hidden_assistant(Some(&message), &skald_calls);
-            if let Err(error) = exchange.record(session, assistant, executed) {
-                return error.into_response();
-            }
-            continue;
-        }
-        // The client's tools too (or no rounds left): the client gets the answer without
-        // skald's calls; its text and thinking come back in the client's next request, but the
-        // model's next call needs this turn's thinking before skald's results now.
-        let assistant = tools::hidden_assistant(Some(&message), &skald_calls);
-        if let Err(error) = exchange.record(session, assistant, executed) {
-            return error.into_response();
-        }
-        tools::strip_skald_calls(exchange.api, &mut value, &sent.skald);
-        exchange.record_answer(session, &value);
-        return json_response(status, headers, &value);
     }
 }
 

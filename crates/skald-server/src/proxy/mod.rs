@@ -39,7 +39,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-pub use exchange::MAX_TOOL_ROUNDS;
+pub use skald_engine::MAX_TOOL_ROUNDS;
 pub use upstream::{Api, SESSION_HEADER};
 
 /// The proxy's routes with their OpenAPI operations: chat completions, messages, responses (and
@@ -445,14 +445,10 @@ async fn start(
     let synced = session
         .sync(&messages, api.origin())
         .map_err(|error| ApiError::Internal(format!("syncing the conversation failed: {error}")))?;
-    let client_reports = if exchange.identity.is_some() {
-        skald_engine::memory::tool_reports_in(&messages, synced.matched)
-    } else {
-        Vec::new()
-    };
+    if let Some(identity) = &exchange.identity {
+        session.record_client_tool_results(identity, &messages, synced);
+    }
     exchange.client_messages = spelling::ClientMessages::new(messages);
-    // after_turn: the results of the client's tool calls arrive with its next request.
-    exchange.record_tool_reports(&session, &client_reports);
     if !streaming {
         return Ok(exchange::complete(exchange, session).await);
     }

@@ -28,8 +28,8 @@ mod responses;
 pub use responses::responses_usage;
 
 use super::sse::{SseEvent, write_event};
-use super::tools::SkaldTools;
 use super::upstream::Api;
+use skald_engine::SkaldTools;
 
 /// What one upstream call's stream held: skald's calls to run, and what the answer reported.
 #[derive(Debug, Clone, Default)]

@@ -1,113 +1,11 @@
-//! skald's own tools inside a proxied answer: which calls are skald's (the tools this call
-//! offered, never a tool the client defined itself), running them (`fetch_original_data`
-//! against the tenant's refs, the memory tools against its memories), the hidden messages that
-//! record them in the session, and the client's view of a non-streamed answer with them taken
-//! out.
+//! skald's own tools inside a proxied answer, in the client's wire API: the client's view of a
+//! non-streamed answer with skald's calls taken out. Which calls are skald's, running them and
+//! recording them is the engine's turn loop (`skald_engine::TurnLoop`).
 
 use serde_json::Value;
-use skald_core::ids::Tenant;
-use skald_core::memory::usage::ToolCallReport;
-use skald_core::message::{
-    Block, ContentForm, Extra, Message, MessageMeta, Role, StopReason, ToolCall, ToolResult,
-};
-use skald_engine::memory::MemoryIdentity;
-use std::collections::HashSet;
+use skald_engine::SkaldTools;
 
 use super::upstream::Api;
-use crate::state::AppState;
-
-/// The names of the skald tools one call offered.
-#[derive(Debug, Clone, Default)]
-pub struct SkaldTools {
-    names: HashSet<String>,
-}
-
-impl SkaldTools {
-    pub fn new(names: impl IntoIterator<Item = String>) -> SkaldTools {
-        SkaldTools {
-            names: names.into_iter().collect(),
-        }
-    }
-
-    pub fn contains(&self, name: &str) -> bool {
-        self.names.contains(name)
-    }
-}
-
-/// One skald tool call, run.
-#[derive(Debug, Clone)]
-pub struct Executed {
-    pub result: Message,
-    pub report: ToolCallReport,
-}
-
-/// Runs one skald tool call for the request's tenant (the engine's [`Engine::run_tool`], the one
-/// executor of skald's tools).
-///
-/// [`Engine::run_tool`]: skald_engine::Engine::run_tool
-pub async fn execute(
-    state: &AppState,
-    tenant: &Tenant,
-    identity: Option<&MemoryIdentity>,
-    call: &ToolCall,
-) -> Executed {
-    let run = state
-        .engine
-        .run_tool(tenant, identity, &call.name, &call.arguments)
-        .await;
-    state.metrics.tool_interceptions.inc();
-    let (text, is_error, report) = (run.text, run.is_error, run.report);
-    let result = Message::new(
-        Role::ToolResult,
-        vec![Block::ToolResult(ToolResult {
-            call_id: call.id.clone(),
-            tool_name: Some(call.name.clone()),
-            content: vec![Block::text(text)],
-            content_form: ContentForm::Text,
-            is_error: is_error.then_some(true),
-            details: None,
-            extra: Extra::new(),
-        })],
-    );
-    Executed { result, report }
-}
-
-/// An assistant message for the session holding `calls` after what the answer said (its text,
-/// thinking and opaque blocks such as reasoning items): built from the typed parts only, so no field of the
-/// provider's response envelope ends up in a later request.
-pub fn hidden_assistant(answer: Option<&Message>, calls: &[ToolCall]) -> Message {
-    let mut content: Vec<Block> = Vec::new();
-    if let Some(answer) = answer {
-        for block in &answer.content {
-            match block {
-                Block::Text(text) if !text.text.is_empty() => {
-                    content.push(Block::text(text.text.clone()))
-                }
-                Block::Thinking(thinking) => content.push(Block::Thinking(thinking.clone())),
-                // Redacted thinking, a Responses reasoning item (its encrypted content is what
-                // lets a stateless client's reasoning model go on), a server tool's block.
-                Block::Opaque(value) => content.push(Block::Opaque(value.clone())),
-                Block::Text(_) | Block::Image(_) | Block::ToolCall(_) | Block::ToolResult(_) => {}
-            }
-        }
-    }
-    for call in calls {
-        content.push(Block::ToolCall(ToolCall {
-            id: call.id.clone(),
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-            arguments_text: call.arguments_text.clone(),
-            extra: Extra::new(),
-        }));
-    }
-    Message {
-        meta: MessageMeta {
-            stop_reason: Some(StopReason::ToolUse),
-            ..MessageMeta::default()
-        },
-        ..Message::new(Role::Assistant, content)
-    }
-}
 
 /// The client's view of a non-streamed answer: skald's tool calls taken out, and the stop reason
 /// no longer asking for tools when none of the client's are left.

@@ -10,17 +10,15 @@ use std::convert::Infallible;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use skald_core::message::{Message, Role};
-use skald_engine::{Turn, TurnDriver};
+use skald_engine::{StreamedAnswer, StreamedRound, Turn};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::super::body::{Fault, FaultKind, UpstreamBody};
 use super::super::sse::SseSplitter;
 use super::super::stream::{StreamRewriter, error_event};
-use super::super::tools;
 use super::super::upstream::response_headers;
-use super::{Exchange, MAX_TOOL_ROUNDS, Noted, answer_whole, is_event_stream, recovery_failure};
+use super::{Exchange, Noted, answer_whole, is_event_stream, recovery_failure};
 
 /// How one read of an upstream stream ended.
 enum Read {
@@ -58,8 +56,8 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
     let prepare = exchange.prepare_context();
     let recall = exchange.recall_hook();
     let mut noted = Noted::default();
-    let mut driver = match TurnDriver::new(&prepare, exchange.memory_hooks(recall.as_ref())) {
-        Ok(driver) => driver,
+    let mut turn_loop = match exchange.turn_loop(&prepare, exchange.memory_hooks(recall.as_ref())) {
+        Ok(turn_loop) => turn_loop,
         Err(error) => {
             let _ = head.send(exchange.noted(recovery_failure(error), &noted));
             return;
@@ -74,7 +72,7 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
             let _ = head.send(exchange.noted(error, &noted));
             return;
         }
-        sent = exchange.send(&mut driver, &mut session, &cancel, &mut noted) => sent,
+        sent = exchange.send(&mut turn_loop, &mut session, &cancel, &mut noted) => sent,
     };
     let first = match sent {
         Ok(sent) => sent,
@@ -88,7 +86,7 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
         // skald's own calls in it are run and the call continued, as for a whole request.
         let response = answer_whole(
             &exchange,
-            &mut driver,
+            &mut turn_loop,
             &mut session,
             &cancel,
             &mut noted,
@@ -125,7 +123,6 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
     let idle = exchange.state.config.timeouts.idle;
     let stopping = &exchange.state.shutdown;
     let mut rewriter = StreamRewriter::new(exchange.api);
-    let mut rounds = 0;
     loop {
         rewriter.start_round(skald.clone());
         let mut splitter = SseSplitter::default();
@@ -183,29 +180,32 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
             exchange.fail_stream(&sender, fault).await;
             return;
         }
-        Exchange::observe(&mut session, round.usage);
-        let mut answer = Message::new(Role::Assistant, round.content.clone());
-        answer.meta.usage = round.usage;
-        session.remember_answer_usage(&answer);
-        if round.skald_calls.is_empty() {
-            break;
-        }
-        let executed = exchange.execute(&round.skald_calls).await;
-        rounds += 1;
-        // The client saw this round's text already (it comes back in its next request); the
-        // hidden assistant turn still carries it and the round's thinking, which the model's
-        // continuation needs before skald's results.
-        let said = Message::new(Role::Assistant, round.content.clone());
-        let assistant = tools::hidden_assistant(Some(&said), &round.skald_calls);
-        if exchange.record(&mut session, assistant, executed).is_err() {
-            let message = "recording skald's tool calls failed";
-            for bytes in error_event(exchange.api, message) {
-                let _ = sender.send(bytes).await;
+        let step = turn_loop
+            .on_streamed_answer(
+                &mut session,
+                StreamedRound {
+                    content: round.content,
+                    skald_calls: round.skald_calls,
+                    client_calls: round.client_calls,
+                    usage: round.usage,
+                },
+            )
+            .await;
+        match step {
+            Ok(StreamedAnswer::Final { skald_calls_ran }) => {
+                exchange.note_skald_calls(skald_calls_ran);
+                break;
             }
-            return;
-        }
-        if round.client_calls > 0 || rounds >= MAX_TOOL_ROUNDS {
-            break;
+            Ok(StreamedAnswer::Continue { skald_calls_ran }) => {
+                exchange.note_skald_calls(skald_calls_ran);
+            }
+            Err(_) => {
+                let message = "recording skald's tool calls failed";
+                for bytes in error_event(exchange.api, message) {
+                    let _ = sender.send(bytes).await;
+                }
+                return;
+            }
         }
         let sent = tokio::select! {
             () = sender.closed() => return,
@@ -213,7 +213,7 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
                 exchange.fail_stream(&sender, Fault::shutting_down()).await;
                 return;
             }
-            sent = exchange.send(&mut driver, &mut session, &cancel, &mut noted) => sent,
+            sent = exchange.send(&mut turn_loop, &mut session, &cancel, &mut noted) => sent,
         };
         let next = match sent {
             Ok(sent) if is_event_stream(sent.response.headers()) => sent,
