@@ -1358,3 +1358,118 @@ fn tenant_named(name: &str) -> skald_core::ids::Tenant {
 fn session_named(id: &str) -> skald_core::ids::SessionId {
     skald_core::ids::SessionId::parse(id).unwrap()
 }
+
+/// Answers the first request by fetching the first ref it names, and the next with text.
+struct FetchFirstRef {
+    calls: Mutex<u32>,
+}
+
+impl Respond for FetchFirstRef {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let mut calls = self.calls.lock().unwrap();
+        *calls += 1;
+        if *calls > 1 {
+            return answer("Build 1 fails: undefined reference to `ledger_total`.");
+        }
+        let body = String::from_utf8_lossy(&request.body).into_owned();
+        let Some(id) = skald_core::refs::ref_ids_in(&body).into_iter().next() else {
+            return ResponseTemplate::new(500).set_body_string("the request names no ref");
+        };
+        ResponseTemplate::new(200).set_body_json(json!({
+            "id": "chatcmpl-fetch",
+            "object": "chat.completion",
+            "created": 1_770_000_000,
+            "model": "test-model",
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": "Reading the log.", "tool_calls": [{
+                    "id": "call_fetch", "type": "function", "function": {
+                        "name": "fetch_original_data",
+                        "arguments": json!({"ref_ids": [id.to_string()], "grep": "error"}).to_string()
+                    }
+                }]},
+                "finish_reason": "tool_calls"
+            }],
+            "usage": {"prompt_tokens": 1_500, "completion_tokens": 30, "total_tokens": 1_530}
+        }))
+    }
+}
+
+#[tokio::test]
+async fn a_call_of_skalds_fetch_is_run_in_a_hidden_round_and_the_turn_goes_on_to_the_answer() {
+    let (sessions, refs) = stores();
+    seed(&sessions, &[6_000, 6_000]);
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(FetchFirstRef {
+            calls: Mutex::new(0),
+        })
+        .mount(&server)
+        .await;
+    let env = Env {
+        sessions,
+        refs,
+        model: client(&server, 1),
+        server,
+    };
+    let mut setup = Setup::new(200_000, 1_024);
+    setup.policy = Policy::preset("sccs").unwrap();
+    let summarizer = ExtractiveSummarizer::default();
+    let outcome = run(&env, &setup, &summarizer, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.response.text(),
+        "Build 1 fails: undefined reference to `ledger_total`."
+    );
+    assert_eq!(outcome.recovery.attempts, 2);
+    let sent = bodies(&env.server).await;
+    assert_eq!(sent.len(), 2);
+    for body in &sent {
+        assert_wire_clean(body);
+    }
+    // The second call continues from skald's round: the fetch call, then its result.
+    let second = sent_messages(&sent[1]);
+    let fetched = &second[second.len() - 1];
+    assert_eq!(fetched.role, Role::ToolResult);
+    let Block::ToolResult(result) = &fetched.content[0] else {
+        panic!("a tool result: {fetched:?}");
+    };
+    assert_eq!(result.call_id, "call_fetch");
+    let text: String = result
+        .content
+        .iter()
+        .map(|block| match block {
+            Block::Text(text) => text.text.as_str(),
+            Block::Image(_)
+            | Block::Thinking(_)
+            | Block::ToolCall(_)
+            | Block::ToolResult(_)
+            | Block::Opaque(_) => "",
+        })
+        .collect();
+    assert!(
+        text.contains("error: linker failed at /srv/app/src/main_"),
+        "the fetched original's error line: {text}"
+    );
+    assert_eq!(
+        second[second.len() - 2].tool_calls().next().unwrap().name,
+        "fetch_original_data"
+    );
+    // The session keeps the hidden round before the answer, whose leaf it is.
+    let context = env
+        .sessions
+        .context(&tenant_named(TENANT), &session_named(SESSION), None)
+        .unwrap();
+    let last = context.last().unwrap();
+    assert_eq!(
+        last.plain_text(),
+        "Build 1 fails: undefined reference to `ledger_total`."
+    );
+    assert!(
+        context[context.len() - 3]
+            .tool_calls()
+            .any(|call| call.name == "fetch_original_data")
+    );
+}

@@ -140,8 +140,7 @@ macro_rules! with_loop {
             agents_md: None,
             settings: &settings,
         });
-        let mut $turn_loop =
-            TurnLoop::new(&engine, &prepare, engine.memory_hooks(false, None), None).unwrap();
+        let mut $turn_loop = TurnLoop::new(&prepare, engine.memory_hooks(false, None)).unwrap();
         $body
     }};
 }
@@ -280,7 +279,7 @@ async fn an_error_that_is_not_an_overflow_is_passed_on_and_an_unrecoverable_over
         );
         assert!(matches!(
             turn_loop.on_failed_call(&mut turn, limited, &cancel).await,
-            FailedCall::PassOn
+            FailedCall::PassOn(_)
         ));
         // One short message: nothing to compact and nothing to truncate.
         let overflow = LlmError::from_provider(

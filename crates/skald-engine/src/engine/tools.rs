@@ -19,9 +19,13 @@ use skald_core::message::{Block, ToolSpec};
 use skald_core::pipeline::offload::FETCH_TOOL_NAME;
 use skald_core::refs::{RefPayload, placeholder};
 
+use skald_llm::Embedder;
+use skald_store::RefStore;
+use skald_store::memories::MemoryStore;
+
 use super::Engine;
-use crate::EngineError;
-use crate::memory::{MemoryIdentity, execute_search_docs};
+use crate::memory::{MemoryIdentity, execute_memory_tool, execute_search_docs};
+use crate::{EngineError, execute_fetch};
 
 /// One skald tool call, run.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,12 +82,7 @@ impl Engine {
     /// `skald add`). The proxy offers the memory tools only: `search_docs` is for a host that
     /// runs skald's tools itself (MCP, the OpenClaw plugin).
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
-        let mut specs = vec![fetch_tool_spec()];
-        if self.config().memory.enabled {
-            specs.extend(memory_tool_specs());
-            specs.push(search_docs_spec());
-        }
-        specs
+        skald_tool_specs(self.config().memory.enabled)
     }
 
     /// Checks a call's arguments against the tool's schema without running it: `Err` says what
@@ -122,57 +121,112 @@ impl Engine {
         name: &str,
         arguments: &Value,
     ) -> ToolRun {
-        let started = Instant::now();
-        let (text, is_error) = if name == FETCH_TOOL_NAME {
-            let output = self.fetch(tenant, arguments);
-            let failed = output.is_error();
-            (output.text, failed)
-        } else if name == SEARCH_DOCS_TOOL_NAME {
-            match identity {
-                Some(identity) if self.config().memory.enabled => {
-                    let embedder = self.config().embedder.as_deref();
-                    let output =
-                        execute_search_docs(self.memories(), embedder, tenant, identity, arguments)
-                            .await;
-                    (output.text, output.is_error)
-                }
-                _ => (
-                    format!("{name}: memory is not enabled on this server"),
-                    true,
-                ),
+        let memory_enabled = self.config().memory.enabled;
+        let memory = identity
+            .filter(|_| memory_enabled)
+            .map(|identity| ToolMemory {
+                store: self.memories(),
+                embedder: self.config().embedder.as_deref(),
+                identity,
+            });
+        run_skald_tool(self.refs(), memory_enabled, memory, tenant, name, arguments).await
+    }
+}
+
+/// skald's tools: `fetch_original_data`, then with memory on the memory tools and `search_docs`.
+fn skald_tool_specs(memory_enabled: bool) -> Vec<ToolSpec> {
+    let mut specs = vec![fetch_tool_spec()];
+    if memory_enabled {
+        specs.extend(memory_tool_specs());
+        specs.push(search_docs_spec());
+    }
+    specs
+}
+
+/// The memories skald's memory tools work on.
+#[derive(Clone, Copy)]
+pub(crate) struct ToolMemory<'a> {
+    pub store: &'a dyn MemoryStore,
+    pub embedder: Option<&'a dyn Embedder>,
+    pub identity: &'a MemoryIdentity,
+}
+
+/// Runs one call of a skald tool: `fetch_original_data` against `refs`, the memory tools and
+/// `search_docs` against `memory` (none: memory is not on for the call). The one executor of
+/// skald's tools, for [`Engine::run_tool`] and the turn loop.
+pub(crate) async fn run_skald_tool(
+    refs: &dyn RefStore,
+    memory_enabled: bool,
+    memory: Option<ToolMemory<'_>>,
+    tenant: &Tenant,
+    name: &str,
+    arguments: &Value,
+) -> ToolRun {
+    let started = Instant::now();
+    let not_enabled = || {
+        (
+            format!("{name}: memory is not enabled on this server"),
+            true,
+        )
+    };
+    let (text, is_error) = if name == FETCH_TOOL_NAME {
+        let output = execute_fetch(refs, tenant, arguments);
+        let failed = output.is_error();
+        (output.text, failed)
+    } else if name == SEARCH_DOCS_TOOL_NAME {
+        match memory {
+            Some(memory) => {
+                let output = execute_search_docs(
+                    memory.store,
+                    memory.embedder,
+                    tenant,
+                    memory.identity,
+                    arguments,
+                )
+                .await;
+                (output.text, output.is_error)
             }
-        } else if is_memory_tool(name) {
-            match identity {
-                Some(identity) if self.config().memory.enabled => {
-                    let output = self.memory_tool(tenant, identity, name, arguments).await;
-                    (output.text, output.is_error)
-                }
-                _ => (
-                    format!("{name}: memory is not enabled on this server"),
-                    true,
-                ),
-            }
-        } else {
-            let known: Vec<String> = self.tool_specs().into_iter().map(|s| s.name).collect();
-            (
-                format!(
-                    "unknown tool {name:?}: skald's tools are {}",
-                    known.join(", ")
-                ),
-                true,
-            )
-        };
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).ok();
-        let report = ToolCallReport::new(
-            name.to_owned(),
-            !is_error,
-            duration_ms,
-            is_error.then(|| text.chars().take(200).collect()),
-        );
-        ToolRun {
-            text,
-            is_error,
-            report,
+            None => not_enabled(),
         }
+    } else if is_memory_tool(name) {
+        match memory {
+            Some(memory) => {
+                let output = execute_memory_tool(
+                    memory.store,
+                    memory.embedder,
+                    tenant,
+                    memory.identity,
+                    name,
+                    arguments,
+                )
+                .await;
+                (output.text, output.is_error)
+            }
+            None => not_enabled(),
+        }
+    } else {
+        let known: Vec<String> = skald_tool_specs(memory_enabled)
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        (
+            format!(
+                "unknown tool {name:?}: skald's tools are {}",
+                known.join(", ")
+            ),
+            true,
+        )
+    };
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).ok();
+    let report = ToolCallReport::new(
+        name.to_owned(),
+        !is_error,
+        duration_ms,
+        is_error.then(|| text.chars().take(200).collect()),
+    );
+    ToolRun {
+        text,
+        is_error,
+        report,
     }
 }

@@ -271,7 +271,7 @@ fn leading_messages(messages: &[Message], matched: usize) -> usize {
 
 /// Notes the session's state after a write of the turn's own (hidden entries), so the next
 /// request's sync still takes the fast path.
-fn note_write(
+pub(crate) fn note_write(
     state: &mut SessionState,
     sessions: &dyn SessionStore,
     tenant: &Tenant,

@@ -13,7 +13,6 @@
 
 use std::collections::HashSet;
 
-use skald_core::ids::Tenant;
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{
     Block, ContentForm, Extra, Message, MessageMeta, Role, StopReason, ToolCall, ToolResult,
@@ -21,13 +20,13 @@ use skald_core::message::{
 use skald_llm::LlmError;
 use tokio_util::sync::CancellationToken;
 
-use super::{Engine, Turn};
-use crate::memory::MemoryIdentity;
+use super::tools::{ToolMemory, run_skald_tool};
+use super::turn::note_write;
 use crate::recovery::{
     CallSize, MemoryHooks, OverflowSource, PrepareContext, RecoveryAction, RecoveryError,
     RecoveryReport, TurnDriver,
 };
-use crate::{EngineError, PreparedCall};
+use crate::{EngineError, PreparedCall, SessionState, ingest};
 
 /// Model calls one request may make to answer skald's own tool calls before the answer goes to
 /// the client as it is (without those calls).
@@ -63,8 +62,9 @@ impl SkaldTools {
 /// What to do after a call the provider refused.
 #[derive(Debug)]
 pub enum FailedCall {
-    /// Not an overflow: the client gets the provider's error as it came.
-    PassOn,
+    /// Not an overflow: the client gets the provider's error as it came (end the turn with
+    /// [`TurnLoop::failed`] when it is the caller's own).
+    PassOn(LlmError),
     /// An overflow the session was made smaller for (or the call had just been compacted):
     /// prepare and send again.
     Retry(RecoveryAction),
@@ -126,11 +126,14 @@ pub struct StreamedRound {
 
 /// One request's model calls (see the module docs). Built by the caller over the
 /// [`PrepareContext`] and [`MemoryHooks`] of its turn ([`Engine::prepare_context`],
-/// [`Engine::memory_hooks`]).
+/// [`Engine::memory_hooks`]); its methods take the session's state the caller holds (a
+/// [`Turn`](super::Turn) dereferences to it).
+///
+/// [`Engine::prepare_context`]: super::Engine::prepare_context
+/// [`Engine::memory_hooks`]: super::Engine::memory_hooks
 pub struct TurnLoop<'c> {
-    engine: &'c Engine,
-    tenant: &'c Tenant,
-    identity: Option<&'c MemoryIdentity>,
+    ctx: &'c PrepareContext<'c>,
+    memory: MemoryHooks<'c>,
     driver: TurnDriver<'c>,
     /// Hidden rounds run so far.
     rounds: u32,
@@ -143,7 +146,8 @@ pub struct TurnLoop<'c> {
 impl std::fmt::Debug for TurnLoop<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TurnLoop")
-            .field("tenant", &self.tenant)
+            .field("tenant", &self.ctx.tenant)
+            .field("session", &self.ctx.session_id)
             .field("rounds", &self.rounds)
             .field("offered", &self.offered)
             .finish_non_exhaustive()
@@ -151,19 +155,16 @@ impl std::fmt::Debug for TurnLoop<'_> {
 }
 
 impl<'c> TurnLoop<'c> {
-    /// The loop of one request: `prepare` and `memory` as for a [`TurnDriver`], `identity` whose
-    /// memories skald's memory tools work on (memory on for the request). Refuses recovery
-    /// settings that cannot work.
+    /// The loop of one request: `prepare` and `memory` as for a [`TurnDriver`]. With a recall
+    /// hook, skald's memory tools work on its store for its identity, and the tool statistics
+    /// are kept. Refuses recovery settings that cannot work.
     pub fn new(
-        engine: &'c Engine,
         prepare: &'c PrepareContext<'c>,
         memory: MemoryHooks<'c>,
-        identity: Option<&'c MemoryIdentity>,
     ) -> Result<TurnLoop<'c>, RecoveryError> {
         Ok(TurnLoop {
-            engine,
-            tenant: prepare.tenant,
-            identity,
+            ctx: prepare,
+            memory,
             driver: TurnDriver::new(prepare, memory)?,
             rounds: 0,
             offered: SkaldTools::default(),
@@ -175,10 +176,10 @@ impl<'c> TurnLoop<'c> {
     /// towards the recovery's `max_iterations`.
     pub async fn prepare(
         &mut self,
-        turn: &mut Turn,
+        state: &mut SessionState,
         cancel: &CancellationToken,
     ) -> Result<PreparedCall, RecoveryError> {
-        let call = self.driver.prepare(turn, cancel).await?;
+        let call = self.driver.prepare(state, cancel).await?;
         self.offered = SkaldTools::new(call.offered_tools.iter().map(|tool| tool.name.clone()));
         self.last_call = Some(call.size());
         Ok(call)
@@ -198,15 +199,15 @@ impl<'c> TurnLoop<'c> {
     /// (seed 003 §4), anything else goes back to the client.
     pub async fn on_failed_call(
         &mut self,
-        turn: &mut Turn,
+        state: &mut SessionState,
         error: LlmError,
         cancel: &CancellationToken,
     ) -> FailedCall {
         if !error.is_context_overflow() {
-            return FailedCall::PassOn;
+            return FailedCall::PassOn(error);
         }
         match self
-            .recover(turn, error, OverflowSource::PromptError, cancel)
+            .recover(state, error, OverflowSource::PromptError, cancel)
             .await
         {
             Ok(action) => FailedCall::Retry(action),
@@ -218,16 +219,16 @@ impl<'c> TurnLoop<'c> {
     /// from, skald's calls run and recorded. `Err` is a failure to record skald's round.
     pub async fn on_whole_answer(
         &mut self,
-        turn: &mut Turn,
+        state: &mut SessionState,
         answer: &Message,
         cancel: &CancellationToken,
     ) -> Result<WholeAnswer, EngineError> {
         let (skald_calls, client_calls) = self.partition(answer);
-        observe(turn, answer, &skald_calls);
+        observe(state, answer, &skald_calls);
         if let Some(error) = skald_llm::overflow::assistant_error_overflow(answer) {
             return Ok(
                 match self
-                    .recover(turn, error, OverflowSource::AssistantError, cancel)
+                    .recover(state, error, OverflowSource::AssistantError, cancel)
                     .await
                 {
                     Ok(action) => WholeAnswer::Retry(action),
@@ -238,7 +239,7 @@ impl<'c> TurnLoop<'c> {
         let ran = skald_calls.len();
         Ok(
             match self
-                .run_round(turn, answer, skald_calls, client_calls)
+                .run_round(state, answer, skald_calls, client_calls)
                 .await?
             {
                 Round::None => WholeAnswer::Final { skald_calls_ran: 0 },
@@ -257,18 +258,18 @@ impl<'c> TurnLoop<'c> {
     /// skald's round.
     pub async fn on_streamed_answer(
         &mut self,
-        turn: &mut Turn,
+        state: &mut SessionState,
         round: StreamedRound,
     ) -> Result<StreamedAnswer, EngineError> {
         let mut said = Message::new(Role::Assistant, round.content);
         said.meta.usage = round.usage;
         // What the client was streamed: the round's text and thinking (its own calls went to it
         // as they came, skald's were held back).
-        observe(turn, &said, &[]);
+        observe(state, &said, &[]);
         let ran = round.skald_calls.len();
         Ok(
             match self
-                .run_round(turn, &said, round.skald_calls, round.client_calls)
+                .run_round(state, &said, round.skald_calls, round.client_calls)
                 .await?
             {
                 Round::None | Round::Final => StreamedAnswer::Final {
@@ -299,7 +300,7 @@ impl<'c> TurnLoop<'c> {
     /// round: the model's next call sees them, the client's next sync skips them.
     async fn run_round(
         &mut self,
-        turn: &mut Turn,
+        state: &mut SessionState,
         answer: &Message,
         skald_calls: Vec<ToolCall>,
         client_calls: usize,
@@ -315,10 +316,10 @@ impl<'c> TurnLoop<'c> {
             messages.push(result);
             reports.push(report);
         }
-        turn.record_hidden(messages)?;
-        if let Some(identity) = self.identity {
-            turn.record_tool_statistics(identity, &reports);
-        }
+        let ctx = self.ctx;
+        ingest::append_hidden(state, ctx.sessions, ctx.tenant, ctx.session_id, messages)?;
+        note_write(state, ctx.sessions, ctx.tenant, ctx.session_id)?;
+        self.record_tool_statistics(&reports);
         self.rounds += 1;
         // The client's tools too, or no rounds left: the client gets the answer without skald's
         // calls. Its text and thinking come back in the client's next request, but the model's
@@ -333,10 +334,20 @@ impl<'c> TurnLoop<'c> {
 
     /// One skald call, run by the engine's one executor of skald's tools.
     async fn run_call(&self, call: &ToolCall) -> (Message, ToolCallReport) {
-        let run = self
-            .engine
-            .run_tool(self.tenant, self.identity, &call.name, &call.arguments)
-            .await;
+        let memory = self.memory.recall.map(|recall| ToolMemory {
+            store: recall.store,
+            embedder: recall.embedder,
+            identity: recall.identity,
+        });
+        let run = run_skald_tool(
+            self.ctx.refs,
+            memory.is_some(),
+            memory,
+            self.ctx.tenant,
+            &call.name,
+            &call.arguments,
+        )
+        .await;
         let result = Message::new(
             Role::ToolResult,
             vec![Block::ToolResult(ToolResult {
@@ -352,9 +363,43 @@ impl<'c> TurnLoop<'c> {
         (result, run.report)
     }
 
+    /// Adds `reports` to the agent's tool statistics (memory on); a failure to record them is
+    /// logged, never the request's.
+    fn record_tool_statistics(&self, reports: &[ToolCallReport]) {
+        let Some(recall) = self.memory.recall else {
+            return;
+        };
+        if reports.is_empty() {
+            return;
+        }
+        if let Err(error) = crate::memory::record_tool_reports(
+            recall.store,
+            self.ctx.tenant,
+            recall.identity.agent(),
+            reports,
+        ) {
+            tracing::warn!(%error, "recording tool statistics failed");
+        }
+    }
+
+    /// Ends the turn on a provider failure that is not an overflow (see [`TurnDriver::failed`]).
+    pub fn failed(self, error: LlmError) -> RecoveryError {
+        self.driver.failed(error)
+    }
+
+    /// Ends the turn because the caller cancelled.
+    pub fn aborted(self) -> RecoveryError {
+        self.driver.aborted()
+    }
+
+    /// What recovery did during the turn.
+    pub fn into_report(self) -> RecoveryReport {
+        self.driver.into_report()
+    }
+
     async fn recover(
         &mut self,
-        turn: &mut Turn,
+        state: &mut SessionState,
         error: LlmError,
         source: OverflowSource,
         cancel: &CancellationToken,
@@ -363,7 +408,9 @@ impl<'c> TurnLoop<'c> {
             request_tokens: 0,
             message_tokens: 0,
         });
-        self.driver.recover(turn, size, error, source, cancel).await
+        self.driver
+            .recover(state, size, error, source, cancel)
+            .await
     }
 }
 
@@ -380,12 +427,12 @@ enum Round {
 /// Feeds the provider's count of the call to calibration and remembers the answer's usage for
 /// the message the client will send back (the answer as the client gets it: without skald's
 /// calls).
-fn observe(turn: &mut Turn, answer: &Message, skald_calls: &[ToolCall]) {
+fn observe(state: &mut SessionState, answer: &Message, skald_calls: &[ToolCall]) {
     if let Some(usage) = answer.meta.usage {
-        turn.observe_usage(usage.total_input());
+        state.observe_usage(usage.total_input());
     }
     if skald_calls.is_empty() {
-        turn.remember_answer_usage(answer);
+        state.remember_answer_usage(answer);
         return;
     }
     let mut seen = answer.clone();
@@ -397,7 +444,7 @@ fn observe(turn: &mut Turn, answer: &Message, skald_calls: &[ToolCall]) {
         | Block::ToolResult(_)
         | Block::Opaque(_) => true,
     });
-    turn.remember_answer_usage(&seen);
+    state.remember_answer_usage(&seen);
 }
 
 /// An assistant message for the session holding `calls` after what the answer said (its text,

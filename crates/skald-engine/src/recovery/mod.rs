@@ -27,10 +27,12 @@
 //! ([`RecallHook`]: the session-start profile and listing, the turn's recalled memories and the
 //! memory tools, given to each call and never stored).
 //!
-//! [`TurnDriver`] is the same turn for a caller that sends the requests itself (the proxy, which
-//! forwards raw JSON and streams the answer): it prepares each call ([`PrepareContext`], no
-//! model needed) and takes the overflow decisions; [`complete_turn_with_memory`] is its loop
-//! around a [`ChatModel`].
+//! [`TurnDriver`] prepares each call ([`PrepareContext`], no model needed) and takes the
+//! overflow decisions; the engine's [`TurnLoop`] is the whole turn on top of it for any caller —
+//! the proxy, which forwards raw JSON and streams the answer, drives it with its own I/O, and
+//! [`complete_turn_with_memory`] drives it with a [`ChatModel`]. Either way a call of skald's own
+//! tools (`fetch_original_data`, the memory tools) is run and recorded as a hidden round and the
+//! turn goes on to the model's next answer, up to the loop's round cap.
 //!
 //! What the user gave is never lost: compaction appends a checkpoint, truncation forks a branch
 //! (the old one stays readable), and nothing is written after the caller cancels.
@@ -92,7 +94,7 @@ use skald_core::compaction::{
 };
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::tools::{is_memory_tool, tool_specs as memory_tool_specs};
-use skald_core::message::{ToolSpec, Usage};
+use skald_core::message::{Block, ToolSpec, Usage};
 use skald_core::pipeline::TruncateSettings;
 use skald_core::pipeline::policy::Policy;
 use skald_core::pipeline::truncate::TruncateSettingsError;
@@ -106,6 +108,7 @@ use tokio_util::sync::CancellationToken;
 use crate::EngineError;
 use crate::assemble::AssembleReport;
 use crate::compact::{CompactRequest, Compaction, SpanArchive, compact_and_archive};
+use crate::engine::{FailedCall, TurnLoop, WholeAnswer};
 use crate::memory::RecallReport;
 use crate::memory_write::{ArchiveOutcome, MemoryWriter, UploadDriver, UploadStep};
 use crate::session::SessionState;
@@ -285,8 +288,10 @@ pub struct PrepareContext<'a> {
     pub settings: &'a RecoverySettings,
 }
 
-/// Makes one model call for the session's current context and recovers from overflow (see the
-/// module docs). On success the answer is appended to the session as a child of its leaf.
+/// Makes the model calls of one turn for the session's current context, recovering from
+/// overflow and running skald's own tool calls in hidden rounds (see the module docs). The
+/// answer is appended to the session as a child of its leaf (after skald's rounds, without
+/// skald's calls).
 pub async fn complete_turn(
     ctx: &TurnContext<'_>,
     state: &mut SessionState,
@@ -329,39 +334,53 @@ pub async fn complete_turn_with_memory(
     cancel: &CancellationToken,
 ) -> Result<TurnOutcome, RecoveryError> {
     let prepare = ctx.prepare_context();
-    let mut driver = TurnDriver::new(&prepare, memory)?;
+    let mut turn = TurnLoop::new(&prepare, memory)?;
     loop {
-        let mut call = driver.prepare(state, cancel).await?;
+        let mut call = turn.prepare(state, cancel).await?;
         call.request.max_output_tokens = ctx.max_output_tokens;
         call.request.temperature = ctx.temperature;
-        let (error, source) = match ctx.model.complete(&call.request, cancel).await {
-            Ok(response) => match response.overflow_error() {
-                Some(error) => (error, OverflowSource::AssistantError),
-                None => {
-                    if cancel.is_cancelled() {
-                        return Err(driver.aborted());
-                    }
-                    // The provider's count of what was sent calibrates the next turn's.
-                    if let Some(usage) = response.message.meta.usage {
-                        state.observe_usage(usage.total_input());
-                    }
-                    let entry = ctx.sessions.append_message(
-                        ctx.tenant,
-                        ctx.session_id,
-                        response.message.clone(),
-                    )?;
-                    return Ok(TurnOutcome {
-                        response,
-                        entry_id: entry.id,
-                        recovery: driver.into_report(),
+        let mut response = match ctx.model.complete(&call.request, cancel).await {
+            Ok(response) => response,
+            Err(error) => match turn.on_failed_call(state, error, cancel).await {
+                FailedCall::PassOn(error) => return Err(turn.failed(error)),
+                FailedCall::Retry(_) => continue,
+                FailedCall::GaveUp(error) => return Err(error),
+            },
+        };
+        drop(call);
+        if cancel.is_cancelled() && response.overflow_error().is_none() {
+            return Err(turn.aborted());
+        }
+        match turn
+            .on_whole_answer(state, &response.message, cancel)
+            .await?
+        {
+            WholeAnswer::Final { skald_calls_ran } => {
+                if skald_calls_ran > 0 {
+                    // skald's calls are in the session as the hidden round before this answer.
+                    let skald = turn.skald_tools();
+                    response.message.content.retain(|block| match block {
+                        Block::ToolCall(call) => !skald.contains(&call.name),
+                        Block::Text(_)
+                        | Block::Image(_)
+                        | Block::Thinking(_)
+                        | Block::ToolResult(_)
+                        | Block::Opaque(_) => true,
                     });
                 }
-            },
-            Err(error) if error.is_context_overflow() => (error, OverflowSource::PromptError),
-            Err(error) => return Err(driver.failed(error)),
-        };
-        driver
-            .recover(state, call.size(), error, source, cancel)
-            .await?;
+                let entry = ctx.sessions.append_message(
+                    ctx.tenant,
+                    ctx.session_id,
+                    response.message.clone(),
+                )?;
+                return Ok(TurnOutcome {
+                    response,
+                    entry_id: entry.id,
+                    recovery: turn.into_report(),
+                });
+            }
+            WholeAnswer::Continue { .. } | WholeAnswer::Retry(_) => {}
+            WholeAnswer::GaveUp(error) => return Err(error),
+        }
     }
 }

@@ -127,7 +127,7 @@ impl Exchange {
         prepare: &'c PrepareContext<'c>,
         memory: MemoryHooks<'c>,
     ) -> Result<TurnLoop<'c>, RecoveryError> {
-        TurnLoop::new(&self.state.engine, prepare, memory, self.identity.as_ref())
+        TurnLoop::new(prepare, memory)
     }
 
     /// Whether the client asked Anthropic for extended thinking (`thinking` of type `enabled`
@@ -270,7 +270,7 @@ impl Exchange {
             let failed = turn_loop.on_failed_call(session, error, cancel).await;
             self.note_report(turn_loop.report(), noted);
             match failed {
-                FailedCall::PassOn => return Err(raw_response(status, headers, body)),
+                FailedCall::PassOn(_) => return Err(raw_response(status, headers, body)),
                 FailedCall::Retry(action) => {
                     Metrics::outcome(&metrics.overflow_recoveries, action_name(action))
                 }
