@@ -67,11 +67,12 @@ pub use assemble::{AssembleReport, AssembleRequest, Assembled, StageTimings, ass
 pub use blocking::blocking;
 pub use compact::error_with_causes;
 pub use engine::{
-    AssembleInput, Assembly, Bootstrap, BootstrapSource, BudgetFit, CompactInput,
-    DEFAULT_MAX_CACHED_BYTES, DEFAULT_WINDOW_TOKENS, Engine, EngineConfig, MAX_CACHED_SESSIONS,
-    MemoryDefaults, OffloadedOutput, OpenError, OwnedSlotGuard, PrepareInput, PromptRecall,
-    ReplayEstimate, SessionBusy, SessionCache, SessionExport, SessionOverview, SessionSlot,
-    SlotGuard, Stores, Synced, ToolRun, TranscriptCompaction, Turn, View, ViewOptions,
+    AssembleInput, Assembly, Bootstrap, BootstrapSource, BringInError, BroughtIn, BudgetFit,
+    CompactInput, DEFAULT_MAX_CACHED_BYTES, DEFAULT_WINDOW_TOKENS, DetachedCall, Engine,
+    EngineConfig, MAX_CACHED_SESSIONS, MemoryDefaults, OffloadedOutput, OpenError, OwnedSlotGuard,
+    PrepareInput, PromptRecall, ReplayEstimate, SessionBusy, SessionCache, SessionExport,
+    SessionOverview, SessionSlot, SlotGuard, Stores, Synced, ToolRun, TranscriptCompaction, Turn,
+    View, ViewOptions,
 };
 pub use engine::{
     FailedCall, MAX_TOOL_ROUNDS, SkaldTools, StreamedAnswer, StreamedRound, TurnLoop, WholeAnswer,

@@ -2,7 +2,9 @@
 //! I/O drives them (the proxy), the answers scripted. skald's own tool calls run as a hidden
 //! round the next call sees, a mixed answer goes to the client without them, the round cap
 //! ends a loop of skald's calls, an overflow is recovered from or given up on, anything else is
-//! passed on, and a streamed round continues the same way.
+//! passed on, and a streamed round continues the same way. Around it: a client's request brought
+//! into its session (`Turn::bring_in`), skald's system addition kept apart from the host's
+//! prompt, and a call prepared detached from any session (a token count).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
@@ -92,8 +94,12 @@ fn answer(blocks: Vec<Block>) -> Message {
 
 /// The ref of the log the session's view names.
 fn offloaded_ref(call: &PreparedCall) -> String {
-    call.request
-        .messages
+    offloaded_ref_in(&call.request.messages)
+}
+
+/// The first ref a tool result of `messages` names.
+fn offloaded_ref_in(messages: &[Message]) -> String {
+    messages
         .iter()
         .flat_map(|message| {
             message.content.iter().flat_map(|block| match block {
@@ -359,4 +365,108 @@ async fn a_streamed_round_of_skalds_calls_continues_and_a_plain_one_ends() {
             .unwrap();
         assert_eq!(step, StreamedAnswer::Final { skald_calls_ran: 0 });
     });
+}
+
+#[tokio::test]
+async fn a_prepared_call_carries_skalds_system_addition_apart_from_the_hosts_prompt() {
+    let cancel = CancellationToken::new();
+    with_loop!(engine_with_offloaded_log().await, |turn_loop, turn| {
+        let call = turn_loop.prepare(&mut turn, &cancel).await.unwrap();
+        let addition = call
+            .system_addition
+            .clone()
+            .expect("the REF_ID instruction");
+        assert!(addition.contains("REF_ID"), "{addition}");
+        assert_eq!(
+            call.request.system.as_deref(),
+            Some(format!("You are a build assistant.\n\n{addition}").as_str())
+        );
+    });
+}
+
+#[tokio::test]
+async fn a_request_continuing_from_an_unknown_response_is_refused_and_changes_nothing() {
+    let engine = engine_with_offloaded_log().await;
+    let (tenant, session) = (tenant(), session_id());
+    let before = engine.load_session(&tenant, &session).unwrap();
+    let mut turn = engine.begin_turn(&tenant, &session).await;
+    let refused = turn.bring_in(
+        vec![Message::text(Role::User, "and now?")],
+        Some("resp_unknown"),
+        "openai-responses",
+        None,
+    );
+    assert!(
+        matches!(&refused, Err(skald_engine::BringInError::UnknownResponse { response_id })
+            if response_id == "resp_unknown"),
+        "{refused:?}"
+    );
+    drop(turn);
+    let after = engine.load_session(&tenant, &session).unwrap();
+    assert_eq!(after.entries().len(), before.entries().len());
+
+    let mut turn = engine.begin_turn(&tenant, &session).await;
+    let brought = turn
+        .bring_in(
+            vec![
+                Message::text(Role::System, "You are a build assistant."),
+                Message::text(Role::User, "why does the build fail?"),
+            ],
+            None,
+            "openai",
+            None,
+        )
+        .unwrap();
+    assert_eq!(brought.messages.len(), 2);
+    assert_eq!(brought.synced.matched, 2, "{:?}", brought.synced);
+}
+
+#[tokio::test]
+async fn a_detached_call_is_prepared_without_a_session_and_leaves_the_hosts_tools_to_it() {
+    let engine = Engine::in_memory(EngineConfig::new(Policy::preset("sccs").unwrap())).unwrap();
+    let conversation = vec![
+        Message::text(Role::User, "count this"),
+        Message::new(
+            Role::Assistant,
+            vec![Block::ToolCall(tool_call(
+                "c1",
+                "bash",
+                json!({"command": "make"}),
+            ))],
+        ),
+        Message::new(
+            Role::ToolResult,
+            vec![Block::ToolResult(ToolResult {
+                call_id: "c1".into(),
+                tool_name: Some("bash".into()),
+                content: vec![Block::text(build_log())],
+                content_form: ContentForm::Blocks,
+                is_error: None,
+                details: None,
+                extra: Extra::new(),
+            })],
+        ),
+    ];
+    let own_fetch = [json!({"name": FETCH_TOOL_NAME, "input_schema": {"type": "object"}})];
+    let call = engine
+        .prepare_detached(&tenant(), conversation.clone(), &own_fetch, true, 0)
+        .unwrap();
+    assert!(call.system_addition.is_some());
+    let names: Vec<&str> = call
+        .skald_tools
+        .iter()
+        .filter_map(|tool| tool.pointer("/function/name").and_then(Value::as_str))
+        .collect();
+    assert!(!names.contains(&FETCH_TOOL_NAME), "{names:?}");
+    assert!(names.contains(&"search_memories"), "{names:?}");
+    let offloaded = offloaded_ref_in(&call.messages);
+    assert!(
+        engine
+            .read_ref(
+                &tenant(),
+                &skald_core::refs::RefId::parse(&offloaded).unwrap()
+            )
+            .is_ok()
+    );
+    assert!(engine.list_sessions(&tenant()).unwrap().is_empty());
 }

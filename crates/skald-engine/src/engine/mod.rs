@@ -74,12 +74,12 @@ pub use sessions::{
     ViewOptions,
 };
 pub use tools::{OffloadedOutput, ToolRun};
-pub use turn::{SessionBusy, Synced, Turn};
+pub use turn::{BringInError, BroughtIn, SessionBusy, Synced, Turn};
 pub use turn_loop::{
     FailedCall, MAX_TOOL_ROUNDS, SkaldTools, StreamedAnswer, StreamedRound, TurnLoop, WholeAnswer,
     hidden_assistant,
 };
-pub use turns::{CompactInput, PrepareInput};
+pub use turns::{CompactInput, DetachedCall, PrepareInput};
 
 /// Sessions whose state is kept in memory at most, by default
 /// ([`EngineConfig::max_cached_sessions`]). The state is a cache (memoised decisions, the

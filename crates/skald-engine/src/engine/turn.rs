@@ -38,6 +38,30 @@ pub struct Synced {
     pub fast: bool,
 }
 
+/// A client's request brought into its session ([`Turn::bring_in`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BroughtIn {
+    /// The whole conversation as the client means it (with what a `previous_response_id` stood
+    /// for).
+    pub messages: Vec<Message>,
+    /// What the sync did.
+    pub synced: Synced,
+}
+
+/// Why a client's request could not be brought into its session; nothing was changed.
+#[derive(Debug, thiserror::Error)]
+pub enum BringInError {
+    /// The request continues from an answer the session does not hold.
+    #[error("previous_response_id {response_id:?} is not an answer skald recorded in the session")]
+    UnknownResponse {
+        /// The id the client sent.
+        response_id: String,
+    },
+    /// Reading or writing the session failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
 /// One request's hold on its session (see the module docs). Dereferences to the session's
 /// state, which a [`TurnDriver`](crate::TurnDriver) prepares calls with.
 pub struct Turn {
@@ -135,6 +159,42 @@ impl Turn {
             messages,
             source_format,
         )
+    }
+
+    /// Brings a client's request into the session: `messages` as the client sent them (its
+    /// system prompt first), continued from the answer recorded under `previous_response_id`
+    /// when the client sends only what is new (a Responses client with `store` on: the
+    /// conversation up to that answer goes between the client's prompt and its new messages),
+    /// synced ([`Turn::sync`]), and the results of the client's own tool calls among what it
+    /// brought added to `identity`'s tool statistics (memory on). Returns the whole conversation
+    /// as the client means it.
+    pub fn bring_in(
+        &mut self,
+        messages: Vec<Message>,
+        previous_response_id: Option<&str>,
+        source_format: &str,
+        identity: Option<&MemoryIdentity>,
+    ) -> Result<BroughtIn, BringInError> {
+        let messages = match previous_response_id {
+            None => messages,
+            Some(previous) => {
+                let earlier = self
+                    .conversation_before_response(previous)?
+                    .ok_or_else(|| BringInError::UnknownResponse {
+                        response_id: previous.to_owned(),
+                    })?;
+                let prompt = ingest::prompt_len(&messages);
+                let mut whole: Vec<Message> = messages.get(..prompt).unwrap_or_default().to_vec();
+                whole.extend(earlier);
+                whole.extend(messages.into_iter().skip(prompt));
+                whole
+            }
+        };
+        let synced = self.sync(&messages, source_format)?;
+        if let Some(identity) = identity {
+            self.record_client_tool_results(identity, &messages, synced);
+        }
+        Ok(BroughtIn { messages, synced })
     }
 
     /// The client's conversation up to and including the answer recorded under `response_id`

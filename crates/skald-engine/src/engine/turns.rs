@@ -1,8 +1,9 @@
 //! The turn use cases of [`Engine`]: compaction ([`Engine::compact`]: compact, archive the
 //! span, report), a finished turn ([`Engine::after_turn`]), the executor of skald's fetch tool
 //! ([`Engine::fetch`]), and what a caller that sends the model calls itself (the proxy) needs
-//! to drive a [`TurnDriver`](crate::TurnDriver): [`Engine::prepare_context`],
-//! [`Engine::recall_hook`] and [`Engine::memory_hooks`].
+//! to drive a [`TurnLoop`](crate::TurnLoop): [`Engine::prepare_context`],
+//! [`Engine::recall_hook`] and [`Engine::memory_hooks`]; and a call counted without a session
+//! ([`Engine::prepare_detached`]: a token count of a request as skald would send it).
 
 use serde_json::Value;
 use skald_core::compaction::CompactionTrigger;
@@ -16,9 +17,23 @@ use crate::after_turn::{AfterTurn, AfterTurnMemory, AfterTurnOutcome, after_turn
 use crate::compact::{CompactRequest, Compaction, SpanArchive, compact_and_archive};
 use crate::memory::MemoryIdentity;
 use crate::{
-    EngineError, FetchOutput, MemoryHooks, PrepareContext, RecallHook, RecoverySettings,
-    execute_fetch,
+    AssembleRequest, EngineError, FetchOutput, MemoryHooks, PrepareContext, RecallHook,
+    RecoverySettings, SessionState, assemble, execute_fetch, function_spec,
 };
+use skald_core::memory::tools::tool_specs as memory_tool_specs;
+use skald_core::message::Message;
+
+/// A request prepared detached from any session ([`Engine::prepare_detached`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetachedCall {
+    /// The messages through the pipeline (the originals of anything offloaded stored first).
+    pub messages: Vec<Message>,
+    /// skald's addition to the system prompt (the REF_ID instruction), apart from the host's.
+    pub system_addition: Option<String>,
+    /// skald's tools the call would offer, as OpenAI function specs, none the host defined
+    /// itself.
+    pub skald_tools: Vec<Value>,
+}
 
 /// A manual or threshold compaction of a stored session.
 #[derive(Debug, Clone)]
@@ -131,6 +146,58 @@ impl Engine {
     /// One stored original, whole (the caller renders the slice it wants).
     pub fn read_ref(&self, tenant: &Tenant, id: &RefId) -> Result<RefPayload, StoreError> {
         self.refs().get(tenant, id.as_str())
+    }
+
+    /// A request as skald would send it, detached from any session: `conversation` through the
+    /// pipeline (originals stored first, as for a call), skald's system prompt addition, and the
+    /// tools it would offer beside the host's `host_tools` (the memory tools with `memory` on).
+    /// Nothing of a session is read or written: a count is often of a text that is no
+    /// conversation at all (Claude Code counts a file before reading it).
+    pub fn prepare_detached(
+        &self,
+        tenant: &Tenant,
+        conversation: Vec<Message>,
+        host_tools: &[Value],
+        memory: bool,
+        now_ms: i64,
+    ) -> Result<DetachedCall, EngineError> {
+        let mut detached = SessionState::default();
+        let assembled = assemble(
+            self.refs(),
+            &self.config().policy,
+            &mut detached,
+            conversation,
+            AssembleRequest {
+                tenant,
+                context_window_tokens: self.config().window_tokens,
+                now_ms,
+                fetch_available: true,
+                host_prefix_tokens: 0,
+            },
+        )?;
+        let mut skald_tools: Vec<Value> = assembled.tools.iter().map(function_spec).collect();
+        if memory {
+            skald_tools.extend(memory_tool_specs().iter().map(function_spec));
+        }
+        let host_names: Vec<&str> = host_tools
+            .iter()
+            .filter_map(|tool| {
+                tool.get("function")
+                    .unwrap_or(tool)
+                    .get("name")
+                    .and_then(Value::as_str)
+            })
+            .collect();
+        skald_tools.retain(|tool| {
+            tool.pointer("/function/name")
+                .and_then(Value::as_str)
+                .is_none_or(|name| !host_names.contains(&name))
+        });
+        Ok(DetachedCall {
+            messages: assembled.messages,
+            system_addition: assembled.system_prompt_addition,
+            skald_tools,
+        })
     }
 
     /// What preparing the calls of `input` needs: the call's own settings and the engine's

@@ -320,6 +320,9 @@ pub struct PreparedCall {
     /// (the REF_ID instruction, memory's profile); only the additions when it has none.
     /// Tools: the host's, then the skald tools offered (`offered_tools`) as OpenAI function specs.
     pub request: ChatRequest,
+    /// skald's additions to the system prompt alone (what `request.system` adds after the host's
+    /// prompt and a blank line), for a caller that sends the host's prompt as the host wrote it.
+    pub system_addition: Option<String>,
     /// The skald tools this call offers that the host did not define itself
     /// (`fetch_original_data` once refs exist, the memory tools with a recall hook).
     pub offered_tools: Vec<ToolSpec>,
@@ -389,14 +392,14 @@ async fn prepare_call_with_memory(
         state,
     )
     .await?;
-    let system = match (ctx.system_prompt, view.pipeline_addition.as_deref()) {
-        (Some(host), Some(addition)) => Some(format!("{host}\n\n{addition}")),
-        (Some(host), None) => Some(host.to_owned()),
-        (None, Some(addition)) => Some(addition.to_owned()),
-        (None, None) => None,
-    };
+    // The host's prompt and skald's pipeline addition count as overhead, memory's as memory
+    // (joined by a blank line).
+    let pipeline_addition_chars = view.pipeline_addition.as_deref().map_or(0, |addition| {
+        estimate_string_chars(addition) + usize::from(ctx.system_prompt.is_some()) * 2
+    });
     let mut tools = ctx.tools.to_vec();
-    let mut overhead_chars = system.as_deref().map_or(0, estimate_string_chars)
+    let mut overhead_chars = ctx.system_prompt.map_or(0, estimate_string_chars)
+        + pipeline_addition_chars
         + tools.iter().map(json_estimate_chars).sum::<usize>();
     // Overhead, not messages: the persistent truncation shrinks the stored messages, and what
     // memory adds must still fit beside them.
@@ -414,10 +417,17 @@ async fn prepare_call_with_memory(
         }
         offered_tools.push(spec);
     }
-    let system = match (system, view.memory_addition.as_deref()) {
-        (Some(system), Some(addition)) => Some(format!("{system}\n\n{addition}")),
+    // skald's additions, in order: the pipeline's (the REF_ID instruction), then memory's.
+    let system_addition = match (view.pipeline_addition, view.memory_addition) {
+        (Some(pipeline), Some(memory)) => Some(format!("{pipeline}\n\n{memory}")),
+        (Some(addition), None) | (None, Some(addition)) => Some(addition),
+        (None, None) => None,
+    };
+    let system = match (ctx.system_prompt, system_addition.as_deref()) {
+        (Some(host), Some(addition)) => Some(format!("{host}\n\n{addition}")),
+        (Some(host), None) => Some(host.to_owned()),
         (None, Some(addition)) => Some(addition.to_owned()),
-        (system, None) => system,
+        (None, None) => None,
     };
     let overhead_tokens = overhead_chars.div_ceil(CHARS_PER_TOKEN) as u64;
     let memory_tokens = memory_chars.div_ceil(CHARS_PER_TOKEN) as u64 + view.recall_tokens;
@@ -429,6 +439,7 @@ async fn prepare_call_with_memory(
         request_tokens: view.message_tokens + overhead_tokens + memory_tokens,
         offered_tools,
         assemble: view.report,
+        system_addition,
         request: ChatRequest {
             system,
             messages: view.messages,

@@ -1,69 +1,43 @@
 //! `POST /v1/messages/count_tokens` and `GET /v1/models`: the two side routes a client of the
 //! Messages API calls beside its model calls.
 //!
-//! A count is answered by the upstream for the request as skald would send it: the client's
-//! messages through the session pipeline (offload, pruning, truncation — the originals of
-//! anything offloaded stored first, as for a call) with skald's system prompt addition and tools
-//! added. It is computed detached from any session: a count is often of a text that is no
-//! conversation at all (Claude Code counts a file before reading it), and a count must never
-//! change a session. The models list passes through as the upstream gives it.
+//! A count is answered by the upstream for the request as skald would send it, which the engine
+//! prepares detached from any session (`Engine::prepare_detached`): the client's messages
+//! through the pipeline with skald's system prompt addition and tools added; a count never
+//! changes a session. The models list passes through as the upstream gives it.
 
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
-use skald_core::memory::tools::tool_specs as memory_tool_specs;
-use skald_engine::{AssembleRequest, SessionState, assemble, function_spec};
-
 use skald_engine::error_with_causes;
 
 use super::exchange::{Exchange, forward_raw};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Counts the request's tokens upstream, as skald would send it.
+/// Counts the request's tokens upstream, as skald would send it
+/// ([`skald_engine::Engine::prepare_detached`]).
 pub async fn count_tokens(
     exchange: Exchange,
     conversation: Vec<skald_core::message::Message>,
 ) -> Response {
-    let state = &exchange.state;
-    let mut detached = SessionState::default();
-    let assembled = match assemble(
-        state.engine.refs(),
-        &state.engine.config().policy,
-        &mut detached,
+    let prepared = exchange.state.engine.prepare_detached(
+        &exchange.tenant,
         conversation,
-        AssembleRequest {
-            tenant: &exchange.tenant,
-            context_window_tokens: state.engine.config().window_tokens,
-            now_ms: exchange.now_ms,
-            fetch_available: true,
-            host_prefix_tokens: 0,
-        },
-    ) {
-        Ok(assembled) => assembled,
+        &exchange.client_tools,
+        exchange.identity.is_some(),
+        exchange.now_ms,
+    );
+    let call = match prepared {
+        Ok(call) => call,
         Err(error) => {
             return ApiError::Internal(format!("preparing the count request failed: {error}"))
                 .into_response();
         }
     };
-    let mut skald_tools: Vec<Value> = assembled.tools.iter().map(function_spec).collect();
-    if exchange.identity.is_some() {
-        skald_tools.extend(memory_tool_specs().iter().map(function_spec));
-    }
-    let client_names: Vec<&str> = exchange
-        .client_tools
-        .iter()
-        .filter_map(|tool| tool.get("name").and_then(Value::as_str))
-        .collect();
-    skald_tools.retain(|tool| {
-        tool.pointer("/function/name")
-            .and_then(Value::as_str)
-            .is_none_or(|name| !client_names.contains(&name))
-    });
     let body = exchange.encode_parts(
-        assembled.messages,
-        assembled.system_prompt_addition.as_deref(),
-        skald_tools,
+        call.messages,
+        call.system_addition.as_deref(),
+        call.skald_tools,
     );
     match serde_json::to_vec(&body) {
         Ok(bytes) => forward_raw(&exchange, bytes).await,

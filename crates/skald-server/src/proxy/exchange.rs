@@ -146,10 +146,7 @@ impl Exchange {
     /// The body of one upstream call (see [`Exchange::encode_parts`]).
     fn encode(&self, call: &mut PreparedCall) -> Value {
         let messages = std::mem::take(&mut call.request.messages);
-        let addition = self
-            .host_prompt
-            .skald_addition(call.request.system.as_deref())
-            .map(str::to_owned);
+        let addition = call.system_addition.take();
         // The prepared tools are the client's, then skald's as OpenAI function specs.
         let first_skald = call
             .request
@@ -456,16 +453,6 @@ impl HostPrompt {
             text: (!text.is_empty()).then_some(text),
         }
     }
-
-    /// What skald added to the prepared system prompt: the engine writes the host's prompt
-    /// first, then a blank line and its additions.
-    fn skald_addition<'s>(&self, prepared: Option<&'s str>) -> Option<&'s str> {
-        let prepared = prepared?;
-        match &self.text {
-            None => Some(prepared),
-            Some(host) => prepared.strip_prefix(host.as_str())?.strip_prefix("\n\n"),
-        }
-    }
 }
 
 /// Adds skald's addition to the system prompt: to the leading system message when there is
@@ -710,7 +697,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_host_prompt_is_the_leading_system_messages_and_skald_adds_after_it() {
+    fn the_host_prompt_is_the_leading_system_messages() {
         let conversation = [
             Message::text(Role::System, "You are terse."),
             Message::text(Role::System, "Use tools."),
@@ -720,18 +707,9 @@ mod tests {
         let host = HostPrompt::of(&conversation);
         assert_eq!(host.messages.len(), 2);
         assert_eq!(host.text.as_deref(), Some("You are terse.\n\nUse tools."));
-        assert_eq!(
-            host.skald_addition(Some("You are terse.\n\nUse tools.\n\nREF_ID instruction")),
-            Some("REF_ID instruction")
-        );
-        assert_eq!(
-            host.skald_addition(Some("You are terse.\n\nUse tools.")),
-            None
-        );
-        assert_eq!(host.skald_addition(None), None);
 
         let none = HostPrompt::of(&conversation[2..]);
         assert_eq!(none.text, None);
-        assert_eq!(none.skald_addition(Some("addition")), Some("addition"));
+        assert!(none.messages.is_empty());
     }
 }

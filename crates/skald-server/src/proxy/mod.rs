@@ -30,8 +30,8 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
-use skald_engine::RecoverySettings;
 use skald_engine::ingest;
+use skald_engine::{BringInError, RecoverySettings};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -415,39 +415,33 @@ async fn start(
                  once the other is answered, or give it its own session ({SESSION_HEADER})"
             ))
         })?;
-    let messages = match previous {
-        None => messages,
-        Some(previous) => {
-            let earlier = session
-                .conversation_before_response(&previous)
-                .map_err(|error| ApiError::Internal(format!("reading the session failed: {error}")))?
-            .ok_or_else(|| {
-                ApiError::BadRequest(format!(
-                    "previous_response_id {previous:?} is not an answer skald recorded in session \
-                     {:?}: skald rewrites every request's context, so it cannot continue from a \
-                     response the upstream stored; send the whole conversation in `input` (with \
-                     `store: false`, as Codex does), or continue only from responses made through \
-                     skald with `store` on, in the same session (the client's session id, or \
-                     {SESSION_HEADER})",
-                    exchange.session_id.as_str()
-                ))
-            })?;
-            // The conversation as if the client had sent it whole; the upstream gets skald's
-            // context, never the reference.
-            exchange.request.extra.remove("previous_response_id");
-            let prompt = ingest::prompt_len(&messages);
-            let mut whole: Vec<_> = messages.get(..prompt).unwrap_or_default().to_vec();
-            whole.extend(earlier);
-            whole.extend(messages.into_iter().skip(prompt));
-            whole
-        }
-    };
-    let synced = session
-        .sync(&messages, api.origin())
-        .map_err(|error| ApiError::Internal(format!("syncing the conversation failed: {error}")))?;
-    if let Some(identity) = &exchange.identity {
-        session.record_client_tool_results(identity, &messages, synced);
+    if previous.is_some() {
+        // The conversation is brought in as if the client had sent it whole; the upstream gets
+        // skald's context, never the reference.
+        exchange.request.extra.remove("previous_response_id");
     }
+    let brought = session
+        .bring_in(
+            messages,
+            previous.as_deref(),
+            api.origin(),
+            exchange.identity.as_ref(),
+        )
+        .map_err(|error| match error {
+            BringInError::UnknownResponse { response_id } => ApiError::BadRequest(format!(
+                "previous_response_id {response_id:?} is not an answer skald recorded in session \
+                 {:?}: skald rewrites every request's context, so it cannot continue from a \
+                 response the upstream stored; send the whole conversation in `input` (with \
+                 `store: false`, as Codex does), or continue only from responses made through \
+                 skald with `store` on, in the same session (the client's session id, or \
+                 {SESSION_HEADER})",
+                exchange.session_id.as_str()
+            )),
+            BringInError::Engine(error) => {
+                ApiError::Internal(format!("syncing the conversation failed: {error}"))
+            }
+        })?;
+    let messages = brought.messages;
     exchange.client_messages = spelling::ClientMessages::new(messages);
     if !streaming {
         return Ok(exchange::complete(exchange, session).await);
