@@ -266,18 +266,25 @@ async fn post(server: &TestServer, wire: Wire, body: &Value) {
     assert_eq!(status, 200, "{text}");
 }
 
-/// Runs one request through a fresh server and returns the bodies the upstream got.
+/// Runs one request through a fresh server (holding `memory` when given) and returns the bodies
+/// the upstream got.
 async fn bodies(
     config: impl FnOnce(&Upstream) -> ServerConfig,
     wire: Wire,
     replies: Vec<Reply>,
     body: Value,
-    prepare: Option<&(dyn Fn(&TestServer) -> futures::future::BoxFuture<'_, ()> + Sync)>,
+    memory: Option<&str>,
 ) -> Vec<Value> {
     let upstream = Upstream::start().await;
     let server = TestServer::start(common::test_state(config(&upstream))).await;
-    if let Some(prepare) = prepare {
-        prepare(&server).await;
+    if let Some(memory) = memory {
+        let response = reqwest::Client::new()
+            .post(server.url("/v1/memory/remember"))
+            .json(&json!({"content": memory, "type": "entities"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
     }
     for reply in replies {
         upstream.push(reply);
@@ -351,21 +358,6 @@ async fn the_continuation_after_a_hidden_fetch_round() {
 
 #[tokio::test]
 async fn a_call_with_recall_injected() {
-    let remember: &(dyn Fn(&TestServer) -> futures::future::BoxFuture<'_, ()> + Sync) =
-        &|server: &TestServer| {
-            Box::pin(async move {
-                let response = reqwest::Client::new()
-                    .post(server.url("/v1/memory/remember"))
-                    .json(
-                        &json!({"content": "The release build runs with LTO and takes 9 minutes.",
-                                  "type": "entities"}),
-                    )
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(response.status(), 200);
-            })
-        };
     for wire in WIRES {
         let sent = bodies(
             |upstream| {
@@ -379,7 +371,7 @@ async fn a_call_with_recall_injected() {
                 &one_build(3),
                 "How long does the release build take with LTO?",
             ),
-            Some(remember),
+            Some("The release build runs with LTO and takes 9 minutes."),
         )
         .await;
         assert_eq!(sent.len(), 1, "{wire:?}");
