@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
-use skald_core::codec::{anthropic, openai, responses};
+use skald_core::codec::openai;
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Block, ContentForm, Conversation, Message, Role};
 use skald_engine::error_with_causes;
@@ -28,9 +28,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::body::{self, Fault, FaultKind};
 use super::spelling::ClientMessages;
-use super::stream::{anthropic_usage, error_event, openai_usage, responses_usage};
-use super::tools;
-use super::upstream::{Api, response_headers};
+use super::upstream::response_headers;
+use super::wire::Api;
 use crate::error::ApiError;
 use crate::metrics::{Metrics, ProxyNote};
 use crate::state::AppState;
@@ -133,14 +132,7 @@ impl Exchange {
     /// Whether the client asked Anthropic for extended thinking (`thinking` of type `enabled`
     /// or `adaptive`): then every assistant tool call in the request must be the model's own.
     fn thinking_enabled(&self) -> bool {
-        self.api == Api::Anthropic
-            && self
-                .request
-                .extra
-                .get("thinking")
-                .and_then(|thinking| thinking.get("type"))
-                .and_then(Value::as_str)
-                .is_some_and(|kind| kind != "disabled")
+        self.api.thinking_enabled(&self.request)
     }
 
     /// The body of one upstream call (see [`Exchange::encode_parts`]).
@@ -196,7 +188,7 @@ impl Exchange {
         tools.extend(
             skald_tools
                 .into_iter()
-                .map(|tool| self.api.from_function_spec(tool)),
+                .map(|tool| self.api.tool_from_function_spec(tool)),
         );
         if let (Some(body), false) = (body.as_object_mut(), tools.is_empty()) {
             body.insert("tools".to_owned(), Value::Array(tools));
@@ -363,7 +355,7 @@ impl Exchange {
     /// own error event sent, so the client does not take what it got for a whole answer.
     async fn fail_stream(&self, sender: &mpsc::Sender<Bytes>, fault: Fault) {
         let fault = self.fail(fault);
-        for bytes in error_event(self.api, &fault.message) {
+        for bytes in self.api.error_event(&fault.message) {
             if sender.send(bytes).await.is_err() {
                 return;
             }
@@ -379,10 +371,10 @@ impl Exchange {
         let Some(id) = response.get("id").and_then(Value::as_str) else {
             return;
         };
-        let Ok(decoded) = responses::decode_response(response) else {
+        let Some(message) = self.api.decode_answer(response) else {
             return;
         };
-        if let Err(error) = session.record_answer(decoded.message, id) {
+        if let Err(error) = session.record_answer(message, id) {
             tracing::warn!(session = self.session_id.as_str(), %error, "recording the answer failed");
         }
     }
@@ -555,7 +547,7 @@ async fn answer_whole(
             }
             Err(_) => return raw_response(status, headers, body),
         };
-        let Some(message) = decode_answer(exchange.api, &value) else {
+        let Some(message) = exchange.api.decode_answer(&value) else {
             return raw_response(status, headers, body);
         };
         let step = turn_loop.on_whole_answer(session, &message, cancel).await;
@@ -588,7 +580,7 @@ async fn answer_whole(
                 // The client's tools too (or no rounds left): the client gets the answer
                 // without skald's calls.
                 exchange.note_skald_calls(skald_calls_ran);
-                tools::strip_skald_calls(exchange.api, &mut value, &sent.skald);
+                exchange.api.strip_skald_calls(&mut value, &sent.skald);
                 exchange.record_answer(session, &value);
                 return json_response(status, headers, &value);
             }
@@ -613,23 +605,6 @@ pub async fn forward_raw(exchange: &Exchange, body: Vec<u8>) -> Response {
     };
     let response = answered.unwrap_or_else(IntoResponse::into_response);
     exchange.noted(response, &noted)
-}
-
-/// The answer's message and model, from a non-streamed response body.
-fn decode_answer(api: Api, value: &Value) -> Option<Message> {
-    let mut message = match api {
-        Api::OpenAi => openai::decode_response(value).ok()?.message,
-        Api::Responses => responses::decode_response(value).ok()?.message,
-        Api::Anthropic => anthropic::decode_response(value).ok()?.message,
-    };
-    if message.meta.usage.is_none() {
-        message.meta.usage = value.get("usage").map(|usage| match api {
-            Api::OpenAi => openai_usage(usage),
-            Api::Responses => responses_usage(usage),
-            Api::Anthropic => anthropic_usage(usage, None),
-        });
-    }
-    Some(message)
 }
 
 fn is_event_stream(headers: &reqwest::header::HeaderMap) -> bool {

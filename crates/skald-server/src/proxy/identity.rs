@@ -23,7 +23,8 @@ use skald_core::ids::SessionId;
 use skald_core::message::Message;
 use skald_core::session_id;
 
-use super::upstream::{Api, SESSION_HEADER};
+use super::upstream::SESSION_HEADER;
+use super::wire::Api;
 use crate::error::ApiError;
 
 /// The session of a request (see the module docs).
@@ -33,7 +34,7 @@ pub fn session_id(
     body: &Value,
     messages: &[Message],
 ) -> Result<SessionId, ApiError> {
-    let derived = if let Some((host, id)) = client_session(api, headers, body) {
+    let derived = if let Some((host, id)) = api.client_session(headers, body) {
         session_id::for_client(host, &id, messages)
     } else if let Some(value) = headers.get(SESSION_HEADER) {
         let id = value.to_str().map_err(|_| {
@@ -50,54 +51,6 @@ pub fn session_id(
         .map_err(|error| ApiError::Internal(format!("the derived session id: {error}")))
 }
 
-/// The host's name and its own conversation id, when the request carries one.
-fn client_session(api: Api, headers: &HeaderMap, body: &Value) -> Option<(&'static str, String)> {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-            .map(str::trim)
-            .filter(|value| !value.is_empty())
-            .map(str::to_owned)
-    };
-    match api {
-        Api::Anthropic => header("x-claude-code-session-id")
-            .or_else(|| metadata_session(body))
-            .map(|id| ("claude-code", id)),
-        Api::OpenAi | Api::Responses => header("session-id")
-            .or_else(|| header("thread-id"))
-            .or_else(|| header("conversation_id"))
-            .or_else(|| {
-                body.get("prompt_cache_key")
-                    .and_then(Value::as_str)
-                    .filter(|key| !key.trim().is_empty())
-                    .map(str::to_owned)
-            })
-            .map(|id| {
-                let codex = header("originator").is_some_and(|who| who.starts_with("codex"));
-                (if codex { "codex" } else { "openai" }, id)
-            }),
-    }
-}
-
-/// The session part of Anthropic's `metadata.user_id`: a JSON object's `session_id`, or what
-/// follows `_session_` in the older underscore spelling.
-fn metadata_session(body: &Value) -> Option<String> {
-    let user_id = body.pointer("/metadata/user_id")?.as_str()?;
-    if let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(user_id) {
-        return fields
-            .get("session_id")
-            .and_then(Value::as_str)
-            .filter(|id| !id.trim().is_empty())
-            .map(str::to_owned);
-    }
-    user_id
-        .rsplit_once("_session_")
-        .map(|(_, id)| id.trim())
-        .filter(|id| !id.is_empty())
-        .map(str::to_owned)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -106,6 +59,7 @@ mod tests {
     use serde_json::json;
     use skald_core::message::Role;
 
+    use super::super::wire::{CHAT, MESSAGES, RESPONSES};
     use super::*;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -124,7 +78,7 @@ mod tests {
     fn claude_codes_session_id_names_the_session_from_its_header_or_metadata() {
         let uuid = "4f1c2d3e-0000-4000-8000-123456789abc";
         let from_header = session_id(
-            Api::Anthropic,
+            MESSAGES,
             &headers(&[("x-claude-code-session-id", uuid)]),
             &json!({}),
             &opening("fix the build"),
@@ -132,7 +86,7 @@ mod tests {
         .unwrap();
         let user_id = json!({"device_id": "d", "account_uuid": "", "session_id": uuid}).to_string();
         let from_metadata = session_id(
-            Api::Anthropic,
+            MESSAGES,
             &HeaderMap::new(),
             &json!({"metadata": {"user_id": user_id}}),
             &opening("fix the build"),
@@ -142,7 +96,7 @@ mod tests {
         assert!(from_header.starts_with(&format!("claude-code-{uuid}-")));
         SessionId::parse(from_header.as_str()).unwrap();
         let older = session_id(
-            Api::Anthropic,
+            MESSAGES,
             &HeaderMap::new(),
             &json!({"metadata": {"user_id": format!("user_abc_account__session_{uuid}")}}),
             &opening("fix the build"),
@@ -155,7 +109,7 @@ mod tests {
     fn two_runs_with_the_same_prompt_are_two_sessions_and_a_sub_agent_has_its_own() {
         let run = |id: &str, prompt: &str| {
             session_id(
-                Api::Anthropic,
+                MESSAGES,
                 &headers(&[("x-claude-code-session-id", id)]),
                 &json!({}),
                 &opening(prompt),
@@ -174,7 +128,7 @@ mod tests {
     fn codex_threads_name_the_session_and_the_client_id_wins_over_skalds_header() {
         let thread = "019a0000-1111-7222-8333-444455556666";
         let by_header = session_id(
-            Api::Responses,
+            RESPONSES,
             &headers(&[
                 ("session-id", thread),
                 ("originator", "codex_exec"),
@@ -185,7 +139,7 @@ mod tests {
         )
         .unwrap();
         let by_cache_key = session_id(
-            Api::Responses,
+            RESPONSES,
             &headers(&[("originator", "codex_exec")]),
             &json!({"prompt_cache_key": thread}),
             &opening("hi"),
@@ -195,7 +149,7 @@ mod tests {
         assert!(by_header.starts_with("codex-019a0000"));
         // Another OpenAI client with a cache key is named by it, not taken for Codex.
         let sdk = session_id(
-            Api::OpenAi,
+            CHAT,
             &HeaderMap::new(),
             &json!({"prompt_cache_key": "user-42"}),
             &opening("hi"),
@@ -207,18 +161,17 @@ mod tests {
     #[test]
     fn without_a_client_id_skalds_header_then_the_derived_id() {
         let named = session_id(
-            Api::OpenAi,
+            CHAT,
             &headers(&[("x-skald-session", "mine")]),
             &json!({}),
             &opening("hi"),
         )
         .unwrap();
         assert_eq!(named, "mine");
-        let derived =
-            session_id(Api::OpenAi, &HeaderMap::new(), &json!({}), &opening("hi")).unwrap();
+        let derived = session_id(CHAT, &HeaderMap::new(), &json!({}), &opening("hi")).unwrap();
         assert!(derived.starts_with("conv-"));
         let bad = session_id(
-            Api::OpenAi,
+            CHAT,
             &headers(&[("x-skald-session", "no spaces allowed")]),
             &json!({}),
             &opening("hi"),
@@ -230,7 +183,7 @@ mod tests {
     #[test]
     fn odd_characters_in_a_client_id_still_make_a_valid_session_id() {
         let id = session_id(
-            Api::Anthropic,
+            MESSAGES,
             &headers(&[("x-claude-code-session-id", "a b/c?d")]),
             &json!({}),
             &opening("hi"),

@@ -21,8 +21,8 @@ mod identity;
 mod spelling;
 mod sse;
 mod stream;
-mod tools;
 mod upstream;
+mod wire;
 
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
@@ -40,7 +40,8 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 pub use skald_engine::MAX_TOOL_ROUNDS;
-pub use upstream::{Api, SESSION_HEADER};
+pub use upstream::SESSION_HEADER;
+pub use wire::{Api, CHAT, MESSAGES, RESPONSES, WireApi};
 
 /// The proxy's routes with their OpenAPI operations: chat completions, messages, responses (and
 /// the WebSocket `GET /v1/responses` it refuses), Anthropic's token count and the models list.
@@ -89,16 +90,7 @@ async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    proxy(
-        state,
-        caller,
-        Api::OpenAi,
-        Route::Generate,
-        uri,
-        headers,
-        body,
-    )
-    .await
+    proxy(state, caller, CHAT, Route::Generate, uri, headers, body).await
 }
 
 /// Anthropic Messages through skald: as `/v1/chat/completions`, to `[proxy.anthropic]`.
@@ -126,16 +118,7 @@ async fn messages(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    proxy(
-        state,
-        caller,
-        Api::Anthropic,
-        Route::Generate,
-        uri,
-        headers,
-        body,
-    )
-    .await
+    proxy(state, caller, MESSAGES, Route::Generate, uri, headers, body).await
 }
 
 /// OpenAI Responses through skald (stateless, `store: false` with the full `input` every call,
@@ -168,7 +151,7 @@ async fn responses(
     proxy(
         state,
         caller,
-        Api::Responses,
+        RESPONSES,
         Route::Generate,
         uri,
         headers,
@@ -211,7 +194,7 @@ async fn count_tokens(
     proxy(
         state,
         caller,
-        Api::Anthropic,
+        MESSAGES,
         Route::CountTokens,
         uri,
         headers,
@@ -240,13 +223,13 @@ async fn models(
         state.config.anthropic.is_some(),
         state.config.openai.is_some(),
     ) {
-        (true, true, _) | (false, true, false) => Api::Anthropic,
-        (true, false, _) | (false, _, true) | (false, false, false) => Api::OpenAi,
+        (true, true, _) | (false, true, false) => MESSAGES,
+        (true, false, _) | (false, _, true) | (false, false, false) => CHAT,
     };
     let forwarded = async {
-        let upstream = api.upstream(&state.config)?;
+        let upstream = wire::upstream(api, &state.config)?;
         let upstream_headers = upstream::upstream_headers(api, &caller, &headers, upstream)?;
-        let url = api.url_for(upstream, api.models_path(), uri.query());
+        let url = wire::url_for(upstream, api.models_path(), uri.query());
         count::models(&state, &url, upstream_headers).await
     };
     match forwarded.await {
@@ -273,16 +256,15 @@ async fn proxy(
 
 /// skald's own error replies in the error shape of the client's API, so its SDK reads them as
 /// it reads the provider's: OpenAI's is skald's own (`{"error": {"type", "message"}}`);
-/// Anthropic's adds `"type": "error"` at the top. Upstream answers pass as they came.
+/// Anthropic's adds `"type": "error"` at the top ([`WireApi::marks_errors`]). Upstream answers
+/// pass as they came.
 async fn in_api_shape(api: Api, response: Response) -> Response {
     let own_error = response
         .extensions()
         .get::<crate::metrics::ErrorNote>()
         .is_some();
-    match api {
-        Api::OpenAi | Api::Responses => return response,
-        Api::Anthropic if !own_error => return response,
-        Api::Anthropic => {}
+    if !(api.marks_errors() && own_error) {
+        return response;
     }
     let (mut parts, body) = response.into_parts();
     // skald's error bodies are small JSON it wrote itself, held in memory.
@@ -333,11 +315,11 @@ async fn start(
         ))
     })?;
     // A malformed request is refused for what it is before the configuration is looked at.
-    let upstream = api.upstream(&state.config)?;
+    let upstream = wire::upstream(api, &state.config)?;
     let upstream_headers = upstream::upstream_headers(api, &caller, &headers, upstream)?;
     let url = match route {
-        Route::Generate => api.url(upstream, uri.query()),
-        Route::CountTokens => api.url_for(upstream, "/v1/messages/count_tokens", uri.query()),
+        Route::Generate => wire::generate_url(api, upstream, uri.query()),
+        Route::CountTokens => wire::url_for(upstream, "/v1/messages/count_tokens", uri.query()),
     };
     let streaming = value.get("stream") == Some(&Value::Bool(true));
     let messages = std::mem::take(&mut request.messages);
@@ -348,11 +330,8 @@ async fn start(
     };
     // A Responses client with `store` on (the API's default) may continue from this answer by
     // its id alone: skald records it.
-    let records_answer = api == Api::Responses && value.get("store") != Some(&Value::Bool(false));
-    let previous = match (api, value.get("previous_response_id")) {
-        (Api::Responses, Some(Value::String(id))) => Some(id.clone()),
-        _ => None,
-    };
+    let records_answer = api.records_answer(&value);
+    let previous = api.previous_response_id(&value);
     // The body and its JSON tree are copies of the conversation `request` and `messages` now
     // hold: let go of them before the call, which may take minutes, so what a request holds
     // while it waits on the upstream is its decoded messages, not also what they came from.

@@ -1,181 +1,28 @@
-//! The two proxied APIs and what goes upstream besides the body: which configured upstream a
-//! request goes to, its URL, and its headers — the client's own provider auth passed through, or
+//! What goes upstream besides the body: its headers — the client's own provider auth passed through, or
 //! the configured key when the skald key took the provider header's place (a skald key never
 //! leaves), the provider headers (`anthropic-version`, `anthropic-beta`, `openai-organization`…)
 //! passed on, hop-by-hop and skald's own headers dropped. Also which upstream response headers
 //! go back to the client.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
-use serde_json::{Value, json};
-use skald_core::codec::{anthropic, openai, responses};
-use skald_core::message::Conversation;
 use skald_store::keys::KEY_PREFIX;
 
+use super::wire::Api;
 use crate::auth::{Caller, KeySource, SKALD_KEY_HEADER};
-use crate::config::{ServerConfig, Upstream};
+use crate::config::Upstream;
 use crate::error::ApiError;
 
 /// The header naming the session a proxy request belongs to.
 pub const SESSION_HEADER: &str = "x-skald-session";
 
-/// Which provider API a request speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
-    OpenAi,
-    /// Anthropic Messages (`POST /v1/messages`).
-    Anthropic,
-    /// OpenAI Responses (`POST /v1/responses`), to the OpenAI upstream.
-    Responses,
-}
-
-impl Api {
-    /// The configuration table that names this API's upstream.
-    pub fn table(self) -> &'static str {
-        match self {
-            Api::OpenAi | Api::Responses => "[proxy.openai]",
-            Api::Anthropic => "[proxy.anthropic]",
-        }
-    }
-
-    /// The API's name, for messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Api::OpenAi => "Chat Completions",
-            Api::Anthropic => "Messages",
-            Api::Responses => "Responses",
-        }
-    }
-
-    /// The codec's origin mark (also the session's source format).
-    pub fn origin(self) -> &'static str {
-        match self {
-            Api::OpenAi => openai::ORIGIN,
-            Api::Responses => responses::ORIGIN,
-            Api::Anthropic => anthropic::ORIGIN,
-        }
-    }
-
-    /// The configured upstream, or the error saying what to configure.
-    pub fn upstream(self, config: &ServerConfig) -> Result<&Upstream, ApiError> {
-        let upstream = match self {
-            Api::OpenAi | Api::Responses => config.openai.as_ref(),
-            Api::Anthropic => config.anthropic.as_ref(),
-        };
-        upstream.ok_or_else(|| {
-            ApiError::Unprocessable(format!(
-                "no upstream is configured for this API: set `base_url` under {} in skald.toml \
-                 (e.g. {})",
-                self.table(),
-                match self {
-                    Api::OpenAi | Api::Responses => "https://api.openai.com/v1",
-                    Api::Anthropic => "https://api.anthropic.com",
-                }
-            ))
-        })
-    }
-
-    /// Decodes a request body; the error names the field.
-    pub fn decode_request(self, body: &Value) -> Result<Conversation, String> {
-        match self {
-            Api::OpenAi => openai::decode_request(body).map_err(|error| error.to_string()),
-            Api::Responses => responses::decode_request(body).map_err(|error| error.to_string()),
-            Api::Anthropic => anthropic::decode_request(body).map_err(|error| error.to_string()),
-        }
-    }
-
-    /// Encodes `conversation` as this API's request body, with the fields the client sent that
-    /// skald does not model kept as they were.
-    pub fn encode_request(self, conversation: &Conversation) -> Value {
-        match self {
-            Api::OpenAi => openai::encode_request(conversation),
-            Api::Responses => responses::encode_request(conversation),
-            Api::Anthropic => anthropic::encode_request(conversation),
-        }
-    }
-
-    /// A skald tool, given as an OpenAI function spec, as this API defines tools.
-    pub fn from_function_spec(self, tool: Value) -> Value {
-        match self {
-            Api::OpenAi => tool,
-            Api::Responses => responses::tool_from_function_spec(tool),
-            Api::Anthropic => {
-                let Value::Object(mut outer) = tool else {
-                    return tool;
-                };
-                let Some(Value::Object(mut function)) = outer.remove("function") else {
-                    return Value::Object(outer);
-                };
-                let schema = function
-                    .remove("parameters")
-                    .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-                function.insert("input_schema".to_owned(), schema);
-                Value::Object(function)
-            }
-        }
-    }
-
-    /// `{base_url}/chat/completions`, `{base_url}/v1/messages` or `{base_url}/responses`, with the
-    /// client's query string.
-    pub fn url(self, upstream: &Upstream, query: Option<&str>) -> String {
-        self.url_for(upstream, self.generate_path(), query)
-    }
-
-    /// Where a model call goes below the base URL.
-    pub fn generate_path(self) -> &'static str {
-        match self {
-            Api::OpenAi => "/chat/completions",
-            Api::Responses => "/responses",
-            Api::Anthropic => "/v1/messages",
-        }
-    }
-
-    /// The event that closes a whole streamed answer, as the API names it.
-    pub fn final_event(self) -> &'static str {
-        match self {
-            Api::OpenAi => "data: [DONE]",
-            Api::Responses => "response.completed",
-            Api::Anthropic => "message_stop",
-        }
-    }
-
-    /// Where the models list is below the base URL.
-    pub fn models_path(self) -> &'static str {
-        match self {
-            Api::OpenAi | Api::Responses => "/models",
-            Api::Anthropic => "/v1/models",
-        }
-    }
-
-    /// `{base_url}{path}`, with the client's query string.
-    pub fn url_for(self, upstream: &Upstream, path: &str, query: Option<&str>) -> String {
-        let base = upstream.base_url.trim_end_matches('/');
-        match query.filter(|query| !query.is_empty()) {
-            Some(query) => format!("{base}{path}?{query}"),
-            None => format!("{base}{path}"),
-        }
-    }
-
-    /// The header a provider key goes in.
-    fn key_header(self) -> HeaderName {
-        match self {
-            Api::OpenAi | Api::Responses => header::AUTHORIZATION,
-            Api::Anthropic => HeaderName::from_static("x-api-key"),
-        }
-    }
-
-    fn key_value(self, key: &str) -> Result<HeaderValue, ApiError> {
-        let text = match self {
-            Api::OpenAi | Api::Responses => format!("Bearer {key}"),
-            Api::Anthropic => key.to_owned(),
-        };
-        HeaderValue::from_str(&text).map_err(|_| {
-            ApiError::Internal(format!(
-                "the api_key under {} is not a valid header value",
-                self.table()
-            ))
-        })
-    }
+/// A provider key as the header value `api` takes it in.
+fn key_value(api: Api, key: &str) -> Result<HeaderValue, ApiError> {
+    HeaderValue::from_str(&api.key_text(key)).map_err(|_| {
+        ApiError::Internal(format!(
+            "the api_key under {} is not a valid header value",
+            api.table()
+        ))
+    })
 }
 
 /// Request headers never forwarded: hop-by-hop ones, those reqwest sets itself, and skald's.
@@ -256,11 +103,11 @@ pub fn upstream_headers(
                     api.key_header()
                 )));
             };
-            out.insert(api.key_header(), api.key_value(key)?);
+            out.insert(api.key_header(), key_value(api, key)?);
         }
     } else if !out.contains_key(header::AUTHORIZATION) && !out.contains_key("x-api-key") {
         if let Some(key) = upstream.api_key.as_deref() {
-            out.insert(api.key_header(), api.key_value(key)?);
+            out.insert(api.key_header(), key_value(api, key)?);
         }
     }
     // Whatever happened above, no header holding a skald key goes out: not the provider
@@ -320,6 +167,7 @@ pub fn response_headers(upstream: &reqwest::header::HeaderMap) -> HeaderMap {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+    use super::super::wire::{CHAT, MESSAGES};
     use super::*;
 
     fn caller(source: KeySource) -> Caller {
@@ -346,31 +194,6 @@ mod tests {
     }
 
     #[test]
-    fn skald_tools_are_written_in_each_apis_shape() {
-        let function = serde_json::json!({"type": "function", "function": {
-            "name": "fetch_original_data", "description": "d", "parameters": {"type": "object"}}});
-        assert_eq!(Api::OpenAi.from_function_spec(function.clone()), function);
-        assert_eq!(
-            Api::Anthropic.from_function_spec(function),
-            serde_json::json!({"name": "fetch_original_data", "description": "d",
-                               "input_schema": {"type": "object"}})
-        );
-    }
-
-    #[test]
-    fn urls_join_the_base_and_keep_the_query() {
-        let up = upstream(None);
-        assert_eq!(
-            Api::OpenAi.url(&up, None),
-            "http://127.0.0.1:9/v1/chat/completions"
-        );
-        assert_eq!(
-            Api::Anthropic.url(&up, Some("beta=true")),
-            "http://127.0.0.1:9/v1/v1/messages?beta=true"
-        );
-    }
-
-    #[test]
     fn the_clients_own_key_passes_and_skald_headers_stay_home() {
         let incoming = headers(&[
             ("authorization", "Bearer sk-openai-123"),
@@ -381,7 +204,7 @@ mod tests {
             ("accept-encoding", "gzip"),
         ]);
         let out = upstream_headers(
-            Api::OpenAi,
+            CHAT,
             &caller(KeySource::SkaldHeader),
             &incoming,
             &upstream(Some("sk-configured")),
@@ -402,7 +225,7 @@ mod tests {
             ("anthropic-version", "2023-06-01"),
         ]);
         let out = upstream_headers(
-            Api::Anthropic,
+            MESSAGES,
             &caller(KeySource::XApiKey),
             &incoming,
             &upstream(Some("sk-ant-configured")),
@@ -412,7 +235,7 @@ mod tests {
         assert_eq!(out["anthropic-version"], "2023-06-01");
 
         let refused = upstream_headers(
-            Api::OpenAi,
+            CHAT,
             &caller(KeySource::Bearer),
             &headers(&[("authorization", "Bearer sk-skald-abc")]),
             &upstream(None),
@@ -429,7 +252,7 @@ mod tests {
             ("authorization", "Bearer sk-skald-abc"),
         ]);
         let out = upstream_headers(
-            Api::OpenAi,
+            CHAT,
             &caller(KeySource::SkaldHeader),
             &incoming,
             &upstream(Some("sk-configured")),
@@ -437,7 +260,7 @@ mod tests {
         .unwrap();
         assert_eq!(out["authorization"], "Bearer sk-configured");
         let refused = upstream_headers(
-            Api::OpenAi,
+            CHAT,
             &caller(KeySource::SkaldHeader),
             &incoming,
             &upstream(None),
@@ -449,7 +272,7 @@ mod tests {
     #[test]
     fn a_provider_key_of_the_clients_own_beside_a_skald_key_in_the_other_header_passes() {
         let out = upstream_headers(
-            Api::Anthropic,
+            MESSAGES,
             &caller(KeySource::SkaldHeader),
             &headers(&[
                 ("x-skald-key", "sk-skald-abc"),
@@ -466,7 +289,7 @@ mod tests {
     #[test]
     fn a_skald_key_in_any_header_never_leaves() {
         let out = upstream_headers(
-            Api::OpenAi,
+            CHAT,
             &caller(KeySource::SkaldHeader),
             &headers(&[
                 ("x-skald-key", "sk-skald-abc"),
@@ -489,7 +312,7 @@ mod tests {
     #[test]
     fn a_skald_key_never_leaves_even_when_the_caller_was_not_authenticated_by_it() {
         let out = upstream_headers(
-            Api::OpenAi,
+            CHAT,
             &caller(KeySource::None),
             &headers(&[("authorization", "Bearer sk-skald-abc")]),
             &upstream(None),

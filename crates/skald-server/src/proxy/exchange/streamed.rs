@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::body::{Fault, FaultKind, UpstreamBody};
 use super::super::sse::SseSplitter;
-use super::super::stream::{StreamRewriter, error_event};
+use super::super::stream::StreamRewriter;
 use super::super::upstream::response_headers;
 use super::{Exchange, Noted, answer_whole, is_event_stream, recovery_failure};
 
@@ -201,7 +201,7 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
             }
             Err(_) => {
                 let message = "recording skald's tool calls failed";
-                for bytes in error_event(exchange.api, message) {
+                for bytes in exchange.api.error_event(message) {
                     let _ = sender.send(bytes).await;
                 }
                 return;
@@ -222,7 +222,7 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
                     "the upstream answered the continuation with {} instead of a stream",
                     sent.response.status()
                 );
-                for bytes in error_event(exchange.api, &message) {
+                for bytes in exchange.api.error_event(&message) {
                     let _ = sender.send(bytes).await;
                 }
                 return;
@@ -236,7 +236,7 @@ pub async fn stream(exchange: Exchange, mut session: Turn, mut head: oneshot::Se
                     "continuing the answer after skald's tool call failed ({status}): {}",
                     String::from_utf8_lossy(&body)
                 );
-                for bytes in error_event(exchange.api, &message) {
+                for bytes in exchange.api.error_event(&message) {
                     let _ = sender.send(bytes).await;
                 }
                 return;

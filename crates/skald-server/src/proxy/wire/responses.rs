@@ -1,5 +1,7 @@
-//! The client's view of a streamed OpenAI Responses answer (see the parent module for the
-//! rules all APIs share). Responses streams are typed events about *output items*:
+//! OpenAI Responses (`POST /v1/responses`, to `[proxy.openai]`'s `{base_url}/responses`): the
+//! codec is `skald_core::codec::responses`; a client with `store` on (the API's default)
+//! continues by `previous_response_id`, so skald records its answers. The client's view of a
+//! streamed answer (see `proxy::stream` for the rules all APIs share). Responses streams are typed events about *output items*:
 //! `response.created`, `response.output_item.added` / `.done`, content and argument deltas
 //! (each naming its item's `output_index`), and one closing `response.completed` (or
 //! `.incomplete` / `.failed`) that repeats the whole `output`.
@@ -17,15 +19,129 @@
 //!   hidden assistant turn: a stateless client (`store: false`) continues a reasoning model only
 //!   with its reasoning items sent back.
 
+use axum::http::{HeaderMap, HeaderName, header};
 use bytes::Bytes;
-use serde_json::{Map, Value};
-use skald_core::message::{Block, Usage};
+use serde_json::{Map, Value, json};
+use skald_core::codec::responses;
+use skald_core::message::{Block, Conversation, Message, Usage};
+use skald_engine::SkaldTools;
 
 use super::super::sse::{SseEvent, write_event};
-use super::{Held, HeldCall, Slot, StreamRewriter};
+use super::super::stream::{Held, HeldCall, Slot, StreamRewriter};
+use super::{WireApi, openai_client_session};
+use crate::config::{ServerConfig, Upstream};
+
+/// OpenAI Responses.
+#[derive(Debug, Clone, Copy)]
+pub struct Responses;
+
+impl WireApi for Responses {
+    fn name(&self) -> &'static str {
+        "Responses"
+    }
+
+    fn table(&self) -> &'static str {
+        "[proxy.openai]"
+    }
+
+    fn example_base_url(&self) -> &'static str {
+        "https://api.openai.com/v1"
+    }
+
+    fn origin(&self) -> &'static str {
+        responses::ORIGIN
+    }
+
+    fn configured<'c>(&self, config: &'c ServerConfig) -> Option<&'c Upstream> {
+        config.openai.as_ref()
+    }
+
+    fn decode_request(&self, body: &Value) -> Result<Conversation, String> {
+        responses::decode_request(body).map_err(|error| error.to_string())
+    }
+
+    fn encode_request(&self, conversation: &Conversation) -> Value {
+        responses::encode_request(conversation)
+    }
+
+    fn tool_from_function_spec(&self, tool: Value) -> Value {
+        responses::tool_from_function_spec(tool)
+    }
+
+    fn generate_path(&self) -> &'static str {
+        "/responses"
+    }
+
+    fn models_path(&self) -> &'static str {
+        "/models"
+    }
+
+    fn final_event(&self) -> &'static str {
+        "response.completed"
+    }
+
+    fn key_header(&self) -> HeaderName {
+        header::AUTHORIZATION
+    }
+
+    fn key_text(&self, key: &str) -> String {
+        format!("Bearer {key}")
+    }
+
+    fn decode_answer(&self, body: &Value) -> Option<Message> {
+        let mut message = responses::decode_response(body).ok()?.message;
+        if message.meta.usage.is_none() {
+            message.meta.usage = body.get("usage").map(responses_usage);
+        }
+        Some(message)
+    }
+
+    fn strip_skald_calls(&self, answer: &mut Value, skald: &SkaldTools) {
+        if let Some(Value::Array(items)) = answer.get_mut("output") {
+            items.retain(|item| {
+                let is_call = item.get("type").and_then(Value::as_str) == Some("function_call");
+                let name = item.get("name").and_then(Value::as_str);
+                !(is_call && name.is_some_and(|name| skald.contains(name)))
+            });
+        }
+    }
+
+    fn error_event(&self, message: &str) -> Vec<Bytes> {
+        vec![write_event(
+            Some("response.failed"),
+            &json!({"type": "response.failed", "response": {
+                "object": "response", "status": "failed", "output": [],
+                "error": {"code": "server_error", "message": message}}})
+            .to_string(),
+        )]
+    }
+
+    fn client_session(&self, headers: &HeaderMap, body: &Value) -> Option<(&'static str, String)> {
+        openai_client_session(headers, body)
+    }
+
+    /// `store` is on unless the client turned it off.
+    fn records_answer(&self, body: &Value) -> bool {
+        body.get("store") != Some(&Value::Bool(false))
+    }
+
+    fn previous_response_id(&self, body: &Value) -> Option<String> {
+        body.get("previous_response_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    }
+
+    fn on_stream_event(&self, rewriter: &mut StreamRewriter, event: SseEvent) -> Option<Bytes> {
+        rewriter.on_responses(event)
+    }
+
+    fn finish_held_event(&self, rewriter: &mut StreamRewriter, data: &mut Value) {
+        rewriter.finish_responses(data);
+    }
+}
 
 impl StreamRewriter {
-    pub(super) fn on_responses(&mut self, event: SseEvent) -> Option<Bytes> {
+    pub(in crate::proxy) fn on_responses(&mut self, event: SseEvent) -> Option<Bytes> {
         let Ok(Value::Object(data)) = serde_json::from_str::<Value>(&event.data) else {
             return Some(event.raw);
         };
@@ -215,7 +331,7 @@ impl StreamRewriter {
 
     /// The closing event the client gets: the first call's id, every item it saw, the next
     /// sequence number.
-    pub(super) fn finish_responses(&mut self, data: &mut Value) {
+    pub(in crate::proxy) fn finish_responses(&mut self, data: &mut Value) {
         if let Some(response) = data.get_mut("response").and_then(Value::as_object_mut) {
             if let Some(first) = &self.first_id {
                 response.insert("id".to_owned(), Value::String(first.clone()));
