@@ -219,7 +219,7 @@ fn an_openai_response_becomes_an_anthropic_response() {
     let decoded =
         openai::decode_response(&parse(include_str!("fixtures/wire/openai_response.json")))
             .unwrap();
-    let response = anthropic::AnthropicResponse {
+    let response = anthropic::WireResponse {
         message: decoded.message,
         envelope: serde_json::Map::new(),
     };
@@ -616,7 +616,7 @@ fn errors_name_the_path_and_what_was_expected() {
         "tools[0].name: missing, expected a string"
     );
     let error = anthropic::decode_request_str("not json").unwrap_err();
-    assert!(matches!(error, anthropic::AnthropicError::Json(_)));
+    assert!(matches!(error, anthropic::WireError::Json(_)));
     assert_eq!(error.path(), None);
 
     let error = anthropic::decode_response(

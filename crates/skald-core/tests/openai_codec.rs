@@ -259,7 +259,7 @@ fn response_meta_changes_are_written_to_the_envelope() {
 fn a_response_built_elsewhere_gets_a_minimal_envelope() {
     let anthropic = parse(include_str!("fixtures/wire/anthropic_response.json"));
     let decoded = anthropic::decode_response(&anthropic).unwrap();
-    let response = openai::OpenAiResponse {
+    let response = openai::WireResponse {
         message: decoded.message,
         envelope: serde_json::Map::new(),
     };
@@ -635,7 +635,7 @@ fn errors_name_the_path_and_what_was_expected() {
     );
 
     let error = openai::decode_request_str("{\"messages\": [").unwrap_err();
-    assert!(matches!(error, openai::OpenAiError::Json(_)));
+    assert!(matches!(error, openai::WireError::Json(_)));
     assert!(error.to_string().contains("line 1"), "{error}");
 
     let response_error = |input: Value| openai::decode_response(&input).unwrap_err();

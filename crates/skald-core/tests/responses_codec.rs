@@ -344,7 +344,7 @@ fn response_meta_changes_are_written_to_the_envelope() {
 fn a_response_built_elsewhere_gets_a_minimal_envelope() {
     let anthropic = parse(include_str!("fixtures/wire/anthropic_response.json"));
     let decoded = anthropic::decode_response(&anthropic).unwrap();
-    let response = responses::ResponsesResponse {
+    let response = responses::WireResponse {
         message: decoded.message,
         envelope: serde_json::Map::new(),
     };
@@ -657,7 +657,7 @@ fn errors_name_the_path_and_what_was_expected() {
         "top level: expected an object with \"input\", found an array"
     );
     let error = responses::decode_request_str("{\"input\": [").unwrap_err();
-    assert!(matches!(error, responses::ResponsesError::Json(_)));
+    assert!(matches!(error, responses::WireError::Json(_)));
     assert_eq!(error.path(), None);
 
     let response_error = |input: Value| responses::decode_response(&input).unwrap_err();

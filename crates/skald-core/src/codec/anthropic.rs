@@ -33,9 +33,9 @@
 use serde_json::{Map, Value};
 
 use super::json::{
-    FieldError, Path, as_object, content_as_spelled, count, each, insert_changed_str,
-    insert_nonempty, insert_opt_str, object_entry, optional_array, optional_object, optional_str,
-    required, required_array, required_object, required_str, rest, text_block, write_extra, wrong,
+    Path, as_object, content_as_spelled, count, each, insert_changed_str, insert_nonempty,
+    insert_opt_str, object_entry, optional_array, optional_object, optional_str, required,
+    required_array, required_object, required_str, rest, text_block, write_extra, wrong,
 };
 pub use super::openai::{HINT_PREFIX, ORIGIN_KEY};
 use super::openai::{mark, origin};
@@ -43,6 +43,8 @@ use crate::message::{
     Block, ContentForm, Conversation, Extra, ImageBlock, ImageSource, Message, MessageMeta, Role,
     StopReason, ThinkingBlock, ToolCall, ToolResult, ToolSpec, Usage,
 };
+
+pub use super::wire::{WireError, WireResponse};
 
 /// The [`ORIGIN_KEY`] value this codec writes.
 pub const ORIGIN: &str = "anthropic";
@@ -57,91 +59,12 @@ const SOURCE_HINT: &str = "skald:anthropic.source";
 /// the top-level `system`, so the encoder puts it back where it was.
 pub const IN_MESSAGES_HINT: &str = "skald:anthropic.in_messages";
 
-/// Why a value is not a valid Messages request or response. Every variant but `Json` names the
-/// field by its JSON path (`messages[1].content[0].source`, or `top level`).
-#[derive(Debug, thiserror::Error)]
-pub enum AnthropicError {
-    /// The input is not JSON at all (the message carries line and column).
-    #[error("not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    /// A required field is absent.
-    #[error("{path}: missing, expected {expected}")]
-    Missing {
-        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
-        path: String,
-        /// What the format allows there.
-        expected: &'static str,
-    },
-    /// A field has the wrong JSON type.
-    #[error("{path}: expected {expected}, found {found}")]
-    WrongType {
-        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
-        path: String,
-        /// What the format allows there.
-        expected: &'static str,
-        /// The JSON type that was there instead.
-        found: &'static str,
-    },
-    /// A field has the right type but a value the format does not define.
-    #[error("{path}: expected {expected}, found {found:?}")]
-    UnknownValue {
-        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
-        path: String,
-        /// What the format allows there.
-        expected: &'static str,
-        /// The value that was there instead.
-        found: String,
-    },
-}
-
-impl AnthropicError {
-    /// The JSON path of the offending field, when the error is about one.
-    pub fn path(&self) -> Option<&str> {
-        match self {
-            AnthropicError::Json(_) => None,
-            AnthropicError::Missing { path, .. }
-            | AnthropicError::WrongType { path, .. }
-            | AnthropicError::UnknownValue { path, .. } => Some(path),
-        }
-    }
-}
-
-impl From<FieldError> for AnthropicError {
-    fn from(error: FieldError) -> Self {
-        let FieldError {
-            path,
-            expected,
-            found,
-        } = error;
-        match found {
-            None => AnthropicError::Missing { path, expected },
-            Some(found) => AnthropicError::WrongType {
-                path,
-                expected,
-                found,
-            },
-        }
-    }
-}
-
-/// A decoded response: its one message plus the envelope needed to write it back.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AnthropicResponse {
-    /// The assistant message: `content`, with `meta` filled from `id`, `model`, `stop_reason`
-    /// and `usage`.
-    pub message: Message,
-    /// The response object as received, with `content` set to `null`. The encoder puts the
-    /// content back and overwrites the fields `meta` describes only where `meta` says something
-    /// else.
-    pub envelope: Map<String, Value>,
-}
-
 // ---------------------------------------------------------------------------------------------
 // Decoding
 // ---------------------------------------------------------------------------------------------
 
 /// Decodes a Messages request body.
-pub fn decode_request(value: &Value) -> Result<Conversation, AnthropicError> {
+pub fn decode_request(value: &Value) -> Result<Conversation, WireError> {
     let root = Path::Root;
     let obj = as_object(value, root, "an object with \"messages\"")?;
     let mut conversation = Conversation::default();
@@ -179,12 +102,12 @@ pub fn decode_request(value: &Value) -> Result<Conversation, AnthropicError> {
 }
 
 /// Parses and decodes a Messages request body.
-pub fn decode_request_str(input: &str) -> Result<Conversation, AnthropicError> {
+pub fn decode_request_str(input: &str) -> Result<Conversation, WireError> {
     decode_request(&serde_json::from_str(input)?)
 }
 
 /// Decodes a non-streaming Messages response.
-pub fn decode_response(value: &Value) -> Result<AnthropicResponse, AnthropicError> {
+pub fn decode_response(value: &Value) -> Result<WireResponse, WireError> {
     let root = Path::Root;
     let obj = as_object(value, root, "an object with \"content\"")?;
     let content_path = root.key("content");
@@ -194,22 +117,22 @@ pub fn decode_response(value: &Value) -> Result<AnthropicResponse, AnthropicErro
     mark(&mut message.extra, ORIGIN);
     let mut envelope = obj.clone();
     envelope.insert("content".to_owned(), Value::Null);
-    Ok(AnthropicResponse { message, envelope })
+    Ok(WireResponse { message, envelope })
 }
 
 /// Parses and decodes a non-streaming Messages response.
-pub fn decode_response_str(input: &str) -> Result<AnthropicResponse, AnthropicError> {
+pub fn decode_response_str(input: &str) -> Result<WireResponse, WireError> {
     decode_response(&serde_json::from_str(input)?)
 }
 
-fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, AnthropicError> {
+fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, WireError> {
     let obj = as_object(value, path, "an object with \"role\" and \"content\"")?;
     let role = match required_str(obj, "role", path)? {
         "user" => Role::User,
         "assistant" => Role::Assistant,
         "system" => Role::System,
         other => {
-            return Err(AnthropicError::UnknownValue {
+            return Err(WireError::UnknownValue {
                 path: path.key("role").render(),
                 expected: "\"user\", \"assistant\" or \"system\"",
                 found: other.to_owned(),
@@ -251,18 +174,14 @@ pub(crate) fn decode_content(
     value: Option<&Value>,
     path: Path<'_>,
     nested: bool,
-) -> Result<(Vec<Block>, ContentForm), AnthropicError> {
+) -> Result<(Vec<Block>, ContentForm), WireError> {
     let expected = "a string or an array of content blocks";
     super::json::content(value, path, expected, |block, path| {
         decode_block(block, path, nested)
     })
 }
 
-fn decode_blocks(
-    blocks: &[Value],
-    path: Path<'_>,
-    nested: bool,
-) -> Result<Vec<Block>, AnthropicError> {
+fn decode_blocks(blocks: &[Value], path: Path<'_>, nested: bool) -> Result<Vec<Block>, WireError> {
     each(blocks, path, |block, path| {
         decode_block(block, path, nested)
     })
@@ -270,7 +189,7 @@ fn decode_blocks(
 
 /// One content block. Inside a `tool_result` (`nested`) a further `tool_result` is kept opaque:
 /// results do not nest in the model, and it bounds the recursion.
-fn decode_block(value: &Value, path: Path<'_>, nested: bool) -> Result<Block, AnthropicError> {
+fn decode_block(value: &Value, path: Path<'_>, nested: bool) -> Result<Block, WireError> {
     let obj = as_object(value, path, "an object with \"type\"")?;
     match required_str(obj, "type", path)? {
         "text" => Ok(text_block(obj, path)?),
@@ -329,7 +248,7 @@ fn decode_image(
     value: &Value,
     obj: &Map<String, Value>,
     path: Path<'_>,
-) -> Result<Block, AnthropicError> {
+) -> Result<Block, WireError> {
     let source_path = path.key("source");
     let source_obj = required_object(obj, "source", path, "an object with \"type\"")?;
     let (source, consumed): (ImageSource, &[&str]) =
@@ -355,7 +274,7 @@ fn decode_image(
     Ok(Block::Image(ImageBlock { source, extra }))
 }
 
-fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, AnthropicError> {
+fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, WireError> {
     let obj = as_object(value, path, "an object with \"name\"")?;
     let name = required_str(obj, "name", path)?.to_owned();
     let mut consumed = vec!["name"];
@@ -378,7 +297,7 @@ fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, AnthropicError
 }
 
 /// The meta facts a response states.
-fn read_meta(obj: &Map<String, Value>) -> Result<MessageMeta, AnthropicError> {
+fn read_meta(obj: &Map<String, Value>) -> Result<MessageMeta, WireError> {
     let root = Path::Root;
     let mut ignored = Vec::new();
     Ok(MessageMeta {
@@ -393,7 +312,7 @@ fn read_meta(obj: &Map<String, Value>) -> Result<MessageMeta, AnthropicError> {
     })
 }
 
-fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, AnthropicError> {
+fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, WireError> {
     let Some(usage) = optional_object(value, path, "an object")? else {
         return Ok(None);
     };
@@ -467,7 +386,7 @@ pub fn encode_request(conversation: &Conversation) -> Value {
 /// Fields `message.meta` describes (`id`, `model`, `stop_reason`, `usage`) are rewritten only
 /// where `meta` has a value the envelope does not already say. An empty envelope gets a minimal
 /// `message` object.
-pub fn encode_response(response: &AnthropicResponse) -> Value {
+pub fn encode_response(response: &WireResponse) -> Value {
     let message = &response.message;
     let meta = &message.meta;
     let mut envelope = if response.envelope.is_empty() {

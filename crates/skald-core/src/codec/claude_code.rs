@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::LineIssue;
-use super::anthropic::{self, AnthropicError};
+use super::anthropic::{self, WireError};
 use super::json::{
     FieldError, Path, insert_nonempty, json_error_message, kind, required_object, rest,
 };
@@ -467,17 +467,17 @@ fn read_content(
 
 /// An Anthropic codec error, worded as this importer words its line issues ("found nothing" for a
 /// missing field).
-fn anthropic_error(error: AnthropicError) -> String {
+fn anthropic_error(error: WireError) -> String {
     match error {
-        AnthropicError::Missing { path, expected } => FieldError {
+        WireError::Missing { path, expected } => FieldError {
             path,
             expected,
             found: None,
         }
         .to_string(),
-        AnthropicError::Json(_)
-        | AnthropicError::WrongType { .. }
-        | AnthropicError::UnknownValue { .. } => error.to_string(),
+        WireError::Json(_) | WireError::WrongType { .. } | WireError::UnknownValue { .. } => {
+            error.to_string()
+        }
     }
 }
 

@@ -18,8 +18,10 @@ pub mod swe_agent;
 
 mod detect;
 mod json;
+mod wire;
 
 pub use detect::{DetectError, detect};
+pub use wire::{WireError, WireResponse};
 
 use crate::message::Conversation;
 
@@ -97,10 +99,10 @@ pub enum DecodeError {
     Detect(#[from] DetectError),
     /// The input looked like a Chat Completions request or response but did not decode.
     #[error("OpenAI Chat Completions: {0}")]
-    OpenAi(#[from] openai::OpenAiError),
+    OpenAi(WireError),
     /// The input looked like an Anthropic Messages request or response but did not decode.
     #[error("Anthropic Messages: {0}")]
-    Anthropic(#[from] anthropic::AnthropicError),
+    Anthropic(WireError),
     /// The input looked like an OpenClaw session file but did not decode.
     #[error("OpenClaw session: {0}")]
     OpenClaw(#[from] openclaw::OpenClawError),
@@ -133,14 +135,26 @@ pub fn decode_as(format: Format, input: &str) -> Result<Decoded, DecodeError> {
         ignored_lines: 0,
     };
     Ok(match format {
-        Format::OpenAiRequest => plain(openai::decode_request_str(input)?),
+        Format::OpenAiRequest => {
+            plain(openai::decode_request_str(input).map_err(DecodeError::OpenAi)?)
+        }
         Format::OpenAiResponse => plain(Conversation {
-            messages: vec![openai::decode_response_str(input)?.message],
+            messages: vec![
+                openai::decode_response_str(input)
+                    .map_err(DecodeError::OpenAi)?
+                    .message,
+            ],
             ..Conversation::default()
         }),
-        Format::AnthropicRequest => plain(anthropic::decode_request_str(input)?),
+        Format::AnthropicRequest => {
+            plain(anthropic::decode_request_str(input).map_err(DecodeError::Anthropic)?)
+        }
         Format::AnthropicResponse => plain(Conversation {
-            messages: vec![anthropic::decode_response_str(input)?.message],
+            messages: vec![
+                anthropic::decode_response_str(input)
+                    .map_err(DecodeError::Anthropic)?
+                    .message,
+            ],
             ..Conversation::default()
         }),
         Format::OpenClawSession => {

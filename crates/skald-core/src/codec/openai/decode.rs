@@ -5,8 +5,8 @@
 use serde_json::{Map, Value};
 
 use super::{
-    FUNCTION_HINT, LEGACY_CALL_HINT, ORIGIN, OpenAiError, OpenAiResponse, PART_HINT, ROLE_HINT,
-    TOOL_HINT, UNTYPED_HINT, mark,
+    FUNCTION_HINT, LEGACY_CALL_HINT, ORIGIN, PART_HINT, ROLE_HINT, TOOL_HINT, UNTYPED_HINT,
+    WireError, WireResponse, mark,
 };
 use crate::codec::json::{
     Path, as_object, count, each, insert_nonempty, optional_array, optional_object, optional_str,
@@ -18,7 +18,7 @@ use crate::message::{
 };
 
 /// Decodes a Chat Completions request body.
-pub fn decode_request(value: &Value) -> Result<Conversation, OpenAiError> {
+pub fn decode_request(value: &Value) -> Result<Conversation, WireError> {
     let root = Path::Root;
     let obj = as_object(value, root, "an object with \"messages\"")?;
     let mut conversation = Conversation::default();
@@ -37,18 +37,18 @@ pub fn decode_request(value: &Value) -> Result<Conversation, OpenAiError> {
 }
 
 /// Parses and decodes a Chat Completions request body.
-pub fn decode_request_str(input: &str) -> Result<Conversation, OpenAiError> {
+pub fn decode_request_str(input: &str) -> Result<Conversation, WireError> {
     decode_request(&serde_json::from_str(input)?)
 }
 
 /// Decodes a non-streaming Chat Completions response.
-pub fn decode_response(value: &Value) -> Result<OpenAiResponse, OpenAiError> {
+pub fn decode_response(value: &Value) -> Result<WireResponse, WireError> {
     let root = Path::Root;
     let obj = as_object(value, root, "an object with \"choices\"")?;
     let choices_path = root.key("choices");
     let choices = required_array(obj, "choices", root, "an array of choices")?;
     let first_path = choices_path.index(0);
-    let first_value = choices.first().ok_or_else(|| OpenAiError::WrongType {
+    let first_value = choices.first().ok_or_else(|| WireError::WrongType {
         path: choices_path.render(),
         expected: "at least one choice",
         found: "an empty array",
@@ -66,15 +66,15 @@ pub fn decode_response(value: &Value) -> Result<OpenAiResponse, OpenAiError> {
     {
         choice.insert("message".to_owned(), Value::Null);
     }
-    Ok(OpenAiResponse { message, envelope })
+    Ok(WireResponse { message, envelope })
 }
 
 /// Parses and decodes a non-streaming Chat Completions response.
-pub fn decode_response_str(input: &str) -> Result<OpenAiResponse, OpenAiError> {
+pub fn decode_response_str(input: &str) -> Result<WireResponse, WireError> {
     decode_response(&serde_json::from_str(input)?)
 }
 
-fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, OpenAiError> {
+fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, WireError> {
     let obj = as_object(value, path, "an object with \"role\"")?;
     let role = required_str(obj, "role", path)?;
     let (content, content_form) = decode_content(obj.get("content"), path.key("content"))?;
@@ -118,7 +118,7 @@ fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, OpenAiError>
             tool_result_message(String::new(), Some(name), content, content_form)
         }
         other => {
-            return Err(OpenAiError::UnknownValue {
+            return Err(WireError::UnknownValue {
                 path: path.key("role").render(),
                 expected: "one of \"system\", \"developer\", \"user\", \"assistant\", \"tool\", \"function\"",
                 found: other.to_owned(),
@@ -162,7 +162,7 @@ fn decode_assistant_calls<'o>(
     path: Path<'_>,
     blocks: &mut Vec<Block>,
     consumed: &mut Vec<&'o str>,
-) -> Result<(), OpenAiError> {
+) -> Result<(), WireError> {
     let calls = optional_array(obj, "tool_calls", path, "an array of tool calls", consumed)?;
     let calls = each(calls, path.key("tool_calls"), decode_tool_call)?;
     blocks.extend(calls.into_iter().map(Block::ToolCall));
@@ -193,7 +193,7 @@ fn decode_assistant_calls<'o>(
     Ok(())
 }
 
-fn decode_tool_call(value: &Value, path: Path<'_>) -> Result<ToolCall, OpenAiError> {
+fn decode_tool_call(value: &Value, path: Path<'_>) -> Result<ToolCall, WireError> {
     let obj = as_object(value, path, "an object with \"id\" and \"function\"")?;
     let id = required_str(obj, "id", path)?.to_owned();
     let typed = expect_function_type(obj, path)?;
@@ -219,7 +219,7 @@ fn decode_tool_call(value: &Value, path: Path<'_>) -> Result<ToolCall, OpenAiErr
 fn decode_function(
     function: &Map<String, Value>,
     path: Path<'_>,
-) -> Result<(String, String, Extra), OpenAiError> {
+) -> Result<(String, String, Extra), WireError> {
     let name = required_str(function, "name", path)?.to_owned();
     let expected = "a string of JSON";
     let arguments = required(function, "arguments", path, expected)?;
@@ -236,11 +236,11 @@ pub(in crate::codec) fn parse_arguments(text: &str) -> Value {
 }
 
 /// Checks `type` is `"function"`; false when it is absent.
-fn expect_function_type(obj: &Map<String, Value>, path: Path<'_>) -> Result<bool, OpenAiError> {
+fn expect_function_type(obj: &Map<String, Value>, path: Path<'_>) -> Result<bool, WireError> {
     match obj.get("type") {
         None => Ok(false),
         Some(Value::String(kind)) if kind == "function" => Ok(true),
-        Some(Value::String(kind)) => Err(OpenAiError::UnknownValue {
+        Some(Value::String(kind)) => Err(WireError::UnknownValue {
             path: path.key("type").render(),
             expected: "\"function\"",
             found: kind.clone(),
@@ -252,12 +252,12 @@ fn expect_function_type(obj: &Map<String, Value>, path: Path<'_>) -> Result<bool
 fn decode_content(
     value: Option<&Value>,
     path: Path<'_>,
-) -> Result<(Vec<Block>, ContentForm), OpenAiError> {
+) -> Result<(Vec<Block>, ContentForm), WireError> {
     let expected = "a string, an array of content parts or null";
     crate::codec::json::content(value, path, expected, decode_part)
 }
 
-fn decode_part(value: &Value, path: Path<'_>) -> Result<Block, OpenAiError> {
+fn decode_part(value: &Value, path: Path<'_>) -> Result<Block, WireError> {
     let obj = as_object(value, path, "an object with \"type\"")?;
     match required_str(obj, "type", path)? {
         "text" => Ok(text_block(obj, path)?),
@@ -277,7 +277,7 @@ fn decode_part(value: &Value, path: Path<'_>) -> Result<Block, OpenAiError> {
     }
 }
 
-fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, OpenAiError> {
+fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, WireError> {
     let obj = as_object(value, path, "an object with \"type\" and \"function\"")?;
     let typed = expect_function_type(obj, path)?;
     let function_path = path.key("function");
@@ -310,7 +310,7 @@ fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, OpenAiError> {
 pub(super) fn read_meta(
     obj: &Map<String, Value>,
     choice: &Map<String, Value>,
-) -> Result<MessageMeta, OpenAiError> {
+) -> Result<MessageMeta, WireError> {
     let root = Path::Root;
     let mut ignored = Vec::new();
     let created = match obj.get("created") {
@@ -336,7 +336,7 @@ pub(super) fn read_meta(
     })
 }
 
-fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, OpenAiError> {
+fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, WireError> {
     let Some(usage) = optional_object(value, path, "an object")? else {
         return Ok(None);
     };

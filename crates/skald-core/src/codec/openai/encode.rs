@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 
 use super::decode::read_meta;
 use super::{
-    FUNCTION_HINT, IMAGE_ONLY_RESULT, LEGACY_CALL_HINT, OpenAiResponse, PART_HINT, ROLE_HINT,
-    TOOL_HINT, TOOL_IMAGES_LABEL, UNTYPED_HINT, hint, is_own, origin,
+    FUNCTION_HINT, IMAGE_ONLY_RESULT, LEGACY_CALL_HINT, PART_HINT, ROLE_HINT, TOOL_HINT,
+    TOOL_IMAGES_LABEL, UNTYPED_HINT, WireResponse, hint, is_own, origin,
 };
 use crate::codec::json::{
     content_as_spelled, insert_changed_str, insert_opt_str, object_entry, write_extra,
@@ -55,7 +55,7 @@ pub fn encode_request(conversation: &Conversation) -> Value {
 /// Fields `message.meta` describes (`id`, `model`, `created`, `finish_reason`, `usage`) are
 /// rewritten only where `meta` has a value the envelope does not already say. An empty envelope
 /// gets a minimal `chat.completion` object.
-pub fn encode_response(response: &OpenAiResponse) -> Value {
+pub fn encode_response(response: &WireResponse) -> Value {
     let message = &response.message;
     let meta = &message.meta;
     let mut envelope = if response.envelope.is_empty() {

@@ -29,7 +29,7 @@
 //! `image_url` part or of a tool definition) and for legacy `function_call` tool calls.
 //!
 //! The parts, private (every item has one path: here): `decode` (JSON → model) and `encode`
-//! (model → JSON). This file holds the hint keys, [`OpenAiError`], [`OpenAiResponse`] and the
+//! (model → JSON). This file holds the hint keys, [`WireError`], [`WireResponse`] and the
 //! origin-mark helpers the other wire codecs share.
 //!
 //! [`ToolResult::details`]: crate::message::ToolResult::details
@@ -39,10 +39,11 @@
 mod decode;
 mod encode;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::json::FieldError;
-use crate::message::{Extra, Message};
+use crate::message::Extra;
+
+pub use super::wire::{WireError, WireResponse};
 
 pub(super) use decode::parse_arguments;
 pub use decode::{decode_request, decode_request_str, decode_response, decode_response_str};
@@ -78,85 +79,6 @@ const UNTYPED_HINT: &str = "skald:openai.untyped";
 const TOOL_IMAGES_LABEL: &str = "Attached image(s) from tool result:";
 /// Content of a `tool` message whose result was only images.
 const IMAGE_ONLY_RESULT: &str = "(see attached image)";
-
-/// Why a value is not a valid Chat Completions request or response. Every variant but `Json`
-/// names the field by its JSON path (`messages[2].tool_calls[0].function`, or `top level`).
-#[derive(Debug, thiserror::Error)]
-pub enum OpenAiError {
-    /// The input is not JSON at all (the message carries line and column).
-    #[error("not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    /// A required field is absent.
-    #[error("{path}: missing, expected {expected}")]
-    Missing {
-        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
-        path: String,
-        /// What the format allows there.
-        expected: &'static str,
-    },
-    /// A field has the wrong JSON type.
-    #[error("{path}: expected {expected}, found {found}")]
-    WrongType {
-        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
-        path: String,
-        /// What the format allows there.
-        expected: &'static str,
-        /// The JSON type that was there instead.
-        found: &'static str,
-    },
-    /// A field has the right type but a value the format does not define.
-    #[error("{path}: expected {expected}, found {found:?}")]
-    UnknownValue {
-        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
-        path: String,
-        /// What the format allows there.
-        expected: &'static str,
-        /// The value that was there instead.
-        found: String,
-    },
-}
-
-impl OpenAiError {
-    /// The JSON path of the offending field, when the error is about one.
-    pub fn path(&self) -> Option<&str> {
-        match self {
-            OpenAiError::Json(_) => None,
-            OpenAiError::Missing { path, .. }
-            | OpenAiError::WrongType { path, .. }
-            | OpenAiError::UnknownValue { path, .. } => Some(path),
-        }
-    }
-}
-
-impl From<FieldError> for OpenAiError {
-    fn from(error: FieldError) -> Self {
-        let FieldError {
-            path,
-            expected,
-            found,
-        } = error;
-        match found {
-            None => OpenAiError::Missing { path, expected },
-            Some(found) => OpenAiError::WrongType {
-                path,
-                expected,
-                found,
-            },
-        }
-    }
-}
-
-/// A decoded response: its one message plus the envelope needed to write it back.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OpenAiResponse {
-    /// `choices[0].message`, with `meta` filled from the envelope: `id`, `model`, `created`,
-    /// `choices[0].finish_reason` and `usage`.
-    pub message: Message,
-    /// The response object as received, with `choices[0].message` set to `null`. Other choices,
-    /// `logprobs`, `system_fingerprint` and the like stay here. The encoder puts the message back
-    /// and overwrites the fields `meta` describes only where `meta` says something else.
-    pub envelope: Map<String, Value>,
-}
 
 /// Marks `extra` as decoded from the wire format `origin` (see [`ORIGIN_KEY`]).
 pub(super) fn mark(extra: &mut Extra, origin: &str) {

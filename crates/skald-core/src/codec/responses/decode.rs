@@ -4,7 +4,7 @@
 use super::*;
 
 /// Decodes a Responses request body.
-pub fn decode_request(value: &Value) -> Result<Conversation, ResponsesError> {
+pub fn decode_request(value: &Value) -> Result<Conversation, WireError> {
     let root = Path::Root;
     let obj = as_object(value, root, "an object with \"input\"")?;
     let mut conversation = Conversation::default();
@@ -65,12 +65,12 @@ pub fn decode_request(value: &Value) -> Result<Conversation, ResponsesError> {
 }
 
 /// Parses and decodes a Responses request body.
-pub fn decode_request_str(input: &str) -> Result<Conversation, ResponsesError> {
+pub fn decode_request_str(input: &str) -> Result<Conversation, WireError> {
     decode_request(&serde_json::from_str(input)?)
 }
 
 /// Decodes a non-streaming Responses response.
-pub fn decode_response(value: &Value) -> Result<ResponsesResponse, ResponsesError> {
+pub fn decode_response(value: &Value) -> Result<WireResponse, WireError> {
     let root = Path::Root;
     let obj = as_object(value, root, "an object with \"output\"")?;
     let items = required_array(obj, "output", root, "an array of output items")?;
@@ -92,11 +92,11 @@ pub fn decode_response(value: &Value) -> Result<ResponsesResponse, ResponsesErro
     mark(&mut message.extra, ORIGIN);
     let mut envelope = obj.clone();
     envelope.insert("output".to_owned(), Value::Null);
-    Ok(ResponsesResponse { message, envelope })
+    Ok(WireResponse { message, envelope })
 }
 
 /// Parses and decodes a non-streaming Responses response.
-pub fn decode_response_str(input: &str) -> Result<ResponsesResponse, ResponsesError> {
+pub fn decode_response_str(input: &str) -> Result<WireResponse, WireError> {
     decode_response(&serde_json::from_str(input)?)
 }
 
@@ -106,10 +106,7 @@ enum ItemType<'v> {
     Other(&'v str),
 }
 
-fn item_type<'v>(
-    obj: &'v Map<String, Value>,
-    path: Path<'_>,
-) -> Result<ItemType<'v>, ResponsesError> {
+fn item_type<'v>(obj: &'v Map<String, Value>, path: Path<'_>) -> Result<ItemType<'v>, WireError> {
     let kind = match obj.get("type") {
         // An easy input message has a role and no type.
         None if obj.contains_key("role") => "message",
@@ -124,11 +121,7 @@ fn item_type<'v>(
 }
 
 /// Decodes input items into messages: model-output runs are joined into assistant messages.
-fn decode_items(
-    items: &[Value],
-    path: Path<'_>,
-    out: &mut Vec<Message>,
-) -> Result<(), ResponsesError> {
+fn decode_items(items: &[Value], path: Path<'_>, out: &mut Vec<Message>) -> Result<(), WireError> {
     let mut turn: Vec<Block> = Vec::new();
     for (index, item) in items.iter().enumerate() {
         let path = path.index(index);
@@ -182,7 +175,7 @@ fn decode_output_item(
     obj: &Map<String, Value>,
     path: Path<'_>,
     blocks: &mut Vec<Block>,
-) -> Result<(), ResponsesError> {
+) -> Result<(), WireError> {
     match item_type(obj, path)? {
         ItemType::Message(_) => decode_assistant_item(value, obj, path, blocks),
         ItemType::Other("function_call") => {
@@ -203,7 +196,7 @@ fn decode_assistant_item(
     obj: &Map<String, Value>,
     path: Path<'_>,
     blocks: &mut Vec<Block>,
-) -> Result<(), ResponsesError> {
+) -> Result<(), WireError> {
     let fields = Value::Object(rest(obj, &["content"]));
     let content_path = path.key("content");
     match obj.get("content") {
@@ -244,13 +237,13 @@ fn decode_input_message(
     obj: &Map<String, Value>,
     role: &str,
     path: Path<'_>,
-) -> Result<Message, ResponsesError> {
+) -> Result<Message, WireError> {
     let (role, spelling) = match role {
         "user" => (Role::User, None),
         "developer" => (Role::System, None),
         "system" => (Role::System, Some("system")),
         other => {
-            return Err(ResponsesError::UnknownValue {
+            return Err(WireError::UnknownValue {
                 path: path.key("role").render(),
                 expected: "one of \"user\", \"assistant\", \"system\", \"developer\"",
                 found: other.to_owned(),
@@ -284,7 +277,7 @@ fn decode_input_message(
 }
 
 /// A content part of an input message or of a function output.
-fn decode_part(value: &Value, path: Path<'_>, default_text: &str) -> Result<Block, ResponsesError> {
+fn decode_part(value: &Value, path: Path<'_>, default_text: &str) -> Result<Block, WireError> {
     let obj = as_object(value, path, "an object with \"type\"")?;
     match required_str(obj, "type", path)? {
         "input_text" | "output_text" => Ok(Block::Text(decode_text_part(obj, path, default_text)?)),
@@ -305,7 +298,7 @@ fn decode_text_part(
     obj: &Map<String, Value>,
     path: Path<'_>,
     default_type: &str,
-) -> Result<TextBlock, ResponsesError> {
+) -> Result<TextBlock, WireError> {
     let kind = required_str(obj, "type", path)?;
     let text = required_str(obj, "text", path)?.to_owned();
     let mut extra = rest(obj, &["type", "text"]);
@@ -318,10 +311,7 @@ fn decode_text_part(
     Ok(TextBlock { text, extra })
 }
 
-fn decode_function_call(
-    obj: &Map<String, Value>,
-    path: Path<'_>,
-) -> Result<ToolCall, ResponsesError> {
+fn decode_function_call(obj: &Map<String, Value>, path: Path<'_>) -> Result<ToolCall, WireError> {
     let id = required_str(obj, "call_id", path)?.to_owned();
     let name = required_str(obj, "name", path)?.to_owned();
     let expected = "a string of JSON";
@@ -339,10 +329,7 @@ fn decode_function_call(
     })
 }
 
-fn decode_function_output(
-    obj: &Map<String, Value>,
-    path: Path<'_>,
-) -> Result<Message, ResponsesError> {
+fn decode_function_output(obj: &Map<String, Value>, path: Path<'_>) -> Result<Message, WireError> {
     let call_id = required_str(obj, "call_id", path)?.to_owned();
     let expected = "a string or an array of content parts";
     let output_path = path.key("output");
@@ -374,7 +361,7 @@ fn decode_function_output(
     Ok(message)
 }
 
-fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, ResponsesError> {
+fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, WireError> {
     let obj = as_object(value, path, "an object with \"type\"")?;
     let kind = required_str(obj, "type", path)?;
     if kind != "function" {
@@ -418,7 +405,7 @@ fn decode_tool(value: &Value, path: Path<'_>) -> Result<ToolSpec, ResponsesError
 pub(super) fn read_meta(
     obj: &Map<String, Value>,
     has_calls: bool,
-) -> Result<MessageMeta, ResponsesError> {
+) -> Result<MessageMeta, WireError> {
     let root = Path::Root;
     let mut ignored = Vec::new();
     let created = match obj.get("created_at") {
@@ -450,7 +437,7 @@ pub(super) fn read_meta(
 fn stop_reason_of(
     obj: &Map<String, Value>,
     has_calls: bool,
-) -> Result<Option<StopReason>, ResponsesError> {
+) -> Result<Option<StopReason>, WireError> {
     let root = Path::Root;
     let mut ignored = Vec::new();
     let Some(status) = optional_str(obj, "status", root, &mut ignored)? else {
@@ -472,7 +459,7 @@ fn stop_reason_of(
     }))
 }
 
-fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, ResponsesError> {
+fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, WireError> {
     let Some(usage) = optional_object(value, path, "an object")? else {
         return Ok(None);
     };

@@ -106,7 +106,7 @@ fn bare_text(message: &Message) -> Option<&str> {
 /// Fields `message.meta` describes (`id`, `model`, `created_at`, `status`, `usage`) are rewritten
 /// only where `meta` has a value the envelope does not already say. An empty envelope gets a
 /// minimal `response` object.
-pub fn encode_response(response: &ResponsesResponse) -> Value {
+pub fn encode_response(response: &WireResponse) -> Value {
     let message = &response.message;
     let meta = &message.meta;
     let has_calls = message.tool_calls().next().is_some();

@@ -54,9 +54,9 @@
 use serde_json::{Map, Value};
 
 use super::json::{
-    FieldError, Path, as_object, count, each, insert_changed_str, insert_opt_str, object_entry,
-    optional_array, optional_object, optional_str, required, required_array, required_str, rest,
-    write_extra, wrong,
+    Path, as_object, count, each, insert_changed_str, insert_opt_str, object_entry, optional_array,
+    optional_object, optional_str, required, required_array, required_str, rest, write_extra,
+    wrong,
 };
 pub use super::openai::{HINT_PREFIX, ORIGIN_KEY};
 use super::openai::{arguments_text, mark, origin, parse_arguments};
@@ -64,6 +64,8 @@ use crate::message::{
     Block, ContentForm, Conversation, Extra, ImageBlock, ImageSource, Message, MessageMeta, Role,
     StopReason, TextBlock, Timestamp, ToolCall, ToolResult, ToolSpec, Usage, join_text,
 };
+
+pub use super::wire::{WireError, WireResponse};
 
 /// The [`ORIGIN_KEY`] value this codec writes.
 pub const ORIGIN: &str = "responses";
@@ -124,84 +126,6 @@ const TOOL_OUTPUT_ITEMS: [&str; 6] = [
 const TOOL_IMAGES_LABEL: &str = "Attached image(s) from tool result:";
 /// Output of a result from elsewhere that was only images.
 const IMAGE_ONLY_RESULT: &str = "(see attached image)";
-
-/// Why a value is not a valid Responses request or response. Every variant but `Json` names the
-/// field by its JSON path (`input[3].call_id`, or `top level`).
-#[derive(Debug, thiserror::Error)]
-pub enum ResponsesError {
-    /// The input is not JSON at all (the message carries line and column).
-    #[error("not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    /// A required field is absent.
-    #[error("{path}: missing, expected {expected}")]
-    Missing {
-        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
-        path: String,
-        /// What the format allows there.
-        expected: &'static str,
-    },
-    /// A field has the wrong JSON type.
-    #[error("{path}: expected {expected}, found {found}")]
-    WrongType {
-        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
-        path: String,
-        /// What the format allows there.
-        expected: &'static str,
-        /// The JSON type that was there instead.
-        found: &'static str,
-    },
-    /// A field has the right type but a value the format does not define.
-    #[error("{path}: expected {expected}, found {found:?}")]
-    UnknownValue {
-        /// The JSON path of the field, from the document's root (`messages[2].content[0].type`).
-        path: String,
-        /// What the format allows there.
-        expected: &'static str,
-        /// The value that was there instead.
-        found: String,
-    },
-}
-
-impl ResponsesError {
-    /// The JSON path of the offending field, when the error is about one.
-    pub fn path(&self) -> Option<&str> {
-        match self {
-            ResponsesError::Json(_) => None,
-            ResponsesError::Missing { path, .. }
-            | ResponsesError::WrongType { path, .. }
-            | ResponsesError::UnknownValue { path, .. } => Some(path),
-        }
-    }
-}
-
-impl From<FieldError> for ResponsesError {
-    fn from(error: FieldError) -> Self {
-        let FieldError {
-            path,
-            expected,
-            found,
-        } = error;
-        match found {
-            None => ResponsesError::Missing { path, expected },
-            Some(found) => ResponsesError::WrongType {
-                path,
-                expected,
-                found,
-            },
-        }
-    }
-}
-
-/// A decoded response: its output as one assistant message plus the envelope to write it back.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResponsesResponse {
-    /// The `output` items as one assistant message (see the module docs), with `meta` filled
-    /// from `id`, `model`, `created_at`, `status` and `usage`.
-    pub message: Message,
-    /// The response object as received, with `output` set to `null`. The encoder puts the output
-    /// back and overwrites the fields `meta` describes only where `meta` says something else.
-    pub envelope: Map<String, Value>,
-}
 
 mod decode;
 mod encode;
