@@ -1,30 +1,24 @@
 //! The Anthropic Messages client (`POST {base_url}/v1/messages`, `x-api-key`,
 //! `anthropic-version`). Requests are written by `skald_core::codec::anthropic` (leading system
 //! messages become `system`, tool results are merged into user turns, `details` never written);
-//! OpenAI-style tool specs are converted to `{name, description, input_schema}`. Streamed answers
-//! are assembled block by block into the same message a non-streamed answer decodes to.
+//! OpenAI-style tool specs are converted to `{name, description, input_schema}`. (A streamed
+//! answer a client asked for is the proxy's to relay, event by event: `skald_server`'s stream
+//! rewriter; this client reads whole answers.)
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use eventsource_stream::Event;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 use skald_core::codec;
-use skald_core::message::{
-    Block, Conversation, Extra, Message, Role, StopReason, TextBlock, ThinkingBlock, ToolCall,
-    Usage,
-};
+use skald_core::message::{Conversation, Extra, Message, Role};
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::{
-    ChatModel, ChatRequest, ChatResponse, ChatStream, StreamEvent, function_spec, strip_details,
-};
+use crate::chat::{ChatModel, ChatRequest, ChatResponse, function_spec, strip_details};
 use crate::config::{ProviderConfig, ProviderKind};
 use crate::error::LlmError;
-use crate::http::{StreamDecoder, Transport, decode_events, endpoint, event_json};
+use crate::http::{Transport, endpoint};
 use crate::openai::{json_number, response_from};
 use crate::retry::{JitterSource, RetryPolicy};
 
@@ -171,22 +165,6 @@ impl ChatModel for Anthropic {
             .await?;
         decode_response(&answer, &self.config.model)
     }
-
-    async fn stream(
-        &self,
-        request: &ChatRequest,
-        cancel: &CancellationToken,
-    ) -> Result<ChatStream, LlmError> {
-        let body = self.request_body(request, true)?;
-        let events = self
-            .transport
-            .post_events(&self.endpoint, &body, cancel)
-            .await?;
-        Ok(decode_events(
-            events,
-            AnthropicStream::new(self.config.model.clone()),
-        ))
-    }
 }
 
 /// `tools[index]` as an Anthropic custom tool.
@@ -225,323 +203,6 @@ pub(crate) fn decode_response(
             message: format!("not a Messages answer: {error}"),
         })?;
     Ok(response_from(decoded.message, configured_model))
-}
-
-/// A content block being streamed.
-#[derive(Debug)]
-enum PartialBlock {
-    Text {
-        text: String,
-        extra: Extra,
-    },
-    Thinking {
-        thinking: String,
-        signature: Option<String>,
-        extra: Extra,
-    },
-    ToolUse {
-        ordinal: usize,
-        id: String,
-        name: String,
-        /// `input` of `content_block_start`, used when no `input_json_delta` follows.
-        initial: Value,
-        json: String,
-        extra: Extra,
-    },
-    /// Any other block (`redacted_thinking`, server tools…), kept as sent; streamed input JSON
-    /// (server tool use) is put back as its `input`.
-    Other {
-        block: Value,
-        json: String,
-    },
-}
-
-/// Assembles a streamed Messages answer.
-#[derive(Debug)]
-struct AnthropicStream {
-    configured_model: String,
-    id: Option<String>,
-    model: Option<String>,
-    blocks: BTreeMap<u64, PartialBlock>,
-    tool_calls: usize,
-    usage: Option<Usage>,
-    stop_reason: Option<String>,
-}
-
-/// The fields of an object not named in `consumed`.
-fn rest(object: &Map<String, Value>, consumed: &[&str]) -> Extra {
-    object
-        .iter()
-        .filter(|(key, _)| !consumed.contains(&key.as_str()))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect()
-}
-
-fn text_field(value: &Value, key: &str) -> String {
-    value
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
-}
-
-impl AnthropicStream {
-    fn new(configured_model: String) -> AnthropicStream {
-        AnthropicStream {
-            configured_model,
-            id: None,
-            model: None,
-            blocks: BTreeMap::new(),
-            tool_calls: 0,
-            usage: None,
-            stop_reason: None,
-        }
-    }
-
-    /// Folds a usage object into the running usage: a field present overrides, as
-    /// `message_delta` restates the final counts.
-    fn merge_usage(&mut self, usage: &Value) -> Option<StreamEvent> {
-        let usage = usage.as_object()?;
-        let mut merged = self.usage.unwrap_or_default();
-        let set = |key: &str, slot: &mut u64| {
-            if let Some(count) = usage.get(key).and_then(Value::as_u64) {
-                *slot = count;
-            }
-        };
-        set("input_tokens", &mut merged.input);
-        set("output_tokens", &mut merged.output);
-        set("cache_read_input_tokens", &mut merged.cache_read);
-        set("cache_creation_input_tokens", &mut merged.cache_write);
-        self.usage = Some(merged);
-        Some(StreamEvent::Usage(merged))
-    }
-
-    fn on_block_start(&mut self, index: u64, block: &Value) -> Vec<StreamEvent> {
-        let Some(object) = block.as_object() else {
-            return Vec::new();
-        };
-        let mut events = Vec::new();
-        let partial = match object.get("type").and_then(Value::as_str) {
-            Some("text") => {
-                let text = text_field(block, "text");
-                if !text.is_empty() {
-                    events.push(StreamEvent::TextDelta(text.clone()));
-                }
-                PartialBlock::Text {
-                    text,
-                    extra: rest(object, &["type", "text"]),
-                }
-            }
-            Some("thinking") => {
-                let thinking = text_field(block, "thinking");
-                if !thinking.is_empty() {
-                    events.push(StreamEvent::ThinkingDelta(thinking.clone()));
-                }
-                PartialBlock::Thinking {
-                    thinking,
-                    signature: object
-                        .get("signature")
-                        .and_then(Value::as_str)
-                        .filter(|signature| !signature.is_empty())
-                        .map(str::to_owned),
-                    extra: rest(object, &["type", "thinking", "signature"]),
-                }
-            }
-            Some("tool_use") => {
-                let ordinal = self.tool_calls;
-                self.tool_calls += 1;
-                let id = text_field(block, "id");
-                let name = text_field(block, "name");
-                events.push(StreamEvent::ToolCallStart {
-                    index: ordinal,
-                    id: id.clone(),
-                    name: name.clone(),
-                });
-                PartialBlock::ToolUse {
-                    ordinal,
-                    id,
-                    name,
-                    initial: object.get("input").cloned().unwrap_or_else(|| json!({})),
-                    json: String::new(),
-                    extra: rest(object, &["type", "id", "name", "input"]),
-                }
-            }
-            Some(_) | None => PartialBlock::Other {
-                block: block.clone(),
-                json: String::new(),
-            },
-        };
-        self.blocks.insert(index, partial);
-        events
-    }
-
-    fn on_block_delta(&mut self, index: u64, delta: &Value) -> Vec<StreamEvent> {
-        let Some(block) = self.blocks.get_mut(&index) else {
-            return Vec::new();
-        };
-        let kind = delta
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let piece = |key: &str| text_field(delta, key);
-        match (kind, block) {
-            ("text_delta", PartialBlock::Text { text, .. }) => {
-                let added = piece("text");
-                text.push_str(&added);
-                vec![StreamEvent::TextDelta(added)]
-            }
-            ("thinking_delta", PartialBlock::Thinking { thinking, .. }) => {
-                let added = piece("thinking");
-                thinking.push_str(&added);
-                vec![StreamEvent::ThinkingDelta(added)]
-            }
-            ("signature_delta", PartialBlock::Thinking { signature, .. }) => {
-                signature
-                    .get_or_insert_with(String::new)
-                    .push_str(&piece("signature"));
-                Vec::new()
-            }
-            ("input_json_delta", PartialBlock::ToolUse { ordinal, json, .. }) => {
-                let added = piece("partial_json");
-                if added.is_empty() {
-                    // Anthropic opens every tool input with an empty delta.
-                    return Vec::new();
-                }
-                json.push_str(&added);
-                vec![StreamEvent::ToolCallArgsDelta {
-                    index: *ordinal,
-                    delta: added,
-                }]
-            }
-            ("input_json_delta", PartialBlock::Other { json, .. }) => {
-                json.push_str(&piece("partial_json"));
-                Vec::new()
-            }
-            // Citations and deltas added after this client was written carry nothing it keeps.
-            (_, _) => Vec::new(),
-        }
-    }
-
-    fn response(&mut self) -> ChatResponse {
-        let content = std::mem::take(&mut self.blocks)
-            .into_values()
-            .map(|block| match block {
-                PartialBlock::Text { text, extra } => Block::Text(TextBlock { text, extra }),
-                PartialBlock::Thinking {
-                    thinking,
-                    signature,
-                    extra,
-                } => Block::Thinking(ThinkingBlock {
-                    thinking,
-                    signature,
-                    extra,
-                }),
-                PartialBlock::ToolUse {
-                    id,
-                    name,
-                    initial,
-                    json,
-                    extra,
-                    ..
-                } => Block::ToolCall(ToolCall {
-                    id,
-                    name,
-                    arguments: if json.trim().is_empty() {
-                        initial
-                    } else {
-                        serde_json::from_str(&json).unwrap_or(Value::String(json))
-                    },
-                    arguments_text: None,
-                    extra,
-                }),
-                PartialBlock::Other { mut block, json } => {
-                    if let (false, Some(fields), Ok(input)) = (
-                        json.trim().is_empty(),
-                        block.as_object_mut(),
-                        serde_json::from_str::<Value>(&json),
-                    ) {
-                        fields.insert("input".to_owned(), input);
-                    }
-                    Block::Opaque(block)
-                }
-            })
-            .collect();
-        let mut message = Message::new(Role::Assistant, content);
-        message.meta.id = self.id.take();
-        message.meta.model = self.model.take();
-        message.meta.stop_reason = self.stop_reason.as_deref().map(StopReason::parse);
-        message.meta.usage = self.usage;
-        message.extra.insert(
-            codec::anthropic::ORIGIN_KEY.to_owned(),
-            Value::String(codec::anthropic::ORIGIN.to_owned()),
-        );
-        response_from(message, &self.configured_model)
-    }
-}
-
-impl StreamDecoder for AnthropicStream {
-    fn on_event(&mut self, event: &Event) -> Result<Vec<StreamEvent>, LlmError> {
-        if event.data.trim().is_empty() {
-            return Ok(Vec::new());
-        }
-        let data = event_json(event)?;
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or(event.event.as_str());
-        let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
-        let events = match kind {
-            "message_start" => {
-                let message = data.get("message").cloned().unwrap_or(Value::Null);
-                self.id = message.get("id").and_then(Value::as_str).map(str::to_owned);
-                self.model = message
-                    .get("model")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                message
-                    .get("usage")
-                    .and_then(|usage| self.merge_usage(usage))
-                    .into_iter()
-                    .collect()
-            }
-            "content_block_start" => {
-                let block = data.get("content_block").cloned().unwrap_or(Value::Null);
-                self.on_block_start(index, &block)
-            }
-            "content_block_delta" => {
-                let delta = data.get("delta").cloned().unwrap_or(Value::Null);
-                self.on_block_delta(index, &delta)
-            }
-            "message_delta" => {
-                if let Some(reason) = data
-                    .get("delta")
-                    .and_then(|delta| delta.get("stop_reason"))
-                    .and_then(Value::as_str)
-                {
-                    self.stop_reason = Some(reason.to_owned());
-                }
-                data.get("usage")
-                    .and_then(|usage| self.merge_usage(usage))
-                    .into_iter()
-                    .collect()
-            }
-            "message_stop" => vec![StreamEvent::Done(Box::new(self.response()))],
-            "error" => return Err(LlmError::from_provider(None, &event.data, None)),
-            // `ping`, `content_block_stop` and event types added later.
-            _ => Vec::new(),
-        };
-        Ok(events)
-    }
-
-    fn on_end(&mut self) -> Result<StreamEvent, LlmError> {
-        if self.stop_reason.is_some() {
-            Ok(StreamEvent::Done(Box::new(self.response())))
-        } else {
-            Err(LlmError::Transport {
-                message: "the answer stream ended before message_stop".to_owned(),
-            })
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,8 @@
 //! The provider-neutral chat interface: [`ChatModel`] (one request in, one assistant message
-//! out, whole or as a stream of events), its request and response types, and the rule every
+//! out, whole), its request and response types, and the rule every
 //! implementation follows: tool results' `details` never leave the process.
 
 use async_trait::async_trait;
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use serde_json::Value;
 use skald_core::message::{Block, Message, StopReason, Usage};
 use tokio_util::sync::CancellationToken;
@@ -70,46 +68,12 @@ impl ChatResponse {
     }
 }
 
-/// One piece of a streamed answer, in the order the provider sent it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StreamEvent {
-    /// More answer text.
-    TextDelta(String),
-    /// More reasoning text (Anthropic thinking, DeepSeek/vLLM `reasoning_content`).
-    ThinkingDelta(String),
-    /// The model started tool call number `index` (0 for the first call of the answer).
-    ToolCallStart {
-        /// The call's position among the answer's tool calls; later deltas name it.
-        index: usize,
-        /// The provider's id of the call, which the tool result must quote.
-        id: String,
-        /// The tool the model calls.
-        name: String,
-    },
-    /// More of tool call `index`'s arguments, as JSON text.
-    ToolCallArgsDelta {
-        /// The call these arguments belong to, as in [`StreamEvent::ToolCallStart`].
-        index: usize,
-        /// The next piece of the arguments' JSON text; the pieces concatenate to the whole.
-        delta: String,
-    },
-    /// Token usage so far (providers report it at the start, the end, or both; the last one
-    /// is final).
-    Usage(Usage),
-    /// The answer is complete: the assembled message, as [`ChatModel::complete`] would have
-    /// returned it. Always the last event of a successful stream.
-    Done(Box<ChatResponse>),
-}
-
-/// A stream of answer events; ends after [`StreamEvent::Done`] or after the first error.
-pub type ChatStream = BoxStream<'static, Result<StreamEvent, LlmError>>;
-
 /// A chat model behind some provider API. Object-safe: the engine holds an
 /// `Arc<dyn ChatModel>`.
 ///
-/// Both methods retry transient failures (see [`crate::retry`]) before returning; a stream is
-/// retried only until it starts. Cancelling `cancel` aborts the request in flight, a backoff
-/// sleep or a running stream with [`LlmError::Aborted`].
+/// [`ChatModel::complete`] retries transient failures (see [`crate::retry`]) before returning.
+/// Cancelling `cancel` aborts the request in flight or a backoff sleep with
+/// [`LlmError::Aborted`].
 #[async_trait]
 pub trait ChatModel: Send + Sync {
     /// The configured model name.
@@ -126,31 +90,6 @@ pub trait ChatModel: Send + Sync {
         request: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, LlmError>;
-
-    /// Sends `request` and returns the answer as it arrives, parsed incrementally.
-    async fn stream(
-        &self,
-        request: &ChatRequest,
-        cancel: &CancellationToken,
-    ) -> Result<ChatStream, LlmError>;
-}
-
-/// Reads a stream to its end and returns the assembled answer of its
-/// [`StreamEvent::Done`].
-pub async fn collect_stream(mut stream: ChatStream) -> Result<ChatResponse, LlmError> {
-    while let Some(event) = stream.next().await {
-        match event? {
-            StreamEvent::Done(response) => return Ok(*response),
-            StreamEvent::TextDelta(_)
-            | StreamEvent::ThinkingDelta(_)
-            | StreamEvent::ToolCallStart { .. }
-            | StreamEvent::ToolCallArgsDelta { .. }
-            | StreamEvent::Usage(_) => {}
-        }
-    }
-    Err(LlmError::InvalidResponse {
-        message: "the stream ended without a complete answer".to_owned(),
-    })
 }
 
 /// `messages` with every tool result's `details` removed: host-only data never reaches a

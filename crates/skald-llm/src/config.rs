@@ -94,8 +94,7 @@ pub struct ProviderConfig {
     pub api_key_env: Option<String>,
     /// The key itself. Discouraged: configuration files get committed and shared.
     pub api_key: Option<String>,
-    /// Longest time for one attempt: until the whole answer arrived (non-streaming), or until
-    /// the answer starts and between two chunks of it (streaming).
+    /// Longest time for one attempt, until the whole answer arrived.
     pub timeout_secs: u64,
     /// Longest time to open the connection.
     pub connect_timeout_secs: u64,

@@ -2,19 +2,14 @@
 //! timeouts, cancellation and retries, turning error answers into [`LlmError`]s, and reading
 //! server-sent events incrementally into a provider decoder.
 
-use std::collections::VecDeque;
 use std::error::Error as _;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use eventsource_stream::{Event, Eventsource};
-use futures::StreamExt;
-use futures::stream::{self, BoxStream};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::{ChatStream, StreamEvent};
 use crate::config::ProviderConfig;
 use crate::error::{LlmError, cut_chars};
 use crate::retry::{self, JitterSource, RandomJitter, RetryPolicy};
@@ -130,36 +125,6 @@ impl Transport {
             .map_err(|_| timeout_error(url, self.timeout, "a complete answer"))?
     }
 
-    /// POSTs `body` and returns the answer's events once it has started (a 2xx status),
-    /// retrying transient failures until then. Each event waits at most `timeout`.
-    pub async fn post_events(
-        &self,
-        url: &str,
-        body: &Value,
-        cancel: &CancellationToken,
-    ) -> Result<BoxStream<'static, Result<Event, LlmError>>, LlmError> {
-        let bytes = serialize(body)?;
-        let response = retry::retry(&self.retry, self.jitter.as_ref(), cancel, |_| {
-            let bytes = bytes.clone();
-            async move {
-                let started = async {
-                    let response = self.send(url, bytes, "text/event-stream").await?;
-                    check_status(response).await
-                };
-                tokio::time::timeout(self.timeout, started)
-                    .await
-                    .map_err(|_| timeout_error(url, self.timeout, "the start of an answer"))?
-            }
-        })
-        .await?;
-        Ok(sse_events(
-            response,
-            self.timeout,
-            cancel.clone(),
-            url.to_owned(),
-        ))
-    }
-
     async fn send(
         &self,
         url: &str,
@@ -242,113 +207,4 @@ fn error_chain(error: &reqwest::Error) -> String {
         source = cause.source();
     }
     message
-}
-
-/// The server-sent events of `response`, parsed as bytes arrive. Each event waits at most
-/// `idle`; `cancel` ends the stream with [`LlmError::Aborted`].
-fn sse_events(
-    response: reqwest::Response,
-    idle: Duration,
-    cancel: CancellationToken,
-    url: String,
-) -> BoxStream<'static, Result<Event, LlmError>> {
-    let events = response.bytes_stream().eventsource().boxed();
-    stream::unfold(Some(events), move |events| {
-        let cancel = cancel.clone();
-        let url = url.clone();
-        async move {
-            let mut events = events?;
-            let next = tokio::select! {
-                biased;
-                () = cancel.cancelled() => Some(Err(LlmError::Aborted)),
-                next = tokio::time::timeout(idle, events.next()) => match next {
-                    Err(_) => Some(Err(timeout_error(&url, idle, "further answer"))),
-                    Ok(None) => None,
-                    Ok(Some(Ok(event))) => Some(Ok(event)),
-                    Ok(Some(Err(error))) => Some(Err(LlmError::Transport {
-                        message: format!("the answer stream broke: {error}"),
-                    })),
-                },
-            };
-            match next {
-                Some(Ok(event)) => Some((Ok(event), Some(events))),
-                // After an error the stream is over.
-                Some(Err(error)) => Some((Err(error), None)),
-                None => None,
-            }
-        }
-    })
-    .boxed()
-}
-
-/// A provider's reading of its event stream.
-pub(crate) trait StreamDecoder: Send + 'static {
-    /// The events one server-sent event yields (a [`StreamEvent::Done`] ends the answer).
-    fn on_event(&mut self, event: &Event) -> Result<Vec<StreamEvent>, LlmError>;
-
-    /// Called when the stream ended without a [`StreamEvent::Done`]: the final event if the
-    /// answer is complete anyway, else the error.
-    fn on_end(&mut self) -> Result<StreamEvent, LlmError>;
-}
-
-struct Decoding<D> {
-    events: BoxStream<'static, Result<Event, LlmError>>,
-    decoder: D,
-    pending: VecDeque<StreamEvent>,
-    finished: bool,
-}
-
-/// Runs `decoder` over `events`, yielding its events one by one. The stream ends after
-/// [`StreamEvent::Done`] (the connection is dropped then, whatever follows) or the first error.
-pub(crate) fn decode_events<D: StreamDecoder>(
-    events: BoxStream<'static, Result<Event, LlmError>>,
-    decoder: D,
-) -> ChatStream {
-    let state = Decoding {
-        events,
-        decoder,
-        pending: VecDeque::new(),
-        finished: false,
-    };
-    stream::unfold(state, |mut state| async move {
-        loop {
-            if let Some(event) = state.pending.pop_front() {
-                return Some((Ok(event), state));
-            }
-            if state.finished {
-                return None;
-            }
-            let outcome = match state.events.next().await {
-                Some(Ok(event)) => state.decoder.on_event(&event),
-                Some(Err(error)) => Err(error),
-                None => {
-                    state.finished = true;
-                    state.decoder.on_end().map(|last| vec![last])
-                }
-            };
-            match outcome {
-                Ok(events) => {
-                    state.finished |= events
-                        .iter()
-                        .any(|event| matches!(event, StreamEvent::Done(_)));
-                    state.pending.extend(events);
-                }
-                Err(error) => {
-                    state.finished = true;
-                    return Some((Err(error), state));
-                }
-            }
-        }
-    })
-    .boxed()
-}
-
-/// Parses an event's `data` as JSON.
-pub(crate) fn event_json(event: &Event) -> Result<Value, LlmError> {
-    serde_json::from_str(&event.data).map_err(|error| LlmError::InvalidResponse {
-        message: format!(
-            "a stream event is not JSON ({error}): {}",
-            cut_chars(&event.data, 300)
-        ),
-    })
 }

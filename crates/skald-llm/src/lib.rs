@@ -1,5 +1,5 @@
 //! skald's LLM providers: an OpenAI-compatible (Chat Completions) client and an Anthropic
-//! (Messages) client behind one [`ChatModel`] trait, with streaming, timeouts, cancellation,
+//! (Messages) client behind one [`ChatModel`] trait, with timeouts, cancellation,
 //! retries (seed 003 §3.3), typed errors, context-overflow detection (seed 003 §4, with every
 //! provider form OpenClaw recognises), the [`Summarizer`] trait compaction writes summaries
 //! through, and the [`Embedder`] trait memory search turns text into vectors through.
@@ -117,14 +117,13 @@
 //! # }
 //! ```
 //!
-//! Calling the model (any [`ChatModel`] works the same; `cancel` aborts the request, a retry
-//! wait or a running stream):
+//! Calling the model (any [`ChatModel`] works the same; `cancel` aborts the request or a retry
+//! wait):
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), skald_llm::LlmError> {
-//! use futures::StreamExt;
 //! use skald_core::message::{Message, Role};
-//! use skald_llm::{ChatRequest, LlmConfig, StreamEvent, client_from_config};
+//! use skald_llm::{ChatRequest, LlmConfig, client_from_config};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! let config = LlmConfig::from_toml_str(
@@ -136,15 +135,6 @@
 //!
 //! let answer = model.complete(&request, &cancel).await?;
 //! println!("{} ({} output tokens)", answer.text(), answer.usage.output);
-//!
-//! let mut events = model.stream(&request, &cancel).await?;
-//! while let Some(event) = events.next().await {
-//!     match event? {
-//!         StreamEvent::TextDelta(text) => print!("{text}"),
-//!         StreamEvent::Done(response) => println!("\n[{:?}]", response.stop_reason),
-//!         _ => {}
-//!     }
-//! }
 //! # Ok(())
 //! # }
 //! ```
@@ -167,9 +157,7 @@ pub mod retry;
 pub mod summarizer;
 
 pub use anthropic::Anthropic;
-pub use chat::{
-    ChatModel, ChatRequest, ChatResponse, ChatStream, StreamEvent, collect_stream, strip_details,
-};
+pub use chat::{ChatModel, ChatRequest, ChatResponse, strip_details};
 pub use client::{client_from_config, client_with_api_key};
 pub use config::{LlmConfig, ProviderConfig, ProviderKind};
 #[cfg(feature = "local-embeddings")]

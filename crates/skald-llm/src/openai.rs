@@ -1,29 +1,21 @@
 //! The OpenAI-compatible client: Chat Completions (`POST {base_url}/chat/completions`, Bearer
 //! key), which OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp's server, DeepSeek and most
-//! gateways speak. Requests are written by `skald_core::codec::openai`; streamed answers are
-//! assembled chunk by chunk into the same message a non-streamed answer decodes to.
+//! gateways speak. Requests are written by `skald_core::codec::openai`; answers are read whole.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use eventsource_stream::Event;
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 use skald_core::codec;
-use skald_core::message::{
-    Block, ContentForm, Conversation, Extra, Message, Role, StopReason, ThinkingBlock, ToolCall,
-    Usage,
-};
+use skald_core::message::{Block, Conversation, Extra, Message, Role, ThinkingBlock};
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::{
-    ChatModel, ChatRequest, ChatResponse, ChatStream, StreamEvent, function_spec, strip_details,
-};
+use crate::chat::{ChatModel, ChatRequest, ChatResponse, function_spec, strip_details};
 use crate::config::{ProviderConfig, ProviderKind};
 use crate::error::LlmError;
-use crate::http::{StreamDecoder, Transport, decode_events, endpoint, event_json};
+use crate::http::{Transport, endpoint};
 use crate::retry::{JitterSource, RetryPolicy};
 
 /// Fields OpenAI-compatible servers use for reasoning text (DeepSeek and vLLM
@@ -160,22 +152,6 @@ impl ChatModel for OpenAiCompatible {
             .post_json(&self.endpoint, &body, cancel)
             .await?;
         decode_response(&answer, &self.config.model)
-    }
-
-    async fn stream(
-        &self,
-        request: &ChatRequest,
-        cancel: &CancellationToken,
-    ) -> Result<ChatStream, LlmError> {
-        let body = self.request_body(request, true)?;
-        let events = self
-            .transport
-            .post_events(&self.endpoint, &body, cancel)
-            .await?;
-        Ok(decode_events(
-            events,
-            OpenAiStream::new(self.config.model.clone()),
-        ))
     }
 }
 
@@ -328,260 +304,6 @@ pub(crate) fn response_from(message: Message, configured_model: &str) -> ChatRes
     }
 }
 
-/// Chat Completions usage: `prompt_tokens` includes cached tokens, skald's `input` does not.
-fn usage_from(usage: &Value) -> Option<Usage> {
-    let usage = usage.as_object()?;
-    let count = |value: Option<&Value>| value.and_then(Value::as_u64).unwrap_or(0);
-    let prompt = count(usage.get("prompt_tokens"));
-    let cached = count(
-        usage
-            .get("prompt_tokens_details")
-            .and_then(|details| details.get("cached_tokens")),
-    );
-    Some(Usage {
-        input: prompt.saturating_sub(cached),
-        output: count(usage.get("completion_tokens")),
-        cache_read: cached,
-        cache_write: 0,
-        cache_write_1h: 0,
-    })
-}
-
-#[derive(Debug, Default)]
-struct PartialCall {
-    id: String,
-    name: String,
-    arguments: String,
-}
-
-/// Assembles a streamed Chat Completions answer.
-#[derive(Debug)]
-struct OpenAiStream {
-    configured_model: String,
-    id: Option<String>,
-    model: Option<String>,
-    created: Option<i64>,
-    thinking: String,
-    text: String,
-    calls: Vec<PartialCall>,
-    /// The provider's `tool_calls[].index` → position in `calls`.
-    call_slots: HashMap<u64, usize>,
-    finish_reason: Option<String>,
-    usage: Option<Usage>,
-}
-
-impl OpenAiStream {
-    fn new(configured_model: String) -> OpenAiStream {
-        OpenAiStream {
-            configured_model,
-            id: None,
-            model: None,
-            created: None,
-            thinking: String::new(),
-            text: String::new(),
-            calls: Vec::new(),
-            call_slots: HashMap::new(),
-            finish_reason: None,
-            usage: None,
-        }
-    }
-
-    fn on_chunk(&mut self, chunk: &Value) -> Result<Vec<StreamEvent>, LlmError> {
-        if let Some(error) = embedded_error(chunk) {
-            return Err(error);
-        }
-        let mut events = Vec::new();
-        let text_of = |value: &Value, key: &str| {
-            value
-                .get(key)
-                .and_then(Value::as_str)
-                .filter(|text| !text.is_empty())
-                .map(str::to_owned)
-        };
-        if self.id.is_none() {
-            self.id = text_of(chunk, "id");
-        }
-        if self.model.is_none() {
-            self.model = text_of(chunk, "model");
-        }
-        if self.created.is_none() {
-            self.created = chunk.get("created").and_then(Value::as_i64);
-        }
-        let choice = chunk
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|choices| {
-                choices
-                    .iter()
-                    .find(|choice| choice.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
-            });
-        if let Some(choice) = choice {
-            if let Some(delta) = choice.get("delta") {
-                if let Some(thinking) = REASONING_FIELDS
-                    .iter()
-                    .find_map(|field| text_of(delta, field))
-                {
-                    self.thinking.push_str(&thinking);
-                    events.push(StreamEvent::ThinkingDelta(thinking));
-                }
-                if let Some(text) = text_of(delta, "content") {
-                    self.text.push_str(&text);
-                    events.push(StreamEvent::TextDelta(text));
-                }
-                if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-                    for call in calls {
-                        self.on_call_delta(call, &mut events);
-                    }
-                }
-            }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                self.finish_reason = Some(reason.to_owned());
-            }
-        }
-        if let Some(usage) = chunk.get("usage").and_then(usage_from) {
-            self.usage = Some(usage);
-            events.push(StreamEvent::Usage(usage));
-        }
-        Ok(events)
-    }
-
-    fn on_call_delta(&mut self, call: &Value, events: &mut Vec<StreamEvent>) {
-        // Servers that omit `index` send one call per chunk, in order.
-        let key = call
-            .get("index")
-            .and_then(Value::as_u64)
-            .unwrap_or_else(|| self.calls.len().saturating_sub(1) as u64);
-        let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
-        let function = call.get("function");
-        let name = function
-            .and_then(|function| function.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let arguments = function
-            .and_then(|function| function.get("arguments"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let is_new_call = match self.call_slots.get(&key) {
-            None => true,
-            // A fresh id under a used index is a new call (servers that number every call 0).
-            Some(&slot) => {
-                !id.is_empty()
-                    && self
-                        .calls
-                        .get(slot)
-                        .is_some_and(|existing| !existing.id.is_empty() && existing.id != id)
-            }
-        };
-        let slot = if is_new_call {
-            let slot = self.calls.len();
-            self.calls.push(PartialCall {
-                id: id.to_owned(),
-                name: name.to_owned(),
-                arguments: String::new(),
-            });
-            self.call_slots.insert(key, slot);
-            events.push(StreamEvent::ToolCallStart {
-                index: slot,
-                id: id.to_owned(),
-                name: name.to_owned(),
-            });
-            slot
-        } else {
-            let slot = self.call_slots.get(&key).copied().unwrap_or(0);
-            if let Some(existing) = self.calls.get_mut(slot) {
-                if existing.id.is_empty() {
-                    existing.id = id.to_owned();
-                }
-                existing.name.push_str(name);
-            }
-            slot
-        };
-        if !arguments.is_empty() {
-            if let Some(existing) = self.calls.get_mut(slot) {
-                existing.arguments.push_str(arguments);
-            }
-            events.push(StreamEvent::ToolCallArgsDelta {
-                index: slot,
-                delta: arguments.to_owned(),
-            });
-        }
-    }
-
-    fn response(&mut self) -> ChatResponse {
-        let mut content = Vec::new();
-        if !self.thinking.is_empty() {
-            content.push(Block::Thinking(ThinkingBlock {
-                thinking: std::mem::take(&mut self.thinking),
-                signature: None,
-                extra: Extra::new(),
-            }));
-        }
-        let has_text = !self.text.is_empty();
-        if has_text {
-            content.push(Block::text(std::mem::take(&mut self.text)));
-        }
-        let has_calls = !self.calls.is_empty();
-        for call in std::mem::take(&mut self.calls) {
-            content.push(Block::ToolCall(ToolCall {
-                id: call.id,
-                name: call.name,
-                arguments: parse_arguments(&call.arguments),
-                arguments_text: Some(call.arguments),
-                extra: Extra::new(),
-            }));
-        }
-        let mut message = Message::new(Role::Assistant, content);
-        message.content_form = if !has_text && has_calls {
-            ContentForm::Null
-        } else {
-            ContentForm::Text
-        };
-        message.meta.id = self.id.take();
-        message.meta.model = self.model.take();
-        message.meta.stop_reason = self.finish_reason.as_deref().map(StopReason::parse);
-        message.meta.usage = self.usage;
-        message.meta.timestamp = self
-            .created
-            .and_then(|seconds| seconds.checked_mul(1000))
-            .map(skald_core::message::Timestamp::Millis);
-        message.extra.insert(
-            codec::openai::ORIGIN_KEY.to_owned(),
-            Value::String(codec::openai::ORIGIN.to_owned()),
-        );
-        response_from(message, &self.configured_model)
-    }
-}
-
-/// Arguments as the model wrote them: parsed when JSON, else the raw text (as the codec does).
-fn parse_arguments(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
-}
-
-impl StreamDecoder for OpenAiStream {
-    fn on_event(&mut self, event: &Event) -> Result<Vec<StreamEvent>, LlmError> {
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            return Ok(vec![StreamEvent::Done(Box::new(self.response()))]);
-        }
-        if data.is_empty() {
-            return Ok(Vec::new());
-        }
-        let chunk = event_json(event)?;
-        self.on_chunk(&chunk)
-    }
-
-    fn on_end(&mut self) -> Result<StreamEvent, LlmError> {
-        // Some servers close without `[DONE]`; a finish reason says the answer is whole.
-        if self.finish_reason.is_some() {
-            Ok(StreamEvent::Done(Box::new(self.response())))
-        } else {
-            Err(LlmError::Transport {
-                message: "the answer stream ended before the model finished".to_owned(),
-            })
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -652,24 +374,5 @@ mod tests {
         assert!(!response.message.extra.contains_key("reasoning_content"));
         assert_eq!(response.text(), "42");
         assert_eq!(response.model, "deepseek-reasoner");
-    }
-
-    #[test]
-    fn usage_excludes_cached_tokens_from_input() {
-        let usage = usage_from(&json!({
-            "prompt_tokens": 1000, "completion_tokens": 20,
-            "prompt_tokens_details": {"cached_tokens": 800}
-        }))
-        .unwrap();
-        assert_eq!(
-            usage,
-            Usage {
-                input: 200,
-                output: 20,
-                cache_read: 800,
-                cache_write: 0,
-                cache_write_1h: 0,
-            }
-        );
     }
 }

@@ -1,6 +1,6 @@
 //! The Anthropic client against a local server the test scripts: what it sends (system at the
 //! top, tool results in user turns, tools as input schemas, no `details`), how it reads answers
-//! whole and streamed, and which failures it retries.
+//! and which failures it retries.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -8,12 +8,10 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use futures::StreamExt;
 use serde_json::{Value, json};
 use skald_core::message::{Block, StopReason, Usage};
 use skald_llm::{
-    Anthropic, ChatModel, ChatRequest, FixedJitter, LlmError, ProviderKind, StreamEvent,
-    client_from_config, collect_stream,
+    Anthropic, ChatModel, ChatRequest, FixedJitter, LlmError, ProviderKind, client_from_config,
 };
 use tokio_util::sync::CancellationToken;
 use wiremock::matchers::{header, method, path};
@@ -57,85 +55,6 @@ fn answer() -> Value {
         "usage": {"input_tokens": 200, "cache_creation_input_tokens": 50,
                   "cache_read_input_tokens": 1000, "output_tokens": 30}
     })
-}
-
-/// The same answer as [`answer`], streamed as Anthropic does.
-fn streamed_answer() -> String {
-    let start = json!({"type": "message_start", "message": {
-        "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-test-2025",
-        "content": [], "stop_reason": null, "stop_sequence": null,
-        "usage": {"input_tokens": 200, "cache_creation_input_tokens": 50,
-                  "cache_read_input_tokens": 1000, "output_tokens": 1}}})
-    .to_string();
-    let block_start = |index: u64, block: Value| {
-        json!({"type": "content_block_start", "index": index, "content_block": block}).to_string()
-    };
-    let delta = |index: u64, delta: Value| {
-        json!({"type": "content_block_delta", "index": index, "delta": delta}).to_string()
-    };
-    let stop = |index: u64| json!({"type": "content_block_stop", "index": index}).to_string();
-    let events = [
-        ("message_start", start),
-        (
-            "content_block_start",
-            block_start(0, json!({"type": "thinking", "thinking": "", "signature": ""})),
-        ),
-        (
-            "content_block_delta",
-            delta(0, json!({"type": "thinking_delta", "thinking": "Need the manifest."})),
-        ),
-        (
-            "content_block_delta",
-            delta(0, json!({"type": "signature_delta", "signature": "sig-abc"})),
-        ),
-        ("content_block_stop", stop(0)),
-        ("ping", json!({"type": "ping"}).to_string()),
-        (
-            "content_block_start",
-            block_start(1, json!({"type": "text", "text": ""})),
-        ),
-        (
-            "content_block_delta",
-            delta(1, json!({"type": "text_delta", "text": "It prints "})),
-        ),
-        (
-            "content_block_delta",
-            delta(1, json!({"type": "text_delta", "text": "nothing."})),
-        ),
-        ("content_block_stop", stop(1)),
-        (
-            "content_block_start",
-            block_start(
-                2,
-                json!({"type": "tool_use", "id": "toolu_02", "name": "read_file", "input": {}}),
-            ),
-        ),
-        (
-            "content_block_delta",
-            delta(2, json!({"type": "input_json_delta", "partial_json": ""})),
-        ),
-        (
-            "content_block_delta",
-            delta(2, json!({"type": "input_json_delta", "partial_json": "{\"path\":"})),
-        ),
-        (
-            "content_block_delta",
-            delta(2, json!({"type": "input_json_delta", "partial_json": "\"Cargo.toml\"}"})),
-        ),
-        ("content_block_stop", stop(2)),
-        (
-            "message_delta",
-            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
-                   "usage": {"output_tokens": 30}})
-            .to_string(),
-        ),
-        ("message_stop", json!({"type": "message_stop"}).to_string()),
-    ];
-    let events: Vec<(Option<&str>, &str)> = events
-        .iter()
-        .map(|(name, data)| (Some(*name), data.as_str()))
-        .collect();
-    sse(&events)
 }
 
 async fn mount(server: &MockServer, template: ResponseTemplate) {
@@ -233,62 +152,6 @@ async fn a_whole_answer_is_decoded_with_thinking_usage_and_stop_reason() {
     let calls: Vec<_> = response.message.tool_calls().collect();
     assert_eq!(calls[0].id, "toolu_02");
     assert_eq!(calls[0].arguments, json!({"path": "Cargo.toml"}));
-}
-
-#[tokio::test]
-async fn a_streamed_answer_arrives_as_events_and_assembles_to_the_whole_answer() {
-    let server = MockServer::start().await;
-    mount_once(
-        &server,
-        ResponseTemplate::new(200).set_body_raw(streamed_answer(), "text/event-stream"),
-    )
-    .await;
-    mount(&server, ResponseTemplate::new(200).set_body_json(answer())).await;
-    let client = client(&server);
-    let cancel = CancellationToken::new();
-
-    let events: Vec<StreamEvent> = client
-        .stream(&request(), &cancel)
-        .await
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-        .await;
-    let whole = client.complete(&request(), &cancel).await.unwrap();
-
-    let usage = |output| Usage {
-        input: 200,
-        output,
-        cache_read: 1000,
-        cache_write: 50,
-        cache_write_1h: 0,
-    };
-    assert_eq!(
-        events,
-        vec![
-            StreamEvent::Usage(usage(1)),
-            StreamEvent::ThinkingDelta("Need the manifest.".to_owned()),
-            StreamEvent::TextDelta("It prints ".to_owned()),
-            StreamEvent::TextDelta("nothing.".to_owned()),
-            StreamEvent::ToolCallStart {
-                index: 0,
-                id: "toolu_02".to_owned(),
-                name: "read_file".to_owned()
-            },
-            StreamEvent::ToolCallArgsDelta {
-                index: 0,
-                delta: "{\"path\":".to_owned()
-            },
-            StreamEvent::ToolCallArgsDelta {
-                index: 0,
-                delta: "\"Cargo.toml\"}".to_owned()
-            },
-            StreamEvent::Usage(usage(30)),
-            StreamEvent::Done(Box::new(whole)),
-        ]
-    );
-    let body = request_body(&server, 0).await;
-    assert_eq!(body["stream"], true);
 }
 
 #[tokio::test]
@@ -393,80 +256,6 @@ async fn an_invalid_key_is_an_auth_error_and_is_not_retried() {
         }
     );
     assert_eq!(request_count(&server).await, 1);
-}
-
-#[tokio::test]
-async fn an_error_event_inside_the_stream_is_typed() {
-    let body = sse(&[
-        (
-            Some("message_start"),
-            r#"{"type":"message_start","message":{"id":"m","model":"c","usage":{"input_tokens":5,"output_tokens":1}}}"#,
-        ),
-        (
-            Some("error"),
-            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
-        ),
-    ]);
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"),
-    )
-    .await;
-    let stream = client(&server)
-        .stream(&request(), &CancellationToken::new())
-        .await
-        .unwrap();
-    let error = collect_stream(stream).await.unwrap_err();
-    assert!(matches!(error, LlmError::Server { .. }), "{error:?}");
-}
-
-#[tokio::test]
-async fn redacted_thinking_and_server_tools_are_kept_opaque() {
-    let body = sse(&[
-        (
-            Some("message_start"),
-            r#"{"type":"message_start","message":{"id":"m","model":"c","usage":{"input_tokens":5,"output_tokens":1}}}"#,
-        ),
-        (
-            Some("content_block_start"),
-            r#"{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"EmwKAhgB"}}"#,
-        ),
-        (
-            Some("content_block_start"),
-            r#"{"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}"#,
-        ),
-        (
-            Some("content_block_delta"),
-            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"query\":\"rust\"}"}}"#,
-        ),
-        (
-            Some("message_delta"),
-            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}"#,
-        ),
-    ]);
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"),
-    )
-    .await;
-    // No `message_stop`: the stop reason already said the answer was whole.
-    let stream = client(&server)
-        .stream(&request(), &CancellationToken::new())
-        .await
-        .unwrap();
-    let response = collect_stream(stream).await.unwrap();
-    assert_eq!(
-        response.message.content,
-        vec![
-            Block::Opaque(json!({"type": "redacted_thinking", "data": "EmwKAhgB"})),
-            Block::Opaque(json!({"type": "server_tool_use", "id": "srvtoolu_1",
-                                 "name": "web_search", "input": {"query": "rust"}})),
-        ]
-    );
-    assert_eq!(response.usage.output, 9);
-    assert_eq!(response.stop_reason, Some(StopReason::EndTurn));
 }
 
 #[tokio::test]

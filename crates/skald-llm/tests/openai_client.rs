@@ -1,5 +1,5 @@
 //! The OpenAI-compatible client against a local server the test scripts: what it sends, how it
-//! reads answers whole and streamed, when it retries, and how it stops.
+//! reads whole answers, when it retries, and how it stops.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -8,12 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use futures::StreamExt;
 use serde_json::{Value, json};
-use skald_core::message::{Block, StopReason, Usage};
+use skald_core::message::{StopReason, Usage};
 use skald_llm::{
-    ChatModel, ChatRequest, FixedJitter, LlmError, OpenAiCompatible, ProviderKind, StreamEvent,
-    client_from_config, collect_stream,
+    ChatModel, ChatRequest, FixedJitter, LlmError, OpenAiCompatible, ProviderKind,
+    client_from_config,
 };
 use tokio_util::sync::CancellationToken;
 use wiremock::matchers::{method, path};
@@ -65,49 +64,6 @@ fn answer() -> Value {
             "prompt_tokens_details": {"cached_tokens": 1000}
         }
     })
-}
-
-/// The same answer as [`answer`], streamed.
-fn streamed_answer() -> String {
-    let chunk = |delta: Value, finish: Value| {
-        json!({
-            "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1_700_000_000,
-            "model": "test-model-2024",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
-        })
-        .to_string()
-    };
-    let usage = json!({
-        "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1_700_000_000,
-        "model": "test-model-2024", "choices": [],
-        "usage": {"prompt_tokens": 1200, "completion_tokens": 30, "total_tokens": 1230,
-                  "prompt_tokens_details": {"cached_tokens": 1000}}
-    })
-    .to_string();
-    let events = [
-        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
-        chunk(json!({"content": "It prints "}), Value::Null),
-        chunk(json!({"content": "nothing."}), Value::Null),
-        chunk(
-            json!({"tool_calls": [{"index": 0, "id": "call_2", "type": "function",
-                                    "function": {"name": "read_file", "arguments": ""}}]}),
-            Value::Null,
-        ),
-        chunk(
-            json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"path\":"}}]}),
-            Value::Null,
-        ),
-        chunk(
-            json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"Cargo.toml\"}"}}]}),
-            Value::Null,
-        ),
-        chunk(json!({}), json!("tool_calls")),
-        usage,
-        "[DONE]".to_owned(),
-    ];
-    let events: Vec<(Option<&str>, &str)> =
-        events.iter().map(|data| (None, data.as_str())).collect();
-    sse(&events)
 }
 
 async fn mount(server: &MockServer, template: ResponseTemplate) {
@@ -197,114 +153,6 @@ async fn a_whole_answer_is_decoded_with_usage_and_stop_reason() {
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].id, "call_2");
     assert_eq!(calls[0].arguments, json!({"path": "Cargo.toml"}));
-}
-
-#[tokio::test]
-async fn a_streamed_answer_arrives_as_events_and_assembles_to_the_whole_answer() {
-    let server = MockServer::start().await;
-    mount_once(
-        &server,
-        ResponseTemplate::new(200).set_body_raw(streamed_answer(), "text/event-stream"),
-    )
-    .await;
-    mount(&server, ResponseTemplate::new(200).set_body_json(answer())).await;
-    let client = client(&server);
-    let cancel = CancellationToken::new();
-
-    let events: Vec<StreamEvent> = client
-        .stream(&request(), &cancel)
-        .await
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-        .await;
-    let whole = client.complete(&request(), &cancel).await.unwrap();
-
-    let usage = Usage {
-        input: 200,
-        output: 30,
-        cache_read: 1000,
-        cache_write: 0,
-        cache_write_1h: 0,
-    };
-    assert_eq!(
-        events,
-        vec![
-            StreamEvent::TextDelta("It prints ".to_owned()),
-            StreamEvent::TextDelta("nothing.".to_owned()),
-            StreamEvent::ToolCallStart {
-                index: 0,
-                id: "call_2".to_owned(),
-                name: "read_file".to_owned()
-            },
-            StreamEvent::ToolCallArgsDelta {
-                index: 0,
-                delta: "{\"path\":".to_owned()
-            },
-            StreamEvent::ToolCallArgsDelta {
-                index: 0,
-                delta: "\"Cargo.toml\"}".to_owned()
-            },
-            StreamEvent::Usage(usage),
-            StreamEvent::Done(Box::new(whole)),
-        ]
-    );
-
-    let body = request_body(&server, 0).await;
-    assert_eq!(body["stream"], true);
-    assert_eq!(body["stream_options"], json!({"include_usage": true}));
-    let accept = server.received_requests().await.unwrap()[0]
-        .headers
-        .get("accept")
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned();
-    assert_eq!(accept, "text/event-stream");
-}
-
-#[tokio::test]
-async fn streamed_reasoning_and_parallel_calls_are_kept_apart() {
-    let chunk = |delta: Value| {
-        json!({"id": "c", "model": "deepseek-reasoner",
-               "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
-        .to_string()
-    };
-    let done =
-        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
-            .to_string();
-    let body = sse(&[
-        (None, &chunk(json!({"reasoning_content": "Two files."}))),
-        (
-            None,
-            &chunk(json!({"tool_calls": [
-                {"index": 0, "id": "a", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}},
-                {"index": 1, "id": "b", "function": {"name": "read_file", "arguments": "{\"path\":\"b\"}"}}
-            ]})),
-        ),
-        (None, &done),
-    ]);
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"),
-    )
-    .await;
-    // The stream ends without `[DONE]`: the finish reason says the answer is whole.
-    let stream = client(&server)
-        .stream(&request(), &CancellationToken::new())
-        .await
-        .unwrap();
-    let response = collect_stream(stream).await.unwrap();
-    assert!(matches!(
-        &response.message.content[0],
-        Block::Thinking(thinking) if thinking.thinking == "Two files."
-    ));
-    let calls: Vec<_> = response.message.tool_calls().collect();
-    assert_eq!(calls.len(), 2);
-    assert_eq!((calls[0].id.as_str(), calls[1].id.as_str()), ("a", "b"));
-    assert_eq!(calls[1].arguments, json!({"path": "b"}));
-    assert_eq!(response.usage, Usage::default());
 }
 
 #[tokio::test]
@@ -514,22 +362,6 @@ async fn cancelling_an_in_flight_request_aborts_it() {
 }
 
 #[tokio::test]
-async fn a_cancelled_token_sends_nothing() {
-    let server = MockServer::start().await;
-    mount(&server, ResponseTemplate::new(200).set_body_json(answer())).await;
-    let cancel = CancellationToken::new();
-    cancel.cancel();
-    let error = client(&server)
-        .complete(&request(), &cancel)
-        .await
-        .unwrap_err();
-    assert_eq!(error, LlmError::Aborted);
-    let stream_error = client(&server).stream(&request(), &cancel).await.err();
-    assert_eq!(stream_error, Some(LlmError::Aborted));
-    assert_eq!(request_count(&server).await, 0);
-}
-
-#[tokio::test]
 async fn a_timeout_is_retried_then_reported() {
     let server = MockServer::start().await;
     mount(
@@ -549,123 +381,6 @@ async fn a_timeout_is_retried_then_reported() {
     assert!(matches!(error, LlmError::Timeout { .. }), "{error:?}");
     wait_for_requests(&server, 2).await;
     assert_eq!(request_count(&server).await, 2);
-}
-
-#[tokio::test]
-async fn an_overflow_before_the_stream_starts_is_typed() {
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        ResponseTemplate::new(400).set_body_json(json!({"object": "error",
-            "message": "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion).",
-            "type": "BadRequestError", "code": 400})),
-    )
-    .await;
-    let error = client(&server)
-        .stream(&request(), &CancellationToken::new())
-        .await
-        .err()
-        .unwrap();
-    assert!(
-        matches!(
-            error,
-            LlmError::ContextOverflow {
-                requested_tokens: Some(5_000),
-                limit_tokens: Some(4_096),
-                ..
-            }
-        ),
-        "{error:?}"
-    );
-    assert_eq!(request_count(&server).await, 1);
-}
-
-#[tokio::test]
-async fn an_error_inside_the_stream_is_typed_and_ends_it() {
-    let body = sse(&[
-        (
-            None,
-            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}"#,
-        ),
-        (
-            None,
-            r#"{"error":{"message":"prompt is too long: 210000 tokens > 200000 maximum","type":"invalid_request_error"}}"#,
-        ),
-        (
-            None,
-            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}]}"#,
-        ),
-    ]);
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"),
-    )
-    .await;
-    let events: Vec<_> = client(&server)
-        .stream(&request(), &CancellationToken::new())
-        .await
-        .unwrap()
-        .collect()
-        .await;
-    assert_eq!(events.len(), 2);
-    assert_eq!(events[0], Ok(StreamEvent::TextDelta("Hel".to_owned())));
-    assert!(
-        matches!(
-            events[1],
-            Err(LlmError::ContextOverflow {
-                requested_tokens: Some(210_000),
-                ..
-            })
-        ),
-        "{:?}",
-        events[1]
-    );
-}
-
-#[tokio::test]
-async fn cancelling_a_running_stream_ends_it() {
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        ResponseTemplate::new(200).set_body_raw(streamed_answer(), "text/event-stream"),
-    )
-    .await;
-    let cancel = CancellationToken::new();
-    let mut stream = client(&server).stream(&request(), &cancel).await.unwrap();
-    assert_eq!(
-        stream.next().await,
-        Some(Ok(StreamEvent::TextDelta("It prints ".to_owned())))
-    );
-    cancel.cancel();
-    // Events already decoded are handed out; the next read sees the cancellation.
-    let rest: Vec<_> = stream.collect().await;
-    assert_eq!(rest.last(), Some(&Err(LlmError::Aborted)));
-    assert!(
-        !rest
-            .iter()
-            .any(|event| matches!(event, Ok(StreamEvent::Done(_))))
-    );
-}
-
-#[tokio::test]
-async fn a_stream_cut_before_the_end_is_an_error() {
-    let body = sse(&[(
-        None,
-        r#"{"id":"c","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}"#,
-    )]);
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"),
-    )
-    .await;
-    let stream = client(&server)
-        .stream(&request(), &CancellationToken::new())
-        .await
-        .unwrap();
-    let error = collect_stream(stream).await.unwrap_err();
-    assert!(matches!(error, LlmError::Transport { .. }), "{error:?}");
 }
 
 #[tokio::test]
@@ -786,4 +501,18 @@ async fn client_from_config_serves_the_configured_kind() {
         OpenAiCompatible::with_api_key(anthropic_config, None),
         Err(LlmError::Config { .. })
     ));
+}
+
+#[tokio::test]
+async fn a_cancelled_token_sends_nothing() {
+    let server = MockServer::start().await;
+    mount(&server, ResponseTemplate::new(200).set_body_json(answer())).await;
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let error = client(&server)
+        .complete(&request(), &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(error, LlmError::Aborted);
+    assert_eq!(request_count(&server).await, 0);
 }

@@ -12,8 +12,8 @@ use common::*;
 use serde_json::json;
 use skald_core::message::{Message, Role, StopReason, Usage};
 use skald_llm::{
-    Anthropic, ChatModel, ChatRequest, ChatResponse, ChatStream, FixedJitter, LlmError,
-    LlmSummarizer, ProviderKind, Summarizer, SummaryRequest,
+    Anthropic, ChatModel, ChatRequest, ChatResponse, FixedJitter, LlmError, LlmSummarizer,
+    ProviderKind, Summarizer, SummaryRequest,
 };
 use tokio_util::sync::CancellationToken;
 use wiremock::matchers::{method, path};
@@ -57,16 +57,6 @@ impl ChatModel for ScriptedModel {
             .unwrap_or(Err(LlmError::InvalidResponse {
                 message: "script exhausted".to_owned(),
             }))
-    }
-
-    async fn stream(
-        &self,
-        _request: &ChatRequest,
-        _cancel: &CancellationToken,
-    ) -> Result<ChatStream, LlmError> {
-        Err(LlmError::InvalidRequest {
-            message: "not scripted".to_owned(),
-        })
     }
 }
 
