@@ -51,6 +51,7 @@ mod blocking;
 pub mod chart;
 pub mod compact;
 mod engine;
+mod error_kind;
 mod fetch;
 mod footprint;
 pub mod ingest;
@@ -74,10 +75,25 @@ pub use engine::{
     SessionOverview, SessionSlot, SlotGuard, Stores, Synced, ToolRun, TranscriptCompaction, Turn,
     View, ViewOptions,
 };
+pub use engine::{DatabaseLocation, OpenedDatabase, open_database};
 pub use engine::{
     FailedCall, MAX_TOOL_ROUNDS, SkaldTools, StreamedAnswer, StreamedRound, TurnLoop, WholeAnswer,
     hidden_assistant,
 };
+pub use error_kind::{Classify, ErrorKind};
+pub use skald_llm::LlmError;
+pub use skald_store::clock::now_ms;
+
+/// The storage layer's value types the engine's API takes and returns, and the key store a
+/// server authenticates with, re-exported so that an edge (the server) reaches storage only
+/// through the engine: it opens stores with [`open_database`] and never names `skald_store`.
+pub mod storage {
+    pub use skald_store::keys::{ApiKey, KEY_PREFIX, KeyError, KeyStore};
+    pub use skald_store::memories::{
+        DirEntryKind, MemoryLevel, SearchFilter, TreeNode, WriteAction,
+    };
+    pub use skald_store::sessions::{SessionInfo, SessionSwitches};
+}
 pub use fetch::{FetchOutput, execute_fetch};
 pub use memory_write::{
     MemoryWriter, UploadDriver, archive_compacted_span, retry_pending_extractions,

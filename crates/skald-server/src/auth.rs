@@ -12,7 +12,7 @@ use axum::extract::FromRequestParts;
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use skald_core::ids::Tenant;
-use skald_store::keys::{KEY_PREFIX, KeyError};
+use skald_engine::storage::{KEY_PREFIX, KeyError};
 
 use crate::error::ApiError;
 use crate::state::AppState;

@@ -7,8 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use skald_engine::storage::{KeyError, KeyStore};
+use skald_engine::{DatabaseLocation, open_database};
 use skald_engine::{Engine, Stores};
-use skald_store::keys::{KeyError, KeyStore, SqliteKeyStore};
 use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
@@ -60,25 +61,24 @@ pub enum OpenError {
 impl AppState {
     /// Opens every store on one database file (created if needed).
     pub fn open(database: &Path, config: ServerConfig) -> Result<AppState, OpenError> {
-        let stores = Stores::open_sqlite(database)?;
-        let keys = SqliteKeyStore::open(database)?;
-        AppState::from_stores(stores, Arc::new(keys), config)
+        AppState::at(DatabaseLocation::Sqlite(database), config)
     }
 
     /// Every store, keys included, in the PostgreSQL database at `url` (its schema migrated
     /// first): one of several servers over one shared store.
     pub fn open_postgres(url: &str, config: ServerConfig) -> Result<AppState, OpenError> {
-        let database =
-            skald_store::Database::connect(url).map_err(skald_engine::OpenError::from)?;
-        let stores = Stores::open_postgres(&database)?;
-        let keys = skald_store::PgKeyStore::new(database);
-        AppState::from_stores(stores, Arc::new(keys), config)
+        AppState::at(DatabaseLocation::Postgres(url), config)
     }
 
     /// Every store in memory; for tests.
     pub fn in_memory(config: ServerConfig) -> Result<AppState, OpenError> {
-        let stores = Stores::in_memory()?;
-        AppState::from_stores(stores, Arc::new(SqliteKeyStore::in_memory()?), config)
+        AppState::at(DatabaseLocation::InMemory, config)
+    }
+
+    /// A state over every store at `location` (the engine opens them).
+    pub fn at(location: DatabaseLocation<'_>, config: ServerConfig) -> Result<AppState, OpenError> {
+        let opened = open_database(location)?;
+        AppState::from_stores(opened.stores, opened.keys, config)
     }
 
     /// A state over stores the caller opened.

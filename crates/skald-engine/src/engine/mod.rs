@@ -57,6 +57,7 @@ use skald_core::memory::uri::UriError;
 use skald_core::memory::write::WriteSettings;
 use skald_core::pipeline::policy::Policy;
 use skald_llm::{DeterministicExtractor, Embedder, MemoryExtractor, Summarizer};
+use skald_store::keys::{KeyError, KeyStore, PgKeyStore, SqliteKeyStore};
 use skald_store::memories::MemoryStore;
 use skald_store::sessions::SessionStore;
 use skald_store::{RefSettings, RefStore, SqliteMemoryStore, SqliteRefStore, SqliteSessionStore};
@@ -235,6 +236,49 @@ impl Stores {
     }
 }
 
+/// Where every store of one skald lives.
+#[derive(Debug, Clone, Copy)]
+pub enum DatabaseLocation<'a> {
+    /// One SQLite file (created if needed).
+    Sqlite(&'a std::path::Path),
+    /// A PostgreSQL database by URL (its schema migrated first): the shared store of several
+    /// servers.
+    Postgres(&'a str),
+    /// SQLite in memory; for tests and throw-away runs.
+    InMemory,
+}
+
+/// Every store of one database: the engine's, and the key store a server authenticates
+/// callers with.
+#[derive(Clone)]
+pub struct OpenedDatabase {
+    /// The engine's stores.
+    pub stores: Stores,
+    /// The API keys.
+    pub keys: Arc<dyn KeyStore>,
+}
+
+/// Opens every store at `location` — the one place a `[database]` setting becomes stores.
+pub fn open_database(location: DatabaseLocation<'_>) -> Result<OpenedDatabase, OpenError> {
+    Ok(match location {
+        DatabaseLocation::Sqlite(path) => OpenedDatabase {
+            stores: Stores::open_sqlite(path)?,
+            keys: Arc::new(SqliteKeyStore::open(path)?),
+        },
+        DatabaseLocation::Postgres(url) => {
+            let database = skald_store::Database::connect(url)?;
+            OpenedDatabase {
+                stores: Stores::open_postgres(&database)?,
+                keys: Arc::new(PgKeyStore::new(database)),
+            }
+        }
+        DatabaseLocation::InMemory => OpenedDatabase {
+            stores: Stores::in_memory()?,
+            keys: Arc::new(SqliteKeyStore::in_memory()?),
+        },
+    })
+}
+
 /// The stores could not be opened, or the configuration is not usable.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -247,6 +291,9 @@ pub enum OpenError {
     /// The memory store failed to open.
     #[error("cannot open the memory store: {0}")]
     Memories(#[from] skald_store::MemoryError),
+    /// The key store failed to open.
+    #[error("cannot open the key store: {0}")]
+    Keys(#[from] KeyError),
     /// `[memory.write]` is out of range.
     #[error("the memory write settings are not usable: {0}")]
     MemoryWrite(#[from] MemoryWriteError),

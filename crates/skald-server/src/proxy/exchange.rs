@@ -19,10 +19,9 @@ use skald_engine::ingest;
 use skald_engine::memory::MemoryIdentity;
 use skald_engine::recovery::{RecallHook, RecoveryAction, RecoveryReport};
 use skald_engine::{
-    CONTEXT_OVERFLOW_MESSAGE, FailedCall, MemoryHooks, PrepareContext, PrepareInput, PreparedCall,
-    RecoveryError, RecoverySettings, SkaldTools, TurnLoop, WholeAnswer,
+    CONTEXT_OVERFLOW_MESSAGE, FailedCall, LlmError, MemoryHooks, PrepareContext, PrepareInput,
+    PreparedCall, RecoveryError, RecoverySettings, SkaldTools, TurnLoop, WholeAnswer,
 };
-use skald_llm::LlmError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 

@@ -5,7 +5,7 @@
 //! go back to the client.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
-use skald_store::keys::KEY_PREFIX;
+use skald_engine::storage::KEY_PREFIX;
 
 use super::wire::Api;
 use crate::auth::{Caller, KeySource, SKALD_KEY_HEADER};

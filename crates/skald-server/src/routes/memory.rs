@@ -22,12 +22,12 @@ use skald_engine::memory::manage::{
     self, AddReport, Document, ForgetReport, LsRow, ReadReport, RememberReport, SearchReport,
     Skipped, VersionRow, WriteRow,
 };
-use skald_store::memories::{MemoryLevel, SearchFilter, TreeNode};
+use skald_engine::storage::{MemoryLevel, SearchFilter, TreeNode};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{ApiJson, ApiQuery, manage_error, memory_error};
+use super::{ApiJson, ApiQuery, failure};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -79,7 +79,7 @@ pub(crate) fn identity(
 }
 
 fn category(text: &str) -> Result<MemoryCategory, ApiError> {
-    manage::parse_category(text).map_err(manage_error)
+    manage::parse_category(text).map_err(failure)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -130,7 +130,7 @@ async fn ls(
     let rows = state
         .engine
         .list_memories(&caller.tenant, &dir)
-        .map_err(manage_error)?;
+        .map_err(failure)?;
     Ok(Json(rows))
 }
 
@@ -171,7 +171,7 @@ async fn tree(
     let node = state
         .engine
         .memory_tree(&caller.tenant, &dir, depth)
-        .map_err(memory_error)?;
+        .map_err(failure)?;
     Ok(Json(node))
 }
 
@@ -227,7 +227,7 @@ async fn read(
     let report = state
         .engine
         .read_memory(&caller.tenant, &uri, query.level.into())
-        .map_err(manage_error)?;
+        .map_err(failure)?;
     Ok(Json(report))
 }
 
@@ -316,7 +316,7 @@ async fn search(
         .engine
         .search_memories(&caller.tenant, &identity, &body.query, filter, limit)
         .await
-        .map_err(manage_error)?;
+        .map_err(failure)?;
     Ok(Json(report))
 }
 
@@ -375,7 +375,7 @@ async fn remember(
             body.priority,
         )
         .await
-        .map_err(manage_error)?;
+        .map_err(failure)?;
     Ok(Json(report))
 }
 
@@ -407,7 +407,7 @@ async fn forget(
     let reports = state
         .engine
         .forget_memories(&caller.tenant, &uri, body.recursive)
-        .map_err(manage_error)?;
+        .map_err(failure)?;
     Ok(Json(reports))
 }
 
@@ -498,7 +498,7 @@ async fn add_resource(
             .join("resources")
             .map_err(|error| ApiError::Internal(error.to_string()))?,
     };
-    manage::resources_parent(&parent).map_err(manage_error)?;
+    manage::resources_parent(&parent).map_err(failure)?;
     if body.name.trim().is_empty() {
         return Err(ApiError::BadRequest(
             "name is empty; give the document's file name (e.g. auth.md)".to_owned(),
@@ -541,7 +541,7 @@ async fn add_resource(
             body.skipped,
         )
         .await
-        .map_err(manage_error)?;
+        .map_err(failure)?;
     Ok(Json(report))
 }
 
@@ -593,13 +593,13 @@ async fn history(
             HistoryResponse::Versions(
                 engine
                     .memory_versions(&caller.tenant, &uri)
-                    .map_err(manage_error)?,
+                    .map_err(failure)?,
             )
         }
         None => HistoryResponse::Writes(
             engine
                 .recent_memory_writes(&caller.tenant, limit)
-                .map_err(manage_error)?,
+                .map_err(failure)?,
         ),
     }))
 }

@@ -11,12 +11,7 @@ pub mod tools;
 
 use axum::extract::{FromRequest, FromRequestParts};
 use skald_core::ids::SessionId;
-use skald_engine::EngineError;
-use skald_engine::memory::manage::ManageError;
-use skald_store::StoreError;
-use skald_store::memories::MemoryError;
-use skald_store::sessions::SessionError;
-use skald_store::sessions::import::ImportError;
+use skald_engine::{Classify, ErrorKind};
 
 use crate::error::ApiError;
 
@@ -108,107 +103,23 @@ pub fn session_id(raw: String) -> Result<SessionId, ApiError> {
     SessionId::parse(raw).map_err(|error| ApiError::BadRequest(error.to_string()))
 }
 
-/// What a session-store failure means for the caller.
-pub fn session_error(error: SessionError) -> ApiError {
-    match error {
-        SessionError::InvalidSessionId { .. }
-        | SessionError::InvalidEntryId { .. }
-        | SessionError::InvalidEntry { .. }
-        | SessionError::NothingToRewrite => ApiError::BadRequest(error.to_string()),
-        SessionError::NotFound { ref id, .. } => ApiError::NotFound(format!(
+/// What a failure of the engine means for the caller, by its [`ErrorKind`] (the engine
+/// classifies every store's errors; no route looks inside one).
+pub fn failure(error: impl Classify) -> ApiError {
+    match error.kind() {
+        ErrorKind::BadInput => ApiError::BadRequest(error.to_string()),
+        ErrorKind::SessionNotFound { id } => ApiError::NotFound(format!(
             "no session {id:?}: ingest messages into it or bootstrap it first (GET /v1/sessions \
              lists this key's sessions)"
         )),
-        SessionError::UnknownEntry { .. } => ApiError::NotFound(error.to_string()),
-        SessionError::AlreadyExists { .. }
-        | SessionError::DuplicateEntryId { .. }
-        | SessionError::UnknownParent { .. }
-        | SessionError::NotOnActivePath { .. } => ApiError::Unprocessable(error.to_string()),
-        SessionError::Store(store) => store_error(store),
-        SessionError::Storage { .. } | SessionError::Corrupt(_) => {
-            ApiError::Internal(format!("the session store failed: {error}"))
-        }
-    }
-}
-
-/// What a ref-store failure means for the caller.
-pub fn store_error(error: StoreError) -> ApiError {
-    match error {
-        StoreError::InvalidId(_) => ApiError::BadRequest(error.to_string()),
-        StoreError::NotFound { .. } => ApiError::NotFound(error.to_string()),
-        StoreError::Expired { .. } => ApiError::Gone(error.to_string()),
-        StoreError::InvalidSettings(_)
-        | StoreError::Storage { .. }
-        | StoreError::Io { .. }
-        | StoreError::UnsupportedSchema { .. }
-        | StoreError::Corrupt(_) => ApiError::Internal(format!("the store failed: {error}")),
-    }
-}
-
-/// What an engine failure means for the caller.
-pub fn engine_error(error: EngineError) -> ApiError {
-    match error {
-        EngineError::Session(session) => session_error(session),
-        EngineError::Store(store) => store_error(store),
-        EngineError::Plan(plan) => {
-            ApiError::BadRequest(format!("the compaction cannot be planned: {plan}"))
-        }
-        EngineError::Policy(policy) => {
-            ApiError::Internal(format!("the server's policy is not usable: {policy}"))
-        }
-        EngineError::InvalidInput { .. } => ApiError::BadRequest(error.to_string()),
-        EngineError::Import(import) => import_error(import),
-        EngineError::MemoryIdentity(identity) => ApiError::Internal(identity.to_string()),
-    }
-}
-
-/// What a failed import of a session file means for the caller.
-fn import_error(error: ImportError) -> ApiError {
-    match error {
-        ImportError::Decode(_) | ImportError::InvalidTree { .. } => {
-            ApiError::BadRequest(format!("sessionJsonl cannot be imported: {error}"))
-        }
-        ImportError::Session(session) => session_error(session),
-        ImportError::Conflict { .. } | ImportError::FormatMismatch { .. } => {
-            ApiError::Unprocessable(error.to_string())
-        }
-    }
-}
-
-/// What a memory-store failure means for the caller.
-pub fn memory_error(error: MemoryError) -> ApiError {
-    match error {
-        MemoryError::InvalidUri(_) | MemoryError::InvalidInput { .. } => {
-            ApiError::BadRequest(error.to_string())
-        }
-        MemoryError::NotFound { ref uri, .. } => ApiError::NotFound(format!(
+        ErrorKind::MemoryNotFound { uri } => ApiError::NotFound(format!(
             "no memory at {uri}; GET /v1/memory/ls lists what exists"
         )),
-        MemoryError::Forgotten { .. } => ApiError::NotFound(error.to_string()),
-        MemoryError::AlreadyExists { .. }
-        | MemoryError::PathConflict { .. }
-        | MemoryError::DimensionMismatch { .. }
-        // Only a client that left gets this, and it is gone: nothing to tell it.
-        | MemoryError::Cancelled => ApiError::Unprocessable(error.to_string()),
-        MemoryError::InBatch { source, .. } => memory_error(*source),
-        MemoryError::Store(store) => store_error(store),
-        MemoryError::InvalidSettings(_) | MemoryError::Storage { .. } | MemoryError::Corrupt(_) => {
-            ApiError::Internal(format!("the memory store failed: {error}"))
-        }
-    }
-}
-
-/// What a failed memory operation means for the caller.
-pub fn manage_error(error: ManageError) -> ApiError {
-    match error {
-        ManageError::Store(store) => memory_error(store),
-        ManageError::Uri(_) | ManageError::InvalidInput { .. } => {
-            ApiError::BadRequest(error.to_string())
-        }
-        ManageError::TooManyChunks { .. } => ApiError::PayloadTooLarge(error.to_string()),
-        ManageError::DirectoryWithoutOverview { .. } | ManageError::NothingToForget { .. } => {
-            ApiError::NotFound(error.to_string())
-        }
-        ManageError::Embedding { .. } => ApiError::BadGateway(error.to_string()),
+        ErrorKind::NotFound => ApiError::NotFound(error.to_string()),
+        ErrorKind::Gone => ApiError::Gone(error.to_string()),
+        ErrorKind::Conflict => ApiError::Unprocessable(error.to_string()),
+        ErrorKind::TooLarge => ApiError::PayloadTooLarge(error.to_string()),
+        ErrorKind::Upstream => ApiError::BadGateway(error.to_string()),
+        ErrorKind::Internal { what } => ApiError::Internal(format!("{what} failed: {error}")),
     }
 }

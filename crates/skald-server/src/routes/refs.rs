@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{ApiJson, ApiPath, ApiQuery, store_error};
+use super::{ApiJson, ApiPath, ApiQuery, failure};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -86,7 +86,7 @@ async fn fetch_ref(
     let payload = state
         .engine
         .read_ref(&caller.tenant, &id)
-        .map_err(store_error)?;
+        .map_err(failure)?;
     Ok(Json(FetchedRef {
         text: render_payload(&id, &payload, &args),
         id: id.to_string(),

@@ -13,12 +13,12 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use skald_core::memory::uri::MemoryUri;
 use skald_engine::memory::manage;
-use skald_store::memories::{DirEntryKind, MemoryLevel, SearchFilter, TreeNode, WriteAction};
+use skald_engine::storage::{DirEntryKind, MemoryLevel, SearchFilter, TreeNode, WriteAction};
 
 use super::{UiCaller, UiError, encode, page};
 use crate::error::ApiError;
+use crate::routes::failure;
 use crate::routes::memory::{identity, parse_uri};
-use crate::routes::{manage_error, memory_error};
 use crate::state::AppState;
 
 /// How many results a search shows.
@@ -109,7 +109,7 @@ pub async fn browse(
     let rows = state
         .engine
         .list_memories(&caller.0.tenant, &dir)
-        .map_err(manage_error)?;
+        .map_err(failure)?;
     let needle = query.q.as_deref().map(str::trim).unwrap_or("");
     let results = if needle.is_empty() {
         None
@@ -124,17 +124,17 @@ pub async fn browse(
                 .engine
                 .search_memories(&caller.0.tenant, &identity, needle, filter, SEARCH_RESULTS)
                 .await
-                .map_err(manage_error)?,
+                .map_err(failure)?,
         )
     };
     let writes = state
         .engine
         .recent_memory_writes(&caller.0.tenant, RECENT_WRITES)
-        .map_err(manage_error)?;
+        .map_err(failure)?;
     let tree = state
         .engine
         .memory_tree(&caller.0.tenant, &dir, TREE_DEPTH)
-        .map_err(memory_error)?;
+        .map_err(failure)?;
     let mut budget = TREE_NODES;
     let tree = tree_markup(&tree, 0, &mut budget);
     let mut crumbs = Vec::new();
@@ -244,7 +244,7 @@ pub async fn forget(
     state
         .engine
         .forget_memories(&caller.0.tenant, &uri, false)
-        .map_err(manage_error)?;
+        .map_err(failure)?;
     let back = uri.parent().unwrap_or_else(MemoryUri::root);
     Ok(Redirect::to(&memory_link(&back, true)).into_response())
 }
@@ -271,11 +271,11 @@ pub async fn read(
     let report = state
         .engine
         .read_memory(&caller.0.tenant, &uri, level)
-        .map_err(manage_error)?;
+        .map_err(failure)?;
     let versions = state
         .engine
         .memory_versions(&caller.0.tenant, &uri)
-        .map_err(manage_error)?;
+        .map_err(failure)?;
     let link = |name: &str| format!("/ui/memory/read?uri={}&level={name}", encode(uri.as_str()));
     let body = html! {
         p {

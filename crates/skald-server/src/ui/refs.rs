@@ -11,7 +11,7 @@ use skald_core::fetch::{FetchArgs, render_payload};
 
 use super::{UiCaller, UiError, page};
 use crate::error::ApiError;
-use crate::routes::store_error;
+use crate::routes::failure;
 use crate::state::AppState;
 
 /// The slice asked for (empty fields, as a form sends them, mean "not given").
@@ -76,7 +76,7 @@ pub async fn show(
     let payload = state
         .engine
         .read_ref(&caller.0.tenant, &id)
-        .map_err(store_error)?;
+        .map_err(failure)?;
     let text = render_payload(&id, &payload, &args);
     let body = html! {
         form.inline #slice method="get" action={ "/ui/refs/" (id.as_str()) } {

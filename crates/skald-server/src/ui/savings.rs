@@ -14,7 +14,7 @@ use skald_engine::timeline::CallTotals;
 
 use super::{UiCaller, UiError, encode, page};
 use crate::error::ApiError;
-use crate::routes::{engine_error, session_id};
+use crate::routes::{failure, session_id};
 use crate::state::AppState;
 
 /// Sessions the overview reads at most (the most recently active).
@@ -68,7 +68,7 @@ pub async fn show(
     let savings = state
         .engine
         .savings(&caller.0.tenant, SAVINGS_SESSIONS)
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     let charted = match query.session {
         Some(raw) => Some(session_id(raw)?),
         None => savings
@@ -83,7 +83,7 @@ pub async fn show(
             let series = state
                 .engine
                 .call_series(&caller.0.tenant, id)
-                .map_err(engine_error)?;
+                .map_err(failure)?;
             let raw: Vec<u64> = series.iter().map(|(raw, _)| *raw).collect();
             let sent: Vec<u64> = series.iter().map(|(_, sent)| *sent).collect();
             Some(line_chart(
@@ -106,7 +106,7 @@ pub async fn show(
             })
             .await
             .map_err(|error| ApiError::Internal(format!("the replay stopped: {error}")))?
-            .map_err(engine_error)?;
+            .map_err(failure)?;
             Some((id, estimate))
         }
         None => None,

@@ -14,13 +14,13 @@ use skald_core::refs::{REF_PREFIX, RefId};
 use skald_core::render::{ContextHeading, render_context};
 use skald_core::session::EntryKind;
 use skald_core::time::format_rfc3339_seconds;
+use skald_engine::storage::{SessionInfo, SessionSwitches};
 use skald_engine::{View, ViewOptions};
-use skald_store::sessions::{SessionInfo, SessionSwitches};
 
 use super::{UiCaller, UiError, encode, page};
 use crate::error::ApiError;
 use crate::routes::engine::view_report;
-use crate::routes::{engine_error, session_id};
+use crate::routes::{failure, session_id};
 use crate::state::AppState;
 
 /// `/ui` parameters.
@@ -51,7 +51,7 @@ async fn current_view(
         .engine
         .view(&caller.0.tenant, id, options)
         .await
-        .map_err(engine_error)?)
+        .map_err(failure)?)
 }
 
 fn matches(info: &SessionInfo, needle: &str) -> bool {
@@ -85,7 +85,7 @@ pub async fn list(
     let matching: Vec<SessionInfo> = state
         .engine
         .session_infos(&caller.0.tenant)
-        .map_err(engine_error)?
+        .map_err(failure)?
         .into_iter()
         .filter(|info| needle.is_empty() || matches(info, needle))
         .collect();
@@ -101,7 +101,7 @@ pub async fn list(
         let overview = state
             .engine
             .session_overview(&caller.0.tenant, &id)
-            .map_err(engine_error)?;
+            .map_err(failure)?;
         let now = current_view(&state, &caller, &id)
             .await?
             .view
@@ -225,16 +225,16 @@ pub async fn show(
             query.calls.unwrap_or(1),
             super::timeline::CALLS_PER_PAGE,
         )
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     let calls_link = |page: usize| format!("/ui/sessions/{}?calls={page}", encode(id.as_str()));
     let overview = state
         .engine
         .session_overview(&caller.0.tenant, &id)
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     let session = state
         .engine
         .load_session(&caller.0.tenant, &id)
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     let built = current_view(&state, &caller, &id).await?;
     let tools: Vec<String> = built.tools.iter().map(|tool| tool.name.clone()).collect();
     let policy = state.engine.config().policy.name.clone();
@@ -341,7 +341,7 @@ pub async fn export(
         .engine
         .export_session(&caller.0.tenant, &id)
         .await
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     Ok(crate::routes::engine::export_response(
         id.as_str(),
         &export,
@@ -391,7 +391,7 @@ pub async fn set_switches(
         .engine
         .set_switches(&caller.0.tenant, &id, switches)
         .await
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     Ok(Redirect::to(&format!("/ui/sessions/{}", encode(id.as_str()))).into_response())
 }
 

@@ -234,7 +234,7 @@ pub(super) async fn after_turn_route(
         .engine
         .after_turn(&caller.tenant, &id, &turn)
         .await
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     if let Some(step) = &outcome.upload {
         state.metrics.upload_step(step);
     }

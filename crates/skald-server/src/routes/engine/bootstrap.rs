@@ -131,7 +131,7 @@ pub(super) async fn bootstrap_route(
         .engine
         .bootstrap(&caller.tenant, &id, source)
         .await
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     let import = done.import.map(|(outcome, info)| ImportReport {
         session_id: outcome.session_id.into(),
         tenant: caller.tenant.to_string(),

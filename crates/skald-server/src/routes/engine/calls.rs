@@ -85,7 +85,7 @@ pub(super) async fn ingest_route(
             .engine
             .ingest(&caller.tenant, &id, messages)
             .await
-            .map_err(engine_error)?
+            .map_err(failure)?
     };
     Ok(Json(if batch {
         IngestResponse::Batch {
@@ -258,7 +258,7 @@ pub(super) async fn assemble_route(
         .engine
         .assemble(&caller.tenant, &id, input)
         .await
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     let built = &assembly.view;
     record_view_metrics(&state.metrics, &built.view);
     let mut messages = encode_agent_messages(&built.view.messages);

@@ -95,7 +95,7 @@ pub(super) async fn commit_turn_route(
             source_format(),
         )
         .await
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     Ok(Json(CommitTurnResponse {
         status: match outcome.status {
             CommitStatus::Committed => "committed",

@@ -128,7 +128,7 @@ pub(super) async fn compact_route(
         .engine
         .compact(&caller.tenant, &id, &input, &CancellationToken::new())
         .await
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     let window = window.unwrap_or(state.engine.config().window_tokens);
     let report = compaction.report(&id, &caller.tenant, window);
     let archive = match (&compaction.memory_error, &compaction.memory_archive) {

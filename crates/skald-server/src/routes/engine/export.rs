@@ -93,6 +93,6 @@ pub(super) async fn export_route(
         .engine
         .export_session(&caller.tenant, &id)
         .await
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     export_response(id.as_str(), &export)
 }

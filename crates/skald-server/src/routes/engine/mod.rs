@@ -45,7 +45,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{ApiJson, ApiPath, ApiQuery, engine_error, session_id};
+use super::{ApiJson, ApiPath, ApiQuery, failure, session_id};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::metrics::Metrics;

@@ -75,7 +75,7 @@ pub(super) async fn list_sessions(
     let sessions = state
         .engine
         .list_sessions(&caller.tenant)
-        .map_err(engine_error)?
+        .map_err(failure)?
         .into_iter()
         .map(SessionSummary::from)
         .collect();
@@ -98,7 +98,7 @@ pub(super) async fn session_info(
     let overview = state
         .engine
         .session_overview(&caller.tenant, &id)
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     Ok(Json(overview.into()))
 }
 
@@ -134,7 +134,7 @@ pub(super) async fn session_entries(
     let session = state
         .engine
         .load_session(&caller.tenant, &id)
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     Ok(Json(SessionEntries {
         header: encode_header(&session.header),
         leaf_id: session.leaf_id().map(str::to_owned),
@@ -255,7 +255,7 @@ pub(super) async fn session_context_route(
         .engine
         .view(&caller.tenant, &id, options)
         .await
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     let memory = match (&built.view.memory, &built.identity) {
         (Some(memory), Some(identity)) => Some(ContextMemory {
             user: identity.user().to_owned(),

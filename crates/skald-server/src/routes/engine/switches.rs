@@ -1,7 +1,7 @@
 //! A session's switches: `PUT /v1/sessions/{id}/switches` pauses or resumes its compaction and
 //! offload (`Engine::set_switches`); `GET /v1/sessions/{id}` shows them.
 
-use skald_store::sessions::SessionSwitches;
+use skald_engine::storage::SessionSwitches;
 
 use super::*;
 
@@ -54,6 +54,6 @@ pub(super) async fn set_switches_route(
         .engine
         .set_switches(&caller.tenant, &id, switches.into())
         .await
-        .map_err(engine_error)?;
+        .map_err(failure)?;
     Ok(Json(info.switches.into()))
 }
