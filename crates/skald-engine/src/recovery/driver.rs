@@ -2,6 +2,8 @@
 //! compaction, the pipeline, memory), and recover from an overflow (compact, or truncate as the
 //! fallback) — with the helpers it runs.
 
+use std::collections::HashSet;
+
 use super::*;
 
 /// One turn's preparation and overflow recovery, for a caller that makes the model calls
@@ -19,6 +21,8 @@ use super::*;
 pub struct TurnDriver<'c> {
     ctx: &'c PrepareContext<'c>,
     memory: MemoryHooks<'c>,
+    /// The host's prompt and tools, measured once: they are the same on every call.
+    host: HostMeasure,
     turn: RecoveryState,
     iteration: u32,
     /// The threshold compaction of the current call compacted (branch A on its overflow).
@@ -35,6 +39,7 @@ impl<'c> TurnDriver<'c> {
         Ok(TurnDriver {
             ctx,
             memory,
+            host: HostMeasure::of(ctx),
             turn: RecoveryState {
                 report: RecoveryReport::default(),
                 threshold_checked: false,
@@ -65,13 +70,15 @@ impl<'c> TurnDriver<'c> {
             return Err(turn.aborted());
         }
         // The call as the session stands: what the model would get, and its measured size.
-        let mut call = prepare_call_with_memory(ctx, memory, state, &mut turn.report).await?;
+        let mut call =
+            prepare_call_with_memory(ctx, &self.host, memory, state, &mut turn.report).await?;
         // The points where the turn may rewrite the session, each once and before the call is
         // sent: the upload plan (the turn's first call) and the threshold compaction (once per
         // turn). Each decides on the measured size; when one rewrites the session, the call is
         // built again from the session it left, so what is sent always matches what is stored.
         if iteration == 1 && plan_upload(ctx, memory, state, &call, &mut turn.report).await {
-            call = prepare_call_with_memory(ctx, memory, state, &mut turn.report).await?;
+            call =
+                prepare_call_with_memory(ctx, &self.host, memory, state, &mut turn.report).await?;
         }
         self.compacted_this_attempt = false;
         if !turn.threshold_checked {
@@ -99,7 +106,9 @@ impl<'c> TurnDriver<'c> {
                 self.compacted_this_attempt = record.is_compacted();
                 turn.note_compaction(record);
                 if self.compacted_this_attempt {
-                    call = prepare_call_with_memory(ctx, memory, state, &mut turn.report).await?;
+                    call =
+                        prepare_call_with_memory(ctx, &self.host, memory, state, &mut turn.report)
+                            .await?;
                 }
             }
         }
@@ -318,7 +327,9 @@ impl RecoveryState {
 pub struct PreparedCall {
     /// System prompt: the context's [`PrepareContext::system_prompt`] with skald's additions
     /// (the REF_ID instruction, memory's profile); only the additions when it has none.
-    /// Tools: the host's, then the skald tools offered (`offered_tools`) as OpenAI function specs.
+    /// Tools: the skald tools offered (`offered_tools`) as OpenAI function specs; the host's own
+    /// ([`PrepareContext::tools`]) go in front of them, as the caller holds them
+    /// ([`PreparedCall::into_request`] puts them there).
     pub request: ChatRequest,
     /// skald's additions to the system prompt alone (what `request.system` adds after the host's
     /// prompt and a blank line), for a caller that sends the host's prompt as the host wrote it.
@@ -335,6 +346,16 @@ pub struct PreparedCall {
 }
 
 impl PreparedCall {
+    /// The request with the host's `tools` in front of skald's, for a caller that sends
+    /// [`PreparedCall::request`] itself.
+    pub fn into_request(self, host_tools: &[Value]) -> ChatRequest {
+        let mut request = self.request;
+        let mut tools = host_tools.to_vec();
+        tools.append(&mut request.tools);
+        request.tools = tools;
+        request
+    }
+
     /// The call's estimated sizes, which recovering from its overflow plans with.
     pub fn size(&self) -> CallSize {
         CallSize {
@@ -354,16 +375,33 @@ pub struct CallSize {
     pub message_tokens: u64,
 }
 
-/// Estimated tokens of the host's system prompt and tool definitions, which precede the
-/// messages in the request (characters / 4, as skald's estimates).
-fn host_prefix_tokens(ctx: &PrepareContext<'_>) -> u64 {
-    let chars = ctx.system_prompt.map_or(0, str::len)
-        + ctx
-            .tools
-            .iter()
-            .map(|tool| tool.to_string().len())
-            .sum::<usize>();
-    chars.div_ceil(4) as u64
+/// The host's system prompt and tool definitions, measured once per turn.
+#[derive(Debug, Clone)]
+struct HostMeasure {
+    /// Estimated tokens of the prompt and the tools, which precede the messages in the request
+    /// (their JSON's characters / 4, as skald's estimates).
+    prefix_tokens: u64,
+    /// Estimated characters of the tools, as the request's overhead counts them.
+    tool_chars: usize,
+    /// The tools' names: a skald tool the host defines itself is not offered again.
+    tool_names: HashSet<String>,
+}
+
+impl HostMeasure {
+    fn of(ctx: &PrepareContext<'_>) -> HostMeasure {
+        let json_chars: usize = ctx.tools.iter().map(|tool| tool.to_string().len()).sum();
+        let chars = ctx.system_prompt.map_or(0, str::len) + json_chars;
+        HostMeasure {
+            prefix_tokens: chars.div_ceil(4) as u64,
+            tool_chars: ctx.tools.iter().map(json_estimate_chars).sum(),
+            tool_names: ctx
+                .tools
+                .iter()
+                .filter_map(tool_name)
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
 }
 
 /// The view of the session for this call ([`prepare_view`]: the pipeline, then what recall
@@ -371,6 +409,7 @@ fn host_prefix_tokens(ctx: &PrepareContext<'_>) -> u64 {
 /// size, so the threshold sees what the model will be sent.
 async fn prepare_call_with_memory(
     ctx: &PrepareContext<'_>,
+    host: &HostMeasure,
     memory: MemoryHooks<'_>,
     state: &mut SessionState,
     report: &mut RecoveryReport,
@@ -385,7 +424,7 @@ async fn prepare_call_with_memory(
             window_tokens: ctx.window_tokens,
             now_ms: ctx.now_ms,
             fetch_available: ctx.fetch_available,
-            host_prefix_tokens: host_prefix_tokens(ctx),
+            host_prefix_tokens: host.prefix_tokens,
             memory: memory.recall,
             pending_prompt: None,
         },
@@ -397,18 +436,23 @@ async fn prepare_call_with_memory(
     let pipeline_addition_chars = view.pipeline_addition.as_deref().map_or(0, |addition| {
         estimate_string_chars(addition) + usize::from(ctx.system_prompt.is_some()) * 2
     });
-    let mut tools = ctx.tools.to_vec();
+    let mut tools = Vec::new();
     let mut overhead_chars = ctx.system_prompt.map_or(0, estimate_string_chars)
         + pipeline_addition_chars
-        + tools.iter().map(json_estimate_chars).sum::<usize>();
+        + host.tool_chars;
     // Overhead, not messages: the persistent truncation shrinks the stored messages, and what
     // memory adds must still fit beside them.
     let mut memory_chars = view.memory_chars;
     let mut offered_tools = Vec::new();
     for spec in view.tools {
-        let Some((function, chars)) = offered_function(&tools, &spec) else {
+        if host.tool_names.contains(&spec.name)
+            || offered_tools
+                .iter()
+                .any(|offered: &ToolSpec| offered.name == spec.name)
+        {
             continue;
-        };
+        }
+        let (function, chars) = offered_function(&spec);
         tools.push(function);
         if is_memory_tool(&spec.name) {
             memory_chars += chars;
@@ -450,21 +494,17 @@ async fn prepare_call_with_memory(
     })
 }
 
-/// `spec` as an OpenAI function spec and its estimated size, unless the request's tools already
-/// have one of that name (the host's own definition wins).
-fn offered_function(tools: &[Value], spec: &ToolSpec) -> Option<(Value, usize)> {
-    if tools.iter().any(|tool| tool_name(tool) == Some(&spec.name)) {
-        return None;
-    }
+/// `spec` as an OpenAI function spec and its estimated size.
+fn offered_function(spec: &ToolSpec) -> (Value, usize) {
     if let Some((_, function, chars)) = MEMORY_FUNCTIONS
         .iter()
         .find(|(name, _, _)| *name == spec.name)
     {
-        return Some((function.clone(), *chars));
+        return (function.clone(), *chars);
     }
     let function = function_spec(spec);
     let chars = json_estimate_chars(&function);
-    Some((function, chars))
+    (function, chars)
 }
 
 /// The memory tools as function specs with their estimated sizes, built once: every call of a

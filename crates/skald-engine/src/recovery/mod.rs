@@ -336,10 +336,11 @@ pub async fn complete_turn_with_memory(
     let prepare = ctx.prepare_context();
     let mut turn = TurnLoop::new(&prepare, memory)?;
     loop {
-        let mut call = turn.prepare(state, cancel).await?;
-        call.request.max_output_tokens = ctx.max_output_tokens;
-        call.request.temperature = ctx.temperature;
-        let mut response = match ctx.model.complete(&call.request, cancel).await {
+        let call = turn.prepare(state, cancel).await?;
+        let mut request = call.into_request(ctx.tools);
+        request.max_output_tokens = ctx.max_output_tokens;
+        request.temperature = ctx.temperature;
+        let mut response = match ctx.model.complete(&request, cancel).await {
             Ok(response) => response,
             Err(error) => match turn.on_failed_call(state, error, cancel).await {
                 FailedCall::PassOn(error) => return Err(turn.failed(error)),
@@ -347,7 +348,7 @@ pub async fn complete_turn_with_memory(
                 FailedCall::GaveUp(error) => return Err(error),
             },
         };
-        drop(call);
+        drop(request);
         if cancel.is_cancelled() && response.overflow_error().is_none() {
             return Err(turn.aborted());
         }

@@ -138,13 +138,9 @@ impl Exchange {
     fn encode(&self, call: &mut PreparedCall) -> Value {
         let messages = std::mem::take(&mut call.request.messages);
         let addition = call.system_addition.take();
-        // The prepared tools are the client's, then skald's as OpenAI function specs.
-        let first_skald = call
-            .request
-            .tools
-            .len()
-            .saturating_sub(call.offered_tools.len());
-        let skald_tools = call.request.tools.split_off(first_skald);
+        // The prepared tools are skald's, as OpenAI function specs; the client's go in front as
+        // it sent them.
+        let skald_tools = std::mem::take(&mut call.request.tools);
         self.encode_parts(messages, addition.as_deref(), skald_tools)
     }
 
