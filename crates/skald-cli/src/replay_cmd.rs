@@ -13,7 +13,8 @@ use skald_core::codec;
 use skald_core::message::Message;
 use skald_core::pipeline::policy::{PRESET_NAMES, Policy};
 use skald_engine::replay::{
-    Billed, HostFit, PolicyFigures, ProviderCache, ReplaySettings, billed, host_fit, replay_policy,
+    Billed, HostFit, PolicyFigures, PrefixBreaks, ProviderCache, ReplaySettings, billed, host_fit,
+    replay_policy,
 };
 use skald_store::SqliteRefStore;
 
@@ -318,6 +319,14 @@ fn provider_cache(format: codec::Format, messages: &[Message]) -> ProviderCache 
     }
 }
 
+/// A policy's prefix breaks: the total, then by cause.
+fn prefix_breaks(breaks: &PrefixBreaks) -> String {
+    format!(
+        "{} ({} / {} / {} / {})",
+        breaks.total, breaks.offload, breaks.prune, breaks.truncation, breaks.other
+    )
+}
+
 fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
     let mut table = output::table(&[
         "policy",
@@ -331,6 +340,7 @@ fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
         "offloads / trims /\nclears / truncations",
         "assemble ms",
         "as billed $\n(vs bill)",
+        "prefix breaks\n(offload / prune /\ntruncation / other)",
     ]);
     for name in order {
         let Some(f) = report.policies.get(name) else {
@@ -357,6 +367,7 @@ fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
             ),
             format!("{:.3}", f.assemble_ms),
             as_billed(f, report.cost_vs_billed.get(name)),
+            prefix_breaks(&f.prefix_breaks),
         ]);
     }
     // Per transcript (when there are several): each policy's cost and its share of the first's,
@@ -385,6 +396,7 @@ fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
                     String::new(),
                     String::new(),
                     as_billed(f, row.cost_vs_billed.get(policy)),
+                    prefix_breaks(&f.prefix_breaks),
                 ]);
             }
         }

@@ -17,6 +17,7 @@
 //!   read as a share of the real bill.
 
 mod host;
+mod prefix;
 
 use std::collections::{HashMap, HashSet};
 
@@ -39,6 +40,8 @@ use crate::session::SessionState;
 pub use host::{
     HostBill, HostCall, HostFigures, HostFit, ProviderCache, RecordedCall, fit_host, provider_view,
 };
+pub use prefix::PrefixBreaks;
+use prefix::PrefixTracker;
 
 /// How calls are replayed and billed.
 #[derive(Debug, Clone)]
@@ -137,6 +140,8 @@ pub struct PolicyFigures {
     pub truncations: u64,
     /// Median wall time of one `assemble`, in milliseconds.
     pub assemble_ms: f64,
+    /// Calls whose request did not start with the previous call's, by cause.
+    pub prefix_breaks: PrefixBreaks,
     /// The calls billed as the host's provider billed them (with the settings' [`HostFit`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<HostFigures>,
@@ -170,6 +175,7 @@ impl PolicyFigures {
         self.trims += other.trims;
         self.clears += other.clears;
         self.truncations += other.truncations;
+        self.prefix_breaks.absorb(other.prefix_breaks);
         self.context_per_call.extend(other.context_per_call);
         self.assemble_samples.extend(other.assemble_samples);
         self.assemble_ms = median(&self.assemble_samples);
@@ -387,6 +393,7 @@ pub fn replay_policy<S: RefStore + ?Sized>(
     let mut truncated: HashSet<String> = HashSet::new();
     let mut offloaded: HashSet<String> = HashSet::new();
     let mut clock_ms: i64 = 0;
+    let mut prefix = PrefixTracker::default();
     let mut host_bill = settings
         .host
         .clone()
@@ -481,6 +488,12 @@ pub fn replay_policy<S: RefStore + ?Sized>(
         for (assembled_message, fingerprint) in assembled.messages.iter().zip(&fingerprints) {
             facts.identifiers(*fingerprint, assembled_message);
         }
+        prefix.observe(
+            leading.iter().map(|segment| segment.fingerprint).collect(),
+            &fingerprints,
+            &assembled.messages,
+            &assembled.report,
+        );
         for fingerprint in &fingerprints {
             if let Some(ids) = facts.identifiers.get(fingerprint) {
                 visible_identifiers.extend(ids.iter().map(String::as_str));
@@ -558,6 +571,7 @@ pub fn replay_policy<S: RefStore + ?Sized>(
         }
     }
     figures.host = host_bill.map(|host| host.figures);
+    figures.prefix_breaks = prefix.breaks;
     figures.retention.visible = ratio(figures.retention.visible_uses, figures.retention.uses);
     figures.retention.recoverable =
         ratio(figures.retention.recoverable_uses, figures.retention.uses);

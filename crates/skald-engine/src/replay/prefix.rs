@@ -1,0 +1,220 @@
+//! Prefix breaks: calls whose request does not start with the previous call's request (its
+//! leading tools and system addition, then its messages) beyond the newest messages — what makes
+//! a provider's prompt cache write the rest again — each with the stage that caused it.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use skald_core::message::Message;
+
+use crate::AssembleReport;
+
+/// How many calls broke the previous call's prefix, by cause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PrefixBreaks {
+    /// Calls whose request does not start with the previous call's.
+    pub total: u64,
+    /// An output offloaded this call that an earlier request held whole (or the fetch tool and
+    /// the REF_ID instruction appearing in front with the first offload).
+    pub offload: u64,
+    /// A result pruning trimmed or cleared this call.
+    pub prune: u64,
+    /// A result truncation cut this call.
+    pub truncation: u64,
+    /// Anything else (the transcript's own history changing, a turn limit).
+    pub other: u64,
+}
+
+impl PrefixBreaks {
+    /// Adds another transcript's breaks.
+    pub fn absorb(&mut self, other: PrefixBreaks) {
+        self.total += other.total;
+        self.offload += other.offload;
+        self.prune += other.prune;
+        self.truncation += other.truncation;
+        self.other += other.other;
+    }
+}
+
+/// What one call's request was, for the next call to compare with.
+#[derive(Debug, Default)]
+pub(super) struct PrefixTracker {
+    previous: Option<Sent>,
+    pub(super) breaks: PrefixBreaks,
+}
+
+#[derive(Debug)]
+struct Sent {
+    leading: Vec<u128>,
+    messages: Vec<u128>,
+    offloaded: HashSet<String>,
+    pruned: HashSet<String>,
+    truncated: HashSet<String>,
+}
+
+impl PrefixTracker {
+    /// Notes one call: `leading` and `fingerprints` are the fingerprints of its leading segments
+    /// and of `messages`, `report` what the pipeline did to them.
+    pub(super) fn observe(
+        &mut self,
+        leading: Vec<u128>,
+        fingerprints: &[u128],
+        messages: &[Message],
+        report: &AssembleReport,
+    ) {
+        let sent = Sent {
+            leading,
+            messages: fingerprints.to_vec(),
+            offloaded: report
+                .offload
+                .offloaded
+                .iter()
+                .map(|item| item.call_id.clone())
+                .collect(),
+            pruned: report
+                .prune
+                .changes
+                .iter()
+                .map(|change| change.call_id.clone())
+                .collect(),
+            truncated: report
+                .truncate
+                .changes
+                .iter()
+                .map(|change| change.call_id.clone())
+                .collect(),
+        };
+        if let Some(previous) = self.previous.take() {
+            if let Some(cause) = break_cause(&previous, &sent, messages) {
+                self.breaks.total += 1;
+                match cause {
+                    Cause::Offload => self.breaks.offload += 1,
+                    Cause::Prune => self.breaks.prune += 1,
+                    Cause::Truncation => self.breaks.truncation += 1,
+                    Cause::Other => self.breaks.other += 1,
+                }
+            }
+        }
+        self.previous = Some(sent);
+    }
+}
+
+enum Cause {
+    Offload,
+    Prune,
+    Truncation,
+    Other,
+}
+
+/// Why `now` does not start with `before`, or `None` when it does.
+fn break_cause(before: &Sent, now: &Sent, messages: &[Message]) -> Option<Cause> {
+    if before.leading != now.leading {
+        // Only refs put tools and a system addition in front: the fetch tool and the REF_ID
+        // instruction arrive with the first offload.
+        return Some(if now.offloaded.is_empty() {
+            Cause::Other
+        } else {
+            Cause::Offload
+        });
+    }
+    let shared = before
+        .messages
+        .iter()
+        .zip(&now.messages)
+        .take_while(|(a, b)| a == b)
+        .count();
+    if shared == before.messages.len() {
+        return None;
+    }
+    let Some(changed) = messages.get(shared) else {
+        // The request got shorter than the previous one without changing what it kept.
+        return Some(Cause::Other);
+    };
+    let ids: Vec<&str> = changed
+        .tool_results()
+        .map(|result| result.call_id.as_str())
+        .chain(changed.tool_calls().map(|call| call.id.as_str()))
+        .collect();
+    let newly = |now: &HashSet<String>, before: &HashSet<String>| {
+        ids.iter()
+            .any(|id| now.contains(*id) && !before.contains(*id))
+    };
+    Some(if newly(&now.offloaded, &before.offloaded) {
+        Cause::Offload
+    } else if newly(&now.pruned, &before.pruned) {
+        Cause::Prune
+    } else if newly(&now.truncated, &before.truncated) {
+        Cause::Truncation
+    } else {
+        Cause::Other
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use skald_core::message::{Block, ContentForm, Extra, Role, ToolResult};
+    use skald_core::pipeline::offload::Offloaded;
+
+    use super::*;
+
+    fn result(call_id: &str, text: &str) -> Message {
+        Message::new(
+            Role::ToolResult,
+            vec![Block::ToolResult(ToolResult {
+                call_id: call_id.to_owned(),
+                tool_name: None,
+                content: vec![Block::text(text)],
+                content_form: ContentForm::Text,
+                is_error: None,
+                details: None,
+                extra: Extra::new(),
+            })],
+        )
+    }
+
+    fn offloaded(call_id: &str) -> AssembleReport {
+        let mut report = AssembleReport::default();
+        report.offload.offloaded.push(Offloaded {
+            message_index: 1,
+            call_id: call_id.to_owned(),
+            ref_id: "r".repeat(64),
+            chars_before: 10_000,
+            chars_after: 100,
+        });
+        report
+    }
+
+    #[test]
+    fn a_request_that_extends_the_previous_is_no_break_and_an_offload_in_it_is_one() {
+        let mut tracker = PrefixTracker::default();
+        let first = [
+            Message::text(Role::User, "run it"),
+            result("c1", "long log"),
+        ];
+        tracker.observe(vec![], &[1, 2], &first, &AssembleReport::default());
+        let second = [
+            first[0].clone(),
+            first[1].clone(),
+            Message::text(Role::User, "and?"),
+        ];
+        tracker.observe(vec![], &[1, 2, 3], &second, &AssembleReport::default());
+        assert_eq!(tracker.breaks, PrefixBreaks::default());
+
+        // The log goes behind a ref: the request now differs from its second message on, and
+        // the fetch tool and REF_ID instruction are in front.
+        let third = [
+            first[0].clone(),
+            result("c1", "[REF_ID: r] (Summary: log)"),
+            second[2].clone(),
+        ];
+        tracker.observe(vec![9], &[1, 7, 3], &third, &offloaded("c1"));
+        assert_eq!(tracker.breaks.total, 1);
+        assert_eq!(tracker.breaks.offload, 1);
+
+        // Same front, the history edited by the transcript itself: another cause.
+        let fourth = [Message::text(Role::User, "edited")];
+        tracker.observe(vec![9], &[5], &fourth, &offloaded("c1"));
+        assert_eq!(tracker.breaks.total, 2);
+        assert_eq!(tracker.breaks.other, 1);
+    }
+}
