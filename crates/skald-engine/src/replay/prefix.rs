@@ -14,8 +14,9 @@ use crate::AssembleReport;
 pub struct PrefixBreaks {
     /// Calls whose request does not start with the previous call's.
     pub total: u64,
-    /// An output offloaded this call that an earlier request held whole (or the fetch tool and
-    /// the REF_ID instruction appearing in front with the first offload).
+    /// An output or a tool call's long arguments offloaded this call that an earlier request
+    /// held whole (or the fetch tool and the REF_ID instruction appearing in front with the
+    /// first offload).
     pub offload: u64,
     /// A result pruning trimmed or cleared this call.
     pub prune: u64,
@@ -135,9 +136,17 @@ fn break_cause(before: &Sent, now: &Sent, messages: &[Message]) -> Option<Cause>
         .map(|result| result.call_id.as_str())
         .chain(changed.tool_calls().map(|call| call.id.as_str()))
         .collect();
+    // An argument offload names its call's field (`{call id}#{field}`).
+    let names = |item: &str, id: &str| {
+        item == id
+            || item
+                .strip_prefix(id)
+                .is_some_and(|field| field.starts_with('#'))
+    };
     let newly = |now: &HashSet<String>, before: &HashSet<String>| {
-        ids.iter()
-            .any(|id| now.contains(*id) && !before.contains(*id))
+        now.iter()
+            .filter(|item| !before.contains(*item))
+            .any(|item| ids.iter().any(|id| names(item, id)))
     };
     Some(if newly(&now.offloaded, &before.offloaded) {
         Cause::Offload
@@ -211,10 +220,41 @@ mod tests {
         assert_eq!(tracker.breaks.total, 1);
         assert_eq!(tracker.breaks.offload, 1);
 
+        // A tool call's long arguments go behind a ref (`{call id}#{field}`): an offload too.
+        let call = Message::new(
+            Role::Assistant,
+            vec![Block::ToolCall(skald_core::message::ToolCall {
+                id: "c2".to_owned(),
+                name: "write".to_owned(),
+                arguments: serde_json::json!({"content": "[REF_ID: r]"}),
+                arguments_text: None,
+                extra: Extra::new(),
+            })],
+        );
+        let with_call = [
+            third[0].clone(),
+            third[1].clone(),
+            third[2].clone(),
+            call.clone(),
+        ];
+        tracker.observe(vec![9], &[1, 7, 3, 8], &with_call, &offloaded("c1"));
+        assert_eq!(tracker.breaks.total, 1, "extending the request is no break");
+        let mut arguments = offloaded("c1");
+        arguments.offload.offloaded.push(Offloaded {
+            message_index: 1,
+            call_id: "c2#content".to_owned(),
+            ref_id: "r".repeat(64),
+            chars_before: 10_000,
+            chars_after: 100,
+        });
+        tracker.observe(vec![9], &[1, 7, 3, 6], &with_call, &arguments);
+        assert_eq!(tracker.breaks.total, 2);
+        assert_eq!(tracker.breaks.offload, 2);
+
         // Same front, the history edited by the transcript itself: another cause.
         let fourth = [Message::text(Role::User, "edited")];
-        tracker.observe(vec![9], &[5], &fourth, &offloaded("c1"));
-        assert_eq!(tracker.breaks.total, 2);
+        tracker.observe(vec![9], &[5], &fourth, &arguments);
+        assert_eq!(tracker.breaks.total, 3);
         assert_eq!(tracker.breaks.other, 1);
     }
 }
