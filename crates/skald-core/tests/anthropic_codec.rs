@@ -822,3 +822,24 @@ fn a_foreign_later_system_message_still_becomes_user_text() {
     assert!(messages.iter().all(|message| message["role"] == "user"));
     assert_valid_anthropic_request(&request);
 }
+
+#[test]
+fn one_hour_cache_writes_are_read_from_the_usage_and_the_response_still_round_trips() {
+    let input = json!({
+        "id": "msg_1h", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 3, "output_tokens": 5, "cache_read_input_tokens": 40_000,
+                  "cache_creation_input_tokens": 2_000,
+                  "cache_creation": {"ephemeral_5m_input_tokens": 500,
+                                     "ephemeral_1h_input_tokens": 1_500}}
+    });
+    let response = anthropic::decode_response(&input).unwrap();
+    let usage = response.message.meta.usage.unwrap();
+    assert_eq!((usage.cache_write, usage.cache_write_1h), (2_000, 1_500));
+    assert_eq!(anthropic::encode_response(&response), input);
+    // A stream's event carries the same object; read leniently.
+    let streamed = anthropic::usage_of(&input["usage"]).unwrap();
+    assert_eq!(streamed, usage);
+    assert_eq!(anthropic::usage_of(&json!("not usage")), None);
+}

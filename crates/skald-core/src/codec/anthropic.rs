@@ -321,8 +321,34 @@ fn decode_usage(value: Option<&Value>, path: Path<'_>) -> Result<Option<Usage>, 
         output: count(usage, "output_tokens", path)?,
         cache_read: count(usage, "cache_read_input_tokens", path)?,
         cache_write: count(usage, "cache_creation_input_tokens", path)?,
-        cache_write_1h: 0,
+        cache_write_1h: one_hour_writes(usage),
     }))
+}
+
+/// The part of a usage's cache writes made with the one-hour lifetime
+/// (`cache_creation.ephemeral_1h_input_tokens`, priced at twice the input; Claude Code asks for
+/// it), 0 when the usage does not say.
+fn one_hour_writes(usage: &Map<String, Value>) -> u64 {
+    usage
+        .get("cache_creation")
+        .and_then(|creation| creation.get("ephemeral_1h_input_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+/// A Messages `usage` object read leniently (a missing or mistyped count is 0), as a stream's
+/// events and a session file carry it: input, output, cache reads, cache writes and the
+/// one-hour part of them.
+pub fn usage_of(usage: &Value) -> Option<Usage> {
+    let usage = usage.as_object()?;
+    let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+    Some(Usage {
+        input: count("input_tokens"),
+        output: count("output_tokens"),
+        cache_read: count("cache_read_input_tokens"),
+        cache_write: count("cache_creation_input_tokens"),
+        cache_write_1h: one_hour_writes(usage),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -368,19 +368,7 @@ fn read_assistant(object: Map<String, Value>) -> Result<AssistantPart, String> {
 }
 
 fn anthropic_usage(usage: &Value) -> Option<Usage> {
-    let usage = usage.as_object()?;
-    let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
-    Some(Usage {
-        input: count("input_tokens"),
-        output: count("output_tokens"),
-        cache_read: count("cache_read_input_tokens"),
-        cache_write: count("cache_creation_input_tokens"),
-        cache_write_1h: usage
-            .get("cache_creation")
-            .and_then(|creation| creation.get("ephemeral_1h_input_tokens"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-    })
+    anthropic::usage_of(usage)
 }
 
 fn read_user(

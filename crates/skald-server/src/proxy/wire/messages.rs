@@ -165,16 +165,14 @@ fn metadata_session(body: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Anthropic usage; `output` overrides the object's own output count.
+/// Anthropic usage (`skald_core::codec::anthropic::usage_of`, one-hour cache writes included);
+/// `output` overrides the object's own output count.
 pub fn anthropic_usage(usage: &Value, output: Option<u64>) -> Usage {
-    let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
-    Usage {
-        input: count("input_tokens"),
-        output: output.unwrap_or_else(|| count("output_tokens")),
-        cache_read: count("cache_read_input_tokens"),
-        cache_write: count("cache_creation_input_tokens"),
-        cache_write_1h: 0,
+    let mut read = anthropic::usage_of(usage).unwrap_or_default();
+    if let Some(output) = output {
+        read.output = output;
     }
+    read
 }
 
 impl StreamRewriter {
