@@ -1,5 +1,6 @@
 //! `skald replay`: how much each policy would save on real transcripts, and what the model could
-//! still see — measured, not assumed.
+//! still see — measured, not assumed, by making every recorded call again through the engine's
+//! own turn loop (see `skald_engine::replay`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,9 +15,8 @@ use skald_core::message::Message;
 use skald_core::pipeline::policy::{PRESET_NAMES, Policy};
 use skald_engine::replay::{
     Billed, HostFit, PolicyFigures, PrefixBreaks, ProviderCache, ReplaySettings, billed, host_fit,
-    replay_policy,
+    replay,
 };
-use skald_store::SqliteRefStore;
 
 use crate::config::Config;
 use crate::files;
@@ -50,6 +50,14 @@ pub struct ReplayArgs {
     /// BPE for counting: auto, o200k_base or cl100k_base.
     #[arg(long, default_value = "auto", value_parser = parse_encoding_choice)]
     pub encoding: EncodingChoice,
+    /// Replay without memory (recall, the memory tools, the upload), which is on by default as
+    /// in `skald serve`. `none` never has it.
+    #[arg(long)]
+    pub no_memory: bool,
+    /// Replay without skald's threshold compaction, which is on by default as in `skald serve`.
+    /// `none` never has it (the host compacts on its own, as the transcript shows).
+    #[arg(long)]
+    pub no_compaction: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -95,6 +103,10 @@ struct SettingsEcho {
     price_per_million: f64,
     cache_ttl_ms: i64,
     fetch_penalty_max_tokens: u64,
+    /// Memory on for every policy but `none`.
+    memory: bool,
+    /// skald's threshold compaction on for every policy but `none`.
+    compaction: bool,
     /// The configuration file whose [policy] table shaped `skald`, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     config: Option<String>,
@@ -159,8 +171,11 @@ pub fn run(args: &ReplayArgs, config: &Config, mode: Mode) -> Result<ExitCode> {
             input_per_million: args.price,
             ..skald_engine::Pricing::default()
         },
+        memory: !args.no_memory,
+        compaction: !args.no_compaction,
         ..ReplaySettings::default()
     };
+    let runtime = crate::compact_cmd::runtime()?;
     let progress = ProgressBar::new((paths.len() * policies.len()) as u64).with_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -195,9 +210,10 @@ pub fn run(args: &ReplayArgs, config: &Config, mode: Mode) -> Result<ExitCode> {
         }
         for policy in &policies {
             progress.set_message(format!("{} · {}", policy.name, file));
-            // Each policy gets its own store: refs of one must not make another look better.
-            let store = SqliteRefStore::in_memory(Default::default())?;
-            let figures = replay_policy(&messages, policy, &settings, &store)
+            // Each policy gets its own engine: refs and memories of one must not make another
+            // look better.
+            let figures = runtime
+                .block_on(replay(&messages, policy, &settings))
                 .with_context(|| format!("replaying {file} under {}", policy.name))?;
             if !order.contains(&policy.name) {
                 order.push(policy.name.clone());
@@ -247,6 +263,8 @@ pub fn run(args: &ReplayArgs, config: &Config, mode: Mode) -> Result<ExitCode> {
             price_per_million: base.pricing.input_per_million,
             cache_ttl_ms: base.cache_ttl_ms,
             fetch_penalty_max_tokens: base.fetch_penalty_max_tokens,
+            memory: base.memory,
+            compaction: base.compaction,
             config: config.path.as_ref().map(|p| p.display().to_string()),
         },
     };
@@ -322,8 +340,15 @@ fn provider_cache(format: codec::Format, messages: &[Message]) -> ProviderCache 
 /// A policy's prefix breaks: the total, then by cause.
 fn prefix_breaks(breaks: &PrefixBreaks) -> String {
     format!(
-        "{} ({} / {} / {} / {})",
-        breaks.total, breaks.offload, breaks.prune, breaks.truncation, breaks.other
+        "{} ({} / {} / {} / {} / {} / {} / {})",
+        breaks.total,
+        breaks.offload,
+        breaks.prune,
+        breaks.truncation,
+        breaks.recall,
+        breaks.compaction,
+        breaks.upload,
+        breaks.other
     )
 }
 
@@ -336,11 +361,12 @@ fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
         "cost $",
         "cost vs first",
         "retention\nvisible / recoverable",
-        "fetch penalty",
+        "hidden rounds\n(fetch tokens)",
         "offloads / trims /\nclears / truncations",
-        "assemble ms",
+        "recalls (tokens) /\ncompactions",
+        "prepare ms",
         "as billed $\n(vs bill)",
-        "prefix breaks\n(offload / prune /\ntruncation / other)",
+        "prefix breaks\n(offload / prune /\ntruncation / recall /\ncompaction / upload / other)",
     ]);
     for name in order {
         let Some(f) = report.policies.get(name) else {
@@ -360,11 +386,12 @@ fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
                 "{:.3} / {:.3}",
                 f.retention.visible, f.retention.recoverable
             ),
-            f.fetch_penalty_tokens.to_string(),
+            format!("{} ({})", f.hidden_rounds, f.fetch_penalty_tokens),
             format!(
                 "{} / {} / {} / {}",
                 f.offloads, f.trims, f.clears, f.truncations
             ),
+            format!("{} ({}) / {}", f.recalls, f.recall_tokens, f.compactions),
             format!("{:.3}", f.assemble_ms),
             as_billed(f, report.cost_vs_billed.get(name)),
             prefix_breaks(&f.prefix_breaks),
@@ -391,6 +418,7 @@ fn render(report: &ReplayReport, order: &[String]) -> comfy_table::Table {
                         "{:.1}%",
                         row.cost_vs_first.get(policy).copied().unwrap_or(1.0) * 100.0
                     ),
+                    String::new(),
                     String::new(),
                     String::new(),
                     String::new(),

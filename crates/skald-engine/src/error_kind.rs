@@ -10,6 +10,7 @@ use skald_store::sessions::import::ImportError;
 
 use crate::EngineError;
 use crate::memory::manage::ManageError;
+use crate::replay::ReplayError;
 
 /// What a failure means for the caller (see the module docs). The error's own message says
 /// what exactly went wrong.
@@ -150,6 +151,20 @@ impl Classify for EngineError {
             EngineError::Import(import) => import.kind(),
             EngineError::MemoryIdentity(_) => ErrorKind::Internal {
                 what: "the memory identity",
+            },
+        }
+    }
+}
+
+impl Classify for ReplayError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            ReplayError::Open(_) => ErrorKind::Internal {
+                what: "opening the replay's stores",
+            },
+            ReplayError::Engine(error) => error.kind(),
+            ReplayError::Turn(_) => ErrorKind::Internal {
+                what: "the replay's turn loop",
             },
         }
     }

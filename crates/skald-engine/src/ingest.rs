@@ -792,6 +792,21 @@ fn is_prompt(message: &Message) -> bool {
     message.role == Role::System
 }
 
+/// The text of the host's prompt (`messages[..prompt_len(messages)]`), its messages' texts
+/// joined by blank lines; `None` when it says nothing. What a turn's calls take as the host's
+/// system prompt (counted in each request's size, given to the memory archive).
+pub fn prompt_text(messages: &[Message]) -> Option<String> {
+    let text = messages
+        .get(..prompt_len(messages))
+        .unwrap_or_default()
+        .iter()
+        .map(Message::plain_text)
+        .filter(|text| !text.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    (!text.is_empty()).then_some(text)
+}
+
 /// What skald remembered for the answers among `messages` (by index) the client sends back
 /// without it ([`SessionState::remember_answer_usage`]).
 fn relayed_usage<'m>(

@@ -6,7 +6,7 @@ use serde_json::json;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::pipeline::policy::Policy;
 use skald_core::refs::{RefId, ref_ids_in};
-use skald_engine::replay::{ReplaySettings, replay_policy};
+use skald_engine::replay::{ReplaySettings, replay};
 use skald_engine::{AssembleRequest, Assembled, SessionState, assemble, execute_fetch};
 
 fn call(id: &str, name: &str, arguments: serde_json::Value) -> Message {
@@ -403,8 +403,8 @@ fn nothing_is_offloaded_when_the_host_cannot_run_fetch() {
     assert!(assembled.system_prompt_addition.is_none());
 }
 
-#[test]
-fn replay_measures_savings_and_keeps_everything_recoverable() {
+#[tokio::test]
+async fn replay_measures_savings_and_keeps_everything_recoverable() {
     let mut messages = session();
     // A later assistant call that uses identifiers from the earlier outputs.
     messages.push(Message::text(
@@ -414,20 +414,12 @@ fn replay_measures_savings_and_keeps_everything_recoverable() {
     messages.push(Message::text(Role::User, "Go on."));
     messages.push(Message::text(Role::Assistant, "Done."));
     let settings = ReplaySettings::default();
-    let none = replay_policy(
-        &messages,
-        &Policy::preset("none").unwrap(),
-        &settings,
-        &skald_store::test_stores::ref_store(Default::default()),
-    )
-    .unwrap();
-    let skald = replay_policy(
-        &messages,
-        &Policy::preset("skald").unwrap(),
-        &settings,
-        &skald_store::test_stores::ref_store(Default::default()),
-    )
-    .unwrap();
+    let none = replay(&messages, &Policy::preset("none").unwrap(), &settings)
+        .await
+        .unwrap();
+    let skald = replay(&messages, &Policy::preset("skald").unwrap(), &settings)
+        .await
+        .unwrap();
     assert_eq!(none.calls, skald.calls);
     assert!(
         skald.input_tokens < none.input_tokens,

@@ -1342,6 +1342,7 @@ fn driver_context<'a>(
         window_tokens: setup.window,
         system_prompt: Some(SYSTEM_PROMPT),
         tools: &[],
+        host_prefix_tokens: None,
         fetch_available: true,
         now_ms: 1_770_000_000_000,
         agents_md: None,

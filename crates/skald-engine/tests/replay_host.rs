@@ -11,7 +11,7 @@ use skald_core::message::{
 use skald_core::pipeline::policy::Policy;
 use skald_core::tokens::{Encoding, TokenCounter};
 use skald_engine::replay::{
-    PolicyFigures, ProviderCache, ReplaySettings, billed, host_fit, provider_view, replay_policy,
+    PolicyFigures, ProviderCache, ReplaySettings, billed, host_fit, provider_view, replay,
 };
 
 /// The host's tools and system prompt, in provider tokens.
@@ -123,10 +123,14 @@ fn settings() -> ReplaySettings {
     }
 }
 
-/// The `none` policy's replay of `messages`, over a throw-away ref store.
+/// The `none` policy's replay of `messages`.
 fn replay_none(messages: &[Message], settings: &ReplaySettings) -> PolicyFigures {
-    let store = skald_store::test_stores::ref_store(Default::default());
-    replay_policy(messages, &Policy::preset("none").unwrap(), settings, &store).unwrap()
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(replay(messages, &Policy::preset("none").unwrap(), settings))
+        .unwrap()
 }
 
 #[test]

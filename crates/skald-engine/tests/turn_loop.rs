@@ -141,6 +141,7 @@ macro_rules! with_loop {
             model: Some("scripted"),
             system_prompt: Some("You are a build assistant."),
             tools: &[],
+            host_prefix_tokens: None,
             fetch_available: true,
             now_ms: 1_770_000_000_000,
             agents_md: None,

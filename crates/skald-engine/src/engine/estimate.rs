@@ -8,11 +8,9 @@ use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Message, Role};
 use skald_core::pipeline::policy::Policy;
 use skald_core::session::{EntryKind, Session};
-use skald_store::SqliteRefStore;
 
 use super::Engine;
-use crate::EngineError;
-use crate::replay::{ProviderCache, ReplaySettings, billed, host_fit, replay_policy};
+use crate::replay::{ProviderCache, ReplayError, ReplaySettings, billed, host_fit, replay};
 
 /// What a replay says a session would have cost under skald.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,36 +37,45 @@ impl ReplayEstimate {
 
 impl Engine {
     /// What the session's calls would have cost under the engine's policy, by a replay billed as
-    /// the host was; `None` when no call recorded usage (there is no bill to start from).
-    pub fn would_have_saved(
+    /// the host was; `None` when no call recorded usage (there is no bill to start from). The
+    /// replay runs the engine's own turn loop over throw-away in-memory stores (memory and
+    /// compaction as this engine is configured); it is CPU work of up to seconds on a long
+    /// session, for a caller to run off its async workers.
+    pub async fn would_have_saved(
         &self,
         tenant: &Tenant,
         session: &SessionId,
-    ) -> Result<Option<ReplayEstimate>, EngineError> {
-        let session = self.sessions().load(tenant, session)?;
+    ) -> Result<Option<ReplayEstimate>, ReplayError> {
+        let session = self
+            .sessions()
+            .load(tenant, session)
+            .map_err(crate::EngineError::from)?;
         let messages = calls_as_sent(&session);
         let config = self.config();
         let mut settings = ReplaySettings {
             context_window_tokens: config.window_tokens,
             pricing: config.pricing,
             provider_cache: ProviderCache::of_answers(&messages),
+            memory: config.memory.enabled,
+            compaction: config.compaction.enabled,
             ..ReplaySettings::default()
         };
         let Some(bill) = billed(&messages, &settings.pricing) else {
             return Ok(None);
         };
         settings.host = host_fit(&messages, &settings);
-        let replayed = |policy: &Policy| -> Result<f64, EngineError> {
-            // Each policy its own throw-away store: refs of one must not help the other.
-            let store = SqliteRefStore::in_memory(Default::default())?;
-            let figures = replay_policy(&messages, policy, &settings, &store)?;
-            Ok(figures.host.map_or(figures.cost_usd, |host| host.cost_usd))
+        // Each policy its own throw-away engine: refs and memories of one must not help the other.
+        let cost = |figures: crate::replay::PolicyFigures| {
+            figures.host.map_or(figures.cost_usd, |host| host.cost_usd)
         };
+        let none = Policy::preset("none").map_err(crate::EngineError::from)?;
+        let none_usd = cost(replay(&messages, &none, &settings).await?);
+        let policy_usd = cost(replay(&messages, &config.policy, &settings).await?);
         Ok(Some(ReplayEstimate {
             calls: bill.calls,
             billed_usd: bill.cost_usd,
-            none_usd: replayed(&Policy::preset("none")?)?,
-            policy_usd: replayed(&config.policy)?,
+            none_usd,
+            policy_usd,
             policy: config.policy.name.clone(),
         }))
     }

@@ -68,6 +68,9 @@ pub struct PrepareInput<'a> {
     /// The host's tools as sent (counted in the request's size; a skald tool of the same name
     /// is not offered again).
     pub tools: &'a [Value],
+    /// The host's prompt and tools in tokens when the caller knows them better than their
+    /// characters tell (see [`PrepareContext::host_prefix_tokens`]).
+    pub host_prefix_tokens: Option<u64>,
     /// Whether the caller runs `fetch_original_data`.
     pub fetch_available: bool,
     /// When the call is made (epoch ms).
@@ -216,6 +219,7 @@ impl Engine {
             window_tokens: config.window_tokens,
             system_prompt: input.system_prompt,
             tools: input.tools,
+            host_prefix_tokens: input.host_prefix_tokens,
             fetch_available: input.fetch_available,
             now_ms: input.now_ms,
             agents_md: input.agents_md,

@@ -392,7 +392,7 @@ impl HostMeasure {
         let json_chars: usize = ctx.tools.iter().map(|tool| tool.to_string().len()).sum();
         let chars = ctx.system_prompt.map_or(0, str::len) + json_chars;
         HostMeasure {
-            prefix_tokens: chars.div_ceil(4) as u64,
+            prefix_tokens: ctx.host_prefix_tokens.unwrap_or(chars.div_ceil(4) as u64),
             tool_chars: ctx.tools.iter().map(json_estimate_chars).sum(),
             tool_names: ctx
                 .tools

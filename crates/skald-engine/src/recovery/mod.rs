@@ -241,6 +241,7 @@ impl<'a> TurnContext<'a> {
             window_tokens: self.window_tokens,
             system_prompt: self.system_prompt,
             tools: self.tools,
+            host_prefix_tokens: None,
             fetch_available: self.fetch_available,
             now_ms: self.now_ms,
             agents_md: self.agents_md,
@@ -278,6 +279,10 @@ pub struct PrepareContext<'a> {
     /// The host's tools as OpenAI function specs or bare `{name, …}` objects: counted in the
     /// request's size, and a skald tool of the same name is not offered again.
     pub tools: &'a [Value],
+    /// The host's prompt and tools in tokens, when the caller knows them better than their
+    /// characters tell (a replay: fitted to the provider's recorded usage, the prompt itself not
+    /// being in the transcript). `None`: estimated from `system_prompt` and `tools`.
+    pub host_prefix_tokens: Option<u64>,
     /// Whether the caller runs `fetch_original_data`; without it nothing is offloaded.
     pub fetch_available: bool,
     /// When the call is made (epoch ms), for the prompt-cache clocks.

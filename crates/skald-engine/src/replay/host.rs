@@ -15,7 +15,7 @@
 use std::borrow::Cow;
 
 use serde::Serialize;
-use skald_core::message::{Block, Message, Role};
+use skald_core::message::{Block, Message, Role, Usage};
 use skald_core::tokens::{TokenCounter, message_fingerprint};
 
 use crate::accounting::{BreakpointCache, CACHE_HIT_SLACK_TOKENS, Pricing, Segment};
@@ -313,6 +313,9 @@ pub struct HostBill {
     /// How many times the host changed its prefix so far: its part after the warm one is a new
     /// segment each time.
     prefix_version: u128,
+    /// The recorded call billed last: the calls of one recorded call (a hidden round's and the
+    /// answer's) share its prefix change.
+    last_message_index: Option<usize>,
     /// The figures so far.
     pub figures: HostFigures,
 }
@@ -326,6 +329,7 @@ impl HostBill {
             provider,
             started: false,
             prefix_version: 0,
+            last_message_index: None,
             figures: HostFigures::default(),
         }
     }
@@ -336,8 +340,14 @@ impl HostBill {
 
     /// Bills `call` with the host's prefix first and Claude Code's breakpoints: after the part
     /// of the prefix that was warm (its earlier sessions' entry), after the tools and system
-    /// prompt, and on the newest message.
-    pub fn bill(&mut self, call: &HostCall<'_>, counter: &mut TokenCounter, pricing: &Pricing) {
+    /// prompt, and on the newest message. Returns the input the provider would have reported
+    /// for the call (output not counted).
+    pub fn bill(
+        &mut self,
+        call: &HostCall<'_>,
+        counter: &mut TokenCounter,
+        pricing: &Pricing,
+    ) -> Usage {
         let HostCall {
             message_index,
             leading,
@@ -358,9 +368,12 @@ impl HostBill {
             }
         }
         self.started = true;
-        if self.fit.prefix_changes.contains(&message_index) {
+        if self.last_message_index != Some(message_index)
+            && self.fit.prefix_changes.contains(&message_index)
+        {
             self.prefix_version += 1;
         }
+        self.last_message_index = Some(message_index);
         let warm_end = segments.len();
         segments.push(Segment {
             fingerprint: HOST_PREFIX_FINGERPRINT ^ self.prefix_version,
@@ -413,6 +426,20 @@ impl HostBill {
         self.figures.cache_read_tokens += bill.cache_read_tokens;
         self.figures.cache_write_tokens += written;
         self.figures.cost_usd += cost;
+        let one_hour = |tokens: u64| if self.fit.one_hour_cache { tokens } else { 0 };
+        match self.provider {
+            ProviderCache::Anthropic => Usage {
+                cache_read: bill.cache_read_tokens,
+                cache_write: written,
+                cache_write_1h: one_hour(written),
+                ..Usage::default()
+            },
+            ProviderCache::Automatic => Usage {
+                input: written,
+                cache_read: bill.cache_read_tokens,
+                ..Usage::default()
+            },
+        }
     }
 }
 

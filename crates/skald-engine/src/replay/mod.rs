@@ -1,7 +1,10 @@
-//! `replay`: re-creates each model call of a real transcript and runs a policy's pipeline call
-//! after call as a host would (state kept: refs, sticky decisions, the pruning clock driven by the
-//! transcript's timestamps), then measures what the provider would have billed and what the model
-//! could still see.
+//! `replay`: makes each model call of a real transcript again through the product's own path — the
+//! request brought into a session of an in-memory [`Engine`](crate::Engine), every call prepared
+//! by the engine's turn loop (the policy's pipeline, memory recall and upload, skald's threshold
+//! compaction, the pruning clock driven by the transcript's timestamps) and answered by a
+//! scripted model with the transcript's recorded answer, fetching first what that answer needs
+//! and the request holds only behind a ref (see `run`) — then measures what the provider would
+//! have billed and what the model could still see.
 //!
 //! Measures, per policy:
 //! - input tokens (BPE) summed over calls and the peak context;
@@ -9,8 +12,10 @@
 //! - retention: for every identifier (seed 001's pattern) an assistant message uses that first
 //!   appeared in an earlier tool result of that call's request, whether the assembled request
 //!   still shows it (`visible`) or shows it or a ref to the output it came from (`recoverable`);
-//!   each use that is only recoverable is charged as one fetch of up to 2,000 tokens;
-//! - what the stages did and how long `assemble` took;
+//!   each use that is only recoverable makes the model fetch it first: a hidden round, billed as
+//!   the model call it is;
+//! - what the stages did, what memory recalled, the compactions, and how long preparing a call
+//!   took;
 //! - with a [`HostFit`] (from the transcript's recorded usage), the same calls billed as the
 //!   host's provider billed them: its prefix, tokenizer, cache breakpoints and TTL
 //!   ([`HostFigures`], `host`), so `none` can be checked against [`Billed`] and a policy's saving
@@ -18,6 +23,7 @@
 
 mod host;
 mod prefix;
+mod run;
 
 use std::collections::{HashMap, HashSet};
 
@@ -27,21 +33,15 @@ use skald_core::identifiers::extract_identifiers;
 use skald_core::ids::Tenant;
 use skald_core::message::{Block, Message, Role, ToolSpec};
 use skald_core::pipeline::offload::text_of;
-use skald_core::pipeline::policy::Policy;
-use skald_core::refs::contains_ref;
 use skald_core::tokens::{Encoding, TokenCounter, message_fingerprint};
-use skald_store::RefStore;
 
-use crate::EngineError;
-use crate::accounting::{CacheAccount, Pricing, Segment};
-use crate::assemble::{AssembleRequest, assemble};
-use crate::session::SessionState;
+use crate::accounting::{Pricing, Segment};
 
 pub use host::{
     HostBill, HostCall, HostFigures, HostFit, ProviderCache, RecordedCall, fit_host, provider_view,
 };
 pub use prefix::PrefixBreaks;
-use prefix::PrefixTracker;
+pub use run::{ReplayError, is_baseline, replay};
 
 /// How calls are replayed and billed.
 #[derive(Debug, Clone)]
@@ -59,6 +59,12 @@ pub struct ReplaySettings {
     pub encoding: Encoding,
     /// Milliseconds between calls when a transcript has no timestamps.
     pub default_call_gap_ms: i64,
+    /// Memory on (recall, the memory tools, the upload), as `skald serve` runs by default; never
+    /// for the baseline ([`is_baseline`]).
+    pub memory: bool,
+    /// skald's threshold compaction on, as `skald serve` runs by default; never for the
+    /// baseline.
+    pub compaction: bool,
     /// The tenant the replay's refs are stored under.
     pub tenant: Tenant,
     /// The host as its recorded usage shows it ([`host_fit`]); with it, every policy's calls are
@@ -78,6 +84,8 @@ impl Default for ReplaySettings {
             fetch_penalty_max_tokens: 2_000,
             encoding: Encoding::O200kBase,
             default_call_gap_ms: 10_000,
+            memory: true,
+            compaction: true,
             // "replay" is a well-formed name; the fallback is never taken.
             tenant: Tenant::parse("replay").unwrap_or_default(),
             host: None,
@@ -113,7 +121,8 @@ pub const MISSED_EXAMPLES: usize = 20;
 /// One policy's figures over one or more transcripts.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PolicyFigures {
-    /// Model calls replayed (one per assistant message with a non-empty request).
+    /// Recorded calls replayed (one per assistant message with a non-empty request); a hidden
+    /// round's call is counted in `hidden_rounds`.
     pub calls: u64,
     /// BPE input tokens summed over all calls.
     pub input_tokens: u64,
@@ -123,10 +132,19 @@ pub struct PolicyFigures {
     pub cache_read_tokens: u64,
     /// Input tokens billed as cache writes, summed over calls (everything not read from the cache).
     pub cache_write_tokens: u64,
-    /// Tokens charged for fetches: each use only recoverable through a ref costs one fetch of
-    /// its original, at most `fetch_penalty_max_tokens`.
+    /// Tokens the fetches cost: the input of every hidden round's call (the model fetching what
+    /// the request held only behind a ref, grepping at most `fetch_penalty_max_tokens` of each
+    /// original), counted in `input_tokens` and `cost_usd` like every call.
     pub fetch_penalty_tokens: u64,
-    /// Dollars under the settings' pricing: cache reads, cache writes and the fetch penalty.
+    /// Hidden rounds: model calls answered with a fetch before the recorded answer.
+    pub hidden_rounds: u64,
+    /// Calls recall injected memories into.
+    pub recalls: u64,
+    /// Estimated tokens of the memories recall injected, summed over calls.
+    pub recall_tokens: u64,
+    /// Compactions skald ran (threshold and overflow) that wrote a checkpoint.
+    pub compactions: u64,
+    /// Dollars under the settings' pricing: cache reads and cache writes of every model call.
     pub cost_usd: f64,
     /// What the requests kept of the identifiers the model went on to use.
     pub retention: Retention,
@@ -138,7 +156,8 @@ pub struct PolicyFigures {
     pub clears: u64,
     /// Distinct tool calls whose result truncation cut.
     pub truncations: u64,
-    /// Median wall time of one `assemble`, in milliseconds.
+    /// Median wall time of preparing one model call (the session's context, the pipeline,
+    /// recall, the upload's planning), in milliseconds.
     pub assemble_ms: f64,
     /// Calls whose request did not start with the previous call's, by cause.
     pub prefix_breaks: PrefixBreaks,
@@ -161,6 +180,10 @@ impl PolicyFigures {
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
         self.fetch_penalty_tokens += other.fetch_penalty_tokens;
+        self.hidden_rounds += other.hidden_rounds;
+        self.recalls += other.recalls;
+        self.recall_tokens += other.recall_tokens;
+        self.compactions += other.compactions;
         self.cost_usd += other.cost_usd;
         let r = &mut self.retention;
         r.uses += other.retention.uses;
@@ -371,216 +394,6 @@ fn tools_segment(tools: &[ToolSpec], counter: &mut TokenCounter) -> Option<Segme
         fingerprint: message_fingerprint(&message) ^ 0x7001,
         tokens: counter.count_message(&message),
     })
-}
-
-/// Replays every assistant call of `messages` under `policy`.
-pub fn replay_policy<S: RefStore + ?Sized>(
-    messages: &[Message],
-    policy: &Policy,
-    settings: &ReplaySettings,
-    store: &S,
-) -> Result<PolicyFigures, EngineError> {
-    let mut state = SessionState::default();
-    let mut account = CacheAccount::new(settings.cache_ttl_ms);
-    let mut counter = TokenCounter::new(settings.encoding);
-    let mut facts = MessageFacts::default();
-    let mut figures = PolicyFigures::default();
-    let mut first_seen: HashMap<String, Source> = HashMap::new();
-    let mut scanned = 0usize;
-    let mut original_tokens: HashMap<String, u64> = HashMap::new();
-    let mut trimmed: HashSet<String> = HashSet::new();
-    let mut cleared: HashSet<String> = HashSet::new();
-    let mut truncated: HashSet<String> = HashSet::new();
-    let mut offloaded: HashSet<String> = HashSet::new();
-    let mut clock_ms: i64 = 0;
-    let mut prefix = PrefixTracker::default();
-    let mut host_bill = settings
-        .host
-        .clone()
-        .map(|fit| HostBill::new(fit, settings.provider_cache));
-
-    for (index, message) in messages.iter().enumerate() {
-        if message.role != Role::Assistant {
-            continue;
-        }
-        // Record where identifiers first appeared, for everything before this call.
-        for earlier in messages.get(scanned..index).unwrap_or_default() {
-            if earlier.is_model_visible() {
-                // Each result's identifiers are attributed to that result's call; whatever else
-                // the message says counts as "elsewhere".
-                for result in earlier.tool_results() {
-                    for identifier in extract_identifiers(&text_of(result)) {
-                        first_seen
-                            .entry(identifier)
-                            .or_insert_with(|| Source::ToolResult {
-                                message_index: scanned,
-                                call_id: result.call_id.clone(),
-                            });
-                    }
-                }
-                for identifier in extract_identifiers(&assistant_text(earlier)) {
-                    first_seen.entry(identifier).or_insert(Source::Elsewhere);
-                }
-            }
-            scanned += 1;
-        }
-        let start = request_start(messages, index);
-        let request = call_request(messages, index);
-        if request.is_empty() {
-            continue;
-        }
-        let now_ms = call_time(message, clock_ms, settings);
-        clock_ms = now_ms;
-        let assembled = assemble(
-            store,
-            policy,
-            &mut state,
-            request,
-            AssembleRequest {
-                tenant: &settings.tenant,
-                context_window_tokens: settings.context_window_tokens,
-                now_ms,
-                fetch_available: true,
-                // The transcript's host prompt and tools are not billed here either.
-                host_prefix_tokens: 0,
-            },
-        )?;
-        figures.assemble_samples.push(assembled.elapsed_ms);
-        for item in &assembled.report.offload.offloaded {
-            offloaded.insert(item.ref_id.clone());
-        }
-        for change in &assembled.report.prune.changes {
-            match change.action {
-                skald_core::pipeline::prune::PruneAction::Trimmed => {
-                    trimmed.insert(change.call_id.clone());
-                }
-                skald_core::pipeline::prune::PruneAction::Cleared => {
-                    cleared.insert(change.call_id.clone());
-                }
-            }
-        }
-        for change in &assembled.report.truncate.changes {
-            truncated.insert(change.call_id.clone());
-        }
-
-        // Bill the request: tools, system addition, then each message.
-        let mut leading = Vec::with_capacity(2);
-        leading.extend(tools_segment(&assembled.tools, &mut counter));
-        if let Some(addition) = &assembled.system_prompt_addition {
-            let system = Message::text(Role::System, addition.clone());
-            leading.push(Segment {
-                fingerprint: message_fingerprint(&system),
-                tokens: counter.count_message(&system),
-            });
-        }
-        let mut segments = Vec::with_capacity(assembled.messages.len() + leading.len());
-        segments.extend_from_slice(&leading);
-        let mut visible_identifiers: HashSet<&str> = HashSet::new();
-        let mut fingerprints = Vec::with_capacity(assembled.messages.len());
-        for assembled_message in &assembled.messages {
-            let fingerprint = message_fingerprint(assembled_message);
-            fingerprints.push(fingerprint);
-            segments.push(Segment {
-                fingerprint,
-                tokens: counter.count_message(assembled_message),
-            });
-        }
-        for (assembled_message, fingerprint) in assembled.messages.iter().zip(&fingerprints) {
-            facts.identifiers(*fingerprint, assembled_message);
-        }
-        prefix.observe(
-            leading.iter().map(|segment| segment.fingerprint).collect(),
-            &fingerprints,
-            &assembled.messages,
-            &assembled.report,
-        );
-        for fingerprint in &fingerprints {
-            if let Some(ids) = facts.identifiers.get(fingerprint) {
-                visible_identifiers.extend(ids.iter().map(String::as_str));
-            }
-        }
-        let bill = account.bill(segments, now_ms);
-        figures.calls += 1;
-        figures.input_tokens += bill.total_tokens;
-        figures.peak_context_tokens = figures.peak_context_tokens.max(bill.total_tokens);
-        figures.cache_read_tokens += bill.cache_read_tokens;
-        figures.cache_write_tokens += bill.cache_write_tokens;
-        figures.context_per_call.push(bill.total_tokens);
-        let mut cost = settings
-            .pricing
-            .cost(0, bill.cache_write_tokens, bill.cache_read_tokens);
-
-        let mut fetched_tokens = 0;
-
-        // Retention of the identifiers this call uses.
-        let refs_by_call: HashMap<&str, bool> = assembled
-            .messages
-            .iter()
-            .flat_map(|m| m.tool_results())
-            .map(|r| (r.call_id.as_str(), contains_ref(&text_of(r))))
-            .collect();
-        let used: HashSet<String> = extract_identifiers(&assistant_text(message))
-            .into_iter()
-            .collect();
-        for identifier in used {
-            let Some(Source::ToolResult {
-                message_index,
-                call_id,
-            }) = first_seen.get(&identifier)
-            else {
-                continue;
-            };
-            if *message_index < start {
-                continue;
-            }
-            figures.retention.uses += 1;
-            let visible = shows(&visible_identifiers, &identifier);
-            let recoverable =
-                visible || refs_by_call.get(call_id.as_str()).copied().unwrap_or(false);
-            if visible {
-                figures.retention.visible_uses += 1;
-            } else if figures.retention.missed.len() < MISSED_EXAMPLES {
-                figures.retention.missed.push(identifier.clone());
-            }
-            if recoverable {
-                figures.retention.recoverable_uses += 1;
-            }
-            if recoverable && !visible {
-                let tokens = *original_tokens.entry(call_id.clone()).or_insert_with(|| {
-                    messages
-                        .get(*message_index)
-                        .and_then(|m| m.tool_results().find(|r| &r.call_id == call_id))
-                        .map_or(0, |r| settings.encoding.count_text(&text_of(r)))
-                });
-                let penalty = tokens.min(settings.fetch_penalty_max_tokens);
-                figures.fetch_penalty_tokens += penalty;
-                fetched_tokens += penalty;
-                cost += settings.pricing.cost(0, penalty, 0);
-            }
-        }
-        figures.cost_usd += cost;
-        if let Some(host) = &mut host_bill {
-            let call = HostCall {
-                message_index: index,
-                leading: &leading,
-                messages: &assembled.messages,
-                now_ms,
-                fetch_tokens: fetched_tokens,
-            };
-            host.bill(&call, &mut counter, &settings.pricing);
-        }
-    }
-    figures.host = host_bill.map(|host| host.figures);
-    figures.prefix_breaks = prefix.breaks;
-    figures.retention.visible = ratio(figures.retention.visible_uses, figures.retention.uses);
-    figures.retention.recoverable =
-        ratio(figures.retention.recoverable_uses, figures.retention.uses);
-    figures.offloads = offloaded.len() as u64;
-    figures.trims = trimmed.len() as u64;
-    figures.clears = cleared.len() as u64;
-    figures.truncations = truncated.len() as u64;
-    figures.assemble_ms = median(&figures.assemble_samples);
-    Ok(figures)
 }
 
 /// Whether a request whose identifiers are `visible` shows `identifier` verbatim: as one of

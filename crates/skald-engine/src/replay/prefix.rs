@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use serde::Serialize;
+use skald_core::memory::recall::SIMULATED_CALL_PREFIX;
 use skald_core::message::Message;
 
 use crate::AssembleReport;
@@ -22,7 +23,16 @@ pub struct PrefixBreaks {
     pub prune: u64,
     /// A result truncation cut this call.
     pub truncation: u64,
-    /// Anything else (the transcript's own history changing, a turn limit).
+    /// Memory recall: the previous call's recalled memories gone from where they were, this
+    /// call's put in their place, or recall's part of skald's system addition changed.
+    pub recall: u64,
+    /// skald compacted the session before this call.
+    pub compaction: u64,
+    /// Memory's upload dropped a range it had uploaded from the context (seed 002's second
+    /// threshold) before this call.
+    pub upload: u64,
+    /// Anything else (the transcript's own history changing, a host's own compaction, a turn
+    /// limit).
     pub other: u64,
 }
 
@@ -33,6 +43,9 @@ impl PrefixBreaks {
         self.offload += other.offload;
         self.prune += other.prune;
         self.truncation += other.truncation;
+        self.recall += other.recall;
+        self.compaction += other.compaction;
+        self.upload += other.upload;
         self.other += other.other;
     }
 }
@@ -48,24 +61,62 @@ pub(super) struct PrefixTracker {
 struct Sent {
     leading: Vec<u128>,
     messages: Vec<u128>,
+    /// Where the request held recalled memories (recall's simulated call and its result).
+    recalled_at: HashSet<usize>,
     offloaded: HashSet<String>,
     pruned: HashSet<String>,
     truncated: HashSet<String>,
 }
 
+/// One model call as the tracker sees it.
+pub(super) struct ObservedCall<'a> {
+    /// Fingerprints of the request's leading segments (skald's tools, its system addition).
+    pub leading: Vec<u128>,
+    /// Fingerprints of `messages`.
+    pub fingerprints: &'a [u128],
+    /// The request's messages.
+    pub messages: &'a [Message],
+    /// What the pipeline did to them.
+    pub report: &'a AssembleReport,
+    /// skald compacted the session before this call.
+    pub compacted: bool,
+    /// Memory's upload dropped a range from the context before this call.
+    pub dropped: bool,
+    /// Recall injected memories into this call.
+    pub recalled: bool,
+}
+
+/// Whether `message` is part of recall's injection: its simulated `search_memories` call or
+/// that call's result.
+fn is_recall(message: &Message) -> bool {
+    message
+        .tool_calls()
+        .map(|call| call.id.as_str())
+        .chain(message.tool_results().map(|result| result.call_id.as_str()))
+        .any(|id| id.starts_with(SIMULATED_CALL_PREFIX))
+}
+
 impl PrefixTracker {
-    /// Notes one call: `leading` and `fingerprints` are the fingerprints of its leading segments
-    /// and of `messages`, `report` what the pipeline did to them.
-    pub(super) fn observe(
-        &mut self,
-        leading: Vec<u128>,
-        fingerprints: &[u128],
-        messages: &[Message],
-        report: &AssembleReport,
-    ) {
+    /// Notes one call.
+    pub(super) fn observe(&mut self, call: ObservedCall<'_>) {
+        let ObservedCall {
+            leading,
+            fingerprints,
+            messages,
+            report,
+            compacted,
+            dropped,
+            recalled,
+        } = call;
         let sent = Sent {
             leading,
             messages: fingerprints.to_vec(),
+            recalled_at: messages
+                .iter()
+                .enumerate()
+                .filter(|(_, message)| is_recall(message))
+                .map(|(index, _)| index)
+                .collect(),
             offloaded: report
                 .offload
                 .offloaded
@@ -86,13 +137,18 @@ impl PrefixTracker {
                 .collect(),
         };
         if let Some(previous) = self.previous.take() {
-            if let Some(cause) = break_cause(&previous, &sent, messages) {
+            if let Some(cause) = break_cause(&previous, &sent, messages, recalled) {
                 self.breaks.total += 1;
-                match cause {
-                    Cause::Offload => self.breaks.offload += 1,
-                    Cause::Prune => self.breaks.prune += 1,
-                    Cause::Truncation => self.breaks.truncation += 1,
-                    Cause::Other => self.breaks.other += 1,
+                // A compaction or a dropped range rewrites the history whatever else changed with
+                // it.
+                match (compacted, dropped, cause) {
+                    (true, _, _) => self.breaks.compaction += 1,
+                    (false, true, _) => self.breaks.upload += 1,
+                    (false, false, Cause::Offload) => self.breaks.offload += 1,
+                    (false, false, Cause::Prune) => self.breaks.prune += 1,
+                    (false, false, Cause::Truncation) => self.breaks.truncation += 1,
+                    (false, false, Cause::Recall) => self.breaks.recall += 1,
+                    (false, false, Cause::Other) => self.breaks.other += 1,
                 }
             }
         }
@@ -104,15 +160,23 @@ enum Cause {
     Offload,
     Prune,
     Truncation,
+    Recall,
     Other,
 }
 
-/// Why `now` does not start with `before`, or `None` when it does.
-fn break_cause(before: &Sent, now: &Sent, messages: &[Message]) -> Option<Cause> {
+/// Why `now` does not start with `before`, or `None` when it does. `recalled`: recall injected
+/// memories into `now`.
+fn break_cause(before: &Sent, now: &Sent, messages: &[Message], recalled: bool) -> Option<Cause> {
     if before.leading != now.leading {
-        // Only refs put tools and a system addition in front: the fetch tool and the REF_ID
-        // instruction arrive with the first offload.
-        return Some(if now.offloaded.is_empty() {
+        // Refs put the fetch tool and the REF_ID instruction in front with the first offload;
+        // memory's tools and profile are there from the first call, and recall injected into
+        // the system addition (no simulated call) changes it.
+        let first_offload = before.offloaded.is_empty() && !now.offloaded.is_empty();
+        return Some(if first_offload {
+            Cause::Offload
+        } else if recalled {
+            Cause::Recall
+        } else if now.offloaded.is_empty() {
             Cause::Other
         } else {
             Cause::Offload
@@ -126,6 +190,9 @@ fn break_cause(before: &Sent, now: &Sent, messages: &[Message]) -> Option<Cause>
         .count();
     if shared == before.messages.len() {
         return None;
+    }
+    if before.recalled_at.contains(&shared) || now.recalled_at.contains(&shared) {
+        return Some(Cause::Recall);
     }
     let Some(changed) = messages.get(shared) else {
         // The request got shorter than the previous one without changing what it kept.
@@ -193,6 +260,23 @@ mod tests {
         report
     }
 
+    fn observed<'a>(
+        leading: Vec<u128>,
+        fingerprints: &'a [u128],
+        messages: &'a [Message],
+        report: &'a AssembleReport,
+    ) -> ObservedCall<'a> {
+        ObservedCall {
+            leading,
+            fingerprints,
+            messages,
+            report,
+            compacted: false,
+            dropped: false,
+            recalled: false,
+        }
+    }
+
     #[test]
     fn a_request_that_extends_the_previous_is_no_break_and_an_offload_in_it_is_one() {
         let mut tracker = PrefixTracker::default();
@@ -200,13 +284,23 @@ mod tests {
             Message::text(Role::User, "run it"),
             result("c1", "long log"),
         ];
-        tracker.observe(vec![], &[1, 2], &first, &AssembleReport::default());
+        tracker.observe(observed(
+            vec![],
+            &[1, 2],
+            &first,
+            &AssembleReport::default(),
+        ));
         let second = [
             first[0].clone(),
             first[1].clone(),
             Message::text(Role::User, "and?"),
         ];
-        tracker.observe(vec![], &[1, 2, 3], &second, &AssembleReport::default());
+        tracker.observe(observed(
+            vec![],
+            &[1, 2, 3],
+            &second,
+            &AssembleReport::default(),
+        ));
         assert_eq!(tracker.breaks, PrefixBreaks::default());
 
         // The log goes behind a ref: the request now differs from its second message on, and
@@ -216,7 +310,7 @@ mod tests {
             result("c1", "[REF_ID: r] (Summary: log)"),
             second[2].clone(),
         ];
-        tracker.observe(vec![9], &[1, 7, 3], &third, &offloaded("c1"));
+        tracker.observe(observed(vec![9], &[1, 7, 3], &third, &offloaded("c1")));
         assert_eq!(tracker.breaks.total, 1);
         assert_eq!(tracker.breaks.offload, 1);
 
@@ -237,7 +331,12 @@ mod tests {
             third[2].clone(),
             call.clone(),
         ];
-        tracker.observe(vec![9], &[1, 7, 3, 8], &with_call, &offloaded("c1"));
+        tracker.observe(observed(
+            vec![9],
+            &[1, 7, 3, 8],
+            &with_call,
+            &offloaded("c1"),
+        ));
         assert_eq!(tracker.breaks.total, 1, "extending the request is no break");
         let mut arguments = offloaded("c1");
         arguments.offload.offloaded.push(Offloaded {
@@ -247,14 +346,54 @@ mod tests {
             chars_before: 10_000,
             chars_after: 100,
         });
-        tracker.observe(vec![9], &[1, 7, 3, 6], &with_call, &arguments);
+        tracker.observe(observed(vec![9], &[1, 7, 3, 6], &with_call, &arguments));
         assert_eq!(tracker.breaks.total, 2);
         assert_eq!(tracker.breaks.offload, 2);
 
         // Same front, the history edited by the transcript itself: another cause.
         let fourth = [Message::text(Role::User, "edited")];
-        tracker.observe(vec![9], &[5], &fourth, &arguments);
+        tracker.observe(observed(vec![9], &[5], &fourth, &arguments));
         assert_eq!(tracker.breaks.total, 3);
         assert_eq!(tracker.breaks.other, 1);
+    }
+
+    #[test]
+    fn recalled_memories_gone_from_where_they_were_are_a_recall_break_and_a_compaction_wins() {
+        let mut tracker = PrefixTracker::default();
+        let ask = Message::text(Role::User, "what did we decide?");
+        let recall_call = Message::new(
+            Role::Assistant,
+            vec![Block::ToolCall(skald_core::message::ToolCall {
+                id: format!("{SIMULATED_CALL_PREFIX}1"),
+                name: "search_memories".to_owned(),
+                arguments: serde_json::json!({"query": "decide"}),
+                arguments_text: None,
+                extra: Extra::new(),
+            })],
+        );
+        let recall_result = result(&format!("{SIMULATED_CALL_PREFIX}1"), "the build uses LTO");
+        let first = [ask.clone(), recall_call, recall_result];
+        let nothing = AssembleReport::default();
+        let mut recalled = observed(vec![], &[1, 2, 3], &first, &nothing);
+        recalled.recalled = true;
+        tracker.observe(recalled);
+        // The next call has the answer where the recall pair was.
+        let second = [ask.clone(), Message::text(Role::Assistant, "LTO.")];
+        tracker.observe(observed(
+            vec![],
+            &[1, 4],
+            &second,
+            &AssembleReport::default(),
+        ));
+        assert_eq!(tracker.breaks.total, 1);
+        assert_eq!(tracker.breaks.recall, 1);
+
+        let third = [Message::text(Role::User, "summary of the session")];
+        let mut compacted = observed(vec![], &[9], &third, &nothing);
+        compacted.compacted = true;
+        tracker.observe(compacted);
+        assert_eq!(tracker.breaks.total, 2);
+        assert_eq!(tracker.breaks.compaction, 1);
+        assert_eq!(tracker.breaks.other, 0);
     }
 }

@@ -95,6 +95,7 @@ impl Exchange {
             model: self.request.model.as_deref(),
             system_prompt: self.host_prompt.text.as_deref(),
             tools: &self.client_tools,
+            host_prefix_tokens: None,
             fetch_available: true,
             now_ms: self.now_ms,
             agents_md: None,
@@ -425,19 +426,12 @@ impl HostPrompt {
     /// The system messages `messages` opens with.
     pub fn of(messages: &[Message]) -> HostPrompt {
         // The engine's own notion of the host's prompt, which its sync leaves out.
-        let messages: Vec<Message> = messages
-            .get(..ingest::prompt_len(messages))
-            .unwrap_or_default()
-            .to_vec();
-        let text = messages
-            .iter()
-            .map(Message::plain_text)
-            .filter(|text| !text.is_empty())
-            .collect::<Vec<_>>()
-            .join("\n\n");
         HostPrompt {
-            messages,
-            text: (!text.is_empty()).then_some(text),
+            messages: messages
+                .get(..ingest::prompt_len(messages))
+                .unwrap_or_default()
+                .to_vec(),
+            text: ingest::prompt_text(messages),
         }
     }
 }

@@ -100,9 +100,10 @@ pub async fn show(
             let engine = state.engine.clone();
             let tenant = caller.0.tenant.clone();
             let estimated_id = id.clone();
-            // A replay is CPU work of up to a second on a long session: off the async workers.
+            // A replay is CPU work of up to seconds on a long session: off the async workers.
+            let runtime = tokio::runtime::Handle::current();
             let estimate = tokio::task::spawn_blocking(move || {
-                engine.would_have_saved(&tenant, &estimated_id)
+                runtime.block_on(engine.would_have_saved(&tenant, &estimated_id))
             })
             .await
             .map_err(|error| ApiError::Internal(format!("the replay stopped: {error}")))?
