@@ -231,7 +231,7 @@ fn import_local(
     let outcome = engine
         .import(&tenant, text, options)
         .with_context(|| format!("cannot import {}", args.path.display()))?;
-    let info = engine.sessions().get(&tenant, &outcome.session_id)?;
+    let info = engine.session_info(&tenant, &outcome.session_id)?;
     Ok(ImportReport {
         session_id: outcome.session_id.to_string(),
         tenant: tenant.to_string(),

@@ -213,7 +213,9 @@ fn replay_reports_every_promised_key_and_writes_a_chart() {
     // Memory is on by default, as in `skald serve`: its tools are in every call but `none`'s.
     assert_eq!(report["settings"]["memory"], true);
     assert!(
-        report["policies"]["skald"]["input_tokens"].as_u64().unwrap()
+        report["policies"]["skald"]["input_tokens"]
+            .as_u64()
+            .unwrap()
             > report["policies"]["none"]["input_tokens"].as_u64().unwrap()
     );
     // OpenClaw sessions record usage: the billed figures sit beside the replay.

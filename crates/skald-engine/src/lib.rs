@@ -88,7 +88,9 @@ pub use skald_store::clock::now_ms;
 /// server authenticates with, re-exported so that an edge (the server) reaches storage only
 /// through the engine: it opens stores with [`open_database`] and never names `skald_store`.
 pub mod storage {
+    pub use skald_store::RefStats;
     pub use skald_store::keys::{ApiKey, KEY_PREFIX, KeyError, KeyStore};
+    pub use skald_store::memories::MemoryStats;
     pub use skald_store::memories::{
         DirEntryKind, MemoryLevel, SearchFilter, TreeNode, WriteAction,
     };

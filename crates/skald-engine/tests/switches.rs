@@ -127,7 +127,7 @@ async fn a_paused_compaction_is_skipped_with_its_reason_and_writes_nothing() {
         )
         .await
         .unwrap();
-    let before = engine.sessions().get(&tenant("acme"), &id).unwrap();
+    let before = engine.session_info(&tenant("acme"), &id).unwrap();
 
     let asked = engine
         .compact(&tenant("acme"), &id, &manual(), &CancellationToken::new())
@@ -169,7 +169,7 @@ async fn a_paused_compaction_is_skipped_with_its_reason_and_writes_nothing() {
         SkipReason::Paused.describe(),
         "compaction is paused for this session"
     );
-    let after = engine.sessions().get(&tenant("acme"), &id).unwrap();
+    let after = engine.session_info(&tenant("acme"), &id).unwrap();
     assert_eq!(
         (after.entry_count, after.leaf_id.clone()),
         (before.entry_count, before.leaf_id.clone()),
@@ -212,11 +212,7 @@ async fn switches_of_a_missing_or_foreign_session_are_not_found() {
         );
     }
     assert_eq!(
-        engine
-            .sessions()
-            .get(&tenant("acme"), &id)
-            .unwrap()
-            .switches,
+        engine.session_info(&tenant("acme"), &id).unwrap().switches,
         SessionSwitches::default()
     );
 }

@@ -175,8 +175,9 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let tasks = state.tasks.clone();
     let grace = state.config.shutdown_grace;
-    // The upload driver aborts its tasks when dropped: it must outlive the wait below.
-    let uploads = state.engine.uploads().clone();
+    // The engine's upload driver aborts its tasks when dropped: the engine must outlive the wait
+    // below.
+    let engine = state.engine.clone();
     let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
     let mcp_shutdown = tokio_util::sync::CancellationToken::new();
     let mcp_streams = mcp_shutdown.clone();
@@ -235,6 +236,6 @@ pub async fn serve(
             "requests still in flight at the end of the shutdown grace; stopping anyway"
         );
     }
-    drop(uploads);
+    drop(engine);
     Ok(())
 }

@@ -475,8 +475,7 @@ async fn an_upload_started_by_after_turn_finishes_before_shutdown_returns() {
     assert!(
         !state
             .engine
-            .uploads()
-            .is_running(&tenant_named("default"), &session_named("up"))
+            .upload_running(&tenant_named("default"), &session_named("up"))
     );
     let metrics = state.metrics.render();
     assert!(

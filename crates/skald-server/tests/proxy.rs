@@ -187,8 +187,10 @@ async fn a_big_tool_result_goes_up_as_a_ref_placeholder_with_the_fetch_tool_and_
     let payload = server
         .state
         .engine
-        .refs()
-        .get(&tenant_named(TENANT), &id)
+        .read_ref(
+            &tenant_named(TENANT),
+            &skald_core::refs::RefId::parse(&id).unwrap(),
+        )
         .unwrap();
     assert!(format!("{payload:?}").contains("module_150.rs"));
     let text = metrics(&server).await;
@@ -213,8 +215,7 @@ async fn the_conversation_is_stored_once_and_a_repeated_request_writes_nothing()
     let first = server
         .state
         .engine
-        .sessions()
-        .get(&tenant_named(TENANT), &session_named("s-sync"))
+        .session_info(&tenant_named(TENANT), &session_named("s-sync"))
         .unwrap();
     // The conversation without the system prompt: that is the host's, sent with every request.
     assert_eq!(first.message_count, 5);
@@ -230,8 +231,7 @@ async fn the_conversation_is_stored_once_and_a_repeated_request_writes_nothing()
     let again = server
         .state
         .engine
-        .sessions()
-        .get(&tenant_named(TENANT), &session_named("s-sync"))
+        .session_info(&tenant_named(TENANT), &session_named("s-sync"))
         .unwrap();
     assert_eq!(again.entry_count, first.entry_count);
     assert_eq!(again.updated_at_ms, first.updated_at_ms);
@@ -245,15 +245,13 @@ async fn the_conversation_is_stored_once_and_a_repeated_request_writes_nothing()
     let after = server
         .state
         .engine
-        .sessions()
-        .get(&tenant_named(TENANT), &session_named("s-sync"))
+        .session_info(&tenant_named(TENANT), &session_named("s-sync"))
         .unwrap();
     assert_eq!(after.message_count, 7);
     let context = server
         .state
         .engine
-        .sessions()
-        .context(&tenant_named(TENANT), &session_named("s-sync"), None)
+        .stored_context(&tenant_named(TENANT), &session_named("s-sync"))
         .unwrap();
     assert_eq!(context.iter().filter(|m| m.plain_text() == "ok").count(), 1);
 }
@@ -311,8 +309,7 @@ async fn without_a_session_header_the_session_is_derived_from_the_opening() {
     let sessions = server
         .state
         .engine
-        .sessions()
-        .list(&tenant_named(TENANT))
+        .session_infos(&tenant_named(TENANT))
         .unwrap();
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     assert!(sessions[0].id.starts_with("conv-"));
@@ -510,12 +507,11 @@ async fn tool_statistics_count_the_clients_results_once_and_skalds_own_calls() {
         &openai_request(&[]),
     )
     .await;
-    let (stats, problems) = skald_engine::memory::load_tool_stats(
-        server.state.engine.memories(),
-        &tenant_named(TENANT),
-        "default",
-    )
-    .unwrap();
+    let (stats, problems) = server
+        .state
+        .engine
+        .tool_stats(&tenant_named(TENANT), "default")
+        .unwrap();
     assert!(problems.is_empty(), "{problems:?}");
     let calls = |tool: &str| stats.iter().find(|s| s.tool == tool).map(|s| s.calls);
     assert_eq!(calls("bash"), Some(1), "{stats:?}");
@@ -827,8 +823,7 @@ async fn an_upstream_overflow_is_compacted_and_retried_transparently() {
     let info = server
         .state
         .engine
-        .sessions()
-        .get(&tenant_named(TENANT), &session_named("s-overflow"))
+        .session_info(&tenant_named(TENANT), &session_named("s-overflow"))
         .unwrap();
     assert_eq!(info.message_count, 25);
 }
@@ -854,8 +849,7 @@ async fn at_half_the_window_the_oldest_turns_go_to_memory_and_leave_the_next_req
         if !server
             .state
             .engine
-            .uploads()
-            .is_running(&tenant_named(TENANT), &session_named("s-upload"))
+            .upload_running(&tenant_named(TENANT), &session_named("s-upload"))
         {
             break;
         }
@@ -865,8 +859,7 @@ async fn at_half_the_window_the_oldest_turns_go_to_memory_and_leave_the_next_req
         !server
             .state
             .engine
-            .uploads()
-            .is_running(&tenant_named(TENANT), &session_named("s-upload"))
+            .upload_running(&tenant_named(TENANT), &session_named("s-upload"))
     );
 
     let messages = request["messages"].as_array_mut().unwrap();
@@ -933,8 +926,7 @@ async fn at_half_the_window_the_oldest_turns_go_to_memory_and_leave_the_next_req
     let info = server
         .state
         .engine
-        .sessions()
-        .get(&tenant_named(TENANT), &session_named("s-upload"))
+        .session_info(&tenant_named(TENANT), &session_named("s-upload"))
         .unwrap();
     assert!(info.message_count >= 27, "{info:?}");
 }
@@ -1022,8 +1014,7 @@ async fn with_the_skald_key_in_its_own_header_the_clients_provider_key_passes_th
         server
             .state
             .engine
-            .sessions()
-            .list(&tenant_named("acme"))
+            .session_infos(&tenant_named("acme"))
             .unwrap()
             .len(),
         1
@@ -1032,8 +1023,7 @@ async fn with_the_skald_key_in_its_own_header_the_clients_provider_key_passes_th
         server
             .state
             .engine
-            .sessions()
-            .list(&tenant_named(TENANT))
+            .session_infos(&tenant_named(TENANT))
             .unwrap()
             .is_empty()
     );
@@ -1113,8 +1103,7 @@ async fn a_skald_bearer_key_without_a_configured_provider_key_is_refused_before_
         server
             .state
             .engine
-            .sessions()
-            .list(&tenant_named("acme"))
+            .session_infos(&tenant_named("acme"))
             .unwrap()
             .is_empty()
     );
@@ -1214,8 +1203,7 @@ async fn bad_requests_get_a_clear_error_and_change_nothing() {
         server
             .state
             .engine
-            .sessions()
-            .list(&tenant_named(TENANT))
+            .session_infos(&tenant_named(TENANT))
             .unwrap()
             .is_empty()
     );
@@ -1223,8 +1211,7 @@ async fn bad_requests_get_a_clear_error_and_change_nothing() {
         server
             .state
             .engine
-            .refs()
-            .stats(&tenant_named(TENANT))
+            .ref_stats(&tenant_named(TENANT))
             .map_or(true, |stats| stats.count == 0)
     );
 }

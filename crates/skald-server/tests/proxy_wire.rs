@@ -946,8 +946,7 @@ async fn count_tokens_is_forwarded_with_skalds_view_and_touches_no_session() {
         server
             .state
             .engine
-            .sessions()
-            .list(&tenant_named(TENANT))
+            .session_infos(&tenant_named(TENANT))
             .unwrap()
             .is_empty()
     );
@@ -1340,8 +1339,7 @@ async fn a_skald_key_in_the_provider_header_without_a_provider_key_is_a_422_nami
         server
             .state
             .engine
-            .sessions()
-            .list(&tenant_named("acme"))
+            .session_infos(&tenant_named("acme"))
             .unwrap()
             .is_empty()
     );

@@ -267,8 +267,7 @@ mod tests {
         );
         assert_eq!(
             engine
-                .memories()
-                .stats(&skald_core::ids::Tenant::default())
+                .memory_stats(&skald_core::ids::Tenant::default())
                 .unwrap()
                 .with_embedding,
             2

@@ -41,6 +41,7 @@ mod cache;
 mod estimate;
 mod export;
 mod host_hooks;
+mod inspect;
 mod memories;
 mod sessions;
 mod tools;
@@ -364,27 +365,27 @@ impl Engine {
     }
 
     /// The session store.
-    pub fn sessions(&self) -> &dyn SessionStore {
+    pub(crate) fn sessions(&self) -> &dyn SessionStore {
         self.inner.stores.sessions.as_ref()
     }
 
     /// The ref store.
-    pub fn refs(&self) -> &dyn RefStore {
+    pub(crate) fn refs(&self) -> &dyn RefStore {
         self.inner.stores.refs.as_ref()
     }
 
     /// The memory store.
-    pub fn memories(&self) -> &dyn MemoryStore {
+    pub(crate) fn memories(&self) -> &dyn MemoryStore {
         self.inner.stores.memories.as_ref()
     }
 
     /// Archives what leaves a session's context and extracts its memories.
-    pub fn writer(&self) -> &MemoryWriter {
+    pub(crate) fn writer(&self) -> &MemoryWriter {
         &self.inner.writer
     }
 
     /// The two-threshold memory upload of every session.
-    pub fn uploads(&self) -> &Arc<UploadDriver> {
+    pub(crate) fn uploads(&self) -> &Arc<UploadDriver> {
         &self.inner.uploads
     }
 
