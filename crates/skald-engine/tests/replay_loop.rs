@@ -5,7 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::json;
-use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_core::message::{
+    Block, ContentForm, Extra, Message, Role, StopReason, ToolCall, ToolResult,
+};
 use skald_core::pipeline::policy::Policy;
 use skald_engine::replay::{PolicyFigures, ReplaySettings, replay};
 
@@ -192,4 +194,32 @@ async fn memory_recalls_what_the_upload_kept_and_no_memory_turns_it_off() {
         without_memory.input_tokens < with_memory.input_tokens,
         "memory's tools and recalls are in the bill"
     );
+}
+
+/// Regression: a transcript holding the host's own overflow (an assistant error "prompt is too
+/// long") made the replay's loop recover from it, retry with the same recorded answer, and give
+/// up with an error that ended the whole replay.
+#[tokio::test]
+async fn the_hosts_own_overflow_in_a_transcript_is_history_not_a_failure_of_the_replay() {
+    let mut messages = session_that_needs_an_offloaded_line();
+    let mut overflow = Message::text(
+        Role::Assistant,
+        "prompt is too long: 212000 tokens > 200000 maximum",
+    );
+    overflow.meta.stop_reason = Some(StopReason::Error);
+    messages.insert(5, overflow);
+    messages.insert(6, Message::text(Role::User, "Go on."));
+    let settings = ReplaySettings::default();
+    for policy in ["none", "skald"] {
+        let figures = replayed(&messages, policy, &settings).await;
+        assert_eq!(
+            figures.calls,
+            messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .count() as u64,
+            "{policy}: every recorded call once"
+        );
+        assert_eq!(figures.compactions, 0, "{policy}: nothing to recover from");
+    }
 }

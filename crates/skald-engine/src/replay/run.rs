@@ -156,7 +156,12 @@ pub async fn replay(
             .map(|identity| engine.recall_hook(identity, true, simulated_calls));
         let hooks = engine.memory_hooks(identity.is_some(), recall.as_ref());
         let mut turn_loop = TurnLoop::new(&prepare, hooks)?;
+        // The host's provider refused the host's request with an overflow: a failure of
+        // another request than skald's, which skald's recovery must not act on. The call is
+        // billed and the answer stays history, as the transcript has it.
+        let host_overflow = skald_llm::overflow::assistant_error_overflow(message).is_some();
         let mut fetched = false;
+        let mut model_calls = 0u32;
         loop {
             let compacted_before = compactions(&turn_loop);
             let started = Instant::now();
@@ -167,9 +172,9 @@ pub async fn replay(
                 message_index: index,
                 request_start: start,
                 now_ms,
-                first: !fetched,
+                first: model_calls == 0,
                 compacted: compactions(&turn_loop) > compacted_before,
-                dropped: !fetched
+                dropped: model_calls == 0
                     && report
                         .upload
                         .as_ref()
@@ -181,6 +186,10 @@ pub async fn replay(
                     .map(|recall| recall.tokens_injected),
             };
             let billed = meter.bill(&host_prompt, &call, message, &observed);
+            model_calls += 1;
+            if host_overflow {
+                break;
+            }
             let fetch = !fetched
                 && !billed.missing.is_empty()
                 && call.offered_tools.iter().any(|t| t.name == FETCH_TOOL_NAME);
@@ -207,9 +216,12 @@ pub async fn replay(
                 }
                 // The recorded answer called skald's own tools (a transcript recorded through
                 // skald with its tools shown to the client): it was the answer all the same.
-                WholeAnswer::Continue { .. } | WholeAnswer::Final { .. } => break,
-                WholeAnswer::Retry(_) => {}
-                WholeAnswer::GaveUp(error) => return Err(error.into()),
+                // An overflow is not the recorded answer's to cause (see `host_overflow`); were
+                // the loop to see one, the recorded call has no other answer to give.
+                WholeAnswer::Continue { .. }
+                | WholeAnswer::Final { .. }
+                | WholeAnswer::Retry(_)
+                | WholeAnswer::GaveUp(_) => break,
             }
         }
         meter.figures.compactions += compactions(&turn_loop) as u64;
