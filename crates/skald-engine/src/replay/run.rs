@@ -212,7 +212,7 @@ pub async fn replay(
             {
                 WholeAnswer::Continue { .. } if fetch => {
                     meter.figures.hidden_rounds += 1;
-                    meter.figures.fetch_penalty_tokens += meter.last_call_tokens;
+                    meter.figures.fetch_penalty_tokens += billed.input_tokens;
                 }
                 // The recorded answer called skald's own tools (a transcript recorded through
                 // skald with its tools shown to the client): it was the answer all the same.
@@ -272,6 +272,8 @@ struct CallBill {
     missing: Vec<Missing>,
     /// The input the host's provider would have reported for it (with a host fit).
     usage: Option<Usage>,
+    /// Its input tokens, as the replay's own cache billed them.
+    input_tokens: u64,
 }
 
 /// An identifier the recorded answer uses that the request holds only behind a ref.
@@ -329,8 +331,6 @@ struct Meter<'s> {
     offloaded: HashSet<String>,
     prefix: PrefixTracker,
     host_bill: Option<HostBill>,
-    /// Input tokens of the last call billed.
-    last_call_tokens: u64,
 }
 
 impl<'s> Meter<'s> {
@@ -352,7 +352,6 @@ impl<'s> Meter<'s> {
                 .host
                 .clone()
                 .map(|fit| HostBill::new(fit, settings.provider_cache)),
-            last_call_tokens: 0,
         }
     }
 
@@ -453,7 +452,6 @@ impl<'s> Meter<'s> {
             recalled: notes.recall_tokens.is_some(),
         });
         let bill = self.account.bill(segments, notes.now_ms);
-        self.last_call_tokens = bill.total_tokens;
         let figures = &mut self.figures;
         figures.input_tokens += bill.total_tokens;
         figures.peak_context_tokens = figures.peak_context_tokens.max(bill.total_tokens);
@@ -477,6 +475,7 @@ impl<'s> Meter<'s> {
             return CallBill {
                 missing: Vec::new(),
                 usage,
+                input_tokens: bill.total_tokens,
             };
         }
         figures.calls += 1;
@@ -484,6 +483,7 @@ impl<'s> Meter<'s> {
         CallBill {
             missing: self.retention(messages, &fingerprints, answer, notes.request_start),
             usage,
+            input_tokens: bill.total_tokens,
         }
     }
 
