@@ -171,6 +171,14 @@ pub(crate) struct CachedContext {
     bytes: usize,
 }
 
+/// Leaves an answer's assemble record out: it is skald's bookkeeping (the timeline reads it from
+/// the entries), not context, and left out once here it costs no clone per call.
+fn without_assemble_records(messages: &mut [Message]) {
+    for message in messages {
+        message.meta.assemble = None;
+    }
+}
+
 /// A memo of the offload or arguments cache, on average: a key, a decision and, for the few
 /// results that left the context, a placeholder (a digest of at most 300 characters by default
 /// and a ref id). Their contents live in `skald_core` behind private fields, so they are
@@ -381,20 +389,41 @@ impl SessionState {
                 return Ok(cached.messages.clone());
             }
         }
+        let mut held = self.context.take();
         let session = self.stored_session_as_of(sessions, tenant, session_id, &info)?;
-        let mut messages = skald_core::session::session_context(session, None);
-        // An answer's assemble record is skald's bookkeeping (the timeline reads it from the
-        // entries), not context: left out once here, it costs no clone per call.
-        for message in &mut messages {
-            message.meta.assemble = None;
-        }
-        self.context = Some(CachedContext {
-            // What was read, which a write between the two reads may have moved past.
-            entry_count: session.entries().len() as u64,
-            leaf_id: session.leaf_id().map(str::to_owned),
-            bytes: footprint::messages_bytes(&messages),
-            messages: messages.clone(),
+        // A conversation that grew on its path (the common case: every request appends its
+        // new messages) extends the context held; anything else rebuilds it.
+        let appended = held.as_ref().and_then(|held| {
+            let since = held.leaf_id.as_deref()?;
+            skald_core::session::context_appended(session, since, None)
         });
+        let (entry_count, leaf_id) = (
+            // What was read, which a write between the two reads may have moved past.
+            session.entries().len() as u64,
+            session.leaf_id().map(str::to_owned),
+        );
+        let context = match (held.take(), appended) {
+            (Some(mut held), Some(mut appended)) => {
+                without_assemble_records(&mut appended);
+                held.bytes += footprint::messages_bytes(&appended);
+                held.messages.extend(appended);
+                held.entry_count = entry_count;
+                held.leaf_id = leaf_id;
+                held
+            }
+            (Some(_) | None, None) | (None, Some(_)) => {
+                let mut messages = skald_core::session::session_context(session, None);
+                without_assemble_records(&mut messages);
+                CachedContext {
+                    entry_count,
+                    leaf_id,
+                    bytes: footprint::messages_bytes(&messages),
+                    messages,
+                }
+            }
+        };
+        let messages = context.messages.clone();
+        self.context = Some(context);
         Ok(messages)
     }
 
@@ -545,6 +574,35 @@ mod tests {
             .unwrap();
         assert_eq!(context.len(), 1);
         assert_eq!(context[0].plain_text(), "one");
+    }
+
+    #[test]
+    fn a_grown_conversation_extends_the_held_context_as_a_rebuild_would() {
+        let store = SqliteSessionStore::in_memory().unwrap();
+        create(&store, "t", "s");
+        let (tenant, session) = (tenant_named("t"), session_named("s"));
+        let mut state = SessionState::default();
+        for (round, text) in ["one", "two", "three", "four"].into_iter().enumerate() {
+            let role = if round % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            let mut message = Message::text(role, text);
+            // An answer's assemble record stays out of the context, extended or rebuilt.
+            message.meta.assemble = Some(Box::default());
+            store.append_message(&tenant, &session, message).unwrap();
+            let held = state.session_context(&store, &tenant, &session).unwrap();
+            let mut fresh = SessionState::default();
+            let rebuilt = fresh.session_context(&store, &tenant, &session).unwrap();
+            assert_eq!(held, rebuilt, "after {text:?}");
+            assert_eq!(held.len(), round + 1);
+            assert!(held.iter().all(|message| message.meta.assemble.is_none()));
+            let (Some(held), Some(rebuilt)) = (&state.context, &fresh.context) else {
+                panic!("both contexts are cached");
+            };
+            assert_eq!(held.bytes, rebuilt.bytes, "its size is kept as it grows");
+        }
     }
 
     #[test]

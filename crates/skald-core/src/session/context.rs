@@ -330,3 +330,35 @@ pub fn session_context(session: &Session, leaf: Option<&str>) -> Vec<Message> {
     }
     context
 }
+
+/// What [`session_context`] from `leaf` holds beyond [`session_context`] from `since`, when the
+/// path to `leaf` runs through `since` and adds no compaction or reset after it: then the
+/// context of `leaf` is the context of `since` followed by these messages, and a reader that
+/// holds the one gets the other without rebuilding it. `None` when that is not so (another
+/// branch, a new boundary): rebuild.
+pub fn context_appended(
+    session: &Session,
+    since: &str,
+    leaf: Option<&str>,
+) -> Option<Vec<Message>> {
+    let path = session.path_to(leaf);
+    let at = path.iter().rposition(|entry| entry.id == since)?;
+    // The path to `since` must be the start of this one (it is, where paths follow parents).
+    if session.path_to(Some(since)).len() != at + 1 {
+        return None;
+    }
+    let after = path.get(at + 1..).unwrap_or_default();
+    if after.iter().any(|entry| {
+        matches!(
+            entry.kind,
+            EntryKind::Compaction { .. } | EntryKind::Reset { .. }
+        )
+    }) {
+        return None;
+    }
+    let mut out = Vec::new();
+    for entry in after {
+        push_context(entry, &mut out);
+    }
+    Some(out)
+}

@@ -60,7 +60,7 @@ mod tree;
 
 pub use context::{
     BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX, COMPACTION_SUMMARY_PREFIX,
-    COMPACTION_SUMMARY_SUFFIX, convert_to_llm, session_context,
+    COMPACTION_SUMMARY_SUFFIX, context_appended, convert_to_llm, session_context,
 };
 pub use entry::{CURRENT_VERSION, Entry, EntryKind, LeafControl, SessionHeader};
 pub use tree::{Session, SessionEditError};

@@ -139,6 +139,7 @@ impl Engine {
         });
         let slot = self.slot(tenant, session);
         let mut state = slot.lock().await;
+        let _row = self.row_scope(tenant, session);
         let compaction = compact_and_archive(
             self.sessions(),
             self.refs(),

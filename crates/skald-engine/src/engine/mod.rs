@@ -43,6 +43,7 @@ mod export;
 mod host_hooks;
 mod inspect;
 mod memories;
+mod row_memo;
 mod sessions;
 mod tools;
 mod turn;
@@ -308,6 +309,8 @@ pub struct Engine {
 
 struct Inner {
     stores: Stores,
+    /// `stores.sessions`, remembering a session's row while a request holds it.
+    sessions: Arc<row_memo::RowMemo>,
     config: EngineConfig,
     states: Arc<SessionCache>,
     writer: MemoryWriter,
@@ -342,9 +345,11 @@ impl Engine {
         }
         let uploads = Arc::new(UploadDriver::new(writer.clone()).with_tracker(tasks.clone()));
         let states = SessionCache::new(config.max_cached_sessions, config.max_cached_bytes);
+        let sessions = Arc::new(row_memo::RowMemo::new(stores.sessions.clone()));
         Ok(Engine {
             inner: Arc::new(Inner {
                 stores,
+                sessions,
                 config,
                 states,
                 writer,
@@ -364,9 +369,15 @@ impl Engine {
         &self.inner.config
     }
 
-    /// The session store.
+    /// The session store (through the row memo: see [`row_memo`]).
     pub(crate) fn sessions(&self) -> &dyn SessionStore {
-        self.inner.stores.sessions.as_ref()
+        self.inner.sessions.as_ref()
+    }
+
+    /// Opens `session`'s row scope for a request that holds its state lock: the row is read
+    /// once until the scope is dropped ([`row_memo`]).
+    pub(crate) fn row_scope(&self, tenant: &Tenant, session: &SessionId) -> row_memo::RowScope {
+        self.inner.sessions.scope(tenant, session)
     }
 
     /// The ref store.

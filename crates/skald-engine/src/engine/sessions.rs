@@ -161,6 +161,7 @@ impl Engine {
     ) -> Result<usize, EngineError> {
         let slot = self.slot(tenant, session);
         let mut state = slot.lock().await;
+        let _row = self.row_scope(tenant, session);
         Ok(
             ingest::ingest_messages(&mut state, self.sessions(), tenant, session, messages)?
                 .ingested,
@@ -180,6 +181,7 @@ impl Engine {
     ) -> Result<CommitOutcome, EngineError> {
         let slot = self.slot(tenant, session);
         let mut state = slot.lock().await;
+        let _row = self.row_scope(tenant, session);
         ingest::commit_turn(
             &mut state,
             self.sessions(),
@@ -203,6 +205,7 @@ impl Engine {
     ) -> Result<SyncOutcome, EngineError> {
         let slot = self.slot(tenant, session);
         let mut state = slot.lock().await;
+        let _row = self.row_scope(tenant, session);
         ingest::sync_conversation(
             &mut state,
             self.sessions(),
@@ -235,6 +238,7 @@ impl Engine {
     ) -> Result<Assembly, EngineError> {
         let slot = self.slot(tenant, session);
         let mut state = slot.lock().await;
+        let _row = self.row_scope(tenant, session);
         // A session a host feeds with its committed turns is the source of its context: the
         // host's projection of the conversation (tool-call ids rewritten, pending messages left
         // out) would fork it if it were synced in.
@@ -384,6 +388,7 @@ impl Engine {
         // Held so no call of the session runs in between, even when a file is imported.
         let slot = self.slot(tenant, session);
         let mut state = slot.lock().await;
+        let _row = self.row_scope(tenant, session);
         let messages_before = self.message_count(tenant, session)?;
         let (already, import) = match source {
             BootstrapSource::File { text, path } => {
@@ -480,6 +485,7 @@ impl Engine {
     ) -> Result<SessionInfo, EngineError> {
         let slot = self.slot(tenant, session);
         let mut state = slot.lock().await;
+        let _row = self.row_scope(tenant, session);
         let info = self.sessions().set_switches(tenant, session, switches)?;
         state.switches = info.switches;
         Ok(info)

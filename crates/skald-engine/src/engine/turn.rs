@@ -21,6 +21,7 @@ use skald_store::memories::MemoryError;
 use skald_store::sessions::SessionStore;
 use xxhash_rust::xxh3::Xxh3;
 
+use super::row_memo::RowScope;
 use super::{Engine, OwnedSlotGuard};
 use crate::ingest;
 use crate::memory::{MemoryIdentity, ToolMemoryUpdate};
@@ -68,6 +69,9 @@ pub struct Turn {
     engine: Engine,
     tenant: Tenant,
     session: SessionId,
+    /// The request reads the session's row once (declared before `state`: fields drop in order,
+    /// so the scope closes while the state lock is still held).
+    _row: RowScope,
     state: OwnedSlotGuard,
 }
 
@@ -138,6 +142,7 @@ impl Engine {
             engine: self.clone(),
             tenant: tenant.clone(),
             session: session.clone(),
+            _row: self.row_scope(tenant, session),
             state,
         }
     }

@@ -110,6 +110,7 @@ impl Engine {
         });
         let slot = self.slot(tenant, session);
         let mut state = slot.lock().await;
+        let _row = self.row_scope(tenant, session);
         compact_and_archive(
             self.sessions(),
             self.refs(),
@@ -138,6 +139,7 @@ impl Engine {
         });
         let slot = self.slot(tenant, session);
         let mut state = slot.lock().await;
+        let _row = self.row_scope(tenant, session);
         after_turn(&mut state, self.sessions(), tenant, session, turn, memory).await
     }
 
