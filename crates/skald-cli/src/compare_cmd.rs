@@ -26,19 +26,16 @@ use skald_core::extractive::{ExtractiveInput, span_text, summarize};
 use skald_core::identifiers::{extract_identifiers, mentions_identifier};
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Message, Role};
-use skald_core::session::SessionHeader;
-use skald_core::session::session_context;
+use skald_core::pipeline::policy::Policy;
 use skald_core::summary::{REQUIRED_SECTIONS, missing_sections};
 use skald_core::tokens::bpe::Encoding;
 use skald_core::tokens::{CHARS_PER_TOKEN, estimate_messages_tokens, estimate_string_chars};
-use skald_engine::compact::{CompactRequest, compact_session};
-use skald_llm::ExtractiveSummarizer;
-use skald_store::sessions::{NewSession, SessionStore, SqliteSessionStore};
-use skald_store::{RefSettings, SqliteRefStore};
+use skald_engine::{CompactInput, Engine, EngineConfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::compact_cmd::{CompactArgs, runtime};
 use crate::config::Config;
+use crate::local;
 use crate::output::{self, Mode};
 
 /// The prefix of Claude Code's compaction agent transcripts in `<session>/subagents/`.
@@ -430,46 +427,47 @@ struct EngineSummary {
     context_text: String,
 }
 
-/// A manual compaction of the span, stored as a session in an in-memory store, through
-/// `compact_session` with the extractive summarizer and the configured settings.
+/// A manual compaction of the span, stored as a session of an in-memory engine, through
+/// [`Engine::compact`] with the extractive summarizer and the configured settings.
 async fn engine_summary(
     span: &[Message],
     settings: &CompactionSettings,
     window_tokens: u64,
 ) -> Result<EngineSummary> {
-    let sessions = SqliteSessionStore::in_memory()?;
-    let refs = SqliteRefStore::in_memory(RefSettings::default())?;
-    let header = SessionHeader {
-        id: SCRATCH_SESSION.to_owned(),
-        ..SessionHeader::default()
-    };
+    let mut config = EngineConfig::new(Policy::preset("skald")?);
+    config.compaction = settings.clone();
+    config.window_tokens = window_tokens;
+    config.memory.enabled = false;
+    let engine = Engine::in_memory(config)?;
     let (tenant, session) = (
         Tenant::parse(SCRATCH_TENANT)?,
         SessionId::parse(SCRATCH_SESSION)?,
     );
-    sessions.create(&tenant, NewSession::new(header, "claude-code"))?;
-    for message in span.iter().filter(|message| message.is_model_visible()) {
-        sessions.append_message(&tenant, &session, message.clone())?;
-    }
-    let request = CompactRequest {
-        tenant: &tenant,
-        session_id: &session,
-        window_tokens,
+    let visible: Vec<Message> = span
+        .iter()
+        .filter(|message| message.is_model_visible())
+        .cloned()
+        .collect();
+    engine
+        .ingest(&tenant, &session, visible)
+        .await
+        .map_err(local::store_error)?;
+    let input = CompactInput {
+        window_tokens: Some(window_tokens),
         trigger: CompactionTrigger::Manual,
-        settings,
         custom_instructions: None,
         agents_md: None,
         context_tokens: None,
+        archive: false,
     };
-    let result = compact_session(
-        &sessions,
-        &refs,
-        &ExtractiveSummarizer::default(),
-        &request,
-        &CancellationToken::new(),
-    )
-    .await?;
-    let after = session_context(&sessions.load(&tenant, &session)?, None);
+    let result = engine
+        .compact(&tenant, &session, &input, &CancellationToken::new())
+        .await
+        .map_err(local::store_error)?
+        .result;
+    let after = engine
+        .stored_context(&tenant, &session)
+        .map_err(local::store_error)?;
     let (outcome, reason, summary, counts) = match &result.outcome {
         CompactionOutcome::Compacted {
             summary, details, ..

@@ -160,13 +160,13 @@ fn database_table(table: &toml::Table, shown: &str) -> Result<DatabaseTable> {
 
 /// Checks a database URL given in `[database]` or by `--database` (`what` names which).
 pub fn check_database_url(url: &str, what: &str) -> Result<()> {
-    if skald_store::postgres::is_postgres_url(url) {
+    if skald_engine::storage::is_postgres_url(url) {
         return Ok(());
     }
     anyhow::bail!(
         "{what} is {:?}: it must be a PostgreSQL URL, postgres://user@host:5432/database (leave \
          it out for the embedded SQLite database in the data directory)",
-        skald_store::postgres::redact(url)
+        skald_engine::storage::redact(url)
     )
 }
 

@@ -8,8 +8,8 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use skald_core::ids::Tenant;
 use skald_core::time::format_rfc3339_seconds;
-use skald_store::DATABASE_FILE;
-use skald_store::keys::{ApiKey, KeyStore, PgKeyStore, SqliteKeyStore};
+use skald_engine::storage::{ApiKey, DATABASE_FILE, redact};
+use skald_engine::{DatabaseLocation, open_key_store};
 
 use crate::config::Config;
 use crate::home::Home;
@@ -93,25 +93,15 @@ pub fn run(args: &KeysArgs, config: &Config, home: &Home, mode: Mode) -> Result<
         }
         KeysCommand::List | KeysCommand::Revoke { .. } => None,
     };
-    let keys: Box<dyn KeyStore> =
-        match crate::serve_cmd::database_url(config, args.database.as_deref())? {
-            Some(url) => {
-                let database = skald_store::Database::connect(&url).with_context(|| {
-                    format!(
-                        "cannot open the key store in {}",
-                        skald_store::postgres::redact(&url)
-                    )
-                })?;
-                Box::new(PgKeyStore::new(database))
-            }
-            None => {
-                let path = home.ensure()?.join(DATABASE_FILE);
-                Box::new(
-                    SqliteKeyStore::open(&path)
-                        .with_context(|| format!("cannot open the key store {}", path.display()))?,
-                )
-            }
-        };
+    let keys = match crate::serve_cmd::database_url(config, args.database.as_deref())? {
+        Some(url) => open_key_store(DatabaseLocation::Postgres(&url))
+            .with_context(|| format!("cannot open the key store in {}", redact(&url)))?,
+        None => {
+            let path = home.ensure()?.join(DATABASE_FILE);
+            open_key_store(DatabaseLocation::Sqlite(&path))
+                .with_context(|| format!("cannot open the key store {}", path.display()))?
+        }
+    };
     let rows = match &args.command {
         KeysCommand::Create { name, .. } => {
             let Some(tenant) = &new_key_tenant else {

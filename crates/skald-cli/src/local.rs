@@ -16,11 +16,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::pipeline::policy::Policy;
-use skald_engine::{Engine, EngineConfig, EngineError, MemoryDefaults, Stores};
+use skald_engine::storage::{DATABASE_FILE, redact};
+use skald_engine::{DatabaseLocation, Engine, EngineConfig, EngineError, MemoryDefaults, Stores};
 use skald_llm::embedder_from_config;
-use skald_store::memories::{MemoryStore, SqliteMemoryStore};
-use skald_store::sessions::{SessionStore, SqliteSessionStore};
-use skald_store::{DATABASE_FILE, RefSettings, RefStore, SqliteRefStore};
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
@@ -88,14 +86,7 @@ pub fn default_engine_config() -> Result<EngineConfig> {
     Ok(EngineConfig::new(Policy::preset("skald")?))
 }
 
-/// The store a command is about: opened first, so a database that cannot be opened at all is
-/// reported as that store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreKind {
-    Sessions,
-    Refs,
-    Memories,
-}
+pub use skald_engine::StoreKind;
 
 /// Where a local command's stores are: the data directory's SQLite file, or the PostgreSQL
 /// database of `[database] url` — the one a `skald serve` with the same skald.toml uses, so a
@@ -145,57 +136,20 @@ impl StoreLocation {
 }
 
 /// The three stores at `location`: in the data directory's database (created if missing),
-/// `first` first, or all in the PostgreSQL database (its schema migrated on connecting).
+/// `first` first, or all in the PostgreSQL database (its schema migrated on connecting) — opened
+/// by the engine ([`skald_engine::open_stores`]), as the server's are.
 pub fn open_stores(home: &Home, location: &StoreLocation, first: StoreKind) -> Result<Stores> {
     match location {
-        StoreLocation::DataDirectory => open_sqlite_stores(home, first),
+        StoreLocation::DataDirectory => {
+            let path = home.path.join(DATABASE_FILE);
+            skald_engine::open_stores(DatabaseLocation::Sqlite(&path), first)
+                .with_context(|| format!("cannot open the stores in {}", path.display()))
+        }
         StoreLocation::Postgres(url) => {
-            let shown = skald_store::postgres::redact(url);
-            let database = skald_store::Database::connect(url)
-                .with_context(|| format!("cannot open the stores in {shown}"))?;
-            Stores::open_postgres(&database)
-                .with_context(|| format!("cannot open the stores in {shown}"))
+            skald_engine::open_stores(DatabaseLocation::Postgres(url), first)
+                .with_context(|| format!("cannot open the stores in {}", redact(url)))
         }
     }
-}
-
-/// The three stores in the data directory's database (created if missing), `first` first.
-fn open_sqlite_stores(home: &Home, first: StoreKind) -> Result<Stores> {
-    let path = home.path.join(DATABASE_FILE);
-    let sessions = || -> Result<Arc<dyn SessionStore>> {
-        Ok(Arc::new(SqliteSessionStore::open(&path).with_context(
-            || format!("cannot open the session store {}", path.display()),
-        )?))
-    };
-    let refs = || -> Result<Arc<dyn RefStore>> {
-        Ok(Arc::new(
-            SqliteRefStore::open(&path, RefSettings::default())
-                .with_context(|| format!("cannot open the ref store {}", path.display()))?,
-        ))
-    };
-    let memories = || -> Result<Arc<dyn MemoryStore>> {
-        Ok(Arc::new(SqliteMemoryStore::open(&path).with_context(
-            || format!("cannot open the memory store {}", path.display()),
-        )?))
-    };
-    // Struct fields are evaluated in the order written.
-    Ok(match first {
-        StoreKind::Sessions => Stores {
-            sessions: sessions()?,
-            refs: refs()?,
-            memories: memories()?,
-        },
-        StoreKind::Refs => Stores {
-            refs: refs()?,
-            sessions: sessions()?,
-            memories: memories()?,
-        },
-        StoreKind::Memories => Stores {
-            memories: memories()?,
-            sessions: sessions()?,
-            refs: refs()?,
-        },
-    })
 }
 
 /// An engine over `stores`. A command's process ends with its call, so the engine's background

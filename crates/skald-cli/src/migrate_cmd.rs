@@ -1,15 +1,15 @@
 //! `skald migrate --from sqlite://PATH --to postgres://URL`: a data directory's SQLite database
-//! copied into an empty PostgreSQL database ([`skald_store::postgres::migrate`]), then every
+//! copied into an empty PostgreSQL database ([`skald_engine::migrate_database`]), then every
 //! table compared on both sides by row count and SHA-256. Prints the comparison; fails unless
 //! every table matches.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
-use skald_store::postgres::migrate::{MigrationReport, migrate_sqlite_to_postgres};
-use skald_store::postgres::{is_postgres_url, redact};
+use skald_engine::migrate_database;
+use skald_engine::storage::{MigrationReport, is_postgres_url, redact};
 
 use crate::output::{self, Mode};
 
@@ -47,10 +47,13 @@ pub fn run(args: &MigrateArgs, mode: Mode) -> Result<ExitCode> {
         );
     }
     let shown = redact(&args.to);
-    let target =
-        skald_store::Database::connect(&args.to).with_context(|| format!("cannot open {shown}"))?;
-    let report = migrate_sqlite_to_postgres(&source, &target)
-        .with_context(|| format!("cannot migrate {} to {shown}", source.display()))?;
+    let report = migrate_database(&source, &args.to).map_err(|error| match error {
+        skald_engine::MigrateError::Connect(error) => {
+            anyhow::Error::new(error).context(format!("cannot open {shown}"))
+        }
+        skald_engine::MigrateError::Copy(error) => anyhow::Error::new(error)
+            .context(format!("cannot migrate {} to {shown}", source.display())),
+    })?;
     let verified = report.tables.iter().all(|check| check.matches());
     output::emit(mode, &report, |report: &MigrationReport| {
         let mut table = output::table(&["table", "rows", "copied", "sha256", "verified"]);

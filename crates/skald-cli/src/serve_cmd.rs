@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use skald_engine::storage::DATABASE_FILE;
 use skald_server::{AppState, ServerConfig};
-use skald_store::DATABASE_FILE;
 
 use crate::config::Config;
 use crate::home::Home;
@@ -56,7 +56,7 @@ pub fn open_state(
 ) -> Result<(AppState, String)> {
     Ok(match database_url(config, flag)? {
         Some(url) => {
-            let shown = skald_store::postgres::redact(&url);
+            let shown = skald_engine::storage::redact(&url);
             let state = AppState::open_postgres(&url, server_config)
                 .with_context(|| format!("cannot open the store in {shown}"))?;
             (state, shown)

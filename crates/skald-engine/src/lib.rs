@@ -75,7 +75,10 @@ pub use engine::{
     SessionOverview, SessionSlot, SlotGuard, Stores, Synced, ToolRun, TranscriptCompaction, Turn,
     View, ViewOptions,
 };
-pub use engine::{DatabaseLocation, OpenedDatabase, open_database};
+pub use engine::{
+    DatabaseLocation, MigrateError, OpenedDatabase, StoreKind, migrate_database, open_database,
+    open_key_store, open_stores,
+};
 pub use engine::{
     FailedCall, MAX_TOOL_ROUNDS, SkaldTools, StreamedAnswer, StreamedRound, TurnLoop, WholeAnswer,
     hidden_assistant,
@@ -88,13 +91,15 @@ pub use skald_store::clock::now_ms;
 /// server authenticates with, re-exported so that an edge (the server) reaches storage only
 /// through the engine: it opens stores with [`open_database`] and never names `skald_store`.
 pub mod storage {
-    pub use skald_store::RefStats;
     pub use skald_store::keys::{ApiKey, KEY_PREFIX, KeyError, KeyStore};
     pub use skald_store::memories::MemoryStats;
     pub use skald_store::memories::{
         DirEntryKind, MemoryLevel, SearchFilter, TreeNode, WriteAction,
     };
+    pub use skald_store::postgres::migrate::{MigrationReport, TableCheck};
+    pub use skald_store::postgres::{is_postgres_url, redact};
     pub use skald_store::sessions::{SessionInfo, SessionSwitches};
+    pub use skald_store::{DATABASE_FILE, RefStats};
 }
 pub use fetch::{FetchOutput, execute_fetch};
 pub use memory_write::{

@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use skald_core::memory::uri::{MAX_DEPTH, MemoryUri};
 use skald_engine::memory::manage::LsRow;
-use skald_store::memories::TreeNode;
+use skald_engine::storage::TreeNode;
 
 use super::{Identity, IdentityArgs, memory_engine, parse_category, parse_uri};
 use crate::config::Config;

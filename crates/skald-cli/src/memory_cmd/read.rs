@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use skald_engine::memory::manage::{self, ReadReport};
-use skald_store::memories::MemoryLevel;
+use skald_engine::storage::MemoryLevel;
 
 use super::{Identity, IdentityArgs, memory_engine, parse_uri};
 use crate::config::Config;

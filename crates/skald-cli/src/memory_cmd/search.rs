@@ -9,7 +9,7 @@ use serde_json::json;
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
 use skald_engine::Engine;
 use skald_engine::memory::manage::{self, SearchReport};
-use skald_store::memories::SearchFilter;
+use skald_engine::storage::SearchFilter;
 
 use super::{Identity, IdentityArgs, memory_engine, parse_category, parse_uri};
 use crate::config::Config;

@@ -30,7 +30,8 @@ impl Engine {
         tenant: &Tenant,
         session: &SessionId,
     ) -> Result<Vec<Message>, EngineError> {
-        Ok(self.sessions().context(tenant, session, None)?)
+        let stored = self.sessions().load(tenant, session)?;
+        Ok(skald_core::session::session_context(&stored, None))
     }
 
     /// How many refs the tenant holds, and their bytes.

@@ -38,6 +38,7 @@
 //! ```
 
 mod cache;
+mod database;
 mod estimate;
 mod export;
 mod host_hooks;
@@ -59,16 +60,19 @@ use skald_core::memory::uri::UriError;
 use skald_core::memory::write::WriteSettings;
 use skald_core::pipeline::policy::Policy;
 use skald_llm::{DeterministicExtractor, Embedder, MemoryExtractor, Summarizer};
-use skald_store::keys::{KeyError, KeyStore, PgKeyStore, SqliteKeyStore};
+use skald_store::RefStore;
 use skald_store::memories::MemoryStore;
 use skald_store::sessions::SessionStore;
-use skald_store::{RefSettings, RefStore, SqliteMemoryStore, SqliteRefStore, SqliteSessionStore};
 use tokio_util::task::TaskTracker;
 
 use crate::memory::MemoryIdentity;
-use crate::memory_write::{MemoryWriteError, MemoryWriter, UploadDriver};
+use crate::memory_write::{MemoryWriter, UploadDriver};
 
 pub use cache::{OwnedSlotGuard, SessionCache, SessionSlot, SlotGuard};
+pub use database::{
+    DatabaseLocation, MigrateError, OpenError, OpenedDatabase, StoreKind, Stores, migrate_database,
+    open_database, open_key_store, open_stores,
+};
 pub use estimate::ReplayEstimate;
 pub use export::SessionExport;
 pub use host_hooks::{PromptRecall, TranscriptCompaction};
@@ -192,113 +196,6 @@ impl EngineConfig {
             pricing: crate::Pricing::default(),
         }
     }
-}
-
-/// The three stores an engine works on; any backend of each trait.
-#[derive(Clone)]
-pub struct Stores {
-    /// Sessions as append-only entry trees.
-    pub sessions: Arc<dyn SessionStore>,
-    /// The originals behind `[REF_ID: …]` placeholders.
-    pub refs: Arc<dyn RefStore>,
-    /// Long-term memories.
-    pub memories: Arc<dyn MemoryStore>,
-}
-
-impl Stores {
-    /// The SQLite stores, all three in one database file (created if needed).
-    pub fn open_sqlite(database: &std::path::Path) -> Result<Stores, OpenError> {
-        Ok(Stores {
-            refs: Arc::new(SqliteRefStore::open(database, RefSettings::default())?),
-            sessions: Arc::new(SqliteSessionStore::open(database)?),
-            memories: Arc::new(SqliteMemoryStore::open(database)?),
-        })
-    }
-
-    /// The PostgreSQL stores, all three in `database` (its schema migrated when it was
-    /// connected): the shared store of several servers.
-    pub fn open_postgres(database: &skald_store::Database) -> Result<Stores, OpenError> {
-        Ok(Stores {
-            refs: Arc::new(skald_store::PgRefStore::new(
-                database.clone(),
-                RefSettings::default(),
-            )?),
-            sessions: Arc::new(skald_store::PgSessionStore::new(database.clone())),
-            memories: Arc::new(skald_store::PgMemoryStore::new(database.clone())?),
-        })
-    }
-
-    /// The SQLite stores in memory; for tests and throw-away runs.
-    pub fn in_memory() -> Result<Stores, OpenError> {
-        Ok(Stores {
-            refs: Arc::new(SqliteRefStore::in_memory(RefSettings::default())?),
-            sessions: Arc::new(SqliteSessionStore::in_memory()?),
-            memories: Arc::new(SqliteMemoryStore::in_memory()?),
-        })
-    }
-}
-
-/// Where every store of one skald lives.
-#[derive(Debug, Clone, Copy)]
-pub enum DatabaseLocation<'a> {
-    /// One SQLite file (created if needed).
-    Sqlite(&'a std::path::Path),
-    /// A PostgreSQL database by URL (its schema migrated first): the shared store of several
-    /// servers.
-    Postgres(&'a str),
-    /// SQLite in memory; for tests and throw-away runs.
-    InMemory,
-}
-
-/// Every store of one database: the engine's, and the key store a server authenticates
-/// callers with.
-#[derive(Clone)]
-pub struct OpenedDatabase {
-    /// The engine's stores.
-    pub stores: Stores,
-    /// The API keys.
-    pub keys: Arc<dyn KeyStore>,
-}
-
-/// Opens every store at `location` — the one place a `[database]` setting becomes stores.
-pub fn open_database(location: DatabaseLocation<'_>) -> Result<OpenedDatabase, OpenError> {
-    Ok(match location {
-        DatabaseLocation::Sqlite(path) => OpenedDatabase {
-            stores: Stores::open_sqlite(path)?,
-            keys: Arc::new(SqliteKeyStore::open(path)?),
-        },
-        DatabaseLocation::Postgres(url) => {
-            let database = skald_store::Database::connect(url)?;
-            OpenedDatabase {
-                stores: Stores::open_postgres(&database)?,
-                keys: Arc::new(PgKeyStore::new(database)),
-            }
-        }
-        DatabaseLocation::InMemory => OpenedDatabase {
-            stores: Stores::in_memory()?,
-            keys: Arc::new(SqliteKeyStore::in_memory()?),
-        },
-    })
-}
-
-/// The stores could not be opened, or the configuration is not usable.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    /// The ref store failed to open.
-    #[error("cannot open the ref store: {0}")]
-    Refs(#[from] skald_store::StoreError),
-    /// The session store failed to open.
-    #[error("cannot open the session store: {0}")]
-    Sessions(#[from] skald_store::SessionError),
-    /// The memory store failed to open.
-    #[error("cannot open the memory store: {0}")]
-    Memories(#[from] skald_store::MemoryError),
-    /// The key store failed to open.
-    #[error("cannot open the key store: {0}")]
-    Keys(#[from] KeyError),
-    /// `[memory.write]` is out of range.
-    #[error("the memory write settings are not usable: {0}")]
-    MemoryWrite(#[from] MemoryWriteError),
 }
 
 /// skald's context engine (see the module docs). Cheap to clone: clones share everything.
