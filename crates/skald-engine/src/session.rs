@@ -389,7 +389,7 @@ impl SessionState {
                 return Ok(cached.messages.clone());
             }
         }
-        let mut held = self.context.take();
+        let held = self.context.take();
         let session = self.stored_session_as_of(sessions, tenant, session_id, &info)?;
         // A conversation that grew on its path (the common case: every request appends its
         // new messages) extends the context held; anything else rebuilds it.
@@ -402,7 +402,7 @@ impl SessionState {
             session.entries().len() as u64,
             session.leaf_id().map(str::to_owned),
         );
-        let context = match (held.take(), appended) {
+        let context = match (held, appended) {
             (Some(mut held), Some(mut appended)) => {
                 without_assemble_records(&mut appended);
                 held.bytes += footprint::messages_bytes(&appended);

@@ -201,26 +201,23 @@ async fn request(engine: &Engine, messages: Vec<Message>, fetch: bool) -> (Messa
     let mut turn_loop = TurnLoop::new(&prepare, engine.memory_hooks(true, Some(&recall))).unwrap();
     let call = turn_loop.prepare(&mut turn, &cancel).await.unwrap();
     if fetch {
+        // The log's placeholder, in its tool result.
         let id = call
             .request
             .messages
             .iter()
-            .flat_map(|message| ref_ids_in(&message.plain_text()))
-            .chain(call.request.messages.iter().flat_map(|message| {
-                message.content.iter().flat_map(|block| match block {
-                    Block::ToolResult(result) => result
-                        .content
-                        .iter()
-                        .filter_map(|block| block.as_text().map(|text| ref_ids_in(&text.text)))
-                        .flatten()
-                        .collect::<Vec<_>>(),
-                    Block::Text(_)
-                    | Block::Image(_)
-                    | Block::Thinking(_)
-                    | Block::ToolCall(_)
-                    | Block::Opaque(_) => Vec::new(),
-                })
-            }))
+            .flat_map(|message| &message.content)
+            .filter_map(|block| match block {
+                Block::ToolResult(result) => Some(&result.content),
+                Block::Text(_)
+                | Block::Image(_)
+                | Block::Thinking(_)
+                | Block::ToolCall(_)
+                | Block::Opaque(_) => None,
+            })
+            .flatten()
+            .filter_map(Block::as_text)
+            .flat_map(|text| ref_ids_in(&text.text))
             .next()
             .expect("the build log is offloaded")
             .to_string();
