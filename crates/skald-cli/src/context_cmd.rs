@@ -4,19 +4,16 @@
 //! `GET /v1/sessions/{id}/context`, printed the same way.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use skald_core::codec::openclaw::{decode_agent_message_at, encode_agent_messages};
-use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::Message;
 use skald_core::render::{ContextHeading, render_context};
 use skald_engine::memory::{KeptRecallReport, RecallReport, SessionMemoryReport};
 use skald_engine::{View, ViewOptions};
-use skald_store::sessions::{NewSession, SessionError, SessionStore, SqliteSessionStore};
 
 use crate::config::Config;
 use crate::home::Home;
@@ -186,38 +183,6 @@ fn decode_messages(values: &[Value]) -> Result<Vec<Message>> {
         .collect()
 }
 
-/// A copy of `session` in an in-memory store with its leaf at `leaf`: the view of another
-/// branch or an earlier point, built by the same code as the view of the leaf.
-fn at_leaf(
-    store: &dyn SessionStore,
-    tenant: &Tenant,
-    session_id: &SessionId,
-    leaf: &str,
-) -> Result<SqliteSessionStore> {
-    let session = store.load(tenant, session_id)?;
-    if session.entry(leaf).is_none() {
-        return Err(SessionError::UnknownEntry {
-            session: session_id.to_string(),
-            id: leaf.to_owned(),
-        }
-        .into());
-    }
-    let info = store.get(tenant, session_id)?;
-    let copy = SqliteSessionStore::in_memory()?;
-    copy.create(
-        tenant,
-        NewSession {
-            header: session.header.clone(),
-            source_format: info.source_format,
-            source: info.source,
-            title: info.title,
-            entries: session.entries().to_vec(),
-        },
-    )?;
-    copy.set_leaf(tenant, session_id, Some(leaf))?;
-    Ok(copy)
-}
-
 fn context_local(
     args: &ContextArgs,
     home: &Home,
@@ -232,12 +197,7 @@ fn context_local(
     let session = local::session_arg(&args.session, "SESSION")?;
     let location = StoreLocation::of(config);
     local::require_session_store(home, &location)?;
-    let mut stores = local::open_stores(home, &location, StoreKind::Sessions)?;
-    // An unknown session (or tenant) fails here, with the store's own error.
-    stores.sessions.get(&tenant, &session)?;
-    if let Some(leaf) = args.leaf.as_deref() {
-        stores.sessions = Arc::new(at_leaf(stores.sessions.as_ref(), &tenant, &session, leaf)?);
-    }
+    let stores = local::open_stores(home, &location, StoreKind::Sessions)?;
     let identity = if args.memory {
         // The memory commands' identity rules; the tenant is the session's.
         let identity = Identity::resolve(
@@ -259,6 +219,8 @@ fn context_local(
     let mut engine_config = local::engine_config(config, args.window, args.memory, models)?;
     engine_config.policy = policy;
     let engine = local::engine(stores, engine_config)?;
+    // An unknown session (or tenant) fails here, with the store's own error.
+    engine.session_info(&tenant, &session)?;
     let options = ViewOptions {
         window_tokens: Some(window),
         // The view shows everything skald would offer a host that runs all of its tools.
@@ -271,7 +233,10 @@ fn context_local(
         view,
         tools,
         identity,
-    } = local::block_on(engine.view(&tenant, &session, options))??;
+    } = match args.leaf.as_deref() {
+        Some(leaf) => local::block_on(engine.view_at_leaf(&tenant, &session, leaf, options))??,
+        None => local::block_on(engine.view(&tenant, &session, options))??,
+    };
     let memory_view = match (view.memory.clone(), &identity) {
         (Some(report), Some(identity)) => Some(serde_json::to_value(MemoryView {
             user: identity.user().to_owned(),

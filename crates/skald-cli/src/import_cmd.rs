@@ -15,14 +15,15 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use skald_store::sessions::import::{ImportOptions, plan_import};
-use skald_store::sessions::openclaw_store::{OpenClawStore, SQLITE_MAGIC, is_sqlite};
+use skald_engine::now_ms;
+use skald_engine::transcripts::{
+    ImportOptions, OpenClawStore, SQLITE_MAGIC, is_sqlite, plan_import,
+};
 
 use crate::home::Home;
 use crate::local::{self, StoreKind, StoreLocation};
 use crate::output::{self, Mode};
 use crate::remote::{self, Remote};
-use skald_store::clock::now_ms;
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {

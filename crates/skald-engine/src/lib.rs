@@ -76,8 +76,8 @@ pub use engine::{
     View, ViewOptions,
 };
 pub use engine::{
-    DatabaseLocation, MigrateError, OpenedDatabase, StoreKind, migrate_database, open_database,
-    open_key_store, open_stores,
+    DatabaseLocation, MigrateError, OpenedDatabase, ScratchMemoryStore, StoreKind,
+    migrate_database, open_database, open_key_store, open_stores,
 };
 pub use engine::{
     FailedCall, MAX_TOOL_ROUNDS, SkaldTools, StreamedAnswer, StreamedRound, TurnLoop, WholeAnswer,
@@ -94,12 +94,23 @@ pub mod storage {
     pub use skald_store::keys::{ApiKey, KEY_PREFIX, KeyError, KeyStore};
     pub use skald_store::memories::MemoryStats;
     pub use skald_store::memories::{
+        AddOutcome, DEFAULT_VECTOR_SHARE, DEFAULT_VECTOR_WEIGHT, DuplicateKind, MemoryError,
+        MemorySettings, MemorySource, MemoryStore, NewMemory, SearchQuery, VectorFusion,
+    };
+    pub use skald_store::memories::{
         DirEntryKind, MemoryLevel, SearchFilter, TreeNode, WriteAction,
     };
     pub use skald_store::postgres::migrate::{MigrationReport, TableCheck};
     pub use skald_store::postgres::{is_postgres_url, redact};
     pub use skald_store::sessions::{SessionInfo, SessionSwitches};
     pub use skald_store::{DATABASE_FILE, RefStats};
+}
+/// The transcript readers an importing edge plans with before it hands a transcript to
+/// [`Engine::import`] or [`Engine::bootstrap`]: the formats skald reads and OpenClaw's SQLite
+/// transcript store (opened read-only), re-exported so that the CLI reads them through the engine.
+pub mod transcripts {
+    pub use skald_store::sessions::import::{ImportOptions, ImportPlan, plan_import};
+    pub use skald_store::sessions::openclaw_store::{OpenClawStore, SQLITE_MAGIC, is_sqlite};
 }
 pub use fetch::{FetchOutput, execute_fetch};
 pub use memory_write::{

@@ -4,16 +4,14 @@
 //! latency and the ingest rate.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
 use indicatif::ProgressBar;
 use serde::Serialize;
-use skald_store::SystemClock;
-use skald_store::memories::{
-    AddOutcome, DuplicateKind, MemorySettings, MemoryStore, SearchQuery, SqliteMemoryStore,
-    VectorFusion,
+use skald_engine::ScratchMemoryStore;
+use skald_engine::storage::{
+    AddOutcome, DuplicateKind, MemoryError, MemorySettings, MemoryStore, SearchQuery, VectorFusion,
 };
 
 use skald_core::memory::recall::RecallSettings;
@@ -240,58 +238,6 @@ fn percentile(sorted: &[f64], share: f64) -> f64 {
     sorted.get(index).copied().unwrap_or(0.0)
 }
 
-/// The store an evaluation writes into: SQLite in memory, or a PostgreSQL schema of its own.
-enum EvalStore {
-    Sqlite(Box<SqliteMemoryStore>),
-    Postgres {
-        store: skald_store::PgMemoryStore,
-        url: String,
-        schema: String,
-    },
-}
-
-impl EvalStore {
-    fn open(database: Option<&str>, settings: MemorySettings) -> Result<EvalStore> {
-        Ok(match database {
-            None => EvalStore::Sqlite(Box::new(SqliteMemoryStore::in_memory_with(
-                settings,
-                Arc::new(SystemClock),
-            )?)),
-            Some(url) => {
-                let schema = format!("skald_eval_{}", std::process::id());
-                let database = skald_store::Database::connect_in_schema(url, &schema)?;
-                EvalStore::Postgres {
-                    store: skald_store::PgMemoryStore::with(
-                        database,
-                        settings,
-                        Arc::new(SystemClock),
-                    )?,
-                    url: url.to_owned(),
-                    schema,
-                }
-            }
-        })
-    }
-
-    fn as_store(&self) -> &dyn MemoryStore {
-        match self {
-            EvalStore::Sqlite(store) => store.as_ref(),
-            EvalStore::Postgres { store, .. } => store,
-        }
-    }
-}
-
-impl Drop for EvalStore {
-    fn drop(&mut self) {
-        match self {
-            EvalStore::Sqlite(_) => {}
-            EvalStore::Postgres { url, schema, .. } => {
-                let _ = skald_store::Database::drop_schema(url, schema);
-            }
-        }
-    }
-}
-
 /// Runs the whole evaluation on parsed conversations.
 pub fn evaluate(
     conversations: &[Conversation],
@@ -325,8 +271,8 @@ pub fn evaluate(
     // is asked: FTS5's BM25 statistics cover the whole index, so asking in between would make
     // each conversation's ranking depend on the order the conversations were read in.
     // `--database`: the same on PostgreSQL, in a schema of its own dropped at the end.
-    let store = EvalStore::open(args.database.as_deref(), settings)?;
-    let store: &dyn MemoryStore = store.as_store();
+    let store = ScratchMemoryStore::open(args.database.as_deref(), settings)?;
+    let store: &dyn MemoryStore = store.store();
     let mut memory_turns: HashMap<i64, Vec<TurnRef>> = HashMap::new();
     // The same by URI, which is what recall reports.
     let mut uri_turns: HashMap<String, Vec<TurnRef>> = HashMap::new();
@@ -438,7 +384,7 @@ pub fn evaluate(
             let hits = match store.search(&tenant, &query) {
                 Ok(hits) => hits,
                 // A question with no content words and no vector cannot be searched: no hits.
-                Err(skald_store::MemoryError::InvalidInput { field: "query", .. }) => Vec::new(),
+                Err(MemoryError::InvalidInput { field: "query", .. }) => Vec::new(),
                 Err(error) => return Err(error.into()),
             };
             latencies.push(started.elapsed().as_secs_f64() * 1000.0);

@@ -17,8 +17,8 @@ use skald_core::ids::Tenant;
 use skald_core::memory::recall::RecallSettings;
 use skald_core::message::{Message, Role};
 use skald_engine::memory::{MemoryIdentity, recall_for_turn};
+use skald_engine::storage::MemoryStore;
 use skald_llm::Embedder;
-use skald_store::memories::MemoryStore;
 
 use super::locomo::TurnRef;
 

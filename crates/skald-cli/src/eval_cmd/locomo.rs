@@ -9,7 +9,7 @@ use serde_json::Value;
 use skald_core::ids::Tenant;
 use skald_core::memory::levels::{MAX_OVERVIEW_CHARS, cut_at_word};
 use skald_core::memory::uri::MemoryUri;
-use skald_store::memories::{MemorySource, NewMemory};
+use skald_engine::storage::{MemorySource, NewMemory};
 
 /// A turn, by session and position (`D{session}:{turn}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -25,8 +25,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use skald_engine::memory::manage;
+use skald_engine::storage::{DEFAULT_VECTOR_SHARE, DEFAULT_VECTOR_WEIGHT, VectorFusion};
 use skald_llm::{Embedder, EmbeddingConfig, LocalEmbeddingConfig, embedder_from_config};
-use skald_store::memories::{DEFAULT_VECTOR_SHARE, DEFAULT_VECTOR_WEIGHT, VectorFusion};
 
 use crate::config::Config;
 use crate::home::Home;

@@ -1,15 +1,19 @@
 //! Where a `[database]` setting becomes stores — the one place: [`open_database`] (every store
 //! of a server), [`open_stores`] (the engine's three, the one a command is about first),
-//! [`open_key_store`] (the API keys), on SQLite, PostgreSQL or in memory; and
+//! [`open_key_store`] (the API keys), on SQLite, PostgreSQL or in memory;
+//! [`ScratchMemoryStore`], a memory store an evaluation fills and throws away; and
 //! [`migrate_database`], a SQLite database copied into PostgreSQL and verified table by table.
 
 use std::sync::Arc;
 
 use skald_store::keys::{KeyError, KeyStore, PgKeyStore, SqliteKeyStore};
-use skald_store::memories::MemoryStore;
+use skald_store::memories::{MemorySettings, MemoryStore};
 use skald_store::postgres::migrate::{MigrationReport, migrate_sqlite_to_postgres};
 use skald_store::sessions::SessionStore;
-use skald_store::{RefSettings, RefStore, SqliteMemoryStore, SqliteRefStore, SqliteSessionStore};
+use skald_store::{
+    Database, PgMemoryStore, RefSettings, RefStore, SqliteMemoryStore, SqliteRefStore,
+    SqliteSessionStore, SystemClock,
+};
 
 use crate::memory_write::MemoryWriteError;
 
@@ -165,6 +169,75 @@ pub fn open_key_store(location: DatabaseLocation<'_>) -> Result<Arc<dyn KeyStore
         )),
         DatabaseLocation::InMemory => Arc::new(SqliteKeyStore::in_memory()?),
     })
+}
+
+/// A memory store with its own settings that lives as long as the value: SQLite in memory, or a
+/// PostgreSQL schema of its own (`skald_eval_<pid>`), dropped with the value. What an
+/// evaluation (`skald eval locomo`) writes its conversations into and searches.
+pub enum ScratchMemoryStore {
+    /// In memory: gone with the value.
+    Sqlite(Box<SqliteMemoryStore>),
+    /// A schema of the database at `url`, dropped with the value.
+    Postgres {
+        /// The store, in `schema`.
+        store: Box<PgMemoryStore>,
+        /// The database's URL.
+        url: String,
+        /// The schema the store was created in.
+        schema: String,
+    },
+}
+
+impl ScratchMemoryStore {
+    /// A scratch store in memory (`database` `None`) or in a new schema of the PostgreSQL
+    /// database at `database`.
+    pub fn open(
+        database: Option<&str>,
+        settings: MemorySettings,
+    ) -> Result<ScratchMemoryStore, OpenError> {
+        Ok(match database {
+            None => ScratchMemoryStore::Sqlite(Box::new(SqliteMemoryStore::in_memory_with(
+                settings,
+                Arc::new(SystemClock),
+            )?)),
+            Some(url) => {
+                let schema = format!("skald_eval_{}", std::process::id());
+                let database =
+                    Database::connect_in_schema(url, &schema).map_err(OpenError::Database)?;
+                ScratchMemoryStore::Postgres {
+                    store: Box::new(PgMemoryStore::with(
+                        database,
+                        settings,
+                        Arc::new(SystemClock),
+                    )?),
+                    url: url.to_owned(),
+                    schema,
+                }
+            }
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &dyn MemoryStore {
+        match self {
+            ScratchMemoryStore::Sqlite(store) => store.as_ref(),
+            ScratchMemoryStore::Postgres { store, .. } => store.as_ref(),
+        }
+    }
+}
+
+impl Drop for ScratchMemoryStore {
+    fn drop(&mut self) {
+        match self {
+            ScratchMemoryStore::Sqlite(_) => {}
+            ScratchMemoryStore::Postgres { url, schema, .. } => {
+                // A schema left behind is only disk; the evaluation's figures are already out.
+                if let Err(error) = Database::drop_schema(url, schema) {
+                    tracing::warn!(%error, schema = %schema, "the evaluation's schema was not dropped");
+                }
+            }
+        }
+    }
 }
 
 /// The stores could not be opened, or the configuration is not usable.

@@ -70,8 +70,8 @@ use crate::memory_write::{MemoryWriter, UploadDriver};
 
 pub use cache::{OwnedSlotGuard, SessionCache, SessionSlot, SlotGuard};
 pub use database::{
-    DatabaseLocation, MigrateError, OpenError, OpenedDatabase, StoreKind, Stores, migrate_database,
-    open_database, open_key_store, open_stores,
+    DatabaseLocation, MigrateError, OpenError, OpenedDatabase, ScratchMemoryStore, StoreKind,
+    Stores, migrate_database, open_database, open_key_store, open_stores,
 };
 pub use estimate::ReplayEstimate;
 pub use export::SessionExport;

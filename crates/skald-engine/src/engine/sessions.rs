@@ -13,7 +13,9 @@ use skald_store::clock::now_ms;
 use skald_store::sessions::import::{
     ImportOptions, ImportOutcome, ImportStatus, import_transcript,
 };
-use skald_store::sessions::{SessionError, SessionInfo, SessionSwitches};
+use skald_store::sessions::{
+    NewSession, SessionError, SessionInfo, SessionStore, SessionSwitches, SqliteSessionStore,
+};
 
 use skald_core::compaction::CompactionTrigger;
 use tokio_util::sync::CancellationToken;
@@ -225,7 +227,45 @@ impl Engine {
         options: ViewOptions,
     ) -> Result<View, EngineError> {
         let mut copy = self.slot(tenant, session).lock().await.clone();
-        self.view_with(tenant, session, &mut copy, options).await
+        self.view_with(self.sessions(), tenant, session, &mut copy, options)
+            .await
+    }
+
+    /// What the model would be shown for the session with its leaf at entry `leaf` — another
+    /// branch, or an earlier point of this one — built by the same code as [`Engine::view`] on
+    /// a copy of the session whose leaf is moved there. The stored session and its memos are
+    /// not changed; an entry the session does not hold is [`SessionError::UnknownEntry`].
+    pub async fn view_at_leaf(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        leaf: &str,
+        options: ViewOptions,
+    ) -> Result<View, EngineError> {
+        let stored = self.sessions().load(tenant, session)?;
+        if stored.entry(leaf).is_none() {
+            return Err(SessionError::UnknownEntry {
+                session: session.to_string(),
+                id: leaf.to_owned(),
+            }
+            .into());
+        }
+        let info = self.sessions().get(tenant, session)?;
+        let at_leaf = SqliteSessionStore::in_memory()?;
+        at_leaf.create(
+            tenant,
+            NewSession {
+                header: stored.header.clone(),
+                source_format: info.source_format,
+                source: info.source,
+                title: info.title,
+                entries: stored.entries().to_vec(),
+            },
+        )?;
+        at_leaf.set_leaf(tenant, session, Some(leaf))?;
+        let mut fresh = SessionState::default();
+        self.view_with(&at_leaf, tenant, session, &mut fresh, options)
+            .await
     }
 
     /// The view for a model call: the host's conversation synced first (when given), the view
@@ -314,15 +354,18 @@ impl Engine {
         options: ViewOptions,
         model: Option<&str>,
     ) -> Result<(View, u64), EngineError> {
-        let view = self.view_with(tenant, session, state, options).await?;
+        let view = self
+            .view_with(self.sessions(), tenant, session, state, options)
+            .await?;
         let counted = view.view.estimated_tokens();
         state.record_counted(model, counted);
         Ok((view, state.calibrated_tokens(model, counted)))
     }
 
-    /// Builds the session's view on `state` (see [`crate::view`]).
+    /// Builds the view of the session `sessions` holds on `state` (see [`crate::view`]).
     async fn view_with(
         &self,
+        sessions: &dyn SessionStore,
         tenant: &Tenant,
         session: &SessionId,
         state: &mut SessionState,
@@ -349,7 +392,7 @@ impl Engine {
             simulated_calls: true,
         });
         let request = ViewRequest {
-            sessions: self.sessions(),
+            sessions,
             refs: self.refs(),
             tenant,
             session_id: session,
