@@ -7,7 +7,7 @@
 //! Beneath it, the pieces it is made of: the pipeline run over a session for each model request
 //! ([`assemble`], [`prepare_view`]), compaction of a stored session ([`compact`]), the memory
 //! write path ([`memory_write`]: archives and memory extraction after compaction, the
-//! two-threshold upload), one model call with overflow recovery ([`complete_turn`],
+//! two-threshold upload), one turn's model calls with overflow recovery ([`Engine::complete_turn`],
 //! [`TurnDriver`]), the executor of `fetch_original_data` ([`execute_fetch`]), long-term memory —
 //! recall, session-start injection, skill and tool memories, the memory tools ([`memory`]) —,
 //! and [`replay`], which re-creates every model call of a real transcript under each policy and
@@ -70,10 +70,10 @@ pub use compact::error_with_causes;
 pub use engine::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, BringInError, BroughtIn, BudgetFit,
     CompactInput, DEFAULT_MAX_CACHED_BYTES, DEFAULT_WINDOW_TOKENS, DetachedCall, Engine,
-    EngineConfig, MAX_CACHED_SESSIONS, MemoryDefaults, OffloadedOutput, OpenError, OwnedSlotGuard,
-    PrepareInput, PromptRecall, ReplayEstimate, SessionBusy, SessionCache, SessionExport,
-    SessionOverview, SessionSlot, SlotGuard, Stores, Synced, ToolRun, TranscriptCompaction, Turn,
-    View, ViewOptions,
+    EngineConfig, MAX_CACHED_SESSIONS, MemoryDefaults, ModelTurn, OffloadedOutput, OpenError,
+    OwnedSlotGuard, PrepareInput, PromptRecall, ReplayEstimate, SessionBusy, SessionCache,
+    SessionExport, SessionOverview, SessionSlot, SlotGuard, Stores, Synced, ToolRun,
+    TranscriptCompaction, Turn, View, ViewOptions,
 };
 pub use engine::{
     DatabaseLocation, MigrateError, OpenedDatabase, ScratchMemoryStore, StoreKind,
@@ -118,8 +118,7 @@ pub use memory_write::{
 };
 pub use recovery::{
     CONTEXT_OVERFLOW_MESSAGE, CallSize, MemoryHooks, PrepareContext, PreparedCall, RecoveryError,
-    RecoveryReport, RecoverySettings, TurnContext, TurnDriver, TurnOutcome, complete_turn,
-    complete_turn_with_memory, function_spec,
+    RecoveryReport, RecoverySettings, TurnDriver, TurnOutcome, function_spec,
 };
 pub use session::{SessionState, SyncMark, UNNAMED_MODEL, UsageObservation};
 pub use view::{ModelView, RecallHook, ViewRequest, prepare_view};

@@ -4,7 +4,7 @@
 //! ([`assemble`], refs stored first), then what long-term memory gives the call — the
 //! session-start snapshot (profile and tool memories for the system prompt, the `memory_ls`
 //! listing), the turn's recall and the memory tools. [`prepare_view`] is the one place that
-//! builds it: `complete_turn`, the server's engine API and its proxy all send what it returns.
+//! builds it: `Engine::complete_turn`, the server's engine API and its proxy all send what it returns.
 //!
 //! Nothing here is stored in the session: injected memory and appended skill memories exist for
 //! the call only. Decisions that shape the bytes of a request are kept in the [`SessionState`]

@@ -1,4 +1,4 @@
-//! `complete_turn`: one model call for a stored session with overflow recovery (seed 003 §4),
+//! `Engine::complete_turn`: one model call for a stored session with overflow recovery (seed 003 §4),
 //! every path against a local OpenAI-compatible server the test scripts — the answer, the
 //! branches (direct retry, overflow compaction, persistent truncation, giving up), the errors
 //! that are not overflows, cancellation, the iteration cap — and what each path leaves in the
@@ -16,11 +16,12 @@ use skald_core::compaction::{
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::pipeline::policy::Policy;
 use skald_core::session::{COMPACTION_SUMMARY_PREFIX, EntryKind, SessionHeader};
-use skald_engine::SessionState;
+use skald_engine::memory::MemoryIdentity;
 use skald_engine::recovery::{
     CONTEXT_OVERFLOW_MESSAGE, OverflowSource, PrepareContext, RecoveryAction, RecoveryError,
-    RecoverySettings, TurnContext, TurnDriver, TurnOutcome, complete_turn,
+    RecoverySettings, TurnDriver, TurnOutcome,
 };
+use skald_engine::{Engine, EngineConfig, ModelTurn, SessionState, Stores};
 use skald_llm::{
     ExtractiveSummarizer, FixedJitter, LlmError, OpenAiCompatible, ProviderConfig, ProviderKind,
     RetryPolicy, Summarizer, SummaryRequest,
@@ -28,6 +29,7 @@ use skald_llm::{
 use skald_store::sessions::{NewSession, SessionStore};
 use skald_store::{ManualClock, RefSettings, RefStore};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
@@ -380,7 +382,7 @@ async fn env(outputs: &[usize], script: Vec<ResponseTemplate>) -> Env {
 async fn run(
     env: &Env,
     setup: &Setup,
-    summarizer: &dyn Summarizer,
+    summarizer: impl Summarizer + 'static,
     cancel: &CancellationToken,
 ) -> Result<TurnOutcome, RecoveryError> {
     let tools = [json!({
@@ -391,24 +393,41 @@ async fn run(
             "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}
         }
     })];
-    let ctx = turn_context(env, setup, summarizer, &tools);
-    let mut state = SessionState::default();
-    complete_turn(&ctx, &mut state, cancel).await
+    let engine = engine(env, setup, Arc::new(summarizer), None);
+    engine
+        .complete_turn(
+            &TENANT_ID,
+            &SESSION_ID,
+            model_turn(env, setup, &tools, None),
+            cancel,
+        )
+        .await
 }
 
 #[tokio::test]
 async fn the_models_reported_usage_calibrates_the_sessions_next_count() {
     let env = env(&[800, 800], vec![answer("Builds 0 and 1 fail to link.")]).await;
     let setup = Setup::new(8_192, 1_024);
-    let summarizer = ExtractiveSummarizer::default();
-    let ctx = turn_context(&env, &setup, &summarizer, &[]);
-    let mut state = SessionState::default();
-    complete_turn(&ctx, &mut state, &CancellationToken::new())
+    let engine = engine(
+        &env,
+        &setup,
+        Arc::new(ExtractiveSummarizer::default()),
+        None,
+    );
+    engine
+        .complete_turn(
+            &TENANT_ID,
+            &SESSION_ID,
+            model_turn(&env, &setup, &[], None),
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     // The scripted provider reported 2,000 input tokens for what skald counted.
-    let model = ctx.prepare_context().model;
-    let corrected = state.calibrated_tokens(model, 1_000);
+    let slot = engine.slot(&TENANT_ID, &SESSION_ID);
+    let mut state = slot.lock().await;
+    let corrected =
+        state.calibrated_tokens(Some(skald_llm::ChatModel::model_name(&env.model)), 1_000);
     assert_ne!(corrected, 1_000, "the reported usage was not fed back");
     assert!(
         state.observe_usage(1).is_none(),
@@ -416,23 +435,35 @@ async fn the_models_reported_usage_calibrates_the_sessions_next_count() {
     );
 }
 
-/// The turn every test runs: the env's session and model, the setup's settings.
-fn turn_context<'a>(
+/// The engine every test runs its turn on: the env's stores (and `memories`, else an empty
+/// memory store), the setup's policy, compaction settings and window, and `summarizer`.
+fn engine(
+    env: &Env,
+    setup: &Setup,
+    summarizer: Arc<dyn Summarizer>,
+    memories: Option<Arc<dyn skald_store::memories::MemoryStore>>,
+) -> Engine {
+    let mut config = EngineConfig::new(setup.policy.clone());
+    config.compaction = setup.compaction.clone();
+    config.window_tokens = setup.window;
+    config.summarizer = summarizer;
+    let stores = Stores {
+        sessions: env.sessions.clone(),
+        refs: env.refs.clone(),
+        memories: memories.unwrap_or_else(skald_store::test_stores::memory_store),
+    };
+    Engine::new(stores, config, TaskTracker::new()).unwrap()
+}
+
+/// The turn every test runs: the env's model, the setup's recovery settings.
+fn model_turn<'a>(
     env: &'a Env,
     setup: &'a Setup,
-    summarizer: &'a dyn Summarizer,
     tools: &'a [Value],
-) -> TurnContext<'a> {
-    TurnContext {
-        sessions: &env.sessions,
-        refs: &env.refs,
-        tenant: &TENANT_ID,
-        session_id: &SESSION_ID,
+    memory: Option<&'a MemoryIdentity>,
+) -> ModelTurn<'a> {
+    ModelTurn {
         model: &env.model,
-        summarizer,
-        policy: &setup.policy,
-        compaction: &setup.compaction,
-        window_tokens: setup.window,
         system_prompt: Some(SYSTEM_PROMPT),
         tools,
         max_output_tokens: Some(1_000),
@@ -441,6 +472,7 @@ fn turn_context<'a>(
         now_ms: 1_770_000_000_000,
         agents_md: None,
         settings: &setup.settings,
+        memory,
     }
 }
 
@@ -513,7 +545,7 @@ async fn an_answer_without_overflow_is_appended_and_nothing_is_recovered() {
     let outcome = run(
         &env,
         &setup,
-        &ExtractiveSummarizer::default(),
+        ExtractiveSummarizer::default(),
         &CancellationToken::new(),
     )
     .await
@@ -561,7 +593,7 @@ async fn an_overflow_is_compacted_and_the_smaller_retry_starts_with_the_summary(
     let outcome = run(
         &env,
         &setup,
-        &ExtractiveSummarizer::default(),
+        ExtractiveSummarizer::default(),
         &CancellationToken::new(),
     )
     .await
@@ -625,7 +657,7 @@ async fn an_overflow_after_a_threshold_compaction_in_the_same_attempt_is_retried
     let outcome = run(
         &env,
         &setup,
-        &ExtractiveSummarizer::default(),
+        ExtractiveSummarizer::default(),
         &CancellationToken::new(),
     )
     .await
@@ -677,7 +709,7 @@ async fn three_overflow_compactions_then_truncation_then_an_answer() {
     let outcome = run(
         &env,
         &setup,
-        &ExtractiveSummarizer::default(),
+        ExtractiveSummarizer::default(),
         &CancellationToken::new(),
     )
     .await
@@ -747,7 +779,7 @@ async fn a_compaction_that_cannot_shrink_falls_back_to_persistent_truncation() {
     let outcome = run(
         &env,
         &setup,
-        &ExtractiveSummarizer::default(),
+        ExtractiveSummarizer::default(),
         &CancellationToken::new(),
     )
     .await
@@ -830,7 +862,7 @@ async fn when_everything_is_spent_the_turn_ends_with_the_seeds_message_and_nothi
     let error = run(
         &env,
         &setup,
-        &ExtractiveSummarizer::default(),
+        ExtractiveSummarizer::default(),
         &CancellationToken::new(),
     )
     .await
@@ -881,7 +913,7 @@ async fn an_overflow_reported_as_an_assistant_error_with_status_200_is_recovered
     let outcome = run(
         &env,
         &setup,
-        &ExtractiveSummarizer::default(),
+        ExtractiveSummarizer::default(),
         &CancellationToken::new(),
     )
     .await
@@ -921,7 +953,7 @@ async fn a_rate_limit_is_not_an_overflow_and_is_returned_typed() {
     let error = run(
         &env,
         &setup,
-        &ExtractiveSummarizer::default(),
+        ExtractiveSummarizer::default(),
         &CancellationToken::new(),
     )
     .await
@@ -953,7 +985,7 @@ async fn cancelling_during_the_overflow_compaction_leaves_the_session_unchanged(
         cancel: cancel.clone(),
     };
     let setup = Setup::new(8_192, 1_024);
-    let error = run(&env, &setup, &summarizer, &cancel).await.unwrap_err();
+    let error = run(&env, &setup, summarizer, &cancel).await.unwrap_err();
     let RecoveryError::Aborted { report } = &error else {
         panic!("expected Aborted, got {error:?}");
     };
@@ -984,7 +1016,7 @@ async fn the_iteration_cap_ends_the_loop() {
     let error = run(
         &env,
         &setup,
-        &ExtractiveSummarizer::default(),
+        ExtractiveSummarizer::default(),
         &CancellationToken::new(),
     )
     .await
@@ -1019,7 +1051,7 @@ async fn a_compaction_that_itself_overflowed_goes_straight_to_the_fallback() {
     let outcome = run(
         &env,
         &setup,
-        &OverflowingSummarizer,
+        OverflowingSummarizer,
         &CancellationToken::new(),
     )
     .await
@@ -1053,7 +1085,7 @@ async fn an_unknown_session_is_an_error_before_any_call() {
     let error = run(
         &env,
         &setup,
-        &ExtractiveSummarizer::default(),
+        ExtractiveSummarizer::default(),
         &CancellationToken::new(),
     )
     .await
@@ -1068,11 +1100,8 @@ async fn an_unknown_session_is_an_error_before_any_call() {
 // ------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn with_a_memory_writer_the_compacted_span_is_archived_and_the_turn_goes_on() {
-    use skald_core::memory::write::WriteSettings;
-    use skald_engine::memory_write::{ExtractionStatus, MemoryWriter, UploadDriver};
-    use skald_engine::recovery::{MemoryHooks, complete_turn_with_memory};
-    use skald_llm::DeterministicExtractor;
+async fn with_memory_on_the_compacted_span_is_archived_and_the_turn_goes_on() {
+    use skald_engine::memory_write::ExtractionStatus;
     use skald_store::memories::MemoryStore;
 
     let env = env(
@@ -1082,28 +1111,22 @@ async fn with_a_memory_writer_the_compacted_span_is_archived_and_the_turn_goes_o
     .await;
     let setup = Setup::new(8_192, 512);
     let memories = skald_store::test_stores::memory_store();
-    let writer = MemoryWriter::new(
-        memories.clone(),
-        Arc::new(DeterministicExtractor::default()),
-        WriteSettings::default(),
-    )
-    .unwrap();
-    let uploads = UploadDriver::new(writer.clone());
-    let summarizer = ExtractiveSummarizer::default();
-    let ctx = turn_context(&env, &setup, &summarizer, &[]);
-    let hooks = MemoryHooks {
-        writer: Some(&writer),
-        uploads: Some(&uploads),
-        recall: None,
-    };
-    let outcome = complete_turn_with_memory(
-        &ctx,
-        hooks,
-        &mut SessionState::default(),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    let engine = engine(
+        &env,
+        &setup,
+        Arc::new(ExtractiveSummarizer::default()),
+        Some(memories.clone()),
+    );
+    let identity = MemoryIdentity::new("alice", "main").unwrap();
+    let outcome = engine
+        .complete_turn(
+            &TENANT_ID,
+            &SESSION_ID,
+            model_turn(&env, &setup, &[], Some(&identity)),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(outcome.response.text(), "Every build fails to link.");
     let report = &outcome.recovery;
     assert!(
@@ -1134,12 +1157,9 @@ async fn with_a_memory_writer_the_compacted_span_is_archived_and_the_turn_goes_o
 }
 
 #[tokio::test]
-async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but_the_session_keeps_neither()
+async fn with_memory_on_each_call_gets_the_profile_and_recalled_memories_but_the_session_keeps_neither()
  {
-    use skald_core::memory::recall::RecallSettings;
     use skald_core::memory::uri::MemoryUri;
-    use skald_engine::memory::MemoryIdentity;
-    use skald_engine::recovery::{MemoryHooks, RecallHook, complete_turn_with_memory};
     use skald_store::memories::{MemoryStore, NewMemory};
 
     let env = env(
@@ -1176,30 +1196,22 @@ async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but
         )
         .unwrap();
     let identity = MemoryIdentity::new("alice", "main").unwrap();
-    let settings = RecallSettings::default();
-    let hook = RecallHook {
-        store: &memories,
-        embedder: None,
-        identity: &identity,
-        settings: &settings,
-        offer_tools: true,
-        simulated_calls: true,
-    };
     let setup = Setup::new(200_000, 4_096);
-    let summarizer = ExtractiveSummarizer::default();
-    let ctx = turn_context(&env, &setup, &summarizer, &[]);
-    let hooks = MemoryHooks {
-        recall: Some(&hook),
-        ..MemoryHooks::default()
-    };
+    let engine = engine(
+        &env,
+        &setup,
+        Arc::new(ExtractiveSummarizer::default()),
+        Some(memories.clone()),
+    );
+    let turn = model_turn(&env, &setup, &[], Some(&identity));
     let before = env
         .sessions
         .load(&tenant_named(TENANT), &session_named(SESSION))
         .unwrap()
         .entries()
         .len();
-    let mut state = SessionState::default();
-    let outcome = complete_turn_with_memory(&ctx, hooks, &mut state, &CancellationToken::new())
+    let outcome = engine
+        .complete_turn(&TENANT_ID, &SESSION_ID, turn, &CancellationToken::new())
         .await
         .unwrap();
     let recall = outcome.recovery.recall.as_ref().unwrap();
@@ -1269,7 +1281,8 @@ async fn with_a_recall_hook_each_call_gets_the_profile_and_recalled_memories_but
             Message::text(Role::User, "And on debug builds?"),
         )
         .unwrap();
-    complete_turn_with_memory(&ctx, hooks, &mut state, &CancellationToken::new())
+    engine
+        .complete_turn(&TENANT_ID, &SESSION_ID, turn, &CancellationToken::new())
         .await
         .unwrap();
     let sent = bodies(&env.server).await;
@@ -1417,7 +1430,7 @@ async fn a_call_of_skalds_fetch_is_run_in_a_hidden_round_and_the_turn_goes_on_to
     let mut setup = Setup::new(200_000, 1_024);
     setup.policy = Policy::preset("sccs").unwrap();
     let summarizer = ExtractiveSummarizer::default();
-    let outcome = run(&env, &setup, &summarizer, &CancellationToken::new())
+    let outcome = run(&env, &setup, summarizer, &CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(

@@ -44,6 +44,7 @@ mod export;
 mod host_hooks;
 mod inspect;
 mod memories;
+mod model_turn;
 mod row_memo;
 mod sessions;
 mod tools;
@@ -76,6 +77,7 @@ pub use database::{
 pub use estimate::ReplayEstimate;
 pub use export::SessionExport;
 pub use host_hooks::{PromptRecall, TranscriptCompaction};
+pub use model_turn::ModelTurn;
 pub use sessions::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, BudgetFit, SessionOverview, View,
     ViewOptions,

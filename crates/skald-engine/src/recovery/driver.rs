@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use super::*;
 
 /// One turn's preparation and overflow recovery, for a caller that makes the model calls
-/// itself. [`complete_turn_with_memory`] is this loop with a [`ChatModel`]:
+/// itself; the engine's [`TurnLoop`](crate::TurnLoop) drives it for every caller:
 ///
 /// 1. [`TurnDriver::prepare`] gives the next request (the first one after the upload planner
 ///    and the threshold compaction);

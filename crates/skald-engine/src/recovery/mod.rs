@@ -1,11 +1,11 @@
-//! Overflow recovery (seed 003 §4, OpenClaw's `run.ts` loop): one model call for a stored
-//! session, made to succeed when the prompt turns out too large for the model.
+//! Overflow recovery (seed 003 §4, OpenClaw's `run.ts` loop): the model calls of a turn for a
+//! stored session, made to succeed when the prompt turns out too large for the model.
 //!
-//! [`complete_turn`] assembles the session's context ([`session_context`] → [`assemble`](crate::assemble())),
-//! compacts first when the context is over the threshold, calls the model, and on success appends
-//! the answer to the session. When the provider reports a context overflow — an
-//! [`LlmError::ContextOverflow`] ("promptError") or an answer with stop reason `error` whose text
-//! is an overflow ("assistantError") — it follows the seed's decision tree:
+//! [`TurnDriver`] prepares each call ([`PrepareContext`], no model needed) — the session's
+//! context ([`session_context`] → [`assemble`](crate::assemble())), compacted first when it is
+//! over the threshold — and takes the overflow decisions. When the provider reports a context
+//! overflow — an [`LlmError::ContextOverflow`] ("promptError") or an answer with stop reason
+//! `error` whose text is an overflow ("assistantError") — it follows the seed's decision tree:
 //!
 //! - **Branch A:** this attempt already compacted (the threshold compaction ran and shrank the
 //!   context) → retry directly, counting an overflow compaction attempt.
@@ -22,51 +22,45 @@
 //! limit or an auth failure is never taken for an overflow, and nothing is retried that the
 //! client did not already retry.
 //!
-//! [`complete_turn_with_memory`] adds long-term memory ([`MemoryHooks`]): the two-threshold
-//! upload before the first call, the archive and extraction of every compacted span, and recall
-//! ([`RecallHook`]: the session-start profile and listing, the turn's recalled memories and the
-//! memory tools, given to each call and never stored).
+//! [`MemoryHooks`] add long-term memory: the two-threshold upload before the first call, the
+//! archive and extraction of every compacted span, and recall ([`RecallHook`]: the session-start
+//! profile and listing, the turn's recalled memories and the memory tools, given to each call
+//! and never stored).
 //!
-//! [`TurnDriver`] prepares each call ([`PrepareContext`], no model needed) and takes the
-//! overflow decisions; the engine's [`TurnLoop`] is the whole turn on top of it for any caller —
-//! the proxy, which forwards raw JSON and streams the answer, drives it with its own I/O, and
-//! [`complete_turn_with_memory`] drives it with a [`ChatModel`]. Either way a call of skald's own
-//! tools (`fetch_original_data`, the memory tools) is run and recorded as a hidden round and the
-//! turn goes on to the model's next answer, up to the loop's round cap.
+//! The engine's [`TurnLoop`](crate::TurnLoop) is the whole turn on top of the driver for every caller: the proxy,
+//! which forwards raw JSON and streams the answer, drives it with its own I/O, and
+//! [`Engine::complete_turn`](crate::Engine::complete_turn) drives it with a [`ChatModel`](skald_llm::ChatModel). Either
+//! way a call of skald's own tools (`fetch_original_data`, the memory tools) is run and recorded
+//! as a hidden round and the turn goes on to the model's next answer, up to the loop's round cap.
 //!
 //! What the user gave is never lost: compaction appends a checkpoint, truncation forks a branch
 //! (the old one stays readable), and nothing is written after the caller cancels.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use skald_core::compaction::CompactionSettings;
 //! use skald_core::ids::{SessionId, Tenant};
 //! use skald_core::message::{Message, Role};
 //! use skald_core::pipeline::policy::Policy;
-//! use skald_engine::SessionState;
-//! use skald_engine::recovery::{RecoveryError, RecoverySettings, TurnContext, complete_turn};
-//! use skald_llm::{ExtractiveSummarizer, LlmConfig, client_from_config};
-//! use skald_store::{SessionStore, SqliteRefStore, SqliteSessionStore};
+//! use skald_engine::recovery::{RecoveryError, RecoverySettings};
+//! use skald_engine::{Engine, EngineConfig, ModelTurn, Stores};
+//! use skald_llm::{LlmConfig, client_from_config};
 //! use tokio_util::sync::CancellationToken;
+//! use tokio_util::task::TaskTracker;
 //!
-//! let sessions = SqliteSessionStore::open("skald.db")?;
-//! let refs = SqliteRefStore::open("skald.db", Default::default())?;
+//! let stores = Stores::open_sqlite("skald.db".as_ref())?;
+//! let engine = Engine::new(stores, EngineConfig::new(Policy::preset("skald")?), TaskTracker::new())?;
 //! let config = LlmConfig::from_toml_str(&std::fs::read_to_string("skald.toml")?)?;
 //! let model = client_from_config(config.chat.as_ref().ok_or("no [llm] table")?)?;
 //! let (acme, s1) = (Tenant::parse("acme")?, SessionId::parse("s1")?);
-//! sessions.append_message(&acme, &s1, Message::text(Role::User, "Why does the build fail?"))?;
+//! engine.ingest(&acme, &s1, vec![Message::text(Role::User, "Why does the build fail?")]).await?;
 //!
-//! let (policy, compaction, settings) =
-//!     (Policy::preset("skald")?, CompactionSettings::default(), RecoverySettings::default());
-//! let ctx = TurnContext {
-//!     sessions: &sessions, refs: &refs, tenant: &acme, session_id: &s1,
-//!     model: model.as_ref(), summarizer: &ExtractiveSummarizer::default(),
-//!     policy: &policy, compaction: &compaction, window_tokens: 200_000,
-//!     system_prompt: Some("You are a coding agent."), tools: &[],
+//! let settings = RecoverySettings::default();
+//! let turn = ModelTurn {
+//!     model: model.as_ref(), system_prompt: Some("You are a coding agent."), tools: &[],
 //!     max_output_tokens: None, temperature: None, fetch_available: true,
-//!     now_ms: 1_770_000_000_000, agents_md: None, settings: &settings,
+//!     now_ms: skald_engine::now_ms(), agents_md: None, settings: &settings, memory: None,
 //! };
-//! match complete_turn(&ctx, &mut SessionState::default(), &CancellationToken::new()).await {
+//! match engine.complete_turn(&acme, &s1, turn, &CancellationToken::new()).await {
 //!     Ok(turn) => println!("{} ({} model calls)", turn.response.text(), turn.recovery.attempts),
 //!     // The seed's "Context overflow: prompt too large for the model. Try /reset …".
 //!     Err(error @ RecoveryError::ContextOverflow { .. }) => eprintln!("{error}"),
@@ -94,13 +88,13 @@ use skald_core::compaction::{
 };
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::tools::{is_memory_tool, tool_specs as memory_tool_specs};
-use skald_core::message::{Block, ToolSpec, Usage};
+use skald_core::message::{ToolSpec, Usage};
 use skald_core::pipeline::TruncateSettings;
 use skald_core::pipeline::policy::Policy;
 use skald_core::pipeline::truncate::TruncateSettingsError;
 use skald_core::tokens::estimate::json_estimate_chars;
 use skald_core::tokens::{CHARS_PER_TOKEN, estimate_string_chars};
-use skald_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Summarizer, SummaryRequest};
+use skald_llm::{ChatRequest, ChatResponse, LlmError, Summarizer, SummaryRequest};
 use skald_store::RefStore;
 use skald_store::sessions::SessionStore;
 use tokio_util::sync::CancellationToken;
@@ -108,7 +102,6 @@ use tokio_util::sync::CancellationToken;
 use crate::EngineError;
 use crate::assemble::AssembleReport;
 use crate::compact::{CompactRequest, Compaction, SpanArchive, compact_and_archive};
-use crate::engine::{FailedCall, TurnLoop, WholeAnswer};
 use crate::memory::RecallReport;
 use crate::memory_write::{ArchiveOutcome, MemoryWriter, UploadDriver, UploadStep};
 use crate::session::SessionState;
@@ -181,78 +174,10 @@ pub enum RecoverySettingsError {
     Truncate(#[from] TruncateSettingsError),
 }
 
-/// Everything one turn needs: where the session is, the model, and the settings.
-#[derive(Clone, Copy)]
-pub struct TurnContext<'a> {
-    /// The session store the turn reads the session from and appends the answer, compactions and
-    /// truncation branches to.
-    pub sessions: &'a dyn SessionStore,
-    /// The ref store that receives the originals of everything the pipeline, compaction or
-    /// truncation takes out.
-    pub refs: &'a dyn RefStore,
-    /// The tenant of the session and of its refs; nothing of another tenant is read.
-    pub tenant: &'a Tenant,
-    /// The session the turn runs on; its current leaf is the context.
-    pub session_id: &'a SessionId,
-    /// The model answering the turn.
-    pub model: &'a dyn ChatModel,
-    /// Writes compaction summaries (the session's model, a cheaper one, or the extractive one).
-    pub summarizer: &'a dyn Summarizer,
-    /// The pipeline run over the context on every call.
-    pub policy: &'a Policy,
-    /// When to compact before a call (the threshold) and how; overflow compactions use it too.
-    pub compaction: &'a CompactionSettings,
-    /// The model's context window in tokens.
-    pub window_tokens: u64,
-    /// The host's system prompt (skald's REF_ID instruction is appended once refs exist).
-    pub system_prompt: Option<&'a str>,
-    /// The host's tools as OpenAI function specs (skald adds `fetch_original_data` once refs
-    /// exist and `fetch_available`).
-    pub tools: &'a [Value],
-    /// The answer's output limit; `None` leaves it to the provider configuration's
-    /// `max_output_tokens`.
-    pub max_output_tokens: Option<u32>,
-    /// The sampling temperature; `None` leaves it to the provider's default.
-    pub temperature: Option<f32>,
-    /// Whether the host runs `fetch_original_data` (see [`AssembleRequest::fetch_available`](crate::AssembleRequest::fetch_available)).
-    pub fetch_available: bool,
-    /// When the call is made (epoch ms), for the prompt-cache clocks.
-    pub now_ms: i64,
-    /// The workspace's AGENTS.md, for the summary's critical-rules appendix.
-    pub agents_md: Option<&'a str>,
-    /// How many overflow compactions and model calls the turn may make, and the fallback
-    /// truncation's budget.
-    pub settings: &'a RecoverySettings,
-}
-
-impl<'a> TurnContext<'a> {
-    /// What preparing a call needs: this context without the model (but its name) and its
-    /// sampling settings.
-    pub fn prepare_context(&self) -> PrepareContext<'a> {
-        PrepareContext {
-            model: Some(self.model.model_name()),
-            sessions: self.sessions,
-            refs: self.refs,
-            tenant: self.tenant,
-            session_id: self.session_id,
-            summarizer: self.summarizer,
-            policy: self.policy,
-            compaction: self.compaction,
-            window_tokens: self.window_tokens,
-            system_prompt: self.system_prompt,
-            tools: self.tools,
-            host_prefix_tokens: None,
-            fetch_available: self.fetch_available,
-            now_ms: self.now_ms,
-            agents_md: self.agents_md,
-            settings: self.settings,
-        }
-    }
-}
-
-/// Everything preparing a turn's calls and recovering from their overflows needs — a
-/// [`TurnContext`] without the model: a caller that sends the requests itself (the proxy, which
-/// forwards raw JSON and streams) drives a [`TurnDriver`] with it. Fields as in [`TurnContext`].
+/// Everything preparing a turn's calls and recovering from their overflows needs: the engine
+/// builds it ([`Engine::prepare_context`](crate::Engine::prepare_context)) and a
+/// [`TurnLoop`](crate::TurnLoop)
+/// (through its [`TurnDriver`]) prepares every call of the turn with it.
 #[derive(Clone, Copy)]
 pub struct PrepareContext<'a> {
     /// The model the requests go to, when the caller knows it: token calibration is per model
@@ -293,18 +218,6 @@ pub struct PrepareContext<'a> {
     pub settings: &'a RecoverySettings,
 }
 
-/// Makes the model calls of one turn for the session's current context, recovering from
-/// overflow and running skald's own tool calls in hidden rounds (see the module docs). The
-/// answer is appended to the session as a child of its leaf (after skald's rounds, without
-/// skald's calls).
-pub async fn complete_turn(
-    ctx: &TurnContext<'_>,
-    state: &mut SessionState,
-    cancel: &CancellationToken,
-) -> Result<TurnOutcome, RecoveryError> {
-    complete_turn_with_memory(ctx, MemoryHooks::default(), state, cancel).await
-}
-
 /// Long-term memory around a turn (seed 002): the write path (Component 1) and recall
 /// (Components 2–5). Each optional.
 #[derive(Clone, Copy, Default)]
@@ -324,69 +237,5 @@ impl std::fmt::Debug for MemoryHooks<'_> {
             .field("uploads", &self.uploads.is_some())
             .field("recall", &self.recall.is_some())
             .finish()
-    }
-}
-
-/// [`complete_turn`] with the memory write path: before the first call the upload driver (if
-/// any) runs its planner on the request's size, and after every compaction that wrote a
-/// checkpoint the writer (if any) archives the compacted span and extracts its memories. A
-/// failure of the write path never fails the turn: it is recorded in the session (and retried)
-/// or, when even that failed, listed in [`RecoveryReport::memory_errors`].
-pub async fn complete_turn_with_memory(
-    ctx: &TurnContext<'_>,
-    memory: MemoryHooks<'_>,
-    state: &mut SessionState,
-    cancel: &CancellationToken,
-) -> Result<TurnOutcome, RecoveryError> {
-    let prepare = ctx.prepare_context();
-    let mut turn = TurnLoop::new(&prepare, memory)?;
-    loop {
-        let call = turn.prepare(state, cancel).await?;
-        let mut request = call.into_request(ctx.tools);
-        request.max_output_tokens = ctx.max_output_tokens;
-        request.temperature = ctx.temperature;
-        let mut response = match ctx.model.complete(&request, cancel).await {
-            Ok(response) => response,
-            Err(error) => match turn.on_failed_call(state, error, cancel).await {
-                FailedCall::PassOn(error) => return Err(turn.failed(error)),
-                FailedCall::Retry(_) => continue,
-                FailedCall::GaveUp(error) => return Err(error),
-            },
-        };
-        drop(request);
-        if cancel.is_cancelled() && response.overflow_error().is_none() {
-            return Err(turn.aborted());
-        }
-        match turn
-            .on_whole_answer(state, &response.message, cancel)
-            .await?
-        {
-            WholeAnswer::Final { skald_calls_ran } => {
-                if skald_calls_ran > 0 {
-                    // skald's calls are in the session as the hidden round before this answer.
-                    let skald = turn.skald_tools();
-                    response.message.content.retain(|block| match block {
-                        Block::ToolCall(call) => !skald.contains(&call.name),
-                        Block::Text(_)
-                        | Block::Image(_)
-                        | Block::Thinking(_)
-                        | Block::ToolResult(_)
-                        | Block::Opaque(_) => true,
-                    });
-                }
-                let entry = ctx.sessions.append_message(
-                    ctx.tenant,
-                    ctx.session_id,
-                    response.message.clone(),
-                )?;
-                return Ok(TurnOutcome {
-                    response,
-                    entry_id: entry.id,
-                    recovery: turn.into_report(),
-                });
-            }
-            WholeAnswer::Continue { .. } | WholeAnswer::Retry(_) => {}
-            WholeAnswer::GaveUp(error) => return Err(error),
-        }
     }
 }

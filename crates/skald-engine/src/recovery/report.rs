@@ -64,7 +64,7 @@ pub struct CompactionRecord {
     /// A summarizer call of this compaction itself failed with a context overflow.
     pub summarizer_overflowed: bool,
     /// The archive and memory extraction of the compacted span, when a memory writer was
-    /// given ([`complete_turn_with_memory`]).
+    /// given (memory on: [`MemoryHooks::writer`](crate::MemoryHooks::writer)).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_archive: Option<ArchiveOutcome>,
 }
