@@ -3,7 +3,7 @@
 //! LLM, else the extractive one), Ctrl-C wired to the engine's cancellation token, and the typed
 //! outcome printed. `--compare` hands over to [`crate::compare_cmd`]. After a compaction the
 //! compacted span is archived under `viking://session/{id}/archive_NNN` and its memories
-//! extracted (`skald_engine::memory_write::archive_compacted_span`; `--no-archive` skips it),
+//! extracted (`Engine::compact` with `archive`; `--no-archive` skips it),
 //! with the deterministic extractor unless `--extract-with llm` names the summary model (the
 //! engine's `EngineConfig::extractor`).
 //!
@@ -26,8 +26,7 @@ use serde_json::json;
 use skald_core::compaction::{CancelReason, CompactionOutcome, CompactionTrigger};
 use skald_core::memory::write::WriteSettings;
 use skald_engine::CompactInput;
-use skald_engine::compact::CompactReport;
-use skald_engine::memory_write::MemoryWriteError;
+use skald_engine::{CompactReport, MemoryWriteError};
 use skald_llm::{DeterministicExtractor, LlmExtractor, MemoryExtractor, client_from_config};
 use tokio_util::sync::CancellationToken;
 

@@ -17,7 +17,8 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use skald_core::codec;
 use skald_core::message::{Message, Role};
 use skald_core::pipeline::policy::Policy;
-use skald_engine::{AssembleRequest, SessionState, assemble};
+use skald_engine::SessionState;
+use skald_engine::internal::assemble::{AssembleRequest, assemble};
 use skald_store::SqliteRefStore;
 
 /// The tenant of the requests, as the engine takes it.

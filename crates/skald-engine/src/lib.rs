@@ -4,27 +4,28 @@
 //! that sends its own model calls (the proxy) — and the HTTP routes, the proxy and the CLI only
 //! translate to and from them.
 //!
-//! Beneath it, the pieces it is made of: the pipeline run over a session for each model request
-//! ([`assemble`], [`prepare_view`]), compaction of a stored session ([`compact`]), the memory
-//! write path ([`memory_write`]: archives and memory extraction after compaction, the
-//! two-threshold upload), one turn's model calls with overflow recovery ([`Engine::complete_turn`],
-//! [`TurnDriver`]), the executor of `fetch_original_data` ([`execute_fetch`]), long-term memory —
-//! recall, session-start injection, skill and tool memories, the memory tools ([`memory`]) —,
-//! and [`replay`], which re-creates every model call of a real transcript under each policy and
-//! measures tokens, prompt-cache use, cost and what the model could still see or fetch.
+//! Beneath it, the pieces it is made of ([`internal`]: the pipeline, the view builder, ingest,
+//! compaction, after-turn, fetch and the memory write path, for benchmarks and the engine's
+//! stage tests, never for an edge), one turn's overflow recovery ([`recovery`]: the
+//! [`TurnDriver`] a [`TurnLoop`] runs on), long-term memory — recall, session-start injection,
+//! skill and tool memories, the memory tools ([`memory`]) —, and [`replay`], which re-creates
+//! every model call of a real transcript under each policy and measures tokens, prompt-cache
+//! use, cost and what the model could still see or fetch.
 //!
-//! The pipeline alone, over messages a caller holds:
+//! A session's view, through the engine:
 //!
 //! ```
-//! use skald_core::message::{Block, Message, Role, ToolCall, ToolResult, ContentForm, Extra};
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use skald_core::ids::{SessionId, Tenant};
+//! use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 //! use skald_core::pipeline::policy::Policy;
-//! use skald_engine::{AssembleRequest, SessionState, assemble};
-//! use skald_store::SqliteRefStore;
+//! use skald_engine::{Engine, EngineConfig, ViewOptions};
 //!
-//! let store = SqliteRefStore::in_memory(Default::default()).unwrap();
-//! let policy = Policy::preset("sccs").unwrap();
+//! let engine = Engine::in_memory(EngineConfig::new(Policy::preset("sccs")?))?;
+//! let (acme, build) = (Tenant::parse("acme")?, SessionId::parse("build")?);
 //! let log = "2026-01-01 INFO step ok\n".repeat(400);
-//! let messages = vec![
+//! engine.ingest(&acme, &build, vec![
 //!     Message::text(Role::User, "run the build"),
 //!     Message::new(Role::Assistant, vec![Block::ToolCall(ToolCall {
 //!         id: "c1".into(), name: "bash".into(), arguments: serde_json::json!({"command": "make"}),
@@ -32,41 +33,41 @@
 //!     Message::new(Role::ToolResult, vec![Block::ToolResult(ToolResult {
 //!         call_id: "c1".into(), tool_name: Some("bash".into()), content: vec![Block::text(log)],
 //!         content_form: ContentForm::Blocks, is_error: None, details: None, extra: Extra::new() })]),
-//! ];
-//! let mut state = SessionState::default();
-//! let acme = skald_core::ids::Tenant::parse("acme").unwrap();
-//! let request = AssembleRequest { tenant: &acme, context_window_tokens: 200_000, now_ms: 0, fetch_available: true, host_prefix_tokens: 0 };
-//! let assembled = assemble(&store, &policy, &mut state, messages, request).unwrap();
-//! assert_eq!(assembled.report.offload.offloaded.len(), 1);
-//! assert!(assembled.system_prompt_addition.is_some());
-//! assert_eq!(assembled.tools[0].name, "fetch_original_data");
+//! ]).await?;
+//! let view = engine.view(&acme, &build, ViewOptions::default()).await?;
+//! // The log is behind a reference id the model can fetch.
+//! assert_eq!(view.view.report.offload.offloaded.len(), 1);
+//! assert!(view.view.system_prompt_addition().is_some());
+//! assert!(view.tools.iter().any(|tool| tool.name == "fetch_original_data"));
+//! # Ok(())
+//! # }
 //! ```
 
 #![warn(missing_docs)]
 
 mod accounting;
-pub mod after_turn;
-mod assemble;
 mod blocking;
 pub mod chart;
-pub mod compact;
 mod engine;
 mod error_kind;
-mod fetch;
 mod footprint;
-pub mod ingest;
+pub mod internal;
 pub mod memory;
-pub mod memory_write;
 pub mod recovery;
 pub mod replay;
 mod session;
 pub mod timeline;
-pub mod view;
+
+// The pieces beneath the engine keep their paths inside the crate (`crate::ingest::…`).
+use internal::view::{ViewRequest, prepare_view};
+use internal::{after_turn, assemble, compact, fetch, ingest, memory_write, view};
+use internal::{assemble::AssembleRequest, assemble::assemble, fetch::execute_fetch};
 
 pub use accounting::{CacheAccount, Pricing, RequestBill, Segment};
-pub use assemble::{AssembleReport, AssembleRequest, Assembled, StageTimings, assemble};
+pub use after_turn::{AfterTurn, AfterTurnMemory, AfterTurnOutcome};
+pub use assemble::{AssembleReport, StageTimings};
 pub use blocking::blocking;
-pub use compact::error_with_causes;
+pub use compact::{CompactReport, CompactResult, Compaction, SpanArchive, error_with_causes};
 pub use engine::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, BringInError, BroughtIn, BudgetFit,
     CompactInput, DEFAULT_MAX_CACHED_BYTES, DEFAULT_WINDOW_TOKENS, DetachedCall, Engine,
@@ -112,16 +113,21 @@ pub mod transcripts {
     pub use skald_store::sessions::import::{ImportOptions, ImportPlan, plan_import};
     pub use skald_store::sessions::openclaw_store::{OpenClawStore, SQLITE_MAGIC, is_sqlite};
 }
-pub use fetch::{FetchOutput, execute_fetch};
+pub use fetch::FetchOutput;
+pub use ingest::{
+    CommitOutcome, CommitPlacement, CommitStatus, IngestOutcome, MAX_ADVANCEMENT_KEY_LEN,
+    SyncOutcome, TurnAnchors, prompt_len, prompt_text,
+};
 pub use memory_write::{
-    MemoryWriter, UploadDriver, archive_compacted_span, retry_pending_extractions,
+    ArchiveOutcome, ExtractionStatus, FailedStage, MemoryWriteError, MemoryWriter, UploadDriver,
+    UploadStep, WrittenMemory,
 };
 pub use recovery::{
     CONTEXT_OVERFLOW_MESSAGE, CallSize, MemoryHooks, PrepareContext, PreparedCall, RecoveryError,
     RecoveryReport, RecoverySettings, TurnDriver, TurnOutcome, function_spec,
 };
 pub use session::{SessionState, SyncMark, UNNAMED_MODEL, UsageObservation};
-pub use view::{ModelView, RecallHook, ViewRequest, prepare_view};
+pub use view::{MemoryViewReport, ModelView, RecallHook};
 
 /// Why the engine could not do what was asked.
 #[derive(Debug, thiserror::Error)]

@@ -13,7 +13,7 @@ use skald_core::compaction::{
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::session::SessionHeader;
 use skald_core::session::session_context;
-use skald_engine::compact::{CompactRequest, compact_session};
+use skald_engine::internal::compact::{CompactRequest, compact_session};
 use skald_llm::{ExtractiveSummarizer, LlmError, Summarizer, SummaryRequest};
 use skald_store::sessions::{NewSession, SessionStore};
 use skald_store::{ManualClock, RefSettings, RefStore};

@@ -6,8 +6,10 @@ use serde_json::json;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::pipeline::policy::Policy;
 use skald_core::refs::{RefId, ref_ids_in};
+use skald_engine::SessionState;
+use skald_engine::internal::assemble::{AssembleRequest, Assembled, assemble};
+use skald_engine::internal::fetch::execute_fetch;
 use skald_engine::replay::{ReplaySettings, replay};
-use skald_engine::{AssembleRequest, Assembled, SessionState, assemble, execute_fetch};
 
 fn call(id: &str, name: &str, arguments: serde_json::Value) -> Message {
     Message::new(

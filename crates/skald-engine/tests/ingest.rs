@@ -10,7 +10,7 @@ use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, To
 use skald_core::session::EntryKind;
 use skald_core::session::{Entry, Session};
 use skald_engine::SessionState;
-use skald_engine::ingest::{
+use skald_engine::internal::ingest::{
     IngestOutcome, SyncOutcome, append_hidden, append_synced_tail, ingest_messages, is_hidden,
     sync_conversation,
 };

@@ -17,7 +17,7 @@ use skald_core::memory::write::WriteSettings;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::session::{SessionHeader, session_context};
 use skald_engine::SessionState;
-use skald_engine::memory_write::{
+use skald_engine::internal::memory_write::{
     ARCHIVING_ELSEWHERE, ArchiveOrigin, ArchiveSpan, MemoryWriter, SpanRange, UPLOAD_CUSTOM_TYPE,
     UploadDriver,
 };

@@ -16,8 +16,8 @@ use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, To
 use skald_core::session::SessionHeader;
 use skald_core::session::session_context;
 use skald_engine::SessionState;
-use skald_engine::compact::{CompactRequest, compact_session};
-use skald_engine::memory_write::{
+use skald_engine::internal::compact::{CompactRequest, compact_session};
+use skald_engine::internal::memory_write::{
     EXTRACTION_CUSTOM_TYPE, ExtractionStatus, FailedStage, INTERRUPTED_ERROR, MemoryWriter,
     UPLOAD_CUSTOM_TYPE, UploadDriver, archive_compacted_span, recorded_outcomes,
     retry_pending_extractions,
@@ -136,7 +136,7 @@ fn seed(fixture: &Fixture, messages: Vec<Message>) {
     }
 }
 
-async fn compact(fixture: &Fixture) -> skald_engine::compact::CompactResult {
+async fn compact(fixture: &Fixture) -> skald_engine::internal::compact::CompactResult {
     let settings = CompactionSettings::default();
     let request = CompactRequest {
         tenant: &tenant_named(TENANT),
@@ -645,7 +645,7 @@ async fn archiving_the_same_span_twice_duplicates_nothing() {
         .sessions
         .load(&tenant_named(TENANT), &session_named(SESSION))
         .unwrap();
-    let span = skald_engine::memory_write::ArchiveSpan {
+    let span = skald_engine::internal::memory_write::ArchiveSpan {
         session_id: session_named(SESSION),
         messages: session_context(&session, None)
             .into_iter()
@@ -1081,7 +1081,7 @@ async fn an_archive_over_the_store_limit_is_split_into_parts_and_keeps_everythin
         .into_iter()
         .take(8)
         .collect();
-    let range = skald_engine::memory_write::SpanRange {
+    let range = skald_engine::internal::memory_write::SpanRange {
         first_entry_id: span[0].meta.id.clone().unwrap(),
         last_entry_id: span[7].meta.id.clone().unwrap(),
         end_entry_id: None,
@@ -1091,12 +1091,12 @@ async fn an_archive_over_the_store_limit_is_split_into_parts_and_keeps_everythin
     let outcome = writer
         .archive(
             &tenant_named(TENANT),
-            &skald_engine::memory_write::ArchiveSpan {
+            &skald_engine::internal::memory_write::ArchiveSpan {
                 session_id: session_named(SESSION),
                 messages: span,
                 summary: None,
                 range,
-                origin: skald_engine::memory_write::ArchiveOrigin::Upload {
+                origin: skald_engine::internal::memory_write::ArchiveOrigin::Upload {
                     upload_id: "upload-001".into(),
                 },
                 archived: Vec::new(),

@@ -1101,7 +1101,7 @@ async fn an_unknown_session_is_an_error_before_any_call() {
 
 #[tokio::test]
 async fn with_memory_on_the_compacted_span_is_archived_and_the_turn_goes_on() {
-    use skald_engine::memory_write::ExtractionStatus;
+    use skald_engine::ExtractionStatus;
     use skald_store::memories::MemoryStore;
 
     let env = env(

@@ -8,7 +8,7 @@
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Message, Role};
 use skald_core::pipeline::policy::Policy;
-use skald_engine::ingest::TurnAnchors;
+use skald_engine::TurnAnchors;
 use skald_engine::{AssembleInput, Engine, EngineConfig, Stores, ViewOptions};
 use skald_store::memories::{PgMemoryStore, SqliteMemoryStore};
 use skald_store::postgres::Database;

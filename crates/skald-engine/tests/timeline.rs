@@ -9,7 +9,7 @@ use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Message, Role, Usage};
 use skald_core::pipeline::policy::Policy;
 use skald_core::tokens::estimate_message_tokens;
-use skald_engine::ingest::TurnAnchors;
+use skald_engine::TurnAnchors;
 use skald_engine::timeline::{CallRecord, TimelineEvent};
 use skald_engine::{AssembleInput, CompactInput, Engine, EngineConfig, Pricing};
 use tokio_util::sync::CancellationToken;

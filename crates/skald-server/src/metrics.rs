@@ -189,7 +189,7 @@ impl Metrics {
 
     /// Counts what one step of the two-threshold upload did: an upload started, each finished
     /// one as completed or failed.
-    pub fn upload_step(&self, step: &skald_engine::memory_write::UploadStep) {
+    pub fn upload_step(&self, step: &skald_engine::UploadStep) {
         if step.started.is_some() {
             Metrics::outcome(&self.uploads, "started");
         }

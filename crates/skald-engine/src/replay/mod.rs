@@ -8,7 +8,7 @@
 //!
 //! Measures, per policy:
 //! - input tokens (BPE) summed over calls and the peak context;
-//! - prompt-cache accounting ([`CacheAccount`]) and cost under [`Pricing`];
+//! - prompt-cache accounting ([`CacheAccount`](crate::CacheAccount)) and cost under [`Pricing`];
 //! - retention: for every identifier (seed 001's pattern) an assistant message uses that first
 //!   appeared in an earlier tool result of that call's request, whether the assembled request
 //!   still shows it (`visible`) or shows it or a ref to the output it came from (`recoverable`);

@@ -15,7 +15,6 @@ use skald_core::codec::openai;
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Block, ContentForm, Conversation, Message, Role};
 use skald_engine::error_with_causes;
-use skald_engine::ingest;
 use skald_engine::memory::MemoryIdentity;
 use skald_engine::recovery::{RecallHook, RecoveryAction, RecoveryReport};
 use skald_engine::{
@@ -428,10 +427,10 @@ impl HostPrompt {
         // The engine's own notion of the host's prompt, which its sync leaves out.
         HostPrompt {
             messages: messages
-                .get(..ingest::prompt_len(messages))
+                .get(..skald_engine::prompt_len(messages))
                 .unwrap_or_default()
                 .to_vec(),
-            text: ingest::prompt_text(messages),
+            text: skald_engine::prompt_text(messages),
         }
     }
 }

@@ -30,7 +30,6 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
-use skald_engine::ingest;
 use skald_engine::{BringInError, RecoverySettings};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -367,7 +366,7 @@ async fn start(
     };
     if route == Route::CountTokens {
         let conversation = messages
-            .get(ingest::prompt_len(&messages)..)
+            .get(skald_engine::prompt_len(&messages)..)
             .unwrap_or_default()
             .to_vec();
         exchange.client_messages = spelling::ClientMessages::new(messages);

@@ -160,7 +160,7 @@ pub struct UploadReport {
     pub dropped_checkpoint: Option<String>,
 }
 
-/// After a turn (`skald_engine::after_turn`, the one use case): syncs the session with the host's messages, pairs the provider's usage with
+/// After a turn (`Engine::after_turn`, the one use case): syncs the session with the host's messages, pairs the provider's usage with
 /// skald's estimate of the last view (token calibration), records the turn's tool calls in the
 /// agent's tool memories, and runs the two-threshold memory upload (memory on): at 50 % of the
 /// window a background upload of the oldest turns starts, at 70 % (or when it is done) they

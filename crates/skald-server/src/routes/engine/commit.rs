@@ -2,7 +2,7 @@
 //! atomically, once per advancement key.
 
 use super::*;
-use skald_engine::ingest::{CommitPlacement, CommitStatus, TurnAnchors};
+use skald_engine::{CommitPlacement, CommitStatus, TurnAnchors};
 
 /// OpenClaw's `commitTurn` parameters. The host's anchors and identities are accepted by name
 /// and not used; any other field is refused.

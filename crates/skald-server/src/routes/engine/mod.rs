@@ -33,10 +33,8 @@ use skald_core::compaction::{CompactionOutcome, CompactionTrigger};
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Message, ToolSpec};
 use skald_core::time::format_rfc3339_seconds;
-use skald_engine::after_turn::AfterTurn;
-use skald_engine::compact::CompactReport;
-use skald_engine::ingest;
 use skald_engine::memory::{KeptRecallReport, MemoryIdentity, RecallReport, SessionMemoryReport};
+use skald_engine::{AfterTurn, CompactReport, SyncOutcome};
 use skald_engine::{
     AssembleInput, BootstrapSource, CompactInput, ModelView, SessionOverview, View, ViewOptions,
 };
@@ -295,8 +293,8 @@ pub struct SyncReport {
     pub forked_at: Option<String>,
 }
 
-impl From<ingest::SyncOutcome> for SyncReport {
-    fn from(outcome: ingest::SyncOutcome) -> SyncReport {
+impl From<SyncOutcome> for SyncReport {
+    fn from(outcome: SyncOutcome) -> SyncReport {
         SyncReport {
             created: outcome.created,
             matched: outcome.matched,

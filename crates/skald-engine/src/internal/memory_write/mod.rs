@@ -41,7 +41,7 @@
 //! # Layout
 //!
 //! Four submodules, each depending only on the ones before it (`claims` beside `writer`); everything public is
-//! re-exported here, so callers name `skald_engine::memory_write::X` and never a submodule:
+//! re-exported here, so callers name `skald_engine::internal::memory_write::X` (the value types also at the crate root) and never a submodule:
 //!
 //! - `claims`: the span's lease, its holder ids and the outcome of an attempt it did not run.
 //! - `writer`: [`MemoryWriter`] and the span it archives ([`ArchiveSpan`], [`SpanRange`],

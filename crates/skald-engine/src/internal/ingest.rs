@@ -26,7 +26,7 @@
 //! use skald_core::ids::{SessionId, Tenant};
 //! use skald_core::message::{Message, Role};
 //! use skald_engine::SessionState;
-//! use skald_engine::ingest::sync_conversation;
+//! use skald_engine::internal::ingest::sync_conversation;
 //! use skald_store::{SessionStore, SqliteSessionStore};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
