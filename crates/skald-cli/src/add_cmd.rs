@@ -1,6 +1,6 @@
 //! `skald add FILE|DIR`: documents into the memory store as resources.
 //!
-//! What is written is `Engine::add_documents` (`skald_engine::memory::manage::add_documents`; the
+//! What is written is `Engine::add_documents` (the
 //! server's resources API makes the same call); this command walks and reads the files. Each text file is cut by
 //! `skald_core::memory::chunk` (Markdown at headings, anything else at
 //! blank lines, chunks of at most `--max-chunk-chars`) and each chunk becomes an entry at

@@ -10,7 +10,7 @@ use skald_core::memory::recall::{DropReason, RecallLevel, RecallSettings, SkipRe
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::render::render_messages;
-use skald_engine::memory::{
+use skald_engine::internal::memory::{
     augment_skill_reads, load_tool_stats, recall_for_turn, recall_for_turn_memo, record_skill_use,
     record_tool_reports, session_start_memory,
 };

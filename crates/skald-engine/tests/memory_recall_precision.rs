@@ -10,9 +10,10 @@ use skald_core::memory::recall::{DropReason, RecallSettings};
 use skald_core::memory::uri::MemoryUri;
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Message, Role};
-use skald_engine::memory::{
-    RecallOutcome, recall_for_turn, record_skill_use, record_tool_reports, session_start_memory,
+use skald_engine::internal::memory::{
+    recall_for_turn, record_skill_use, record_tool_reports, session_start_memory,
 };
+use skald_engine::memory::RecallOutcome;
 use skald_store::memories::{MemoryStore, NewMemory};
 
 const ARCHIVE: &str = "viking://session/s-42/archive_001";

@@ -8,7 +8,8 @@ use memory_common::*;
 use serde_json::{Value, json};
 use skald_core::memory::tools::tool_specs;
 use skald_core::memory::uri::MemoryUri;
-use skald_engine::memory::{MemoryToolOutput, execute_memory_tool_at};
+use skald_engine::internal::memory::execute_memory_tool_at;
+use skald_engine::memory::MemoryToolOutput;
 use skald_llm::embed::Embedder;
 use skald_store::memories::MemoryStore;
 

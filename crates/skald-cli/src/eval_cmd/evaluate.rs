@@ -271,8 +271,8 @@ pub fn evaluate(
     // is asked: FTS5's BM25 statistics cover the whole index, so asking in between would make
     // each conversation's ranking depend on the order the conversations were read in.
     // `--database`: the same on PostgreSQL, in a schema of its own dropped at the end.
-    let store = ScratchMemoryStore::open(args.database.as_deref(), settings)?;
-    let store: &dyn MemoryStore = store.store();
+    let scratch = ScratchMemoryStore::open(args.database.as_deref(), settings)?;
+    let store: &dyn MemoryStore = scratch.store();
     let mut memory_turns: HashMap<i64, Vec<TurnRef>> = HashMap::new();
     // The same by URI, which is what recall reports.
     let mut uri_turns: HashMap<String, Vec<TurnRef>> = HashMap::new();
@@ -280,7 +280,7 @@ pub fn evaluate(
     if let Some(floor) = args.min_text_relevance {
         recall_settings.min_text_relevance = floor;
     }
-    let injector = Injector::new(recall_settings, embedding)?;
+    let injector = Injector::new(scratch.shared(), recall_settings, embedding)?;
     for (index, conversation) in conversations.iter().enumerate() {
         let tenant = tenant_of(&conversation.sample_id, index)?;
         progress.set_message(format!("ingesting {}", conversation.sample_id));
@@ -398,11 +398,11 @@ pub fn evaluate(
                 })
                 .collect();
             let (turn, session) = recall_at(&ranked, &evidence);
-            let injected = injector.inject(store, &tenant, &question.text, &evidence, &uri_turns);
+            let injected = injector.inject(&tenant, &question.text, &evidence, &uri_turns)?;
             // The same question asked of another conversation's memories: the store holds
             // nothing about it there, so whatever recall injects is noise.
             if let Some(other) = &unrelated_tenant {
-                let noise = injector.inject(store, other, &question.text, &evidence, &uri_turns);
+                let noise = injector.inject(other, &question.text, &evidence, &uri_turns)?;
                 unrelated.memories += noise.memories;
                 unrelated.questions_with_injection += usize::from(noise.memories > 0);
             }

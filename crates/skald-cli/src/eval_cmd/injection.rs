@@ -1,7 +1,7 @@
 //! What per-turn recall would inject for each LoCoMo question, and how much of it is evidence:
-//! the question goes through the engine's own recall (`skald_engine::memory::recall_for_turn`:
-//! its query, search, relevance floor, `max_results` and token budget), as a user message of a
-//! turn, and the memories it keeps are compared with the question's evidence.
+//! the question goes through the engine's own recall (`Engine::recall_for_prompt`, over the
+//! evaluation's store: its query, search, relevance floor, `max_results` and token budget), as
+//! the prompt of a turn, and the memories it keeps are compared with the question's evidence.
 //!
 //! - injection precision: the share of injected memories that come from one of the question's
 //!   evidence sessions (a memory that merged duplicate turns counts when any of them does), over
@@ -11,14 +11,15 @@
 //!   below the floor).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use skald_core::ids::Tenant;
 use skald_core::memory::recall::RecallSettings;
-use skald_core::message::{Message, Role};
-use skald_engine::memory::{MemoryIdentity, recall_for_turn};
+use skald_core::pipeline::policy::Policy;
 use skald_engine::storage::MemoryStore;
-use skald_llm::Embedder;
+use skald_engine::{Engine, EngineConfig, Stores};
+use tokio_util::task::TaskTracker;
 
 use super::locomo::TurnRef;
 
@@ -41,14 +42,19 @@ pub struct Injected {
 pub struct Injector<'a> {
     runtime: Option<tokio::runtime::Runtime>,
     block_on_embedding: Option<&'a super::Embedding>,
-    identity: MemoryIdentity,
+    /// An engine over the evaluation's memories, recalling as [`IDENTITY`] with the settings.
+    engine: Engine,
     settings: RecallSettings,
 }
 
 impl<'a> Injector<'a> {
-    /// An injector with `settings`; with `embedding`, recall also embeds each question (on the
-    /// embedding's runtime), as the engine does with an embedder configured.
-    pub fn new(settings: RecallSettings, embedding: Option<&'a super::Embedding>) -> Result<Self> {
+    /// An injector over `memories` with `settings`; with `embedding`, recall also embeds each
+    /// question (on the embedding's runtime), as the engine does with an embedder configured.
+    pub fn new(
+        memories: Arc<dyn MemoryStore>,
+        settings: RecallSettings,
+        embedding: Option<&'a super::Embedding>,
+    ) -> Result<Self> {
         if let Err(error) = settings.validate() {
             bail!("{error}");
         }
@@ -60,10 +66,20 @@ impl<'a> Injector<'a> {
                     .build()?,
             ),
         };
+        let mut config = EngineConfig::new(Policy::preset("skald")?);
+        config.memory.enabled = true;
+        config.memory.user = IDENTITY.0.to_owned();
+        config.memory.agent = IDENTITY.1.to_owned();
+        config.memory.recall = settings.clone();
+        config.embedder = embedding.map(super::Embedding::shared);
+        let stores = Stores {
+            memories,
+            ..Stores::in_memory()?
+        };
         Ok(Injector {
             runtime,
             block_on_embedding: embedding,
-            identity: MemoryIdentity::new(IDENTITY.0, IDENTITY.1)?,
+            engine: Engine::new(stores, config, TaskTracker::new())?,
             settings,
         })
     }
@@ -77,30 +93,25 @@ impl<'a> Injector<'a> {
     /// `turns_of` gives the turns each injected URI covers.
     pub fn inject(
         &self,
-        store: &dyn MemoryStore,
         tenant: &Tenant,
         question: &str,
         evidence: &HashSet<TurnRef>,
         turns_of: &HashMap<String, Vec<TurnRef>>,
-    ) -> Injected {
-        let embedder: Option<&dyn Embedder> = self.block_on_embedding.map(|e| e.embedder());
-        let future = recall_for_turn(
-            store,
-            embedder,
-            tenant,
-            &self.identity,
-            &self.settings,
-            vec![Message::text(Role::User, question)],
-        );
-        let outcome = match (&self.runtime, self.block_on_embedding) {
-            (Some(runtime), _) => runtime.block_on(future),
-            (None, Some(embedding)) => embedding.block_on(future),
+    ) -> Result<Injected> {
+        let future = self.engine.recall_for_prompt(tenant, question);
+        let recall = match (&self.runtime, self.block_on_embedding) {
+            (Some(runtime), _) => runtime.block_on(future)?,
+            (None, Some(embedding)) => embedding.block_on(future)?,
             // `new` makes a runtime whenever there is no embedding.
-            (None, None) => return Injected::default(),
+            (None, None) => return Ok(Injected::default()),
+        };
+        // `None`: recall skipped the question or kept nothing.
+        let Some(recall) = recall else {
+            return Ok(Injected::default());
         };
         let sessions: HashSet<u32> = evidence.iter().map(|turn| turn.session).collect();
         let mut injected = Injected::default();
-        for kept in &outcome.report.kept {
+        for kept in &recall.report.kept {
             let turns = turns_of.get(&kept.uri).map(Vec::as_slice).unwrap_or(&[]);
             injected.memories += 1;
             if turns.iter().any(|turn| sessions.contains(&turn.session)) {
@@ -110,7 +121,7 @@ impl<'a> Injector<'a> {
                 injected.holding_evidence_turns += 1;
             }
         }
-        injected
+        Ok(injected)
     }
 }
 
@@ -124,7 +135,7 @@ mod tests {
 
     #[test]
     fn injected_memories_are_judged_by_their_sessions_and_turns() {
-        let store = SqliteMemoryStore::in_memory().unwrap();
+        let store = Arc::new(SqliteMemoryStore::in_memory().unwrap());
         let tenant = Tenant::parse("conv").unwrap();
         let turn = |session, turn| TurnRef { session, turn };
         let mut turns_of = HashMap::new();
@@ -173,19 +184,22 @@ mod tests {
                 .unwrap();
             turns_of.insert(uri.to_owned(), vec![at]);
         }
-        let injector = Injector::new(RecallSettings::default(), None).unwrap();
+        let injector = Injector::new(store.clone(), RecallSettings::default(), None).unwrap();
         let evidence: HashSet<TurnRef> = [turn(1, 3)].into();
-        let injected = injector.inject(
-            &store,
-            &tenant,
-            "Who went to the pottery class with the kids?",
-            &evidence,
-            &turns_of,
-        );
+        let injected = injector
+            .inject(
+                &tenant,
+                "Who went to the pottery class with the kids?",
+                &evidence,
+                &turns_of,
+            )
+            .unwrap();
         assert_eq!(injected.memories, 2, "{injected:?}");
         assert_eq!(injected.from_evidence_sessions, 1);
         assert_eq!(injected.holding_evidence_turns, 1);
-        let nothing = injector.inject(&store, &tenant, "thanks!", &evidence, &turns_of);
+        let nothing = injector
+            .inject(&tenant, "thanks!", &evidence, &turns_of)
+            .unwrap();
         assert_eq!(nothing, Injected::default());
     }
 }

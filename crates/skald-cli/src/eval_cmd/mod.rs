@@ -189,6 +189,11 @@ impl Embedding {
         self.embedder.name()
     }
 
+    /// The embedder, for an engine configured with it.
+    pub fn shared(&self) -> Arc<dyn Embedder> {
+        self.embedder.clone()
+    }
+
     /// The embedder itself, for the engine's async calls run through [`Embedding::block_on`].
     pub fn embedder(&self) -> &dyn Embedder {
         self.embedder.as_ref()

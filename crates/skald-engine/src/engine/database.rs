@@ -173,19 +173,12 @@ pub fn open_key_store(location: DatabaseLocation<'_>) -> Result<Arc<dyn KeyStore
 
 /// A memory store with its own settings that lives as long as the value: SQLite in memory, or a
 /// PostgreSQL schema of its own (`skald_eval_<pid>`), dropped with the value. What an
-/// evaluation (`skald eval locomo`) writes its conversations into and searches.
-pub enum ScratchMemoryStore {
-    /// In memory: gone with the value.
-    Sqlite(Box<SqliteMemoryStore>),
-    /// A schema of the database at `url`, dropped with the value.
-    Postgres {
-        /// The store, in `schema`.
-        store: Box<PgMemoryStore>,
-        /// The database's URL.
-        url: String,
-        /// The schema the store was created in.
-        schema: String,
-    },
+/// evaluation (`skald eval locomo`) writes its conversations into, searches, and recalls from
+/// through an [`Engine`](crate::Engine) over it.
+pub struct ScratchMemoryStore {
+    store: Arc<dyn MemoryStore>,
+    /// The database URL and schema to drop, on PostgreSQL.
+    schema: Option<(String, String)>,
 }
 
 impl ScratchMemoryStore {
@@ -196,22 +189,24 @@ impl ScratchMemoryStore {
         settings: MemorySettings,
     ) -> Result<ScratchMemoryStore, OpenError> {
         Ok(match database {
-            None => ScratchMemoryStore::Sqlite(Box::new(SqliteMemoryStore::in_memory_with(
-                settings,
-                Arc::new(SystemClock),
-            )?)),
+            None => ScratchMemoryStore {
+                store: Arc::new(SqliteMemoryStore::in_memory_with(
+                    settings,
+                    Arc::new(SystemClock),
+                )?),
+                schema: None,
+            },
             Some(url) => {
                 let schema = format!("skald_eval_{}", std::process::id());
                 let database =
                     Database::connect_in_schema(url, &schema).map_err(OpenError::Database)?;
-                ScratchMemoryStore::Postgres {
-                    store: Box::new(PgMemoryStore::with(
+                ScratchMemoryStore {
+                    store: Arc::new(PgMemoryStore::with(
                         database,
                         settings,
                         Arc::new(SystemClock),
                     )?),
-                    url: url.to_owned(),
-                    schema,
+                    schema: Some((url.to_owned(), schema)),
                 }
             }
         })
@@ -219,22 +214,21 @@ impl ScratchMemoryStore {
 
     /// The store.
     pub fn store(&self) -> &dyn MemoryStore {
-        match self {
-            ScratchMemoryStore::Sqlite(store) => store.as_ref(),
-            ScratchMemoryStore::Postgres { store, .. } => store.as_ref(),
-        }
+        self.store.as_ref()
+    }
+
+    /// The store, for stores an engine is built over ([`Stores::memories`]).
+    pub fn shared(&self) -> Arc<dyn MemoryStore> {
+        self.store.clone()
     }
 }
 
 impl Drop for ScratchMemoryStore {
     fn drop(&mut self) {
-        match self {
-            ScratchMemoryStore::Sqlite(_) => {}
-            ScratchMemoryStore::Postgres { url, schema, .. } => {
-                // A schema left behind is only disk; the evaluation's figures are already out.
-                if let Err(error) = Database::drop_schema(url, schema) {
-                    tracing::warn!(%error, schema = %schema, "the evaluation's schema was not dropped");
-                }
+        if let Some((url, schema)) = &self.schema {
+            // A schema left behind is only disk; the evaluation's figures are already out.
+            if let Err(error) = Database::drop_schema(url, schema) {
+                tracing::warn!(%error, schema = %schema, "the evaluation's schema was not dropped");
             }
         }
     }

@@ -18,7 +18,7 @@ use crate::memory::manage::{
 use crate::memory::{MemoryIdentity, MemoryToolOutput, execute_memory_tool};
 
 impl Engine {
-    /// The memories of `identity` that best match `text` (see [`manage::search_memories`]).
+    /// The memories of `identity` that best match `text` (`manage::search_memories`).
     pub async fn search_memories(
         &self,
         tenant: &Tenant,
@@ -103,12 +103,20 @@ impl Engine {
         manage::forget(self.memories(), tenant, uri, recursive)
     }
 
-    /// Adds documents as resources under `root`, chunked (see [`manage::add_documents`]).
+    /// Adds `documents` under `root` as resources: each is cut into chunks of at most
+    /// `max_chunk_chars` (Markdown at headings, anything else at blank lines), each chunk an
+    /// entry in the document's directory, and every directory gets an `_overview` entry. Adding
+    /// again mirrors the documents: an unchanged chunk writes nothing, a changed one becomes a
+    /// new version, and entries under `root` that no longer come from a document are forgotten.
+    /// New entries are written in one transaction, before any update or forget. `skipped` lists
+    /// documents the caller already left out; the report adds its own. The two store phases
+    /// (`manage::plan_documents`, `manage::write_documents`) run on blocking threads, the
+    /// embedding of the new texts between them.
     ///
     /// The store work (chunking, comparing, writing: seconds for a large document) runs on
     /// blocking threads, so the async caller stays responsive and can be dropped: dropping the
     /// returned future (an HTTP client that disconnects drops its handler's) tells the work to
-    /// stop, and it does at the next entry, writing nothing (see [`manage::write_documents`]).
+    /// stop, and it does at the next entry, writing nothing (see `manage::write_documents`).
     pub async fn add_documents(
         &self,
         tenant: &Tenant,

@@ -2,7 +2,9 @@
 //! a caller's messages ([`assemble`]), the builder of a stored session's view ([`view`]),
 //! getting a host's messages into a stored session ([`ingest`]), compaction of a stored session
 //! ([`compact`]), the after-turn use case ([`after_turn`]), the executor of
-//! `fetch_original_data` ([`fetch`]) and the memory write path ([`memory_write`]).
+//! `fetch_original_data` ([`fetch`]), the memory write path ([`memory_write`]) and long-term
+//! memory's operations on a store ([`memory`]: recall, the memory tools, skill and tool
+//! memories).
 //!
 //! **Internal.** These functions take the stores and the session's state themselves, without the
 //! engine's session lock, its row memo or its configuration: they are here for the benchmarks
@@ -48,3 +50,19 @@ pub mod fetch;
 pub mod ingest;
 pub mod memory_write;
 pub mod view;
+
+/// Long-term memory's operations on a [`MemoryStore`](skald_store::memories::MemoryStore) for an
+/// identity (seed 002): per-turn recall and the session-start snapshot, the memory tools, skill
+/// reads and tool statistics. Their value types are in [`crate::memory`].
+pub mod memory {
+    pub use crate::memory::recall::{
+        directory_listing, recall_for_turn, recall_for_turn_memo, session_start_memory,
+    };
+    pub use crate::memory::tools::{
+        execute_memory_tool, execute_memory_tool_at, execute_search_docs,
+    };
+    pub use crate::memory::usage::{
+        augment_skill_reads, augment_skill_reads_with, load_skill_memory, load_tool_stats,
+        record_skill_use, record_tool_reports,
+    };
+}

@@ -2,7 +2,7 @@
 //! simulated `search_memories` call ([`recall_for_turn`]), what is injected once at session start
 //! — the user's profile and the tool usage memories in the system prompt, a simulated
 //! `memory_ls` of `viking://` ([`session_start_memory`]) —, skill memories appended to reads of
-//! `skills/<name>/SKILL.md` ([`augment_skill_reads`]), tool statistics kept from finished turns
+//! `skills/<name>/SKILL.md` ([`augment_skill_reads`](crate::internal::memory::augment_skill_reads)), tool statistics kept from finished turns
 //! ([`record_tool_reports`]), the executors of the five memory tools ([`execute_memory_tool`]),
 //! and what the memory commands and the memory API do by hand ([`manage`]: search, ls, read,
 //! history, remember, forget, adding documents).
@@ -26,7 +26,8 @@
 //! use serde_json::json;
 //! use skald_core::memory::recall::RecallSettings;
 //! use skald_core::message::{Message, Role};
-//! use skald_engine::memory::{MemoryIdentity, execute_memory_tool, recall_for_turn, session_start_memory};
+//! use skald_engine::internal::memory::{execute_memory_tool, recall_for_turn, session_start_memory};
+//! use skald_engine::memory::MemoryIdentity;
 //! use skald_store::SqliteMemoryStore;
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -52,27 +53,23 @@
 //! ```
 
 pub mod manage;
-mod recall;
-mod tools;
-mod usage;
+pub(crate) mod recall;
+pub(crate) mod tools;
+pub(crate) mod usage;
 
 use skald_core::memory::uri::{MemoryUri, UriError};
 
 pub(crate) use recall::recall_injection_memo;
 pub use recall::{
     DroppedMemory, RecallMemo, RecallOutcome, RecallReport, RecalledMemory, SessionMemory,
-    SessionMemoryReport, directory_listing, recall_for_turn, recall_for_turn_memo,
-    session_start_memory,
+    SessionMemoryReport,
 };
+pub(crate) use recall::{recall_for_turn, session_start_memory};
 pub use skald_core::memory::recall::{KeptRecallReport, LeftRecall, RecallLeaving};
-pub use tools::{
-    MemoryToolOutput, execute_memory_tool, execute_memory_tool_at, execute_search_docs,
-};
-pub use usage::{
-    SkillAugmentation, ToolMemoryUpdate, augment_skill_reads, augment_skill_reads_with,
-    load_skill_memory, load_tool_stats, record_skill_use, record_tool_reports, skill_directory,
-    tool_reports_in, tool_uri,
-};
+pub use tools::MemoryToolOutput;
+pub(crate) use tools::{execute_memory_tool, execute_search_docs};
+pub use usage::{SkillAugmentation, ToolMemoryUpdate, skill_directory, tool_reports_in, tool_uri};
+pub(crate) use usage::{augment_skill_reads_with, load_tool_stats, record_tool_reports};
 
 /// The user and the agent a session belongs to, as they appear in `viking://` URIs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use super::*;
 use skald_core::ids::Tenant;
 
-/// The most chunk entries one [`add_documents`] writes (the `_overview` entries not counted):
+/// The most chunk entries one [`Engine::add_documents`](crate::Engine::add_documents) writes (the `_overview` entries not counted):
 /// 20,000 chunks hold a 32 MiB body (the server's largest) of chunks of a few thousand
 /// characters, while a document of tiny repeated sections is refused before it costs minutes.
 /// More is refused with [`ManageError::TooManyChunks`], before the store is touched.
@@ -207,8 +207,8 @@ pub fn resources_parent(parent: &MemoryUri) -> Result<(), ManageError> {
     Ok(())
 }
 
-/// What [`plan_documents`] found to do: the entries to add, update and forget under `root`,
-/// and the counts of the report. Written by [`write_documents`].
+/// What `plan_documents` found to do: the entries to add, update and forget under `root`,
+/// and the counts of the report. Written by `write_documents`.
 #[derive(Debug)]
 pub struct AddPlan {
     root: MemoryUri,
@@ -223,7 +223,7 @@ pub struct AddPlan {
 }
 
 impl AddPlan {
-    /// The texts to embed, in the order [`write_documents`] takes their vectors: the added
+    /// The texts to embed, in the order `write_documents` takes their vectors: the added
     /// entries', then the updated ones'.
     pub fn texts_to_embed(&self) -> Vec<String> {
         self.to_add
@@ -232,40 +232,6 @@ impl AddPlan {
             .map(|entry| entry.content.clone())
             .collect()
     }
-}
-
-/// Adds `documents` under `root` as resources: each is cut into chunks of at most
-/// `max_chunk_chars` (Markdown at headings, anything else at blank lines), each chunk an entry
-/// in the document's directory, and every directory gets an `_overview` entry. Adding again
-/// mirrors the documents: an unchanged chunk writes nothing, a changed one becomes a new
-/// version, and entries under `root` that no longer come from a document are forgotten. New
-/// entries are written in one transaction, before any update or forget. `skipped` lists
-/// documents the caller already left out; the report adds its own.
-///
-/// [`plan_documents`], the embedding of the new texts, then [`write_documents`]; a caller that
-/// wants the store work off its async thread runs the two phases itself.
-#[allow(clippy::too_many_arguments)]
-pub async fn add_documents(
-    store: &dyn MemoryStore,
-    embedder: Option<&dyn Embedder>,
-    tenant: &Tenant,
-    root: &MemoryUri,
-    documents: Vec<Document>,
-    max_chunk_chars: usize,
-    skipped: Vec<Skipped>,
-    keep_going: &(dyn Fn() -> bool + Sync),
-) -> Result<AddReport, ManageError> {
-    let plan = plan_documents(
-        store,
-        tenant,
-        root,
-        documents,
-        max_chunk_chars,
-        skipped,
-        keep_going,
-    )?;
-    let vectors = embed_plan(embedder, &plan).await?;
-    write_documents(store, tenant, plan, vectors, keep_going)
 }
 
 /// The vectors of a plan's texts ([`AddPlan::texts_to_embed`]), none without an embedder.
@@ -280,11 +246,11 @@ pub async fn embed_plan(
     }
 }
 
-/// The first phase of [`add_documents`]: the documents chunked and compared with the store.
+/// The first phase of [`Engine::add_documents`](crate::Engine::add_documents): the documents chunked and compared with the store.
 /// Reads only. At most [`MAX_RESOURCE_CHUNKS`] chunks, else [`ManageError::TooManyChunks`].
 /// `keep_going` is asked between documents and between the entries compared with the store; a
 /// `false` stops with [`MemoryError::Cancelled`].
-pub fn plan_documents(
+pub(crate) fn plan_documents(
     store: &dyn MemoryStore,
     tenant: &Tenant,
     root: &MemoryUri,
@@ -408,13 +374,13 @@ pub fn plan_documents(
     })
 }
 
-/// The second phase of [`add_documents`]: the plan written, `vectors` (of
+/// The second phase of [`Engine::add_documents`](crate::Engine::add_documents): the plan written, `vectors` (of
 /// [`AddPlan::texts_to_embed`], or none) stored with the entries. `keep_going` is asked before
 /// each entry of the new entries' transaction: a `false` there rolls it back and stops with
 /// [`MemoryError::Cancelled`], nothing written. After the additions are committed, the updates
 /// and forgets (as many at most as the chunks) are made whatever it says, so a document is
 /// never left half mirrored.
-pub fn write_documents(
+pub(crate) fn write_documents(
     store: &dyn MemoryStore,
     tenant: &Tenant,
     plan: AddPlan,

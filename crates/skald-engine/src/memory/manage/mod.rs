@@ -219,7 +219,7 @@ pub fn memory_categories() -> Vec<MemoryCategory> {
 
 /// Searches what `identity` may see (its user's and agent's memories, the resources and the
 /// session archives), best first, at most `limit` results.
-pub async fn search_memories(
+pub(crate) async fn search_memories(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
     tenant: &Tenant,
@@ -343,7 +343,7 @@ fn ls_row(store: &dyn MemoryStore, tenant: &Tenant, entry: DirEntry) -> LsRow {
 }
 
 /// The directories and entries directly in `dir`, directories first.
-pub fn list_directory(
+pub(crate) fn list_directory(
     store: &dyn MemoryStore,
     tenant: &Tenant,
     dir: &MemoryUri,
@@ -391,7 +391,7 @@ pub struct ReadReport {
 }
 
 /// Reads `level` of the entry at `uri`; a directory reads its `_overview` entry.
-pub fn read_memory(
+pub(crate) fn read_memory(
     store: &dyn MemoryStore,
     tenant: &Tenant,
     uri: &MemoryUri,
@@ -523,7 +523,7 @@ impl From<Memory> for VersionRow {
 }
 
 /// The tenant's most recent writes, newest first.
-pub fn recent_writes(
+pub(crate) fn recent_writes(
     store: &dyn MemoryStore,
     tenant: &Tenant,
     limit: usize,
@@ -536,7 +536,7 @@ pub fn recent_writes(
 }
 
 /// Every version of the entry at `uri`, newest first.
-pub fn entry_versions(
+pub(crate) fn entry_versions(
     store: &dyn MemoryStore,
     tenant: &Tenant,
     uri: &MemoryUri,
@@ -595,7 +595,7 @@ pub struct RememberReport {
 
 /// Remembers `content` as a memory of `category` for `identity` (in the user's or the agent's
 /// directory, as the category says), merged into a live duplicate if there is one.
-pub async fn remember(
+pub(crate) async fn remember(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
     tenant: &Tenant,
@@ -677,7 +677,7 @@ impl From<Memory> for ForgetReport {
 }
 
 /// The live entries at or below `dir` (none when nothing is there).
-pub fn live_entries(
+pub(crate) fn live_entries(
     store: &dyn MemoryStore,
     tenant: &Tenant,
     dir: &MemoryUri,
@@ -702,7 +702,7 @@ pub fn live_entries(
 }
 
 /// Forgets the entry at `uri`, or with `recursive` every live entry at or below it.
-pub fn forget(
+pub(crate) fn forget(
     store: &dyn MemoryStore,
     tenant: &Tenant,
     uri: &MemoryUri,
