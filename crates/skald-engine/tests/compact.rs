@@ -1,4 +1,4 @@
-//! `compact_session`: compaction of a stored session through a summarizer — the outcomes, what
+//! `Engine::compact`: compaction of a stored session through a summarizer — the outcomes, what
 //! is written (and what is not, on every failure path), and the model-visible context after it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,13 +11,15 @@ use skald_core::compaction::{
     CancelReason, CompactionOutcome, CompactionSettings, CompactionTrigger, SkipReason,
 };
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_core::pipeline::policy::Policy;
 use skald_core::session::SessionHeader;
 use skald_core::session::session_context;
-use skald_engine::internal::compact::{CompactRequest, compact_session};
+use skald_engine::{CompactInput, CompactResult, Engine, EngineConfig, EngineError, Stores};
 use skald_llm::{ExtractiveSummarizer, LlmError, Summarizer, SummaryRequest};
 use skald_store::sessions::{NewSession, SessionStore};
 use skald_store::{ManualClock, RefSettings, RefStore};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 const TENANT: &str = "acme";
 const SESSION: &str = "s-compact";
@@ -127,17 +129,38 @@ fn settings() -> CompactionSettings {
     }
 }
 
-fn request<'a>(settings: &'a CompactionSettings, window: u64) -> CompactRequest<'a> {
-    CompactRequest {
-        tenant: &TENANT_ID,
-        session_id: &SESSION_ID,
-        window_tokens: window,
+/// A manual compaction of the test session through `Engine::compact`, on an engine over the
+/// test's stores with `summarizer` and `settings` (memory off: nothing is archived).
+async fn compact(
+    sessions: &Arc<dyn SessionStore>,
+    refs: &Arc<dyn RefStore>,
+    summarizer: Arc<dyn Summarizer>,
+    settings: &CompactionSettings,
+    window: u64,
+    cancel: &CancellationToken,
+) -> Result<CompactResult, EngineError> {
+    let mut config = EngineConfig::new(Policy::preset("none").unwrap());
+    config.compaction = settings.clone();
+    config.summarizer = summarizer;
+    let stores = Stores {
+        sessions: sessions.clone(),
+        refs: refs.clone(),
+        memories: skald_store::test_stores::memory_store(),
+    };
+    let engine = Engine::new(stores, config, TaskTracker::new()).unwrap();
+    let input = CompactInput {
+        window_tokens: Some(window),
         trigger: CompactionTrigger::Manual,
-        settings,
         custom_instructions: None,
         agents_md: None,
         context_tokens: None,
-    }
+        archive: false,
+    };
+    let compaction = engine
+        .compact(&TENANT_ID, &SESSION_ID, &input, cancel)
+        .await?;
+    assert!(compaction.memory_archive.is_none() && compaction.memory_error.is_none());
+    Ok(compaction.result)
 }
 
 /// A summarizer that fails, hangs or records, by script.
@@ -209,11 +232,12 @@ async fn a_manual_compaction_writes_a_checkpoint_and_the_context_starts_from_the
         .context(&tenant_named(TENANT), &session_named(SESSION), None)
         .unwrap();
     let settings = settings();
-    let result = compact_session(
+    let result = compact(
         &sessions,
         &refs,
-        &ExtractiveSummarizer::default(),
-        &request(&settings, 32_000),
+        Arc::new(ExtractiveSummarizer::default()),
+        &settings,
+        32_000,
         &CancellationToken::new(),
     )
     .await
@@ -269,12 +293,13 @@ async fn a_second_compaction_carries_the_first_summary_forward() {
     let (sessions, refs) = stores();
     seed_session(&sessions, conversation(false));
     let settings = settings();
-    let summarizer = ExtractiveSummarizer::default();
-    let first = compact_session(
+    let summarizer = Arc::new(ExtractiveSummarizer::default());
+    let first = compact(
         &sessions,
         &refs,
-        &summarizer,
-        &request(&settings, 32_000),
+        summarizer.clone(),
+        &settings,
+        32_000,
         &CancellationToken::new(),
     )
     .await
@@ -285,12 +310,13 @@ async fn a_second_compaction_carries_the_first_summary_forward() {
             .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
             .unwrap();
     }
-    let recorder = Scripted::new(Behaviour::Record);
-    let second = compact_session(
+    let recorder = Arc::new(Scripted::new(Behaviour::Record));
+    let second = compact(
         &sessions,
         &refs,
-        &recorder,
-        &request(&settings, 32_000),
+        recorder.clone(),
+        &settings,
+        32_000,
         &CancellationToken::new(),
     )
     .await
@@ -324,11 +350,12 @@ async fn a_failing_summarizer_cancels_and_changes_nothing() {
     seed_session(&sessions, conversation(false));
     let untouched = snapshot_of_store(&sessions);
     let settings = settings();
-    let result = compact_session(
+    let result = compact(
         &sessions,
         &refs,
-        &Scripted::new(Behaviour::Fail),
-        &request(&settings, 32_000),
+        Arc::new(Scripted::new(Behaviour::Fail)),
+        &settings,
+        32_000,
         &CancellationToken::new(),
     )
     .await
@@ -357,11 +384,12 @@ async fn a_compaction_that_times_out_keeps_the_pre_compaction_history() {
         timeout_ms: 50,
         ..settings()
     };
-    let result = compact_session(
+    let result = compact(
         &sessions,
         &refs,
-        &Scripted::new(Behaviour::Hang),
-        &request(&settings, 32_000),
+        Arc::new(Scripted::new(Behaviour::Hang)),
+        &settings,
+        32_000,
         &CancellationToken::new(),
     )
     .await
@@ -392,11 +420,12 @@ async fn an_aborted_compaction_is_cancelled_and_changes_nothing() {
         tokio::time::sleep(Duration::from_millis(20)).await;
         trigger.cancel();
     });
-    let result = compact_session(
+    let result = compact(
         &sessions,
         &refs,
-        &Scripted::new(Behaviour::Hang),
-        &request(&settings, 32_000),
+        Arc::new(Scripted::new(Behaviour::Hang)),
+        &settings,
+        32_000,
         &cancel,
     )
     .await
@@ -427,11 +456,12 @@ async fn a_short_session_has_nothing_to_compact() {
     );
     let untouched = snapshot_of_store(&sessions);
     let settings = settings();
-    let result = compact_session(
+    let result = compact(
         &sessions,
         &refs,
-        &ExtractiveSummarizer::default(),
-        &request(&settings, 32_000),
+        Arc::new(ExtractiveSummarizer::default()),
+        &settings,
+        32_000,
         &CancellationToken::new(),
     )
     .await
@@ -459,11 +489,12 @@ async fn an_oversized_tail_is_truncated_on_a_new_branch_with_originals_in_the_re
         .unwrap();
     let old_leaf = before_session.leaf_id().map(str::to_owned);
     let settings = settings();
-    let result = compact_session(
+    let result = compact(
         &sessions,
         &refs,
-        &ExtractiveSummarizer::default(),
-        &request(&settings, 24_000),
+        Arc::new(ExtractiveSummarizer::default()),
+        &settings,
+        24_000,
         &CancellationToken::new(),
     )
     .await
@@ -524,7 +555,7 @@ async fn an_llm_summarizer_gets_no_details_and_tool_output_as_untrusted_data() {
         skald_llm::ProviderConfig::new(skald_llm::ProviderKind::OpenAi, "summary-model");
     config.base_url = format!("{}/v1", server.uri());
     let model = skald_llm::OpenAiCompatible::with_api_key(config, Some("test-key".into())).unwrap();
-    let summarizer = skald_llm::LlmSummarizer::new(Arc::new(model));
+    let summarizer = Arc::new(skald_llm::LlmSummarizer::new(Arc::new(model)));
 
     let (sessions, refs) = stores();
     let mut messages = conversation(false);
@@ -547,11 +578,12 @@ async fn an_llm_summarizer_gets_no_details_and_tool_output_as_untrusted_data() {
         },
         ..settings()
     };
-    let outcome = compact_session(
+    let outcome = compact(
         &sessions,
         &refs,
-        &summarizer,
-        &request(&settings, 32_000),
+        summarizer.clone(),
+        &settings,
+        32_000,
         &CancellationToken::new(),
     )
     .await
@@ -626,11 +658,12 @@ async fn refs_the_pipeline_offloaded_are_listed_as_exact_identifiers() {
     let id = refs.put(&TENANT_ID, &payload).unwrap();
     seed_session(&sessions, messages);
     let settings = settings();
-    let result = compact_session(
+    let result = compact(
         &sessions,
         &refs,
-        &ExtractiveSummarizer::default(),
-        &request(&settings, 32_000),
+        Arc::new(ExtractiveSummarizer::default()),
+        &settings,
+        32_000,
         &CancellationToken::new(),
     )
     .await
