@@ -1,6 +1,9 @@
 //! `assemble` on the largest real Claude Code session in `../shared/data`, under the `skald`
 //! policy: a full pass with a cold session state (every decision made from scratch), and one new
 //! turn appended to an already assembled session (decisions cached: the cost follows the turn).
+//! And the engine's own path (`Engine::assemble`) on the same session stored: a request for a
+//! session the engine holds, which reads its context from the held copy and runs the pipeline on
+//! its remembered decisions — what every call of a long session pays before its new messages.
 //!
 //! Run: `cargo bench -p skald-engine --bench assemble`. Skipped when the data is absent.
 //!
@@ -17,8 +20,8 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use skald_core::codec;
 use skald_core::message::{Message, Role};
 use skald_core::pipeline::policy::Policy;
-use skald_engine::SessionState;
 use skald_engine::internal::assemble::{AssembleRequest, assemble};
+use skald_engine::{AssembleInput, Engine, EngineConfig, SessionState, ViewOptions};
 use skald_store::SqliteRefStore;
 
 /// The tenant of the requests, as the engine takes it.
@@ -106,6 +109,34 @@ fn benches(c: &mut Criterion) {
             },
             BatchSize::LargeInput,
         )
+    });
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let engine = Engine::in_memory(EngineConfig::new(policy.clone())).unwrap();
+    let session = skald_core::ids::SessionId::parse("bench-session").unwrap();
+    runtime
+        .block_on(engine.ingest(&BENCH, &session, messages.clone()))
+        .unwrap();
+    let held_request = || AssembleInput {
+        messages: None,
+        source_format: String::new(),
+        model: None,
+        options: ViewOptions::default(),
+        budget_tokens: None,
+    };
+    // The first request reads the session and makes every decision; the bench is of the next.
+    runtime
+        .block_on(engine.assemble(&BENCH, &session, held_request()))
+        .unwrap();
+    c.bench_function("engine-assemble/held-session", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(engine.assemble(&BENCH, &session, held_request()))
+                .unwrap()
+        })
     });
 }
 
