@@ -16,10 +16,11 @@
 //! - **`details` never reaches a model.** [`ToolResult::details`] is host-only data; token counting,
 //!   summarising and provider encoders skip it.
 
-use serde_json::{Map, Value};
+mod extra;
 
-/// Fields a format carries that skald does not interpret; kept verbatim and written back.
-pub type Extra = Map<String, Value>;
+use serde_json::Value;
+
+pub use extra::Extra;
 
 /// `Extra` keys that start with this prefix are notes a decoder leaves for its own encoder (the
 /// origin format, the spelling of a role). No encoder ever writes them out.

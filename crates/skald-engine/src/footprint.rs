@@ -12,7 +12,7 @@
 use std::mem::size_of;
 
 use serde_json::Value;
-use skald_core::message::{Block, Extra, ImageSource, Message};
+use skald_core::message::{Block, ImageSource, Message};
 use skald_core::session::{Entry, EntryKind};
 
 /// A `HashMap`/`HashSet` entry's bookkeeping beyond its key and value (control byte and load
@@ -134,7 +134,7 @@ fn option_value(value: &Option<Value>) -> usize {
     value.as_ref().map_or(0, value_heap_bytes)
 }
 
-fn extra_bytes(extra: &Extra) -> usize {
+fn extra_bytes(extra: &serde_json::Map<String, Value>) -> usize {
     extra
         .iter()
         .map(|(key, value)| string_entry_bytes(key) + size_of::<Value>() + value_heap_bytes(value))

@@ -292,12 +292,12 @@ pub(crate) fn rest(obj: &Map<String, Value>, consumed: &[&str]) -> Extra {
 /// Stores `fields` as an object under `key`, when there are any.
 pub(crate) fn insert_nonempty(extra: &mut Extra, key: &str, fields: Extra) {
     if !fields.is_empty() {
-        extra.insert(key.to_owned(), Value::Object(fields));
+        extra.insert(key.to_owned(), Value::Object(fields.into_map()));
     }
 }
 
 /// Copies `extra` into `out`, skipping codec hints and keys the typed part already wrote.
-pub(crate) fn write_extra(out: &mut Map<String, Value>, extra: &Extra) {
+pub(crate) fn write_extra(out: &mut Map<String, Value>, extra: &Map<String, Value>) {
     for (key, value) in extra {
         if !is_hint_key(key) && !out.contains_key(key) {
             out.insert(key.clone(), value.clone());

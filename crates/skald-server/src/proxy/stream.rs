@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use skald_core::message::{Block, Extra, ThinkingBlock, ToolCall, Usage};
 
 use super::sse::{SseEvent, write_event};
@@ -141,7 +141,7 @@ impl HeldCall {
             name: self.name,
             arguments,
             arguments_text: Some(self.arguments),
-            extra: Map::new(),
+            extra: skald_core::message::Extra::new(),
         }
     }
 }

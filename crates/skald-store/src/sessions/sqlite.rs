@@ -594,7 +594,7 @@ pub(super) fn decode_row(
             id,
             parent_id,
             timestamp,
-            kind: EntryKind::Other(body),
+            kind: EntryKind::Other(body.into()),
             extra: Extra::new(),
         }),
     )
