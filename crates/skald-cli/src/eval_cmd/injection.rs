@@ -44,7 +44,6 @@ pub struct Injector<'a> {
     block_on_embedding: Option<&'a super::Embedding>,
     /// An engine over the evaluation's memories, recalling as [`IDENTITY`] with the settings.
     engine: Engine,
-    settings: RecallSettings,
 }
 
 impl<'a> Injector<'a> {
@@ -70,7 +69,7 @@ impl<'a> Injector<'a> {
         config.memory.enabled = true;
         config.memory.user = IDENTITY.0.to_owned();
         config.memory.agent = IDENTITY.1.to_owned();
-        config.memory.recall = settings.clone();
+        config.memory.recall = settings;
         config.embedder = embedding.map(super::Embedding::shared);
         let stores = Stores {
             memories,
@@ -80,13 +79,12 @@ impl<'a> Injector<'a> {
             runtime,
             block_on_embedding: embedding,
             engine: Engine::new(stores, config, TaskTracker::new())?,
-            settings,
         })
     }
 
     /// The recall settings used.
     pub fn settings(&self) -> &RecallSettings {
-        &self.settings
+        &self.engine.config().memory.recall
     }
 
     /// What recall injects for `question` in `tenant`'s memories, judged by `evidence`;
