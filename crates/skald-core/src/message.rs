@@ -16,10 +16,12 @@
 //! - **`details` never reaches a model.** [`ToolResult::details`] is host-only data; token counting,
 //!   summarising and provider encoders skip it.
 
+mod content;
 mod extra;
 
 use serde_json::Value;
 
+pub use content::Content;
 pub use extra::Extra;
 
 /// `Extra` keys that start with this prefix are notes a decoder leaves for its own encoder (the
@@ -231,14 +233,17 @@ pub struct ToolResult {
     pub call_id: String,
     /// The tool's name where the format records it (OpenClaw does; Anthropic and OpenAI do not).
     pub tool_name: Option<String>,
-    /// What the tool returned, as text and image blocks.
-    pub content: Vec<Block>,
+    /// What the tool returned, as text and image blocks (shared between clones until one writes,
+    /// so a message that carries a long result can be rewritten without copying it).
+    pub content: Content,
     /// How the format spelled `content` (a bare string or a list of parts).
     pub content_form: ContentForm,
     /// `None` when the format left the flag out.
     pub is_error: Option<bool>,
-    /// Host-only data (OpenClaw `details`). Never shown to a model or a summarizer, never counted.
-    pub details: Option<Value>,
+    /// Host-only data (OpenClaw `details`, Claude Code `toolUseResult`). Never shown to a model or
+    /// a summarizer, never counted. Shared between clones: it can hold a whole file (Claude Code's
+    /// `Read`), and a stage that rewrites a result copies the result, not this.
+    pub details: Option<std::sync::Arc<Value>>,
     /// Fields of the result the model does not interpret.
     pub extra: Extra,
 }
@@ -400,8 +405,8 @@ pub struct MessageMeta {
 pub struct Message {
     /// Who speaks.
     pub role: Role,
-    /// What the message says, in order.
-    pub content: Vec<Block>,
+    /// What the message says, in order (shared between clones until one writes: [`Content`]).
+    pub content: Content,
     /// Facts about the message that are not content (id, usage, stop reason, time).
     pub meta: MessageMeta,
     /// How the format spelled `content`.
@@ -415,7 +420,7 @@ impl Message {
     pub fn new(role: Role, content: Vec<Block>) -> Message {
         Message {
             role,
-            content,
+            content: Content::from(content),
             meta: MessageMeta::default(),
             content_form: ContentForm::Blocks,
             extra: Extra::new(),

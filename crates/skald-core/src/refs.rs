@@ -21,7 +21,7 @@
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::message::{Block, Extra, ImageBlock, ImageSource, TextBlock};
+use crate::message::{Block, Content, Extra, ImageBlock, ImageSource, TextBlock};
 use crate::swar::{bytes_between, bytes_equal};
 
 /// The opening of a placeholder token.
@@ -206,8 +206,9 @@ pub fn ref_ids_in(text: &str) -> Vec<RefId> {
 /// The original content of a tool output, as stored behind a ref: every block, images included.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RefPayload {
-    /// The original blocks of the output, in order.
-    pub blocks: Vec<Block>,
+    /// The original blocks of the output, in order (shared with the message they came from
+    /// until one of the two writes).
+    pub blocks: Content,
 }
 
 /// Why stored bytes are not a payload.
@@ -223,8 +224,10 @@ pub enum PayloadError {
 
 impl RefPayload {
     /// A payload holding `blocks`.
-    pub fn new(blocks: Vec<Block>) -> RefPayload {
-        RefPayload { blocks }
+    pub fn new(blocks: impl Into<Content>) -> RefPayload {
+        RefPayload {
+            blocks: blocks.into(),
+        }
     }
 
     /// The canonical bytes: a JSON array of `{"type":"text","text":…}` and
@@ -261,7 +264,9 @@ impl RefPayload {
             .enumerate()
             .map(|(index, item)| block_from_json(index, item))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(RefPayload { blocks })
+        Ok(RefPayload {
+            blocks: blocks.into(),
+        })
     }
 
     /// The text of the payload's text blocks, joined by newlines.
@@ -546,7 +551,7 @@ mod tests {
         let inner = ToolResult {
             call_id: "call_0".into(),
             tool_name: Some("bash".into()),
-            content: vec![Block::text(awkward), Block::text("")],
+            content: vec![Block::text(awkward), Block::text("")].into(),
             content_form: ContentForm::Blocks,
             is_error: Some(true),
             details: None,

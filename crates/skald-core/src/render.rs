@@ -215,10 +215,10 @@ mod tests {
         let result = ToolResult {
             call_id: "c1".into(),
             tool_name: Some("read".into()),
-            content: vec![Block::text("visible")],
+            content: vec![Block::text("visible")].into(),
             content_form: ContentForm::Blocks,
             is_error: Some(true),
-            details: Some(serde_json::json!({"secret": "host-only payload"})),
+            details: Some(serde_json::json!({"secret": "host-only payload"}).into()),
             extra: Extra::new(),
         };
         let text = render_messages(&[Message::new(

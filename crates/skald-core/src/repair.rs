@@ -321,7 +321,7 @@ fn synthetic_result(call: &ToolCall) -> ToolResult {
     ToolResult {
         call_id: call.id.clone(),
         tool_name: Some(call.name.clone()),
-        content: vec![Block::text(MISSING_RESULT_TEXT)],
+        content: vec![Block::text(MISSING_RESULT_TEXT)].into(),
         content_form: ContentForm::Text,
         is_error: Some(true),
         details: None,
@@ -818,7 +818,7 @@ pub fn repair_pairing(messages: Vec<Message>) -> (Vec<Message>, RepairReport) {
                 };
                 out.push(Message {
                     role,
-                    content: others,
+                    content: others.into(),
                     meta,
                     content_form,
                     extra,
@@ -847,7 +847,7 @@ pub fn repair_pairing(messages: Vec<Message>) -> (Vec<Message>, RepairReport) {
         if content.len() > 1 && placeholder.content_form == ContentForm::Text {
             placeholder.content_form = ContentForm::Blocks;
         }
-        placeholder.content = content;
+        placeholder.content = content.into();
     }
     (out, report)
 }

@@ -112,7 +112,7 @@ mod tests {
         let result = Block::ToolResult(ToolResult {
             call_id: "c1".into(),
             tool_name: Some("read".into()),
-            content: vec![Block::text("héllo")],
+            content: vec![Block::text("héllo")].into(),
             content_form: ContentForm::Blocks,
             is_error: None,
             details: None,

@@ -472,10 +472,10 @@ fn tool_result(id: &str, content: Vec<Block>) -> Block {
     Block::ToolResult(ToolResult {
         call_id: id.into(),
         tool_name: Some("shell".into()),
-        content,
+        content: content.into(),
         content_form: ContentForm::Blocks,
         is_error: Some(false),
-        details: Some(json!({"exitCode": 0, "secret": "host only"})),
+        details: Some(json!({"exitCode": 0, "secret": "host only"}).into()),
         extra: Extra::new(),
     })
 }

@@ -84,10 +84,10 @@ fn failed_result(id: &str, name: &str, text: &str, details: serde_json::Value) -
         vec![Block::ToolResult(ToolResult {
             call_id: id.into(),
             tool_name: Some(name.into()),
-            content: vec![Block::text(text)],
+            content: vec![Block::text(text)].into(),
             content_form: Default::default(),
             is_error: Some(true),
-            details: Some(details),
+            details: Some(details.into()),
             extra: Extra::new(),
         })],
     )
@@ -96,7 +96,7 @@ fn failed_result(id: &str, name: &str, text: &str, details: serde_json::Value) -
 fn with_details(mut message: Message, details: serde_json::Value) -> Message {
     for block in &mut message.content {
         if let Block::ToolResult(result) = block {
-            result.details = Some(details.clone());
+            result.details = Some(details.clone().into());
         }
     }
     message

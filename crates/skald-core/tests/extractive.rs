@@ -55,7 +55,7 @@ fn result(call_id: &str, text: &str, failed: bool) -> Message {
         vec![Block::ToolResult(ToolResult {
             call_id: call_id.to_owned(),
             tool_name: None,
-            content: vec![Block::text(text)],
+            content: vec![Block::text(text)].into(),
             content_form: ContentForm::Text,
             is_error: Some(failed),
             details: None,

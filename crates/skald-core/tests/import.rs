@@ -142,8 +142,8 @@ fn claude_code_split_response_is_merged_with_its_results_after_it() {
     assert_eq!(first.content_form, ContentForm::Text);
     assert_eq!(result_text(first), "error: missing header foo.h");
     assert_eq!(
-        first.details,
-        Some(json!({"stdout": "error: missing header foo.h", "stderr": "", "interrupted": false}))
+        first.details.as_deref(),
+        Some(&json!({"stdout": "error: missing header foo.h", "stderr": "", "interrupted": false}))
     );
     let result_message = &read.conversation.messages[2];
     assert_eq!(result_message.meta.id.as_deref(), Some("u-2"));
@@ -158,7 +158,10 @@ fn claude_code_split_response_is_merged_with_its_results_after_it() {
     assert!(second.failed());
     assert_eq!(second.content_form, ContentForm::Blocks);
     assert_eq!(result_text(second), "File does not exist.");
-    assert_eq!(second.details, Some(json!("Error: File does not exist.")));
+    assert_eq!(
+        second.details.as_deref(),
+        Some(&json!("Error: File does not exist."))
+    );
 }
 
 #[test]

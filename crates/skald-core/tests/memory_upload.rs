@@ -39,7 +39,7 @@ fn conversation() -> Vec<Message> {
             let result = ToolResult {
                 call_id: "c4".into(),
                 tool_name: Some("bash".into()),
-                content: vec![Block::text("a.txt")],
+                content: vec![Block::text("a.txt")].into(),
                 content_form: ContentForm::Blocks,
                 is_error: None,
                 details: None,

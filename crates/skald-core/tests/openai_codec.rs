@@ -486,7 +486,7 @@ fn assistant_entries_of_one_turn_are_joined_before_their_results() {
         Block::ToolResult(ToolResult {
             call_id: id.into(),
             tool_name: None,
-            content: vec![Block::text("ok")],
+            content: vec![Block::text("ok")].into(),
             content_form: ContentForm::Text,
             is_error: None,
             details: None,
@@ -544,10 +544,10 @@ fn details_and_foreign_extras_are_never_written() {
                     vec![Block::ToolResult(ToolResult {
                         call_id: "c1".into(),
                         tool_name: Some("shell".into()),
-                        content: vec![Block::text("a.rs")],
+                        content: vec![Block::text("a.rs")].into(),
                         content_form: ContentForm::Blocks,
                         is_error: Some(false),
-                        details: Some(json!({"secret": "host only"})),
+                        details: Some(json!({"secret": "host only"}).into()),
                         extra: result_extra,
                     })],
                 )
@@ -578,7 +578,7 @@ fn details_and_foreign_extras_are_never_written() {
     ]}))
     .unwrap();
     if let Block::ToolResult(result) = &mut own.messages[0].content[0] {
-        result.details = Some(json!({"secret": "host only"}));
+        result.details = Some(json!({"secret": "host only"}).into());
     }
     assert_clean(&openai::encode_request(&own));
 }

@@ -257,7 +257,7 @@ fn decoded_fields_land_in_typed_homes() {
     assert_eq!(result.call_id, "toolu_01");
     assert_eq!(result.tool_name.as_deref(), Some("bash"));
     assert!(result.failed());
-    assert_eq!(result.details, Some(json!({"exitCode": 2})));
+    assert_eq!(result.details.as_deref(), Some(&json!({"exitCode": 2})));
 
     let EntryKind::Compaction {
         first_kept_entry_id,
@@ -830,7 +830,7 @@ fn foreign_messages_encode_to_pi_shapes() {
         Block::ToolResult(ToolResult {
             call_id: id.into(),
             tool_name: None,
-            content: vec![Block::text(format!("out {id}"))],
+            content: vec![Block::text(format!("out {id}"))].into(),
             content_form: ContentForm::Blocks,
             is_error: None,
             details: None,

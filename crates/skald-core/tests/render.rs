@@ -11,10 +11,10 @@ fn result(call_id: &str, content: Vec<Block>, is_error: Option<bool>) -> Block {
     Block::ToolResult(ToolResult {
         call_id: call_id.into(),
         tool_name: None,
-        content,
+        content: content.into(),
         content_form: ContentForm::Blocks,
         is_error,
-        details: Some(json!({"never": "shown"})),
+        details: Some(json!({"never": "shown"}).into()),
         extra: Extra::new(),
     })
 }

@@ -33,7 +33,7 @@ fn result_block(id: &str) -> Block {
     Block::ToolResult(ToolResult {
         call_id: id.into(),
         tool_name: None,
-        content: vec![Block::text(format!("output of {id}"))],
+        content: vec![Block::text(format!("output of {id}"))].into(),
         content_form: ContentForm::Text,
         is_error: None,
         details: None,
@@ -250,7 +250,7 @@ fn call_at_the_end_gets_a_synthetic_result() {
 fn duplicate_results_are_dropped_keeping_the_first() {
     let mut first = results(&["a"]);
     if let Some(Block::ToolResult(result)) = first.content.first_mut() {
-        result.content = vec![Block::text("first")];
+        result.content = vec![Block::text("first")].into();
     }
     let messages = vec![
         assistant(&[("a", "ls")]),

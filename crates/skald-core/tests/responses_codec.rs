@@ -226,7 +226,7 @@ fn edits_by_the_pipeline_are_written_in_the_default_spelling() {
         call.arguments_text = None;
     }
     if let Block::ToolResult(result) = &mut conversation.messages[6].content[0] {
-        result.content = vec![Block::text("[truncated]")];
+        result.content = vec![Block::text("[truncated]")].into();
     }
     let mut summary = Message::text(Role::Assistant, "Summary of earlier work.");
     summary
@@ -495,10 +495,10 @@ fn conversations_built_by_skald_are_valid_input() {
         Block::ToolResult(ToolResult {
             call_id: id.into(),
             tool_name: Some("shell".into()),
-            content,
+            content: content.into(),
             content_form: ContentForm::Blocks,
             is_error: Some(true),
-            details: Some(json!({"secret": "host only"})),
+            details: Some(json!({"secret": "host only"}).into()),
             extra: Extra::new(),
         })
     };

@@ -246,7 +246,7 @@ fn claude_blocks(content: &Value) -> Vec<Block> {
             "tool_result" => Block::ToolResult(ToolResult {
                 call_id: part["tool_use_id"].as_str().unwrap_or("").to_owned(),
                 tool_name: None,
-                content: claude_blocks(&part["content"]),
+                content: claude_blocks(&part["content"]).into(),
                 content_form: ContentForm::Blocks,
                 is_error: part["is_error"].as_bool(),
                 details: None,

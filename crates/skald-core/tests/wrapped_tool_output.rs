@@ -137,7 +137,7 @@ fn offloaded_and_fetched(text: &str) -> String {
             vec![Block::ToolResult(ToolResult {
                 call_id: "c1".into(),
                 tool_name: Some("bash".into()),
-                content: vec![Block::text(text)],
+                content: vec![Block::text(text)].into(),
                 content_form: ContentForm::Text,
                 is_error: None,
                 details: None,

@@ -119,7 +119,7 @@ fn block_bytes(block: &Block) -> usize {
                 result.call_id.len()
                     + option_string(result.tool_name.as_ref())
                     + blocks_bytes(&result.content)
-                    + option_value(&result.details)
+                    + result.details.as_deref().map_or(0, value_heap_bytes)
                     + extra_bytes(&result.extra)
             }
             Block::Opaque(value) => value_heap_bytes(value),

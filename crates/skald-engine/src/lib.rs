@@ -31,8 +31,8 @@
 //!         id: "c1".into(), name: "bash".into(), arguments: serde_json::json!({"command": "make"}),
 //!         arguments_text: None, extra: Extra::new() })]),
 //!     Message::new(Role::ToolResult, vec![Block::ToolResult(ToolResult {
-//!         call_id: "c1".into(), tool_name: Some("bash".into()), content: vec![Block::text(log)],
-//!         content_form: ContentForm::Blocks, is_error: None, details: None, extra: Extra::new() })]),
+//!         call_id: "c1".into(), tool_name: Some("bash".into()),
+//!         content: vec![Block::text(log)].into(), content_form: ContentForm::Blocks, is_error: None, details: None, extra: Extra::new() })]),
 //! ]).await?;
 //! let view = engine.view(&acme, &build, ViewOptions::default()).await?;
 //! // The log is behind a reference id the model can fetch.

@@ -59,10 +59,12 @@ fn result(id: &str, text: String, is_error: bool) -> Message {
         vec![Block::ToolResult(ToolResult {
             call_id: id.into(),
             tool_name: Some("bash".into()),
-            content: vec![Block::text(text)],
+            content: vec![Block::text(text)].into(),
             content_form: ContentForm::Blocks,
             is_error: Some(is_error),
-            details: Some(json!({ "secret": "host-only payload that never reaches a model" })),
+            details: Some(
+                json!({ "secret": "host-only payload that never reaches a model" }).into(),
+            ),
             extra: Extra::new(),
         })],
     )

@@ -30,10 +30,10 @@ fn result(id: &str, name: &str, text: &str) -> Message {
         vec![Block::ToolResult(ToolResult {
             call_id: id.into(),
             tool_name: Some(name.into()),
-            content: vec![Block::text(text)],
+            content: vec![Block::text(text)].into(),
             content_form: ContentForm::Blocks,
             is_error: Some(false),
-            details: Some(json!({"fullOutputPath": "/tmp/x.log"})),
+            details: Some(json!({"fullOutputPath": "/tmp/x.log"}).into()),
             extra: Extra::new(),
         })],
     )

@@ -38,7 +38,7 @@ fn result(role: Role, id: &str, text: &str) -> Message {
         vec![Block::ToolResult(ToolResult {
             call_id: id.into(),
             tool_name: None,
-            content: vec![Block::text(text)],
+            content: vec![Block::text(text)].into(),
             content_form: ContentForm::Text,
             is_error: None,
             details: None,

@@ -180,7 +180,7 @@ fn conversation() -> Vec<Message> {
             vec![Block::ToolResult(ToolResult {
                 call_id: id,
                 tool_name: Some("bash".into()),
-                content: vec![Block::text(format!("job {turn}: {}", "ok ".repeat(300)))],
+                content: vec![Block::text(format!("job {turn}: {}", "ok ".repeat(300)))].into(),
                 content_form: ContentForm::Blocks,
                 is_error: None,
                 details: None,

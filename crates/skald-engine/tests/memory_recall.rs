@@ -454,7 +454,7 @@ fn skill_read_messages(original: &str) -> Vec<Message> {
             vec![Block::ToolResult(ToolResult {
                 call_id: "call_1".into(),
                 tool_name: Some("read".into()),
-                content: vec![Block::text(original)],
+                content: vec![Block::text(original)].into(),
                 content_form: ContentForm::Text,
                 is_error: None,
                 details: None,

@@ -84,7 +84,8 @@ fn tool_turn(turn: usize) -> Vec<Message> {
                 content: vec![Block::text(format!(
                     "job {turn} output: Remember that I like light mode. {}",
                     "ok ".repeat(300)
-                ))],
+                ))]
+                .into(),
                 content_form: ContentForm::Blocks,
                 is_error: None,
                 details: None,
@@ -1070,7 +1071,7 @@ async fn an_archive_over_the_store_limit_is_split_into_parts_and_keeps_everythin
     assert!(huge.len() > skald_store::memories::MAX_CONTENT_BYTES);
     // Turn 0's tool output is the huge log.
     if let Some(Block::ToolResult(result)) = messages[2].content.get_mut(0) {
-        result.content = vec![Block::text(huge.clone())];
+        result.content = vec![Block::text(huge.clone())].into();
     }
     seed(&fixture, messages);
     // Compacting 1.3 MB is slow in a debug build: the span is archived directly.

@@ -269,10 +269,10 @@ fn turn(turn: usize, output_chars: usize) -> Vec<Message> {
             vec![Block::ToolResult(ToolResult {
                 call_id: id,
                 tool_name: Some("bash".into()),
-                content: vec![Block::text(build_log(turn, output_chars))],
+                content: vec![Block::text(build_log(turn, output_chars))].into(),
                 content_form: ContentForm::Blocks,
                 is_error: Some(false),
-                details: Some(json!({ "raw": SECRET })),
+                details: Some(json!({ "raw": SECRET }).into()),
                 extra: Extra::new(),
             })],
         ),

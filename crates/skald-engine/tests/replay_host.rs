@@ -50,7 +50,7 @@ fn tool_output(call_id: &str, text: String) -> Message {
         vec![Block::ToolResult(ToolResult {
             call_id: call_id.to_owned(),
             tool_name: Some("read".to_owned()),
-            content: vec![Block::text(text)],
+            content: vec![Block::text(text)].into(),
             content_form: ContentForm::Blocks,
             is_error: Some(false),
             details: None,

@@ -30,7 +30,7 @@ fn result(id: &str, name: &str, text: &str) -> Message {
         vec![Block::ToolResult(ToolResult {
             call_id: id.to_owned(),
             tool_name: Some(name.to_owned()),
-            content: vec![Block::text(text)],
+            content: vec![Block::text(text)].into(),
             content_form: ContentForm::Text,
             is_error: None,
             details: None,

@@ -154,7 +154,7 @@ fn conversation() -> Vec<Message> {
             vec![Block::ToolResult(ToolResult {
                 call_id: "c1".into(),
                 tool_name: Some("bash".into()),
-                content: vec![Block::text(build_log())],
+                content: vec![Block::text(build_log())].into(),
                 content_form: ContentForm::Blocks,
                 is_error: None,
                 details: None,

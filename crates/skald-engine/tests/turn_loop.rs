@@ -57,7 +57,7 @@ async fn engine_with_offloaded_log() -> Engine {
             vec![Block::ToolResult(ToolResult {
                 call_id: "c1".into(),
                 tool_name: Some("bash".into()),
-                content: vec![Block::text(build_log())],
+                content: vec![Block::text(build_log())].into(),
                 content_form: ContentForm::Blocks,
                 is_error: None,
                 details: None,
@@ -440,7 +440,7 @@ async fn a_detached_call_is_prepared_without_a_session_and_leaves_the_hosts_tool
             vec![Block::ToolResult(ToolResult {
                 call_id: "c1".into(),
                 tool_name: Some("bash".into()),
-                content: vec![Block::text(build_log())],
+                content: vec![Block::text(build_log())].into(),
                 content_form: ContentForm::Blocks,
                 is_error: None,
                 details: None,

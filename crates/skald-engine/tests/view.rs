@@ -62,7 +62,7 @@ fn skill_read(call_id: &str) -> Vec<Message> {
             vec![Block::ToolResult(ToolResult {
                 call_id: call_id.into(),
                 tool_name: Some("read".into()),
-                content: vec![Block::text("## Create Presentation\nUse python-pptx.\n")],
+                content: vec![Block::text("## Create Presentation\nUse python-pptx.\n")].into(),
                 content_form: ContentForm::Text,
                 is_error: None,
                 details: None,
@@ -331,7 +331,7 @@ async fn the_pipeline_reports_what_it_saved_and_offers_the_fetch_tool() {
         call.arguments = json!({"command": "make"});
     }
     if let Some(Block::ToolResult(result)) = read[1].content.first_mut() {
-        result.content = vec![Block::text(log)];
+        result.content = vec![Block::text(log)].into();
     }
     for message in read {
         sessions
@@ -442,7 +442,8 @@ async fn every_call_starts_with_the_previous_one_over_ten_turns_with_recall_on_e
             if let Some(Block::ToolResult(result)) = round[1].content.first_mut() {
                 result.content = vec![Block::text(
                     format!("turn {turn} step {call}: module checked, ok\n").repeat(250),
-                )];
+                )]
+                .into();
             }
             for message in round {
                 append(&*sessions, message);

@@ -98,7 +98,7 @@ pub fn strip_details(messages: &[Message]) -> Vec<Message> {
     messages
         .iter()
         .map(|message| Message {
-            content: strip_blocks(&message.content),
+            content: strip_blocks(&message.content).into(),
             ..message.clone()
         })
         .collect()
@@ -111,7 +111,7 @@ fn strip_blocks(blocks: &[Block]) -> Vec<Block> {
             Some(result) => {
                 let mut result = result.clone();
                 result.details = None;
-                result.content = strip_blocks(&result.content);
+                result.content = strip_blocks(&result.content).into();
                 Block::ToolResult(result)
             }
             None => block.clone(),
@@ -179,7 +179,7 @@ mod tests {
             Block::ToolResult(ToolResult {
                 call_id: "c1".to_owned(),
                 tool_name: None,
-                content: vec![Block::text("out")],
+                content: vec![Block::text("out")].into(),
                 content_form: ContentForm::Blocks,
                 is_error: None,
                 details,
@@ -187,10 +187,12 @@ mod tests {
             })
         };
         let nested = {
-            let Block::ToolResult(mut outer) = result(Some(json!({"secret": 1}))) else {
+            let Block::ToolResult(mut outer) = result(Some(json!({"secret": 1}).into())) else {
                 unreachable!()
             };
-            outer.content.push(result(Some(json!({"secret": 2}))));
+            outer
+                .content
+                .push(result(Some(json!({"secret": 2}).into())));
             Block::ToolResult(outer)
         };
         let messages = vec![Message::new(Role::ToolResult, vec![nested])];

@@ -64,7 +64,7 @@ fn tool_result(call_id: &str, text: &str) -> Message {
         vec![Block::ToolResult(ToolResult {
             call_id: call_id.into(),
             tool_name: Some("bash".into()),
-            content: vec![Block::text(text)],
+            content: vec![Block::text(text)].into(),
             content_form: ContentForm::Blocks,
             is_error: Some(false),
             details: None,

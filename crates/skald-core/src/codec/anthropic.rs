@@ -233,7 +233,7 @@ fn decode_block(value: &Value, path: Path<'_>, nested: bool) -> Result<Block, Wi
             Ok(Block::ToolResult(ToolResult {
                 call_id,
                 tool_name: None,
-                content,
+                content: content.into(),
                 content_form,
                 is_error,
                 details: None,

@@ -359,7 +359,7 @@ fn read_assistant(object: Map<String, Value>) -> Result<AssistantPart, String> {
         line_uuid: object.get("uuid").cloned(),
         message: Message {
             role: Role::Assistant,
-            content,
+            content: content.into(),
             meta,
             content_form,
             extra,
@@ -385,7 +385,7 @@ fn read_user(
     for result in content.iter_mut().filter_map(Block::as_tool_result_mut) {
         has_results = true;
         result.tool_name = tool_names.get(&result.call_id).cloned();
-        result.details = details.take();
+        result.details = details.take().map(std::sync::Arc::new);
     }
     let mut omit = vec!["type", "message", "uuid", "timestamp"];
     if details.is_none() {
@@ -397,7 +397,7 @@ fn read_user(
         } else {
             Role::User
         },
-        content,
+        content: content.into(),
         meta: envelope_meta(&object),
         content_form,
         extra: envelope_extra(&object, &omit, inner, &["role", "content"]),
@@ -425,7 +425,7 @@ fn read_system(object: Map<String, Value>) -> Message {
         };
     Message {
         role: Role::Custom(name),
-        content,
+        content: content.into(),
         meta: envelope_meta(&object),
         content_form,
         extra: rest(&object, omit),

@@ -206,7 +206,7 @@ fn lift_text_commands(raw_messages: &[Value], messages: &mut [Message]) {
         };
         let call_id = format!("call_{index}");
         if let Some(assistant) = messages.get_mut(index) {
-            assistant.content = lifted_call(command, &call_id, BASH_TOOL, command.command);
+            assistant.content = lifted_call(command, &call_id, BASH_TOOL, command.command).into();
             assistant.content_form = ContentForm::Blocks;
         }
         if let Some(result) = messages.get_mut(index + 1) {
@@ -342,7 +342,8 @@ pub(super) fn make_tool_result(
         is_error,
         details: None,
         extra: Extra::new(),
-    })];
+    })]
+    .into();
 }
 
 // ---- Shared with `swe_agent`: OpenAI-shaped messages ---------------------------------------
@@ -411,7 +412,7 @@ fn decode_message(raw: &Value, path: Path<'_>) -> Result<Message, FieldError> {
     }
     Ok(Message {
         role,
-        content,
+        content: content.into(),
         meta: MessageMeta::default(),
         content_form,
         extra,

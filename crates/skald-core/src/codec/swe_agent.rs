@@ -158,7 +158,7 @@ fn lift_actions(history: &[Value], messages: &mut [Message]) {
         let call_id = format!("call_{index}");
         let content = lifted_call(fenced, &call_id, &name, action);
         if let Some(assistant) = messages.get_mut(index) {
-            assistant.content = content;
+            assistant.content = content.into();
             assistant.content_form = ContentForm::Blocks;
         }
         if let Some(observation) = messages.get_mut(index + 1) {

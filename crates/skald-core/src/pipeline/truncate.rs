@@ -348,6 +348,14 @@ pub fn truncate_with_memory(
     report.budget_chars = budget;
     let aggregate = settings.aggregate.enabled;
     for (message_index, message) in messages.iter_mut().enumerate() {
+        // Read before writing: the messages share their blocks with the ones the engine holds
+        // until written, and most of a long session is left as it is.
+        let writes = |result: &ToolResult| {
+            aggregate && aggregate::is_frozen(result, memory) || may_exceed(result, budget)
+        };
+        if !message.tool_results().any(writes) {
+            continue;
+        }
         for (block_index, block) in message.content.iter_mut().enumerate() {
             let Block::ToolResult(result) = block else {
                 continue;
@@ -452,6 +460,13 @@ enum Plan {
 /// point is 3 or 4 bytes and weighs 4), so a text of `budget / 2` bytes never needs measuring.
 const MAX_CHARS_PER_BYTE: usize = 2;
 
+/// False when `result`'s text is certainly within `budget` characters (a bound from its length,
+/// without measuring).
+fn may_exceed(result: &ToolResult, budget: usize) -> bool {
+    let bytes: usize = text_blocks(&result.content).map(str::len).sum();
+    bytes.saturating_mul(MAX_CHARS_PER_BYTE) > budget
+}
+
 /// Cuts `result`'s text to `budget` characters, keeping at least `min_keep` of each cut text
 /// where the budget allows.
 pub(super) fn truncate_result(
@@ -460,8 +475,7 @@ pub(super) fn truncate_result(
     min_keep: usize,
     settings: &TruncateSettings,
 ) -> Option<Cut> {
-    let bytes: usize = text_blocks(&result.content).map(str::len).sum();
-    if bytes.saturating_mul(MAX_CHARS_PER_BYTE) <= budget {
+    if !may_exceed(result, budget) {
         return None;
     }
     let weights: Vec<Option<usize>> = result
@@ -502,7 +516,7 @@ pub(super) fn truncate_result(
         (None, content, mode)
     };
     let after = text_blocks(&content).map(estimate_string_chars).sum();
-    result.content = content;
+    result.content = content.into();
     Some(Cut {
         new_ref,
         mode,

@@ -179,7 +179,7 @@ pub fn convert_to_llm(message: &Message) -> Option<Message> {
             }
             vec![Block::text(bash_execution_text(&message.extra))]
         }
-        "custom" | "hookMessage" => message.content.clone(),
+        "custom" | "hookMessage" => message.content.to_vec(),
         "branchSummary" => vec![Block::text(format!(
             "{BRANCH_SUMMARY_PREFIX}{}{BRANCH_SUMMARY_SUFFIX}",
             text_field("summary")?

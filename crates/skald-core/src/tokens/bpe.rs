@@ -253,7 +253,7 @@ mod tests {
             + Encoding::O200kBase.count_text(r#"{"path":"src/lib.rs"}"#);
         assert_eq!(count_message(Encoding::O200kBase, &call), expected);
 
-        let result = |details| {
+        let result = |details: Option<serde_json::Value>| {
             Message::new(
                 Role::ToolResult,
                 vec![Block::ToolResult(ToolResult {
@@ -267,10 +267,11 @@ mod tests {
                             },
                             extra: Extra::new(),
                         }),
-                    ],
+                    ]
+                    .into(),
                     content_form: ContentForm::Blocks,
                     is_error: None,
-                    details,
+                    details: details.map(std::sync::Arc::new),
                     extra: Extra::new(),
                 })],
             )

@@ -303,16 +303,16 @@ mod tests {
 
     #[test]
     fn fingerprint_ignores_what_is_not_counted() {
-        let result = |call_id: &str, details| {
+        let result = |call_id: &str, details: Option<serde_json::Value>| {
             let mut message = Message::new(
                 Role::ToolResult,
                 vec![Block::ToolResult(ToolResult {
                     call_id: call_id.into(),
                     tool_name: None,
-                    content: vec![Block::text("ok")],
+                    content: vec![Block::text("ok")].into(),
                     content_form: ContentForm::Text,
                     is_error: None,
-                    details,
+                    details: details.map(std::sync::Arc::new),
                     extra: Extra::new(),
                 })],
             );

@@ -294,16 +294,16 @@ mod tests {
 
     #[test]
     fn tool_result_details_are_never_counted() {
-        let result = |details| {
+        let result = |details: Option<serde_json::Value>| {
             Message::new(
                 Role::ToolResult,
                 vec![Block::ToolResult(ToolResult {
                     call_id: "c".into(),
                     tool_name: Some("read".into()),
-                    content: vec![Block::text("output")],
+                    content: vec![Block::text("output")].into(),
                     content_form: ContentForm::Text,
                     is_error: None,
-                    details,
+                    details: details.map(std::sync::Arc::new),
                     extra: Extra::new(),
                 })],
             )

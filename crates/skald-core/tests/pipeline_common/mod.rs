@@ -58,7 +58,7 @@ pub fn result_block(id: &str, name: Option<&str>, content: Vec<Block>) -> Block 
     Block::ToolResult(ToolResult {
         call_id: id.into(),
         tool_name: name.map(str::to_owned),
-        content,
+        content: content.into(),
         content_form,
         is_error: None,
         details: None,

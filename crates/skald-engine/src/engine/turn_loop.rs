@@ -353,7 +353,7 @@ impl<'c> TurnLoop<'c> {
             vec![Block::ToolResult(ToolResult {
                 call_id: call.id.clone(),
                 tool_name: Some(call.name.clone()),
-                content: vec![Block::text(run.text)],
+                content: vec![Block::text(run.text)].into(),
                 content_form: ContentForm::Text,
                 is_error: run.is_error.then_some(true),
                 details: None,

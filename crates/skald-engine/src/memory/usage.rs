@@ -302,50 +302,66 @@ pub fn augment_skill_reads_with(
     messages: &mut [Message],
     decided: &mut HashMap<String, String>,
 ) -> Vec<SkillAugmentation> {
-    let calls: HashMap<String, ToolCall> = messages
+    // Read first, write only to the results that get an appendix: the messages share their
+    // blocks with the ones the engine holds until written, and a long session has many results
+    // and few skill reads.
+    let calls: HashMap<&str, &ToolCall> = messages
         .iter()
         .flat_map(Message::tool_calls)
-        .map(|call| (call.id.clone(), call.clone()))
+        .map(|call| (call.id.as_str(), call))
         .collect();
-    let mut out = Vec::new();
-    for message in messages.iter_mut() {
-        for block in &mut message.content {
+    let mut reads = Vec::new();
+    for (message_index, message) in messages.iter().enumerate() {
+        for (block_index, block) in message.content.iter().enumerate() {
             let Block::ToolResult(result) = block else {
                 continue;
             };
-            let Some(skill) = calls.get(&result.call_id).and_then(skill_read) else {
+            let Some(skill) = calls
+                .get(result.call_id.as_str())
+                .and_then(|call| skill_read(call))
+            else {
                 continue;
             };
             let text = skald_core::message::join_text(&result.content);
             if result.failed() || text.contains(SKILL_MEMORY_MARKER) {
                 continue;
             }
-            let mut augmentation = SkillAugmentation {
-                call_id: result.call_id.clone(),
-                skill: skill.clone(),
-                appended_chars: 0,
-                error: None,
-            };
-            let appendix = match decided.get(&result.call_id) {
-                Some(appendix) => Some(appendix.clone()),
-                None => match load_skill_memory(store, tenant, identity.agent(), &skill) {
-                    Ok(memory) => {
-                        let appendix = render_skill_memory(&skill, &memory).unwrap_or_default();
-                        decided.insert(result.call_id.clone(), appendix.clone());
-                        Some(appendix)
-                    }
-                    Err(error) => {
-                        augmentation.error = Some(error.to_string());
-                        None
-                    }
-                },
-            };
-            if let Some(appendix) = appendix.filter(|appendix| !appendix.is_empty()) {
+            reads.push((message_index, block_index, result.call_id.clone(), skill));
+        }
+    }
+    let mut out = Vec::new();
+    for (message_index, block_index, call_id, skill) in reads {
+        let mut augmentation = SkillAugmentation {
+            call_id: call_id.clone(),
+            skill: skill.clone(),
+            appended_chars: 0,
+            error: None,
+        };
+        let appendix = match decided.get(&call_id) {
+            Some(appendix) => Some(appendix.clone()),
+            None => match load_skill_memory(store, tenant, identity.agent(), &skill) {
+                Ok(memory) => {
+                    let appendix = render_skill_memory(&skill, &memory).unwrap_or_default();
+                    decided.insert(call_id, appendix.clone());
+                    Some(appendix)
+                }
+                Err(error) => {
+                    augmentation.error = Some(error.to_string());
+                    None
+                }
+            },
+        };
+        if let Some(appendix) = appendix.filter(|appendix| !appendix.is_empty()) {
+            let result = messages
+                .get_mut(message_index)
+                .and_then(|message| message.content.get_mut(block_index))
+                .and_then(Block::as_tool_result_mut);
+            if let Some(result) = result {
                 augmentation.appended_chars = appendix.chars().count();
                 append_text(&mut result.content, &appendix);
             }
-            out.push(augmentation);
         }
+        out.push(augmentation);
     }
     out
 }

@@ -241,7 +241,8 @@ mod tests {
                 content: vec![Block::text(format!(
                     "{id}\n{}",
                     "output line\n".repeat(chars / 12)
-                ))],
+                ))]
+                .into(),
                 content_form: ContentForm::Blocks,
                 is_error: None,
                 details: None,

@@ -239,7 +239,7 @@ mod tests {
             vec![Block::ToolResult(ToolResult {
                 call_id: call_id.to_owned(),
                 tool_name: None,
-                content: vec![Block::text(text)],
+                content: vec![Block::text(text)].into(),
                 content_form: ContentForm::Text,
                 is_error: None,
                 details: None,

@@ -295,7 +295,7 @@ fn fetch_answer(missing: &[Missing], settings: &ReplaySettings) -> Message {
         }
     }
     let max_chars = (settings.fetch_penalty_max_tokens * 4).max(200);
-    let calls = by_ref
+    let calls: Vec<Block> = by_ref
         .into_iter()
         .enumerate()
         .map(|(n, (ref_id, patterns))| {

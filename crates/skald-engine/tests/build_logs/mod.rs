@@ -32,7 +32,8 @@ pub fn build_log_conversation(turns: usize, log_line: &str) -> Vec<Message> {
                 content: vec![Block::text(format!(
                     "build {turn}\n{}error: linker failed\n",
                     log_line.repeat(200)
-                ))],
+                ))]
+                .into(),
                 content_form: ContentForm::Text,
                 is_error: None,
                 details: None,

@@ -24,10 +24,10 @@ pub fn conversation() -> Vec<Message> {
     let result = Block::ToolResult(ToolResult {
         call_id: "call_1".to_owned(),
         tool_name: Some("read_file".to_owned()),
-        content: vec![Block::text("fn main() {}")],
+        content: vec![Block::text("fn main() {}")].into(),
         content_form: ContentForm::Blocks,
         is_error: None,
-        details: Some(json!({"raw": SECRET_DETAILS, "bytes": 12})),
+        details: Some(json!({"raw": SECRET_DETAILS, "bytes": 12}).into()),
         extra: Extra::new(),
     });
     vec![

@@ -197,7 +197,7 @@ mod tests {
         let client = ClientMessages::new(decoded.messages.clone());
         let mut prepared: Vec<Message> = decoded.messages.iter().map(stored).collect();
         if let Block::ToolResult(result) = &mut prepared[0].content[0] {
-            result.content = vec![Block::text("[REF_ID: x] (Summary: short)")];
+            result.content = vec![Block::text("[REF_ID: x] (Summary: short)")].into();
         }
         client.restore(&mut prepared);
         let conversation = skald_core::message::Conversation {

@@ -146,7 +146,7 @@ fn tool_result_message(
         vec![Block::ToolResult(ToolResult {
             call_id,
             tool_name,
-            content,
+            content: content.into(),
             content_form,
             is_error: None,
             details: None,

@@ -120,7 +120,7 @@ pub(super) fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, F
     }
     Ok(Message {
         role,
-        content,
+        content: content.into(),
         meta,
         content_form,
         extra,
@@ -140,10 +140,10 @@ fn decode_tool_result_fields(fields: &mut Fields<'_>) -> Result<ToolResult, Fiel
     Ok(ToolResult {
         call_id,
         tool_name,
-        content,
+        content: content.into(),
         content_form,
         is_error,
-        details,
+        details: details.map(std::sync::Arc::new),
         extra: Extra::new(),
     })
 }
@@ -333,7 +333,7 @@ pub fn encode_agent_message(message: &Message) -> Value {
             }
             write_content(&mut out, "content", &result.content, result.content_form);
             if let Some(details) = &result.details {
-                out.insert("details".to_owned(), details.clone());
+                out.insert("details".to_owned(), Value::clone(details));
             }
             if let Some(is_error) = result.is_error {
                 out.insert("isError".to_owned(), Value::Bool(is_error));
@@ -377,7 +377,7 @@ pub fn encode_agent_messages(messages: &[Message]) -> Vec<Value> {
         for result in message.tool_results() {
             out.push(encode_agent_message(&Message {
                 role: Role::ToolResult,
-                content: vec![Block::ToolResult(result.clone())],
+                content: vec![Block::ToolResult(result.clone())].into(),
                 meta: message.meta.clone(),
                 content_form: ContentForm::Blocks,
                 extra: message.extra.clone(),
@@ -398,7 +398,7 @@ pub fn encode_agent_messages(messages: &[Message]) -> Vec<Value> {
             };
             out.push(encode_agent_message(&Message {
                 role,
-                content: rest,
+                content: rest.into(),
                 meta: message.meta.clone(),
                 content_form: ContentForm::Blocks,
                 extra: message.extra.clone(),
@@ -563,7 +563,7 @@ fn encode_block(block: &Block) -> Value {
             }
             write_content(&mut out, "content", &result.content, result.content_form);
             if let Some(details) = &result.details {
-                out.insert("details".to_owned(), details.clone());
+                out.insert("details".to_owned(), Value::clone(details));
             }
             if let Some(is_error) = result.is_error {
                 out.insert("isError".to_owned(), Value::Bool(is_error));

@@ -350,7 +350,7 @@ fn decode_function_output(obj: &Map<String, Value>, path: Path<'_>) -> Result<Me
         vec![Block::ToolResult(ToolResult {
             call_id,
             tool_name: None,
-            content,
+            content: content.into(),
             content_form,
             is_error: None,
             details: None,

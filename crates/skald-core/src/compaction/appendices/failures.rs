@@ -55,7 +55,7 @@ pub fn collect_tool_failures(
             .or_else(|| call_names.get(result.call_id.as_str()).copied())
             .unwrap_or("tool")
             .to_owned();
-        let meta = failure_meta(result.details.as_ref());
+        let meta = failure_meta(result.details.as_deref());
         let message = failure_message(&join_text(&result.content), settings.max_chars);
         let summary = if !message.is_empty() {
             message

@@ -134,13 +134,13 @@ mod tests {
                 call_id: id.into(),
                 tool_name: name.map(str::to_owned),
                 content: if text.is_empty() {
-                    Vec::new()
+                    Vec::new().into()
                 } else {
-                    vec![Block::text(text)]
+                    vec![Block::text(text)].into()
                 },
                 content_form: Default::default(),
                 is_error: Some(true),
-                details,
+                details: details.map(std::sync::Arc::new),
                 extra: Extra::new(),
             })],
         )

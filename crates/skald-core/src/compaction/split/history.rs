@@ -114,7 +114,7 @@ fn move_orphaned_results(kept: &mut Vec<Message>, dropped: &mut Vec<Message>) {
             if !others.is_empty() {
                 remaining.push(Message {
                     role: Role::User,
-                    content: others,
+                    content: others.into(),
                     meta: meta.clone(),
                     content_form: ContentForm::Blocks,
                     extra: extra.clone(),
@@ -122,7 +122,7 @@ fn move_orphaned_results(kept: &mut Vec<Message>, dropped: &mut Vec<Message>) {
             }
             dropped.push(Message {
                 role,
-                content: results,
+                content: results.into(),
                 meta,
                 content_form,
                 extra,

@@ -94,10 +94,10 @@ mod tests {
             vec![Block::ToolResult(ToolResult {
                 call_id: id.into(),
                 tool_name: Some("read".into()),
-                content: vec![Block::text("y".repeat(chars))],
+                content: vec![Block::text("y".repeat(chars))].into(),
                 content_form: Default::default(),
                 is_error: None,
-                details: Some(json!({"secret": 1})),
+                details: Some(json!({"secret": 1}).into()),
                 extra: Extra::new(),
             })],
         )

@@ -41,7 +41,7 @@ pub fn simulated_call(tool: &str, arguments: Value, result: String) -> Vec<Messa
         vec![Block::ToolResult(ToolResult {
             call_id: id,
             tool_name: Some(tool.to_owned()),
-            content: vec![Block::text(result)],
+            content: vec![Block::text(result)].into(),
             content_form: crate::message::ContentForm::Text,
             is_error: None,
             details: None,

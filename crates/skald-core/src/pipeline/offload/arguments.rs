@@ -61,6 +61,14 @@ pub fn offload_arguments(
         if message.role != crate::message::Role::Assistant {
             continue;
         }
+        // Read before writing: the message shares its blocks with the one the engine holds
+        // until written, and most calls have no long argument.
+        let long = |call: &crate::message::ToolCall| {
+            call.name != FETCH_TOOL_NAME && has_long_string(&call.arguments, settings)
+        };
+        if !message.tool_calls().any(long) {
+            continue;
+        }
         for block in &mut message.content {
             let Block::ToolCall(call) = block else {
                 continue;

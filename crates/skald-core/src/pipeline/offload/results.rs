@@ -11,14 +11,15 @@ use xxhash_rust::xxh3::Xxh3;
 use super::{FETCH_TOOL_NAME, OPENCLAW_FILES, OffloadReport, OffloadSettings, Offloaded};
 use crate::digest::{DigestSettings, digest_blocks};
 use crate::identity::hash_edges;
-use crate::message::{Block, Message, ToolResult};
+use crate::message::{Block, Content, Message, ToolResult};
 use crate::refs::{NewRef, RefPayload, contains_ref, placeholder};
 
 /// A tool result's placeholder, computed once per content and reused: digesting and hashing a
 /// large output is the expensive part, and the answer never changes for the same content.
 #[derive(Debug, Clone)]
 struct CachedOffload {
-    replacement: Vec<Block>,
+    /// Shared by every request that reuses the decision: applying it is one reference count.
+    replacement: Content,
     ref_id: String,
     chars_after: usize,
 }
@@ -140,7 +141,7 @@ pub fn is_workspace_file(text: &str) -> bool {
 /// Builds the placeholder content for a result whose content was `original`: the REF_ID
 /// placeholder, then every non-text block of the original (images stay visible). The original
 /// moves into the ref: the result's content is replaced anyway, so copying it would be waste.
-fn replace(original: Vec<Block>, digest: &DigestSettings) -> (CachedOffload, NewRef) {
+fn replace(original: Content, digest: &DigestSettings) -> (CachedOffload, NewRef) {
     let summary = digest_blocks(&original, digest).summary;
     let mut replacement = vec![Block::text(String::new())];
     replacement.extend(
@@ -156,7 +157,7 @@ fn replace(original: Vec<Block>, digest: &DigestSettings) -> (CachedOffload, New
         *first = Block::text(text);
     }
     let cached = CachedOffload {
-        replacement,
+        replacement: replacement.into(),
         ref_id: new_ref.id.to_string(),
         chars_after,
     };
@@ -170,8 +171,8 @@ struct FirstSight {
     key: u128,
     call_id: String,
     chars_before: usize,
-    /// The result's content, taken out of the message (empty for a repeat of a pending key).
-    original: Vec<Block>,
+    /// The result's content, shared with the message (empty for a repeat of a pending key).
+    original: Content,
 }
 
 /// The tool result at a message and block position.
@@ -275,15 +276,18 @@ pub fn offload(
         };
     }
     let digest = settings.digest_settings().unwrap_or_default();
-    // Two passes: the first decides every result and takes out the originals seen for the first
-    // time; their digests and hashes, the expensive part of a cold pass, are then computed in
-    // parallel; the second puts each placeholder where its original was.
+    // Two passes: the first reads every result, decides, and notes the originals seen for the
+    // first time; their digests and hashes, the expensive part of a cold pass, are then computed
+    // in parallel; the second puts each placeholder where its original was. Only the second
+    // writes, and only to the messages it changes: the messages are a clone of the ones the
+    // engine holds, sharing their blocks until written.
     let mut applied: Vec<(usize, usize, Offloaded)> = Vec::new();
+    let mut reused: Vec<(FirstSight, CachedOffload)> = Vec::new();
     let mut first_sights: Vec<FirstSight> = Vec::new();
     let mut repeats: Vec<FirstSight> = Vec::new();
     let mut pending_keys: std::collections::HashSet<u128> = std::collections::HashSet::new();
-    for (message_index, message) in messages.iter_mut().enumerate() {
-        for (block_index, block) in message.content.iter_mut().enumerate() {
+    for (message_index, message) in messages.iter().enumerate() {
+        for (block_index, block) in message.content.iter().enumerate() {
             let Block::ToolResult(result) = block else {
                 continue;
             };
@@ -315,19 +319,17 @@ pub fn offload(
                 key,
                 call_id: result.call_id.clone(),
                 chars_before,
-                original: Vec::new(),
+                original: Content::new(),
             };
             match slot {
-                Some(cached) => {
-                    applied.push(apply(result, cached.clone(), sight));
-                }
+                Some(cached) => reused.push((sight, cached.clone())),
                 None if pending_keys.contains(&key) => repeats.push(sight),
                 None => {
                     // First sight: the original goes out to be stored; later requests reuse the
                     // placeholder and the caller already holds the ref.
                     pending_keys.insert(key);
                     first_sights.push(FirstSight {
-                        original: std::mem::take(&mut result.content),
+                        original: result.content.clone(),
                         ..sight
                     });
                 }
@@ -351,6 +353,11 @@ pub fn offload(
             })
             .collect()
     };
+    for (sight, cached) in reused {
+        if let Some(result) = result_at(&mut messages, sight.message_index, sight.block_index) {
+            applied.push(apply(result, cached, sight));
+        }
+    }
     for (sight, cached, new_ref) in replaced {
         new_refs.push(new_ref);
         if let Some(Memo::Eligible(slot)) = cache.entries.get_mut(&sight.key) {
@@ -442,10 +449,10 @@ mod tests {
             vec![Block::ToolResult(ToolResult {
                 call_id: id.into(),
                 tool_name: Some(name.into()),
-                content,
+                content: content.into(),
                 content_form: ContentForm::Blocks,
                 is_error: Some(false),
-                details: Some(json!({"exitCode": 1})),
+                details: Some(json!({"exitCode": 1}).into()),
                 extra: Extra::new(),
             })],
         )
@@ -493,7 +500,7 @@ mod tests {
         assert!(out.report.chars_saved() > 5_000);
         // details are host data: untouched by the stage.
         let kept = out.messages[2].tool_results().next().unwrap();
-        assert_eq!(kept.details, Some(json!({"exitCode": 1})));
+        assert_eq!(kept.details.as_deref(), Some(&json!({"exitCode": 1})));
     }
 
     #[test]
@@ -581,7 +588,7 @@ mod tests {
             unreachable!()
         };
         second.call_id = "c4".into();
-        second.content = vec![Block::text(logs[4].as_str())];
+        second.content = vec![Block::text(logs[4].as_str())].into();
         pair.content.push(Block::ToolResult(second));
         messages.push(pair);
         messages.push(result("c0", "bash", vec![Block::text(logs[0].as_str())]));

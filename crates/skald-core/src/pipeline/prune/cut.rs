@@ -125,7 +125,7 @@ pub(super) fn soft_trim(
             None,
         ),
     };
-    result.content = content;
+    result.content = content.into();
     let before = candidate.chars;
     candidate.chars = content_chars(&result.content);
     let reason = if short {
@@ -234,7 +234,7 @@ pub(super) fn hard_clear(
             (refs::placeholder(&id, &summary), Some(id.to_string()))
         }
     };
-    result.content = vec![Block::text(text)];
+    result.content = vec![Block::text(text)].into();
     let before = candidate.chars;
     candidate.chars = content_chars(&result.content);
     Some(PruneChange {

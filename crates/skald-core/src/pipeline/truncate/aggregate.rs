@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::{Block, Message, Role, TextBlock, ToolResult};
+use crate::message::{Block, Content, Message, Role, TextBlock, ToolResult};
 use crate::refs::{NewRef, REF_PREFIX, RefPayload};
 use crate::tokens::{CHARS_PER_TOKEN, estimate_string_chars};
 
@@ -97,7 +97,7 @@ pub fn aggregate_budget_chars(window_tokens: u64, settings: &TruncateSettings) -
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TruncateMemory {
     sent: HashSet<String>,
-    frozen_cuts: HashMap<String, Vec<Block>>,
+    frozen_cuts: HashMap<String, Content>,
 }
 
 impl TruncateMemory {
@@ -126,6 +126,11 @@ impl TruncateMemory {
             }
         }
     }
+}
+
+/// True when an earlier request cut `result` for the aggregate budget.
+pub(super) fn is_frozen(result: &ToolResult, memory: &TruncateMemory) -> bool {
+    memory.frozen_cuts.contains_key(&result.call_id)
 }
 
 /// Puts back the cut an earlier request made to `result` for the aggregate budget; false when
@@ -296,14 +301,16 @@ fn elide(
     };
     let mut text = Some(text);
     let mut content = Vec::with_capacity(original.len());
-    for block in original {
+    // By reference: the original may be shared with the message the engine holds, and its text
+    // is not kept here.
+    for block in original.iter() {
         match block {
             // The first text block carries the marker; the others go.
             Block::Text(first) => {
                 if let Some(text) = text.take() {
                     content.push(Block::Text(TextBlock {
                         text,
-                        extra: first.extra,
+                        extra: first.extra.clone(),
                     }));
                 }
             }
@@ -311,10 +318,10 @@ fn elide(
             | Block::Thinking(_)
             | Block::ToolCall(_)
             | Block::ToolResult(_)
-            | Block::Opaque(_) => content.push(block),
+            | Block::Opaque(_) => content.push(block.clone()),
         }
     }
-    result.content = content;
+    result.content = content.into();
     Some(ref_id)
 }
 
