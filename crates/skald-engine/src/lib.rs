@@ -86,7 +86,7 @@ pub use engine::{
 };
 pub use error_kind::{Classify, ErrorKind};
 pub use skald_llm::LlmError;
-pub use skald_store::clock::now_ms;
+pub use skald_store::clock::{Clock, ManualClock, SystemClock, now_ms};
 
 /// The storage layer's value types the engine's API takes and returns, and the key store a
 /// server authenticates with, re-exported so that an edge (the server) reaches storage only

@@ -1,32 +1,44 @@
-//! The executors of the five memory tools against an in-memory store (seed 002, Component 3
+//! The five memory tools, run by the engine over an in-memory store (seed 002, Component 3
 //! and `commit_memory`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod memory_common;
 
 use memory_common::*;
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 use skald_core::memory::tools::tool_specs;
 use skald_core::memory::uri::MemoryUri;
-use skald_engine::internal::memory::execute_memory_tool_at;
+use skald_core::pipeline::policy::Policy;
 use skald_engine::memory::MemoryToolOutput;
+use skald_engine::storage::MemoryStore;
+use skald_engine::{Engine, EngineConfig, ManualClock, Stores};
 use skald_llm::embed::Embedder;
-use skald_store::memories::MemoryStore;
+use tokio_util::task::TaskTracker;
 
 /// 2023-06-15T12:00:00Z.
 const NOW: i64 = 1_686_830_400_000;
 
-async fn run(store: &dyn MemoryStore, name: &str, arguments: Value) -> MemoryToolOutput {
-    execute_memory_tool_at(
-        store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        name,
-        &arguments,
-        NOW,
-    )
-    .await
+/// An engine over `store` whose clock reads [`NOW`], with `embedder` (none: full-text only).
+fn engine(store: &Arc<dyn MemoryStore>, embedder: Option<Arc<dyn Embedder>>) -> Engine {
+    let stores = Stores {
+        memories: store.clone(),
+        ..Stores::in_memory().unwrap()
+    };
+    let config = EngineConfig {
+        embedder,
+        clock: Arc::new(ManualClock::new(NOW)),
+        ..EngineConfig::new(Policy::preset("skald").unwrap())
+    };
+    Engine::new(stores, config, TaskTracker::new()).unwrap()
+}
+
+/// The memory tool `name` run by the engine, for Alice.
+async fn run(store: &Arc<dyn MemoryStore>, name: &str, arguments: Value) -> MemoryToolOutput {
+    engine(store, None)
+        .memory_tool(&tenant_named(TENANT), &identity(), name, &arguments)
+        .await
 }
 
 fn body(output: &MemoryToolOutput) -> Value {
@@ -200,6 +212,7 @@ async fn commit_memory_adds_merges_and_updates() {
     )
     .await;
     let event_uri = body(&event)["uri"].as_str().unwrap().to_owned();
+    // Dated by the engine's clock.
     assert!(
         event_uri.starts_with(
             "viking://user/alice/memories/events/2023/06/15/alice-rotated-pgbouncer-credentials-"
@@ -223,17 +236,14 @@ async fn commit_memory_adds_merges_and_updates() {
 #[tokio::test]
 async fn commit_memory_embeds_when_an_embedder_is_given() {
     let store = fixture_store();
-    let embedder = KeywordEmbedder;
-    let output = execute_memory_tool_at(
-        &store,
-        Some(&embedder as &dyn Embedder),
-        &tenant_named(TENANT),
-        &identity(),
-        "commit_memory",
-        &json!({"memory_content": "Alice's pager rotation is every other week.", "memory_type": "entity", "category": "pager"}),
-        NOW,
-    )
-    .await;
+    let output = engine(&store, Some(Arc::new(KeywordEmbedder)))
+        .memory_tool(
+            &tenant_named(TENANT),
+            &identity(),
+            "commit_memory",
+            &json!({"memory_content": "Alice's pager rotation is every other week.", "memory_type": "entity", "category": "pager"}),
+        )
+        .await;
     assert!(!output.is_error, "{}", output.text);
     let uri = MemoryUri::parse("viking://user/alice/memories/entities/pager.md").unwrap();
     assert_eq!(

@@ -9,7 +9,6 @@
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Block, Message, Role};
 use skald_core::session::EntryKind;
-use skald_store::clock::now_ms;
 use skald_store::sessions::SessionError;
 use skald_store::sessions::import::ImportOptions;
 use tokio_util::sync::CancellationToken;
@@ -117,7 +116,7 @@ impl Engine {
             &ImportOptions {
                 source: None,
                 session_id: Some(session.clone()),
-                now_ms: now_ms(),
+                now_ms: self.now_ms(),
             },
         )?;
         let config = self.config();

@@ -15,7 +15,7 @@ use crate::memory::manage::{
     self, AddReport, Document, ForgetReport, LsRow, ManageError, ReadReport, RememberReport,
     SearchReport, Skipped, VersionRow, WriteRow,
 };
-use crate::memory::{MemoryIdentity, MemoryToolOutput, execute_memory_tool};
+use crate::memory::{MemoryIdentity, MemoryToolOutput, execute_memory_tool_at};
 
 impl Engine {
     /// The memories of `identity` that best match `text` (`manage::search_memories`).
@@ -180,7 +180,17 @@ impl Engine {
         arguments: &Value,
     ) -> MemoryToolOutput {
         let embedder = self.config().embedder.as_deref();
-        execute_memory_tool(self.memories(), embedder, tenant, identity, name, arguments).await
+        let now_ms = self.now_ms();
+        execute_memory_tool_at(
+            self.memories(),
+            embedder,
+            tenant,
+            identity,
+            name,
+            arguments,
+            now_ms,
+        )
+        .await
     }
 }
 

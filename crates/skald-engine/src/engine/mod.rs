@@ -62,6 +62,7 @@ use skald_core::memory::write::WriteSettings;
 use skald_core::pipeline::policy::Policy;
 use skald_llm::{DeterministicExtractor, Embedder, MemoryExtractor, Summarizer};
 use skald_store::RefStore;
+use skald_store::clock::{Clock, SystemClock};
 use skald_store::memories::MemoryStore;
 use skald_store::sessions::SessionStore;
 use tokio_util::task::TaskTracker;
@@ -165,6 +166,9 @@ pub struct EngineConfig {
     pub extractor: Arc<dyn MemoryExtractor>,
     /// The prices a session's calls are costed at ([`Engine::call_timeline`]).
     pub pricing: crate::Pricing,
+    /// Where the engine's "now" comes from (the system clock; a `ManualClock` in tests, so a
+    /// schedule's ages and a memory's timestamps are what the test says).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for EngineConfig {
@@ -196,6 +200,7 @@ impl EngineConfig {
             embedder: None,
             extractor: Arc::new(DeterministicExtractor::default()),
             pricing: crate::Pricing::default(),
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -261,6 +266,11 @@ impl Engine {
     /// An engine over in-memory SQLite stores, with its own task tracker; for tests.
     pub fn in_memory(config: EngineConfig) -> Result<Engine, OpenError> {
         Engine::new(Stores::in_memory()?, config, TaskTracker::new())
+    }
+
+    /// Now by the engine's clock, in milliseconds since the Unix epoch.
+    pub fn now_ms(&self) -> i64 {
+        self.config().clock.now_ms()
     }
 
     /// What the engine runs with.

@@ -9,7 +9,6 @@ use skald_core::memory::tools::MEMORY_TOOL_NAMES;
 use skald_core::message::{Message, ToolSpec};
 use skald_core::pipeline::offload::FETCH_TOOL_NAME;
 use skald_core::session::Session;
-use skald_store::clock::now_ms;
 use skald_store::sessions::import::{
     ImportOptions, ImportOutcome, ImportStatus, import_transcript,
 };
@@ -398,7 +397,7 @@ impl Engine {
             session_id: session,
             policy: &config.policy,
             window_tokens: options.window_tokens.unwrap_or(config.window_tokens),
-            now_ms: now_ms(),
+            now_ms: self.now_ms(),
             fetch_available: options.host_runs(FETCH_TOOL_NAME),
             // The engine API's host (OpenClaw) sends its system prompt apart; unknown here.
             host_prefix_tokens: 0,
@@ -438,7 +437,7 @@ impl Engine {
                 let options = ImportOptions {
                     source: path,
                     session_id: Some(session.clone()),
-                    now_ms: now_ms(),
+                    now_ms: self.now_ms(),
                 };
                 let outcome = crate::blocking(|| {
                     import_transcript(self.sessions(), tenant, &text, &options)

@@ -24,7 +24,7 @@ use skald_store::RefStore;
 use skald_store::memories::MemoryStore;
 
 use super::Engine;
-use crate::memory::{MemoryIdentity, execute_memory_tool, execute_search_docs};
+use crate::memory::{MemoryIdentity, execute_memory_tool_at, execute_search_docs};
 use crate::{EngineError, execute_fetch};
 
 /// One skald tool call, run.
@@ -128,6 +128,7 @@ impl Engine {
                 store: self.memories(),
                 embedder: self.config().embedder.as_deref(),
                 identity,
+                now_ms: self.now_ms(),
             });
         run_skald_tool(self.refs(), memory_enabled, memory, tenant, name, arguments).await
     }
@@ -149,6 +150,8 @@ pub(crate) struct ToolMemory<'a> {
     pub store: &'a dyn MemoryStore,
     pub embedder: Option<&'a dyn Embedder>,
     pub identity: &'a MemoryIdentity,
+    /// When the call is made (epoch ms): the time a committed memory is written at.
+    pub now_ms: i64,
 }
 
 /// Runs one call of a skald tool: `fetch_original_data` against `refs`, the memory tools and
@@ -191,13 +194,14 @@ pub(crate) async fn run_skald_tool(
     } else if is_memory_tool(name) {
         match memory {
             Some(memory) => {
-                let output = execute_memory_tool(
+                let output = execute_memory_tool_at(
                     memory.store,
                     memory.embedder,
                     tenant,
                     memory.identity,
                     name,
                     arguments,
+                    memory.now_ms,
                 )
                 .await;
                 (output.text, output.is_error)

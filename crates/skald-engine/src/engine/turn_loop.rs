@@ -338,6 +338,7 @@ impl<'c> TurnLoop<'c> {
             store: recall.store,
             embedder: recall.embedder,
             identity: recall.identity,
+            now_ms: self.ctx.now_ms,
         });
         let run = run_skald_tool(
             self.ctx.refs,
