@@ -1,15 +1,23 @@
-//! The engine end to end on small conversations: what the model sees after assemble, that
-//! every ref it sees is stored and fetchable, that decisions repeat byte for byte, and replay.
+//! The engine end to end on small conversations, through `Engine::assemble` (the host sends its
+//! whole conversation each call, as OpenClaw does): what the model sees, that every ref it sees
+//! is stored and fetchable, that decisions repeat byte for byte, and replay.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
 use serde_json::json;
+use skald_core::ids::SessionId;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::pipeline::policy::Policy;
 use skald_core::refs::{RefId, ref_ids_in};
-use skald_engine::SessionState;
-use skald_engine::internal::assemble::{AssembleRequest, Assembled, assemble};
-use skald_engine::internal::fetch::execute_fetch;
 use skald_engine::replay::{ReplaySettings, replay};
+use skald_engine::{
+    AssembleInput, Engine, EngineConfig, EngineError, ManualClock, Stores, ToolRun, View,
+    ViewOptions,
+};
+use skald_store::RefStore;
+use tokio_util::task::TaskTracker;
 
 fn call(id: &str, name: &str, arguments: serde_json::Value) -> Message {
     Message::new(
@@ -79,26 +87,96 @@ fn session() -> Vec<Message> {
 static ACME: std::sync::LazyLock<skald_core::ids::Tenant> =
     std::sync::LazyLock::new(|| tenant_named("acme"));
 
-fn request(now_ms: i64) -> AssembleRequest<'static> {
-    AssembleRequest {
-        tenant: &ACME,
-        context_window_tokens: 200_000,
+/// An engine over `refs` (sessions and memories in memory) running `policy`, memory off, its
+/// clock in the test's hands.
+struct Harness {
+    engine: Engine,
+    clock: Arc<ManualClock>,
+}
+
+/// How one call is made: when, the model's window, and whether the host runs the fetch tool.
+#[derive(Clone, Copy)]
+struct Call {
+    now_ms: i64,
+    window_tokens: u64,
+    fetch_available: bool,
+}
+
+/// A call at `now_ms` with a 200k window from a host that runs the fetch tool.
+fn at(now_ms: i64) -> Call {
+    Call {
         now_ms,
+        window_tokens: 200_000,
         fetch_available: true,
-        host_prefix_tokens: 0,
+    }
+}
+
+fn harness(refs: Arc<dyn RefStore>, policy: Policy) -> Harness {
+    let clock = Arc::new(ManualClock::new(0));
+    let mut config = EngineConfig::new(policy);
+    config.memory.enabled = false;
+    config.clock = clock.clone();
+    let stores = Stores {
+        refs,
+        ..Stores::in_memory().unwrap()
+    };
+    Harness {
+        engine: Engine::new(stores, config, TaskTracker::new()).unwrap(),
+        clock,
+    }
+}
+
+impl Harness {
+    /// The host's whole conversation of `session`, sent as one `assemble` call.
+    async fn try_assemble(
+        &self,
+        session: &str,
+        messages: Vec<Message>,
+        call: Call,
+    ) -> Result<View, EngineError> {
+        self.clock.set(call.now_ms);
+        let available_tools = (!call.fetch_available).then(HashSet::<String>::new);
+        let input = AssembleInput {
+            messages: Some(messages),
+            source_format: "openclaw".into(),
+            model: None,
+            options: ViewOptions {
+                window_tokens: Some(call.window_tokens),
+                available_tools,
+                ..ViewOptions::default()
+            },
+            budget_tokens: None,
+        };
+        let session = SessionId::parse(session).unwrap();
+        Ok(self.engine.assemble(&ACME, &session, input).await?.view)
+    }
+
+    async fn assemble(&self, session: &str, messages: Vec<Message>, call: Call) -> View {
+        self.try_assemble(session, messages, call).await.unwrap()
+    }
+
+    async fn fetch(&self, tenant: &str, arguments: serde_json::Value) -> ToolRun {
+        self.engine
+            .run_tool(
+                &tenant_named(tenant),
+                None,
+                "fetch_original_data",
+                &arguments,
+            )
+            .await
     }
 }
 
 /// The model-visible layout as a reader sees it.
-fn render(assembled: &Assembled) -> String {
+fn render(assembled: &View) -> String {
     let mut out = String::new();
-    if let Some(addition) = &assembled.system_prompt_addition {
+    if let Some(addition) = &assembled.view.pipeline_addition {
         out.push_str(&format!("[system addition] {} chars\n", addition.len()));
     }
     for tool in &assembled.tools {
         out.push_str(&format!("[tool] {}\n", tool.name));
     }
-    for message in &assembled.messages {
+    for message in &assembled.view.messages {
         out.push_str(&format!("[{}]\n", message.role.name()));
         for block in &message.content {
             match block {
@@ -129,8 +207,9 @@ fn render(assembled: &Assembled) -> String {
 }
 
 /// Every text the request carries, unclipped.
-fn full_text(assembled: &Assembled) -> String {
+fn full_text(assembled: &View) -> String {
     assembled
+        .view
         .messages
         .iter()
         .flat_map(|m| m.content.iter())
@@ -157,21 +236,19 @@ fn clip(text: &str) -> String {
     }
 }
 
-#[test]
-fn skald_policy_layout_after_assemble() {
-    let store = skald_store::test_stores::ref_store(Default::default());
-    let policy = Policy::preset("skald").unwrap();
-    let mut state = SessionState::default();
-    let assembled = assemble(&store, &policy, &mut state, session(), request(0)).unwrap();
+#[tokio::test]
+async fn skald_policy_layout_after_assemble() {
+    let refs = skald_store::test_stores::ref_store(Default::default());
+    let skald = harness(refs, Policy::preset("skald").unwrap());
+    let assembled = skald.assemble("s1", session(), at(0)).await;
     insta::assert_snapshot!("skald_layout", render(&assembled));
 }
 
-#[test]
-fn every_ref_the_model_sees_is_stored_and_fetchable() {
+#[tokio::test]
+async fn every_ref_the_model_sees_is_stored_and_fetchable() {
     let store = skald_store::test_stores::ref_store(Default::default());
-    let policy = Policy::preset("skald").unwrap();
-    let mut state = SessionState::default();
-    let assembled = assemble(&store, &policy, &mut state, session(), request(0)).unwrap();
+    let skald = harness(store.clone(), Policy::preset("skald").unwrap());
+    let assembled = skald.assemble("s1", session(), at(0)).await;
     let visible = full_text(&assembled);
     let ids = ref_ids_in(&visible);
     assert!(
@@ -181,8 +258,12 @@ fn every_ref_the_model_sees_is_stored_and_fetchable() {
     for id in &ids {
         let payload = store.get(&tenant_named("acme"), id.as_str()).unwrap();
         assert!(!payload.text().is_empty());
-        // Another tenant sees nothing.
+        // Another tenant sees nothing, stored or fetched.
         assert!(store.get(&tenant_named("other"), id.as_str()).is_err());
+        let theirs = skald
+            .fetch("other", json!({"ref_ids": [id.as_str()]}))
+            .await;
+        assert!(theirs.is_error, "{}", theirs.text);
     }
     // The pytest log comes back, sliced.
     let log_id = ids
@@ -195,12 +276,13 @@ fn every_ref_the_model_sees_is_stored_and_fetchable() {
                 .contains("PASSED")
         })
         .unwrap();
-    let fetched = execute_fetch(
-        &store,
-        &tenant_named("acme"),
-        &json!({"ref_ids": [log_id.as_str()], "grep": "FAILED", "context": 0}),
-    );
-    assert_eq!(fetched.found_ids, 1);
+    let fetched = skald
+        .fetch(
+            "acme",
+            json!({"ref_ids": [log_id.as_str()], "grep": "FAILED", "context": 0}),
+        )
+        .await;
+    assert!(!fetched.is_error, "{}", fetched.text);
     assert!(
         fetched
             .text
@@ -215,7 +297,7 @@ fn every_ref_the_model_sees_is_stored_and_fetchable() {
 struct BatchRecorder {
     inner: std::sync::Arc<dyn skald_store::RefStore>,
     batches: std::sync::Mutex<Vec<usize>>,
-    fail: bool,
+    fail: std::sync::atomic::AtomicBool,
 }
 
 impl skald_store::RefStore for BatchRecorder {
@@ -233,7 +315,7 @@ impl skald_store::RefStore for BatchRecorder {
         payloads: &[&skald_core::refs::CanonicalPayload],
     ) -> Result<(), skald_store::StoreError> {
         self.batches.lock().unwrap().push(payloads.len());
-        if self.fail {
+        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(skald_store::StoreError::Corrupt("disk on fire".into()));
         }
         self.inner.put_many(tenant, payloads)
@@ -255,21 +337,20 @@ impl skald_store::RefStore for BatchRecorder {
     }
 }
 
-fn recorder(fail: bool) -> BatchRecorder {
-    BatchRecorder {
+fn recorder(fail: bool) -> Arc<BatchRecorder> {
+    Arc::new(BatchRecorder {
         inner: skald_store::test_stores::ref_store(Default::default()),
         batches: Default::default(),
-        fail,
-    }
+        fail: fail.into(),
+    })
 }
 
-#[test]
-fn the_refs_of_one_request_are_stored_in_one_batch() {
+#[tokio::test]
+async fn the_refs_of_one_request_are_stored_in_one_batch() {
     let store = recorder(false);
-    let policy = Policy::preset("skald").unwrap();
-    let mut state = SessionState::default();
-    let assembled = assemble(&store, &policy, &mut state, session(), request(0)).unwrap();
-    let stored = assembled.report.refs_stored;
+    let skald = harness(store.clone(), Policy::preset("skald").unwrap());
+    let assembled = skald.assemble("s1", session(), at(0)).await;
+    let stored = assembled.view.report.refs_stored;
     assert!(stored >= 2, "{stored}");
     assert_eq!(*store.batches.lock().unwrap(), vec![stored]);
     for id in ref_ids_in(&full_text(&assembled)) {
@@ -279,25 +360,26 @@ fn the_refs_of_one_request_are_stored_in_one_batch() {
         );
     }
     // The next request has nothing new to store and does not call the store.
-    assemble(&store, &policy, &mut state, session(), request(1_000)).unwrap();
+    skald.assemble("s1", session(), at(1_000)).await;
     assert_eq!(store.batches.lock().unwrap().len(), 1);
 }
 
-#[test]
-fn a_failed_batch_fails_the_request_and_hands_out_no_ref() {
+#[tokio::test]
+async fn a_failed_batch_fails_the_request_and_hands_out_no_ref() {
     let store = recorder(true);
-    let policy = Policy::preset("skald").unwrap();
-    let mut state = SessionState::default();
-    let error = assemble(&store, &policy, &mut state, session(), request(0)).unwrap_err();
+    let skald = harness(store.clone(), Policy::preset("skald").unwrap());
+    let error = skald
+        .try_assemble("s1", session(), at(0))
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("disk on fire"), "{error}");
-    assert_eq!(state.stored_ref_count(), 0);
-    // Once the store works again, the same request stores every ref it names.
-    let store = BatchRecorder {
-        fail: false,
-        ..store
-    };
-    let assembled = assemble(&store, &policy, &mut state, session(), request(1_000)).unwrap();
-    for id in ref_ids_in(&full_text(&assembled)) {
+    // Once the store works again, the same request stores every ref it names: none was taken
+    // for stored when its batch failed.
+    store.fail.store(false, std::sync::atomic::Ordering::SeqCst);
+    let assembled = skald.assemble("s1", session(), at(1_000)).await;
+    let named = ref_ids_in(&full_text(&assembled));
+    assert!(named.len() >= 2);
+    for id in named {
         assert!(
             store.inner.get(&tenant_named("acme"), id.as_str()).is_ok(),
             "{id} not stored"
@@ -305,20 +387,24 @@ fn a_failed_batch_fails_the_request_and_hands_out_no_ref() {
     }
 }
 
-#[test]
-fn fetch_reports_each_bad_id_on_its_own() {
-    let store = skald_store::test_stores::ref_store(Default::default());
-    let unknown = RefId::of_bytes(b"never stored");
-    let out = execute_fetch(
-        &store,
-        &tenant_named("acme"),
-        &json!({"ref_ids": ["../../etc/passwd", unknown.as_str()]}),
+#[tokio::test]
+async fn fetch_reports_each_bad_id_on_its_own() {
+    let skald = harness(
+        skald_store::test_stores::ref_store(Default::default()),
+        Policy::preset("skald").unwrap(),
     );
-    assert_eq!((out.found_ids, out.failed_ids), (0, 2));
-    assert!(out.is_error());
+    let unknown = RefId::of_bytes(b"never stored");
+    let out = skald
+        .fetch(
+            "acme",
+            json!({"ref_ids": ["../../etc/passwd", unknown.as_str()]}),
+        )
+        .await;
+    assert!(out.is_error);
     assert!(out.text.contains("../../etc/passwd"), "{}", out.text);
     assert!(out.text.contains(unknown.as_str()), "{}", out.text);
-    let bad = execute_fetch(&store, &tenant_named("acme"), &json!({"ids": []}));
+    let bad = skald.fetch("acme", json!({"ids": []})).await;
+    assert!(bad.is_error);
     assert!(bad.text.contains("unknown argument"), "{}", bad.text);
 }
 
@@ -331,23 +417,28 @@ fn cache_aware_policy() -> Policy {
     .unwrap()
 }
 
-#[test]
-fn decisions_repeat_byte_for_byte_as_the_session_grows() {
-    let store = skald_store::test_stores::ref_store(Default::default());
-    let policy = cache_aware_policy();
-    let mut state = SessionState::default();
+#[tokio::test]
+async fn decisions_repeat_byte_for_byte_as_the_session_grows() {
+    let refs = skald_store::test_stores::ref_store(Default::default());
+    let skald = harness(refs, cache_aware_policy());
     let mut messages = session();
-    let first = assemble(&store, &policy, &mut state, messages.clone(), request(0)).unwrap();
+    let first = skald.assemble("s1", messages.clone(), at(0)).await;
     messages.push(Message::text(Role::Assistant, "Tests pass now."));
     messages.push(Message::text(Role::User, "Thanks. Also run the linter."));
-    let second = assemble(&store, &policy, &mut state, messages, request(30_000)).unwrap();
-    // The write call (index 6) was the newest assistant turn in the first request; now that it
-    // is answered, its long content leaves. Everything before it repeats exactly: the cache
-    // miss covers only the messages from that call on.
-    assert_eq!(second.messages[..6], first.messages[..6]);
-    assert_ne!(second.messages[6], first.messages[6]);
+    let second = skald.assemble("s1", messages, at(30_000)).await;
+    let (first, second_view) = (&first.view, &second.view);
+    // The write call (index 5: the host's system prompt is the host's, not in the view) was the
+    // newest assistant turn in the first request; now that it is answered, its long content
+    // leaves. Everything before it repeats exactly: the cache miss covers only the messages
+    // from that call on.
+    assert_eq!(second_view.messages[..5], first.messages[..5]);
+    assert_ne!(second_view.messages[5], first.messages[5]);
     assert!(
-        second.messages[6].tool_calls().next().unwrap().arguments["content"]
+        second_view.messages[5]
+            .tool_calls()
+            .next()
+            .unwrap()
+            .arguments["content"]
             .as_str()
             .unwrap()
             .starts_with("[REF_ID: ")
@@ -356,17 +447,16 @@ fn decisions_repeat_byte_for_byte_as_the_session_grows() {
     let mut third_input = session();
     third_input.push(Message::text(Role::Assistant, "Tests pass now."));
     third_input.push(Message::text(Role::User, "Thanks. Also run the linter."));
-    let third = assemble(&store, &policy, &mut state, third_input, request(60_000)).unwrap();
-    assert_eq!(third.messages, second.messages);
-    assert_eq!(second.system_prompt_addition, first.system_prompt_addition);
-    assert_eq!(third.report.refs_stored, 0, "nothing new to store");
+    let third = skald.assemble("s1", third_input, at(60_000)).await;
+    assert_eq!(third.view.messages, second_view.messages);
+    assert_eq!(second_view.pipeline_addition, first.pipeline_addition);
+    assert_eq!(third.view.report.refs_stored, 0, "nothing new to store");
 }
 
-#[test]
-fn a_fresh_result_stays_visible_until_the_model_has_answered_it() {
-    let store = skald_store::test_stores::ref_store(Default::default());
-    let policy = cache_aware_policy();
-    let mut state = SessionState::default();
+#[tokio::test]
+async fn a_fresh_result_stays_visible_until_the_model_has_answered_it() {
+    let refs = skald_store::test_stores::ref_store(Default::default());
+    let skald = harness(refs, cache_aware_policy());
     let file = source_file(40);
     assert!(file.len() > 2_000 && file.len() < 6_000);
     let mut messages = vec![
@@ -374,14 +464,14 @@ fn a_fresh_result_stays_visible_until_the_model_has_answered_it() {
         call("r1", "read", json!({"path": "src/m.py"})),
         result("r1", "read", &file),
     ];
-    let fresh = assemble(&store, &policy, &mut state, messages.clone(), request(0)).unwrap();
+    let fresh = skald.assemble("s1", messages.clone(), at(0)).await;
     assert!(
         full_text(&fresh).contains("def helper_39"),
         "fresh result is shown in full"
     );
     messages.push(call("r2", "bash", json!({"command": "ls"})));
     messages.push(result("r2", "bash", "src\ntests"));
-    let later = assemble(&store, &policy, &mut state, messages, request(5_000)).unwrap();
+    let later = skald.assemble("s1", messages, at(5_000)).await;
     let text = full_text(&later);
     assert!(
         !text.contains("def helper_39"),
@@ -390,19 +480,18 @@ fn a_fresh_result_stays_visible_until_the_model_has_answered_it() {
     assert!(text.contains("[REF_ID: "));
 }
 
-#[test]
-fn nothing_is_offloaded_when_the_host_cannot_run_fetch() {
-    let store = skald_store::test_stores::ref_store(Default::default());
-    let policy = Policy::preset("sccs").unwrap();
-    let mut state = SessionState::default();
-    let request = AssembleRequest {
+#[tokio::test]
+async fn nothing_is_offloaded_when_the_host_cannot_run_fetch() {
+    let refs = skald_store::test_stores::ref_store(Default::default());
+    let sccs = harness(refs, Policy::preset("sccs").unwrap());
+    let call = Call {
         fetch_available: false,
-        ..request(0)
+        ..at(0)
     };
-    let assembled = assemble(&store, &policy, &mut state, session(), request).unwrap();
+    let assembled = sccs.assemble("s1", session(), call).await;
     assert!(!render(&assembled).contains("[REF_ID: "));
     assert!(assembled.tools.is_empty());
-    assert!(assembled.system_prompt_addition.is_none());
+    assert!(assembled.view.pipeline_addition.is_none());
 }
 
 #[tokio::test]
@@ -442,11 +531,10 @@ fn tenant_named(name: &str) -> skald_core::ids::Tenant {
     skald_core::ids::Tenant::parse(name).unwrap()
 }
 
-#[test]
-fn openclaw_policy_keeps_pruned_results_pruned_across_assembles() {
+#[tokio::test]
+async fn openclaw_policy_keeps_pruned_results_pruned_across_assembles() {
     // OpenClaw 2026.9 prunes once the cache is cold and keeps the result pruned on later
     // requests, cache warm or not; the seed's version shows it in full again.
-    let store = skald_store::test_stores::ref_store(Default::default());
     let mut messages = vec![Message::text(Role::User, "go")];
     for round in 0..6 {
         let id = format!("c{round}");
@@ -457,15 +545,13 @@ fn openclaw_policy_keeps_pruned_results_pruned_across_assembles() {
         ));
         messages.push(result(&id, "read", &"x".repeat(20_000)));
     }
-    let at = |now_ms: i64| AssembleRequest {
-        tenant: &ACME,
-        context_window_tokens: 50_000,
-        now_ms,
-        fetch_available: true,
-        host_prefix_tokens: 0,
+    let at = |now_ms: i64| Call {
+        window_tokens: 50_000,
+        ..at(now_ms)
     };
-    let first_result = |assembled: &Assembled| {
+    let first_result = |assembled: &View| {
         assembled
+            .view
             .messages
             .iter()
             .flat_map(|m| m.tool_results())
@@ -474,14 +560,14 @@ fn openclaw_policy_keeps_pruned_results_pruned_across_assembles() {
             .unwrap()
     };
     for (preset, stays) in [("openclaw", true), ("openclaw-seed", false)] {
-        let policy = Policy::preset(preset).unwrap();
-        let mut state = SessionState::default();
+        let refs = skald_store::test_stores::ref_store(Default::default());
+        let engine = harness(refs, Policy::preset(preset).unwrap());
         // The first request starts the cache clock; six minutes later it has expired.
-        assemble(&store, &policy, &mut state, messages.clone(), at(0)).unwrap();
-        let cold = assemble(&store, &policy, &mut state, messages.clone(), at(360_000)).unwrap();
-        assert_eq!(cold.report.prune.trimmed, 3, "{preset}");
-        let warm = assemble(&store, &policy, &mut state, messages.clone(), at(420_000)).unwrap();
-        assert_eq!(warm.report.prune.trimmed, 0, "{preset}");
+        engine.assemble("s1", messages.clone(), at(0)).await;
+        let cold = engine.assemble("s1", messages.clone(), at(360_000)).await;
+        assert_eq!(cold.view.report.prune.trimmed, 3, "{preset}");
+        let warm = engine.assemble("s1", messages.clone(), at(420_000)).await;
+        assert_eq!(warm.view.report.prune.trimmed, 0, "{preset}");
         assert_eq!(
             first_result(&warm) == first_result(&cold),
             stays,
@@ -491,38 +577,32 @@ fn openclaw_policy_keeps_pruned_results_pruned_across_assembles() {
     }
 }
 
-#[test]
-fn cost_aware_schedule_offloads_only_what_pays_and_keeps_it_offloaded() {
-    let store = skald_store::test_stores::ref_store(Default::default());
+#[tokio::test]
+async fn cost_aware_schedule_offloads_only_what_pays_and_keeps_it_offloaded() {
     // Later rewrites weighed at a quarter of the run so far (the preset weighs them at twice
     // it, and a young read would leave after one turn: `a_young_read_leaves_after_one_turn`).
     let policy = Policy::from_toml(
         "preset = \"skald\"\n[schedule]\nmode = \"cost-aware\"\nremaining_calls_ratio = 0.25\n",
     )
     .unwrap();
-    let at = |now_ms: i64| AssembleRequest {
-        tenant: &ACME,
-        context_window_tokens: 200_000,
-        now_ms,
-        fetch_available: true,
-        host_prefix_tokens: 0,
-    };
-    let refs = |assembled: &Assembled| render(assembled).matches("[REF_ID: ").count();
+    let skald = harness(
+        skald_store::test_stores::ref_store(Default::default()),
+        policy,
+    );
+    let refs = |assembled: &View| render(assembled).matches("[REF_ID: ").count();
 
     // A short session without large outputs never gets the fetch tool: nothing pays for it.
-    let mut state = SessionState::default();
     let quiet = vec![Message::text(Role::User, "hi")];
-    let first = assemble(&store, &policy, &mut state, quiet, at(0)).unwrap();
-    assert!(first.tools.is_empty() && first.system_prompt_addition.is_none());
+    let first = skald.assemble("quiet", quiet, at(0)).await;
+    assert!(first.tools.is_empty() && first.view.pipeline_addition.is_none());
 
     // A huge output leaves before it enters the cache, and the tool arrives with it.
-    let mut state = SessionState::default();
     let mut messages = vec![
         Message::text(Role::User, "look at the log"),
         call("c1", "bash", json!({"command": "pytest"})),
         result("c1", "bash", &pytest_log(400)),
     ];
-    let first = assemble(&store, &policy, &mut state, messages.clone(), at(0)).unwrap();
+    let first = skald.assemble("s1", messages.clone(), at(0)).await;
     assert_eq!(refs(&first), 1);
     assert_eq!(first.tools.len(), 1);
 
@@ -536,14 +616,13 @@ fn cost_aware_schedule_offloads_only_what_pays_and_keeps_it_offloaded() {
     }
     let mut seen = 0;
     for (call_number, end) in (5..=messages.len()).step_by(2).enumerate() {
-        let assembled = assemble(
-            &store,
-            &policy,
-            &mut state,
-            messages[..end].to_vec(),
-            at(10_000 * (call_number as i64 + 1)),
-        )
-        .unwrap();
+        let assembled = skald
+            .assemble(
+                "s1",
+                messages[..end].to_vec(),
+                at(10_000 * (call_number as i64 + 1)),
+            )
+            .await;
         seen = refs(&assembled);
     }
     assert_eq!(
@@ -552,28 +631,22 @@ fn cost_aware_schedule_offloads_only_what_pays_and_keeps_it_offloaded() {
     );
 
     // Once the cache has expired, rewriting costs nothing: it leaves, and stays out.
-    let cold = assemble(&store, &policy, &mut state, messages.clone(), at(3_600_000)).unwrap();
+    let cold = skald.assemble("s1", messages.clone(), at(3_600_000)).await;
     assert_eq!(refs(&cold), 2);
-    let warm = assemble(&store, &policy, &mut state, messages.clone(), at(3_610_000)).unwrap();
+    let warm = skald.assemble("s1", messages.clone(), at(3_610_000)).await;
     assert_eq!(render(&warm), render(&cold), "decisions are sticky");
 }
 
 /// Under the preset, a rewrite after the session's first offload is weighed at the run's
 /// expected length: a medium read the model has answered leaves one turn later, while only it
 /// and the answer after it are cached (a cheap rewrite), instead of staying for the whole run.
-#[test]
-fn a_young_read_leaves_after_one_turn() {
-    let store = skald_store::test_stores::ref_store(Default::default());
-    let policy = Policy::preset("skald").unwrap();
-    let at = |now_ms: i64| AssembleRequest {
-        tenant: &ACME,
-        context_window_tokens: 200_000,
-        now_ms,
-        fetch_available: true,
-        host_prefix_tokens: 0,
-    };
-    let refs = |assembled: &Assembled| render(assembled).matches("[REF_ID: ").count();
-    let mut state = SessionState::default();
+#[tokio::test]
+async fn a_young_read_leaves_after_one_turn() {
+    let skald = harness(
+        skald_store::test_stores::ref_store(Default::default()),
+        Policy::preset("skald").unwrap(),
+    );
+    let refs = |assembled: &View| render(assembled).matches("[REF_ID: ").count();
     let mut messages = vec![
         Message::text(Role::User, "look at the log"),
         call("c1", "bash", json!({"command": "pytest"})),
@@ -581,10 +654,10 @@ fn a_young_read_leaves_after_one_turn() {
         call("c2", "read", json!({"path": "/src/lib.rs"})),
         result("c2", "read", &source_file(32)),
     ];
-    let first = assemble(&store, &policy, &mut state, messages.clone(), at(0)).unwrap();
+    let first = skald.assemble("s1", messages.clone(), at(0)).await;
     assert_eq!(refs(&first), 1, "the read is new: the model sees it whole");
     messages.push(Message::text(Role::Assistant, "x".repeat(4_000)));
     messages.push(Message::text(Role::User, "next"));
-    let second = assemble(&store, &policy, &mut state, messages.clone(), at(10_000)).unwrap();
+    let second = skald.assemble("s1", messages.clone(), at(10_000)).await;
     assert_eq!(refs(&second), 2, "answered, the read leaves");
 }
