@@ -1,9 +1,11 @@
-//! `prepare_view`: the one builder of a stored session's view for a call — the pipeline, then
-//! memory (snapshot, recall, skill memories, tools) — and what the session state keeps so later
+//! The view of a stored session for a call, through the engine — the pipeline, then memory
+//! (snapshot, recall, skill memories, tools) — and what the engine keeps of a session so later
 //! calls send the same bytes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod memory_common;
+
+use std::sync::Arc;
 
 use memory_common::*;
 use serde_json::json;
@@ -14,11 +16,15 @@ use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, To
 use skald_core::pipeline::policy::Policy;
 use skald_core::session::SessionHeader;
 use skald_engine::internal::memory::record_skill_use;
-use skald_engine::internal::view::{ViewRequest, prepare_view};
-use skald_engine::{RecallHook, SessionState};
+use skald_engine::recovery::RecoverySettings;
+use skald_engine::storage::MemoryStore;
+use skald_engine::{
+    AssembleInput, Engine, EngineConfig, ManualClock, PrepareInput, SessionState, Stores, TurnLoop,
+    View, ViewOptions,
+};
 use skald_store::sessions::{NewSession, SessionStore};
 use skald_store::{RefSettings, RefStore};
-use std::sync::Arc;
+use tokio_util::task::TaskTracker;
 
 const SESSION: &str = "s1";
 /// [`TENANT`] and [`SESSION`] as the engine takes them.
@@ -27,7 +33,15 @@ static TENANT_ID: std::sync::LazyLock<skald_core::ids::Tenant> =
 static SESSION_ID: std::sync::LazyLock<skald_core::ids::SessionId> =
     std::sync::LazyLock::new(|| session_named(SESSION));
 
-fn stores() -> (Arc<dyn SessionStore>, Arc<dyn RefStore>) {
+/// The stores of one deployment: the test session (created empty), refs, and `memories`.
+#[derive(Clone)]
+struct Deployment {
+    sessions: Arc<dyn SessionStore>,
+    refs: Arc<dyn RefStore>,
+    memories: Arc<dyn MemoryStore>,
+}
+
+fn deployment(memories: Arc<dyn MemoryStore>) -> Deployment {
     let sessions = skald_store::test_stores::session_store();
     let header = SessionHeader {
         id: SESSION.to_owned(),
@@ -39,10 +53,57 @@ fn stores() -> (Arc<dyn SessionStore>, Arc<dyn RefStore>) {
             NewSession::new(header, "openclaw-session"),
         )
         .unwrap();
-    (
+    Deployment {
         sessions,
-        skald_store::test_stores::ref_store(RefSettings::default()),
+        refs: skald_store::test_stores::ref_store(RefSettings::default()),
+        memories,
+    }
+}
+
+/// An engine over `deployment` running `policy`, with Alice's memories (agent `main`) recalled
+/// with `recall`, its clock at [`MAY_1_2023`] until the test moves it. Two engines over one
+/// deployment are two servers (or one restarted): each decides a session's view afresh.
+fn engine(
+    deployment: &Deployment,
+    policy: &str,
+    recall: RecallSettings,
+) -> (Engine, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(MAY_1_2023));
+    let mut config = EngineConfig::new(Policy::preset(policy).unwrap());
+    config.memory.user = "alice".into();
+    config.memory.agent = "main".into();
+    config.memory.recall = recall;
+    config.clock = clock.clone();
+    let stores = Stores {
+        sessions: deployment.sessions.clone(),
+        refs: deployment.refs.clone(),
+        memories: deployment.memories.clone(),
+    };
+    (
+        Engine::new(stores, config, TaskTracker::new()).unwrap(),
+        clock,
     )
+}
+
+/// The stored session's view for the next call, the decisions it makes kept by the engine.
+async fn next_call(engine: &Engine, options: ViewOptions) -> View {
+    let input = AssembleInput {
+        options,
+        ..AssembleInput::default()
+    };
+    engine
+        .assemble(&TENANT_ID, &SESSION_ID, input)
+        .await
+        .unwrap()
+        .view
+}
+
+/// Memory on, every tool the host could run.
+fn with_memory() -> ViewOptions {
+    ViewOptions {
+        with_memory: true,
+        ..ViewOptions::default()
+    }
 }
 
 fn skill_read(call_id: &str) -> Vec<Message> {
@@ -72,33 +133,12 @@ fn skill_read(call_id: &str) -> Vec<Message> {
     ]
 }
 
-fn request<'a>(
-    sessions: &'a dyn SessionStore,
-    refs: &'a dyn RefStore,
-    policy: &'a Policy,
-    memory: Option<&'a RecallHook<'a>>,
-    pending_prompt: Option<&'a str>,
-) -> ViewRequest<'a> {
-    ViewRequest {
-        sessions,
-        refs,
-        tenant: &TENANT_ID,
-        session_id: &SESSION_ID,
-        policy,
-        window_tokens: 200_000,
-        now_ms: MAY_1_2023,
-        fetch_available: true,
-        host_prefix_tokens: 0,
-        memory,
-        pending_prompt,
-    }
-}
-
 #[tokio::test]
 async fn a_skill_read_keeps_the_appendix_it_got_first_while_the_memory_changes() {
-    let (sessions, refs) = stores();
     let store = fixture_store();
+    let deployment = deployment(store.clone());
     record_skill_use(&store, &tenant_named(TENANT), "main", "pptx", true).unwrap();
+    let sessions = &deployment.sessions;
     sessions
         .append_message(
             &tenant_named(TENANT),
@@ -111,24 +151,8 @@ async fn a_skill_read_keeps_the_appendix_it_got_first_while_the_memory_changes()
             .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
             .unwrap();
     }
-    let policy = Policy::preset("none").unwrap();
-    let identity = identity();
-    let settings = RecallSettings::default();
-    let hook = RecallHook {
-        store: &store,
-        embedder: None,
-        identity: &identity,
-        settings: &settings,
-        offer_tools: true,
-        simulated_calls: true,
-    };
-    let mut state = SessionState::default();
-    let first = prepare_view(
-        &request(&sessions, &refs, &policy, Some(&hook), None),
-        &mut state,
-    )
-    .await
-    .unwrap();
+    let (skald, _) = engine(&deployment, "none", RecallSettings::default());
+    let first = next_call(&skald, with_memory()).await;
     let text_of = |messages: &[Message]| {
         messages
             .iter()
@@ -137,7 +161,7 @@ async fn a_skill_read_keeps_the_appendix_it_got_first_while_the_memory_changes()
             .map(|result| skald_core::message::join_text(&result.content))
             .unwrap()
     };
-    let first_text = text_of(&first.messages);
+    let first_text = text_of(&first.view.messages);
     assert!(first_text.contains(SKILL_MEMORY_MARKER), "{first_text}");
     // The stored session holds the read as the tool returned it.
     let stored = sessions
@@ -148,23 +172,14 @@ async fn a_skill_read_keeps_the_appendix_it_got_first_while_the_memory_changes()
     for _ in 0..3 {
         record_skill_use(&store, &tenant_named(TENANT), "main", "pptx", false).unwrap();
     }
-    let second = prepare_view(
-        &request(&sessions, &refs, &policy, Some(&hook), None),
-        &mut state,
-    )
-    .await
-    .unwrap();
-    assert_eq!(text_of(&second.messages), first_text);
-    // A new session state decides again, with what is remembered now.
-    let fresh = prepare_view(
-        &request(&sessions, &refs, &policy, Some(&hook), None),
-        &mut SessionState::default(),
-    )
-    .await
-    .unwrap();
-    assert_ne!(text_of(&fresh.messages), first_text);
+    let second = next_call(&skald, with_memory()).await;
+    assert_eq!(text_of(&second.view.messages), first_text);
+    // Another engine over the same stores decides again, with what is remembered now.
+    let (restarted, _) = engine(&deployment, "none", RecallSettings::default());
+    let fresh = next_call(&restarted, with_memory()).await;
+    assert_ne!(text_of(&fresh.view.messages), first_text);
 
-    let memory = first.memory.unwrap();
+    let memory = first.view.memory.unwrap();
     assert_eq!(memory.skills.len(), 1);
     let tools: Vec<&str> = first.tools.iter().map(|tool| tool.name.as_str()).collect();
     assert_eq!(tools, MEMORY_TOOL_NAMES.to_vec());
@@ -172,40 +187,29 @@ async fn a_skill_read_keeps_the_appendix_it_got_first_while_the_memory_changes()
 
 #[tokio::test]
 async fn a_pending_prompt_drives_recall_and_is_not_in_the_messages() {
-    let (sessions, refs) = stores();
-    let store = fixture_store();
-    sessions
-        .append_message(
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            Message::text(Role::User, "Hello there."),
-        )
-        .unwrap();
-    sessions
-        .append_message(
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            Message::text(Role::Assistant, "Hi!"),
-        )
-        .unwrap();
-    let policy = Policy::preset("none").unwrap();
-    let identity = identity();
-    let settings = RecallSettings::default();
-    let hook = RecallHook {
-        store: &store,
-        embedder: None,
-        identity: &identity,
-        settings: &settings,
-        offer_tools: false,
-        simulated_calls: true,
-    };
+    let deployment = deployment(fixture_store());
+    for message in [
+        Message::text(Role::User, "Hello there."),
+        Message::text(Role::Assistant, "Hi!"),
+    ] {
+        deployment
+            .sessions
+            .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
+            .unwrap();
+    }
+    let (skald, _) = engine(&deployment, "none", RecallSettings::default());
     let prompt = "How do I optimise the billing database queries on invoices?";
-    let view = prepare_view(
-        &request(&sessions, &refs, &policy, Some(&hook), Some(prompt)),
-        &mut SessionState::default(),
-    )
-    .await
-    .unwrap();
+    // A host that runs none of skald's tools.
+    let options = ViewOptions {
+        available_tools: Some(Default::default()),
+        pending_prompt: Some(prompt.into()),
+        ..with_memory()
+    };
+    let view = skald
+        .view(&TENANT_ID, &SESSION_ID, options)
+        .await
+        .unwrap()
+        .view;
     let memory = view.memory.as_ref().unwrap();
     assert_eq!(
         memory.recall.query.as_deref().map(|q| q.contains(prompt)),
@@ -227,15 +231,44 @@ async fn a_pending_prompt_drives_recall_and_is_not_in_the_messages() {
     assert!(view.tools.is_empty());
     assert!(view.estimated_tokens() > view.message_tokens);
 
-    let without = prepare_view(
-        &request(&sessions, &refs, &policy, None, None),
-        &mut SessionState::default(),
-    )
-    .await
-    .unwrap();
+    let without = skald
+        .view(&TENANT_ID, &SESSION_ID, ViewOptions::default())
+        .await
+        .unwrap()
+        .view;
     assert!(without.memory.is_none());
     assert_eq!(without.messages.len(), 2);
     assert_eq!(without.estimated_tokens(), without.message_tokens);
+}
+
+/// The messages the proxy's path prepares for the next call of the stored session, on a fresh
+/// engine: recall's memories as a simulated `search_memories` call, or (`simulated_calls`
+/// false: what the proxy does when the client asked for extended thinking) as user text.
+async fn prepared_messages(deployment: &Deployment, simulated_calls: bool) -> Vec<Message> {
+    let (skald, _) = engine(deployment, "none", RecallSettings::default());
+    let identity = identity();
+    let settings = RecoverySettings::default();
+    let mut turn = skald.begin_turn(&TENANT_ID, &SESSION_ID).await;
+    let context = skald.prepare_context(PrepareInput {
+        tenant: &TENANT_ID,
+        session: &SESSION_ID,
+        model: None,
+        system_prompt: None,
+        tools: &[],
+        host_prefix_tokens: None,
+        fetch_available: true,
+        now_ms: skald.now_ms(),
+        agents_md: None,
+        settings: &settings,
+    });
+    let hook = skald.recall_hook(&identity, true, simulated_calls);
+    let hooks = skald.memory_hooks(false, Some(&hook));
+    let mut turn_loop = TurnLoop::new(&context, hooks).unwrap();
+    let call = turn_loop
+        .prepare(&mut turn, &tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    call.request.messages
 }
 
 /// Regression: with Anthropic's extended thinking on, a request whose recall came as a
@@ -243,9 +276,9 @@ async fn a_pending_prompt_drives_recall_and_is_not_in_the_messages() {
 /// refused by the provider. Without simulated calls, the same memories come as user text.
 #[tokio::test]
 async fn recall_without_simulated_calls_is_user_text_and_no_unsigned_tool_call() {
-    let (sessions, refs) = stores();
-    let store = fixture_store();
-    sessions
+    let deployment = deployment(fixture_store());
+    deployment
+        .sessions
         .append_message(
             &tenant_named(TENANT),
             &session_named(SESSION),
@@ -255,46 +288,16 @@ async fn recall_without_simulated_calls_is_user_text_and_no_unsigned_tool_call()
             ),
         )
         .unwrap();
-    let policy = Policy::preset("none").unwrap();
-    let identity = identity();
-    let settings = RecallSettings::default();
-    let hook = |simulated_calls| RecallHook {
-        store: &store,
-        embedder: None,
-        identity: &identity,
-        settings: &settings,
-        offer_tools: true,
-        simulated_calls,
-    };
-    let simulated = hook(true);
-    let as_calls = prepare_view(
-        &request(&sessions, &refs, &policy, Some(&simulated), None),
-        &mut SessionState::default(),
-    )
-    .await
-    .unwrap();
-    assert!(
-        as_calls
-            .messages
-            .iter()
-            .any(|m| m.tool_calls().next().is_some())
-    );
-    let text = hook(false);
-    let as_text = prepare_view(
-        &request(&sessions, &refs, &policy, Some(&text), None),
-        &mut SessionState::default(),
-    )
-    .await
-    .unwrap();
+    let as_calls = prepared_messages(&deployment, true).await;
+    assert!(as_calls.iter().any(|m| m.tool_calls().next().is_some()));
+    let as_text = prepared_messages(&deployment, false).await;
     assert!(
         as_text
-            .messages
             .iter()
             .all(|m| m.tool_calls().next().is_none() && m.tool_results().next().is_none()),
-        "{:?}",
-        as_text.messages
+        "{as_text:?}"
     );
-    let last = as_text.messages.last().unwrap();
+    let last = as_text.last().unwrap();
     assert_eq!(last.role, Role::User);
     assert!(
         last.plain_text()
@@ -302,13 +305,12 @@ async fn recall_without_simulated_calls_is_user_text_and_no_unsigned_tool_call()
     );
     // The same memories reach the model.
     let recalled = as_calls
-        .messages
         .iter()
         .flat_map(Message::tool_results)
         .map(|result| skald_core::message::join_text(&result.content))
         .collect::<Vec<_>>();
     assert!(!recalled.is_empty());
-    let all_text: String = as_text.messages.iter().map(Message::plain_text).collect();
+    let all_text: String = as_text.iter().map(Message::plain_text).collect();
     for result in recalled {
         assert!(all_text.contains(&result), "{result}");
     }
@@ -316,14 +318,7 @@ async fn recall_without_simulated_calls_is_user_text_and_no_unsigned_tool_call()
 
 #[tokio::test]
 async fn the_pipeline_reports_what_it_saved_and_offers_the_fetch_tool() {
-    let (sessions, refs) = stores();
-    sessions
-        .append_message(
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            Message::text(Role::User, "run the build"),
-        )
-        .unwrap();
+    let deployment = deployment(empty_store());
     let log = "2026-01-01 INFO step ok\n".repeat(2_000);
     let mut read = skill_read("c1");
     if let Some(Block::ToolCall(call)) = read[0].content.first_mut() {
@@ -333,28 +328,35 @@ async fn the_pipeline_reports_what_it_saved_and_offers_the_fetch_tool() {
     if let Some(Block::ToolResult(result)) = read[1].content.first_mut() {
         result.content = vec![Block::text(log)].into();
     }
+    append(
+        &*deployment.sessions,
+        Message::text(Role::User, "run the build"),
+    );
     for message in read {
-        sessions
-            .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
-            .unwrap();
+        append(&*deployment.sessions, message);
     }
-    sessions
-        .append_message(
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            Message::text(Role::Assistant, "built"),
-        )
-        .unwrap();
-    let policy = Policy::preset("sccs").unwrap();
-    let mut state = SessionState::default();
-    let view = prepare_view(&request(&sessions, &refs, &policy, None, None), &mut state)
-        .await
-        .unwrap();
-    assert_eq!(view.report.refs_stored, 1);
-    assert!(view.tokens_saved() > 1_000, "{}", view.tokens_saved());
+    append(
+        &*deployment.sessions,
+        Message::text(Role::Assistant, "built"),
+    );
+    let (sccs, _) = engine(&deployment, "sccs", RecallSettings::default());
+    let view = next_call(&sccs, ViewOptions::default()).await;
+    assert_eq!(view.view.report.refs_stored, 1);
+    assert!(
+        view.view.tokens_saved() > 1_000,
+        "{}",
+        view.view.tokens_saved()
+    );
     assert_eq!(view.tools[0].name, "fetch_original_data");
-    assert!(view.system_prompt_addition().unwrap().contains("REF_ID"));
-    assert_eq!(state.stored_ref_count(), 1);
+    assert!(
+        view.view
+            .system_prompt_addition()
+            .unwrap()
+            .contains("REF_ID")
+    );
+    // The engine holds the session's state with the ref it stored.
+    let held = sccs.begin_turn(&TENANT_ID, &SESSION_ID).await;
+    assert_eq!(held.stored_ref_count(), 1);
 }
 
 /// The questions of the prefix-stability tests: each one finds memories of the fixture store.
@@ -385,33 +387,22 @@ fn append(sessions: &dyn SessionStore, message: Message) {
 /// request starts with the previous one — messages, system prompt addition and tools.
 #[tokio::test]
 async fn every_call_starts_with_the_previous_one_over_ten_turns_with_recall_on_each() {
-    let (sessions, refs) = stores();
-    let store = fixture_store();
-    let policy = Policy::preset("none").unwrap();
-    let identity = identity();
+    let deployment = deployment(fixture_store());
+    let sessions = deployment.sessions.clone();
     // Placement is under test, not relevance: every question's hits are kept.
     let settings = RecallSettings {
         min_text_relevance: 0.0,
         ..RecallSettings::default()
     };
-    let hook = RecallHook {
-        store: &store,
-        embedder: None,
-        identity: &identity,
-        settings: &settings,
-        offer_tools: true,
-        simulated_calls: true,
-    };
-    let mut state = SessionState::default();
+    let (skald, clock) = engine(&deployment, "none", settings);
     let mut previous: Option<skald_engine::ModelView> = None;
     let mut now_ms = MAY_1_2023;
     for (turn, question) in BILLING_QUESTIONS.iter().enumerate() {
         append(&*sessions, Message::text(Role::User, *question));
         for call in 0..2 {
             now_ms += 20_000;
-            let mut view_request = request(&sessions, &refs, &policy, Some(&hook), None);
-            view_request.now_ms = now_ms;
-            let view = prepare_view(&view_request, &mut state).await.unwrap();
+            clock.set(now_ms);
+            let view = next_call(&skald, with_memory()).await.view;
             let memory = view.memory.as_ref().unwrap();
             assert!(
                 !memory.recall.kept.is_empty(),
@@ -473,9 +464,8 @@ async fn every_call_starts_with_the_previous_one_over_ten_turns_with_recall_on_e
         &*sessions,
         Message::text(Role::User, "And the billing database backups on Postgres?"),
     );
-    let mut view_request = request(&sessions, &refs, &policy, Some(&hook), None);
-    view_request.now_ms = now_ms + 600_000;
-    let view = prepare_view(&view_request, &mut state).await.unwrap();
+    clock.set(now_ms + 600_000);
+    let view = next_call(&skald, with_memory()).await.view;
     let kept = &view.memory.as_ref().unwrap().kept_recalls;
     assert_eq!(kept.kept, 0);
     assert_eq!(kept.left.len(), 10);
