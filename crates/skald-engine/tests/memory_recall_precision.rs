@@ -5,22 +5,26 @@
 
 mod memory_common;
 
+use std::sync::Arc;
+
 use memory_common::*;
+use skald_core::ids::SessionId;
 use skald_core::memory::recall::{DropReason, RecallSettings};
 use skald_core::memory::uri::MemoryUri;
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Message, Role};
-use skald_engine::internal::memory::{
-    recall_for_turn, record_skill_use, record_tool_reports, session_start_memory,
-};
-use skald_engine::memory::RecallOutcome;
-use skald_store::memories::{MemoryStore, NewMemory};
+use skald_core::pipeline::policy::Policy;
+use skald_engine::internal::memory::record_skill_use;
+use skald_engine::memory::RecallReport;
+use skald_engine::storage::{MemoryStore, NewMemory};
+use skald_engine::{Engine, EngineConfig, ManualClock, ModelView, Stores, ViewOptions};
+use tokio_util::task::TaskTracker;
 
 const ARCHIVE: &str = "viking://session/s-42/archive_001";
 
 /// The fixture memories (billing, Postgres, a lunch, skills) and the archive of a long session
 /// about a flaky CI test: nothing the billing memories are about.
-fn store_with_an_archive() -> std::sync::Arc<dyn skald_store::MemoryStore> {
+async fn store_with_an_archive() -> Arc<dyn MemoryStore> {
     let store = fixture_store();
     let transcript = [
         "user: The integration test test_upload_resume is flaky on CI again today.",
@@ -47,42 +51,89 @@ fn store_with_an_archive() -> std::sync::Arc<dyn skald_store::MemoryStore> {
         .unwrap();
     record_tool_reports(
         &store,
-        &tenant_named(TENANT),
-        "main",
         &[
             ToolCallReport::new("bash", true, Some(900), None),
             ToolCallReport::new("bash", true, Some(1100), None),
             ToolCallReport::new("bash", false, Some(400), Some("exit status 1".into())),
         ],
     )
-    .unwrap();
+    .await;
     store
 }
 
-async fn recall(store: &dyn skald_store::MemoryStore, text: &str) -> RecallOutcome {
-    recall_for_turn(
-        store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &RecallSettings::default(),
-        vec![Message::text(Role::User, text)],
-    )
-    .await
+/// An engine over `memories` (sessions and refs in memory) recalling Alice's memories (agent
+/// `main`) with `recall`.
+fn engine(memories: &Arc<dyn MemoryStore>, recall: RecallSettings) -> Engine {
+    let mut config = EngineConfig::new(Policy::preset("none").unwrap());
+    config.memory.user = "alice".into();
+    config.memory.agent = "main".into();
+    config.memory.recall = recall;
+    config.clock = Arc::new(ManualClock::new(MAY_1_2023 + 30 * DAY_MS));
+    let stores = Stores {
+        memories: memories.clone(),
+        ..Stores::in_memory().unwrap()
+    };
+    Engine::new(stores, config, TaskTracker::new()).unwrap()
+}
+
+/// Adds `reports` to agent `main`'s tool statistics, as a turn of the engine records them.
+async fn record_tool_reports(store: &Arc<dyn MemoryStore>, reports: &[ToolCallReport]) {
+    let skald = engine(store, RecallSettings::default());
+    let session = SessionId::parse("tools").unwrap();
+    let turn = skald.begin_turn(&tenant_named(TENANT), &session).await;
+    turn.record_tool_reports("main", reports).unwrap();
+}
+
+/// The first view of a new session with memory on: with `prompt`, an empty session and recall
+/// for the prompt the host is about to send; without, a session of one greeting (recall skips
+/// it), which the session-start snapshot's listing follows.
+async fn first_view(
+    store: &Arc<dyn MemoryStore>,
+    recall: RecallSettings,
+    prompt: Option<&str>,
+) -> ModelView {
+    let options = ViewOptions {
+        with_memory: true,
+        pending_prompt: prompt.map(str::to_owned),
+        ..ViewOptions::default()
+    };
+    let skald = engine(store, recall);
+    let session = SessionId::parse("s-new").unwrap();
+    let messages = match prompt {
+        Some(_) => Vec::new(),
+        None => vec![Message::text(Role::User, "Hello.")],
+    };
+    skald
+        .ingest(&tenant_named(TENANT), &session, messages)
+        .await
+        .unwrap();
+    skald
+        .view(&tenant_named(TENANT), &session, options)
+        .await
+        .unwrap()
+        .view
+}
+
+/// Per-turn recall for `text`, the host's next prompt: what it kept and dropped, and whether it
+/// injected anything.
+async fn recall(store: &Arc<dyn MemoryStore>, text: &str) -> (RecallReport, bool) {
+    let view = first_view(store, RecallSettings::default(), Some(text)).await;
+    let report = view.memory.unwrap().recall;
+    let injected = report.tokens_injected > 0;
+    (report, injected)
 }
 
 #[tokio::test]
 async fn unrelated_archive_is_not_recalled() {
-    let store = store_with_an_archive();
+    let store = store_with_an_archive().await;
     // Stopwords only: the store still searches for them (the long archive holds them all, and
     // coverage used to call that a full match), but they are evidence of nothing.
-    let outcome = recall(&store, "What was it that you did there, and why?").await;
-    assert!(outcome.report.kept.is_empty(), "{:#?}", outcome.report);
-    assert_eq!(outcome.messages.len(), 1);
+    let (report, injected) = recall(&store, "What was it that you did there, and why?").await;
+    assert!(report.kept.is_empty(), "{report:#?}");
+    assert!(!injected);
     // One word in common ("today", in passing): half of this short query's words, which
     // coverage alone let through.
-    let outcome = recall(&store, "What is the plan for today?").await;
-    let report = &outcome.report;
+    let (report, injected) = recall(&store, "What is the plan for today?").await;
     assert!(report.kept.is_empty(), "{report:#?}");
     let archive = report
         .dropped
@@ -99,34 +150,27 @@ async fn unrelated_archive_is_not_recalled() {
             .is_some_and(|relevance| relevance < floor),
         "{archive:?}"
     );
-    assert_eq!(outcome.messages.len(), 1);
+    assert!(!injected);
 }
 
 #[tokio::test]
 async fn related_memory_passes_the_floor() {
-    let store = store_with_an_archive();
+    let store = store_with_an_archive().await;
     // A short memory about the question.
-    let outcome = recall(
+    let (report, _) = recall(
         &store,
         "How do I optimise the billing database queries on invoices?",
     )
     .await;
-    let kept: Vec<&str> = outcome
-        .report
-        .kept
-        .iter()
-        .map(|kept| kept.uri.as_str())
-        .collect();
+    let kept: Vec<&str> = report.kept.iter().map(|kept| kept.uri.as_str()).collect();
     assert!(
         kept.contains(&"viking://user/alice/memories/entities/billing-db.md"),
-        "{:#?}",
-        outcome.report
+        "{report:#?}"
     );
     assert!(!kept.contains(&ARCHIVE));
     // The long archive, when the question is about it: its words recur, so its length does
     // not sink it.
-    let outcome = recall(&store, "Why did the flaky upload test fail on CI?").await;
-    let report = &outcome.report;
+    let (report, injected) = recall(&store, "Why did the flaky upload test fail on CI?").await;
     let archive = report
         .kept
         .iter()
@@ -137,7 +181,7 @@ async fn related_memory_passes_the_floor() {
         relevance >= RecallSettings::default().min_text_relevance,
         "{relevance}"
     );
-    assert_eq!(outcome.messages.len(), 3);
+    assert!(injected);
 }
 
 #[tokio::test]
@@ -147,18 +191,15 @@ async fn no_snapshot_when_only_tool_statistics_exist() {
     let reports: Vec<ToolCallReport> = (0..4)
         .map(|n| ToolCallReport::new("bash", n != 0, Some(1000), None))
         .collect();
-    record_tool_reports(&store, &tenant, "main", &reports).unwrap();
+    record_tool_reports(&store, &reports).await;
     record_skill_use(&store, &tenant, "main", "pptx", true).unwrap();
-    let session = session_start_memory(&store, &tenant, &identity(), &RecallSettings::default());
-    assert!(session.directory_messages.is_empty(), "{session:#?}");
-    assert_eq!(session.report.directory_entries, 0);
-    assert!(
-        session.report.errors.is_empty(),
-        "{:?}",
-        session.report.errors
-    );
+    let view = first_view(&store, RecallSettings::default(), None).await;
+    let session = view.memory.as_ref().unwrap().session_start.clone();
+    assert_eq!(view.messages.len(), 1, "only the greeting: {view:#?}");
+    assert_eq!(session.directory_entries, 0);
+    assert!(session.errors.is_empty(), "{:?}", session.errors);
     // The statistics still do their own job, in the system prompt.
-    let prompt = session.system_prompt_addition.unwrap();
+    let prompt = view.memory_addition.unwrap();
     assert!(prompt.contains("## Tool Usage Memories"), "{prompt}");
 }
 
@@ -174,21 +215,19 @@ async fn snapshot_when_a_user_memory_exists() {
         let store = empty_store();
         record_tool_reports(
             &store,
-            &tenant,
-            "main",
             &[ToolCallReport::new("bash", true, Some(1000), None)],
         )
-        .unwrap();
+        .await;
         store
             .add(
                 &tenant,
                 NewMemory::new(MemoryUri::parse(uri).unwrap(), "Prefers dark mode."),
             )
             .unwrap();
-        let session =
-            session_start_memory(&store, &tenant, &identity(), &RecallSettings::default());
-        assert_eq!(session.directory_messages.len(), 2, "{uri}: {session:#?}");
-        assert!(session.report.directory_entries > 0);
+        let view = first_view(&store, RecallSettings::default(), None).await;
+        // The greeting, then the listing as a simulated `memory_ls` call and its result.
+        assert_eq!(view.messages.len(), 3, "{uri}: {view:#?}");
+        assert!(view.memory.unwrap().session_start.directory_entries > 0);
     }
     // Listing off: nothing, whatever the store holds.
     let store = empty_store();
@@ -205,11 +244,7 @@ async fn snapshot_when_a_user_memory_exists() {
         directory: false,
         ..RecallSettings::default()
     };
-    assert!(
-        session_start_memory(&store, &tenant, &identity(), &off)
-            .directory_messages
-            .is_empty()
-    );
+    assert_eq!(first_view(&store, off, None).await.messages.len(), 1);
 }
 
 /// A tenant name of the tests, parsed (it is well formed).
