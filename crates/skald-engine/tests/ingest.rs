@@ -4,20 +4,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
+use skald_core::pipeline::policy::Policy;
 use skald_core::session::EntryKind;
 use skald_core::session::{Entry, Session};
-use skald_engine::SessionState;
-use skald_engine::internal::ingest::{
-    IngestOutcome, SyncOutcome, append_hidden, append_synced_tail, ingest_messages, is_hidden,
-    sync_conversation,
-};
+use skald_engine::{Engine, EngineConfig, IngestOutcome, Stores, SyncOutcome};
 use skald_store::SessionStore;
 use skald_store::sessions::{
     BranchRewrite, CompactionCheckpoint, NewSession, SessionError, SessionInfo, SessionSwitches,
 };
+use tokio_util::task::TaskTracker;
 
 fn call(id: &str) -> Message {
     Message::new(
@@ -63,18 +62,35 @@ fn texts(sessions: &dyn SessionStore, session: &str) -> Vec<String> {
         .collect()
 }
 
+/// An engine over `sessions` (refs and memories in memory). A new engine holds nothing of a
+/// session: what it does starts from a fresh read of the store, as a restarted server's or
+/// another server's over the same store.
+fn engine(sessions: &Arc<dyn SessionStore>) -> Engine {
+    let stores = Stores {
+        sessions: sessions.clone(),
+        ..Stores::in_memory().unwrap()
+    };
+    let config = EngineConfig::new(Policy::preset("none").unwrap());
+    Engine::new(stores, config, TaskTracker::new()).unwrap()
+}
+
 /// Syncs `messages` into session "s" of tenant "t" as an OpenAI client's, from a fresh read of
 /// the session (no state held from an earlier call).
-fn sync(sessions: &dyn SessionStore, messages: &[Message]) -> SyncOutcome {
-    sync_conversation(
-        &mut SessionState::default(),
-        sessions,
-        &tenant_named("t"),
-        &session_named("s"),
-        messages,
-        "openai",
-    )
-    .unwrap()
+async fn sync(sessions: &Arc<dyn SessionStore>, messages: &[Message]) -> SyncOutcome {
+    engine(sessions)
+        .sync(&tenant_named("t"), &session_named("s"), messages, "openai")
+        .await
+        .unwrap()
+}
+
+/// Records skald's own tool round (`messages`) in session "s" of tenant "t" as the proxy does:
+/// hidden entries the model sees and the client's next sync skips.
+async fn record_hidden(sessions: &Arc<dyn SessionStore>, messages: Vec<Message>) {
+    let skald = engine(sessions);
+    let mut turn = skald
+        .begin_turn(&tenant_named("t"), &session_named("s"))
+        .await;
+    turn.record_hidden(messages).unwrap();
 }
 
 fn conversation() -> Vec<Message> {
@@ -87,15 +103,15 @@ fn conversation() -> Vec<Message> {
     ]
 }
 
-#[test]
-fn a_conversation_that_grows_appends_only_its_new_messages() {
+#[tokio::test]
+async fn a_conversation_that_grows_appends_only_its_new_messages() {
     let sessions = skald_store::test_stores::session_store();
     let mut messages = conversation();
-    let first = sync(&sessions, &messages);
+    let first = sync(&sessions, &messages).await;
     assert!(first.created);
     assert_eq!((first.matched, first.appended, first.forked), (0, 4, false));
     messages.push(Message::text(Role::User, "delete b.txt"));
-    let second = sync(&sessions, &messages);
+    let second = sync(&sessions, &messages).await;
     assert_eq!(
         (second.created, second.matched, second.appended),
         (false, 4, 1)
@@ -109,15 +125,15 @@ fn a_conversation_that_grows_appends_only_its_new_messages() {
     );
 }
 
-#[test]
-fn a_retry_of_the_same_request_writes_nothing() {
+#[tokio::test]
+async fn a_retry_of_the_same_request_writes_nothing() {
     let sessions = skald_store::test_stores::session_store();
     let messages = conversation();
-    sync(&sessions, &messages);
+    sync(&sessions, &messages).await;
     let before = sessions
         .get(&tenant_named("t"), &session_named("s"))
         .unwrap();
-    let again = sync(&sessions, &messages);
+    let again = sync(&sessions, &messages).await;
     assert_eq!((again.matched, again.appended, again.forked), (4, 0, false));
     assert_eq!(
         sessions
@@ -127,11 +143,11 @@ fn a_retry_of_the_same_request_writes_nothing() {
     );
 }
 
-#[test]
-fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
+#[tokio::test]
+async fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
     let sessions = skald_store::test_stores::session_store();
     let mut messages = conversation();
-    sync(&sessions, &messages);
+    sync(&sessions, &messages).await;
     // Overflow recovery rewrote the stored result persistently (a new branch).
     let stored = sessions
         .entries(&tenant_named("t"), &session_named("s"))
@@ -153,7 +169,7 @@ fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
         )
         .unwrap();
     messages.push(Message::text(Role::User, "and now?"));
-    let outcome = sync(&sessions, &messages);
+    let outcome = sync(&sessions, &messages).await;
     assert_eq!(
         (outcome.matched, outcome.appended, outcome.forked),
         (4, 1, false)
@@ -173,27 +189,23 @@ fn a_tool_result_skald_truncated_still_matches_the_clients_original() {
     );
 }
 
-#[test]
-fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
+#[tokio::test]
+async fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
     let sessions = skald_store::test_stores::session_store();
     let mut messages = vec![Message::text(Role::User, "what did the log say?")];
-    sync(&sessions, &messages);
+    sync(&sessions, &messages).await;
     // The proxy ran skald's fetch tool for the model; the client never saw it.
-    let hidden = append_hidden(
-        &mut SessionState::default(),
+    record_hidden(
         &sessions,
-        &tenant_named("t"),
-        &session_named("s"),
         vec![
             call("skald-1"),
             result(Role::ToolResult, "skald-1", "line 12: error"),
         ],
     )
-    .unwrap();
-    assert!(hidden.iter().all(is_hidden));
+    .await;
     messages.push(Message::text(Role::Assistant, "line 12 has the error"));
     messages.push(Message::text(Role::User, "fix it"));
-    let outcome = sync(&sessions, &messages);
+    let outcome = sync(&sessions, &messages).await;
     assert_eq!(
         (outcome.matched, outcome.appended, outcome.forked),
         (1, 2, false)
@@ -210,12 +222,12 @@ fn hidden_messages_stay_in_context_but_are_skipped_when_matching() {
     assert_eq!(context[2].role, Role::ToolResult);
 }
 
-#[test]
-fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
+#[tokio::test]
+async fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
     let sessions = skald_store::test_stores::session_store();
     let mut messages = conversation();
     messages.push(Message::text(Role::User, "delete b.txt"));
-    sync(&sessions, &messages);
+    sync(&sessions, &messages).await;
     let old_leaf = sessions
         .get(&tenant_named("t"), &session_named("s"))
         .unwrap()
@@ -224,7 +236,7 @@ fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
     // The user edited their last message.
     messages.pop();
     messages.push(Message::text(Role::User, "delete a.txt"));
-    let outcome = sync(&sessions, &messages);
+    let outcome = sync(&sessions, &messages).await;
     assert!(outcome.forked);
     assert_eq!((outcome.matched, outcome.appended), (4, 1));
     assert_eq!(texts(&sessions, "s").last().unwrap(), "delete a.txt");
@@ -234,17 +246,17 @@ fn an_edited_history_becomes_a_new_branch_and_the_old_one_stays() {
     assert_eq!(old.last().unwrap().plain_text(), "delete b.txt");
 }
 
-#[test]
-fn a_regenerate_moves_back_to_the_shorter_history_without_writing_messages() {
+#[tokio::test]
+async fn a_regenerate_moves_back_to_the_shorter_history_without_writing_messages() {
     let sessions = skald_store::test_stores::session_store();
     let messages = conversation();
-    sync(&sessions, &messages);
+    sync(&sessions, &messages).await;
     let entries_before = sessions
         .entries(&tenant_named("t"), &session_named("s"))
         .unwrap()
         .len();
     // The client asks for the last answer again: its history stops before that answer.
-    let outcome = sync(&sessions, &messages[..4]);
+    let outcome = sync(&sessions, &messages[..4]).await;
     assert!(outcome.forked);
     assert_eq!((outcome.matched, outcome.appended), (3, 0));
     assert_eq!(
@@ -263,69 +275,69 @@ fn a_regenerate_moves_back_to_the_shorter_history_without_writing_messages() {
     );
 }
 
-#[test]
-fn anthropic_tool_results_in_user_messages_match_openai_tool_messages() {
+#[tokio::test]
+async fn anthropic_tool_results_in_user_messages_match_openai_tool_messages() {
     let sessions = skald_store::test_stores::session_store();
     let openai = conversation();
-    sync(&sessions, &openai);
+    sync(&sessions, &openai).await;
     let mut anthropic = openai.clone();
     anthropic[3] = result(Role::User, "c1", "a.txt\nb.txt");
-    let outcome = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        &tenant_named("t"),
-        &session_named("s"),
-        &anthropic,
-        "anthropic",
-    )
-    .unwrap();
+    let outcome = engine(&sessions)
+        .sync(
+            &tenant_named("t"),
+            &session_named("s"),
+            &anthropic,
+            "anthropic",
+        )
+        .await
+        .unwrap();
     assert_eq!((outcome.matched, outcome.forked), (4, false));
 }
 
-#[test]
-fn a_message_spelled_differently_is_the_same_message() {
+#[tokio::test]
+async fn a_message_spelled_differently_is_the_same_message() {
     let sessions = skald_store::test_stores::session_store();
     let as_string = vec![Message::text(Role::User, "hello there")];
-    sync(&sessions, &as_string);
+    sync(&sessions, &as_string).await;
     let mut as_blocks = Message::new(Role::User, vec![Block::text("hello there")]);
     as_blocks
         .extra
         .insert("name".into(), serde_json::json!("alice"));
-    let outcome = sync(&sessions, &[as_blocks]);
+    let outcome = sync(&sessions, &[as_blocks]).await;
     assert_eq!(
         (outcome.matched, outcome.appended, outcome.forked),
         (1, 0, false)
     );
 }
 
-#[test]
-fn ingest_skips_a_resent_message_and_counts_it() {
+#[tokio::test]
+async fn ingest_skips_a_resent_message_and_counts_it() {
     let sessions = skald_store::test_stores::session_store();
-    let mut state = SessionState::default();
-    let first = ingest_messages(
-        &mut state,
-        &sessions,
-        &tenant_named("t"),
-        &session_named("s"),
-        vec![Message::text(Role::User, "hi")],
-    )
-    .unwrap();
+    let skald = engine(&sessions);
+    let first = skald
+        .ingest(
+            &tenant_named("t"),
+            &session_named("s"),
+            vec![Message::text(Role::User, "hi")],
+        )
+        .await
+        .unwrap();
     assert_eq!(
         (first.created, first.ingested, first.duplicates),
         (true, 1, 0)
     );
-    let again = ingest_messages(
-        &mut state,
-        &sessions,
-        &tenant_named("t"),
-        &session_named("s"),
-        vec![
-            Message::text(Role::User, "hi"),
-            Message::text(Role::Assistant, "hello"),
-            Message::text(Role::Assistant, "hello"),
-        ],
-    )
-    .unwrap();
+    let again = skald
+        .ingest(
+            &tenant_named("t"),
+            &session_named("s"),
+            vec![
+                Message::text(Role::User, "hi"),
+                Message::text(Role::Assistant, "hello"),
+                Message::text(Role::Assistant, "hello"),
+            ],
+        )
+        .await
+        .unwrap();
     assert_eq!(
         (again.created, again.ingested, again.duplicates),
         (false, 1, 2)
@@ -333,52 +345,38 @@ fn ingest_skips_a_resent_message_and_counts_it() {
     assert_eq!(texts(&sessions, "s"), vec!["hi", "hello"]);
 }
 
-#[test]
-fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
+/// A turn's fast path (the request goes on from what the previous one synced: only its tail is
+/// appended) stores what a full sync stores, a late system message and repeats included.
+#[tokio::test]
+async fn a_synced_tail_is_stored_as_a_sync_would_store_it_repeats_included() {
     let tail = [
         Message::text(Role::User, "again"),
         Message::text(Role::System, "a late system prompt"),
         Message::text(Role::User, "again"),
     ];
-    let by_tail = skald_store::test_stores::session_store();
-    sync(&by_tail, &conversation());
-    // A late system message is history (only the opening prompt is the host's).
-    let mut state = SessionState::default();
-    let row =
-        |store: &dyn SessionStore| store.get(&tenant_named("t"), &session_named("s")).unwrap();
-    assert_eq!(
-        append_synced_tail(
-            &mut state,
-            &by_tail,
-            &tenant_named("t"),
-            &session_named("s"),
-            &row(&by_tail),
-            &tail
-        )
-        .unwrap(),
-        3
-    );
-    let by_sync = skald_store::test_stores::session_store();
     let mut whole = conversation();
     whole.extend(tail.iter().cloned());
-    sync(&by_sync, &whole);
+    let by_tail = skald_store::test_stores::session_store();
+    let skald = engine(&by_tail);
+    let mut turn = skald
+        .begin_turn(&tenant_named("t"), &session_named("s"))
+        .await;
+    let first = turn.sync(&conversation(), "openai").unwrap();
+    assert!(!first.fast);
+    // A late system message is history (only the opening prompt is the host's).
+    let grown = turn.sync(&whole, "openai").unwrap();
+    assert!(grown.fast, "{grown:?}");
+    assert_eq!((grown.matched, grown.appended), (5, 3));
+    let by_sync = skald_store::test_stores::session_store();
+    sync(&by_sync, &whole).await;
     assert_eq!(texts(&by_tail, "s"), texts(&by_sync, "s"));
     assert_eq!(texts(&by_tail, "s").len(), 7);
-    // The next full sync of the same conversation finds everything in place.
-    let next = sync(&by_tail, &whole);
+    // The same request again appends nothing, and a full sync finds everything in place.
+    let again = turn.sync(&whole, "openai").unwrap();
+    assert_eq!((again.fast, again.appended), (true, 0));
+    drop(turn);
+    let next = sync(&by_tail, &whole).await;
     assert_eq!((next.matched, next.appended, next.forked), (7, 0, false));
-    assert_eq!(
-        append_synced_tail(
-            &mut state,
-            &by_tail,
-            &tenant_named("t"),
-            &session_named("s"),
-            &row(&by_tail),
-            &[]
-        )
-        .unwrap(),
-        0
-    );
 }
 
 #[test]
@@ -394,27 +392,27 @@ fn a_derived_session_id_follows_the_conversation_not_its_length() {
     assert_ne!(id, derive_session_id(&other));
 }
 
-#[test]
-fn sessions_of_one_tenant_are_invisible_to_another() {
+#[tokio::test]
+async fn sessions_of_one_tenant_are_invisible_to_another() {
     let sessions = skald_store::test_stores::session_store();
-    sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        &tenant_named("a"),
-        &session_named("s"),
-        &conversation(),
-        "openai",
-    )
-    .unwrap();
-    let other = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        &tenant_named("b"),
-        &session_named("s"),
-        &conversation()[..2],
-        "openai",
-    )
-    .unwrap();
+    engine(&sessions)
+        .sync(
+            &tenant_named("a"),
+            &session_named("s"),
+            &conversation(),
+            "openai",
+        )
+        .await
+        .unwrap();
+    let other = engine(&sessions)
+        .sync(
+            &tenant_named("b"),
+            &session_named("s"),
+            &conversation()[..2],
+            "openai",
+        )
+        .await
+        .unwrap();
     assert!(other.created);
     assert_eq!(
         sessions
@@ -425,13 +423,13 @@ fn sessions_of_one_tenant_are_invisible_to_another() {
     );
 }
 
-#[test]
-fn a_system_message_later_in_the_conversation_is_history_and_is_stored() {
+#[tokio::test]
+async fn a_system_message_later_in_the_conversation_is_history_and_is_stored() {
     let sessions = skald_store::test_stores::session_store();
     let mut messages = conversation();
     messages.push(Message::text(Role::System, "reminder: the tests are slow"));
     messages.push(Message::text(Role::User, "run them"));
-    let outcome = sync(&sessions, &messages);
+    let outcome = sync(&sessions, &messages).await;
     assert_eq!(
         outcome.appended, 6,
         "only the opening system prompt is left out"
@@ -441,15 +439,15 @@ fn a_system_message_later_in_the_conversation_is_history_and_is_stored() {
         .unwrap();
     assert_eq!(context[4].role, Role::System);
     assert_eq!(context[4].plain_text(), "reminder: the tests are slow");
-    let again = sync(&sessions, &messages);
+    let again = sync(&sessions, &messages).await;
     assert_eq!((again.matched, again.appended, again.forked), (6, 0, false));
 }
 
 /// The engine keeps the session it read between calls and catches up with what was appended:
 /// a whole client life (retry, growth, an edit that forks, a regenerate that rewinds, hidden
 /// calls) synced with one held state gives what syncing each time from a fresh read gives.
-#[test]
-fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
+#[tokio::test]
+async fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
     let mut grown = conversation();
     grown.push(Message::text(Role::User, "and the sizes?"));
     grown.push(Message::text(Role::Assistant, "1 kB each"));
@@ -465,18 +463,14 @@ fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
     ];
     let with_held = skald_store::test_stores::session_store();
     let fresh = skald_store::test_stores::session_store();
-    let mut held = SessionState::default();
+    // One engine over `with_held` for the whole life: it holds the session between calls.
+    let held = engine(&with_held);
     for (step, messages) in steps.iter().enumerate() {
-        let a = sync_conversation(
-            &mut held,
-            &with_held,
-            &tenant_named("t"),
-            &session_named("s"),
-            messages,
-            "openai",
-        )
-        .unwrap();
-        let b = sync(&fresh, messages);
+        let a = held
+            .sync(&tenant_named("t"), &session_named("s"), messages, "openai")
+            .await
+            .unwrap();
+        let b = sync(&fresh, messages).await;
         assert_eq!(
             (a.created, a.matched, a.appended, a.forked),
             (b.created, b.matched, b.appended, b.forked),
@@ -484,19 +478,20 @@ fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
         );
         assert_eq!(texts(&with_held, "s"), texts(&fresh, "s"), "step {step}");
         if step == 2 {
-            for store in [&with_held, &fresh] {
-                append_hidden(
-                    &mut SessionState::default(),
-                    store,
-                    &tenant_named("t"),
-                    &session_named("s"),
-                    vec![
-                        call("skald-1"),
-                        result(Role::ToolResult, "skald-1", "line 1"),
-                    ],
-                )
-                .unwrap();
-            }
+            let round = || {
+                vec![
+                    call("skald-1"),
+                    result(Role::ToolResult, "skald-1", "line 1"),
+                ]
+            };
+            // The held engine's own turn records it (its state sees the write); the other
+            // store gets it from another engine.
+            let mut turn = held
+                .begin_turn(&tenant_named("t"), &session_named("s"))
+                .await;
+            turn.record_hidden(round()).unwrap();
+            drop(turn);
+            record_hidden(&fresh, round()).await;
         }
     }
     assert_eq!(
@@ -515,8 +510,8 @@ fn syncs_with_a_held_session_decide_as_syncs_from_a_fresh_read() {
 
 /// Regression: an Anthropic user message `[tool_result, text]` was stored as its first result
 /// only; the text (the user's next instruction) was lost from the session and from upstream.
-#[test]
-fn text_beside_a_tool_result_is_stored_and_in_the_context() {
+#[tokio::test]
+async fn text_beside_a_tool_result_is_stored_and_in_the_context() {
     let sessions = skald_store::test_stores::session_store();
     let body = serde_json::json!({
         "model": "claude-sonnet-4-5",
@@ -537,15 +532,15 @@ fn text_beside_a_tool_result_is_stored_and_in_the_context() {
     let messages = skald_core::codec::anthropic::decode_request(&body)
         .unwrap()
         .messages;
-    let outcome = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        &tenant_named("t"),
-        &session_named("s"),
-        &messages,
-        "anthropic",
-    )
-    .unwrap();
+    let outcome = engine(&sessions)
+        .sync(
+            &tenant_named("t"),
+            &session_named("s"),
+            &messages,
+            "anthropic",
+        )
+        .await
+        .unwrap();
     assert_eq!(outcome.appended, 3);
     let context = sessions
         .context(&tenant_named("t"), &session_named("s"), None)
@@ -556,15 +551,15 @@ fn text_beside_a_tool_result_is_stored_and_in_the_context() {
     let ids: Vec<&str> = last.tool_results().map(|r| r.call_id.as_str()).collect();
     assert_eq!(ids, ["toolu_1", "toolu_2"]);
     // A retry matches what was stored: nothing is appended again.
-    let again = sync_conversation(
-        &mut SessionState::default(),
-        &sessions,
-        &tenant_named("t"),
-        &session_named("s"),
-        &messages,
-        "anthropic",
-    )
-    .unwrap();
+    let again = engine(&sessions)
+        .sync(
+            &tenant_named("t"),
+            &session_named("s"),
+            &messages,
+            "anthropic",
+        )
+        .await
+        .unwrap();
     assert_eq!((again.matched, again.appended, again.forked), (3, 0, false));
 }
 
@@ -580,25 +575,21 @@ fn batch() -> Vec<Message> {
 
 /// Ingests `messages` into session "s" of tenant "t" with a state of its own: what a server
 /// that just started (or another server over the same store) holds.
-fn ingest_fresh(sessions: &dyn SessionStore, messages: Vec<Message>) -> IngestOutcome {
-    ingest_messages(
-        &mut SessionState::default(),
-        sessions,
-        &tenant_named("t"),
-        &session_named("s"),
-        messages,
-    )
-    .unwrap()
+async fn ingest_fresh(sessions: &Arc<dyn SessionStore>, messages: Vec<Message>) -> IngestOutcome {
+    engine(sessions)
+        .ingest(&tenant_named("t"), &session_named("s"), messages)
+        .await
+        .unwrap()
 }
 
-#[test]
-fn a_batch_resent_after_a_restart_is_recognised_and_stored_once() {
+#[tokio::test]
+async fn a_batch_resent_after_a_restart_is_recognised_and_stored_once() {
     let sessions = skald_store::test_stores::session_store();
-    ingest_fresh(&sessions, vec![Message::text(Role::User, "hello")]);
-    let first = ingest_fresh(&sessions, batch());
+    ingest_fresh(&sessions, vec![Message::text(Role::User, "hello")]).await;
+    let first = ingest_fresh(&sessions, batch()).await;
     assert_eq!((first.ingested, first.duplicates), (4, 0));
     // The answer was lost (kill -9): the host sends the same batch again to the restarted server.
-    let again = ingest_fresh(&sessions, batch());
+    let again = ingest_fresh(&sessions, batch()).await;
     assert_eq!(
         (again.created, again.ingested, again.duplicates),
         (false, 0, 4)
@@ -617,7 +608,7 @@ fn a_batch_resent_after_a_restart_is_recognised_and_stored_once() {
     let mut longer = batch();
     longer.drain(..2);
     longer.push(Message::text(Role::User, "delete b.txt"));
-    let grown = ingest_fresh(&sessions, longer);
+    let grown = ingest_fresh(&sessions, longer).await;
     assert_eq!((grown.ingested, grown.duplicates), (1, 2));
     assert_eq!(
         sessions
@@ -628,24 +619,20 @@ fn a_batch_resent_after_a_restart_is_recognised_and_stored_once() {
     );
 }
 
-#[test]
-fn a_batch_another_server_stored_first_is_taken_as_done_not_refused() {
+#[tokio::test]
+async fn a_batch_another_server_stored_first_is_taken_as_done_not_refused() {
     let inner = skald_store::test_stores::session_store();
-    ingest_fresh(&inner, vec![Message::text(Role::User, "hello")]);
+    ingest_fresh(&inner, vec![Message::text(Role::User, "hello")]).await;
     // This server reads the session, then the other server stores the same batch (the host's
     // retry of a request still running there), then this server appends.
-    let raced = RacedStore {
+    let raced: Arc<dyn SessionStore> = Arc::new(RacedStore {
         inner: inner.clone(),
         first: std::sync::Mutex::new(Some(batch())),
-    };
-    let outcome = ingest_messages(
-        &mut SessionState::default(),
-        &raced,
-        &tenant_named("t"),
-        &session_named("s"),
-        batch(),
-    )
-    .expect("a batch the other server stored is done, not refused");
+    });
+    let outcome = engine(&raced)
+        .ingest(&tenant_named("t"), &session_named("s"), batch())
+        .await
+        .expect("a batch the other server stored is done, not refused");
     assert_eq!((outcome.ingested, outcome.duplicates), (0, 4));
     assert_eq!(
         inner
@@ -676,13 +663,22 @@ impl SessionStore for RacedStore {
     ) -> Result<(), SessionError> {
         let first = self.first.lock().unwrap().take();
         if let Some(messages) = first {
-            ingest_messages(
-                &mut SessionState::default(),
-                &self.inner,
-                tenant,
-                session,
-                messages,
-            )
+            // The other server: an engine of its own over the same store, on a thread and
+            // runtime of its own (this call is the first server's, inside its runtime).
+            let inner = self.inner.clone();
+            let (tenant, session) = (tenant.clone(), session.clone());
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                runtime.block_on(async {
+                    engine(&inner)
+                        .ingest(&tenant, &session, messages)
+                        .await
+                        .unwrap()
+                })
+            })
+            .join()
             .unwrap();
         }
         self.inner.append(tenant, session, entries)

@@ -144,7 +144,7 @@ async fn two_servers_over_one_store_writing_and_reading_alternately_never_read_s
                     .ingest(&tenant, &session, vec![Message::text(Role::User, &message)])
                     .await
                     .unwrap();
-                assert_eq!(stored, 1);
+                assert_eq!(stored.ingested, 1);
                 said.push(message);
             }
             1 => {

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{CompactInput, Engine};
 use crate::compact::Compaction;
-use crate::ingest::{self, CommitOutcome, SyncOutcome, TurnAnchors};
+use crate::ingest::{self, CommitOutcome, IngestOutcome, SyncOutcome, TurnAnchors};
 use crate::memory::MemoryIdentity;
 use crate::timeline::{CallTimeline, Savings, call_series, call_timeline, savings};
 use crate::{
@@ -152,21 +152,19 @@ pub struct SessionOverview {
 }
 
 impl Engine {
-    /// Stores `messages` at the end of the session (created if new); returns how many were
-    /// stored.
+    /// Stores `messages` at the end of the session (created if new): what was stored, and what
+    /// was recognised as already stored (a batch resent after a restart, or stored first by
+    /// another server) and skipped.
     pub async fn ingest(
         &self,
         tenant: &Tenant,
         session: &SessionId,
         messages: Vec<Message>,
-    ) -> Result<usize, EngineError> {
+    ) -> Result<IngestOutcome, EngineError> {
         let slot = self.slot(tenant, session);
         let mut state = slot.lock().await;
         let _row = self.row_scope(tenant, session);
-        Ok(
-            ingest::ingest_messages(&mut state, self.sessions(), tenant, session, messages)?
-                .ingested,
-        )
+        ingest::ingest_messages(&mut state, self.sessions(), tenant, session, messages)
     }
 
     /// Commits one finished turn atomically and idempotently by its `advancement_key` (see

@@ -86,6 +86,7 @@ pub(super) async fn ingest_route(
             .ingest(&caller.tenant, &id, messages)
             .await
             .map_err(failure)?
+            .ingested
     };
     Ok(Json(if batch {
         IngestResponse::Batch {
