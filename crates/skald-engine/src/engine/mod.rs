@@ -31,7 +31,7 @@
 //!     .ingest(&tenant, &session, vec![Message::text(Role::User, "why does the build fail?")])
 //!     .await
 //!     .unwrap();
-//! assert_eq!(stored, 1);
+//! assert_eq!((stored.ingested, stored.duplicates), (1, 0));
 //! let view = engine.view(&tenant, &session, ViewOptions::default()).await.unwrap();
 //! assert_eq!(view.view.messages.len(), 1);
 //! # }
