@@ -16,13 +16,11 @@
 //! - **`details` never reaches a model.** [`ToolResult::details`] is host-only data; token counting,
 //!   summarising and provider encoders skip it.
 
-mod content;
-mod extra;
+mod shared;
 
 use serde_json::Value;
 
-pub use content::Content;
-pub use extra::Extra;
+pub use shared::{Content, Extra, Shared};
 
 /// `Extra` keys that start with this prefix are notes a decoder leaves for its own encoder (the
 /// origin format, the spelling of a role). No encoder ever writes them out.

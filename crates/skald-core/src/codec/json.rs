@@ -292,7 +292,7 @@ pub(crate) fn rest(obj: &Map<String, Value>, consumed: &[&str]) -> Extra {
 /// Stores `fields` as an object under `key`, when there are any.
 pub(crate) fn insert_nonempty(extra: &mut Extra, key: &str, fields: Extra) {
     if !fields.is_empty() {
-        extra.insert(key.to_owned(), Value::Object(fields.into_map()));
+        extra.insert(key.to_owned(), Value::Object(fields.into_inner()));
     }
 }
 

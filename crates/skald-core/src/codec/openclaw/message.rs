@@ -116,7 +116,7 @@ pub(super) fn decode_message(value: &Value, path: Path<'_>) -> Result<Message, F
         // What pi adds beyond the four typed counts (totalTokens, cost) rides along here and is
         // merged back into `usage` on encode. An empty object still marks "pi usage, nothing
         // else", so the encoder does not invent totals for it.
-        extra.insert("usage".to_owned(), Value::Object(rest.into_map()));
+        extra.insert("usage".to_owned(), Value::Object(rest.into_inner()));
     }
     Ok(Message {
         role,

@@ -197,7 +197,7 @@ fn decode_assistant_item(
     path: Path<'_>,
     blocks: &mut Vec<Block>,
 ) -> Result<(), WireError> {
-    let fields = Value::Object(rest(obj, &["content"]).into_map());
+    let fields = Value::Object(rest(obj, &["content"]).into_inner());
     let content_path = path.key("content");
     match obj.get("content") {
         Some(Value::String(text)) => {
