@@ -32,7 +32,8 @@
 //!         arguments_text: None, extra: Extra::new() })]),
 //!     Message::new(Role::ToolResult, vec![Block::ToolResult(ToolResult {
 //!         call_id: "c1".into(), tool_name: Some("bash".into()),
-//!         content: vec![Block::text(log)].into(), content_form: ContentForm::Blocks, is_error: None, details: None, extra: Extra::new() })]),
+//!         content: vec![Block::text(log)].into(), content_form: ContentForm::Blocks,
+//!         is_error: None, details: None, extra: Extra::new() })]),
 //! ]).await?;
 //! let view = engine.view(&acme, &build, ViewOptions::default()).await?;
 //! // The log is behind a reference id the model can fetch.

@@ -15,7 +15,7 @@ use crate::memory::manage::{
     self, AddReport, Document, ForgetReport, LsRow, ManageError, ReadReport, RememberReport,
     SearchReport, Skipped, VersionRow, WriteRow,
 };
-use crate::memory::{MemoryIdentity, MemoryToolOutput, execute_memory_tool_at};
+use crate::memory::{MemoryIdentity, MemoryToolOutput, execute_memory_tool};
 
 impl Engine {
     /// The memories of `identity` that best match `text` (`manage::search_memories`).
@@ -181,7 +181,7 @@ impl Engine {
     ) -> MemoryToolOutput {
         let embedder = self.config().embedder.as_deref();
         let now_ms = self.now_ms();
-        execute_memory_tool_at(
+        execute_memory_tool(
             self.memories(),
             embedder,
             tenant,

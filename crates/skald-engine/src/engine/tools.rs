@@ -24,7 +24,7 @@ use skald_store::RefStore;
 use skald_store::memories::MemoryStore;
 
 use super::Engine;
-use crate::memory::{MemoryIdentity, execute_memory_tool_at, execute_search_docs};
+use crate::memory::{MemoryIdentity, execute_memory_tool, execute_search_docs};
 use crate::{EngineError, execute_fetch};
 
 /// One skald tool call, run.
@@ -194,7 +194,7 @@ pub(crate) async fn run_skald_tool(
     } else if is_memory_tool(name) {
         match memory {
             Some(memory) => {
-                let output = execute_memory_tool_at(
+                let output = execute_memory_tool(
                     memory.store,
                     memory.embedder,
                     tenant,

@@ -32,7 +32,8 @@
 //!         arguments_text: None, extra: Extra::new() })]),
 //!     Message::new(Role::ToolResult, vec![Block::ToolResult(ToolResult {
 //!         call_id: "c1".into(), tool_name: Some("bash".into()),
-//!         content: vec![Block::text(log)].into(), content_form: ContentForm::Blocks, is_error: None, details: None, extra: Extra::new() })]),
+//!         content: vec![Block::text(log)].into(), content_form: ContentForm::Blocks,
+//!         is_error: None, details: None, extra: Extra::new() })]),
 //! ];
 //! let mut state = SessionState::default();
 //! let acme = skald_core::ids::Tenant::parse("acme").unwrap();
@@ -58,9 +59,7 @@ pub mod memory {
     pub use crate::memory::recall::{
         directory_listing, recall_for_turn, recall_for_turn_memo, session_start_memory,
     };
-    pub use crate::memory::tools::{
-        execute_memory_tool, execute_memory_tool_at, execute_search_docs,
-    };
+    pub use crate::memory::tools::{execute_memory_tool, execute_search_docs};
     pub use crate::memory::usage::{
         augment_skill_reads, augment_skill_reads_with, load_skill_memory, load_tool_stats,
         record_skill_use, record_tool_reports,

@@ -39,7 +39,7 @@
 //! let answer = execute_memory_tool(&store, None, &acme, &alice, "commit_memory", &json!({
 //!     "memory_content": "Alice deploys the billing service with `make deploy-billing`.",
 //!     "memory_type": "entity", "category": "billing deploys"
-//! })).await;
+//! }), skald_engine::now_ms()).await;
 //! assert!(answer.text.contains("\"outcome\":\"added\""), "{}", answer.text);
 //!
 //! // A later session: the listing once at its start, and recall on each turn.
@@ -67,7 +67,7 @@ pub use recall::{
 pub(crate) use recall::{recall_for_turn, session_start_memory};
 pub use skald_core::memory::recall::{KeptRecallReport, LeftRecall, RecallLeaving};
 pub use tools::MemoryToolOutput;
-pub(crate) use tools::{execute_memory_tool_at, execute_search_docs};
+pub(crate) use tools::{execute_memory_tool, execute_search_docs};
 pub use usage::{SkillAugmentation, ToolMemoryUpdate, skill_directory, tool_reports_in, tool_uri};
 pub(crate) use usage::{augment_skill_reads_with, load_tool_stats, record_tool_reports};
 

@@ -58,20 +58,6 @@ impl MemoryToolOutput {
     }
 }
 
-/// Runs memory tool `name` with the model's `arguments` (a JSON object, or a string holding
-/// one) for `identity`, dating what `commit_memory` writes now.
-pub async fn execute_memory_tool(
-    store: &dyn MemoryStore,
-    embedder: Option<&dyn Embedder>,
-    tenant: &Tenant,
-    identity: &MemoryIdentity,
-    name: &str,
-    arguments: &Value,
-) -> MemoryToolOutput {
-    let now_ms = skald_store::clock::now_ms();
-    execute_memory_tool_at(store, embedder, tenant, identity, name, arguments, now_ms).await
-}
-
 /// Runs `search_docs` with the model's `arguments` for `identity`: `search_memories` over the
 /// resources (the documents added with `skald add`).
 pub async fn execute_search_docs(
@@ -87,8 +73,9 @@ pub async fn execute_search_docs(
     }
 }
 
-/// [`execute_memory_tool`] at a given time (ms since the Unix epoch).
-pub async fn execute_memory_tool_at(
+/// Runs memory tool `name` with the model's `arguments` (a JSON object, or a string holding
+/// one) for `identity`, dating what `commit_memory` writes at `now_ms` (the engine's clock).
+pub async fn execute_memory_tool(
     store: &dyn MemoryStore,
     embedder: Option<&dyn Embedder>,
     tenant: &Tenant,

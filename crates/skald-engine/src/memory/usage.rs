@@ -318,7 +318,8 @@ pub fn augment_skill_reads_with(
             };
             let Some(skill) = calls
                 .get(result.call_id.as_str())
-                .and_then(|call| skill_read(call))
+                .copied()
+                .and_then(skill_read)
             else {
                 continue;
             };

@@ -360,7 +360,7 @@ async fn start(
         host_prompt: exchange::HostPrompt::of(&messages),
         client_messages: spelling::ClientMessages::default(),
         identity,
-        now_ms: skald_engine::now_ms(),
+        now_ms: state.engine.now_ms(),
         settings: RecoverySettings::default(),
         records_answer,
     };
