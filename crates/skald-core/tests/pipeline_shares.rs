@@ -44,13 +44,9 @@ fn copied(before: &[Message], after: &[Message]) -> Vec<usize> {
         .iter()
         .zip(after)
         .enumerate()
-        .filter(|(_, (held, out))| !shares(&held.content, &out.content))
+        .filter(|(_, (held, out))| !Content::ptr_eq(&held.content, &out.content))
         .map(|(index, _)| index)
         .collect()
-}
-
-fn shares(held: &Content, out: &Content) -> bool {
-    Content::ptr_eq(held, out)
 }
 
 /// The two long results' messages.

@@ -77,8 +77,17 @@ fn engine(sessions: &Arc<dyn SessionStore>) -> Engine {
 /// Syncs `messages` into session "s" of tenant "t" as an OpenAI client's, from a fresh read of
 /// the session (no state held from an earlier call).
 async fn sync(sessions: &Arc<dyn SessionStore>, messages: &[Message]) -> SyncOutcome {
+    sync_as(sessions, messages, "openai").await
+}
+
+/// [`sync`] as a client of `format`.
+async fn sync_as(
+    sessions: &Arc<dyn SessionStore>,
+    messages: &[Message],
+    format: &str,
+) -> SyncOutcome {
     engine(sessions)
-        .sync(&tenant_named("t"), &session_named("s"), messages, "openai")
+        .sync(&tenant_named("t"), &session_named("s"), messages, format)
         .await
         .unwrap()
 }
@@ -282,15 +291,7 @@ async fn anthropic_tool_results_in_user_messages_match_openai_tool_messages() {
     sync(&sessions, &openai).await;
     let mut anthropic = openai.clone();
     anthropic[3] = result(Role::User, "c1", "a.txt\nb.txt");
-    let outcome = engine(&sessions)
-        .sync(
-            &tenant_named("t"),
-            &session_named("s"),
-            &anthropic,
-            "anthropic",
-        )
-        .await
-        .unwrap();
+    let outcome = sync_as(&sessions, &anthropic, "anthropic").await;
     assert_eq!((outcome.matched, outcome.forked), (4, false));
 }
 
@@ -532,15 +533,7 @@ async fn text_beside_a_tool_result_is_stored_and_in_the_context() {
     let messages = skald_core::codec::anthropic::decode_request(&body)
         .unwrap()
         .messages;
-    let outcome = engine(&sessions)
-        .sync(
-            &tenant_named("t"),
-            &session_named("s"),
-            &messages,
-            "anthropic",
-        )
-        .await
-        .unwrap();
+    let outcome = sync_as(&sessions, &messages, "anthropic").await;
     assert_eq!(outcome.appended, 3);
     let context = sessions
         .context(&tenant_named("t"), &session_named("s"), None)
@@ -551,15 +544,7 @@ async fn text_beside_a_tool_result_is_stored_and_in_the_context() {
     let ids: Vec<&str> = last.tool_results().map(|r| r.call_id.as_str()).collect();
     assert_eq!(ids, ["toolu_1", "toolu_2"]);
     // A retry matches what was stored: nothing is appended again.
-    let again = engine(&sessions)
-        .sync(
-            &tenant_named("t"),
-            &session_named("s"),
-            &messages,
-            "anthropic",
-        )
-        .await
-        .unwrap();
+    let again = sync_as(&sessions, &messages, "anthropic").await;
     assert_eq!((again.matched, again.appended, again.forked), (3, 0, false));
 }
 

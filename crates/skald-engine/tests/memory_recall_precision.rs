@@ -13,11 +13,10 @@ use skald_core::memory::recall::{DropReason, RecallSettings};
 use skald_core::memory::uri::MemoryUri;
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Message, Role};
-use skald_core::pipeline::policy::Policy;
 use skald_engine::internal::memory::record_skill_use;
 use skald_engine::memory::RecallReport;
 use skald_engine::storage::{MemoryStore, NewMemory};
-use skald_engine::{Engine, EngineConfig, ManualClock, ModelView, Stores, ViewOptions};
+use skald_engine::{Engine, ManualClock, ModelView, Stores, ViewOptions};
 use tokio_util::task::TaskTracker;
 
 const ARCHIVE: &str = "viking://session/s-42/archive_001";
@@ -64,11 +63,9 @@ async fn store_with_an_archive() -> Arc<dyn MemoryStore> {
 /// An engine over `memories` (sessions and refs in memory) recalling Alice's memories (agent
 /// `main`) with `recall`.
 fn engine(memories: &Arc<dyn MemoryStore>, recall: RecallSettings) -> Engine {
-    let mut config = EngineConfig::new(Policy::preset("none").unwrap());
-    config.memory.user = "alice".into();
-    config.memory.agent = "main".into();
+    let clock = Arc::new(ManualClock::new(MAY_1_2023 + 30 * DAY_MS));
+    let mut config = alice_config("none", clock);
     config.memory.recall = recall;
-    config.clock = Arc::new(ManualClock::new(MAY_1_2023 + 30 * DAY_MS));
     let stores = Stores {
         memories: memories.clone(),
         ..Stores::in_memory().unwrap()

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use skald_core::memory::tools::tool_specs;
 use skald_core::memory::uri::MemoryUri;
-use skald_core::pipeline::policy::Policy;
 use skald_engine::memory::MemoryToolOutput;
 use skald_engine::storage::MemoryStore;
 use skald_engine::{Engine, EngineConfig, ManualClock, Stores};
@@ -28,8 +27,7 @@ fn engine(store: &Arc<dyn MemoryStore>, embedder: Option<Arc<dyn Embedder>>) -> 
     };
     let config = EngineConfig {
         embedder,
-        clock: Arc::new(ManualClock::new(NOW)),
-        ..EngineConfig::new(Policy::preset("skald").unwrap())
+        ..alice_config("skald", Arc::new(ManualClock::new(NOW)))
     };
     Engine::new(stores, config, TaskTracker::new()).unwrap()
 }

@@ -13,14 +13,13 @@ use skald_core::memory::recall::{RecallLeaving, RecallSettings};
 use skald_core::memory::tools::MEMORY_TOOL_NAMES;
 use skald_core::memory::usage::SKILL_MEMORY_MARKER;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
-use skald_core::pipeline::policy::Policy;
 use skald_core::session::SessionHeader;
 use skald_engine::internal::memory::record_skill_use;
 use skald_engine::recovery::RecoverySettings;
 use skald_engine::storage::MemoryStore;
 use skald_engine::{
-    AssembleInput, Engine, EngineConfig, ManualClock, PrepareInput, SessionState, Stores, TurnLoop,
-    View, ViewOptions,
+    AssembleInput, Engine, ManualClock, PrepareInput, SessionState, Stores, TurnLoop, View,
+    ViewOptions,
 };
 use skald_store::sessions::{NewSession, SessionStore};
 use skald_store::{RefSettings, RefStore};
@@ -69,11 +68,8 @@ fn engine(
     recall: RecallSettings,
 ) -> (Engine, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(MAY_1_2023));
-    let mut config = EngineConfig::new(Policy::preset(policy).unwrap());
-    config.memory.user = "alice".into();
-    config.memory.agent = "main".into();
+    let mut config = alice_config(policy, clock.clone());
     config.memory.recall = recall;
-    config.clock = clock.clone();
     let stores = Stores {
         sessions: deployment.sessions.clone(),
         refs: deployment.refs.clone(),

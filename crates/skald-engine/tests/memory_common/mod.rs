@@ -1,12 +1,14 @@
 //! Fixtures shared by the memory tests: a small store of Alice's (and Bob's) memories, a
-//! store whose search fails, and two embedders.
+//! store whose search fails, two embedders, and an engine configuration for Alice.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use skald_core::memory::uri::MemoryUri;
+use skald_core::pipeline::policy::Policy;
 use skald_engine::memory::MemoryIdentity;
+use skald_engine::{Clock, EngineConfig};
 use skald_llm::LlmError;
 use skald_llm::embed::Embedder;
 use skald_store::ManualClock;
@@ -23,6 +25,17 @@ pub const MAY_1_2023: i64 = 1_682_899_200_000;
 
 pub fn identity() -> MemoryIdentity {
     MemoryIdentity::new("alice", "main").unwrap()
+}
+
+/// An engine configuration running `policy` whose memory is [`identity`]'s, its now read from
+/// `clock`.
+pub fn alice_config(policy: &str, clock: Arc<dyn Clock>) -> EngineConfig {
+    let mut config = EngineConfig::new(Policy::preset(policy).unwrap());
+    let alice = identity();
+    config.memory.user = alice.user().to_owned();
+    config.memory.agent = alice.agent().to_owned();
+    config.clock = clock;
+    config
 }
 
 fn uri(text: &str) -> MemoryUri {
