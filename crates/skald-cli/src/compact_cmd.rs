@@ -174,6 +174,8 @@ pub fn run(
     let archive = (!args.no_archive).then(|| span_archive(args, config));
     if let Some(Ok((extractor, settings))) = &archive {
         engine_config.extractor = extractor.clone();
+        // The engine writes the memories of its `[memory]` user: `--user`'s.
+        engine_config.memory.user = settings.user.clone();
         engine_config.memory.write = settings.clone();
     }
     let engine = local::engine(stores, engine_config)?;

@@ -1,32 +1,29 @@
-//! Several servers over one store archive and extract a span once: two memory writers (two
-//! servers, each with stores of its own over one database) archive the same span at once, and
-//! two upload drivers take turns on one conversation while an upload runs. On a SQLite file
-//! always, and on PostgreSQL too when `SKALD_TEST_DATABASE_URL` is set (a schema of its own,
-//! dropped at the end).
+//! Several servers over one store upload a conversation's span once: two engines, each with
+//! stores of its own over one database, take turns on one conversation while an upload runs on
+//! one of them. On a SQLite file always, and on PostgreSQL too when `SKALD_TEST_DATABASE_URL`
+//! is set (a schema of its own, dropped at the end). The span's lease itself — two servers'
+//! writers archiving one span at once — is tested with the memory writer
+//! (`memory_write/tests.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod memory_common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
+use memory_common::{MAY_1_2023, alice_config};
 use serde_json::json;
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::extract::{ExistingMemory, MemoryCandidate};
-use skald_core::memory::upload::UploadSettings;
-use skald_core::memory::write::WriteSettings;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
-use skald_core::session::{SessionHeader, session_context};
-use skald_engine::SessionState;
-use skald_engine::internal::memory_write::{
-    ARCHIVING_ELSEWHERE, ArchiveOrigin, ArchiveSpan, MemoryWriter, SpanRange, UPLOAD_CUSTOM_TYPE,
-    UploadDriver,
-};
+use skald_engine::memory::UPLOAD_CUSTOM_TYPE;
+use skald_engine::{AfterTurn, Engine, ManualClock, Stores, UploadStep};
 use skald_llm::{DeterministicExtractor, LlmError, MemoryExtractor};
 use skald_store::Database;
-use skald_store::memories::{MemoryStore, PgMemoryStore, SqliteMemoryStore};
-use skald_store::sessions::{NewSession, PgSessionStore, SessionStore, SqliteSessionStore};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 const SESSION: &str = "s-lease";
 
@@ -38,15 +35,9 @@ fn session() -> SessionId {
     SessionId::parse(SESSION).unwrap()
 }
 
-/// One server's view of the shared database: stores of its own.
-struct Server {
-    sessions: Arc<dyn SessionStore>,
-    memories: Arc<dyn MemoryStore>,
-}
-
-/// Two servers over one database, and what to clean up.
+/// Two servers' stores over one database, and what to clean up.
 struct Deployment {
-    servers: [Server; 2],
+    stores: [Stores; 2],
     _dir: Option<tempfile::TempDir>,
     schema: Option<(String, String)>,
 }
@@ -62,12 +53,9 @@ impl Drop for Deployment {
 fn on_sqlite() -> Deployment {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("skald.sqlite3");
-    let server = || Server {
-        sessions: Arc::new(SqliteSessionStore::open(&path).unwrap()),
-        memories: Arc::new(SqliteMemoryStore::open(&path).unwrap()),
-    };
+    let server = || Stores::open_sqlite(&path).unwrap();
     Deployment {
-        servers: [server(), server()],
+        stores: [server(), server()],
         _dir: Some(dir),
         schema: None,
     }
@@ -92,13 +80,10 @@ fn on_postgres(test: &str) -> Option<Deployment> {
     let schema = format!("lease_{test}_{}_{nanos}", std::process::id());
     let server = || {
         let database = Database::connect_in_schema(&url, &schema).unwrap();
-        Server {
-            sessions: Arc::new(PgSessionStore::new(database.clone())),
-            memories: Arc::new(PgMemoryStore::new(database).unwrap()),
-        }
+        Stores::open_postgres(&database).unwrap()
     };
     Some(Deployment {
-        servers: [server(), server()],
+        stores: [server(), server()],
         _dir: None,
         schema: Some((url, schema)),
     })
@@ -139,16 +124,13 @@ impl MemoryExtractor for Counting {
     }
 }
 
-fn writer(server: &Server, extractor: Arc<Counting>) -> MemoryWriter {
-    let settings = WriteSettings {
-        user: "alice".into(),
-        upload: UploadSettings {
-            keep_recent_turns: 2,
-            ..UploadSettings::default()
-        },
-        ..WriteSettings::default()
-    };
-    MemoryWriter::new(server.memories.clone(), extractor, settings).unwrap()
+/// A server: an engine over `stores` writing Alice's memories with `extractor`, its uploads
+/// keeping the two newest turns in the context.
+fn server(stores: &Stores, extractor: Arc<Counting>) -> Engine {
+    let mut config = alice_config("none", Arc::new(ManualClock::new(MAY_1_2023)));
+    config.extractor = extractor;
+    config.memory.write.upload.keep_recent_turns = 2;
+    Engine::new(stores.clone(), config, TaskTracker::new()).unwrap()
 }
 
 /// Six user turns, each running a tool; the first ones say things to remember.
@@ -195,185 +177,81 @@ fn conversation() -> Vec<Message> {
     messages
 }
 
-fn seed(server: &Server) {
-    let header = SessionHeader {
-        id: SESSION.into(),
-        ..SessionHeader::default()
+/// A finished turn of the host on `engine`, its context counted at `tokens` of a 1,000-token
+/// window: what the two-threshold upload did.
+async fn turn_ends_at(engine: &Engine, tokens: u64) -> UploadStep {
+    let turn = AfterTurn {
+        messages: None,
+        pre_prompt_message_count: None,
+        tool_reports: None,
+        reported_input_tokens: None,
+        current_token_count: Some(tokens),
+        window_tokens: 1000,
+        source_format: "openclaw-session",
     };
-    server
-        .sessions
-        .create(&tenant(), NewSession::new(header, "openclaw-session"))
+    let outcome = engine
+        .after_turn(&tenant(), &session(), &turn)
+        .await
         .unwrap();
-    for message in conversation() {
-        server
-            .sessions
-            .append_message(&tenant(), &session(), message)
-            .unwrap();
-    }
+    assert!(
+        outcome.memory_errors.is_empty(),
+        "{:?}",
+        outcome.memory_errors
+    );
+    outcome.upload.unwrap()
 }
 
-fn upload_statuses(server: &Server) -> Vec<String> {
-    server
-        .sessions
-        .entries(&tenant(), &session())
+fn upload_statuses(engine: &Engine) -> Vec<String> {
+    engine
+        .load_session(&tenant(), &session())
         .unwrap()
+        .entries()
         .iter()
         .filter_map(|entry| entry.kind.custom_data(UPLOAD_CUSTOM_TYPE))
         .map(|data| format!("{} {}", data["upload_id"], data["status"]).replace('"', ""))
         .collect()
 }
 
-/// The first eight messages of the stored conversation, as a span that left the context.
-fn span(server: &Server) -> ArchiveSpan {
-    let stored = server.sessions.load(&tenant(), &session()).unwrap();
-    let messages: Vec<Message> = session_context(&stored, None).into_iter().take(8).collect();
-    ArchiveSpan {
-        session_id: session(),
-        range: SpanRange {
-            first_entry_id: messages[0].meta.id.clone().unwrap(),
-            last_entry_id: messages[7].meta.id.clone().unwrap(),
-            end_entry_id: None,
-            messages: 8,
-        },
-        messages,
-        summary: None,
-        origin: ArchiveOrigin::Compaction {
-            checkpoint_entry_id: "c1".into(),
-        },
-        archived: Vec::new(),
-        previous_attempts: 0,
-    }
-}
-
-async fn one_span_archived_by_two_servers_at_once_is_extracted_once(deployment: Deployment) {
-    let [one, two] = &deployment.servers;
-    seed(one);
-    let extractor = Counting::new();
-    let (first, second) = (
-        writer(one, extractor.clone()),
-        writer(two, extractor.clone()),
-    );
-    let span = span(one);
-    let cancel = CancellationToken::new();
-    let running = {
-        let (first, span, cancel) = (first.clone(), span.clone(), cancel.clone());
-        tokio::spawn(async move { first.archive(&tenant(), &span, &cancel).await })
-    };
-    while extractor.calls.load(Ordering::SeqCst) == 0 {
-        tokio::task::yield_now().await;
-    }
-    // The first server is extracting: the second writes nothing and says why, without
-    // spending an attempt.
-    let stats = two.memories.stats(&tenant()).unwrap();
-    let meanwhile = second.archive(&tenant(), &span, &cancel).await;
-    assert!(!meanwhile.is_done());
-    assert!(
-        meanwhile
-            .error
-            .as_deref()
-            .unwrap()
-            .starts_with(ARCHIVING_ELSEWHERE),
-        "{meanwhile:?}"
-    );
-    assert_eq!(meanwhile.attempts, 0);
-    assert_eq!(two.memories.stats(&tenant()).unwrap(), stats);
-
-    extractor.gate.add_permits(10);
-    let done = running.await.unwrap();
-    assert!(done.is_done(), "{done:?}");
-    assert!(!done.memories.is_empty(), "{done:?}");
-    // Afterwards either server gets the recorded outcome back, and nothing is extracted again.
-    let after = two.memories.stats(&tenant()).unwrap();
-    assert_eq!(second.archive(&tenant(), &span, &cancel).await, done);
-    assert_eq!(first.archive(&tenant(), &span, &cancel).await, done);
-    assert_eq!(extractor.calls.load(Ordering::SeqCst), 1);
-    assert_eq!(two.memories.stats(&tenant()).unwrap(), after);
-}
-
 async fn an_upload_running_on_one_server_is_not_run_again_by_the_other(deployment: Deployment) {
-    let [one, two] = &deployment.servers;
-    seed(one);
     let extractor = Counting::new();
-    let drivers = [
-        UploadDriver::new(writer(one, extractor.clone())),
-        UploadDriver::new(writer(two, extractor.clone())),
-    ];
-    let mut held = [SessionState::default(), SessionState::default()];
-    let (tenant, session) = (tenant(), session());
-    let [held_one, held_two] = &mut held;
-    let started = drivers[0]
-        .before_request(
-            held_one,
-            one.sessions.as_ref(),
-            &tenant,
-            &session,
-            520,
-            1000,
-        )
+    let [one, two] = &deployment.stores;
+    let (one, two) = (
+        server(one, extractor.clone()),
+        server(two, extractor.clone()),
+    );
+    one.ingest(&tenant(), &session(), conversation())
         .await
         .unwrap();
+    let started = turn_ends_at(&one, 520).await;
     assert_eq!(started.started.as_deref(), Some("upload-001"));
     while extractor.calls.load(Ordering::SeqCst) == 0 {
         tokio::task::yield_now().await;
     }
-    // The next call of the conversation reaches the other server while the upload runs there:
+    // The next turn of the conversation reaches the other server while the upload runs there:
     // not taken for an interrupted upload, not started again.
-    let meanwhile = drivers[1]
-        .before_request(
-            held_two,
-            two.sessions.as_ref(),
-            &tenant,
-            &session,
-            560,
-            1000,
-        )
-        .await
-        .unwrap();
+    let meanwhile = turn_ends_at(&two, 560).await;
     assert!(meanwhile.completed.is_empty(), "{meanwhile:?}");
     assert_eq!(meanwhile.started, None);
-    assert_eq!(upload_statuses(two), ["upload-001 running"]);
+    assert!(!two.upload_running(&tenant(), &session()));
+    assert_eq!(upload_statuses(&two), ["upload-001 running"]);
 
     extractor.gate.add_permits(10);
-    drivers[0].wait_finished(&tenant, &session).await;
+    one.upload_finished(&tenant(), &session()).await;
     // The other server collects the finished upload from the store and drops its range.
-    let collected = drivers[1]
-        .before_request(
-            held_two,
-            two.sessions.as_ref(),
-            &tenant,
-            &session,
-            560,
-            1000,
-        )
-        .await
-        .unwrap();
+    let collected = turn_ends_at(&two, 560).await;
     assert_eq!(collected.completed.len(), 1, "{collected:?}");
     assert!(collected.completed[0].is_done(), "{collected:?}");
     assert!(collected.dropped.is_some(), "{collected:?}");
     assert_eq!(
-        upload_statuses(one),
+        upload_statuses(&one),
         ["upload-001 running", "upload-001 done"]
     );
     assert_eq!(extractor.calls.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
-async fn one_span_archived_by_two_servers_at_once_is_extracted_once_on_sqlite() {
-    one_span_archived_by_two_servers_at_once_is_extracted_once(on_sqlite()).await;
-}
-
-#[tokio::test]
 async fn an_upload_running_on_one_server_is_not_run_again_by_the_other_on_sqlite() {
     an_upload_running_on_one_server_is_not_run_again_by_the_other(on_sqlite()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_span_archived_by_two_servers_at_once_is_extracted_once_on_postgres() {
-    let Some(deployment) = on_postgres("span") else {
-        eprintln!("skipped: SKALD_TEST_DATABASE_URL is not set");
-        return;
-    };
-    one_span_archived_by_two_servers_at_once_is_extracted_once(deployment).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,63 +1,79 @@
-//! The memory write path: archives of compacted spans, extraction and its failure records,
-//! retries, idempotence, and the two-threshold background upload (seed 002, Component 1).
+//! The memory write path through the engine (seed 002, Component 1): a compaction archives
+//! the span it replaced and extracts its memories, a failed extraction is recorded and retried
+//! by the next archive, and a finished turn past half the window uploads older turns in the
+//! background (the two-threshold upload). Two engines over one set of stores are two servers,
+//! or one server restarted. The archive of a turn's threshold compaction, the host's system
+//! prompt in front, is tested with the turn loop (`recovery.rs`); a span archived twice, or by
+//! two writers at once, with the memory writer (`memory_write/tests.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod memory_common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
+use memory_common::{MAY_1_2023, TENANT, alice_config};
 use serde_json::json;
-use skald_core::compaction::{CompactionSettings, CompactionTrigger};
+use skald_core::compaction::CompactionTrigger;
+use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::extract::{ExistingMemory, MemoryCandidate};
-use skald_core::memory::upload::{DropReason, UploadSettings};
+use skald_core::memory::upload::DropReason;
 use skald_core::memory::uri::MemoryUri;
-use skald_core::memory::write::WriteSettings;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
-use skald_core::session::SessionHeader;
-use skald_core::session::session_context;
-use skald_engine::SessionState;
-use skald_engine::internal::compact::{CompactRequest, compact_session};
-use skald_engine::internal::memory_write::{
-    EXTRACTION_CUSTOM_TYPE, ExtractionStatus, FailedStage, INTERRUPTED_ERROR, MemoryWriter,
-    UPLOAD_CUSTOM_TYPE, UploadDriver, archive_compacted_span, recorded_outcomes,
-    retry_pending_extractions,
+use skald_engine::memory::{
+    EXTRACTION_CUSTOM_TYPE, INTERRUPTED_ERROR, UPLOAD_CUSTOM_TYPE, recorded_outcomes,
 };
-use skald_llm::{
-    DeterministicExtractor, Embedder, ExtractiveSummarizer, LlmError, MemoryExtractor,
+use skald_engine::storage::MemoryLevel;
+use skald_engine::{
+    AfterTurn, CompactInput, Compaction, Engine, EngineConfig, ExtractionStatus, FailedStage,
+    ManualClock, Stores, UploadStep,
 };
-use skald_store::memories::MemoryStore;
-use skald_store::sessions::{NewSession, SessionStore};
-use skald_store::{RefSettings, RefStore};
+use skald_llm::{DeterministicExtractor, Embedder, LlmError, MemoryExtractor};
+use skald_store::RefSettings;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-const TENANT: &str = "acme";
 const SESSION: &str = "s-mem";
-const SYSTEM_PROMPT: &str = "You are a careful coding agent for the Apollo repository.";
 
-struct Fixture {
-    sessions: Arc<dyn SessionStore>,
-    refs: Arc<dyn RefStore>,
-    memories: Arc<dyn MemoryStore>,
+fn tenant() -> Tenant {
+    Tenant::parse(TENANT).unwrap()
 }
 
-fn fixture() -> Fixture {
-    Fixture {
+fn session() -> SessionId {
+    SessionId::parse(SESSION).unwrap()
+}
+
+/// One deployment's stores; every engine of a test is built over the same ones.
+fn stores() -> Stores {
+    Stores {
         sessions: skald_store::test_stores::session_store(),
         refs: skald_store::test_stores::ref_store(RefSettings::default()),
         memories: skald_store::test_stores::memory_store(),
     }
 }
 
-fn settings() -> WriteSettings {
-    WriteSettings {
-        user: "alice".into(),
-        ..WriteSettings::default()
-    }
+/// An engine over `stores` writing Alice's memories, extracting with `extractor`, configured
+/// further by `configure`; uploads keep the two newest turns in the context.
+fn engine_with(
+    stores: &Stores,
+    extractor: Arc<dyn MemoryExtractor>,
+    configure: impl FnOnce(&mut EngineConfig),
+) -> Engine {
+    let mut config = alice_config("none", Arc::new(ManualClock::new(MAY_1_2023)));
+    config.extractor = extractor;
+    config.memory.write.upload.keep_recent_turns = 2;
+    configure(&mut config);
+    Engine::new(stores.clone(), config, TaskTracker::new()).unwrap()
 }
 
-fn writer(fixture: &Fixture, extractor: Arc<dyn MemoryExtractor>) -> MemoryWriter {
-    MemoryWriter::new(fixture.memories.clone(), extractor, settings()).unwrap()
+fn engine(stores: &Stores, extractor: Arc<dyn MemoryExtractor>) -> Engine {
+    engine_with(stores, extractor, |_| {})
+}
+
+fn deterministic() -> Arc<dyn MemoryExtractor> {
+    Arc::new(DeterministicExtractor::default())
 }
 
 fn tool_turn(turn: usize) -> Vec<Message> {
@@ -117,53 +133,125 @@ fn conversation() -> Vec<Message> {
     messages
 }
 
-fn seed(fixture: &Fixture, messages: Vec<Message>) {
-    let header = SessionHeader {
-        id: SESSION.into(),
-        ..SessionHeader::default()
-    };
-    fixture
-        .sessions
-        .create(
-            &tenant_named(TENANT),
-            NewSession::new(header, "openclaw-session"),
-        )
+async fn seed(engine: &Engine, messages: Vec<Message>) {
+    let outcome = engine
+        .ingest(&tenant(), &session(), messages)
+        .await
         .unwrap();
-    for message in messages {
-        fixture
-            .sessions
-            .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
-            .unwrap();
-    }
+    assert!(outcome.created);
 }
 
-async fn compact(fixture: &Fixture) -> skald_engine::internal::compact::CompactResult {
-    let settings = CompactionSettings::default();
-    let request = CompactRequest {
-        tenant: &tenant_named(TENANT),
-        session_id: &session_named(SESSION),
-        window_tokens: 200_000,
+/// Four more user turns, each running a tool, after the stored ones.
+async fn more_turns(engine: &Engine, turns: std::ops::Range<usize>) {
+    let mut messages = Vec::new();
+    for turn in turns {
+        messages.push(Message::text(
+            Role::User,
+            format!("Check job {turn} please."),
+        ));
+        messages.extend(tool_turn(turn));
+    }
+    engine
+        .ingest(&tenant(), &session(), messages)
+        .await
+        .unwrap();
+}
+
+/// A manual compaction of the session, its span archived.
+async fn compact(engine: &Engine) -> Compaction {
+    let input = CompactInput {
+        window_tokens: Some(200_000),
         trigger: CompactionTrigger::Manual,
-        settings: &settings,
         custom_instructions: None,
         agents_md: None,
         context_tokens: None,
+        archive: true,
     };
-    let result = compact_session(
-        &fixture.sessions,
-        &fixture.refs,
-        &ExtractiveSummarizer::default(),
-        &request,
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
-    assert!(result.outcome.is_compacted(), "{:?}", result.outcome);
-    result
+    let compaction = engine
+        .compact(&tenant(), &session(), &input, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(
+        compaction.result.outcome.is_compacted(),
+        "{:?}",
+        compaction.result.outcome
+    );
+    assert_eq!(compaction.memory_error, None);
+    compaction
+}
+
+/// A finished turn of the host, its context counted at `tokens` of a 1,000-token window: what
+/// the two-threshold upload did.
+async fn turn_ends_at(engine: &Engine, tokens: u64) -> UploadStep {
+    let turn = AfterTurn {
+        messages: None,
+        pre_prompt_message_count: None,
+        tool_reports: None,
+        reported_input_tokens: None,
+        current_token_count: Some(tokens),
+        window_tokens: 1000,
+        source_format: "openclaw-session",
+    };
+    let outcome = engine
+        .after_turn(&tenant(), &session(), &turn)
+        .await
+        .unwrap();
+    assert!(
+        outcome.memory_errors.is_empty(),
+        "{:?}",
+        outcome.memory_errors
+    );
+    outcome.upload.unwrap()
 }
 
 fn archive_uri(number: u32) -> MemoryUri {
     MemoryUri::parse(&format!("viking://session/{SESSION}/archive_{number:03}")).unwrap()
+}
+
+/// The text of the memory at `uri` at `level`.
+fn memory_text(engine: &Engine, uri: &MemoryUri, level: MemoryLevel) -> String {
+    engine.read_memory(&tenant(), uri, level).unwrap().text
+}
+
+fn custom_entries(engine: &Engine, custom: &str) -> Vec<serde_json::Value> {
+    engine
+        .load_session(&tenant(), &session())
+        .unwrap()
+        .entries()
+        .iter()
+        .filter_map(|entry| entry.kind.custom_data(custom).cloned())
+        .collect()
+}
+
+/// The ids of the session's context from its leaf.
+fn context_ids(engine: &Engine) -> Vec<String> {
+    engine
+        .stored_context(&tenant(), &session())
+        .unwrap()
+        .iter()
+        .filter_map(|m| m.meta.id.clone())
+        .collect()
+}
+
+fn upload_statuses(engine: &Engine) -> Vec<String> {
+    custom_entries(engine, UPLOAD_CUSTOM_TYPE)
+        .iter()
+        .map(|data| {
+            format!(
+                "{} {}",
+                data["upload_id"].as_str().unwrap(),
+                data["status"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// Every archive outcome the session recorded: the span's first archive and the attempt.
+fn recorded(engine: &Engine) -> Vec<(ExtractionStatus, String, u32)> {
+    recorded_outcomes(&engine.load_session(&tenant(), &session()).unwrap())
+        .iter()
+        .map(|o| (o.status, o.archive[0].as_str().to_owned(), o.attempts))
+        .collect()
 }
 
 /// Fails its first `failures` calls, then extracts deterministically.
@@ -242,72 +330,49 @@ impl Embedder for FixedEmbedder {
     }
 }
 
-fn custom_entries(fixture: &Fixture, custom: &str) -> Vec<serde_json::Value> {
-    fixture
-        .sessions
-        .entries(&tenant_named(TENANT), &session_named(SESSION))
-        .unwrap()
-        .into_iter()
-        .filter_map(|entry| entry.kind.custom_data(custom).cloned())
-        .collect()
-}
-
 // ---------------------------------------------------------------------------------------------
-// The compaction hook
+// Compaction archives the span it replaced
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn a_compacted_span_is_archived_with_system_prompt_and_tool_calls_then_extracted() {
-    let fixture = fixture();
-    seed(&fixture, conversation());
-    let result = compact(&fixture).await;
-    let writer = writer(&fixture, Arc::new(DeterministicExtractor::default()))
-        .with_embedder(Arc::new(FixedEmbedder));
-    let outcome = archive_compacted_span(
-        &fixture.sessions,
-        &writer,
-        &tenant_named(TENANT),
-        &session_named(SESSION),
-        &result,
-        Some(SYSTEM_PROMPT),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+async fn a_compacted_span_is_archived_with_its_tool_calls_then_extracted() {
+    let stores = stores();
+    let skald = engine_with(&stores, deterministic(), |config| {
+        config.embedder = Some(Arc::new(FixedEmbedder));
+    });
+    seed(&skald, conversation()).await;
+    let first_user_entry = skald.stored_context(&tenant(), &session()).unwrap()[0]
+        .meta
+        .id
+        .clone()
+        .unwrap();
+    let outcome = compact(&skald).await.memory_archive.unwrap();
     assert_eq!(outcome.status, ExtractionStatus::Done, "{outcome:?}");
     assert_eq!(outcome.archive, [archive_uri(1)]);
 
-    let archive = fixture
-        .memories
-        .get(&tenant_named(TENANT), &archive_uri(1))
+    let archive = skald
+        .read_memory(&tenant(), &archive_uri(1), MemoryLevel::L2)
         .unwrap();
-    assert!(archive.l2.contains(SYSTEM_PROMPT));
     assert!(
-        archive.l2.contains("cat /var/log/job-0.log"),
+        archive.text.contains("cat /var/log/job-0.log"),
         "tool calls are archived"
     );
     assert!(
-        archive.l2.contains("job 0 output"),
+        archive.text.contains("job 0 output"),
         "tool results are archived"
     );
-    assert!(
-        archive
-            .l0
-            .starts_with(&format!("Session {SESSION} archive 001")),
-        "{}",
-        archive.l0
-    );
     assert_eq!(archive.sources[0].session_id.as_deref(), Some(SESSION));
+    let abstract_ = memory_text(&skald, &archive_uri(1), MemoryLevel::L0);
+    assert!(
+        abstract_.starts_with(&format!("Session {SESSION} archive 001")),
+        "{abstract_}"
+    );
 
     // The user's request became a preference; the tool output saying "remember" did not.
     let uris: Vec<&str> = outcome.memories.iter().map(|m| m.uri.as_str()).collect();
-    assert!(
-        uris.contains(
-            &"viking://user/alice/memories/preferences/prefer-tabs-spaces-every-repository.md"
-        ),
-        "{uris:?}"
-    );
+    let preference =
+        "viking://user/alice/memories/preferences/prefer-tabs-spaces-every-repository.md";
+    assert!(uris.contains(&preference), "{uris:?}");
     assert!(
         uris.contains(&"viking://user/alice/memories/entities/alice.md"),
         "{uris:?}"
@@ -316,66 +381,52 @@ async fn a_compacted_span_is_archived_with_system_prompt_and_tool_calls_then_ext
         !uris.iter().any(|uri| uri.contains("light-mode")),
         "{uris:?}"
     );
-    let preference = fixture
-        .memories
-        .get(&tenant_named(TENANT), &MemoryUri::parse(uris[0]).unwrap())
+    let preference = skald
+        .read_memory(
+            &tenant(),
+            &MemoryUri::parse(preference).unwrap(),
+            MemoryLevel::L2,
+        )
         .unwrap();
-    let first_user_entry = fixture
-        .sessions
-        .entries(&tenant_named(TENANT), &session_named(SESSION))
-        .unwrap()[0]
-        .id
-        .clone();
     assert_eq!(preference.sources[0].entry_ids, [first_user_entry]);
-    assert!(
-        fixture
-            .memories
-            .stats(&tenant_named(TENANT))
-            .unwrap()
-            .with_embedding
-            >= 2
-    );
+    assert!(skald.memory_stats(&tenant()).unwrap().with_embedding >= 2);
 
-    let records = custom_entries(&fixture, EXTRACTION_CUSTOM_TYPE);
+    let records = custom_entries(&skald, EXTRACTION_CUSTOM_TYPE);
     assert_eq!(records.len(), 1);
     assert_eq!(records[0]["status"], "done");
     assert_eq!(records[0]["attempts"], 1);
 }
 
+/// Regression: the engine's writer wrote the memories of `[memory.write]`'s user ("default"
+/// unless set there too) while recall read `[memory]`'s, so an engine configured for Alice
+/// never recalled what it extracted from her sessions.
+#[tokio::test]
+async fn an_engine_configured_for_alice_writes_the_memories_recall_reads() {
+    let stores = stores();
+    let skald = engine_with(&stores, deterministic(), |config| {
+        assert_eq!(config.memory.write.user, "default");
+    });
+    seed(&skald, conversation()).await;
+    let outcome = compact(&skald).await.memory_archive.unwrap();
+    let users: Vec<&str> = outcome
+        .memories
+        .iter()
+        .filter_map(|m| m.uri.as_str().strip_prefix("viking://user/"))
+        .map(|rest| rest.split('/').next().unwrap())
+        .collect();
+    assert!(!users.is_empty(), "{outcome:?}");
+    assert!(users.iter().all(|user| *user == "alice"), "{users:?}");
+}
+
 #[tokio::test]
 async fn nothing_that_left_the_context_is_lost() {
-    let fixture = fixture();
-    seed(&fixture, conversation());
-    let before = fixture
-        .sessions
-        .context(&tenant_named(TENANT), &session_named(SESSION), None)
-        .unwrap();
-    let result = compact(&fixture).await;
-    let after = session_context(
-        &fixture
-            .sessions
-            .load(&tenant_named(TENANT), &session_named(SESSION))
-            .unwrap(),
-        None,
-    );
-    let writer = writer(&fixture, Arc::new(DeterministicExtractor::default()));
-    archive_compacted_span(
-        &fixture.sessions,
-        &writer,
-        &tenant_named(TENANT),
-        &session_named(SESSION),
-        &result,
-        None,
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    let archive = fixture
-        .memories
-        .get(&tenant_named(TENANT), &archive_uri(1))
-        .unwrap()
-        .l2;
+    let stores = stores();
+    let skald = engine(&stores, deterministic());
+    seed(&skald, conversation()).await;
+    let before = skald.stored_context(&tenant(), &session()).unwrap();
+    compact(&skald).await;
+    let after = skald.stored_context(&tenant(), &session()).unwrap();
+    let archive = memory_text(&skald, &archive_uri(1), MemoryLevel::L2);
     let kept: Vec<Option<&str>> = after.iter().map(|m| m.meta.id.as_deref()).collect();
     let left: Vec<&Message> = before
         .iter()
@@ -400,16 +451,11 @@ async fn nothing_that_left_the_context_is_lost() {
 
 #[tokio::test]
 async fn working_memory_stays_in_the_compacted_context() {
-    let fixture = fixture();
-    seed(&fixture, conversation());
-    compact(&fixture).await;
-    let context = session_context(
-        &fixture
-            .sessions
-            .load(&tenant_named(TENANT), &session_named(SESSION))
-            .unwrap(),
-        None,
-    );
+    let stores = stores();
+    let skald = engine(&stores, deterministic());
+    seed(&skald, conversation()).await;
+    compact(&skald).await;
+    let context = skald.stored_context(&tenant(), &session()).unwrap();
     let summary = context[0].plain_text();
     assert!(summary.contains("## Open TODOs"), "{summary}");
     assert!(summary.contains("update the changelog"), "{summary}");
@@ -417,27 +463,17 @@ async fn working_memory_stays_in_the_compacted_context() {
 }
 
 #[tokio::test]
-async fn a_failed_extraction_is_recorded_then_retried_before_the_next_archive() {
-    let fixture = fixture();
-    seed(&fixture, conversation());
-    let result = compact(&fixture).await;
-    let flaky = Arc::new(Flaky {
-        failures: 1,
-        calls: AtomicU32::new(0),
-    });
-    let writer = writer(&fixture, flaky.clone());
-    let failed = archive_compacted_span(
-        &fixture.sessions,
-        &writer,
-        &tenant_named(TENANT),
-        &session_named(SESSION),
-        &result,
-        None,
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+async fn a_failed_extraction_is_recorded_then_retried_by_the_next_archive() {
+    let stores = stores();
+    let skald = engine(
+        &stores,
+        Arc::new(Flaky {
+            failures: 1,
+            calls: AtomicU32::new(0),
+        }),
+    );
+    seed(&skald, conversation()).await;
+    let failed = compact(&skald).await.memory_archive.unwrap();
     assert_eq!(failed.status, ExtractionStatus::Failed);
     assert_eq!(failed.failed_stage, Some(FailedStage::Extraction));
     assert!(
@@ -449,353 +485,174 @@ async fn a_failed_extraction_is_recorded_then_retried_before_the_next_archive() 
     );
     // The archive was written: only the extraction is retried.
     assert_eq!(failed.archive, [archive_uri(1)]);
-    let records = custom_entries(&fixture, EXTRACTION_CUSTOM_TYPE);
+    let records = custom_entries(&skald, EXTRACTION_CUSTOM_TYPE);
     assert_eq!(records[0]["status"], "failed");
     assert_eq!(records[0]["failed_stage"], "extraction");
 
-    let retried = retry_pending_extractions(
-        &fixture.sessions,
-        &writer,
-        &tenant_named(TENANT),
-        &session_named(SESSION),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(retried.len(), 1);
-    assert_eq!(retried[0].status, ExtractionStatus::Done);
-    assert_eq!(retried[0].attempts, 2);
-    assert_eq!(retried[0].archive, [archive_uri(1)]);
-    assert!(!retried[0].memories.is_empty());
-    // Nothing left to retry, and no second archive.
-    assert!(
-        retry_pending_extractions(
-            &fixture.sessions,
-            &writer,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            &CancellationToken::new()
-        )
-        .await
-        .unwrap()
-        .is_empty()
-    );
-    assert!(
-        fixture
-            .memories
-            .get(&tenant_named(TENANT), &archive_uri(2))
-            .is_err()
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
-// The two-threshold upload
-// ---------------------------------------------------------------------------------------------
-
-fn upload_writer(fixture: &Fixture, extractor: Arc<dyn MemoryExtractor>) -> MemoryWriter {
-    let settings = WriteSettings {
-        upload: UploadSettings {
-            keep_recent_turns: 2,
-            ..UploadSettings::default()
-        },
-        ..settings()
-    };
-    MemoryWriter::new(fixture.memories.clone(), extractor, settings).unwrap()
-}
-
-fn context_ids(fixture: &Fixture) -> Vec<String> {
-    session_context(
-        &fixture
-            .sessions
-            .load(&tenant_named(TENANT), &session_named(SESSION))
-            .unwrap(),
-        None,
-    )
-    .iter()
-    .filter_map(|m| m.meta.id.clone())
-    .collect()
-}
-
-fn upload_statuses(fixture: &Fixture) -> Vec<String> {
-    custom_entries(fixture, UPLOAD_CUSTOM_TYPE)
-        .iter()
-        .map(|data| {
-            format!(
-                "{} {}",
-                data["upload_id"].as_str().unwrap(),
-                data["status"].as_str().unwrap()
-            )
-        })
-        .collect()
-}
-
-#[tokio::test]
-async fn a_pending_failure_is_retried_automatically_by_the_next_archive() {
-    let fixture = fixture();
-    seed(&fixture, conversation());
-    let first = compact(&fixture).await;
-    let writer = writer(
-        &fixture,
-        Arc::new(Flaky {
-            failures: 1,
-            calls: AtomicU32::new(0),
-        }),
-    );
-    archive_compacted_span(
-        &fixture.sessions,
-        &writer,
-        &tenant_named(TENANT),
-        &session_named(SESSION),
-        &first,
-        None,
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
-    for turn in 6..10 {
-        fixture
-            .sessions
-            .append_message(
-                &tenant_named(TENANT),
-                &session_named(SESSION),
-                Message::text(Role::User, format!("Check job {turn} please.")),
-            )
-            .unwrap();
-        for message in tool_turn(turn) {
-            fixture
-                .sessions
-                .append_message(&tenant_named(TENANT), &session_named(SESSION), message)
-                .unwrap();
-        }
-    }
-    let second = compact(&fixture).await;
-    archive_compacted_span(
-        &fixture.sessions,
-        &writer,
-        &tenant_named(TENANT),
-        &session_named(SESSION),
-        &second,
-        None,
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    let outcomes = recorded_outcomes(
-        &fixture
-            .sessions
-            .load(&tenant_named(TENANT), &session_named(SESSION))
-            .unwrap(),
-    );
-    let statuses: Vec<(ExtractionStatus, u32)> =
-        outcomes.iter().map(|o| (o.status, o.attempts)).collect();
+    more_turns(&skald, 6..10).await;
+    let second = compact(&skald).await.memory_archive.unwrap();
+    assert!(second.is_done(), "{second:?}");
+    assert_eq!(second.archive, [archive_uri(2)]);
+    // The first span was retried before the second was archived, into its own archive.
+    let outcomes = recorded_outcomes(&skald.load_session(&tenant(), &session()).unwrap());
+    assert!(!outcomes[1].memories.is_empty(), "{:?}", outcomes[1]);
     assert_eq!(
-        statuses,
+        recorded(&skald),
         [
-            (ExtractionStatus::Failed, 1),
-            (ExtractionStatus::Done, 2),
-            (ExtractionStatus::Done, 1)
+            (
+                ExtractionStatus::Failed,
+                archive_uri(1).as_str().to_owned(),
+                1
+            ),
+            (
+                ExtractionStatus::Done,
+                archive_uri(1).as_str().to_owned(),
+                2
+            ),
+            (
+                ExtractionStatus::Done,
+                archive_uri(2).as_str().to_owned(),
+                1
+            ),
         ]
     );
     assert!(
-        fixture
-            .memories
-            .get(&tenant_named(TENANT), &archive_uri(2))
-            .is_ok()
-    );
-}
-
-#[tokio::test]
-async fn archiving_the_same_span_twice_duplicates_nothing() {
-    let fixture = fixture();
-    seed(&fixture, conversation());
-    let result = compact(&fixture).await;
-    let writer = writer(&fixture, Arc::new(DeterministicExtractor::default()));
-    let cancel = CancellationToken::new();
-    let first = archive_compacted_span(
-        &fixture.sessions,
-        &writer,
-        &tenant_named(TENANT),
-        &session_named(SESSION),
-        &result,
-        None,
-        &cancel,
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    let stats = fixture.memories.stats(&tenant_named(TENANT)).unwrap();
-    // The hook skips a span recorded done…
-    assert!(
-        archive_compacted_span(
-            &fixture.sessions,
-            &writer,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            &result,
-            None,
-            &cancel
-        )
-        .await
-        .unwrap()
-        .is_none()
-    );
-    // …and archiving it again by hand, by this writer or another one (another server over the
-    // same store), gives the recorded outcome and writes nothing: the span's lease is finished.
-    let session = fixture
-        .sessions
-        .load(&tenant_named(TENANT), &session_named(SESSION))
-        .unwrap();
-    let span = skald_engine::internal::memory_write::ArchiveSpan {
-        session_id: session_named(SESSION),
-        messages: session_context(&session, None)
-            .into_iter()
-            .skip(1)
-            .collect(),
-        summary: None,
-        range: first.range.clone(),
-        origin: first.origin.clone(),
-        archived: Vec::new(),
-        previous_attempts: 0,
-    };
-    let elsewhere = self::writer(&fixture, Arc::new(DeterministicExtractor::default()));
-    assert_ne!(elsewhere.holder(), writer.holder());
-    let here = writer.archive(&tenant_named(TENANT), &span, &cancel).await;
-    let there = elsewhere
-        .archive(&tenant_named(TENANT), &span, &cancel)
-        .await;
-    assert_eq!(here, first);
-    assert_eq!(there, first);
-    assert_eq!(
-        fixture.memories.stats(&tenant_named(TENANT)).unwrap(),
-        stats
-    );
-    assert!(
-        fixture
-            .memories
-            .get(&tenant_named(TENANT), &archive_uri(2))
+        skald
+            .read_memory(&tenant(), &archive_uri(3), MemoryLevel::L2)
             .is_err()
     );
 }
 
 #[tokio::test]
-async fn the_upload_starts_at_half_the_window_without_blocking_the_request() {
-    let fixture = fixture();
-    let mut held = SessionState::default();
-    seed(&fixture, conversation());
-    let gate = Arc::new(Semaphore::new(0));
-    let driver = UploadDriver::new(upload_writer(
-        &fixture,
-        Arc::new(Gated { gate: gate.clone() }),
-    ));
-    let before = context_ids(&fixture);
+async fn failures_past_the_attempt_limit_stay_recorded_but_are_not_retried() {
+    let stores = stores();
+    let skald = engine_with(
+        &stores,
+        Arc::new(Flaky {
+            failures: 100,
+            calls: AtomicU32::new(0),
+        }),
+        |config| config.memory.write.max_extraction_attempts = 2,
+    );
+    seed(&skald, conversation()).await;
+    compact(&skald).await;
+    more_turns(&skald, 6..10).await;
+    compact(&skald).await;
+    more_turns(&skald, 10..14).await;
+    compact(&skald).await;
+    // The first span's second attempt was its last; the second span's second came with the
+    // third compaction.
+    let failed = ExtractionStatus::Failed;
+    let [one, two, three] = [1, 2, 3].map(|n| archive_uri(n).as_str().to_owned());
+    assert_eq!(
+        recorded(&skald),
+        [
+            (failed, one.clone(), 1),
+            (failed, one, 2),
+            (failed, two.clone(), 1),
+            (failed, two, 2),
+            (failed, three, 1),
+        ]
+    );
+}
 
-    let below = driver
-        .before_request(
-            &mut held,
-            &fixture.sessions,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            499,
-            1000,
-        )
-        .await
-        .unwrap();
-    assert_eq!(below.started, None);
-    // The extractor is held: before_request returns while the upload runs.
-    let step = driver
-        .before_request(
-            &mut held,
-            &fixture.sessions,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            500,
-            1000,
-        )
-        .await
-        .unwrap();
+#[tokio::test]
+async fn a_span_another_server_archived_is_not_archived_again() {
+    let stores = stores();
+    let here = engine(&stores, deterministic());
+    seed(&here, conversation()).await;
+    let first = compact(&here).await.memory_archive.unwrap();
+    assert!(first.is_done(), "{first:?}");
+
+    // The conversation goes on on another server (or this one, restarted), which compacts next.
+    let counted = Arc::new(Flaky {
+        failures: 0,
+        calls: AtomicU32::new(0),
+    });
+    let there = engine(&stores, counted.clone());
+    more_turns(&there, 6..10).await;
+    let second = compact(&there).await.memory_archive.unwrap();
+    assert!(second.is_done(), "{second:?}");
+    assert_eq!(second.archive, [archive_uri(2)]);
+    // One extraction, the new span's: the first span is recorded done and not retried.
+    assert_eq!(counted.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        recorded(&there),
+        [
+            (
+                ExtractionStatus::Done,
+                archive_uri(1).as_str().to_owned(),
+                1
+            ),
+            (
+                ExtractionStatus::Done,
+                archive_uri(2).as_str().to_owned(),
+                1
+            ),
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The two-threshold upload, from finished turns
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_upload_starts_at_half_the_window_without_blocking_the_turn() {
+    let stores = stores();
+    let gate = Arc::new(Semaphore::new(0));
+    let skald = engine(&stores, Arc::new(Gated { gate: gate.clone() }));
+    seed(&skald, conversation()).await;
+    let before = context_ids(&skald);
+
+    assert_eq!(turn_ends_at(&skald, 499).await.started, None);
+    // The extractor is held: the turn is recorded while the upload runs.
+    let step = turn_ends_at(&skald, 500).await;
     assert_eq!(step.started.as_deref(), Some("upload-001"));
     assert!(step.dropped.is_none());
-    assert!(driver.is_running(&tenant_named(TENANT), &session_named(SESSION)));
+    assert!(skald.upload_running(&tenant(), &session()));
     assert_eq!(
-        context_ids(&fixture),
+        context_ids(&skald),
         before,
         "nothing leaves the context at 50 %"
     );
-    assert_eq!(upload_statuses(&fixture), ["upload-001 running"]);
-    let record = &custom_entries(&fixture, UPLOAD_CUSTOM_TYPE)[0];
+    assert_eq!(upload_statuses(&skald), ["upload-001 running"]);
+    let record = &custom_entries(&skald, UPLOAD_CUSTOM_TYPE)[0];
     assert_eq!(record["range"]["first_entry_id"], before[0].as_str());
-    // A second request below 70 % waits for it.
-    let waiting = driver
-        .before_request(
-            &mut held,
-            &fixture.sessions,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            650,
-            1000,
-        )
-        .await
-        .unwrap();
+    // The next turn below 70 % waits for it.
+    let waiting = turn_ends_at(&skald, 650).await;
     assert_eq!(waiting, Default::default());
     gate.add_permits(10);
 }
 
 #[tokio::test]
 async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
-    let fixture = fixture();
-    let mut held = SessionState::default();
-    seed(&fixture, conversation());
+    let stores = stores();
     let gate = Arc::new(Semaphore::new(0));
-    let driver = UploadDriver::new(upload_writer(
-        &fixture,
-        Arc::new(Gated { gate: gate.clone() }),
-    ));
-    driver
-        .before_request(
-            &mut held,
-            &fixture.sessions,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            500,
-            1000,
-        )
-        .await
-        .unwrap();
-    let before = context_ids(&fixture);
-    let record = custom_entries(&fixture, UPLOAD_CUSTOM_TYPE)[0].clone();
+    let skald = engine(&stores, Arc::new(Gated { gate: gate.clone() }));
+    seed(&skald, conversation()).await;
+    turn_ends_at(&skald, 500).await;
+    let before = context_ids(&skald);
+    let record = custom_entries(&skald, UPLOAD_CUSTOM_TYPE)[0].clone();
     let end = record["range"]["end_entry_id"].as_str().unwrap().to_owned();
 
     // Newer messages arrive while the upload runs.
-    let newer = fixture
-        .sessions
-        .append_message(
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            Message::text(Role::User, "And job 9?"),
-        )
-        .unwrap();
-    let step = driver
-        .before_request(
-            &mut held,
-            &fixture.sessions,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            700,
-            1000,
+    skald
+        .ingest(
+            &tenant(),
+            &session(),
+            vec![Message::text(Role::User, "And job 9?")],
         )
         .await
         .unwrap();
+    let newer = context_ids(&skald).pop().unwrap();
+    let step = turn_ends_at(&skald, 700).await;
     let dropped = step.dropped.unwrap();
     assert_eq!(dropped.reason, DropReason::ForcedAtDropThreshold);
     assert!(dropped.upload_running);
-    assert!(driver.is_running(&tenant_named(TENANT), &session_named(SESSION)));
+    assert!(skald.upload_running(&tenant(), &session()));
 
-    let session = fixture
-        .sessions
-        .load(&tenant_named(TENANT), &session_named(SESSION))
-        .unwrap();
-    let context = session_context(&session, None);
+    let context = skald.stored_context(&tenant(), &session()).unwrap();
     let summary = context[0].plain_text();
     assert!(
         summary.contains(&format!("viking://session/{SESSION}/")),
@@ -805,115 +662,68 @@ async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
         summary.contains("update the changelog for job 0"),
         "{summary}"
     );
-    let after = context_ids(&fixture);
+    let after = context_ids(&skald);
     let end_at = before.iter().position(|id| *id == end).unwrap();
     assert_eq!(
         after[1..after.len() - 1],
         before[end_at..],
         "the kept turns stay, in order"
     );
-    assert_eq!(after.last(), Some(&newer.id), "newer messages stay");
+    assert_eq!(after.last(), Some(&newer), "newer messages stay");
 
     // The upload finishes later; its range already left, so only its state is recorded.
     gate.add_permits(10);
-    driver
-        .wait_finished(&tenant_named(TENANT), &session_named(SESSION))
-        .await;
-    let step = driver
-        .before_request(
-            &mut held,
-            &fixture.sessions,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            300,
-            1000,
-        )
-        .await
-        .unwrap();
+    skald.upload_finished(&tenant(), &session()).await;
+    let step = turn_ends_at(&skald, 300).await;
     assert_eq!(step.completed.len(), 1);
     assert!(step.completed[0].is_done(), "{:?}", step.completed[0]);
     assert!(step.dropped.is_none());
     assert_eq!(
-        upload_statuses(&fixture),
+        upload_statuses(&skald),
         ["upload-001 running", "upload-001 done"]
     );
     assert!(
-        fixture
-            .memories
-            .get(&tenant_named(TENANT), &archive_uri(1))
-            .unwrap()
-            .l2
-            .contains("prefer tabs over spaces")
+        memory_text(&skald, &archive_uri(1), MemoryLevel::L2).contains("prefer tabs over spaces")
     );
 }
 
 #[tokio::test]
 async fn a_completed_upload_below_seventy_percent_drops_only_its_range() {
-    let fixture = fixture();
-    let mut held = SessionState::default();
-    seed(&fixture, conversation());
-    let driver = UploadDriver::new(upload_writer(
-        &fixture,
-        Arc::new(DeterministicExtractor::default()),
-    ));
-    driver
-        .before_request(
-            &mut held,
-            &fixture.sessions,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            550,
-            1000,
-        )
-        .await
-        .unwrap();
-    driver
-        .wait_finished(&tenant_named(TENANT), &session_named(SESSION))
-        .await;
-    let before = context_ids(&fixture);
-    let record = custom_entries(&fixture, UPLOAD_CUSTOM_TYPE)[0].clone();
+    let stores = stores();
+    let skald = engine(&stores, deterministic());
+    seed(&skald, conversation()).await;
+    turn_ends_at(&skald, 550).await;
+    skald.upload_finished(&tenant(), &session()).await;
+    let before = context_ids(&skald);
+    let record = custom_entries(&skald, UPLOAD_CUSTOM_TYPE)[0].clone();
     let end = record["range"]["end_entry_id"].as_str().unwrap().to_owned();
-    let newer = fixture
-        .sessions
-        .append_message(
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            Message::text(Role::User, "Next, job 10."),
-        )
-        .unwrap();
-
-    let step = driver
-        .before_request(
-            &mut held,
-            &fixture.sessions,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            600,
-            1000,
+    skald
+        .ingest(
+            &tenant(),
+            &session(),
+            vec![Message::text(Role::User, "Next, job 10.")],
         )
         .await
         .unwrap();
+    let newer = context_ids(&skald).pop().unwrap();
+
+    let step = turn_ends_at(&skald, 600).await;
     assert_eq!(step.completed.len(), 1);
     assert_eq!(
         step.dropped.as_ref().unwrap().reason,
         DropReason::UploadCompleted
     );
     assert!(!step.dropped.as_ref().unwrap().upload_running);
-    let after = context_ids(&fixture);
+    let after = context_ids(&skald);
     let end_at = before.iter().position(|id| *id == end).unwrap();
     assert_eq!(after[1..after.len() - 1], before[end_at..]);
-    assert_eq!(after.last(), Some(&newer.id));
+    assert_eq!(after.last(), Some(&newer));
     assert_eq!(
-        upload_statuses(&fixture),
+        upload_statuses(&skald),
         ["upload-001 running", "upload-001 done"]
     );
     // The extraction is recorded like a compaction's.
-    let outcomes = recorded_outcomes(
-        &fixture
-            .sessions
-            .load(&tenant_named(TENANT), &session_named(SESSION))
-            .unwrap(),
-    );
+    let outcomes = recorded_outcomes(&skald.load_session(&tenant(), &session()).unwrap());
     assert_eq!(outcomes.len(), 1);
     assert!(
         outcomes[0]
@@ -924,68 +734,32 @@ async fn a_completed_upload_below_seventy_percent_drops_only_its_range() {
 }
 
 #[tokio::test]
-async fn a_crash_mid_upload_leaves_a_recorded_state_that_is_retried() {
-    let fixture = fixture();
-    let mut held = SessionState::default();
-    seed(&fixture, conversation());
+async fn an_upload_cut_short_by_a_restart_is_recorded_and_retried() {
+    let stores = stores();
     {
         let gate = Arc::new(Semaphore::new(0));
-        let crashed = UploadDriver::new(upload_writer(&fixture, Arc::new(Gated { gate })));
-        crashed
-            .before_request(
-                &mut held,
-                &fixture.sessions,
-                &tenant_named(TENANT),
-                &session_named(SESSION),
-                520,
-                1000,
-            )
-            .await
-            .unwrap();
-        // The process ends here: the driver and its task are gone.
+        let crashed = engine(&stores, Arc::new(Gated { gate }));
+        seed(&crashed, conversation()).await;
+        turn_ends_at(&crashed, 520).await;
+        assert!(crashed.upload_running(&tenant(), &session()));
+        // The process ends here: the engine and its upload are gone.
     }
-    assert_eq!(upload_statuses(&fixture), ["upload-001 running"]);
-
-    let driver = UploadDriver::new(upload_writer(
-        &fixture,
-        Arc::new(DeterministicExtractor::default()),
-    ));
-    let step = driver
-        .before_request(
-            &mut held,
-            &fixture.sessions,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            520,
-            1000,
-        )
-        .await
-        .unwrap();
+    let skald = engine(&stores, deterministic());
+    assert_eq!(upload_statuses(&skald), ["upload-001 running"]);
+    let step = turn_ends_at(&skald, 520).await;
     assert_eq!(step.completed.len(), 1);
     assert_eq!(step.completed[0].error.as_deref(), Some(INTERRUPTED_ERROR));
     // The failed range is still in the context: the upload starts again, as a retry.
     assert_eq!(step.started.as_deref(), Some("upload-002"));
-    let records = custom_entries(&fixture, UPLOAD_CUSTOM_TYPE);
+    let records = custom_entries(&skald, UPLOAD_CUSTOM_TYPE);
     assert_eq!(records[2]["retry_of"], "upload-001");
-    driver
-        .wait_finished(&tenant_named(TENANT), &session_named(SESSION))
-        .await;
-    let step = driver
-        .before_request(
-            &mut held,
-            &fixture.sessions,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            520,
-            1000,
-        )
-        .await
-        .unwrap();
+    skald.upload_finished(&tenant(), &session()).await;
+    let step = turn_ends_at(&skald, 520).await;
     assert!(step.completed[0].is_done());
     assert_eq!(step.completed[0].attempts, 2);
     assert_eq!(step.dropped.unwrap().reason, DropReason::UploadCompleted);
     assert_eq!(
-        upload_statuses(&fixture),
+        upload_statuses(&skald),
         [
             "upload-001 running",
             "upload-001 failed",
@@ -996,74 +770,9 @@ async fn a_crash_mid_upload_leaves_a_recorded_state_that_is_retried() {
 }
 
 #[tokio::test]
-async fn failures_past_the_attempt_limit_stay_recorded_but_are_not_retried() {
-    let fixture = fixture();
-    seed(&fixture, conversation());
-    let result = compact(&fixture).await;
-    let settings = WriteSettings {
-        max_extraction_attempts: 2,
-        ..settings()
-    };
-    let writer = MemoryWriter::new(
-        fixture.memories.clone(),
-        Arc::new(Flaky {
-            failures: 100,
-            calls: AtomicU32::new(0),
-        }),
-        settings,
-    )
-    .unwrap();
-    let cancel = CancellationToken::new();
-    archive_compacted_span(
-        &fixture.sessions,
-        &writer,
-        &tenant_named(TENANT),
-        &session_named(SESSION),
-        &result,
-        None,
-        &cancel,
-    )
-    .await
-    .unwrap();
-    let retried = retry_pending_extractions(
-        &fixture.sessions,
-        &writer,
-        &tenant_named(TENANT),
-        &session_named(SESSION),
-        &cancel,
-    )
-    .await
-    .unwrap();
-    assert_eq!(retried[0].attempts, 2);
-    assert!(
-        retry_pending_extractions(
-            &fixture.sessions,
-            &writer,
-            &tenant_named(TENANT),
-            &session_named(SESSION),
-            &cancel
-        )
-        .await
-        .unwrap()
-        .is_empty()
-    );
-    let outcomes = recorded_outcomes(
-        &fixture
-            .sessions
-            .load(&tenant_named(TENANT), &session_named(SESSION))
-            .unwrap(),
-    );
-    assert_eq!(outcomes.len(), 2);
-    assert!(
-        outcomes
-            .iter()
-            .all(|outcome| outcome.status == ExtractionStatus::Failed)
-    );
-}
-
-#[tokio::test]
-async fn an_archive_over_the_store_limit_is_split_into_parts_and_keeps_everything() {
-    let fixture = fixture();
+async fn an_upload_over_the_store_limit_is_archived_in_parts_and_keeps_everything() {
+    let stores = stores();
+    let skald = engine(&stores, deterministic());
     let mut messages = conversation();
     let huge: String = (0..40_000)
         .map(|i| format!("line {i:06} of the huge build log\n"))
@@ -1073,61 +782,27 @@ async fn an_archive_over_the_store_limit_is_split_into_parts_and_keeps_everythin
     if let Some(Block::ToolResult(result)) = messages[2].content.get_mut(0) {
         result.content = vec![Block::text(huge.clone())].into();
     }
-    seed(&fixture, messages);
-    // Compacting 1.3 MB is slow in a debug build: the span is archived directly.
-    let span: Vec<Message> = fixture
-        .sessions
-        .context(&tenant_named(TENANT), &session_named(SESSION), None)
-        .unwrap()
-        .into_iter()
-        .take(8)
-        .collect();
-    let range = skald_engine::internal::memory_write::SpanRange {
-        first_entry_id: span[0].meta.id.clone().unwrap(),
-        last_entry_id: span[7].meta.id.clone().unwrap(),
-        end_entry_id: None,
-        messages: span.len(),
-    };
-    let writer = writer(&fixture, Arc::new(DeterministicExtractor::default()));
-    let outcome = writer
-        .archive(
-            &tenant_named(TENANT),
-            &skald_engine::internal::memory_write::ArchiveSpan {
-                session_id: session_named(SESSION),
-                messages: span,
-                summary: None,
-                range,
-                origin: skald_engine::internal::memory_write::ArchiveOrigin::Upload {
-                    upload_id: "upload-001".into(),
-                },
-                archived: Vec::new(),
-                previous_attempts: 0,
-            },
-            &CancellationToken::new(),
-        )
-        .await;
-    assert!(outcome.is_done(), "{outcome:?}");
-    assert!(outcome.archive.len() >= 2, "{:?}", outcome.archive);
+    seed(&skald, messages).await;
     assert_eq!(
-        outcome.archive[0].as_str(),
-        format!("viking://session/{SESSION}/archive_001/part_001")
+        turn_ends_at(&skald, 520).await.started.as_deref(),
+        Some("upload-001")
     );
-    let whole: String = outcome
-        .archive
-        .iter()
-        .map(|uri| fixture.memories.get(&tenant_named(TENANT), uri).unwrap().l2)
+    skald.upload_finished(&tenant(), &session()).await;
+    // The parts as the upload wrote them (the next turn would drop the range, summarising
+    // 1.3 MB, which is slow in a debug build).
+    let parts: Vec<String> = (1..)
+        .map(|part| {
+            MemoryUri::parse(&format!(
+                "viking://session/{SESSION}/archive_001/part_{part:03}"
+            ))
+            .unwrap()
+        })
+        .map_while(|uri| skald.read_memory(&tenant(), &uri, MemoryLevel::L2).ok())
+        .map(|part| part.text)
         .collect();
+    assert!(parts.len() >= 2, "{}", parts.len());
+    let whole = parts.concat();
     assert!(whole.contains("line 000000 of the huge build log"));
     assert!(whole.contains("line 039999 of the huge build log"));
     assert!(whole.contains("Remember that I prefer tabs"));
-}
-
-/// A tenant name of the tests, parsed (it is well formed).
-fn tenant_named(name: &str) -> skald_core::ids::Tenant {
-    skald_core::ids::Tenant::parse(name).unwrap()
-}
-
-/// A session id of the tests, parsed (it is well formed).
-fn session_named(id: &str) -> skald_core::ids::SessionId {
-    skald_core::ids::SessionId::parse(id).unwrap()
 }

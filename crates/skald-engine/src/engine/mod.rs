@@ -121,7 +121,8 @@ pub struct MemoryDefaults {
     pub agent: String,
     /// How much recall injects, and when.
     pub recall: RecallSettings,
-    /// What the write path extracts and keeps.
+    /// What the write path extracts and keeps. Its `user` and `agent` are not read: the engine
+    /// writes the memories of `user` and `agent` above, the ones recall reads.
     pub write: WriteSettings,
     /// Whether calls get recall, the session-start snapshot and the memory tools.
     pub enabled: bool,
@@ -239,11 +240,15 @@ impl Engine {
         config: EngineConfig,
         tasks: TaskTracker,
     ) -> Result<Engine, OpenError> {
-        let mut writer = MemoryWriter::new(
-            stores.memories.clone(),
-            config.extractor.clone(),
-            config.memory.write.clone(),
-        )?;
+        // The writer writes the memories of the user and agent recall reads: `[memory]`'s,
+        // whatever `write` was built with.
+        let write = WriteSettings {
+            user: config.memory.user.clone(),
+            agent: config.memory.agent.clone(),
+            ..config.memory.write.clone()
+        };
+        let mut writer =
+            MemoryWriter::new(stores.memories.clone(), config.extractor.clone(), write)?;
         if let Some(embedder) = &config.embedder {
             writer = writer.with_embedder(embedder.clone());
         }

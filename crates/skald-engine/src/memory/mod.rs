@@ -59,6 +59,13 @@ pub(crate) mod usage;
 
 use skald_core::memory::uri::{MemoryUri, UriError};
 
+/// What the write path records in a session — entries of these custom types, an outcome's
+/// error when an upload's process ended or another server holds its span — and the pure
+/// reader of the recorded archive outcomes, for a host or a test that checks them.
+pub use crate::memory_write::{
+    ARCHIVING_ELSEWHERE, EXTRACTION_CUSTOM_TYPE, INTERRUPTED_ERROR, UPLOAD_CUSTOM_TYPE,
+    recorded_outcomes,
+};
 pub(crate) use recall::recall_injection_memo;
 pub use recall::{
     DroppedMemory, RecallMemo, RecallOutcome, RecallReport, RecalledMemory, SessionMemory,

@@ -55,6 +55,8 @@
 
 mod claims;
 mod records;
+#[cfg(test)]
+mod tests;
 mod upload;
 mod writer;
 
