@@ -1,24 +1,37 @@
-//! Per-turn recall, session-start injection, skill and tool memories against an in-memory store
-//! (seed 002, Components 2–5).
+//! Per-turn recall, session-start injection, skill and tool memories as the engine puts them in
+//! a call (seed 002, Components 2–5): each case is the host's conversation sent to
+//! `Engine::assemble` with memory on, and what the view for the next call holds. Snapshot tests
+//! show the exact messages the model gets.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod memory_common;
 
+use std::sync::Arc;
+
 use memory_common::*;
 use serde_json::json;
+use skald_core::ids::SessionId;
 use skald_core::memory::recall::{DropReason, RecallLevel, RecallSettings, SkipReason};
+use skald_core::memory::uri::MemoryUri;
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::render::render_messages;
-use skald_engine::internal::memory::{
-    augment_skill_reads, load_tool_stats, recall_for_turn, recall_for_turn_memo, record_skill_use,
-    record_tool_reports, session_start_memory,
-};
-use skald_store::memories::{MemoryStore, NewMemory};
+use skald_engine::storage::{MemoryLevel, MemoryStore, NewMemory};
+use skald_engine::{AssembleInput, Engine, ManualClock, ModelView, Stores, ViewOptions};
+use skald_llm::Embedder;
+use tokio_util::task::TaskTracker;
+
+/// The memory tool recall simulates a call of.
+const SEARCH_MEMORIES: &str = "search_memories";
+
+const SESSION: &str = "s-recall";
+
+fn session() -> SessionId {
+    SessionId::parse(SESSION).unwrap()
+}
 
 fn conversation() -> Vec<Message> {
     vec![
-        Message::text(Role::System, "You are a helpful SRE assistant."),
         Message::text(Role::User, "The billing service feels slow today."),
         Message::text(Role::Assistant, "Which part is slow?"),
         Message::text(
@@ -28,19 +41,69 @@ fn conversation() -> Vec<Message> {
     ]
 }
 
+/// An engine over `memories` (sessions and refs of its own) recalling Alice's memories (agent
+/// `main`) with `recall`, queries embedded by `embedder` when there is one.
+fn engine_with(
+    memories: &Arc<dyn MemoryStore>,
+    recall: RecallSettings,
+    embedder: Option<Arc<dyn Embedder>>,
+) -> Engine {
+    let clock = Arc::new(ManualClock::new(MAY_1_2023 + 30 * DAY_MS));
+    let mut config = alice_config("none", clock);
+    config.memory.recall = recall;
+    config.embedder = embedder;
+    let stores = Stores {
+        memories: memories.clone(),
+        ..Stores::in_memory().unwrap()
+    };
+    Engine::new(stores, config, TaskTracker::new()).unwrap()
+}
+
+fn engine(memories: &Arc<dyn MemoryStore>) -> Engine {
+    engine_with(memories, RecallSettings::default(), None)
+}
+
+/// The host sends its whole conversation, `messages`: the view for the next call, memory on.
+async fn call(skald: &Engine, messages: Vec<Message>) -> ModelView {
+    let input = AssembleInput {
+        messages: Some(messages),
+        source_format: "openclaw-session".into(),
+        options: ViewOptions {
+            with_memory: true,
+            ..ViewOptions::default()
+        },
+        ..AssembleInput::default()
+    };
+    skald
+        .assemble(&tenant_named(TENANT), &session(), input)
+        .await
+        .unwrap()
+        .view
+        .view
+}
+
+/// The view's `search_memories` calls: the recalls it carries.
+fn recall_calls(view: &ModelView) -> usize {
+    view.messages
+        .iter()
+        .flat_map(Message::tool_calls)
+        .filter(|call| call.name == SEARCH_MEMORIES)
+        .count()
+}
+
+/// The tool results of a `search_memories` call, as the model reads them.
+fn recalled_memories(message: &Message) -> Vec<serde_json::Value> {
+    let result = message.tool_results().next().unwrap();
+    let body: serde_json::Value =
+        serde_json::from_str(&skald_core::message::join_text(&result.content)).unwrap();
+    body["memories"].as_array().unwrap().clone()
+}
+
 #[tokio::test]
 async fn recall_injects_a_simulated_search_after_the_latest_user_message() {
     let store = fixture_store();
-    let outcome = recall_for_turn(
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &RecallSettings::default(),
-        conversation(),
-    )
-    .await;
-    let report = &outcome.report;
+    let view = call(&engine(&store), conversation()).await;
+    let report = &view.memory.as_ref().unwrap().recall;
     assert_eq!(report.skipped, None);
     assert_eq!(report.error, None);
     assert_eq!(
@@ -50,10 +113,15 @@ async fn recall_injects_a_simulated_search_after_the_latest_user_message() {
         )
     );
     assert!(report.tokens_injected > 0 && report.tokens_injected <= 1600);
-    assert_eq!(outcome.messages.len(), 6);
-    assert_eq!(outcome.messages[4].role, Role::Assistant);
-    assert_eq!(outcome.messages[5].role, Role::ToolResult);
-    insta::assert_snapshot!(render_messages(&outcome.messages));
+    // The question, then the search and its result: the last two messages.
+    let [.., question, search, found] = view.messages.as_slice() else {
+        panic!("{:#?}", view.messages);
+    };
+    assert_eq!(question.plain_text(), conversation()[2].plain_text());
+    assert_eq!(search.role, Role::Assistant);
+    assert_eq!(found.role, Role::ToolResult);
+    assert_eq!(recall_calls(&view), 1);
+    insta::assert_snapshot!(render_messages(&view.messages));
 }
 
 #[tokio::test]
@@ -67,46 +135,33 @@ async fn recall_query_uses_the_last_five_user_messages() {
         ));
         messages.push(Message::text(Role::Assistant, "Sure."));
     }
-    let outcome = recall_for_turn(
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &RecallSettings::default(),
-        messages,
-    )
-    .await;
-    let query = outcome.report.query.unwrap();
+    messages.push(Message::text(
+        Role::User,
+        "Tell me about invoices setup again",
+    ));
+    let view = call(&engine(&store), messages).await;
+    let query = view.memory.unwrap().recall.query.unwrap();
     assert_eq!(query.lines().count(), 5);
-    assert!(query.starts_with("Tell me about invoices setup"));
+    assert!(query.starts_with("Tell me about invoices setup again"));
     assert!(!query.contains("kafka"));
+    assert!(!query.contains("redis"));
 }
 
 #[tokio::test]
-async fn recall_injection_is_for_this_call_only_and_byte_identical() {
+async fn recall_is_sent_with_the_call_never_stored_and_the_same_bytes_again() {
     let store = fixture_store();
-    let settings = RecallSettings::default();
-    let first = recall_for_turn(
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &settings,
-        conversation(),
-    )
-    .await;
-    let again = recall_for_turn(
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &settings,
-        conversation(),
-    )
-    .await;
+    let skald = engine(&store);
+    let first = call(&skald, conversation()).await;
+    let again = call(&skald, conversation()).await;
     assert_eq!(first.messages, again.messages);
-    // The next turn: the caller's stored messages never held the injection, and the new one
-    // goes after the new latest user message.
+    // The stored session never holds an injection.
+    let stored = skald
+        .stored_context(&tenant_named(TENANT), &session())
+        .unwrap();
+    assert_eq!(stored, conversation_as_stored(&skald));
+    assert!(stored.iter().all(|m| m.tool_calls().next().is_none()));
+    // The next turn: the new recall goes after the new latest user message; this turn's stays
+    // where it was sent or is reported gone (see `a_second_turn_with_profile_listing_and_recall`).
     let mut next = conversation();
     next.push(Message::text(
         Role::Assistant,
@@ -116,46 +171,43 @@ async fn recall_injection_is_for_this_call_only_and_byte_identical() {
         Role::User,
         "Did that index fix the invoices queries?",
     ));
-    let later = recall_for_turn(
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &settings,
-        next.clone(),
-    )
-    .await;
-    assert_eq!(later.messages.len(), next.len() + 2);
-    assert_eq!(&later.messages[..next.len()], &next[..]);
-    let calls: Vec<&ToolCall> = later
-        .messages
-        .iter()
-        .flat_map(Message::tool_calls)
-        .collect();
-    assert_eq!(calls.len(), 1);
+    let later = call(&skald, next).await;
+    let [.., question, search, _] = later.messages.as_slice() else {
+        panic!("{:#?}", later.messages);
+    };
+    assert_eq!(
+        question.plain_text(),
+        "Did that index fix the invoices queries?"
+    );
+    assert_eq!(search.tool_calls().next().unwrap().name, SEARCH_MEMORIES);
+    let kept = &later.memory.as_ref().unwrap().kept_recalls;
+    assert_eq!(kept.kept + kept.left.len(), 1, "{kept:?}");
+    assert_eq!(recall_calls(&later), 1 + kept.kept);
+}
+
+/// The stored context, which is what the host sent (with the ids the store gave it).
+fn conversation_as_stored(skald: &Engine) -> Vec<Message> {
+    let stored = skald
+        .stored_context(&tenant_named(TENANT), &session())
+        .unwrap();
+    let texts: Vec<String> = stored.iter().map(Message::plain_text).collect();
+    let sent: Vec<String> = conversation().iter().map(Message::plain_text).collect();
+    assert_eq!(texts, sent);
+    stored
 }
 
 #[tokio::test]
 async fn greetings_skip_recall_and_say_why() {
     let store = fixture_store();
     for text in ["hello", "谢谢", "thanks!"] {
-        let messages = vec![Message::text(Role::User, text)];
-        let outcome = recall_for_turn(
-            &store,
-            None,
-            &tenant_named(TENANT),
-            &identity(),
-            &RecallSettings::default(),
-            messages.clone(),
-        )
-        .await;
+        let view = call(&engine(&store), vec![Message::text(Role::User, text)]).await;
+        let report = &view.memory.as_ref().unwrap().recall;
         assert!(
-            matches!(outcome.report.skipped, Some(SkipReason::Greeting { .. })),
-            "{text}: {:?}",
-            outcome.report
+            matches!(report.skipped, Some(SkipReason::Greeting { .. })),
+            "{text}: {report:?}"
         );
-        assert_eq!(outcome.messages, messages);
-        assert_eq!(outcome.report.query, None);
+        assert_eq!(report.query, None);
+        assert_eq!(recall_calls(&view), 0, "{text}");
     }
 }
 
@@ -164,40 +216,29 @@ async fn messages_of_three_chars_or_fewer_skip_recall() {
     let store = fixture_store();
     let messages = vec![
         Message::text(Role::User, "How do I optimise the billing database?"),
+        Message::text(Role::Assistant, "Which queries?"),
         Message::text(Role::User, "why"),
     ];
-    let outcome = recall_for_turn(
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &RecallSettings::default(),
-        messages.clone(),
-    )
-    .await;
+    let view = call(&engine(&store), messages).await;
     assert_eq!(
-        outcome.report.skipped,
+        view.memory.as_ref().unwrap().recall.skipped,
         Some(SkipReason::TooShort { chars: 3, min: 4 })
     );
-    assert_eq!(outcome.messages, messages);
+    assert_eq!(recall_calls(&view), 0);
 }
 
 #[tokio::test]
 async fn threshold_drops_weak_matches_and_other_users_never_show() {
     let store = fixture_store();
-    let outcome = recall_for_turn(
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &RecallSettings::default(),
+    let view = call(
+        &engine(&store),
         vec![Message::text(
             Role::User,
             "Why are the invoices queries on the billing database slow?",
         )],
     )
     .await;
-    let report = &outcome.report;
+    let report = &view.memory.as_ref().unwrap().recall;
     let lunch = "viking://user/alice/memories/events/2023/05/12/team-lunch.md";
     assert!(
         report
@@ -207,7 +248,7 @@ async fn threshold_drops_weak_matches_and_other_users_never_show() {
         "{report:#?}"
     );
     assert!(report.kept.iter().all(|k| k.uri != lunch));
-    let text = render_messages(&outcome.messages);
+    let text = render_messages(&view.messages);
     assert!(!text.contains("/user/bob/"), "{text}");
     assert!(text.contains("billing-db.md"));
 }
@@ -220,16 +261,9 @@ async fn budget_limits_what_is_injected_without_cutting_entries() {
         level: RecallLevel::L2,
         ..RecallSettings::default()
     };
-    let outcome = recall_for_turn(
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &settings,
-        conversation(),
-    )
-    .await;
-    let report = &outcome.report;
+    let skald = engine_with(&store, settings, None);
+    let view = call(&skald, conversation()).await;
+    let report = &view.memory.as_ref().unwrap().recall;
     assert!(report.tokens_injected <= 60, "{report:#?}");
     assert!(!report.kept.is_empty());
     assert!(
@@ -240,19 +274,20 @@ async fn budget_limits_what_is_injected_without_cutting_entries() {
         "{report:#?}"
     );
     // Every injected text is a whole level of its memory.
-    let result = outcome.messages[5].tool_results().next().unwrap();
-    let body: serde_json::Value =
-        serde_json::from_str(&skald_core::message::join_text(&result.content)).unwrap();
-    for memory in body["memories"].as_array().unwrap() {
-        let uri =
-            skald_core::memory::uri::MemoryUri::parse(memory["uri"].as_str().unwrap()).unwrap();
-        let stored = store.get(&tenant_named(TENANT), &uri).unwrap();
+    for memory in recalled_memories(view.messages.last().unwrap()) {
+        let uri = MemoryUri::parse(memory["uri"].as_str().unwrap()).unwrap();
+        let levels = [MemoryLevel::L0, MemoryLevel::L1, MemoryLevel::L2].map(|level| {
+            skald
+                .read_memory(&tenant_named(TENANT), &uri, level)
+                .unwrap()
+                .text
+        });
         let shown = memory["abstract"]
             .as_str()
             .or(memory["overview"].as_str())
             .or(memory["content"].as_str())
             .unwrap();
-        assert!([&stored.l0, &stored.l1, &stored.l2].contains(&&shown.to_owned()));
+        assert!(levels.contains(&shown.to_owned()), "{shown}");
     }
 }
 
@@ -268,88 +303,63 @@ async fn level_setting_chooses_abstract_overview_or_content() {
             level,
             ..RecallSettings::default()
         };
-        let outcome = recall_for_turn(
-            &store,
-            None,
-            &tenant_named(TENANT),
-            &identity(),
-            &settings,
-            conversation(),
-        )
-        .await;
-        let text = render_messages(&outcome.messages[5..]);
+        let view = call(&engine_with(&store, settings, None), conversation()).await;
+        let recalled = &view.messages[view.messages.len() - 2..];
+        let text = render_messages(recalled);
         assert!(text.contains(field), "{level:?}: {text}");
-        assert!(outcome.report.kept.iter().all(|k| k.level <= level));
+        let report = &view.memory.as_ref().unwrap().recall;
+        assert!(report.kept.iter().all(|k| k.level <= level));
     }
 }
 
 #[tokio::test]
 async fn search_failure_injects_nothing_and_reports_it() {
-    let store = FailingSearch(fixture_store());
-    let outcome = recall_for_turn(
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &RecallSettings::default(),
-        conversation(),
-    )
-    .await;
-    assert_eq!(outcome.messages, conversation());
-    assert!(
-        outcome
-            .report
-            .error
-            .as_deref()
-            .unwrap()
-            .contains("disk I/O")
+    let store: Arc<dyn MemoryStore> = Arc::new(FailingSearch(fixture_store()));
+    let view = call(&engine(&store), conversation()).await;
+    assert_eq!(recall_calls(&view), 0);
+    assert_eq!(
+        view.messages.last().unwrap().plain_text(),
+        conversation()[2].plain_text()
     );
+    let report = &view.memory.as_ref().unwrap().recall;
+    assert!(report.error.as_deref().unwrap().contains("disk I/O"));
 }
 
 #[tokio::test]
 async fn embedder_failure_falls_back_to_text_search() {
     let store = fixture_store();
-    let outcome = recall_for_turn(
+    let skald = engine_with(
         &store,
-        Some(&FailingEmbedder),
-        &tenant_named(TENANT),
-        &identity(),
-        &RecallSettings::default(),
-        conversation(),
-    )
-    .await;
-    assert!(outcome.report.embedding_error.is_some());
-    assert!(!outcome.report.kept.is_empty());
+        RecallSettings::default(),
+        Some(Arc::new(FailingEmbedder)),
+    );
+    let view = call(&skald, conversation()).await;
+    let report = &view.memory.as_ref().unwrap().recall;
+    assert!(report.embedding_error.is_some());
+    assert!(!report.kept.is_empty());
+    assert_eq!(recall_calls(&view), 1);
 }
 
 #[tokio::test]
 async fn vectors_keep_a_semantic_match_with_no_shared_words() {
     let store = fixture_store();
-    let embedder = KeywordEmbedder;
-    let uri = skald_core::memory::uri::MemoryUri::parse(
-        "viking://user/alice/memories/preferences/background.md",
-    )
-    .unwrap();
+    let uri = MemoryUri::parse("viking://user/alice/memories/preferences/background.md").unwrap();
     store
         .add(
             &tenant_named(TENANT),
             NewMemory::new(uri.clone(), "Alice likes a black background theme.")
                 .created_at(DAY_MS)
-                .with_embedding(embed(&embedder, "dark mode colours").await),
+                .with_embedding(embed(&KeywordEmbedder, "dark mode colours").await),
         )
         .unwrap();
-    let messages = vec![Message::text(Role::User, "dark mode colours")];
-    let outcome = recall_for_turn(
+    let skald = engine_with(
         &store,
-        Some(&embedder),
-        &tenant_named(TENANT),
-        &identity(),
-        &RecallSettings::default(),
-        messages,
-    )
-    .await;
-    let kept = outcome
-        .report
+        RecallSettings::default(),
+        Some(Arc::new(KeywordEmbedder)),
+    );
+    let view = call(&skald, vec![Message::text(Role::User, "dark mode colours")]).await;
+    let report = view.memory.unwrap().recall;
+    let kept = report
         .kept
         .iter()
         .find(|k| k.uri == uri.as_str())
@@ -358,9 +368,18 @@ async fn vectors_keep_a_semantic_match_with_no_shared_words() {
     assert!(kept.relevance.cosine.unwrap() > 0.99);
 }
 
+/// Adds `reports` to agent `main`'s tool statistics, as a turn of the engine records them.
+async fn record_tool_reports(skald: &Engine, reports: &[ToolCallReport]) {
+    let turn = skald
+        .begin_turn(&tenant_named(TENANT), &SessionId::parse("tools").unwrap())
+        .await;
+    turn.record_tool_reports("main", reports).unwrap();
+}
+
 #[tokio::test]
 async fn profile_and_tool_memories_are_injected_at_session_start() {
     let store = fixture_store();
+    let skald = engine(&store);
     let reports: Vec<ToolCallReport> = (0..12)
         .map(|n| {
             let error = (n % 4 == 0).then(|| "bash: line 3: psql: command not found".to_owned());
@@ -368,75 +387,91 @@ async fn profile_and_tool_memories_are_injected_at_session_start() {
         })
         .chain((0..4).map(|_| ToolCallReport::new("read", true, Some(15), None)))
         .collect();
-    record_tool_reports(&store, &tenant_named(TENANT), "main", &reports).unwrap();
-    let session = session_start_memory(
-        &store,
-        &tenant_named(TENANT),
-        &identity(),
-        &RecallSettings::default(),
-    );
-    assert!(session.report.errors.is_empty(), "{:?}", session.report);
-    assert_eq!(session.report.profile_entries, 2);
-    let prompt = session.system_prompt_addition.clone().unwrap();
+    record_tool_reports(&skald, &reports).await;
+    let view = call(&skald, conversation()).await;
+    let session = &view.memory.as_ref().unwrap().session_start;
+    assert!(session.errors.is_empty(), "{session:?}");
+    assert_eq!(session.profile_entries, 2);
+    let prompt = view.memory_addition.clone().unwrap();
     assert!(prompt.starts_with("## User Profile\nAlice Martin"));
     insta::assert_snapshot!("session_start_system_prompt", prompt);
-    insta::assert_snapshot!(
-        "session_start_directory",
-        render_messages(&session.apply(conversation()))
-    );
+    insta::assert_snapshot!("session_start_directory", render_messages(&view.messages));
 }
 
 #[tokio::test]
 async fn session_start_snapshot_is_sticky_across_turns() {
     let store = fixture_store();
-    let settings = RecallSettings::default();
-    let session = session_start_memory(&store, &tenant_named(TENANT), &identity(), &settings);
+    let skald = engine(&store);
+    let one = call(&skald, conversation()).await;
     // A memory written during the session does not change what this session was given.
-    store
-        .add(
+    skald
+        .remember(
             &tenant_named(TENANT),
-            NewMemory::new(
-                skald_core::memory::uri::MemoryUri::parse(
-                    "viking://user/alice/memories/profile/pets.md",
-                )
-                .unwrap(),
-                "Alice has a cat named Miso.",
-            ),
+            &identity(),
+            "Alice has a cat named Miso.",
+            skald_core::memory::uri::MemoryCategory::Profile,
+            None,
         )
+        .await
         .unwrap();
     let mut turn_two = conversation();
     turn_two.push(Message::text(Role::Assistant, "Let me look."));
-    turn_two.push(Message::text(Role::User, "Any news?"));
-    let one = session.apply(conversation());
-    let two = session.apply(turn_two);
-    assert_eq!(&two[..one.len()], &one[..]);
-    let fresh = session_start_memory(&store, &tenant_named(TENANT), &identity(), &settings);
-    assert_ne!(fresh.system_prompt_addition, session.system_prompt_addition);
+    turn_two.push(Message::text(Role::User, "Any news on the invoices index?"));
+    let two = call(&skald, turn_two).await;
+    // The same system prompt addition, and the same listing after the first user message.
+    assert_eq!(two.memory_addition, one.memory_addition);
+    assert_eq!(&two.messages[..3], &one.messages[..3]);
+    // A new session starts with what is remembered now.
+    let fresh = skald
+        .assemble(
+            &tenant_named(TENANT),
+            &SessionId::parse("s-fresh").unwrap(),
+            AssembleInput {
+                messages: Some(conversation()),
+                source_format: "openclaw-session".into(),
+                options: ViewOptions {
+                    with_memory: true,
+                    ..ViewOptions::default()
+                },
+                ..AssembleInput::default()
+            },
+        )
+        .await
+        .unwrap()
+        .view
+        .view;
+    assert_ne!(fresh.memory_addition, one.memory_addition);
+    assert!(fresh.memory_addition.unwrap().contains("Miso"));
 }
 
 #[tokio::test]
 async fn session_start_injects_nothing_when_switched_off_or_empty() {
-    let store = skald_store::test_stores::memory_store();
-    let session = session_start_memory(
-        &store,
-        &tenant_named(TENANT),
-        &identity(),
-        &RecallSettings::default(),
-    );
-    assert_eq!(session.system_prompt_addition, None);
-    assert!(session.directory_messages.is_empty());
     let off = RecallSettings {
         profile: false,
         directory: false,
         tool_memory: false,
         ..RecallSettings::default()
     };
-    let session = session_start_memory(&fixture_store(), &tenant_named(TENANT), &identity(), &off);
-    assert_eq!(session.system_prompt_addition, None);
-    assert!(session.directory_messages.is_empty());
+    for (store, settings) in [
+        (empty_store(), RecallSettings::default()),
+        (fixture_store(), off),
+    ] {
+        let view = call(&engine_with(&store, settings, None), conversation()).await;
+        let session = &view.memory.as_ref().unwrap().session_start;
+        assert_eq!(view.memory_addition, None);
+        assert_eq!(session.directory_entries, 0);
+        assert!(
+            view.messages
+                .iter()
+                .flat_map(Message::tool_calls)
+                .all(|call| call.name == SEARCH_MEMORIES),
+            "{:#?}",
+            view.messages
+        );
+    }
 }
 
-fn skill_read_messages(original: &str) -> Vec<Message> {
+fn skill_read_messages(path: &str, original: &str) -> Vec<Message> {
     vec![
         Message::text(Role::User, "Make a deck for the Q3 review."),
         Message::new(
@@ -444,7 +479,7 @@ fn skill_read_messages(original: &str) -> Vec<Message> {
             vec![Block::ToolCall(ToolCall {
                 id: "call_1".into(),
                 name: "read".into(),
-                arguments: json!({"path": "/home/alice/.openclaw/skills/pptx/SKILL.md"}),
+                arguments: json!({ "path": path }),
                 arguments_text: None,
                 extra: Extra::new(),
             })],
@@ -464,75 +499,102 @@ fn skill_read_messages(original: &str) -> Vec<Message> {
     ]
 }
 
+/// The view's result of the conversation's `read` call.
+fn read_result(view: &ModelView) -> &ToolResult {
+    view.messages
+        .iter()
+        .flat_map(Message::tool_results)
+        .find(|result| result.call_id == "call_1")
+        .unwrap()
+}
+
 #[tokio::test]
 async fn skill_augmentation_keeps_the_original_intact() {
     let store = fixture_store();
-    for success in [true, true, true, false] {
-        record_skill_use(&store, &tenant_named(TENANT), "main", "pptx", success).unwrap();
-    }
+    set_skill_usage(store.as_ref(), "pptx", 4, 3);
+    let skald = engine(&store);
     let original = "## Create Presentation\nCreate a PowerPoint presentation with python-pptx.\n";
-    let mut messages = skill_read_messages(original);
-    let done = augment_skill_reads(&store, &tenant_named(TENANT), &identity(), &mut messages);
-    assert_eq!(done.len(), 1);
-    assert_eq!(done[0].skill, "pptx");
-    assert!(done[0].appended_chars > 0);
-    let result = messages[2].tool_results().next().unwrap();
-    let text = skald_core::message::join_text(&result.content);
-    assert!(text.starts_with(original));
+    let messages = skill_read_messages("/home/alice/.openclaw/skills/pptx/SKILL.md", original);
+    let view = call(&skald, messages.clone()).await;
+    let skills = &view.memory.as_ref().unwrap().skills;
+    assert_eq!(skills.len(), 1);
+    assert_eq!(skills[0].skill, "pptx");
+    assert!(skills[0].appended_chars > 0);
+    let result = read_result(&view);
+    assert!(skald_core::message::join_text(&result.content).starts_with(original));
     assert_eq!(result.content.len(), 1);
-    insta::assert_snapshot!(render_messages(&messages));
-    // Once only: a second pass changes nothing.
-    let before = messages.clone();
-    assert!(
-        augment_skill_reads(&store, &tenant_named(TENANT), &identity(), &mut messages).is_empty()
+    insta::assert_snapshot!(render_messages(&view.messages));
+    // Once only: the next call sends the same result, and the session keeps the original.
+    let again = call(&skald, messages).await;
+    assert_eq!(read_result(&again), result);
+    let stored = skald
+        .stored_context(&tenant_named(TENANT), &session())
+        .unwrap();
+    let stored_result = stored[2].tool_results().next().unwrap();
+    assert_eq!(
+        skald_core::message::join_text(&stored_result.content),
+        original
     );
-    assert_eq!(messages, before);
 }
 
 #[tokio::test]
 async fn skill_reads_with_no_memory_and_other_reads_are_untouched() {
     let store = fixture_store();
-    let mut messages = skill_read_messages("# Other skill");
-    if let Some(Block::ToolCall(call)) = messages[1].content.first_mut() {
-        call.arguments = json!({"path": "skills/unknown/SKILL.md"});
-    }
-    let before = messages.clone();
-    let done = augment_skill_reads(&store, &tenant_named(TENANT), &identity(), &mut messages);
-    assert_eq!(done.len(), 1);
-    assert_eq!(done[0].appended_chars, 0);
-    assert_eq!(messages, before);
-    let mut readme = skill_read_messages("# Readme");
-    if let Some(Block::ToolCall(call)) = readme[1].content.first_mut() {
-        call.arguments = json!({"path": "skills/pptx/README.md"});
-    }
-    assert!(
-        augment_skill_reads(&store, &tenant_named(TENANT), &identity(), &mut readme).is_empty()
+    let unknown = skill_read_messages("skills/unknown/SKILL.md", "# Other skill");
+    let view = call(&engine(&store), unknown.clone()).await;
+    let skills = &view.memory.as_ref().unwrap().skills;
+    assert_eq!(skills.len(), 1);
+    assert_eq!(skills[0].appended_chars, 0);
+    assert_eq!(
+        read_result(&view).content,
+        unknown[2].tool_results().next().unwrap().content
+    );
+
+    let readme = skill_read_messages("skills/pptx/README.md", "# Readme");
+    let view = call(&engine(&store), readme.clone()).await;
+    assert!(view.memory.as_ref().unwrap().skills.is_empty());
+    assert_eq!(
+        read_result(&view).content,
+        readme[2].tool_results().next().unwrap().content
     );
 }
 
 #[tokio::test]
 async fn tool_reports_merge_into_versioned_stats() {
     let store = fixture_store();
-    let first = [
-        ToolCallReport::new("bash", true, Some(1000), None),
-        ToolCallReport::new("bash", false, Some(2000), Some("exit status 1".into())),
-    ];
-    record_tool_reports(&store, &tenant_named(TENANT), "main", &first).unwrap();
-    let second = [
-        ToolCallReport::new("bash", true, Some(600), None),
-        ToolCallReport::new("bad tool name", true, None, None),
-    ];
-    let update = record_tool_reports(&store, &tenant_named(TENANT), "main", &second).unwrap();
-    assert_eq!(update.skipped.len(), 1);
-    assert_eq!(update.skipped[0].0, "bad tool name");
-    let uri = skald_core::memory::uri::MemoryUri::parse("viking://agent/main/tools/bash").unwrap();
-    let memory = store.get(&tenant_named(TENANT), &uri).unwrap();
-    assert_eq!(memory.version, 2);
-    assert_eq!(memory.l0, "bash: 3 calls, 66% ok, avg 1.2 s");
-    assert_eq!(store.history(&tenant_named(TENANT), &uri).unwrap().len(), 2);
-    let (stats, problems) = load_tool_stats(&store, &tenant_named(TENANT), "main").unwrap();
+    let skald = engine(&store);
+    record_tool_reports(
+        &skald,
+        &[
+            ToolCallReport::new("bash", true, Some(1000), None),
+            ToolCallReport::new("bash", false, Some(2000), Some("exit status 1".into())),
+        ],
+    )
+    .await;
+    record_tool_reports(
+        &skald,
+        &[
+            ToolCallReport::new("bash", true, Some(600), None),
+            ToolCallReport::new("bad tool name", true, None, None),
+        ],
+    )
+    .await;
+    let uri = MemoryUri::parse("viking://agent/main/tools/bash").unwrap();
+    let bash = skald
+        .read_memory(&tenant_named(TENANT), &uri, MemoryLevel::L0)
+        .unwrap();
+    assert_eq!(bash.version, 2);
+    assert_eq!(bash.text, "bash: 3 calls, 66% ok, avg 1.2 s");
+    assert_eq!(
+        skald
+            .memory_versions(&tenant_named(TENANT), &uri)
+            .unwrap()
+            .len(),
+        2
+    );
+    let (stats, problems) = skald.tool_stats(&tenant_named(TENANT), "main").unwrap();
     assert!(problems.is_empty());
-    assert_eq!(stats.len(), 1);
+    assert_eq!(stats.len(), 1, "the bad tool name is not kept: {stats:?}");
     assert_eq!(stats[0].calls, 3);
     assert_eq!(stats[0].errors[0].pattern, "exit status N");
 }
@@ -544,7 +606,8 @@ async fn a_second_turn_with_profile_listing_and_recall() {
         directory_max_chars: 600,
         ..RecallSettings::default()
     };
-    let session = session_start_memory(&store, &tenant_named(TENANT), &identity(), &settings);
+    let skald = engine_with(&store, settings, None);
+    let first = call(&skald, conversation()).await;
     let mut messages = conversation();
     messages.push(Message::text(
         Role::Assistant,
@@ -554,99 +617,59 @@ async fn a_second_turn_with_profile_listing_and_recall() {
         Role::User,
         "Did we already fix slow invoices queries before?",
     ));
-    // The system prompt addition goes into the system message; the listing stays after the
-    // first user message; recall goes after the latest one.
-    if let Some(Block::Text(system)) = messages[0].content.first_mut() {
-        system.text.push_str("\n\n");
-        system
-            .text
-            .push_str(session.system_prompt_addition.as_deref().unwrap());
-    }
-    let with_listing = session.apply(messages);
-    let outcome = recall_for_turn(
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &settings,
-        with_listing.clone(),
-    )
-    .await;
-    assert_eq!(&outcome.messages[..7], &with_listing[..7]);
-    insta::assert_snapshot!(render_messages(&outcome.messages));
+    // The listing stays after the first user message, and this turn's recall goes after the
+    // latest user message. The first turn's recall left: with no prompt cache to keep warm,
+    // sending it again costs more than it saves.
+    let second = call(&skald, messages).await;
+    assert_eq!(&second.messages[..3], &first.messages[..3]);
+    let kept = &second.memory.as_ref().unwrap().kept_recalls;
+    assert_eq!((kept.kept, kept.left.len()), (0, 1), "{kept:?}");
+    assert_eq!(recall_calls(&second), 1);
+    assert_eq!(second.memory_addition, first.memory_addition);
+    insta::assert_snapshot!(render_messages(&second.messages));
 }
 
 #[tokio::test]
 async fn the_calls_of_one_turn_reuse_its_recall_and_a_new_question_searches_again() {
     let store = fixture_store();
-    let settings = RecallSettings::default();
-    let mut memo = None;
-    let first = recall_for_turn_memo(
-        &mut memo,
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &settings,
-        conversation(),
-    )
-    .await;
-    assert!(first.report.tokens_injected > 0);
+    let skald = engine(&store);
+    let first = call(&skald, conversation()).await;
+    let first_report = first.memory.as_ref().unwrap().recall.clone();
+    assert!(first_report.tokens_injected > 0);
     // A memory that would change the ranking arrives mid-turn: the turn keeps what it injected.
     store
         .add(
             &tenant_named(TENANT),
             NewMemory::new(
-                skald_core::memory::uri::MemoryUri::parse(
-                    "viking://user/alice/memories/preferences/billing-queries",
-                )
-                .unwrap(),
+                MemoryUri::parse("viking://user/alice/memories/preferences/billing-queries")
+                    .unwrap(),
                 "Billing database queries on invoices: always use the invoices_by_customer index.",
             ),
         )
         .unwrap();
+    // The same turn's next call: the model ran a tool.
     let mut longer = conversation();
     longer.push(Message::text(
         Role::Assistant,
         "Looking at the invoices table.",
     ));
-    let second = recall_for_turn_memo(
-        &mut memo,
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &settings,
-        longer,
-    )
-    .await;
-    assert_eq!(second.report, first.report);
+    let second = call(&skald, longer.clone()).await;
+    assert_eq!(second.memory.as_ref().unwrap().recall, first_report);
     assert_eq!(second.messages[..first.messages.len()], first.messages[..]);
 
-    let mut next = conversation();
-    next.push(Message::text(
+    longer.push(Message::text(
         Role::User,
         "Which index should the billing invoices queries use?",
     ));
-    let third = recall_for_turn_memo(
-        &mut memo,
-        &store,
-        None,
-        &tenant_named(TENANT),
-        &identity(),
-        &settings,
-        next,
-    )
-    .await;
-    assert_ne!(third.report.query, first.report.query);
+    let third = call(&skald, longer).await;
+    let third_report = &third.memory.as_ref().unwrap().recall;
+    assert_ne!(third_report.query, first_report.query);
     assert!(
-        third
-            .report
+        third_report
             .kept
             .iter()
             .any(|memory| memory.uri.ends_with("billing-queries")),
-        "{:?}",
-        third.report
+        "{third_report:?}"
     );
 }
 

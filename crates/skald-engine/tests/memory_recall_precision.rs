@@ -13,7 +13,6 @@ use skald_core::memory::recall::{DropReason, RecallSettings};
 use skald_core::memory::uri::MemoryUri;
 use skald_core::memory::usage::ToolCallReport;
 use skald_core::message::{Message, Role};
-use skald_engine::internal::memory::record_skill_use;
 use skald_engine::memory::RecallReport;
 use skald_engine::storage::{MemoryStore, NewMemory};
 use skald_engine::{Engine, ManualClock, ModelView, Stores, ViewOptions};
@@ -184,12 +183,11 @@ async fn related_memory_passes_the_floor() {
 #[tokio::test]
 async fn no_snapshot_when_only_tool_statistics_exist() {
     let store = empty_store();
-    let tenant = tenant_named(TENANT);
     let reports: Vec<ToolCallReport> = (0..4)
         .map(|n| ToolCallReport::new("bash", n != 0, Some(1000), None))
         .collect();
     record_tool_reports(&store, &reports).await;
-    record_skill_use(&store, &tenant, "main", "pptx", true).unwrap();
+    set_skill_usage(store.as_ref(), "pptx", 1, 1);
     let view = first_view(&store, RecallSettings::default(), None).await;
     let session = view.memory.as_ref().unwrap().session_start.clone();
     assert_eq!(view.messages.len(), 1, "only the greeting: {view:#?}");

@@ -14,7 +14,6 @@ use skald_core::memory::tools::MEMORY_TOOL_NAMES;
 use skald_core::memory::usage::SKILL_MEMORY_MARKER;
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
 use skald_core::session::SessionHeader;
-use skald_engine::internal::memory::record_skill_use;
 use skald_engine::recovery::RecoverySettings;
 use skald_engine::storage::MemoryStore;
 use skald_engine::{
@@ -133,7 +132,7 @@ fn skill_read(call_id: &str) -> Vec<Message> {
 async fn a_skill_read_keeps_the_appendix_it_got_first_while_the_memory_changes() {
     let store = fixture_store();
     let deployment = deployment(store.clone());
-    record_skill_use(&store, &tenant_named(TENANT), "main", "pptx", true).unwrap();
+    set_skill_usage(store.as_ref(), "pptx", 1, 1);
     let sessions = &deployment.sessions;
     sessions
         .append_message(
@@ -165,9 +164,8 @@ async fn a_skill_read_keeps_the_appendix_it_got_first_while_the_memory_changes()
         .unwrap();
     assert!(!text_of(&stored).contains(SKILL_MEMORY_MARKER));
 
-    for _ in 0..3 {
-        record_skill_use(&store, &tenant_named(TENANT), "main", "pptx", false).unwrap();
-    }
+    // Three more uses, all failed.
+    set_skill_usage(store.as_ref(), "pptx", 4, 1);
     let second = next_call(&skald, with_memory()).await;
     assert_eq!(text_of(&second.view.messages), first_text);
     // Another engine over the same stores decides again, with what is remembered now.

@@ -139,6 +139,27 @@ pub fn fixture_store() -> Arc<dyn MemoryStore> {
     store
 }
 
+/// Agent `main`'s usage counts of `skill` as the store keeps them (its `stats.json`): what the
+/// engine reads when a `SKILL.md` read gets its appendix. No use case records a skill's uses
+/// yet, so the tests put the counts there themselves.
+pub fn set_skill_usage(store: &dyn MemoryStore, skill: &str, uses: u64, successes: u64) {
+    let uri = uri(&format!(
+        "viking://agent/main/skills/{skill}/{}",
+        skald_core::memory::usage::SKILL_STATS_FILE
+    ));
+    let usage = skald_core::memory::usage::SkillUsage { uses, successes };
+    let memory = NewMemory::new(uri.clone(), serde_json::to_string(&usage).unwrap());
+    let tenant = tenant_named(TENANT);
+    match store.get(&tenant, &uri) {
+        Ok(_) => {
+            store.update(&tenant, memory).unwrap();
+        }
+        Err(_) => {
+            store.add(&tenant, memory).unwrap();
+        }
+    }
+}
+
 /// A store whose search always fails.
 pub struct FailingSearch(pub Arc<dyn MemoryStore>);
 
