@@ -5,8 +5,8 @@
 //! translate to and from them.
 //!
 //! Beneath it, the pieces it is made of ([`internal`]: the pipeline, the view builder, ingest,
-//! compaction, after-turn, fetch and the memory write path, for benchmarks and the engine's
-//! stage tests, never for an edge), one turn's overflow recovery ([`recovery`]: the
+//! compaction, after-turn, fetch and the memory write path, crate-private but for the pipeline
+//! the benchmarks run alone), one turn's overflow recovery ([`recovery`]: the
 //! [`TurnDriver`] a [`TurnLoop`] runs on), long-term memory — recall, session-start injection,
 //! skill and tool memories, the memory tools ([`memory`]) —, and [`replay`], which re-creates
 //! every model call of a real transcript under each policy and measures tokens, prompt-cache
@@ -120,8 +120,8 @@ pub use ingest::{
     SyncOutcome, TurnAnchors, prompt_len, prompt_text,
 };
 pub use memory_write::{
-    ArchiveOutcome, ExtractionStatus, FailedStage, MemoryWriteError, MemoryWriter, UploadDriver,
-    UploadStep, WrittenMemory,
+    ArchiveOrigin, ArchiveOutcome, DroppedRange, ExtractionStatus, FailedStage, MemoryWriteError,
+    MemoryWriter, SpanRange, UploadDriver, UploadStep, WrittenMemory,
 };
 pub use recovery::{
     CONTEXT_OVERFLOW_MESSAGE, CallSize, MemoryHooks, PrepareContext, PreparedCall, RecoveryError,

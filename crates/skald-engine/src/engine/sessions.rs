@@ -90,7 +90,7 @@ pub struct Assembly {
     /// commits).
     pub sync: Option<SyncOutcome>,
     /// The host sent its messages, and they were not synced: the session holds the host's
-    /// committed turns and is the source of its context ([`ingest::fed_by_commits`]).
+    /// committed turns and is the source of its context (`ingest::fed_by_commits`).
     pub fed_by_commits: bool,
     /// The view built.
     pub view: View,
@@ -168,7 +168,7 @@ impl Engine {
     }
 
     /// Commits one finished turn atomically and idempotently by its `advancement_key` (see
-    /// [`ingest::commit_turn`]): a retried commit is a duplicate that writes nothing.
+    /// `ingest::commit_turn`): a retried commit is a duplicate that writes nothing.
     pub async fn commit_turn(
         &self,
         tenant: &Tenant,
@@ -194,7 +194,7 @@ impl Engine {
     }
 
     /// Brings the stored session in line with a host's whole conversation (see
-    /// [`ingest::sync_conversation`]).
+    /// `ingest::sync_conversation`).
     pub async fn sync(
         &self,
         tenant: &Tenant,

@@ -82,7 +82,7 @@ pub struct PrepareInput<'a> {
 }
 
 impl Engine {
-    /// Compacts the session (see [`compact_and_archive`]): the summary checkpoint written, the
+    /// Compacts the session (see `compact_and_archive`): the summary checkpoint written, the
     /// session's state told, and — memory on and `archive` asked — the replaced span archived
     /// and its memories extracted. Cancelling `cancel` abandons the compaction with the session
     /// unchanged.
@@ -123,7 +123,7 @@ impl Engine {
         .await
     }
 
-    /// Records a finished turn (see [`after_turn`]): the host's messages synced, calibration
+    /// Records a finished turn (see `after_turn`): the host's messages synced, calibration
     /// against the provider's usage, tool statistics and the two-threshold upload (memory on).
     pub async fn after_turn(
         &self,

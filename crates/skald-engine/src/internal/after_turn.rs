@@ -44,7 +44,7 @@ pub struct AfterTurn<'a> {
     pub source_format: &'a str,
 }
 
-/// Long-term memory for [`after_turn`]; `None` when memory is off.
+/// Long-term memory for [`Engine::after_turn`](crate::Engine::after_turn); `None` when memory is off.
 #[derive(Clone, Copy)]
 pub struct AfterTurnMemory<'a> {
     /// The memory store that receives the tool statistics and the upload's archives and memories.
@@ -55,7 +55,7 @@ pub struct AfterTurnMemory<'a> {
     pub uploads: &'a UploadDriver,
 }
 
-/// What [`after_turn`] did.
+/// What [`Engine::after_turn`](crate::Engine::after_turn) did.
 #[derive(Debug, Clone, Default)]
 pub struct AfterTurnOutcome {
     /// The sync of the host's messages (when it sent them).

@@ -203,7 +203,7 @@ pub struct SpanArchive<'a> {
     pub system_prompt: Option<&'a str>,
 }
 
-/// A compaction and what became of the span it replaced ([`compact_and_archive`]).
+/// A compaction and what became of the span it replaced ([`Engine::compact`](crate::Engine::compact)).
 #[derive(Debug, Clone)]
 pub struct Compaction {
     /// What the compaction did and wrote to the session.

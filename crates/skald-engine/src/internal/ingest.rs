@@ -22,37 +22,35 @@
 //!
 //! A sync whose conversation holds nothing new writes nothing.
 //!
+//! Through the engine ([`Engine::sync`](crate::Engine::sync) runs [`sync_conversation`]):
+//!
 //! ```
 //! use skald_core::ids::{SessionId, Tenant};
 //! use skald_core::message::{Message, Role};
-//! use skald_engine::SessionState;
-//! use skald_engine::internal::ingest::sync_conversation;
-//! use skald_store::{SessionStore, SqliteSessionStore};
+//! use skald_core::pipeline::policy::Policy;
+//! use skald_engine::{Engine, EngineConfig};
 //!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let sessions = SqliteSessionStore::in_memory()?;
-//! let (acme, s1) = (Tenant::parse("acme")?, SessionId::parse("s1")?);
-//! // The session's engine state: between calls it holds the session as last read.
-//! let mut held = SessionState::default();
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let skald = Engine::in_memory(EngineConfig::new(Policy::preset("skald").unwrap())).unwrap();
+//! let (acme, s1) = (Tenant::parse("acme").unwrap(), SessionId::parse("s1").unwrap());
 //! let mut conversation = vec![
 //!     Message::text(Role::System, "You are terse."),
 //!     Message::text(Role::User, "list the files"),
 //! ];
-//! let first = sync_conversation(&mut held, &sessions, &acme, &s1, &conversation, "openai")?;
+//! let first = skald.sync(&acme, &s1, &conversation, "openai").await.unwrap();
 //! assert!(first.created);
 //! assert_eq!(first.appended, 1); // the system prompt is the host's, not the session's
 //!
 //! conversation.push(Message::text(Role::Assistant, "a.txt b.txt"));
 //! conversation.push(Message::text(Role::User, "and the hidden ones?"));
-//! let next = sync_conversation(&mut held, &sessions, &acme, &s1, &conversation, "openai")?;
+//! let next = skald.sync(&acme, &s1, &conversation, "openai").await.unwrap();
 //! assert_eq!((next.matched, next.appended), (1, 2));
 //!
 //! // The same request again (a client retry) writes nothing.
-//! let again = sync_conversation(&mut held, &sessions, &acme, &s1, &conversation, "openai")?;
+//! let again = skald.sync(&acme, &s1, &conversation, "openai").await.unwrap();
 //! assert_eq!((again.matched, again.appended), (3, 0));
-//! assert_eq!(sessions.context(&acme, &s1, None)?.len(), 3);
-//! # Ok(())
-//! # }
+//! assert_eq!(skald.stored_context(&acme, &s1).unwrap().len(), 3);
+//! # });
 //! ```
 
 use std::collections::HashSet;
@@ -76,7 +74,7 @@ pub const HIDDEN_ENTRY_KEY: &str = "skaldHidden";
 /// continue from it with `previous_response_id`).
 pub const RESPONSE_ID_ENTRY_KEY: &str = "skaldResponseId";
 
-/// What [`sync_conversation`] did.
+/// What [`Engine::sync`](crate::Engine::sync) did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SyncOutcome {
     /// The session did not exist and was created.
@@ -92,7 +90,7 @@ pub struct SyncOutcome {
     pub forked: bool,
 }
 
-/// What [`ingest_messages`] did.
+/// What [`Engine::ingest`](crate::Engine::ingest) did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct IngestOutcome {
     /// The session did not exist and was created (source format `openclaw-session`).
@@ -446,7 +444,7 @@ pub const TURN_COMMIT_CUSTOM_TYPE: &str = "skald.turn_commit";
 /// The longest advancement key accepted, in bytes.
 pub const MAX_ADVANCEMENT_KEY_LEN: usize = 512;
 
-/// Whether [`commit_turn`] wrote the turn.
+/// Whether [`Engine::commit_turn`](crate::Engine::commit_turn) wrote the turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CommitStatus {
@@ -467,7 +465,7 @@ pub struct TurnAnchors {
     pub terminal_entry: Option<String>,
 }
 
-/// Where [`commit_turn`] attached the turn.
+/// Where [`Engine::commit_turn`](crate::Engine::commit_turn) attached the turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CommitPlacement {
@@ -484,7 +482,7 @@ pub enum CommitPlacement {
     None,
 }
 
-/// What [`commit_turn`] did.
+/// What [`Engine::commit_turn`](crate::Engine::commit_turn) did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CommitOutcome {
     /// Whether the turn was stored now or had been before.

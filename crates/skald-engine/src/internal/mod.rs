@@ -1,17 +1,16 @@
 //! The pieces [`Engine`](crate::Engine) is made of, below its use cases: the pipeline run over
-//! a caller's messages ([`assemble`]), the builder of a stored session's view ([`view`]),
-//! getting a host's messages into a stored session ([`ingest`]), compaction of a stored session
-//! ([`compact`]), the after-turn use case ([`after_turn`]), the executor of
-//! `fetch_original_data` ([`fetch`]), the memory write path ([`memory_write`]) and long-term
-//! memory's operations on a store ([`memory`]: recall, the memory tools, skill and tool
-//! memories).
+//! a caller's messages ([`assemble`]), the builder of a stored session's view (`view`),
+//! getting a host's messages into a stored session (`ingest`), compaction of a stored session
+//! (`compact`), the after-turn use case (`after_turn`), the executor of
+//! `fetch_original_data` (`fetch`) and the memory write path (`memory_write`).
 //!
 //! **Internal.** These functions take the stores and the session's state themselves, without the
-//! engine's session lock, its row memo or its configuration: they are here for the benchmarks
-//! (`benches/`, `skald eval`) and for the engine's tests of one stage at a time. An edge — the
-//! server, the proxy, the CLI's commands, hooks — goes through [`Engine`](crate::Engine), and the
-//! crate root re-exports every value type its API takes and returns; `tests/facade.rs` fails when
-//! an edge names this module.
+//! engine's session lock, its row memo or its configuration. All but [`assemble`] are
+//! crate-private; [`assemble`] is public for the criterion benchmarks of the pipeline alone
+//! (`benches/assemble.rs`). Everything else — an edge (the server, the proxy, the CLI's
+//! commands, hooks) and the engine's own test suites — goes through [`Engine`](crate::Engine),
+//! and the crate root re-exports every value type its API takes and returns;
+//! `tests/facade.rs` fails when an edge names this module.
 //!
 //! The pipeline alone, over messages a caller holds:
 //!
@@ -44,24 +43,10 @@
 //! assert_eq!(assembled.tools[0].name, "fetch_original_data");
 //! ```
 
-pub mod after_turn;
+pub(crate) mod after_turn;
 pub mod assemble;
-pub mod compact;
-pub mod fetch;
-pub mod ingest;
-pub mod memory_write;
-pub mod view;
-
-/// Long-term memory's operations on a [`MemoryStore`](skald_store::memories::MemoryStore) for an
-/// identity (seed 002): per-turn recall and the session-start snapshot, the memory tools, skill
-/// reads and tool statistics. Their value types are in [`crate::memory`].
-pub mod memory {
-    pub use crate::memory::recall::{
-        directory_listing, recall_for_turn, recall_for_turn_memo, session_start_memory,
-    };
-    pub use crate::memory::tools::{execute_memory_tool, execute_search_docs};
-    pub use crate::memory::usage::{
-        augment_skill_reads, augment_skill_reads_with, load_skill_memory, load_tool_stats,
-        record_skill_use, record_tool_reports,
-    };
-}
+pub(crate) mod compact;
+pub(crate) mod fetch;
+pub(crate) mod ingest;
+pub(crate) mod memory_write;
+pub(crate) mod view;

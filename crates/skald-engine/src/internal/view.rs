@@ -59,7 +59,7 @@ pub struct RecallHook<'a> {
     /// What recall and the session-start injection include, and their budgets.
     pub settings: &'a RecallSettings,
     /// Offer the five memory tools to the model (the host must then run them, e.g. with
-    /// [`crate::memory::execute_memory_tool`]).
+    /// [`Engine::memory_tool`](crate::Engine::memory_tool)).
     pub offer_tools: bool,
     /// Inject recall and the session-start listing as simulated tool calls (seed 002's form).
     /// `false` gives them as user text instead

@@ -1,11 +1,12 @@
 //! Long-term memory in the engine (seed 002, Components 2–5): per-turn recall injected as a
-//! simulated `search_memories` call ([`recall_for_turn`]), what is injected once at session start
-//! — the user's profile and the tool usage memories in the system prompt, a simulated
-//! `memory_ls` of `viking://` ([`session_start_memory`]) —, skill memories appended to reads of
-//! `skills/<name>/SKILL.md` ([`augment_skill_reads`](crate::internal::memory::augment_skill_reads)), tool statistics kept from finished turns
-//! ([`record_tool_reports`]), the executors of the five memory tools ([`execute_memory_tool`]),
-//! and what the memory commands and the memory API do by hand ([`manage`]: search, ls, read,
-//! history, remember, forget, adding documents).
+//! simulated `search_memories` call (`recall`), what is injected once at session start — the
+//! user's profile and the tool usage memories in the system prompt, a simulated `memory_ls` of
+//! `viking://` ([`SessionMemory`]) —, skill memories appended to reads of
+//! `skills/<name>/SKILL.md` (`usage`), tool statistics kept from finished turns, the executors
+//! of the five memory tools (`tools`), and what the memory commands and the memory API do by
+//! hand ([`manage`]: search, ls, read, history, remember, forget, adding documents). A caller
+//! reaches all of it through [`Engine`](crate::Engine): a view with memory on, its memory tool
+//! and memory methods; this module holds the value types they return and pure helpers.
 //!
 //! Everything here reads and writes through `&dyn MemoryStore` and works with no embedder; with
 //! one, queries and committed memories are embedded too. What the model sees is decided by
@@ -16,39 +17,44 @@
 //! agent's own memories, skills and tools, the resources and the session archives
 //! ([`MemoryIdentity::can_see`]), and the tools only forget the user's and agent's own entries.
 //!
-//! **Order of a request.** Run the pipeline (`assemble`) over the stored messages first; then
-//! append [`SessionMemory::system_prompt_addition`] to the system prompt, insert the listing
-//! with [`SessionMemory::apply`] and the recall with [`recall_for_turn`] (in either order: recall
-//! always lands after the listing), and offer `skald_core::memory::tools::tool_specs()` with
-//! the request's tools. None of the injected messages is stored in the session.
+//! **Order of a view.** The pipeline runs over the stored messages first; then memory's system
+//! prompt addition is set apart from the pipeline's, the listing goes after the first user
+//! message and the recall after the latest one (recall always lands after the listing), and the
+//! memory tools are offered with the request's tools. None of the injected messages is stored
+//! in the session.
 //!
 //! ```
 //! use serde_json::json;
-//! use skald_core::memory::recall::RecallSettings;
+//! use skald_core::ids::{SessionId, Tenant};
 //! use skald_core::message::{Message, Role};
-//! use skald_engine::internal::memory::{execute_memory_tool, recall_for_turn, session_start_memory};
 //! use skald_engine::memory::MemoryIdentity;
-//! use skald_store::SqliteMemoryStore;
+//! use skald_engine::{AssembleInput, Engine, EngineConfig, ViewOptions};
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! let store = SqliteMemoryStore::in_memory().unwrap();
+//! let mut config = EngineConfig::new(skald_core::pipeline::policy::Policy::preset("skald").unwrap());
+//! config.memory.user = "alice".into();
+//! config.memory.agent = "main".into();
+//! let skald = Engine::in_memory(config).unwrap();
 //! let alice = MemoryIdentity::new("alice", "main").unwrap();
-//! let acme = skald_core::ids::Tenant::parse("acme").unwrap();
+//! let acme = Tenant::parse("acme").unwrap();
 //!
 //! // The agent remembers something when asked to.
-//! let answer = execute_memory_tool(&store, None, &acme, &alice, "commit_memory", &json!({
+//! let answer = skald.memory_tool(&acme, &alice, "commit_memory", &json!({
 //!     "memory_content": "Alice deploys the billing service with `make deploy-billing`.",
 //!     "memory_type": "entity", "category": "billing deploys"
-//! }), skald_engine::now_ms()).await;
+//! })).await;
 //! assert!(answer.text.contains("\"outcome\":\"added\""), "{}", answer.text);
 //!
 //! // A later session: the listing once at its start, and recall on each turn.
-//! let settings = RecallSettings::default();
-//! let session = session_start_memory(&store, &acme, &alice, &settings);
-//! let messages = session.apply(vec![Message::text(Role::User, "How do I deploy billing again?")]);
-//! let outcome = recall_for_turn(&store, None, &acme, &alice, &settings, messages).await;
-//! assert_eq!(outcome.report.kept.len(), 1);
-//! assert_eq!(outcome.messages.len(), 5); // ask, memory_ls call + result, search call + result
+//! let input = AssembleInput {
+//!     messages: Some(vec![Message::text(Role::User, "How do I deploy billing again?")]),
+//!     options: ViewOptions { with_memory: true, ..ViewOptions::default() },
+//!     ..AssembleInput::default()
+//! };
+//! let later = SessionId::parse("s-later").unwrap();
+//! let view = skald.assemble(&acme, &later, input).await.unwrap().view.view;
+//! assert_eq!(view.memory.unwrap().recall.kept.len(), 1);
+//! assert_eq!(view.messages.len(), 5); // ask, memory_ls call + result, search call + result
 //! # });
 //! ```
 

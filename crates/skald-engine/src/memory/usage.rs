@@ -79,7 +79,7 @@ pub fn tool_reports_in(messages: &[Message], new_from: usize) -> Vec<ToolCallRep
         .collect()
 }
 
-/// What [`record_tool_reports`] wrote.
+/// What a turn's tool reports wrote to the tool statistics.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct ToolMemoryUpdate {
     /// The statistics now stored, one per tool of the reports.
@@ -163,47 +163,6 @@ pub fn load_tool_stats(
     Ok((stats, problems))
 }
 
-/// Counts one use of `skill` (and whether it went well) in its `stats.json`.
-pub fn record_skill_use(
-    store: &dyn MemoryStore,
-    tenant: &Tenant,
-    agent: &str,
-    skill: &str,
-    success: bool,
-) -> Result<SkillUsage, MemoryError> {
-    let uri = skill_directory(agent, skill)?.join(SKILL_STATS_FILE)?;
-    let existing = match store.get(tenant, &uri) {
-        Ok(memory) => Some(
-            serde_json::from_str::<SkillUsage>(&memory.l2).map_err(|error| {
-                MemoryError::Corrupt(format!(
-                    "the skill usage at {uri} is not usage counts: {error}"
-                ))
-            })?,
-        ),
-        Err(MemoryError::NotFound { .. } | MemoryError::Forgotten { .. }) => None,
-        Err(error) => return Err(error),
-    };
-    let exists = existing.is_some();
-    let mut usage = existing.unwrap_or_default();
-    usage.uses = usage.uses.saturating_add(1);
-    if success {
-        usage.successes = usage.successes.saturating_add(1);
-    }
-    let content = serde_json::to_string(&usage).unwrap_or_default();
-    let l0 = format!(
-        "{skill}: used {} times, {}% success",
-        usage.uses,
-        usage.success_percent()
-    );
-    let memory = NewMemory::new(uri, content).with_l0(l0);
-    if exists {
-        store.update(tenant, memory)?;
-    } else {
-        store.add(tenant, memory)?;
-    }
-    Ok(usage)
-}
-
 /// What is remembered about `skill` (empty when nothing is).
 pub fn load_skill_memory(
     store: &dyn MemoryStore,
@@ -278,23 +237,12 @@ pub struct SkillAugmentation {
 
 /// Appends the skill memory to every successful result of a `SKILL.md` read in `messages`
 /// (seed 002, Component 4), matched through the paired tool call. The original text stays a
-/// byte-exact prefix of the result; a result that already carries a skill memory is left alone,
-/// so running this again changes nothing. Call it once, when a result enters the session: the
-/// bytes then stay the same on every later request.
-pub fn augment_skill_reads(
-    store: &dyn MemoryStore,
-    tenant: &Tenant,
-    identity: &MemoryIdentity,
-    messages: &mut [Message],
-) -> Vec<SkillAugmentation> {
-    augment_skill_reads_with(store, tenant, identity, messages, &mut HashMap::new())
-}
-
-/// [`augment_skill_reads`] for a view rebuilt from the stored session on every request:
-/// `decided` holds, by tool call id, the appendix chosen the first time a read was seen (""
-/// when nothing was remembered then), and a read found there gets exactly that again, so the
-/// request's bytes do not change when the skill's memories do. New reads are decided and added
-/// to `decided`; a read whose skill memory could not be loaded is not, and is tried again.
+/// byte-exact prefix of the result; a result that already carries a skill memory is left alone.
+/// The view is rebuilt from the stored session on every request, so `decided` holds, by tool
+/// call id, the appendix chosen the first time a read was seen ("" when nothing was remembered
+/// then), and a read found there gets exactly that again: the request's bytes do not change
+/// when the skill's memories do. New reads are decided and added to `decided`; a read whose
+/// skill memory could not be loaded is not, and is tried again.
 pub fn augment_skill_reads_with(
     store: &dyn MemoryStore,
     tenant: &Tenant,

@@ -60,17 +60,11 @@ mod tests;
 mod upload;
 mod writer;
 
-pub use claims::{ARCHIVE_LEASE_TTL_MS, ARCHIVING_ELSEWHERE};
+pub use claims::ARCHIVING_ELSEWHERE;
 pub(crate) use records::now_iso;
-pub use records::{
-    EXTRACTION_CUSTOM_TYPE, archive_compacted_span, record_outcome, recorded_outcomes,
-    retry_pending_extractions,
-};
-pub use upload::{
-    DroppedRange, INTERRUPTED_ERROR, UPLOAD_CUSTOM_TYPE, UploadDriver, UploadStep,
-    dropped_range_summary,
-};
+pub use records::{EXTRACTION_CUSTOM_TYPE, archive_compacted_span, recorded_outcomes};
+pub use upload::{DroppedRange, INTERRUPTED_ERROR, UPLOAD_CUSTOM_TYPE, UploadDriver, UploadStep};
 pub use writer::{
-    ArchiveOrigin, ArchiveOutcome, ArchiveSpan, ExtractionStatus, FailedStage, MemoryWriteError,
-    MemoryWriter, SpanRange, WrittenMemory,
+    ArchiveOrigin, ArchiveOutcome, ExtractionStatus, FailedStage, MemoryWriteError, MemoryWriter,
+    SpanRange, WrittenMemory,
 };

@@ -24,7 +24,8 @@ use skald_store::sessions::{NewSession, PgSessionStore, SessionStore, SqliteSess
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::{ARCHIVING_ELSEWHERE, ArchiveOrigin, ArchiveSpan, MemoryWriter, SpanRange};
+use super::ARCHIVING_ELSEWHERE;
+use super::writer::{ArchiveOrigin, ArchiveSpan, MemoryWriter, SpanRange};
 
 const SESSION: &str = "s-lease";
 
