@@ -160,7 +160,7 @@ pub fn run(
     let agents_md = read_agents_md(args)?;
     let location = StoreLocation::of(config);
     local::require_session_store(home, &location)?;
-    let stores = local::open_stores(home, &location, StoreKind::Sessions)?;
+    let stores = local::open_stores(home, &location, StoreKind::Sessions, &config.refs)?;
     // An unknown session fails here, before a summarizer (and its key) is even looked at.
     stores.sessions.get(&tenant, &session)?;
     let models = Models {

@@ -197,7 +197,7 @@ fn context_local(
     let session = local::session_arg(&args.session, "SESSION")?;
     let location = StoreLocation::of(config);
     local::require_session_store(home, &location)?;
-    let stores = local::open_stores(home, &location, StoreKind::Sessions)?;
+    let stores = local::open_stores(home, &location, StoreKind::Sessions, &config.refs)?;
     let identity = if args.memory {
         // The memory commands' identity rules; the tenant is the session's.
         let identity = Identity::resolve(

@@ -14,6 +14,7 @@ use crate::home::Home;
 use crate::local::{self, StoreKind, StoreLocation};
 use crate::output::Mode;
 use crate::remote::{self, Remote};
+use skald_engine::storage::RefSettings;
 
 #[derive(Debug, Args)]
 pub struct FetchArgs {
@@ -97,6 +98,8 @@ fn fetch_local(args: &FetchArgs, home: &Home, location: &StoreLocation) -> Resul
         home,
         location,
         StoreKind::Refs,
+        // A command that stores no ref: how long refs are kept is the writers' setting.
+        &RefSettings::default(),
         local::default_engine_config()?,
     )?;
     let mut arguments = json!({

@@ -377,7 +377,13 @@ fn hook_engine(
     models: Models,
 ) -> Result<skald_engine::Engine> {
     let engine_config = local::engine_config(config, None, memory, models)?;
-    local::local_engine(home, &StoreLocation::of(config), first, engine_config)
+    local::local_engine(
+        home,
+        &StoreLocation::of(config),
+        first,
+        &config.refs,
+        engine_config,
+    )
 }
 
 #[cfg(test)]

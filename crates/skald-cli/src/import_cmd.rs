@@ -16,6 +16,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use skald_engine::now_ms;
+use skald_engine::storage::RefSettings;
 use skald_engine::transcripts::{
     ImportOptions, OpenClawStore, SQLITE_MAGIC, is_sqlite, plan_import,
 };
@@ -227,6 +228,8 @@ fn import_local(
         home,
         location,
         StoreKind::Sessions,
+        // A command that stores no ref: how long refs are kept is the writers' setting.
+        &RefSettings::default(),
         local::default_engine_config()?,
     )?;
     let outcome = engine

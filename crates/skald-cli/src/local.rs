@@ -16,7 +16,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::pipeline::policy::Policy;
-use skald_engine::storage::{DATABASE_FILE, redact};
+use skald_engine::storage::{DATABASE_FILE, RefSettings, redact};
 use skald_engine::{DatabaseLocation, Engine, EngineConfig, EngineError, MemoryDefaults, Stores};
 use skald_llm::embedder_from_config;
 use tokio_util::task::TaskTracker;
@@ -138,15 +138,20 @@ impl StoreLocation {
 /// The three stores at `location`: in the data directory's database (created if missing),
 /// `first` first, or all in the PostgreSQL database (its schema migrated on connecting) — opened
 /// by the engine ([`skald_engine::open_stores`]), as the server's are.
-pub fn open_stores(home: &Home, location: &StoreLocation, first: StoreKind) -> Result<Stores> {
+pub fn open_stores(
+    home: &Home,
+    location: &StoreLocation,
+    first: StoreKind,
+    refs: &RefSettings,
+) -> Result<Stores> {
     match location {
         StoreLocation::DataDirectory => {
             let path = home.path.join(DATABASE_FILE);
-            skald_engine::open_stores(DatabaseLocation::Sqlite(&path), first)
+            skald_engine::open_stores(DatabaseLocation::Sqlite(&path), first, refs)
                 .with_context(|| format!("cannot open the stores in {}", path.display()))
         }
         StoreLocation::Postgres(url) => {
-            skald_engine::open_stores(DatabaseLocation::Postgres(url), first)
+            skald_engine::open_stores(DatabaseLocation::Postgres(url), first, refs)
                 .with_context(|| format!("cannot open the stores in {}", redact(url)))
         }
     }
@@ -159,14 +164,15 @@ pub fn engine(stores: Stores, config: EngineConfig) -> Result<Engine> {
     Ok(Engine::new(stores, config, TaskTracker::new())?)
 }
 
-/// [`open_stores`], then [`engine`].
+/// [`open_stores`] (refs kept as `refs` says), then [`engine`].
 pub fn local_engine(
     home: &Home,
     location: &StoreLocation,
     first: StoreKind,
+    refs: &RefSettings,
     config: EngineConfig,
 ) -> Result<Engine> {
-    engine(open_stores(home, location, first)?, config)
+    engine(open_stores(home, location, first, refs)?, config)
 }
 
 /// Refuses a data directory without a database, for the commands that read sessions: it has

@@ -98,6 +98,7 @@ pub fn server_config(config: &Config, args: &ServeArgs) -> Result<ServerConfig> 
     server.shutdown_grace = std::time::Duration::from_secs(config.server.shutdown_grace_secs);
     server.edge = config.server.edge();
     server.session_busy_wait = std::time::Duration::from_secs(config.server.session_busy_wait_secs);
+    server.refs = config.refs.clone();
     Ok(server)
 }
 

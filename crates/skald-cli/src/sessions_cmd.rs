@@ -8,6 +8,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use skald_core::time::format_rfc3339_seconds;
 use skald_engine::SessionOverview;
+use skald_engine::storage::RefSettings;
 
 use crate::home::Home;
 use crate::local::{self, StoreKind, StoreLocation};
@@ -111,6 +112,8 @@ pub fn run(
             home,
             &location,
             StoreKind::Sessions,
+            // A command that stores no ref: how long refs are kept is the writers' setting.
+            &RefSettings::default(),
             local::default_engine_config()?,
         )?;
         engine

@@ -104,8 +104,11 @@ pub mod storage {
     };
     pub use skald_store::postgres::migrate::{MigrationReport, TableCheck};
     pub use skald_store::postgres::{is_postgres_url, redact};
+    pub use skald_store::refs::{
+        DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES, DEFAULT_TTL, MAX_TTL, MIN_TTL,
+    };
     pub use skald_store::sessions::{SessionInfo, SessionSwitches};
-    pub use skald_store::{DATABASE_FILE, RefStats};
+    pub use skald_store::{DATABASE_FILE, RefSettings, RefStats};
 }
 /// The transcript readers an importing edge plans with before it hands a transcript to
 /// [`Engine::import`] or [`Engine::bootstrap`]: the formats skald reads and OpenClaw's SQLite

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use skald_core::pipeline::policy::Policy;
 use skald_engine::EngineConfig;
+use skald_engine::storage::RefSettings;
 pub use skald_engine::{DEFAULT_WINDOW_TOKENS, MemoryDefaults};
 
 /// The largest request body accepted by default (a long session's full history fits; a runaway
@@ -125,6 +126,9 @@ pub struct ServerConfig {
     /// How long a proxied request waits for its session while another request holds it, before
     /// it is answered 409 (see [`DEFAULT_SESSION_BUSY_WAIT`]).
     pub session_busy_wait: Duration,
+    /// `[refs]`: how long the originals behind placeholders are kept, and how many stay cached
+    /// in memory (used where the server opens its stores).
+    pub refs: RefSettings,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -135,6 +139,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("anthropic", &self.anthropic.as_ref().map(|up| &up.base_url))
             .field("max_body_bytes", &self.max_body_bytes)
             .field("edge", &self.edge)
+            .field("refs", &self.refs)
             .finish_non_exhaustive()
     }
 }
@@ -152,6 +157,7 @@ impl ServerConfig {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             edge: EdgeConfig::default(),
             session_busy_wait: DEFAULT_SESSION_BUSY_WAIT,
+            refs: RefSettings::default(),
         }
     }
 }

@@ -77,7 +77,7 @@ impl AppState {
 
     /// A state over every store at `location` (the engine opens them).
     pub fn at(location: DatabaseLocation<'_>, config: ServerConfig) -> Result<AppState, OpenError> {
-        let opened = open_database(location)?;
+        let opened = open_database(location, &config.refs)?;
         AppState::from_stores(opened.stores, opened.keys, config)
     }
 

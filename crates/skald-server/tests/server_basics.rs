@@ -134,3 +134,39 @@ async fn with_keys_every_request_needs_a_live_key() {
 fn tenant_named(name: &str) -> skald_core::ids::Tenant {
     skald_core::ids::Tenant::parse(name).unwrap()
 }
+
+/// `[refs]` reaches the stores the server opens: a ref is kept as long as `ServerConfig::refs`
+/// says, and a setting the stores refuse stops the server opening, naming it.
+#[test]
+fn the_servers_stores_keep_refs_as_its_config_says() {
+    use skald_core::pipeline::policy::Policy;
+    use skald_engine::storage::RefSettings;
+    use skald_server::{AppState, ServerConfig};
+
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("skald.sqlite3");
+    let mut config = ServerConfig::new(Policy::preset("skald").unwrap());
+    config.refs.ttl = std::time::Duration::from_secs(900);
+    let state = AppState::open(&database, config.clone()).unwrap();
+    let output: String = (0..400)
+        .map(|line| {
+            format!(
+                "INFO step {line}: processed batch {} of 400\n",
+                line * 7 % 400
+            )
+        })
+        .collect();
+    let tenant = skald_core::ids::Tenant::default();
+    let offloaded = state
+        .engine
+        .offload_output(&tenant, &output)
+        .unwrap()
+        .expect("a long output is offloaded");
+    let store = skald_store::SqliteRefStore::open(&database, RefSettings::default()).unwrap();
+    let info = store.info(&tenant, &offloaded.ref_id).unwrap();
+    assert_eq!(info.expires_at_ms - info.created_at_ms, 900_000);
+
+    config.refs.cache_entries = 0;
+    let refused = AppState::open(&database, config).err().expect("refused");
+    assert!(refused.to_string().contains("cache_entries"), "{refused}");
+}

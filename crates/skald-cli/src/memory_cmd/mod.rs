@@ -161,6 +161,7 @@ pub fn memory_engine(home: &Home, config: &Config, embed: bool) -> Result<Engine
         home,
         &StoreLocation::of(config),
         StoreKind::Memories,
+        &config.refs,
         engine_config,
     )
 }

@@ -29,15 +29,17 @@ pub struct Stores {
 }
 
 impl Stores {
-    /// The SQLite stores, all three in one database file (created if needed).
+    /// The SQLite stores, all three in one database file (created if needed), refs kept as
+    /// [`RefSettings::default`] says.
     pub fn open_sqlite(database: &std::path::Path) -> Result<Stores, OpenError> {
-        Stores::open_sqlite_in_order(database, StoreKind::Refs)
+        Stores::open_sqlite_in_order(database, StoreKind::Refs, &RefSettings::default())
     }
 
-    /// [`Stores::open_sqlite`], `first` first.
+    /// [`Stores::open_sqlite`], `first` first, refs kept as `refs` says.
     fn open_sqlite_in_order(
         database: &std::path::Path,
         first: StoreKind,
+        refs_settings: &RefSettings,
     ) -> Result<Stores, OpenError> {
         let sessions = || -> Result<Arc<dyn SessionStore>, OpenError> {
             Ok(Arc::new(SqliteSessionStore::open(database)?))
@@ -45,7 +47,7 @@ impl Stores {
         let refs = || -> Result<Arc<dyn RefStore>, OpenError> {
             Ok(Arc::new(SqliteRefStore::open(
                 database,
-                RefSettings::default(),
+                refs_settings.clone(),
             )?))
         };
         let memories = || -> Result<Arc<dyn MemoryStore>, OpenError> {
@@ -72,12 +74,21 @@ impl Stores {
     }
 
     /// The PostgreSQL stores, all three in `database` (its schema migrated when it was
-    /// connected): the shared store of several servers.
+    /// connected): the shared store of several servers; refs kept as [`RefSettings::default`]
+    /// says.
     pub fn open_postgres(database: &skald_store::Database) -> Result<Stores, OpenError> {
+        Stores::open_postgres_with(database, &RefSettings::default())
+    }
+
+    /// [`Stores::open_postgres`], refs kept as `refs` says.
+    fn open_postgres_with(
+        database: &skald_store::Database,
+        refs: &RefSettings,
+    ) -> Result<Stores, OpenError> {
         Ok(Stores {
             refs: Arc::new(skald_store::PgRefStore::new(
                 database.clone(),
-                RefSettings::default(),
+                refs.clone(),
             )?),
             sessions: Arc::new(skald_store::PgSessionStore::new(database.clone())),
             memories: Arc::new(skald_store::PgMemoryStore::new(database.clone())?),
@@ -86,8 +97,13 @@ impl Stores {
 
     /// The SQLite stores in memory; for tests and throw-away runs.
     pub fn in_memory() -> Result<Stores, OpenError> {
+        Stores::in_memory_with(&RefSettings::default())
+    }
+
+    /// [`Stores::in_memory`], refs kept as `refs` says.
+    fn in_memory_with(refs: &RefSettings) -> Result<Stores, OpenError> {
         Ok(Stores {
-            refs: Arc::new(SqliteRefStore::in_memory(RefSettings::default())?),
+            refs: Arc::new(SqliteRefStore::in_memory(refs.clone())?),
             sessions: Arc::new(SqliteSessionStore::in_memory()?),
             memories: Arc::new(SqliteMemoryStore::in_memory()?),
         })
@@ -116,20 +132,24 @@ pub struct OpenedDatabase {
     pub keys: Arc<dyn KeyStore>,
 }
 
-/// Opens every store at `location` — the one place a `[database]` setting becomes stores
-/// (with [`open_stores`] and [`open_key_store`], which it is made of).
-pub fn open_database(location: DatabaseLocation<'_>) -> Result<OpenedDatabase, OpenError> {
+/// Opens every store at `location`, refs kept as `refs` says (`[refs]`) — the one place a
+/// `[database]` setting becomes stores (with [`open_stores`] and [`open_key_store`], which it is
+/// made of).
+pub fn open_database(
+    location: DatabaseLocation<'_>,
+    refs: &RefSettings,
+) -> Result<OpenedDatabase, OpenError> {
     Ok(match location {
         DatabaseLocation::Postgres(url) => {
             // One connection pool (and one migration) for every store.
             let database = skald_store::Database::connect(url).map_err(OpenError::Database)?;
             OpenedDatabase {
-                stores: Stores::open_postgres(&database)?,
+                stores: Stores::open_postgres_with(&database, refs)?,
                 keys: Arc::new(PgKeyStore::new(database)),
             }
         }
         DatabaseLocation::Sqlite(_) | DatabaseLocation::InMemory => OpenedDatabase {
-            stores: open_stores(location, StoreKind::Refs)?,
+            stores: open_stores(location, StoreKind::Refs, refs)?,
             keys: open_key_store(location)?,
         },
     })
@@ -148,14 +168,19 @@ pub enum StoreKind {
 }
 
 /// The engine's three stores at `location`, `first` first (on SQLite; PostgreSQL connects
-/// once for all three, and its error names the database).
-pub fn open_stores(location: DatabaseLocation<'_>, first: StoreKind) -> Result<Stores, OpenError> {
+/// once for all three, and its error names the database), refs kept as `refs` says.
+pub fn open_stores(
+    location: DatabaseLocation<'_>,
+    first: StoreKind,
+    refs: &RefSettings,
+) -> Result<Stores, OpenError> {
     match location {
-        DatabaseLocation::Postgres(url) => Stores::open_postgres(
+        DatabaseLocation::Postgres(url) => Stores::open_postgres_with(
             &skald_store::Database::connect(url).map_err(OpenError::Database)?,
+            refs,
         ),
-        DatabaseLocation::Sqlite(path) => Stores::open_sqlite_in_order(path, first),
-        DatabaseLocation::InMemory => Stores::in_memory(),
+        DatabaseLocation::Sqlite(path) => Stores::open_sqlite_in_order(path, first, refs),
+        DatabaseLocation::InMemory => Stores::in_memory_with(refs),
     }
 }
 

@@ -27,6 +27,8 @@
 //!   request's `Host` may give), `allowed_origins` (pages of other origins that may send
 //!   changing requests), `body_read_timeout_secs`, `mcp_sessions_per_key` and
 //!   `mcp_session_idle_secs`.
+//! - `[refs]` `ttl_secs`, `max_entries`, `max_cache_bytes`: how long the originals behind
+//!   placeholders are kept and how many stay cached in memory ([`refs`]).
 //! - `[pricing]` `input_per_million`, `cache_write_multiplier`, `cache_read_multiplier`: the
 //!   input prices the dashboard's timeline and savings cost calls at.
 //! - `[database]` `url = "postgres://user@host:5432/db"` puts every store (sessions, refs,
@@ -89,6 +91,8 @@ use skald_llm::{
 
 use crate::home::Home;
 
+mod refs;
+
 /// The configuration file's name in the data directory.
 pub const CONFIG_FILE: &str = "skald.toml";
 
@@ -96,9 +100,10 @@ pub const CONFIG_FILE: &str = "skald.toml";
 pub const DEFAULT_WINDOW_TOKENS: u64 = 200_000;
 
 /// The top-level tables `skald.toml` may hold.
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
     "database",
     "pricing",
+    "refs",
     "policy",
     "llm",
     "compaction",
@@ -131,6 +136,8 @@ pub struct Config {
     /// `[pricing]`: the input prices the dashboard costs calls at (`input_per_million`,
     /// `cache_write_multiplier`, `cache_read_multiplier`; default $3, 1.25, 0.1).
     pub pricing: skald_engine::Pricing,
+    /// `[refs]`: how long refs are kept and how many stay cached (see [`refs`]).
+    pub refs: skald_engine::storage::RefSettings,
 }
 
 /// The `[database]` table.
@@ -502,6 +509,7 @@ impl Config {
             Some(_) => anyhow::bail!("[server] in {shown} must be a table"),
         };
         let database = database_table(&table, &shown.to_string())?;
+        let refs = refs::refs_settings(&table, &shown.to_string())?;
         let pricing: skald_engine::Pricing = match table.get("pricing") {
             None => skald_engine::Pricing::default(),
             Some(value @ toml::Value::Table(_)) => value
@@ -547,6 +555,7 @@ impl Config {
             server,
             database,
             pricing,
+            refs,
         })
     }
 
