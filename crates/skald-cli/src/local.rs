@@ -61,6 +61,9 @@ pub fn engine_config(
     engine.compaction = config.compaction.clone();
     engine.pricing = config.pricing;
     engine.window_tokens = config.window_tokens(window);
+    engine.model_windows = config.model_windows.clone();
+    // A window given on the command line is the window of every call.
+    engine.windows_by_model = window.is_none();
     engine.memory = MemoryDefaults {
         user: config.memory.user.clone(),
         agent: config.memory.agent.clone(),

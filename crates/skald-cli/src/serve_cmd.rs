@@ -20,8 +20,9 @@ pub struct ServeArgs {
     /// non-loopback address needs at least one API key (`skald keys create`).
     #[arg(long, value_name = "HOST:PORT")]
     pub addr: Option<String>,
-    /// Context window of the sessions' model, in tokens (default: [llm] context_window_tokens,
-    /// else 200000).
+    /// Context window of every call, in tokens, whatever its model. Without it, a request's
+    /// model picks its window: [models."name"] window = N in skald.toml, else its family's
+    /// (Claude, GPT, Gemini, …), else [llm] context_window_tokens, else 200000.
     #[arg(long, value_name = "TOKENS")]
     pub window: Option<u64>,
     /// Do not give requests long-term memory (recall, profile, memory tools).

@@ -661,3 +661,32 @@ async fn a_young_read_leaves_after_one_turn() {
     let second = skald.assemble("s1", messages.clone(), at(10_000)).await;
     assert_eq!(refs(&second), 2, "answered, the read leaves");
 }
+
+/// A call's window follows its model: an exact `model_windows` entry, else the model's known
+/// family, else the configured default (issue 28, gap 5).
+#[test]
+fn a_calls_window_is_its_models_entry_else_its_familys_else_the_default() {
+    let mut config = EngineConfig::new(Policy::preset("skald").unwrap());
+    config.window_tokens = 12_000;
+    config
+        .model_windows
+        .insert("claude-sonnet-4-5".into(), 1_000_000);
+    let engine = Engine::in_memory(config).unwrap();
+    for (model, window) in [
+        (Some("claude-sonnet-4-5"), 1_000_000),
+        (Some("claude-opus-4-6"), 200_000),
+        (Some("google/gemini-3-pro-preview"), 1_048_576),
+        (Some("gpt-4o-mini"), 128_000),
+        (Some("gpt-test"), 12_000),
+        (Some("  "), 12_000),
+        (None, 12_000),
+    ] {
+        assert_eq!(engine.window_for(model), window, "{model:?}");
+    }
+    // A window the user fixed is every call's.
+    let mut fixed = engine.config().clone();
+    fixed.windows_by_model = false;
+    let fixed = Engine::in_memory(fixed).unwrap();
+    assert_eq!(fixed.window_for(Some("claude-sonnet-4-5")), 12_000);
+    assert_eq!(fixed.window_for(Some("gpt-4o-mini")), 12_000);
+}

@@ -450,7 +450,7 @@ async fn a_detached_call_is_prepared_without_a_session_and_leaves_the_hosts_tool
     ];
     let own_fetch = [json!({"name": FETCH_TOOL_NAME, "input_schema": {"type": "object"}})];
     let call = engine
-        .prepare_detached(&tenant(), conversation.clone(), &own_fetch, true, 0)
+        .prepare_detached(&tenant(), None, conversation.clone(), &own_fetch, true, 0)
         .unwrap();
     assert!(call.system_addition.is_some());
     let names: Vec<&str> = call

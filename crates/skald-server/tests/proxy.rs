@@ -831,6 +831,38 @@ async fn an_upstream_overflow_is_compacted_and_retried_transparently() {
 /// The two-threshold upload (seed 002) runs in the proxy as in `after-turn`: a conversation at
 /// half the window starts a background upload of its oldest turns; once it is done, the next
 /// request no longer carries them (a checkpoint took them out), and memory holds what they said.
+/// A request's model sets the window its thresholds are measured against: the model's
+/// `[models."name"]` entry, else its family's known window, else the default (issue 28: one
+/// window for every proxied model gave a 128k or 1M model the wrong thresholds).
+#[tokio::test]
+async fn the_requests_model_sets_the_window_its_thresholds_are_measured_against() {
+    let upstream = Upstream::start().await;
+    let mut config = config_for(&upstream);
+    config.engine.policy = Policy::preset("none").unwrap();
+    // The same 6,600 estimated tokens: 55 % of a 12,000-token window, 3 % of the default and
+    // 5 % of gpt-4o's 128,000.
+    config.engine.window_tokens = 200_000;
+    config
+        .engine
+        .model_windows
+        .insert("small-finetune".into(), 12_000);
+    config.engine.compaction.reserve_tokens = 512;
+    let server = start(config).await;
+    let started = |text: &str| metric(text, "skald_memory_uploads_total{outcome=\"started\"}");
+    for (session, model, uploads) in [
+        ("s-unknown-model", "gpt-test", 0.0),
+        ("s-known-family", "gpt-4o-2024-08-06", 0.0),
+        ("s-configured-model", "small-finetune", 1.0),
+    ] {
+        upstream.push(Reply::Json(200, openai_text("Builds 0 to 2 fail.")));
+        let mut request = long_openai_request();
+        request["model"] = json!(model);
+        let response = post(&server, "/v1/chat/completions", session, &request).await;
+        assert_eq!(response.status(), 200, "{model}");
+        assert_eq!(started(&metrics(&server).await), uploads, "{model}");
+    }
+}
+
 #[tokio::test]
 async fn at_half_the_window_the_oldest_turns_go_to_memory_and_leave_the_next_request() {
     let upstream = Upstream::start().await;

@@ -27,6 +27,8 @@
 //!   request's `Host` may give), `allowed_origins` (pages of other origins that may send
 //!   changing requests), `body_read_timeout_secs`, `mcp_sessions_per_key` and
 //!   `mcp_session_idle_secs`.
+//! - `[models."name"]` `window`: the context window of a model the known families do not cover
+//!   ([`models`]).
 //! - `[refs]` `ttl_secs`, `max_entries`, `max_cache_bytes`: how long the originals behind
 //!   placeholders are kept and how many stay cached in memory ([`refs`]).
 //! - `[pricing]` `input_per_million`, `cache_write_multiplier`, `cache_read_multiplier`: the
@@ -91,6 +93,7 @@ use skald_llm::{
 
 use crate::home::Home;
 
+mod models;
 mod refs;
 
 /// The configuration file's name in the data directory.
@@ -100,10 +103,11 @@ pub const CONFIG_FILE: &str = "skald.toml";
 pub const DEFAULT_WINDOW_TOKENS: u64 = 200_000;
 
 /// The top-level tables `skald.toml` may hold.
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 11] = [
     "database",
     "pricing",
     "refs",
+    "models",
     "policy",
     "llm",
     "compaction",
@@ -138,6 +142,8 @@ pub struct Config {
     pub pricing: skald_engine::Pricing,
     /// `[refs]`: how long refs are kept and how many stay cached (see [`refs`]).
     pub refs: skald_engine::storage::RefSettings,
+    /// `[models."name"] window`: context windows by exact model name (see [`models`]).
+    pub model_windows: std::collections::BTreeMap<String, u64>,
 }
 
 /// The `[database]` table.
@@ -510,6 +516,7 @@ impl Config {
         };
         let database = database_table(&table, &shown.to_string())?;
         let refs = refs::refs_settings(&table, &shown.to_string())?;
+        let model_windows = models::model_windows(&table, &shown.to_string())?;
         let pricing: skald_engine::Pricing = match table.get("pricing") {
             None => skald_engine::Pricing::default(),
             Some(value @ toml::Value::Table(_)) => value
@@ -556,6 +563,7 @@ impl Config {
             database,
             pricing,
             refs,
+            model_windows,
         })
     }
 

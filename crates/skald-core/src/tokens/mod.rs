@@ -26,6 +26,7 @@ mod calibration;
 mod counter;
 pub mod estimate;
 mod visit;
+pub mod windows;
 
 pub use bpe::{Encoding, count_message as bpe_count_message, count_messages as bpe_count_messages};
 pub use calibration::{Calibration, CalibrationSettings, ModelCalibration};

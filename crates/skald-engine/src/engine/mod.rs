@@ -52,6 +52,7 @@ mod turn;
 mod turn_loop;
 mod turns;
 
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use skald_core::compaction::CompactionSettings;
@@ -148,8 +149,16 @@ pub struct EngineConfig {
     pub policy: Policy,
     /// How compaction plans, summarizes and checks.
     pub compaction: CompactionSettings,
-    /// The window used when a call gives no token budget.
+    /// The window used when a call gives no token budget and its model is neither in
+    /// `model_windows` nor of a known family
+    /// ([`known_window`](skald_core::tokens::windows::known_window)).
     pub window_tokens: u64,
+    /// Windows by exact model name (`[models."name"] window`), over the known families'.
+    pub model_windows: BTreeMap<String, u64>,
+    /// Whether a call's model picks its window (its `model_windows` entry, else its known
+    /// family's); `false`: every call uses `window_tokens` (a window the user fixed, `--window`,
+    /// or a replay's).
+    pub windows_by_model: bool,
     /// Memory's owner and settings.
     pub memory: MemoryDefaults,
     /// Sessions whose state stays in memory (least recently used idle ones are evicted and
@@ -176,6 +185,8 @@ impl std::fmt::Debug for EngineConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EngineConfig")
             .field("window_tokens", &self.window_tokens)
+            .field("model_windows", &self.model_windows)
+            .field("windows_by_model", &self.windows_by_model)
             .field("memory", &self.memory)
             .field("max_cached_sessions", &self.max_cached_sessions)
             .field("max_cached_bytes", &self.max_cached_bytes)
@@ -194,6 +205,8 @@ impl EngineConfig {
             policy,
             compaction: CompactionSettings::default(),
             window_tokens: DEFAULT_WINDOW_TOKENS,
+            model_windows: BTreeMap::new(),
+            windows_by_model: true,
             memory: MemoryDefaults::default(),
             max_cached_sessions: MAX_CACHED_SESSIONS,
             max_cached_bytes: DEFAULT_MAX_CACHED_BYTES,
@@ -221,7 +234,13 @@ struct Inner {
     writer: MemoryWriter,
     uploads: Arc<UploadDriver>,
     tasks: TaskTracker,
+    /// Models whose window was not known, already said in the log.
+    unknown_models: std::sync::Mutex<HashSet<String>>,
 }
+
+/// Unknown models named in the log at most, so that clients naming endless models cannot grow
+/// the set without bound.
+const MAX_UNKNOWN_MODELS_NAMED: usize = 256;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -264,6 +283,7 @@ impl Engine {
                 writer,
                 uploads,
                 tasks,
+                unknown_models: std::sync::Mutex::new(HashSet::new()),
             }),
         })
     }
@@ -281,6 +301,41 @@ impl Engine {
     /// What the engine runs with.
     pub fn config(&self) -> &EngineConfig {
         &self.inner.config
+    }
+
+    /// The context window of calls to `model`: its `model_windows` entry, else its family's
+    /// known window, else the configured default — said once per model in the log, so a user
+    /// whose model is not known learns to configure it. With `windows_by_model` off, always
+    /// the configured window.
+    pub fn window_for(&self, model: Option<&str>) -> u64 {
+        let config = self.config();
+        let Some(model) = model
+            .map(str::trim)
+            .filter(|model| config.windows_by_model && !model.is_empty())
+        else {
+            return config.window_tokens;
+        };
+        if let Some(&window) = config.model_windows.get(model) {
+            return window;
+        }
+        if let Some(window) = skald_core::tokens::windows::known_window(model) {
+            return window;
+        }
+        let first_time = self
+            .inner
+            .unknown_models
+            .lock()
+            .map(|mut seen| seen.len() < MAX_UNKNOWN_MODELS_NAMED && seen.insert(model.to_owned()))
+            .unwrap_or(false);
+        if first_time {
+            tracing::info!(
+                model,
+                window_tokens = config.window_tokens,
+                "the model's context window is not known: calls to it use the default window; \
+                 set [models.\"{model}\"] window = N in skald.toml if it differs"
+            );
+        }
+        config.window_tokens
     }
 
     /// The session store (through the row memo: see [`row_memo`]).

@@ -161,6 +161,7 @@ impl Engine {
     pub fn prepare_detached(
         &self,
         tenant: &Tenant,
+        model: Option<&str>,
         conversation: Vec<Message>,
         host_tools: &[Value],
         memory: bool,
@@ -174,7 +175,7 @@ impl Engine {
             conversation,
             AssembleRequest {
                 tenant,
-                context_window_tokens: self.config().window_tokens,
+                context_window_tokens: self.window_for(model),
                 now_ms,
                 fetch_available: true,
                 host_prefix_tokens: 0,
@@ -210,6 +211,7 @@ impl Engine {
     pub fn prepare_context<'a>(&'a self, input: PrepareInput<'a>) -> PrepareContext<'a> {
         let config = self.config();
         PrepareContext {
+            window_tokens: self.window_for(input.model),
             model: input.model,
             sessions: self.sessions(),
             refs: self.refs(),
@@ -218,7 +220,6 @@ impl Engine {
             summarizer: config.summarizer.as_ref(),
             policy: &config.policy,
             compaction: &config.compaction,
-            window_tokens: config.window_tokens,
             system_prompt: input.system_prompt,
             tools: input.tools,
             host_prefix_tokens: input.host_prefix_tokens,

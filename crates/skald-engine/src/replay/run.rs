@@ -84,6 +84,8 @@ pub async fn replay(
     let skald = !is_baseline(policy);
     let mut config = EngineConfig::new(policy.clone());
     config.window_tokens = settings.context_window_tokens;
+    // A replay's window is its own setting (`--window`), whatever model the transcript names.
+    config.windows_by_model = false;
     config.pricing = settings.pricing;
     config.memory.enabled = skald && settings.memory;
     config.compaction.enabled = skald && settings.compaction;

@@ -22,6 +22,7 @@ pub async fn count_tokens(
 ) -> Response {
     let prepared = exchange.state.engine.prepare_detached(
         &exchange.tenant,
+        exchange.request.model.as_deref(),
         conversation,
         &exchange.client_tools,
         exchange.identity.is_some(),
