@@ -72,20 +72,17 @@ const KNOWN_WINDOWS: &[(&str, u64)] = &[
 
 /// The window of `model`'s family, when it is a known one (see the module docs).
 pub fn known_window(model: &str) -> Option<u64> {
-    let name = model
-        .rsplit('/')
-        .next()
-        .unwrap_or(model)
-        .trim()
-        .to_lowercase();
+    // Called for every proxied call: compared in place, without a lowercase copy.
+    let name = model.rsplit('/').next().unwrap_or(model).trim().as_bytes();
     KNOWN_WINDOWS
         .iter()
         .filter(|(family, _)| {
-            name.strip_prefix(family).is_some_and(|rest| {
-                rest.chars()
-                    .next()
+            let family = family.as_bytes();
+            name.get(..family.len())
+                .is_some_and(|start| start.eq_ignore_ascii_case(family))
+                && name
+                    .get(family.len())
                     .is_none_or(|next| !next.is_ascii_alphanumeric())
-            })
         })
         .max_by_key(|(family, _)| family.len())
         .map(|&(_, tokens)| tokens)

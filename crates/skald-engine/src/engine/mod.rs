@@ -325,7 +325,11 @@ impl Engine {
             .inner
             .unknown_models
             .lock()
-            .map(|mut seen| seen.len() < MAX_UNKNOWN_MODELS_NAMED && seen.insert(model.to_owned()))
+            .map(|mut seen| {
+                !seen.contains(model)
+                    && seen.len() < MAX_UNKNOWN_MODELS_NAMED
+                    && seen.insert(model.to_owned())
+            })
             .unwrap_or(false);
         if first_time {
             tracing::info!(
