@@ -65,6 +65,11 @@ fn engine(memories: &Arc<dyn MemoryStore>) -> Engine {
 
 /// The host sends its whole conversation, `messages`: the view for the next call, memory on.
 async fn call(skald: &Engine, messages: Vec<Message>) -> ModelView {
+    call_in(skald, &session(), messages).await
+}
+
+/// [`call`] in `session`.
+async fn call_in(skald: &Engine, session: &SessionId, messages: Vec<Message>) -> ModelView {
     let input = AssembleInput {
         messages: Some(messages),
         source_format: "openclaw-session".into(),
@@ -75,7 +80,7 @@ async fn call(skald: &Engine, messages: Vec<Message>) -> ModelView {
         ..AssembleInput::default()
     };
     skald
-        .assemble(&tenant_named(TENANT), &session(), input)
+        .assemble(&tenant_named(TENANT), session, input)
         .await
         .unwrap()
         .view
@@ -158,7 +163,9 @@ async fn recall_is_sent_with_the_call_never_stored_and_the_same_bytes_again() {
     let stored = skald
         .stored_context(&tenant_named(TENANT), &session())
         .unwrap();
-    assert_eq!(stored, conversation_as_stored(&skald));
+    let texts: Vec<String> = stored.iter().map(Message::plain_text).collect();
+    let sent: Vec<String> = conversation().iter().map(Message::plain_text).collect();
+    assert_eq!(texts, sent);
     assert!(stored.iter().all(|m| m.tool_calls().next().is_none()));
     // The next turn: the new recall goes after the new latest user message; this turn's stays
     // where it was sent or is reported gone (see `a_second_turn_with_profile_listing_and_recall`).
@@ -183,17 +190,6 @@ async fn recall_is_sent_with_the_call_never_stored_and_the_same_bytes_again() {
     let kept = &later.memory.as_ref().unwrap().kept_recalls;
     assert_eq!(kept.kept + kept.left.len(), 1, "{kept:?}");
     assert_eq!(recall_calls(&later), 1 + kept.kept);
-}
-
-/// The stored context, which is what the host sent (with the ids the store gave it).
-fn conversation_as_stored(skald: &Engine) -> Vec<Message> {
-    let stored = skald
-        .stored_context(&tenant_named(TENANT), &session())
-        .unwrap();
-    let texts: Vec<String> = stored.iter().map(Message::plain_text).collect();
-    let sent: Vec<String> = conversation().iter().map(Message::plain_text).collect();
-    assert_eq!(texts, sent);
-    stored
 }
 
 #[tokio::test]
@@ -422,24 +418,12 @@ async fn session_start_snapshot_is_sticky_across_turns() {
     assert_eq!(two.memory_addition, one.memory_addition);
     assert_eq!(&two.messages[..3], &one.messages[..3]);
     // A new session starts with what is remembered now.
-    let fresh = skald
-        .assemble(
-            &tenant_named(TENANT),
-            &SessionId::parse("s-fresh").unwrap(),
-            AssembleInput {
-                messages: Some(conversation()),
-                source_format: "openclaw-session".into(),
-                options: ViewOptions {
-                    with_memory: true,
-                    ..ViewOptions::default()
-                },
-                ..AssembleInput::default()
-            },
-        )
-        .await
-        .unwrap()
-        .view
-        .view;
+    let fresh = call_in(
+        &skald,
+        &SessionId::parse("s-fresh").unwrap(),
+        conversation(),
+    )
+    .await;
     assert_ne!(fresh.memory_addition, one.memory_addition);
     assert!(fresh.memory_addition.unwrap().contains("Miso"));
 }
