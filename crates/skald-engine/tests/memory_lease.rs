@@ -12,13 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
-use memory_common::{MAY_1_2023, alice_config};
+use memory_common::{MAY_1_2023, alice_config, turn_ends_at, upload_statuses};
 use serde_json::json;
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::extract::{ExistingMemory, MemoryCandidate};
 use skald_core::message::{Block, ContentForm, Extra, Message, Role, ToolCall, ToolResult};
-use skald_engine::memory::UPLOAD_CUSTOM_TYPE;
-use skald_engine::{AfterTurn, Engine, ManualClock, Stores, UploadStep};
+use skald_engine::{Engine, ManualClock, Stores};
 use skald_llm::{DeterministicExtractor, LlmError, MemoryExtractor};
 use skald_store::Database;
 use tokio::sync::Semaphore;
@@ -177,41 +176,6 @@ fn conversation() -> Vec<Message> {
     messages
 }
 
-/// A finished turn of the host on `engine`, its context counted at `tokens` of a 1,000-token
-/// window: what the two-threshold upload did.
-async fn turn_ends_at(engine: &Engine, tokens: u64) -> UploadStep {
-    let turn = AfterTurn {
-        messages: None,
-        pre_prompt_message_count: None,
-        tool_reports: None,
-        reported_input_tokens: None,
-        current_token_count: Some(tokens),
-        window_tokens: 1000,
-        source_format: "openclaw-session",
-    };
-    let outcome = engine
-        .after_turn(&tenant(), &session(), &turn)
-        .await
-        .unwrap();
-    assert!(
-        outcome.memory_errors.is_empty(),
-        "{:?}",
-        outcome.memory_errors
-    );
-    outcome.upload.unwrap()
-}
-
-fn upload_statuses(engine: &Engine) -> Vec<String> {
-    engine
-        .load_session(&tenant(), &session())
-        .unwrap()
-        .entries()
-        .iter()
-        .filter_map(|entry| entry.kind.custom_data(UPLOAD_CUSTOM_TYPE))
-        .map(|data| format!("{} {}", data["upload_id"], data["status"]).replace('"', ""))
-        .collect()
-}
-
 async fn an_upload_running_on_one_server_is_not_run_again_by_the_other(deployment: Deployment) {
     let extractor = Counting::new();
     let [one, two] = &deployment.stores;
@@ -222,28 +186,28 @@ async fn an_upload_running_on_one_server_is_not_run_again_by_the_other(deploymen
     one.ingest(&tenant(), &session(), conversation())
         .await
         .unwrap();
-    let started = turn_ends_at(&one, 520).await;
+    let started = turn_ends_at(&one, &session(), 520).await;
     assert_eq!(started.started.as_deref(), Some("upload-001"));
     while extractor.calls.load(Ordering::SeqCst) == 0 {
         tokio::task::yield_now().await;
     }
     // The next turn of the conversation reaches the other server while the upload runs there:
     // not taken for an interrupted upload, not started again.
-    let meanwhile = turn_ends_at(&two, 560).await;
+    let meanwhile = turn_ends_at(&two, &session(), 560).await;
     assert!(meanwhile.completed.is_empty(), "{meanwhile:?}");
     assert_eq!(meanwhile.started, None);
     assert!(!two.upload_running(&tenant(), &session()));
-    assert_eq!(upload_statuses(&two), ["upload-001 running"]);
+    assert_eq!(upload_statuses(&two, &session()), ["upload-001 running"]);
 
     extractor.gate.add_permits(10);
     one.upload_finished(&tenant(), &session()).await;
     // The other server collects the finished upload from the store and drops its range.
-    let collected = turn_ends_at(&two, 560).await;
+    let collected = turn_ends_at(&two, &session(), 560).await;
     assert_eq!(collected.completed.len(), 1, "{collected:?}");
     assert!(collected.completed[0].is_done(), "{collected:?}");
     assert!(collected.dropped.is_some(), "{collected:?}");
     assert_eq!(
-        upload_statuses(&one),
+        upload_statuses(&one, &session()),
         ["upload-001 running", "upload-001 done"]
     );
     assert_eq!(extractor.calls.load(Ordering::SeqCst), 1);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
-use memory_common::{MAY_1_2023, TENANT, alice_config};
+use memory_common::{MAY_1_2023, TENANT, alice_config, turn_ends_at, upload_statuses};
 use serde_json::json;
 use skald_core::compaction::CompactionTrigger;
 use skald_core::ids::{SessionId, Tenant};
@@ -26,8 +26,8 @@ use skald_engine::memory::{
 };
 use skald_engine::storage::MemoryLevel;
 use skald_engine::{
-    AfterTurn, CompactInput, Compaction, Engine, EngineConfig, ExtractionStatus, FailedStage,
-    ManualClock, Stores, UploadStep,
+    CompactInput, Compaction, Engine, EngineConfig, ExtractionStatus, FailedStage, ManualClock,
+    Stores,
 };
 use skald_llm::{DeterministicExtractor, Embedder, LlmError, MemoryExtractor};
 use skald_store::RefSettings;
@@ -180,30 +180,6 @@ async fn compact(engine: &Engine) -> Compaction {
     compaction
 }
 
-/// A finished turn of the host, its context counted at `tokens` of a 1,000-token window: what
-/// the two-threshold upload did.
-async fn turn_ends_at(engine: &Engine, tokens: u64) -> UploadStep {
-    let turn = AfterTurn {
-        messages: None,
-        pre_prompt_message_count: None,
-        tool_reports: None,
-        reported_input_tokens: None,
-        current_token_count: Some(tokens),
-        window_tokens: 1000,
-        source_format: "openclaw-session",
-    };
-    let outcome = engine
-        .after_turn(&tenant(), &session(), &turn)
-        .await
-        .unwrap();
-    assert!(
-        outcome.memory_errors.is_empty(),
-        "{:?}",
-        outcome.memory_errors
-    );
-    outcome.upload.unwrap()
-}
-
 fn archive_uri(number: u32) -> MemoryUri {
     MemoryUri::parse(&format!("viking://session/{SESSION}/archive_{number:03}")).unwrap()
 }
@@ -230,19 +206,6 @@ fn context_ids(engine: &Engine) -> Vec<String> {
         .unwrap()
         .iter()
         .filter_map(|m| m.meta.id.clone())
-        .collect()
-}
-
-fn upload_statuses(engine: &Engine) -> Vec<String> {
-    custom_entries(engine, UPLOAD_CUSTOM_TYPE)
-        .iter()
-        .map(|data| {
-            format!(
-                "{} {}",
-                data["upload_id"].as_str().unwrap(),
-                data["status"].as_str().unwrap()
-            )
-        })
         .collect()
 }
 
@@ -605,9 +568,9 @@ async fn the_upload_starts_at_half_the_window_without_blocking_the_turn() {
     seed(&skald, conversation()).await;
     let before = context_ids(&skald);
 
-    assert_eq!(turn_ends_at(&skald, 499).await.started, None);
+    assert_eq!(turn_ends_at(&skald, &session(), 499).await.started, None);
     // The extractor is held: the turn is recorded while the upload runs.
-    let step = turn_ends_at(&skald, 500).await;
+    let step = turn_ends_at(&skald, &session(), 500).await;
     assert_eq!(step.started.as_deref(), Some("upload-001"));
     assert!(step.dropped.is_none());
     assert!(skald.upload_running(&tenant(), &session()));
@@ -616,11 +579,11 @@ async fn the_upload_starts_at_half_the_window_without_blocking_the_turn() {
         before,
         "nothing leaves the context at 50 %"
     );
-    assert_eq!(upload_statuses(&skald), ["upload-001 running"]);
+    assert_eq!(upload_statuses(&skald, &session()), ["upload-001 running"]);
     let record = &custom_entries(&skald, UPLOAD_CUSTOM_TYPE)[0];
     assert_eq!(record["range"]["first_entry_id"], before[0].as_str());
     // The next turn below 70 % waits for it.
-    let waiting = turn_ends_at(&skald, 650).await;
+    let waiting = turn_ends_at(&skald, &session(), 650).await;
     assert_eq!(waiting, Default::default());
     gate.add_permits(10);
 }
@@ -631,7 +594,7 @@ async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
     let gate = Arc::new(Semaphore::new(0));
     let skald = engine(&stores, Arc::new(Gated { gate: gate.clone() }));
     seed(&skald, conversation()).await;
-    turn_ends_at(&skald, 500).await;
+    turn_ends_at(&skald, &session(), 500).await;
     let before = context_ids(&skald);
     let record = custom_entries(&skald, UPLOAD_CUSTOM_TYPE)[0].clone();
     let end = record["range"]["end_entry_id"].as_str().unwrap().to_owned();
@@ -646,7 +609,7 @@ async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
         .await
         .unwrap();
     let newer = context_ids(&skald).pop().unwrap();
-    let step = turn_ends_at(&skald, 700).await;
+    let step = turn_ends_at(&skald, &session(), 700).await;
     let dropped = step.dropped.unwrap();
     assert_eq!(dropped.reason, DropReason::ForcedAtDropThreshold);
     assert!(dropped.upload_running);
@@ -674,12 +637,12 @@ async fn at_seventy_percent_the_range_leaves_while_the_upload_runs() {
     // The upload finishes later; its range already left, so only its state is recorded.
     gate.add_permits(10);
     skald.upload_finished(&tenant(), &session()).await;
-    let step = turn_ends_at(&skald, 300).await;
+    let step = turn_ends_at(&skald, &session(), 300).await;
     assert_eq!(step.completed.len(), 1);
     assert!(step.completed[0].is_done(), "{:?}", step.completed[0]);
     assert!(step.dropped.is_none());
     assert_eq!(
-        upload_statuses(&skald),
+        upload_statuses(&skald, &session()),
         ["upload-001 running", "upload-001 done"]
     );
     assert!(
@@ -692,7 +655,7 @@ async fn a_completed_upload_below_seventy_percent_drops_only_its_range() {
     let stores = stores();
     let skald = engine(&stores, deterministic());
     seed(&skald, conversation()).await;
-    turn_ends_at(&skald, 550).await;
+    turn_ends_at(&skald, &session(), 550).await;
     skald.upload_finished(&tenant(), &session()).await;
     let before = context_ids(&skald);
     let record = custom_entries(&skald, UPLOAD_CUSTOM_TYPE)[0].clone();
@@ -707,7 +670,7 @@ async fn a_completed_upload_below_seventy_percent_drops_only_its_range() {
         .unwrap();
     let newer = context_ids(&skald).pop().unwrap();
 
-    let step = turn_ends_at(&skald, 600).await;
+    let step = turn_ends_at(&skald, &session(), 600).await;
     assert_eq!(step.completed.len(), 1);
     assert_eq!(
         step.dropped.as_ref().unwrap().reason,
@@ -719,7 +682,7 @@ async fn a_completed_upload_below_seventy_percent_drops_only_its_range() {
     assert_eq!(after[1..after.len() - 1], before[end_at..]);
     assert_eq!(after.last(), Some(&newer));
     assert_eq!(
-        upload_statuses(&skald),
+        upload_statuses(&skald, &session()),
         ["upload-001 running", "upload-001 done"]
     );
     // The extraction is recorded like a compaction's.
@@ -740,13 +703,13 @@ async fn an_upload_cut_short_by_a_restart_is_recorded_and_retried() {
         let gate = Arc::new(Semaphore::new(0));
         let crashed = engine(&stores, Arc::new(Gated { gate }));
         seed(&crashed, conversation()).await;
-        turn_ends_at(&crashed, 520).await;
+        turn_ends_at(&crashed, &session(), 520).await;
         assert!(crashed.upload_running(&tenant(), &session()));
         // The process ends here: the engine and its upload are gone.
     }
     let skald = engine(&stores, deterministic());
-    assert_eq!(upload_statuses(&skald), ["upload-001 running"]);
-    let step = turn_ends_at(&skald, 520).await;
+    assert_eq!(upload_statuses(&skald, &session()), ["upload-001 running"]);
+    let step = turn_ends_at(&skald, &session(), 520).await;
     assert_eq!(step.completed.len(), 1);
     assert_eq!(step.completed[0].error.as_deref(), Some(INTERRUPTED_ERROR));
     // The failed range is still in the context: the upload starts again, as a retry.
@@ -754,12 +717,12 @@ async fn an_upload_cut_short_by_a_restart_is_recorded_and_retried() {
     let records = custom_entries(&skald, UPLOAD_CUSTOM_TYPE);
     assert_eq!(records[2]["retry_of"], "upload-001");
     skald.upload_finished(&tenant(), &session()).await;
-    let step = turn_ends_at(&skald, 520).await;
+    let step = turn_ends_at(&skald, &session(), 520).await;
     assert!(step.completed[0].is_done());
     assert_eq!(step.completed[0].attempts, 2);
     assert_eq!(step.dropped.unwrap().reason, DropReason::UploadCompleted);
     assert_eq!(
-        upload_statuses(&skald),
+        upload_statuses(&skald, &session()),
         [
             "upload-001 running",
             "upload-001 failed",
@@ -784,7 +747,10 @@ async fn an_upload_over_the_store_limit_is_archived_in_parts_and_keeps_everythin
     }
     seed(&skald, messages).await;
     assert_eq!(
-        turn_ends_at(&skald, 520).await.started.as_deref(),
+        turn_ends_at(&skald, &session(), 520)
+            .await
+            .started
+            .as_deref(),
         Some("upload-001")
     );
     skald.upload_finished(&tenant(), &session()).await;

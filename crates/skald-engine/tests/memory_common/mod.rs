@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use skald_core::memory::uri::MemoryUri;
 use skald_core::pipeline::policy::Policy;
 use skald_engine::memory::MemoryIdentity;
-use skald_engine::{Clock, EngineConfig};
+use skald_engine::{AfterTurn, Clock, Engine, EngineConfig, UploadStep};
 use skald_llm::LlmError;
 use skald_llm::embed::Embedder;
 use skald_store::ManualClock;
@@ -158,6 +158,56 @@ pub fn set_skill_usage(store: &dyn MemoryStore, skill: &str, uses: u64, successe
             store.add(&tenant, memory).unwrap();
         }
     }
+}
+
+/// A finished turn of the host in `TENANT`'s `session` on `engine`, its context counted at
+/// `tokens` of a 1,000-token window: what the two-threshold upload did.
+pub async fn turn_ends_at(
+    engine: &Engine,
+    session: &skald_core::ids::SessionId,
+    tokens: u64,
+) -> UploadStep {
+    let turn = AfterTurn {
+        messages: None,
+        pre_prompt_message_count: None,
+        tool_reports: None,
+        reported_input_tokens: None,
+        current_token_count: Some(tokens),
+        window_tokens: 1000,
+        source_format: "openclaw-session",
+    };
+    let outcome = engine
+        .after_turn(&tenant_named(TENANT), session, &turn)
+        .await
+        .unwrap();
+    assert!(
+        outcome.memory_errors.is_empty(),
+        "{:?}",
+        outcome.memory_errors
+    );
+    outcome.upload.unwrap()
+}
+
+/// The upload records of `TENANT`'s `session`, in order: `"<upload id> <status>"`.
+pub fn upload_statuses(engine: &Engine, session: &skald_core::ids::SessionId) -> Vec<String> {
+    engine
+        .load_session(&tenant_named(TENANT), session)
+        .unwrap()
+        .entries()
+        .iter()
+        .filter_map(|entry| {
+            entry
+                .kind
+                .custom_data(skald_engine::memory::UPLOAD_CUSTOM_TYPE)
+        })
+        .map(|data| {
+            format!(
+                "{} {}",
+                data["upload_id"].as_str().unwrap(),
+                data["status"].as_str().unwrap()
+            )
+        })
+        .collect()
 }
 
 /// A store whose search always fails.
