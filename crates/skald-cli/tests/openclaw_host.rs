@@ -269,6 +269,86 @@ fn openclaw_runs_turns_with_skald_as_its_engine() {
     );
 }
 
+/// OpenClaw's overflow recovery asks skald's compact as an overflow (issue 28, gap 4): when the
+/// provider refuses a request as too long and every summary call then fails, skald writes the
+/// seed's last-resort note as the summary, so the compaction succeeds and the retried call goes
+/// out. Asked as a plain forced compaction, skald cancelled it and the turn failed.
+#[test]
+fn openclaw_overflow_recovery_compacts_even_when_every_summary_call_fails() {
+    let upstream = ChatUpstream::start();
+    let skald = SkaldServer::start_with_config(&format!(
+        "[llm.summary]\nkind = \"openai\"\nbase_url = {:?}\nmodel = \"scripted-summary\"\n",
+        upstream.base_url()
+    ));
+    let openclaw = OpenClaw::new(
+        &upstream.base_url(),
+        &skald.url(),
+        Some(&skald.key),
+        "skald",
+    );
+    let session = "oc-overflow";
+    // A large tool output first, so that the history before the recent turns is worth
+    // compacting even into a one-line note; then the recent turns the compaction keeps.
+    openclaw
+        .turn(session, "BIG: list the numbers")
+        .assert_completed_with_skald("turn BIG");
+    for n in 1..=4 {
+        openclaw
+            .turn(session, &format!("small talk {n}"))
+            .assert_completed_with_skald("small talk");
+    }
+
+    let overflow = openclaw.turn(session, "OVERFLOW: and one more thing");
+    overflow.assert_completed_with_skald("turn OVERFLOW");
+    let compactions = overflow.calls("compact");
+    let recovery = compactions
+        .iter()
+        .find(|call| call["params"]["runtimeContext"]["trigger"] == "overflow")
+        .unwrap_or_else(|| {
+            panic!(
+                "OpenClaw should call compact for its overflow recovery: {compactions:?}\n{}",
+                context(&upstream, &skald, "")
+            )
+        });
+    assert_eq!(
+        (&recovery["result"]["ok"], &recovery["result"]["compacted"]),
+        (&json!(true), &json!(true)),
+        "skald should compact after the overflow though no summary could be written: {}\n{}",
+        recovery["result"],
+        skald.log()
+    );
+    let refused = upstream
+        .requests()
+        .iter()
+        .filter(|request| request.answered == "summary_refused")
+        .count();
+    assert!(
+        refused >= 1,
+        "skald should have tried its summary model first: {}",
+        upstream.dump()
+    );
+    let entries = skald
+        .get(&format!("/v1/sessions/{session}/entries"))
+        .unwrap();
+    let checkpoint = entries["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["type"] == "compaction")
+        .unwrap_or_else(|| panic!("no checkpoint in skald's session: {entries}"));
+    assert!(
+        checkpoint["summary"]
+            .as_str()
+            .is_some_and(|summary| summary.contains("Summary unavailable")),
+        "the last-resort note should stand for the history: {checkpoint}"
+    );
+    assert!(
+        upstream.turn("OVERFLOW").last().unwrap().answered == "text",
+        "the retried call should be answered: {}",
+        upstream.dump()
+    );
+}
+
 /// Sends `params` (a `commitTurn` the host made) again through the plugin's engine, in a Node
 /// process of its own, as the host does when it retries after a crash.
 fn retry_commit(openclaw: &OpenClaw, skald: &SkaldServer, params: &Value) -> Value {

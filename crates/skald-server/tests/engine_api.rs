@@ -342,6 +342,72 @@ async fn a_failed_compaction_is_ok_false_with_its_reason_and_writes_nothing() {
     server.shutdown().await;
 }
 
+/// OpenClaw compacts after the provider refused a request as too long (`trigger: "overflow"`):
+/// the request cannot go out as it is, so when every summary call fails the seed's last-resort
+/// note stands for the history instead of the compaction failing (issue 28, gap 4). A trigger
+/// the route does not know is refused, naming the field, and changes nothing.
+#[tokio::test]
+async fn an_overflow_compaction_whose_summaries_all_fail_writes_the_last_resort_note() {
+    let mut config = server_config();
+    config.engine.summarizer = Arc::new(DownSummarizer);
+    let server = TestServer::start(common::test_state(config)).await;
+    let api = Api::new(server.url(""), None);
+    api.post(
+        "/v1/sessions/long/messages",
+        json!({"messages": long_conversation()}),
+    )
+    .await;
+    let (_, before) = api.get("/v1/sessions/long/entries").await;
+    for (trigger, said_too) in [(json!("panic"), "unknown variant `panic`"), (json!(3), "")] {
+        let (status, body) = api
+            .post(
+                "/v1/sessions/long/compact",
+                json!({"tokenBudget": 32_000, "force": true, "trigger": trigger}),
+            )
+            .await;
+        assert_eq!(status, 400, "{body}");
+        let said = body.to_string();
+        assert!(
+            said.contains("trigger") && said.contains(said_too),
+            "{said}"
+        );
+    }
+    let (_, unchanged) = api.get("/v1/sessions/long/entries").await;
+    assert_eq!(unchanged, before);
+
+    let (status, body) = api
+        .post(
+            "/v1/sessions/long/compact",
+            json!({"tokenBudget": 32_000, "force": true, "trigger": "overflow"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (&body["ok"], &body["compacted"]),
+        (&json!(true), &json!(true)),
+        "{body}"
+    );
+    let summary = body["result"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("Summary unavailable"),
+        "the last-resort note should stand for the history: {summary}"
+    );
+    assert_eq!(
+        body["report"]["details"]["trigger"], "overflow",
+        "{}",
+        body["report"]
+    );
+    let (_, after) = api.get("/v1/sessions/long/entries").await;
+    let checkpoints = after["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["type"] == "compaction")
+        .count();
+    assert_eq!(checkpoints, 1, "{after}");
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn after_turn_feeds_usage_to_calibration_and_tool_statistics_to_memory() {
     let (server, api) = start().await;

@@ -63,6 +63,18 @@ function runtimeContextForSkald(context: RuntimeContext | undefined): Record<str
   return out;
 }
 
+/**
+ * skald's compaction trigger for a `compact` OpenClaw makes: `overflow` when it recovers from a
+ * provider that refused the request as too long (its runtime context's `trigger`, or the runtime
+ * settings' `diagnostics.degradedReason` of `context_overflow`), so that skald accepts a degraded
+ * summary rather than leave the session unable to go on; otherwise none, and `force` decides.
+ */
+export function compactionTrigger(params: CompactParams): "overflow" | undefined {
+  if (params.runtimeContext?.trigger === "overflow") return "overflow";
+  if (params.runtimeSettings?.diagnostics?.degradedReason === "context_overflow") return "overflow";
+  return undefined;
+}
+
 /** chars/4, as OpenClaw estimates, for the one case skald is not there to estimate. */
 function roughTokens(messages: AgentMessage[]): number {
   return Math.ceil(JSON.stringify(messages).length / 4);
@@ -238,6 +250,7 @@ export class SkaldContextEngine implements ContextEngine {
         {
           tokenBudget: params.tokenBudget,
           force: params.force ?? false,
+          trigger: compactionTrigger(params),
           currentTokenCount: params.currentTokenCount,
           compactionTarget: params.compactionTarget,
           customInstructions: params.customInstructions,

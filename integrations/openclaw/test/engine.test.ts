@@ -211,6 +211,30 @@ test("compact never throws: a failure is ok:false with the reason", async () => 
   assert.match(result.reason ?? "", /cannot reach/);
 });
 
+test("an overflow compaction is asked of skald as one; other compactions name no trigger", async () => {
+  const fake = await fakeSkald(() => ({ status: 200, body: { ok: true, compacted: true } }));
+  try {
+    const engine = engineFor(fake.url);
+    type Compact = Parameters<SkaldContextEngine["compact"]>[0];
+    const base = { sessionId: "s1", sessionKey: "agent:main:explicit:s1", force: true };
+    await engine.compact({ ...base, runtimeContext: { trigger: "overflow" } } as Compact);
+    await engine.compact({
+      ...base,
+      runtimeSettings: { diagnostics: { fallbackReason: null, degradedReason: "context_overflow" } },
+    } as unknown as Compact);
+    await engine.compact({ ...base, runtimeContext: { trigger: "budget" } } as Compact);
+    await engine.compact(base as Compact);
+    const compacts = fake.seen.filter((seen) => seen.path === "/v1/sessions/s1/compact");
+    assert.deepEqual(
+      compacts.map((seen) => seen.body.trigger),
+      ["overflow", "overflow", undefined, undefined],
+    );
+    assert.ok(compacts.every((seen) => seen.body.force === true));
+  } finally {
+    fake.server.close();
+  }
+});
+
 test("the client retries 5xx and unreachable, never a 4xx", async () => {
   let calls = 0;
   const fake = await fakeSkald(() => {

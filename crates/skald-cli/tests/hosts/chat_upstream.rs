@@ -15,6 +15,10 @@
 //! - `OVERFLOW`: the first request of the turn is refused as a context overflow (the OpenAI
 //!   error shape), later ones are answered.
 //! - anything else: a text answer.
+//!
+//! A request with skald's summarizer instructions as its system prompt (a skald whose
+//! `[llm.summary]` is this upstream) is refused with a 400 that is not an overflow: every
+//! summary call fails.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -232,10 +236,24 @@ enum Answer {
     },
     Text(String),
     Overflow,
+    /// A summary call, refused.
+    SummaryRefused,
 }
+
+/// How skald's summarizer instructions begin (`skald_core::compaction::prompts`).
+pub const SUMMARIZER_INSTRUCTIONS: &str = "You summarise the earlier part of a conversation";
 
 fn decide(shared: &Shared, body: &Value) -> Answer {
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let summary_call = messages.iter().any(|message| {
+        message["role"] == "system"
+            && message["content"]
+                .to_string()
+                .contains(SUMMARIZER_INSTRUCTIONS)
+    });
+    if summary_call {
+        return Answer::SummaryRefused;
+    }
     let user = last_user_text(&messages);
     let done = results_after_user(&messages);
     let offered = |name: &str| {
@@ -346,6 +364,7 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             Answer::Tool { name, .. } => format!("tool:{name}"),
             Answer::Text(_) => "text".to_owned(),
             Answer::Overflow => "overflow".to_owned(),
+            Answer::SummaryRefused => "summary_refused".to_owned(),
         };
         shared.state.lock().unwrap().requests.push(ChatRequest {
             path: path.clone(),
@@ -360,6 +379,18 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
                 let error = json!({"error": {
                     "message": format!("This model's maximum context length is 128000 tokens. However, your messages resulted in {} tokens. Please reduce the length of the messages.", 128_000 + prompt_tokens),
                     "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}});
+                respond(
+                    &mut out,
+                    400,
+                    "application/json",
+                    error.to_string().as_bytes(),
+                )?;
+                continue;
+            }
+            Answer::SummaryRefused => {
+                let error = json!({"error": {
+                    "message": "this model writes no summaries (scripted)",
+                    "type": "invalid_request_error", "code": "scripted_refusal"}});
                 respond(
                     &mut out,
                     400,

@@ -194,7 +194,15 @@ pub struct SkaldServer {
 
 impl SkaldServer {
     pub fn start() -> Self {
+        Self::start_with_config("")
+    }
+
+    /// `skald serve` with `skald_toml` as the `skald.toml` of its home.
+    pub fn start_with_config(skald_toml: &str) -> Self {
         let home = tempfile::tempdir().unwrap();
+        if !skald_toml.is_empty() {
+            fs::write(home.path().join("skald.toml"), skald_toml).unwrap();
+        }
         let created = Command::new(env!("CARGO_BIN_EXE_skald"))
             .args(["keys", "create", "--tenant", "oc"])
             .env("SKALD_HOME", home.path())

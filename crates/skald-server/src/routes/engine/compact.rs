@@ -15,6 +15,12 @@ pub struct CompactRequestBody {
     /// Compact even below the threshold (`/compact`).
     #[serde(default)]
     pub force: bool,
+    /// Why the host compacts: `manual` (compact whatever the size), `threshold` (only above
+    /// the window less the reserve) or `overflow` (the provider refused the request as too
+    /// long: compact whatever the size, and accept the seed's degraded results — a summary that
+    /// failed the quality guard, the last-resort note — so that the session can go on). Absent:
+    /// `manual` when `force`, else `threshold`.
+    pub trigger: Option<CompactTriggerName>,
     /// OpenClaw's reason for forcing; informational.
     pub force_reason: Option<String>,
     /// Instructions for this summary.
@@ -46,6 +52,31 @@ pub struct CompactRequestBody {
     pub runtime_settings: Option<Map<String, Value>>,
     /// OpenClaw's session file path; accepted, not used.
     pub session_file: Option<String>,
+}
+
+/// The `trigger` of a compact request, as the wire spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CompactTriggerName {
+    /// A person or host asked.
+    Manual,
+    /// The context grew above the threshold.
+    Threshold,
+    /// The provider refused the request as too long.
+    Overflow,
+}
+
+impl CompactTriggerName {
+    /// The compaction trigger a request names, or implies by `force` when it names none.
+    fn resolve(trigger: Option<CompactTriggerName>, force: bool) -> CompactionTrigger {
+        match trigger {
+            Some(CompactTriggerName::Manual) => CompactionTrigger::Manual,
+            Some(CompactTriggerName::Threshold) => CompactionTrigger::Threshold,
+            Some(CompactTriggerName::Overflow) => CompactionTrigger::Overflow,
+            None if force => CompactionTrigger::Manual,
+            None => CompactionTrigger::Threshold,
+        }
+    }
 }
 
 /// OpenClaw's `CompactResult`.
@@ -94,8 +125,9 @@ pub struct CompactResultBody {
 
 /// Compacts the session's active branch: the history before the recent turns becomes a summary
 /// (the configured summarizer), written as a checkpoint; the span it replaced is archived to
-/// memory when memory is on. Below the threshold nothing happens unless `force`. A compaction
-/// that fails writes nothing and says why (`ok: false`).
+/// memory when memory is on. Below the threshold nothing happens unless `force` or a `manual` or
+/// `overflow` trigger. A compaction that fails writes nothing and says why (`ok: false`); after
+/// an `overflow`, a degraded summary is written instead of failing.
 #[utoipa::path(post, path = "/v1/sessions/{id}/compact", tag = "engine",
     params(("id" = String, Path, description = "Session id")),
     request_body = CompactRequestBody,
@@ -114,11 +146,7 @@ pub(super) async fn compact_route(
     let window = token_budget(body.token_budget)?;
     let input = CompactInput {
         window_tokens: window,
-        trigger: if body.force {
-            CompactionTrigger::Manual
-        } else {
-            CompactionTrigger::Threshold
-        },
+        trigger: CompactTriggerName::resolve(body.trigger, body.force),
         custom_instructions: body.custom_instructions,
         agents_md: body.agents_md,
         context_tokens: body.current_token_count,
