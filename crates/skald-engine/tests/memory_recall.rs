@@ -455,6 +455,44 @@ async fn session_start_injects_nothing_when_switched_off_or_empty() {
     }
 }
 
+/// `[memory] teach_cli` (issue 28, gap 9; seed 002's first recommendation): an agent with a
+/// shell and no memory tools is told at session start which `skald` commands reach its memory,
+/// even when memory holds nothing yet, after the profile and tool sections; off, no word of it.
+#[tokio::test]
+async fn teach_cli_names_the_memory_commands_in_the_session_start_prompt() {
+    let taught = RecallSettings {
+        teach_cli: true,
+        ..RecallSettings::default()
+    };
+    let empty = call(
+        &engine_with(&empty_store(), taught.clone(), None),
+        conversation(),
+    )
+    .await;
+    let prompt = empty.memory_addition.clone().unwrap();
+    for command in [
+        "skald search --query",
+        "skald ls viking://",
+        "skald read",
+        "skald remember --content",
+    ] {
+        assert!(prompt.contains(command), "{command} missing: {prompt}");
+    }
+    assert!(empty.memory.as_ref().unwrap().session_start.cli_taught);
+
+    let full = call(&engine_with(&fixture_store(), taught, None), conversation()).await;
+    let prompt = full.memory_addition.clone().unwrap();
+    assert!(prompt.starts_with("## User Profile"), "{prompt}");
+    assert!(
+        prompt.ends_with(skald_core::memory::recall::CLI_MEMORY_SECTION),
+        "{prompt}"
+    );
+
+    let untaught = call(&engine(&fixture_store()), conversation()).await;
+    assert!(!untaught.memory_addition.unwrap().contains("skald search"));
+    assert!(!untaught.memory.unwrap().session_start.cli_taught);
+}
+
 fn skill_read_messages(path: &str, original: &str) -> Vec<Message> {
     vec![
         Message::text(Role::User, "Make a deck for the Q3 review."),

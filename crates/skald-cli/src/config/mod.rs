@@ -11,7 +11,9 @@
 //!   by default), unknown keys and invalid values refused.
 //! - `[memory]` names who the memory commands act for: `user` and `agent` (the ids in
 //!   `viking://user/{user}/…` and `viking://agent/{agent}/…`) and `tenant`; each defaults to
-//!   `default`, and `--user`/`--agent`/`--tenant` override them. `[memory.recall]`
+//!   `default`, and `--user`/`--agent`/`--tenant` override them. `teach_cli = true` names the
+//!   memory commands in the system prompt for agents with a shell but no memory tools.
+//!   `[memory.recall]`
 //!   (`skald_core::memory::recall::RecallSettings`: per-turn recall, profile, listing, budget,
 //!   relevance threshold) and `[memory.write]` (`skald_core::memory::write::WriteSettings`:
 //!   archives, extraction retries, the two-threshold upload) are checked at start-up.
@@ -59,6 +61,7 @@
 //! [memory]
 //! user = "alice"
 //! agent = "coder"
+//! teach_cli = true
 //! [memory.recall]
 //! level = "l0"
 //! max_tokens = 1200
@@ -369,6 +372,10 @@ pub struct MemoryConfig {
     pub tenant: String,
     /// `[memory.recall]`: what each model call is given from memory.
     pub recall: RecallSettings,
+    /// `teach_cli`: name the memory commands (`skald search`, `ls`, `read`, `remember`) in the
+    /// system prompt at session start, for hosts that give the model a shell but no memory
+    /// tools. Copied into [`RecallSettings::teach_cli`].
+    pub teach_cli: bool,
     /// `[memory.write]`: archives, extraction and the two-threshold upload. Its user and agent
     /// are always the table's own (`[memory]` `user`/`agent`).
     pub write: WriteSettings,
@@ -381,6 +388,7 @@ impl Default for MemoryConfig {
             agent: DEFAULT_IDENTITY.to_owned(),
             tenant: DEFAULT_IDENTITY.to_owned(),
             recall: RecallSettings::default(),
+            teach_cli: false,
             write: WriteSettings::default(),
         }
     }
@@ -402,6 +410,7 @@ impl MemoryConfig {
         let mut config: MemoryConfig = toml::Value::Table(table.clone()).try_into()?;
         config.write.user = config.user.clone();
         config.write.agent = config.agent.clone();
+        config.recall.teach_cli = config.teach_cli;
         config
             .recall
             .validate()
@@ -892,6 +901,23 @@ mod tests {
             error.contains("[embedding]") && error.contains("kind"),
             "{error}"
         );
+    }
+
+    /// `[memory] teach_cli` (issue 28, gap 9): off by default, copied into the recall settings
+    /// that build the session-start system prompt, refused in `[memory.recall]` (it is set
+    /// once) and as anything but a boolean, naming the field.
+    #[test]
+    fn teach_cli_is_read_from_the_memory_table_only() {
+        assert!(!Config::default().memory.recall.teach_cli);
+        let config = parse("[memory]\nteach_cli = true\n").unwrap();
+        assert!(config.memory.teach_cli && config.memory.recall.teach_cli);
+        for (text, named) in [
+            ("[memory]\nteach_cli = \"yes\"\n", "teach_cli"),
+            ("[memory.recall]\nteach_cli = true\n", "teach_cli"),
+        ] {
+            let error = format!("{:#}", parse(text).unwrap_err());
+            assert!(error.contains(named), "{text}: {error}");
+        }
     }
 
     #[test]

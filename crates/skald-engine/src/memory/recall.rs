@@ -4,9 +4,10 @@
 use serde::Serialize;
 use skald_core::ids::Tenant;
 use skald_core::memory::recall::{
-    DropReason, ListingEntry, ProfileEntry, RecallCandidate, RecallLevel, RecallSettings,
-    Relevance, SkipReason, directory_messages, insert_after_first_user, insert_after_latest_user,
-    recall_messages, recall_query, render_profile_section, select_memories,
+    CLI_MEMORY_SECTION, DropReason, ListingEntry, ProfileEntry, RecallCandidate, RecallLevel,
+    RecallSettings, Relevance, SkipReason, directory_messages, insert_after_first_user,
+    insert_after_latest_user, recall_messages, recall_query, render_profile_section,
+    select_memories,
 };
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
 use skald_core::memory::usage::{is_system_memory, render_tool_memory_section};
@@ -371,6 +372,8 @@ pub struct SessionMemoryReport {
     /// Nodes in the `memory_ls` listing of `viking://`: none when the store holds nothing the
     /// user or the agent wrote (only skald's tool statistics and skill usage counts).
     pub directory_entries: usize,
+    /// Whether the system prompt names the memory commands (`[memory] teach_cli`).
+    pub cli_taught: bool,
     /// Reads that failed; what they would have added is left out.
     pub errors: Vec<String>,
 }
@@ -404,6 +407,10 @@ pub fn session_start_memory(
             }
             Err(error) => report.errors.push(format!("tool memories: {error}")),
         }
+    }
+    if settings.teach_cli {
+        report.cli_taught = true;
+        sections.push(CLI_MEMORY_SECTION.to_owned());
     }
     let mut directory = Vec::new();
     let worth_listing = if settings.directory {

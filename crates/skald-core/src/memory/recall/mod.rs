@@ -91,8 +91,8 @@ pub use select::{
     DropReason, SelectedMemory, Selection, format_date, memory_json, select_memories,
 };
 pub use session_start::{
-    ListingEntry, PROFILE_FILE, ProfileEntry, directory_messages, listing_result_text,
-    render_profile_section,
+    CLI_MEMORY_SECTION, ListingEntry, PROFILE_FILE, ProfileEntry, directory_messages,
+    listing_result_text, render_profile_section,
 };
 pub use settings::{DEFAULT_MIN_TEXT_RELEVANCE, RecallLevel, RecallSettings, RecallSettingsError};
 pub use trigger::{SkipReason, is_greeting, recall_query, user_text};

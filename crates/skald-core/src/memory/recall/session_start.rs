@@ -1,5 +1,6 @@
 //! What is injected once at session start: the `## User Profile` section of the system prompt
-//! ([`render_profile_section`]) and a simulated `memory_ls` of `viking://`
+//! ([`render_profile_section`]), the instruction naming the memory commands for an agent that
+//! has only a shell ([`CLI_MEMORY_SECTION`]) and a simulated `memory_ls` of `viking://`
 //! ([`directory_messages`]), whose listing loses its deepest levels first when it is too long.
 
 use serde_json::{Value, json};
@@ -52,6 +53,20 @@ pub fn render_profile_section(entries: &[ProfileEntry], max_chars: usize) -> Opt
     }
     (out.len() > header.len()).then(|| out.trim_end().to_owned())
 }
+
+/// The system prompt section `[memory] teach_cli` adds (seed 002's first recommendation): an
+/// agent whose host offers it no memory tools, but that runs shell commands, is told that
+/// `skald search`, `ls`, `read` and `remember` reach its long-term memory.
+pub const CLI_MEMORY_SECTION: &str = "## Long-term memory from the shell\n\
+Your long-term memory (what this user told earlier sessions, and what past work taught) is \
+reachable with the `skald` command:\n\
+- `skald search --query \"<what you need to know>\"` finds memories about a topic;\n\
+- `skald ls viking://` lists what memory holds, and `skald read <viking:// URI>` prints one \
+memory whole;\n\
+- `skald remember --content \"<fact>\"` keeps a fact, preference or decision for later \
+sessions.\n\
+Search before asking the user something they may have said before; remember what they would \
+not want to say twice.";
 
 /// One line of a listing: a directory with its entry count, or an entry with its abstract.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -86,6 +86,11 @@ pub struct RecallSettings {
     pub tool_memory: bool,
     /// Append skill memories to reads of `skills/<name>/SKILL.md`.
     pub skill_memory: bool,
+    /// Name the memory commands (`skald search`, `ls`, `read`, `remember`) in the system
+    /// prompt at session start, for agents that have a shell but no memory tools. Set by
+    /// `[memory] teach_cli`, not in this table.
+    #[serde(skip)]
+    pub teach_cli: bool,
 }
 
 impl Default for RecallSettings {
@@ -108,6 +113,7 @@ impl Default for RecallSettings {
             directory_max_chars: 3000,
             tool_memory: true,
             skill_memory: true,
+            teach_cli: false,
         }
     }
 }
