@@ -16,8 +16,9 @@
 //!   an instruction.
 //! - `session-start` with source `compact`: that summary (`Engine::compaction_summary`) as
 //!   `additionalContext`, within Claude Code's 10,000-character cut of a hook's output.
-//! - `session-end`: the transcript compacted and archived the same way, so its memories are
-//!   extracted when the session ends.
+//! - `session-end`: the transcript compacted and archived the same way, then what that left
+//!   unarchived (`Engine::end_session`), so its memories are extracted when the session ends
+//!   however short it was.
 //!
 //! A hook must be fast: it opens the one database, makes one engine call, and exits; no
 //! embedder is built. The two events that compact (`pre-compact`, `session-end`) would make
@@ -34,6 +35,7 @@ use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
 use skald_core::ids::{SessionId, Tenant};
+use skald_engine::SessionEndReason;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -110,8 +112,8 @@ pub fn run(
                 &job.transcript_path,
                 &transcript,
                 &tenant,
-                config,
-                home,
+                (config, home),
+                job.event == HookEvent::SessionEnd.cli_name(),
             )
         })?;
         return Ok(ExitCode::SUCCESS);
@@ -300,21 +302,30 @@ fn compact_transcript(
         Err(error) => {
             eprintln!("skald: running the compaction in the hook: {error:#}");
             let transcript = job.read_transcript()?;
-            compact_now(&session, path, &transcript, tenant, config, home)?;
+            compact_now(
+                &session,
+                path,
+                &transcript,
+                tenant,
+                (config, home),
+                event == HookEvent::SessionEnd,
+            )?;
             Ok(None)
         }
     }
 }
 
 /// Imports and compacts a transcript with skald's summarizer, its span archived for memory
-/// extraction (`Engine::compact_transcript`).
+/// extraction (`Engine::compact_transcript`); at the session's end, what the compaction left
+/// unarchived too (`Engine::end_session`: a session too short for its summary to be smaller
+/// than it is not compacted, and would otherwise leave no memory).
 fn compact_now(
     session: &SessionId,
     path: &str,
     transcript: &str,
     tenant: &Tenant,
-    config: &Config,
-    home: &Home,
+    (config, home): (&Config, &Home),
+    ends_session: bool,
 ) -> Result<()> {
     let models = Models {
         summarizer: true,
@@ -322,10 +333,17 @@ fn compact_now(
     };
     let engine = hook_engine(config, home, StoreKind::Sessions, true, models)?;
     let cancel = CancellationToken::new();
-    current_thread()?
+    let runtime = current_thread()?;
+    runtime
         .block_on(engine.compact_transcript(tenant, session, transcript, &cancel))
         .map_err(local::store_error)
         .with_context(|| format!("cannot compact the transcript {path}"))?;
+    if ends_session {
+        runtime
+            .block_on(engine.end_session(tenant, session, SessionEndReason::Ended))
+            .map_err(local::store_error)
+            .with_context(|| format!("cannot archive the end of the session {session}"))?;
+    }
     Ok(())
 }
 

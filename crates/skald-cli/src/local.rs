@@ -70,6 +70,7 @@ pub fn engine_config(
         recall: config.memory.recall.clone(),
         write: config.memory.write.clone(),
         enabled: memory,
+        idle_archive_secs: config.memory.idle_archive_secs,
     };
     engine.max_cached_bytes = config.server.max_cached_bytes;
     if models.summarizer {

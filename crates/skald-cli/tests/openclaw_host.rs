@@ -349,6 +349,94 @@ fn openclaw_overflow_recovery_compacts_even_when_every_summary_call_fails() {
     );
 }
 
+/// A session too short for the upload or a compaction still leaves its memory when OpenClaw
+/// ends it (issue 28, gap 1): `sessions.reset` with `reason: "new"` (what `/new` does) fires
+/// OpenClaw's `session_end` hook in the gateway, the plugin sends it to skald, and skald archives
+/// the session and extracts the preference said in it. Before, nothing was written.
+#[test]
+fn openclaw_ending_a_short_session_archives_its_memory() {
+    let upstream = ChatUpstream::start();
+    let skald = SkaldServer::start();
+    let openclaw = OpenClaw::new(
+        &upstream.base_url(),
+        &skald.url(),
+        Some(&skald.key),
+        "skald",
+    );
+    let session = "oc-short";
+    openclaw
+        .turn(session, "I prefer dark mode in every editor.")
+        .assert_completed_with_skald("turn PREFERENCE");
+    let found = |skald: &SkaldServer| {
+        let (status, found) = skald.post(
+            "/v1/memory/search",
+            &json!({"query": "dark mode editor", "category": "preferences"}),
+        );
+        assert_eq!(status, 200, "{found}");
+        found["results"]
+            .as_array()
+            .is_some_and(|results| !results.is_empty())
+    };
+    assert!(
+        !found(&skald),
+        "a short session reaches no memory by itself"
+    );
+
+    let traced = openclaw.trace_records().len();
+    let gateway = openclaw.gateway();
+    let reset = openclaw.cli(
+        &[
+            "gateway",
+            "call",
+            "sessions.reset",
+            "--params",
+            &json!({"key": format!("agent:main:explicit:{session}"), "reason": "new"}).to_string(),
+            "--json",
+        ],
+        "sessions-reset",
+        Duration::from_secs(120),
+    );
+    assert!(
+        reset.success(),
+        "openclaw gateway call sessions.reset:\n{}\n--- gateway ---\n{}",
+        reset.tail(3000),
+        gateway.log()
+    );
+    // The hook runs in the gateway after the reset answered.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !found(&skald) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ended session's preference is not in memory:\n--- gateway ---\n{}\n{}",
+            gateway.log(),
+            context(&upstream, &skald, "")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(gateway);
+    let ends: Vec<Value> = openclaw.trace_records()[traced..]
+        .iter()
+        .filter(|record| record["method"] == "endSession")
+        .cloned()
+        .collect();
+    assert!(
+        ends.iter()
+            .any(|call| call["params"]["sessionId"] == session && call["params"]["reason"] == "new"),
+        "OpenClaw's session_end should reach the plugin: {ends:?}"
+    );
+    let entries = skald
+        .get(&format!("/v1/sessions/{session}/entries"))
+        .unwrap();
+    let records: Vec<&Value> = entries["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["customType"] == "skald.memory_extraction")
+        .collect();
+    assert_eq!(records.len(), 1, "{entries}");
+    assert_eq!(records[0]["data"]["origin"]["reason"], "new", "{entries}");
+}
+
 /// Sends `params` (a `commitTurn` the host made) again through the plugin's engine, in a Node
 /// process of its own, as the host does when it retries after a crash.
 fn retry_commit(openclaw: &OpenClaw, skald: &SkaldServer, params: &Value) -> Value {

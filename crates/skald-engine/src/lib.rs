@@ -71,11 +71,12 @@ pub use blocking::blocking;
 pub use compact::{CompactReport, CompactResult, Compaction, SpanArchive, error_with_causes};
 pub use engine::{
     AssembleInput, Assembly, Bootstrap, BootstrapSource, BringInError, BroughtIn, BudgetFit,
-    CompactInput, DEFAULT_MAX_CACHED_BYTES, DEFAULT_WINDOW_TOKENS, DetachedCall, Engine,
-    EngineConfig, MAX_CACHED_SESSIONS, MemoryDefaults, ModelTurn, OffloadedOutput, OpenError,
-    OwnedSlotGuard, PrepareInput, PromptRecall, ReplayEstimate, SessionBusy, SessionCache,
-    SessionExport, SessionOverview, SessionSlot, SlotGuard, Stores, Synced, ToolRun,
-    TranscriptCompaction, Turn, View, ViewOptions,
+    CompactInput, DEFAULT_IDLE_ARCHIVE_SECS, DEFAULT_MAX_CACHED_BYTES, DEFAULT_WINDOW_TOKENS,
+    DetachedCall, Engine, EngineConfig, IDLE_ARCHIVE_HORIZON_MS, MAX_CACHED_SESSIONS,
+    MemoryDefaults, ModelTurn, OffloadedOutput, OpenError, OwnedSlotGuard, PrepareInput,
+    PromptRecall, ReplayEstimate, SessionBusy, SessionCache, SessionEndOutcome, SessionExport,
+    SessionOverview, SessionSlot, SlotGuard, Stores, Synced, ToolRun, TranscriptCompaction, Turn,
+    View, ViewOptions,
 };
 pub use engine::{
     DatabaseLocation, MigrateError, OpenedDatabase, ScratchMemoryStore, StoreKind,
@@ -124,7 +125,7 @@ pub use ingest::{
 };
 pub use memory_write::{
     ArchiveOrigin, ArchiveOutcome, DroppedRange, ExtractionStatus, FailedStage, MemoryWriteError,
-    MemoryWriter, SpanRange, UploadDriver, UploadStep, WrittenMemory,
+    MemoryWriter, SessionEndReason, SpanRange, UploadDriver, UploadStep, WrittenMemory,
 };
 pub use recovery::{
     CONTEXT_OVERFLOW_MESSAGE, CallSize, MemoryHooks, PrepareContext, PreparedCall, RecoveryError,

@@ -163,7 +163,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     api
 }
 
-/// Serves `state` on `listener` until `shutdown` resolves; then in-flight requests finish and
+/// Serves `state` on `listener` until `shutdown` resolves, sweeping idle sessions into memory
+/// meanwhile (`idle`); then in-flight requests finish and
 /// background work (memory uploads, extractions) is waited for, so nothing is lost — for at
 /// most the configured grace ([`crate::ServerConfig::shutdown_grace`]): a request held by an
 /// upstream that never answers does not keep the process alive (what it had stored is stored;
@@ -182,9 +183,12 @@ pub async fn serve(
     let mcp_shutdown = tokio_util::sync::CancellationToken::new();
     let mcp_streams = mcp_shutdown.clone();
     let proxy_calls = state.shutdown.clone();
+    let idle_sweep = tokio_util::sync::CancellationToken::new();
+    crate::idle::start(&state, idle_sweep.clone());
     let signal = async move {
         shutdown.await;
         mcp_streams.cancel();
+        idle_sweep.cancel();
         let _ = stopping.send(());
     };
     // Streams go out event by event: without TCP_NODELAY, Nagle's algorithm holds each small

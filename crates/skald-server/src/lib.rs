@@ -34,6 +34,7 @@ pub mod auth;
 pub mod config;
 mod edge;
 pub mod error;
+mod idle;
 pub mod mcp;
 pub mod metrics;
 pub mod proxy;

@@ -75,6 +75,21 @@ export function compactionTrigger(params: CompactParams): "overflow" | undefined
   return undefined;
 }
 
+/** What OpenClaw's `session_end` hook says of the ended session that skald reads. */
+export interface SessionEndParams {
+  sessionId: string;
+  sessionKey?: string;
+  /** `new`, `reset`, `idle`, `daily`, `compaction`, `deleted`, `shutdown`, `restart`, `unknown`. */
+  reason?: string;
+  nextSessionId?: string;
+}
+
+/** skald's end reason for OpenClaw's: `/new` and `reset` by name, every other end `ended`. */
+export function endReason(reason: string | undefined): "new" | "reset" | "ended" {
+  if (reason === "new" || reason === "reset") return reason;
+  return "ended";
+}
+
 /** chars/4, as OpenClaw estimates, for the one case skald is not there to estimate. */
 function roughTokens(messages: AgentMessage[]): number {
   return Math.ceil(JSON.stringify(messages).length / 4);
@@ -268,6 +283,27 @@ export class SkaldContextEngine implements ContextEngine {
     } catch (error) {
       this.log.error(`skald: compaction of ${session} failed: ${message(error)}`);
       return { ok: false, compacted: false, reason: `skald: ${message(error)}` };
+    }
+  }
+
+  /**
+   * OpenClaw's `session_end` hook (`/new`, `reset`, a deleted or idle session): what skald holds
+   * of the ended session that no archive covers yet goes to memory (`POST …/end`), so a session
+   * too short to reach a compaction or the upload still leaves its memories. Never throws; a
+   * session skald never saw is nothing to archive.
+   */
+  async endSession(params: SessionEndParams): Promise<void> {
+    const session = skaldSessionId(params.sessionId);
+    try {
+      await this.flush(session);
+      await this.client.post(`/v1/sessions/${encodeURIComponent(session)}/end`, {
+        reason: endReason(params.reason),
+        sessionKey: params.sessionKey,
+        nextSessionId: params.nextSessionId,
+      });
+    } catch (error) {
+      if (error instanceof SkaldError && error.status === 404) return;
+      this.log.warn(`skald: the end of ${session} was not archived to memory: ${message(error)}`);
     }
   }
 

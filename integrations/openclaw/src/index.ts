@@ -1,4 +1,5 @@
-// The OpenClaw plugin `skald`: registers the context engine `skald` and skald's tools. The
+// The OpenClaw plugin `skald`: registers the context engine `skald`, skald's tools and the
+// `session_end` hook that archives an ended session's memory. The
 // plugin is a thin client of `skald serve` (see README.md): skald holds the sessions, the
 // originals of what it offloads and the memories; OpenClaw keeps its own transcript whole.
 
@@ -23,12 +24,30 @@ const plugin = {
     "skald as the context engine: large tool outputs offloaded behind fetchable REF_IDs, old results pruned, structured compaction, long-term memory.",
   register(api: OpenClawPluginApi): void {
     const client = new SkaldClient(parseConfig(api.pluginConfig, process.env, undefined));
+    const trace = process.env.SKALD_OPENCLAW_TRACE;
+    // The engine OpenClaw made last: the session-end hook goes through it, so that commits
+    // waiting in its spool reach skald before the session is archived.
+    let latest: SkaldContextEngine | undefined;
     api.registerContextEngine("skald", (context) => {
       // The spool lives with the agent's state when the host says where that is.
       const config = parseConfig(api.pluginConfig, process.env, context.agentDir);
       const engine = new SkaldContextEngine(new SkaldClient(config), new CommitSpool(config.spoolDir), api.logger);
-      const trace = process.env.SKALD_OPENCLAW_TRACE;
-      return trace ? traced(engine, trace) : engine;
+      latest = trace ? traced(engine, trace) : engine;
+      return latest;
+    });
+    // A session that ends (`/new`, `reset`, deleted, idle) has its memory archived by skald.
+    api.on("session_end", async (event) => {
+      let engine = latest;
+      if (!engine) {
+        const made = new SkaldContextEngine(client, new CommitSpool(undefined), api.logger);
+        engine = trace ? traced(made, trace) : made;
+      }
+      await engine.endSession({
+        sessionId: event.sessionId,
+        sessionKey: event.sessionKey,
+        reason: event.reason,
+        nextSessionId: event.nextSessionId,
+      });
     });
     for (const tool of skaldTools(client)) {
       api.registerTool(tool);

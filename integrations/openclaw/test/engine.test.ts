@@ -235,6 +235,32 @@ test("an overflow compaction is asked of skald as one; other compactions name no
   }
 });
 
+test("a session's end is sent to skald with its reason, and never throws", async () => {
+  const fake = await fakeSkald((seen) =>
+    seen.path.startsWith("/v1/sessions/gone/")
+      ? { status: 404, body: { error: { message: "no session" } } }
+      : { status: 200, body: { status: "archived" } },
+  );
+  try {
+    const engine = engineFor(fake.url);
+    for (const reason of ["new", "reset", "idle", undefined]) {
+      await engine.endSession({ sessionId: "s1", sessionKey: "agent:main:explicit:s1", reason, nextSessionId: "s2" });
+    }
+    await engine.endSession({ sessionId: "gone" });
+    const ends = fake.seen.filter((seen) => seen.path === "/v1/sessions/s1/end");
+    assert.deepEqual(
+      ends.map((seen) => seen.body.reason),
+      ["new", "reset", "ended", "ended"],
+    );
+    assert.equal(ends[0]?.body.nextSessionId, "s2");
+    assert.equal(fake.seen.filter((seen) => seen.path === "/v1/sessions/gone/end").length, 1);
+  } finally {
+    fake.server.close();
+  }
+  // skald unreachable: logged, not thrown.
+  await engineFor("http://127.0.0.1:9", undefined, 300).endSession({ sessionId: "s1", reason: "new" });
+});
+
 test("the client retries 5xx and unreachable, never a 4xx", async () => {
   let calls = 0;
   const fake = await fakeSkald(() => {

@@ -12,7 +12,9 @@
 //! - `[memory]` names who the memory commands act for: `user` and `agent` (the ids in
 //!   `viking://user/{user}/…` and `viking://agent/{agent}/…`) and `tenant`; each defaults to
 //!   `default`, and `--user`/`--agent`/`--tenant` override them. `teach_cli = true` names the
-//!   memory commands in the system prompt for agents with a shell but no memory tools.
+//!   memory commands in the system prompt for agents with a shell but no memory tools;
+//!   `idle_archive_secs` (default 1800, 0 off) is how long a session stays untouched before
+//!   `skald serve` archives it to memory.
 //!   `[memory.recall]`
 //!   (`skald_core::memory::recall::RecallSettings`: per-turn recall, profile, listing, budget,
 //!   relevance threshold) and `[memory.write]` (`skald_core::memory::write::WriteSettings`:
@@ -62,6 +64,7 @@
 //! user = "alice"
 //! agent = "coder"
 //! teach_cli = true
+//! idle_archive_secs = 1800
 //! [memory.recall]
 //! level = "l0"
 //! max_tokens = 1200
@@ -376,6 +379,10 @@ pub struct MemoryConfig {
     /// system prompt at session start, for hosts that give the model a shell but no memory
     /// tools. Copied into [`RecallSettings::teach_cli`].
     pub teach_cli: bool,
+    /// `idle_archive_secs`: a session nothing changed for this long has what no archive covers
+    /// yet archived to memory by `skald serve` (0: never; default
+    /// [`skald_engine::DEFAULT_IDLE_ARCHIVE_SECS`], at most a week).
+    pub idle_archive_secs: u64,
     /// `[memory.write]`: archives, extraction and the two-threshold upload. Its user and agent
     /// are always the table's own (`[memory]` `user`/`agent`).
     pub write: WriteSettings,
@@ -389,6 +396,7 @@ impl Default for MemoryConfig {
             tenant: DEFAULT_IDENTITY.to_owned(),
             recall: RecallSettings::default(),
             teach_cli: false,
+            idle_archive_secs: skald_engine::DEFAULT_IDLE_ARCHIVE_SECS,
             write: WriteSettings::default(),
         }
     }
@@ -411,6 +419,14 @@ impl MemoryConfig {
         config.write.user = config.user.clone();
         config.write.agent = config.agent.clone();
         config.recall.teach_cli = config.teach_cli;
+        let longest = u64::try_from(skald_engine::IDLE_ARCHIVE_HORIZON_MS / 1000).unwrap_or(0);
+        if config.idle_archive_secs > longest {
+            anyhow::bail!(
+                "[memory] idle_archive_secs is {}; it must be at most {longest} (a week), or 0 \
+                 to archive no idle session",
+                config.idle_archive_secs
+            );
+        }
         config
             .recall
             .validate()
@@ -917,6 +933,23 @@ mod tests {
         ] {
             let error = format!("{:#}", parse(text).unwrap_err());
             assert!(error.contains(named), "{text}: {error}");
+        }
+    }
+
+    /// `[memory] idle_archive_secs` (issue 28, gap 1): half an hour by default, 0 turns the
+    /// sweep off, more than a week or a negative number is refused naming the field.
+    #[test]
+    fn idle_archive_secs_defaults_to_half_an_hour_and_is_checked() {
+        assert_eq!(Config::default().memory.idle_archive_secs, 1800);
+        let config = parse("[memory]\nidle_archive_secs = 0\n").unwrap();
+        assert_eq!(config.memory.idle_archive_secs, 0);
+        for text in [
+            "[memory]\nidle_archive_secs = 604801\n",
+            "[memory]\nidle_archive_secs = -5\n",
+            "[memory]\nidle_archive_secs = \"soon\"\n",
+        ] {
+            let error = format!("{:#}", parse(text).unwrap_err());
+            assert!(error.contains("idle_archive_secs"), "{text}: {error}");
         }
     }
 

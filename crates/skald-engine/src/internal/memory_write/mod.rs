@@ -26,6 +26,10 @@
 //! - **The compaction hook** ([`archive_compacted_span`]): after `compact_session` returned
 //!   `Compacted`, the span its checkpoint replaced is archived and extracted. The working
 //!   memory (open TODOs, decisions, pending asks) stays in the context through the summary.
+//! - **The session-end hook** ([`archive_session_tail`]): when a session ends — the host says
+//!   so, or it was idle for `idle_archive_secs` — what of its context no archive covers yet is
+//!   archived and extracted, so a session that never reached a compaction or the upload still
+//!   leaves its memories. It stays in the context.
 //! - **The two-threshold upload** ([`UploadDriver`]): before each request it consults
 //!   `skald_core::memory::upload::plan_upload`; it starts an upload as a tokio task holding
 //!   its own copy of the messages (the request is never blocked), records the upload's state
@@ -62,9 +66,11 @@ mod writer;
 
 pub use claims::ARCHIVING_ELSEWHERE;
 pub(crate) use records::now_iso;
-pub use records::{EXTRACTION_CUSTOM_TYPE, archive_compacted_span, recorded_outcomes};
+pub use records::{
+    EXTRACTION_CUSTOM_TYPE, archive_compacted_span, archive_session_tail, recorded_outcomes,
+};
 pub use upload::{DroppedRange, INTERRUPTED_ERROR, UPLOAD_CUSTOM_TYPE, UploadDriver, UploadStep};
 pub use writer::{
     ArchiveOrigin, ArchiveOutcome, ExtractionStatus, FailedStage, MemoryWriteError, MemoryWriter,
-    SpanRange, WrittenMemory,
+    SessionEndReason, SpanRange, WrittenMemory,
 };

@@ -20,7 +20,8 @@ use skald_store::sessions::{SessionError, SessionStore};
 use tokio_util::sync::CancellationToken;
 
 use super::writer::{
-    ArchiveOrigin, ArchiveOutcome, ArchiveSpan, MemoryWriteError, MemoryWriter, SpanRange,
+    ArchiveOrigin, ArchiveOutcome, ArchiveSpan, MemoryWriteError, MemoryWriter, SessionEndReason,
+    SpanRange,
 };
 use crate::compact::CompactResult;
 use skald_core::session::session_context;
@@ -277,6 +278,84 @@ pub async fn archive_compacted_span(
     let outcome = writer.archive(tenant, &archive, cancel).await;
     record_outcome(sessions, tenant, session_id, &outcome)?;
     Ok(Some(outcome))
+}
+
+/// The session-end hook: archives what of the session's active branch no archive covers yet —
+/// the messages after the last one a recorded archive ends at (all of them when none does, or
+/// when that message was compacted away) — and extracts its memories; pending failures are
+/// retried first. The span stays in the context: a session that goes on later archives only
+/// what came after it. `Ok(None)` when the writer is disabled, nothing new was said (no user or
+/// assistant message), or this span already has a recorded attempt (a failed one is retried by
+/// [`retry_pending_extractions`], so a session ended twice is archived once).
+pub async fn archive_session_tail(
+    sessions: &dyn SessionStore,
+    writer: &MemoryWriter,
+    tenant: &Tenant,
+    session_id: &SessionId,
+    reason: SessionEndReason,
+    cancel: &CancellationToken,
+) -> Result<Option<ArchiveOutcome>, MemoryWriteError> {
+    if !writer.settings.enabled {
+        return Ok(None);
+    }
+    retry_pending_extractions(sessions, writer, tenant, session_id, cancel).await?;
+    let session = sessions.load(tenant, session_id)?;
+    let Some(span) = unarchived_tail(&session) else {
+        return Ok(None);
+    };
+    let Some(range) = SpanRange::of(&span, None) else {
+        return Ok(None);
+    };
+    if latest_outcomes(&session).contains_key(&range.key()) {
+        return Ok(None);
+    }
+    let archive = ArchiveSpan {
+        session_id: session_id.clone(),
+        messages: span,
+        summary: None,
+        range,
+        origin: ArchiveOrigin::SessionEnd { reason },
+        archived: Vec::new(),
+        previous_attempts: 0,
+    };
+    let outcome = writer.archive(tenant, &archive, cancel).await;
+    record_outcome(sessions, tenant, session_id, &outcome)?;
+    Ok(Some(outcome))
+}
+
+/// The messages of the session's context after the last one a recorded archive ends at,
+/// compaction summaries left out; `None` when no user or assistant message is among them.
+pub(super) fn unarchived_tail(session: &Session) -> Option<Vec<Message>> {
+    let context = session_context(session, session.leaf_id());
+    let archived_ends: HashSet<String> = recorded_outcomes(session)
+        .into_iter()
+        .map(|outcome| outcome.range.last_entry_id)
+        .collect();
+    let start = context
+        .iter()
+        .rposition(|message| {
+            message
+                .meta
+                .id
+                .as_deref()
+                .is_some_and(|id| archived_ends.contains(id))
+        })
+        .map_or(0, |last| last + 1);
+    let summaries = compaction_ids(session);
+    let tail: Vec<Message> = context
+        .into_iter()
+        .skip(start)
+        .filter(|message| {
+            message
+                .meta
+                .id
+                .as_deref()
+                .is_some_and(|id| !summaries.contains(id))
+        })
+        .collect();
+    tail.iter()
+        .any(|message| matches!(message.role, Role::User | Role::Assistant))
+        .then_some(tail)
 }
 
 #[cfg(test)]

@@ -92,6 +92,39 @@ pub enum ArchiveOrigin {
         /// The upload that took the span (`upload-NNN`).
         upload_id: String,
     },
+    /// The session ended (the host said so, or it was idle) with this span not yet archived;
+    /// the span stays in the session's context.
+    SessionEnd {
+        /// Why it ended.
+        reason: SessionEndReason,
+    },
+}
+
+/// Why a session's memory was archived at its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionEndReason {
+    /// The host ended the session (OpenClaw's `session_end`, Claude Code's `SessionEnd`, a
+    /// client's `POST …/end`).
+    Ended,
+    /// The user started a new session in its place (OpenClaw's `/new`).
+    New,
+    /// The user reset the session (OpenClaw's `/reset`).
+    Reset,
+    /// Nothing happened in the session for `[memory] idle_archive_secs`.
+    Idle,
+}
+
+impl SessionEndReason {
+    /// The reason as the wire and the records spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionEndReason::Ended => "ended",
+            SessionEndReason::New => "new",
+            SessionEndReason::Reset => "reset",
+            SessionEndReason::Idle => "idle",
+        }
+    }
 }
 
 /// A span to archive and extract.
@@ -664,6 +697,7 @@ fn archive_text(span: &ArchiveSpan) -> String {
             checkpoint_entry_id,
         } => format!("compaction {checkpoint_entry_id}"),
         ArchiveOrigin::Upload { upload_id } => format!("upload {upload_id}"),
+        ArchiveOrigin::SessionEnd { reason } => format!("the session's end ({})", reason.name()),
     };
     format!(
         "Session {} archive: entries {} to {} ({} messages), archived by {origin}.\n\n{}",

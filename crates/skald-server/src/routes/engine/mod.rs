@@ -9,6 +9,8 @@
 //! - `POST /v1/sessions/{id}/compact` — `compact`, with the compacted span archived to memory.
 //! - `POST /v1/sessions/{id}/after-turn` — `afterTurn`: sync, calibration, tool statistics, the
 //!   two-threshold memory upload.
+//! - `POST /v1/sessions/{id}/end` — the session ended (OpenClaw's `session_end`): what of it
+//!   no archive covers yet goes to memory.
 //! - `POST /v1/sessions/{id}/bootstrap` — `bootstrap` from a session file's content or messages.
 //! - `GET /v1/sessions`, `GET /v1/sessions/{id}`, `…/entries`, `…/context` — reads.
 //! - `PUT /v1/sessions/{id}/switches` — pause or resume the session's compaction and offload.
@@ -57,6 +59,7 @@ mod bootstrap;
 mod calls;
 mod commit;
 mod compact;
+mod end;
 mod export;
 mod reads;
 mod switches;
@@ -66,6 +69,7 @@ pub use bootstrap::*;
 pub use calls::*;
 pub use commit::*;
 pub use compact::*;
+pub use end::*;
 pub use export::*;
 pub use reads::*;
 pub use switches::*;
@@ -79,6 +83,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(commit::commit_turn_route))
         .routes(routes!(compact::compact_route))
         .routes(routes!(after_turn::after_turn_route))
+        .routes(routes!(end::end_session_route))
         .routes(routes!(bootstrap::bootstrap_route))
         .routes(routes!(reads::list_sessions))
         .routes(routes!(reads::session_info))
