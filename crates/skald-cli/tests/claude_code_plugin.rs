@@ -229,6 +229,13 @@ fn claude_code_with_skalds_plugin_sends_the_memory_recalled_for_the_prompt() {
 #[test]
 fn claude_code_with_skalds_plugin_gets_skalds_summary_back_after_its_compaction() {
     let dir = workdir();
+    // The project's rules: Claude Code loads them, and skald's summary must keep them (issue
+    // 28, gap 3: a compaction the hooks ran appended no rules).
+    std::fs::write(
+        dir.path().join("CLAUDE.md"),
+        "# Project\n\nUse the Makefile.\n\n## Red Lines\n\nNever force-push the release branch.\n",
+    )
+    .unwrap();
     let upstream = Upstream::start(Script {
         steps: vec![Step::Large, Step::Echo("echo step-1-ok".to_owned())],
         fetch_at: None,
@@ -303,6 +310,13 @@ fn claude_code_with_skalds_plugin_gets_skalds_summary_back_after_its_compaction(
     assert!(
         summary.contains("[REF_ID: "),
         "the summary names no ref of the offloaded output: {summary:.6000}"
+    );
+    // …and the project's red lines, from the CLAUDE.md Claude Code loaded.
+    assert!(
+        summary.contains("<workspace-critical-rules>")
+            && summary.contains("CLAUDE.md:")
+            && summary.contains("Never force-push the release branch."),
+        "the summary lost the project's rules: {summary:.6000}"
     );
     // The compacting hooks hand their work to detached jobs: each finishes (the last run's
     // SessionEnd job may still be running when Claude Code has exited), none fails.

@@ -51,6 +51,14 @@ fn openclaw_runs_turns_with_skald_as_its_engine() {
         "skald",
     );
     let session = "oc-main";
+    // The workspace's rules (issue 28, gap 3): the plugin sends them with every compaction,
+    // whose summary appends the seed's sections.
+    std::fs::write(
+        openclaw.workspace.path().join("AGENTS.md"),
+        "# AGENTS.md\n\n## Session Startup\n\nRead NOTES.md first.\n\n## Tools\n\nAnything.\n\n\
+         ## Red Lines\n\n- Never email a customer without asking.\n",
+    )
+    .unwrap();
 
     // Turn 1: a tool output too large to keep in the context.
     let big = openclaw.turn(session, "BIG: list the numbers");
@@ -169,6 +177,25 @@ fn openclaw_runs_turns_with_skald_as_its_engine() {
         checkpoints(&skald),
         before + 1,
         "one more checkpoint in skald's session"
+    );
+    let entries = skald
+        .get(&format!("/v1/sessions/{session}/entries"))
+        .unwrap();
+    let summary = entries["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|entry| entry["type"] == "compaction")
+        .and_then(|entry| entry["summary"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        summary.contains("<workspace-critical-rules>")
+            && summary.contains("Read NOTES.md first.")
+            && summary.contains("Never email a customer without asking.")
+            && !summary.contains("Anything."),
+        "the workspace's AGENTS.md rules should end the summary: {summary}"
     );
 
     // skald restarts between turns; the next turn finds everything where it was.

@@ -126,6 +126,7 @@ fn benches(c: &mut Criterion) {
         model: None,
         options: ViewOptions::default(),
         budget_tokens: None,
+        agents_md: None,
     };
     // The first request reads the session and makes every decision; the bench is of the next.
     runtime

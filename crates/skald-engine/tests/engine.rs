@@ -146,6 +146,7 @@ impl Harness {
                 ..ViewOptions::default()
             },
             budget_tokens: None,
+            agents_md: None,
         };
         let session = SessionId::parse(session).unwrap();
         Ok(self.engine.assemble(&ACME, &session, input).await?.view)

@@ -142,3 +142,47 @@ async fn an_output_a_hook_offloads_is_fetched_back_exactly_as_the_model_was_show
     }
     assert_eq!(read_back, text);
 }
+
+/// Issue 28, gap 3, on the hooks' path: the CLAUDE.md files a Claude Code transcript says were
+/// loaded (its `instructions` attachment, written as Claude Code 2.1.332 writes it) are the
+/// critical rules of the compaction `PreCompact` and `SessionEnd` ask for, though the
+/// transcript's messages do not hold them.
+#[tokio::test]
+async fn a_claude_code_transcripts_claude_md_reaches_the_summary_of_its_compaction() {
+    let engine = engine();
+    let tenant = Tenant::parse("t").unwrap();
+    let session = SessionId::parse("5d1c-claude-rules").unwrap();
+    let mut lines = vec![
+        json!({"type": "queue-operation", "operation": "enqueue",
+        "timestamp": "2026-12-07T23:33:04.978Z", "sessionId": "5d1c-claude-rules",
+        "content": "Fix the failing tests."}),
+        json!({"parentUuid": null, "type": "attachment", "uuid": "a-1",
+        "timestamp": "2026-12-07T23:33:05.063Z", "sessionId": "5d1c-claude-rules",
+        "attachment": {"type": "instructions", "files": [{"path": "/work/app/CLAUDE.md",
+            "type": "Project", "content": "# Project rules\n\n## Red Lines\n\nNever push to main."}]}}),
+    ];
+    for turn in 0..4 {
+        lines.push(json!({"type": "user", "uuid": format!("u-{turn}"),
+            "timestamp": format!("2026-12-07T23:3{turn}:10.000Z"),
+            "message": {"role": "user", "content": format!("Fix the failing test number {turn} in src/module_{turn}.rs.")}}));
+        lines.push(json!({"type": "assistant", "uuid": format!("a-{turn}"),
+            "timestamp": format!("2026-12-07T23:3{turn}:20.000Z"),
+            "message": {"id": format!("msg_{turn}"), "role": "assistant", "model": "claude-test",
+                "content": [{"type": "text", "text": format!("I fixed src/module_{turn}.rs: {}", "the assertion compared the wrong field. ".repeat(40))}],
+                "usage": {"input_tokens": 10, "output_tokens": 10}}}));
+    }
+    let transcript: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    let compacted = engine
+        .compact_transcript(&tenant, &session, &transcript, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(compacted.compaction.result.outcome.is_compacted());
+    let summary = engine
+        .compaction_summary(&tenant, &session, 10_000)
+        .unwrap()
+        .unwrap();
+    assert!(
+        summary.contains("<workspace-critical-rules>\nFrom /work/app/CLAUDE.md:\n## Red Lines\n\nNever push to main."),
+        "{summary}"
+    );
+}

@@ -8,6 +8,8 @@
 // answers with the host's own messages for that turn, a compaction reports `ok: false`.
 
 import { createHash } from "node:crypto";
+import { readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
 
 import type {
   AgentMessage,
@@ -75,6 +77,9 @@ export function compactionTrigger(params: CompactParams): "overflow" | undefined
   return undefined;
 }
 
+/** The largest AGENTS.md sent to skald: a bigger file is not a rules file. */
+const MAX_AGENTS_MD_BYTES = 256 * 1024;
+
 /** What OpenClaw's `session_end` hook says of the ended session that skald reads. */
 export interface SessionEndParams {
   sessionId: string;
@@ -123,11 +128,36 @@ export class SkaldContextEngine implements ContextEngine {
   /** Sub-agents this process spawned: child session key → its skald session. */
   private readonly children = new Map<string, string>();
 
+  /** The workspace's AGENTS.md as last read, and the modification time it was read at. */
+  private agentsMdRead: { mtimeMs: number; text: string } | undefined;
+
   constructor(
     private readonly client: SkaldClient,
     private readonly spool: CommitSpool,
     private readonly log: Logger,
+    /** The agent's workspace (the factory's `workspaceDir`), where its AGENTS.md is. */
+    private readonly workspaceDir?: string,
   ) {}
+
+  /**
+   * The workspace's AGENTS.md, for the critical rules every compaction appends to its summary
+   * (its "Session Startup" and "Red Lines" sections); read again only when it changed. None
+   * without a workspace, a file, or when it is over 256 KiB.
+   */
+  agentsMd(): string | undefined {
+    if (!this.workspaceDir) return undefined;
+    const path = join(this.workspaceDir, "AGENTS.md");
+    try {
+      const stat = statSync(path);
+      if (!stat.isFile() || stat.size > MAX_AGENTS_MD_BYTES) return undefined;
+      if (this.agentsMdRead?.mtimeMs !== stat.mtimeMs) {
+        this.agentsMdRead = { mtimeMs: stat.mtimeMs, text: readFileSync(path, "utf8") };
+      }
+      return this.agentsMdRead.text;
+    } catch {
+      return undefined;
+    }
+  }
 
   async bootstrap(params: BootstrapParams): Promise<Method<"bootstrap">["result"]> {
     const session = skaldSessionId(params.sessionId);
@@ -230,6 +260,7 @@ export class SkaldContextEngine implements ContextEngine {
       runtimeSettings: params.runtimeSettings,
       runtimeContext: runtimeContextForSkald(params.runtimeContext),
       memory: this.client.config.memory,
+      agentsMd: this.agentsMd(),
     };
     try {
       await this.flush(session);
@@ -269,6 +300,7 @@ export class SkaldContextEngine implements ContextEngine {
           currentTokenCount: params.currentTokenCount,
           compactionTarget: params.compactionTarget,
           customInstructions: params.customInstructions,
+          agentsMd: this.agentsMd(),
           sessionKey: params.sessionKey,
           agentId: params.agentId,
           sessionTarget: params.sessionTarget,

@@ -31,7 +31,12 @@ const plugin = {
     api.registerContextEngine("skald", (context) => {
       // The spool lives with the agent's state when the host says where that is.
       const config = parseConfig(api.pluginConfig, process.env, context.agentDir);
-      const engine = new SkaldContextEngine(new SkaldClient(config), new CommitSpool(config.spoolDir), api.logger);
+      const engine = new SkaldContextEngine(
+        new SkaldClient(config),
+        new CommitSpool(config.spoolDir),
+        api.logger,
+        context.workspaceDir,
+      );
       latest = trace ? traced(engine, trace) : engine;
       return latest;
     });

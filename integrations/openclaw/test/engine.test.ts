@@ -2,7 +2,7 @@
 // that no method throws on skald's account (OpenClaw quarantines an engine that throws).
 
 import assert from "node:assert/strict";
-import { mkdtemp, readdir } from "node:fs/promises";
+import { mkdtemp, readdir, utimes, writeFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -259,6 +259,37 @@ test("a session's end is sent to skald with its reason, and never throws", async
   }
   // skald unreachable: logged, not thrown.
   await engineFor("http://127.0.0.1:9", undefined, 300).endSession({ sessionId: "s1", reason: "new" });
+});
+
+test("the workspace's AGENTS.md goes with every compact and assemble, read again when it changes", async () => {
+  const fake = await fakeSkald(() => ({ status: 200, body: { ok: true, compacted: false, messages: [], estimatedTokens: 0 } }));
+  const workspace = await mkdtemp(join(tmpdir(), "skald-ws-"));
+  try {
+    const config = parseConfig({ url: fake.url, timeoutMs: 2_000 }, {}, undefined);
+    const engine = new SkaldContextEngine(new SkaldClient(config), new CommitSpool(undefined), quiet, workspace);
+    type Compact = Parameters<SkaldContextEngine["compact"]>[0];
+    type Assemble = Parameters<SkaldContextEngine["assemble"]>[0];
+    const compact = { sessionId: "s1", sessionKey: "k", force: true } as Compact;
+    await engine.compact(compact);
+    const agents = join(workspace, "AGENTS.md");
+    await writeFile(agents, "## Red Lines\n\n- Never push to main.\n");
+    await engine.compact(compact);
+    await engine.assemble({ sessionId: "s1", messages: [] } as unknown as Assemble);
+    await writeFile(agents, "## Red Lines\n\n- Never delete fixtures.\n");
+    await utimes(agents, new Date(), new Date(Date.now() + 5_000));
+    await engine.compact(compact);
+    const sent = fake.seen
+      .filter((seen) => seen.path.endsWith("/compact") || seen.path.endsWith("/assemble"))
+      .map((seen) => seen.body.agentsMd);
+    assert.deepEqual(sent, [
+      undefined,
+      "## Red Lines\n\n- Never push to main.\n",
+      "## Red Lines\n\n- Never push to main.\n",
+      "## Red Lines\n\n- Never delete fixtures.\n",
+    ]);
+  } finally {
+    fake.server.close();
+  }
 });
 
 test("the client retries 5xx and unreachable, never a 4xx", async () => {

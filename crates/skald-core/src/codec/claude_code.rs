@@ -17,9 +17,12 @@
 //!   A `compact_boundary` marks an automatic or manual compaction: the model's context restarts
 //!   after it, with the `isCompactSummary` user line that follows. [`request_start`] finds where
 //!   the request that produced an assistant message began.
-//! - `progress`, `file-history-snapshot`, `queue-operation`, `summary` and entry types this
-//!   importer does not know are counted in [`ClaudeCodeRead::ignored_lines`]; lines that are not
-//!   JSON objects with a `type`, or whose message is malformed, are reported as [`LineIssue`]s.
+//! - `progress`, `file-history-snapshot`, `queue-operation`, `summary`, `attachment` and entry
+//!   types this importer does not know are counted in [`ClaudeCodeRead::ignored_lines`]; lines
+//!   that are not JSON objects with a `type`, or whose message is malformed, are reported as
+//!   [`LineIssue`]s. The `instructions` attachments — the CLAUDE.md files Claude Code loaded,
+//!   which it renders into the first user message of every request — are read apart by
+//!   [`instruction_files`], for a compaction's critical rules.
 //!
 //! Message content is Anthropic content and is read by [`super::anthropic`]'s block decoder, so a
 //! block means here what it means in a Messages request; what is Claude Code's own (merging,
@@ -41,10 +44,48 @@ use super::anthropic::{self, WireError};
 use super::json::{
     FieldError, Path, insert_nonempty, json_error_message, kind, required_object, rest,
 };
+use crate::compaction::RulesFile;
 use crate::message::{
     Block, ContentForm, Conversation, Extra, Message, MessageMeta, Role, StopReason, Timestamp,
     Usage,
 };
+
+/// The CLAUDE.md files a Claude Code transcript says were loaded (its `attachment` lines of type
+/// `instructions`: `files[].path` and `content`), each once, its latest content; lines that are
+/// not such attachments, or not JSON, are passed over.
+pub fn instruction_files(jsonl: &str) -> Vec<RulesFile> {
+    let mut files: Vec<RulesFile> = Vec::new();
+    for line in jsonl.lines() {
+        // Most lines are not attachments: skip them before parsing.
+        if !line.contains("\"instructions\"") {
+            continue;
+        }
+        let Ok(value) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if value["type"] != "attachment" || value["attachment"]["type"] != "instructions" {
+            continue;
+        }
+        for file in value["attachment"]["files"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let (Some(path), Some(content)) = (file["path"].as_str(), file["content"].as_str())
+            else {
+                continue;
+            };
+            match files.iter_mut().find(|known| known.source == path) {
+                Some(known) => content.clone_into(&mut known.text),
+                None => files.push(RulesFile {
+                    source: path.to_owned(),
+                    text: content.to_owned(),
+                }),
+            }
+        }
+    }
+    files
+}
 
 /// The [`Role::Custom`] name of a compaction marker.
 pub const COMPACT_BOUNDARY: &str = "compact_boundary";

@@ -24,8 +24,9 @@ const SUPPORTED: [Format; 8] = [
 /// How many non-blank lines of a JSON Lines input are looked at before giving up.
 const JSONL_PROBE_LINES: usize = 20;
 
-/// Entry types a Claude Code session line may have (`summary` is written by older versions).
-const CLAUDE_CODE_TYPES: [&str; 7] = [
+/// Entry types a Claude Code session line may have (`summary` is written by older versions,
+/// `attachment` — the instruction files loaded, among others — by 2.1).
+const CLAUDE_CODE_TYPES: [&str; 8] = [
     "user",
     "assistant",
     "progress",
@@ -33,6 +34,7 @@ const CLAUDE_CODE_TYPES: [&str; 7] = [
     "file-history-snapshot",
     "queue-operation",
     "summary",
+    "attachment",
 ];
 
 /// Why an input's format could not be told.

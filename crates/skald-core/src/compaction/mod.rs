@@ -68,9 +68,9 @@ pub mod split;
 pub mod tail;
 
 pub use appendices::{
-    Appendices, FileAccess, FileLists, FileOps, ToolFailure, collect_file_ops,
+    Appendices, FileAccess, FileLists, FileOps, RulesFile, ToolFailure, collect_file_ops,
     collect_tool_failures, file_accesses, finish_summary, format_critical_rules, format_file_lists,
-    format_tool_failures, workspace_critical_rules,
+    format_tool_failures, host_rules_in, host_rules_in_text, workspace_critical_rules,
 };
 pub use asks::{is_continuation, is_user_ask, latest_user_ask};
 pub use outcome::{

@@ -43,7 +43,8 @@
 use serde::Serialize;
 
 use super::appendices::{
-    Appendices, FileLists, collect_file_ops, collect_tool_failures, pinned_user_texts,
+    Appendices, FileLists, RulesFile, collect_file_ops, collect_tool_failures, host_rules_in,
+    pinned_user_texts, rules_in_summary, rules_of_files, without_critical_rules,
     workspace_critical_rules,
 };
 use super::asks::latest_user_ask;
@@ -85,8 +86,12 @@ pub struct CompactionInputs<'a> {
     /// Instructions given with this compaction (`/compact …`, `skald compact --instructions`);
     /// they win over the configured ones.
     pub custom_instructions: Option<&'a str>,
-    /// The workspace's AGENTS.md text, for the critical-rules appendix.
+    /// The workspace's AGENTS.md text, for the critical-rules appendix (its seed sections).
     pub agents_md: Option<&'a str>,
+    /// Rules files the caller read for the host (a Claude Code workspace's CLAUDE.md files, or
+    /// what a host's system prompt holds), kept whole in the appendix unless they have the
+    /// seed's sections; those the host put in the messages themselves are found there.
+    pub rules_files: &'a [RulesFile],
     /// File lists of the previous compaction, carried over.
     pub previous_files: Option<&'a FileLists>,
 }
@@ -259,7 +264,17 @@ pub fn plan_compaction(
             reserve: settings.reserve_tokens,
         });
     }
-    let estimate = visible_tokens(messages);
+    // The previous summary is in the context too (as its first message), and the new summary
+    // replaces it: counted outside the messages, it would stay in every figure as overhead (with
+    // a provider figure) or be missing from the context before (without one), and the summary
+    // that takes its place would look like growth.
+    let previous_summary_tokens = inputs
+        .previous_summary
+        .filter(|summary| !summary.trim().is_empty())
+        .map_or(0, |summary| {
+            estimate_message_tokens(&summary_message(summary))
+        });
+    let estimate = visible_tokens(messages) + previous_summary_tokens;
     let overhead_tokens = inputs
         .context_tokens
         .map_or(0, |reported| reported.saturating_sub(estimate));
@@ -317,11 +332,11 @@ pub fn plan_compaction(
             settings.custom_instructions.as_deref(),
             settings.max_custom_instructions_chars,
         ),
+        // Its critical rules are appended again at the end (`critical_rules`), not summarised.
         previous_summary: inputs
             .previous_summary
-            .map(str::trim)
-            .filter(|text| !text.is_empty())
-            .map(str::to_owned),
+            .map(without_critical_rules)
+            .filter(|text| !text.is_empty()),
         appendices: Appendices::default(),
     };
 
@@ -400,11 +415,41 @@ pub fn plan_compaction(
         tool_failures: collect_tool_failures(summarized_range, &settings.tool_failures),
         max_tool_failures: settings.tool_failures.max_failures,
         files: files.lists(),
-        critical_rules: inputs
-            .agents_md
-            .and_then(|text| workspace_critical_rules(text, settings.max_critical_rules_chars)),
+        critical_rules: critical_rules(messages, inputs, settings.max_critical_rules_chars),
     };
     Ok(plan)
+}
+
+/// The `<workspace-critical-rules>` of a compaction of `messages`: the AGENTS.md sections the
+/// caller gave, then the rules files the caller read and those the host put in the messages
+/// (Claude Code's CLAUDE.md block, Codex's AGENTS.md message), within `max_chars`; with none of
+/// them, the rules the previous summary carried, so that they outlive their source.
+fn critical_rules(
+    messages: &[Message],
+    inputs: &CompactionInputs<'_>,
+    max_chars: usize,
+) -> Option<String> {
+    let explicit = inputs
+        .agents_md
+        .and_then(|text| workspace_critical_rules(text, max_chars));
+    let mut files = inputs.rules_files.to_vec();
+    for found in host_rules_in(messages) {
+        if !files.iter().any(|file| file.source == found.source) {
+            files.push(found);
+        }
+    }
+    let room = explicit.as_ref().map_or(max_chars, |rules| {
+        max_chars.saturating_sub(rules.chars().count() + 2)
+    });
+    let hosts = rules_of_files(&files, room);
+    match (explicit, hosts) {
+        (Some(explicit), Some(hosts)) => Some(format!("{explicit}\n\n{hosts}")),
+        (Some(one), None) | (None, Some(one)) => Some(one),
+        (None, None) => inputs
+            .previous_summary
+            .and_then(rules_in_summary)
+            .map(str::to_owned),
+    }
 }
 
 /// The visible messages of `range`, details stripped and pairing repaired.

@@ -6,6 +6,7 @@
 //! the host after its own compaction ([`Engine::compaction_summary`]). A large tool output is
 //! [`Engine::offload_output`].
 
+use skald_core::codec::claude_code::instruction_files;
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::{Block, Message, Role};
 use skald_core::session::EntryKind;
@@ -122,6 +123,8 @@ impl Engine {
         let config = self.config();
         let mut settings = config.compaction.clone();
         settings.keep_recent_turns = 0;
+        // The CLAUDE.md files Claude Code loaded are in the transcript, outside its messages.
+        let rules_files = instruction_files(transcript);
         let request = CompactRequest {
             tenant,
             session_id: session,
@@ -130,6 +133,7 @@ impl Engine {
             settings: &settings,
             custom_instructions: None,
             agents_md: None,
+            rules_files: &rules_files,
             context_tokens: None,
         };
         let archive = config.memory.enabled.then(|| SpanArchive {

@@ -81,6 +81,8 @@ pub struct AssembleInput {
     /// the window less the reserve, the prompt and the turn's pending messages; down to 1). A
     /// view over it compacts the session first — skald owns compaction — and is built again.
     pub budget_tokens: Option<u64>,
+    /// The workspace's AGENTS.md, for the critical rules of that compaction.
+    pub agents_md: Option<String>,
 }
 
 /// What [`Engine::assemble`] did.
@@ -320,7 +322,7 @@ impl Engine {
             window_tokens: Some(budget.saturating_add(self.config().compaction.reserve_tokens)),
             trigger: CompactionTrigger::Threshold,
             custom_instructions: None,
-            agents_md: None,
+            agents_md: input.agents_md.clone(),
             context_tokens: Some(estimated_tokens),
             archive: true,
         };

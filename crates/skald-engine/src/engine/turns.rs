@@ -102,6 +102,7 @@ impl Engine {
             settings: &config.compaction,
             custom_instructions: input.custom_instructions.as_deref(),
             agents_md: input.agents_md.as_deref(),
+            rules_files: &[],
             context_tokens: input.context_tokens,
         };
         let archive = (config.memory.enabled && input.archive).then_some(SpanArchive {

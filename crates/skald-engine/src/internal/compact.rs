@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use skald_core::compaction::{
     CancelReason, CompactionInputs, CompactionOutcome, CompactionPlan, CompactionSettings,
-    CompactionTrigger, FileLists, SkipReason, SummaryFailure, plan_compaction,
+    CompactionTrigger, FileLists, RulesFile, SkipReason, SummaryFailure, plan_compaction,
 };
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::message::Block;
@@ -58,6 +58,10 @@ pub struct CompactRequest<'a> {
     pub custom_instructions: Option<&'a str>,
     /// The workspace's AGENTS.md, for the critical-rules appendix.
     pub agents_md: Option<&'a str>,
+    /// Rules files the host loaded outside the session's messages (a Claude Code transcript's
+    /// instruction files, a host's system prompt), for the same appendix; those in the messages
+    /// are found there.
+    pub rules_files: &'a [RulesFile],
     /// What the context really costs when known (provider-reported input tokens).
     pub context_tokens: Option<u64>,
 }
@@ -371,6 +375,7 @@ pub async fn compact_session(
         context_tokens: request.context_tokens,
         custom_instructions: request.custom_instructions,
         agents_md: request.agents_md,
+        rules_files: request.rules_files,
         previous_files: previous.as_ref().and_then(|(_, _, files)| files.as_ref()),
     };
     let mut plan = plan_compaction(

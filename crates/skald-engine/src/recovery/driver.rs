@@ -590,6 +590,11 @@ async fn run_compaction(
         inner: ctx.summarizer,
         overflowed: AtomicBool::new(false),
     };
+    // A host that loads its rules files into the system prompt rather than the messages.
+    let rules_files = ctx
+        .system_prompt
+        .map(host_rules_in_text)
+        .unwrap_or_default();
     let request = CompactRequest {
         tenant: ctx.tenant,
         session_id: ctx.session_id,
@@ -598,6 +603,7 @@ async fn run_compaction(
         settings: ctx.compaction,
         custom_instructions: None,
         agents_md: ctx.agents_md,
+        rules_files: &rules_files,
         context_tokens,
     };
     let archive = memory.writer.map(|writer| SpanArchive {

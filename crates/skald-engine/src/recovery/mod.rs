@@ -84,7 +84,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::{Value, json};
 use skald_core::compaction::{
-    CompactionOutcome, CompactionSettings, CompactionTrigger, should_compact,
+    CompactionOutcome, CompactionSettings, CompactionTrigger, host_rules_in_text, should_compact,
 };
 use skald_core::ids::{SessionId, Tenant};
 use skald_core::memory::tools::{is_memory_tool, tool_specs as memory_tool_specs};

@@ -8,7 +8,8 @@
 //! All inputs are values: the AGENTS.md text is read by the caller.
 //!
 //! The parts, private (every item has one path: here): `failures` (`## Tool Failures`), `files`
-//! (the file lists) and `rules` (AGENTS.md). This file holds the headings and limits, the pinned
+//! (the file lists), `rules` (AGENTS.md) and `host_rules` (the rules files a host put in the
+//! conversation: Claude Code's CLAUDE.md block, Codex's AGENTS.md message). This file holds the headings and limits, the pinned
 //! user messages, and [`finish_summary`], which appends everything in the seed's order.
 
 use serde::Serialize;
@@ -17,12 +18,17 @@ use crate::message::{Message, Role};
 
 mod failures;
 mod files;
+mod host_rules;
 mod rules;
 
 use failures::cut_with_ellipsis;
 pub use failures::{ToolFailure, collect_tool_failures, failure_message, format_tool_failures};
 pub use files::{
     FileAccess, FileLists, FileOps, collect_file_ops, file_accesses, format_file_lists,
+};
+pub use host_rules::{
+    RulesFile, host_rules_in, host_rules_in_text, rules_in_summary, rules_of_files,
+    without_critical_rules,
 };
 pub use rules::{format_critical_rules, markdown_sections, workspace_critical_rules};
 

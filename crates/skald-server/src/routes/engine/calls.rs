@@ -129,6 +129,9 @@ pub struct AssembleRequest {
     pub model: Option<String>,
     /// The user's prompt, sent by the host after the view: recall searches with it.
     pub prompt: Option<String>,
+    /// The workspace's AGENTS.md: its "Session Startup" and "Red Lines" sections are appended to
+    /// the summary of a compaction this call makes to fit `tokenBudget`.
+    pub agents_md: Option<String>,
     /// OpenClaw's memory citations mode (`off`, `inline`, `block`…); accepted, not used.
     pub citations_mode: Option<String>,
     /// OpenClaw's session key; informational.
@@ -254,6 +257,7 @@ pub(super) async fn assemble_route(
             pending_prompt: body.prompt,
         },
         budget_tokens: body.token_budget,
+        agents_md: body.agents_md,
     };
     let assembly = state
         .engine
