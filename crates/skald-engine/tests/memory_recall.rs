@@ -699,3 +699,89 @@ async fn the_calls_of_one_turn_reuse_its_recall_and_a_new_question_searches_agai
 fn tenant_named(name: &str) -> skald_core::ids::Tenant {
     skald_core::ids::Tenant::parse(name).unwrap()
 }
+
+/// One `bash` call of `command` and its result (failed with `output` when `failed`).
+fn bash_call(id: &str, command: &str, output: &str, failed: bool) -> Vec<Message> {
+    vec![
+        Message::new(
+            Role::Assistant,
+            vec![Block::ToolCall(ToolCall {
+                id: id.into(),
+                name: "bash".into(),
+                arguments: json!({ "command": command }),
+                arguments_text: None,
+                extra: Extra::new(),
+            })],
+        ),
+        Message::new(
+            Role::ToolResult,
+            vec![Block::ToolResult(ToolResult {
+                call_id: id.into(),
+                tool_name: None,
+                content: vec![Block::text(output)].into(),
+                content_form: ContentForm::Text,
+                is_error: Some(failed),
+                details: None,
+                extra: Extra::new(),
+            })],
+        ),
+    ]
+}
+
+/// Issue 28, gap 10: a tool's memory holds advice learned without a model — which argument
+/// patterns of its calls worked and which failed, with the error they got — and the next
+/// session's system prompt says it.
+#[tokio::test]
+async fn tool_memories_say_which_argument_patterns_worked_and_which_failed() {
+    let store = empty_store();
+    let skald = engine(&store);
+    let mut messages = vec![Message::text(
+        Role::User,
+        "Run the tests and check the database.",
+    )];
+    for n in 0..3 {
+        messages.extend(bash_call(
+            &format!("call_t{n}"),
+            "cd /repo && cargo test -p core",
+            "test result: ok. 12 passed",
+            false,
+        ));
+        messages.extend(bash_call(
+            &format!("call_p{n}"),
+            "psql -h db -c 'select 1'",
+            "bash: line 1: psql: command not found",
+            true,
+        ));
+    }
+    messages.push(Message::text(
+        Role::Assistant,
+        "Tests pass; psql is missing.",
+    ));
+    let turn = skald_engine::AfterTurn {
+        messages: Some(&messages),
+        pre_prompt_message_count: Some(0),
+        tool_reports: None,
+        reported_input_tokens: None,
+        current_token_count: None,
+        window_tokens: 200_000,
+        source_format: "openclaw-session",
+    };
+    skald
+        .after_turn(
+            &tenant_named(TENANT),
+            &SessionId::parse("s-tools").unwrap(),
+            &turn,
+        )
+        .await
+        .unwrap();
+    let view = call_in(&skald, &SessionId::parse("s-next").unwrap(), conversation()).await;
+    let prompt = view.memory_addition.unwrap();
+    assert!(
+        prompt.contains("### bash\n- Called 6 times, 50% success rate")
+            && prompt.contains("- Worked: `cargo test` (3 of 3 ok)")
+            && prompt.contains(
+                "- Failed: `psql` (3 of 3 failed: bash: line N: psql: command not found)"
+            ),
+        "{prompt}"
+    );
+}

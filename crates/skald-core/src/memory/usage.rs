@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::levels::cut_at_word;
+use super::tool_advice::{PatternStats, advice_lines, argument_pattern, record_pattern};
 use super::uri::{MemoryCategory, MemoryUri};
 use crate::message::ToolCall;
 
@@ -80,6 +81,8 @@ pub struct ToolCallReport {
     pub duration_ms: Option<u64>,
     /// The error text, when it failed.
     pub error: Option<String>,
+    /// The call's argument pattern ([`argument_pattern`]), when its arguments are known.
+    pub pattern: Option<String>,
 }
 
 impl ToolCallReport {
@@ -95,7 +98,14 @@ impl ToolCallReport {
             success,
             duration_ms,
             error,
+            pattern: None,
         }
+    }
+
+    /// The report with the argument pattern of the call's `arguments` (its parsed JSON).
+    pub fn with_arguments(mut self, arguments: &Value) -> ToolCallReport {
+        self.pattern = argument_pattern(arguments);
+        self
     }
 }
 
@@ -125,6 +135,10 @@ pub struct ToolStats {
     /// [`MAX_ERROR_PATTERNS`].
     #[serde(default)]
     pub errors: Vec<ErrorCount>,
+    /// How the calls went by argument pattern, most used first (the advice of the tool's
+    /// section; `tool_advice`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patterns: Vec<PatternStats>,
 }
 
 impl ToolStats {
@@ -137,6 +151,7 @@ impl ToolStats {
             total_duration_ms: 0,
             timed_calls: 0,
             errors: Vec::new(),
+            patterns: Vec::new(),
         }
     }
 
@@ -150,13 +165,21 @@ impl ToolStats {
             self.total_duration_ms = self.total_duration_ms.saturating_add(duration);
             self.timed_calls = self.timed_calls.saturating_add(1);
         }
-        if let Some(pattern) = report
+        let failure = report
             .error
             .as_deref()
             .filter(|_| !report.success)
             .map(error_pattern)
-            .filter(|pattern| !pattern.is_empty())
-        {
+            .filter(|pattern| !pattern.is_empty());
+        if let Some(arguments) = &report.pattern {
+            record_pattern(
+                &mut self.patterns,
+                arguments,
+                report.success,
+                failure.as_deref(),
+            );
+        }
+        if let Some(pattern) = failure {
             match self
                 .errors
                 .iter_mut()
@@ -303,6 +326,10 @@ pub fn render_tool_memory_section(stats: &[ToolStats], max_tools: usize) -> Opti
                 };
                 out.push_str(&format!("  - {} ({times})\n", issue.pattern));
             }
+        }
+        for line in advice_lines(&stats.patterns) {
+            out.push_str(&line);
+            out.push('\n');
         }
     }
     Some(out.trim_end().to_owned())

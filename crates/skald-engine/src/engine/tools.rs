@@ -227,7 +227,8 @@ pub(crate) async fn run_skald_tool(
         !is_error,
         duration_ms,
         is_error.then(|| text.chars().take(200).collect()),
-    );
+    )
+    .with_arguments(arguments);
     ToolRun {
         text,
         is_error,

@@ -50,23 +50,24 @@ const TOOL_ERROR_CHARS: usize = 200;
 
 /// The reports of the tool calls whose results are in `messages[new_from..]` (what a turn or a
 /// client's request brought), each named by its result's tool name or else by its call in
-/// `messages`; a failed one keeps the start of its output as the error. Results whose call is
-/// unknown are not reported.
+/// `messages`, with the argument pattern of that call; a failed one keeps the start of its
+/// output as the error. Results whose call is unknown are not reported.
 pub fn tool_reports_in(messages: &[Message], new_from: usize) -> Vec<ToolCallReport> {
-    let names: HashMap<&str, &str> = messages
+    let calls: HashMap<&str, &ToolCall> = messages
         .iter()
         .flat_map(Message::tool_calls)
-        .map(|call| (call.id.as_str(), call.name.as_str()))
+        .map(|call| (call.id.as_str(), call))
         .collect();
     messages
         .iter()
         .skip(new_from)
         .flat_map(Message::tool_results)
         .filter_map(|result| {
+            let call = calls.get(result.call_id.as_str());
             let tool = result
                 .tool_name
                 .clone()
-                .or_else(|| names.get(result.call_id.as_str()).map(|n| (*n).to_owned()))?;
+                .or_else(|| call.map(|call| call.name.clone()))?;
             let failed = result.failed();
             let error = failed.then(|| {
                 skald_core::message::join_text(&result.content)
@@ -74,7 +75,12 @@ pub fn tool_reports_in(messages: &[Message], new_from: usize) -> Vec<ToolCallRep
                     .take(TOOL_ERROR_CHARS)
                     .collect()
             });
-            Some(ToolCallReport::new(tool, !failed, None, error))
+            let report = ToolCallReport::new(tool, !failed, None, error);
+            // The call's arguments make the advice: which argument patterns work.
+            Some(match call {
+                Some(call) => report.with_arguments(&call.arguments),
+                None => report,
+            })
         })
         .collect()
 }

@@ -44,6 +44,10 @@ pub const CHECKS: &[(&str, MemoryCheck)] = &[
     ),
     ("reads_run_beside_writes", reads_run_beside_writes),
     (
+        "priority_orders_hits_about_equally_relevant",
+        priority_orders_hits_about_equally_relevant,
+    ),
+    (
         "leases_are_claimed_once_and_finished_for_everyone",
         super::leases::leases_are_claimed_once_and_finished_for_everyone,
     ),
@@ -499,6 +503,85 @@ pub fn ls_and_tree_follow_the_uris(new: &NewMemoryStore<'_>) {
         .tree(&tenant_a(), &uri("viking://user/alice"), 0)
         .unwrap();
     assert!(alone.children.is_empty(), "depth 0 is the directory alone");
+}
+
+/// A memory's priority weighs in the ranking (issue 28, gap 10): of two entries that match a
+/// query alike, the one marked important comes first, whatever order they were written in; at
+/// the default priority the order is the relevance's alone; a high priority does not lift an
+/// entry that does not match over one that does; and a listing shows the important first.
+pub fn priority_orders_hits_about_equally_relevant(new: &NewMemoryStore<'_>) {
+    let store = new();
+    let store = store.as_ref();
+    let tenant = tenant_a();
+    let add = |name: &str, text: &str, priority: Option<u8>| {
+        let uri =
+            MemoryUri::parse(&format!("viking://user/alice/memories/entities/{name}.md")).unwrap();
+        let memory = NewMemory::new(uri, text);
+        let memory = match priority {
+            Some(priority) => memory.with_priority(priority),
+            None => memory,
+        };
+        store.add(&tenant, memory).unwrap();
+    };
+    add(
+        "first",
+        "The staging cluster runs in the Frankfurt region.",
+        None,
+    );
+    add(
+        "second",
+        "The staging cluster runs in the Dublin region.",
+        None,
+    );
+    let default_order = search_uris(store, TENANT_A, "staging cluster region", 5);
+    assert_eq!(default_order.len(), 2, "{default_order:?}");
+    let last = default_order[1].clone();
+    let name = last
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .trim_end_matches(".md")
+        .to_owned();
+    let text = if name == "first" {
+        "The staging cluster runs in the Frankfurt region."
+    } else {
+        "The staging cluster runs in the Dublin region."
+    };
+    // The same entry again, marked important: a new version at priority 9.
+    let uri = MemoryUri::parse(&last).unwrap();
+    store
+        .update(&tenant, NewMemory::new(uri, text).with_priority(9))
+        .unwrap();
+    let weighted = search_uris(store, TENANT_A, "staging cluster region", 5);
+    assert_eq!(weighted.first(), Some(&last), "{weighted:?}");
+    // An important entry that does not match the query stays out of the way.
+    add("unrelated", "Lunch is at noon on Fridays.", Some(10));
+    let hits = search_uris(store, TENANT_A, "staging cluster region", 5);
+    assert!(
+        !hits.iter().any(|uri| uri.ends_with("unrelated.md")),
+        "{hits:?}"
+    );
+    // A listing leads with the entries marked important, then the rest by name.
+    let dir = MemoryUri::parse("viking://user/alice/memories/entities").unwrap();
+    let listed: Vec<String> = store
+        .ls(&tenant, &dir)
+        .unwrap()
+        .into_iter()
+        .map(|entry| entry.uri.as_str().rsplit('/').next().unwrap().to_owned())
+        .collect();
+    let other = if name == "first" {
+        "second.md"
+    } else {
+        "first.md"
+    };
+    assert_eq!(
+        listed,
+        [
+            "unrelated.md".to_owned(),
+            format!("{name}.md"),
+            other.to_owned()
+        ]
+    );
 }
 
 /// On [`CORPUS`], each query of [`QUERIES`] finds its entry first; a search returns at most

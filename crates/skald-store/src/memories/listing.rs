@@ -3,6 +3,7 @@
 //! row's columns checked ([`ListedRow::from_columns`]), and the recent-writes events made
 //! [`MemoryWrite`]s ([`writes_of`]). A backend keeps only its statements.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 
 use skald_core::memory::uri::{MemoryCategory, MemoryUri};
@@ -24,7 +25,8 @@ pub(crate) fn recent_writes_limit(limit: usize) -> Result<(), MemoryError> {
     Ok(())
 }
 
-/// One directory level of a listing: the child of `dir` each live entry below it falls in.
+/// One directory level of a listing: the child of `dir` each live entry below it falls in;
+/// directories first by name, then entries by priority (highest first) and name.
 pub(crate) fn children(
     dir: &MemoryUri,
     rows: &[ListedRow],
@@ -79,6 +81,12 @@ pub(crate) fn children(
             ));
         }
     }
+    // Directories first, by name; then entries, the higher priority first and by name among
+    // equals (the sort is stable), so what the user or agent marked important leads a listing.
+    out.sort_by_key(|(entry, _)| match entry.kind {
+        DirEntryKind::Directory { .. } => (false, Reverse(0)),
+        DirEntryKind::Entry { priority, .. } => (true, Reverse(priority)),
+    });
     Ok(out)
 }
 

@@ -386,6 +386,31 @@ impl SearchPrimitives for Snapshot<'_, '_> {
     fn load(&self, ids: &[i64]) -> Result<Vec<Memory>, MemoryError> {
         load_many(&mut self.conn.borrow_mut(), ids)
     }
+
+    fn priorities(&self, ids: &[i64]) -> Result<HashMap<i64, u8>, MemoryError> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let rows = self
+            .conn
+            .borrow_mut()
+            .query(
+                "SELECT id, priority FROM memories WHERE id = ANY($1)",
+                &[&ids],
+            )
+            .map_err(fail::<MemoryError>("reading priorities"))?;
+        let mut priorities = HashMap::with_capacity(ids.len());
+        for row in rows {
+            let corrupt = |error: tokio_postgres::Error| MemoryError::Corrupt(error.to_string());
+            let id: i64 = row.try_get(0).map_err(corrupt)?;
+            let priority: i64 = row.try_get(1).map_err(corrupt)?;
+            let priority = u8::try_from(priority).map_err(|_| {
+                MemoryError::Corrupt(format!("memory {id} has priority {priority}"))
+            })?;
+            priorities.insert(id, priority);
+        }
+        Ok(priorities)
+    }
 }
 
 impl Snapshot<'_, '_> {

@@ -392,6 +392,33 @@ impl SearchPrimitives for Snapshot<'_> {
     fn load(&self, ids: &[i64]) -> Result<Vec<Memory>, MemoryError> {
         load_many(self.tx, ids)
     }
+
+    fn priorities(&self, ids: &[i64]) -> Result<HashMap<i64, u8>, MemoryError> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let placeholders = vec!["?"; ids.len()].join(", ");
+        let mut statement = self
+            .tx
+            .prepare_cached(&format!(
+                "SELECT id, priority FROM memories WHERE id IN ({placeholders})"
+            ))
+            .map_err(MemoryError::storage("reading priorities"))?;
+        let rows = statement
+            .query_map(params_from_iter(ids), |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
+            })
+            .map_err(MemoryError::storage("reading priorities"))?;
+        let mut priorities = HashMap::with_capacity(ids.len());
+        for row in rows {
+            let (id, priority) = row.map_err(MemoryError::storage("reading priorities"))?;
+            let priority = u8::try_from(priority).map_err(|_| {
+                MemoryError::Corrupt(format!("memory {id} has priority {priority}"))
+            })?;
+            priorities.insert(id, priority);
+        }
+        Ok(priorities)
+    }
 }
 
 #[cfg(test)]
