@@ -175,6 +175,8 @@ enum Behaviour {
     Fail,
     Hang,
     Record,
+    /// The extractive summary, after this long (a request still streaming).
+    Slow(Duration),
 }
 
 impl Scripted {
@@ -211,6 +213,12 @@ impl Summarizer for Scripted {
                 }
             }
             Behaviour::Record => {
+                ExtractiveSummarizer::default()
+                    .summarize(request, cancel)
+                    .await
+            }
+            Behaviour::Slow(delay) => {
+                tokio::time::sleep(delay).await;
                 ExtractiveSummarizer::default()
                     .summarize(request, cancel)
                     .await
@@ -384,6 +392,7 @@ async fn a_compaction_that_times_out_keeps_the_pre_compaction_history() {
     let untouched = snapshot_of_store(&sessions);
     let settings = CompactionSettings {
         timeout_ms: 50,
+        max_timeout_ms: 80,
         ..settings()
     };
     let result = compact(
@@ -400,7 +409,7 @@ async fn a_compaction_that_times_out_keeps_the_pre_compaction_history() {
         matches!(
             result.outcome,
             CompactionOutcome::Cancelled {
-                reason: CancelReason::Timeout { timeout_ms: 50 },
+                reason: CancelReason::Timeout { timeout_ms: 80 },
                 ..
             }
         ),
@@ -408,6 +417,40 @@ async fn a_compaction_that_times_out_keeps_the_pre_compaction_history() {
         result.outcome
     );
     assert_eq!(snapshot_of_store(&sessions), untouched);
+}
+
+/// Issue 28, gap 11 (seed 001's aggregate timeout): a summary request still running when the
+/// compaction's `timeout_ms` passes is waited for, up to `max_timeout_ms`, instead of being cut
+/// at the deadline with its work thrown away.
+#[tokio::test]
+async fn a_summary_still_running_at_the_deadline_is_waited_for_up_to_the_hard_cap() {
+    let (sessions, refs) = stores();
+    seed_session(&sessions, conversation(false));
+    let settings = CompactionSettings {
+        timeout_ms: 50,
+        max_timeout_ms: 5_000,
+        ..settings()
+    };
+    let result = compact(
+        &sessions,
+        &refs,
+        Arc::new(Scripted::new(Behaviour::Slow(Duration::from_millis(200)))),
+        &settings,
+        32_000,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(result.outcome.is_compacted(), "{:?}", result.outcome);
+    assert!(result.checkpoint_entry_id.is_some());
+    // A hard cap below the timeout is refused, naming the field.
+    let refused = CompactionSettings {
+        timeout_ms: 50,
+        max_timeout_ms: 10,
+        ..settings
+    };
+    let error = refused.validate().unwrap_err().to_string();
+    assert!(error.contains("max_timeout_ms"), "{error}");
 }
 
 #[tokio::test]

@@ -44,6 +44,9 @@ pub const MAX_CUSTOM_INSTRUCTIONS_CHARS: usize = 4_000;
 /// Wall-clock limit of one whole compaction: OpenClaw's `compactWithSafetyTimeout` (300 s). The
 /// seed names the timeout and its rule (keep the pre-compaction snapshot) but not the figure.
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
+/// The hard cap of a compaction whose last summary request is still running at `timeout_ms`
+/// (seed 001's aggregate timeout waits on while the request is in flight): twice the timeout.
+pub const DEFAULT_MAX_TIMEOUT_MS: u64 = 2 * DEFAULT_TIMEOUT_MS;
 
 /// How the `## Exact identifiers` section is written and checked (OpenClaw's
 /// `identifierPolicy`).
@@ -137,8 +140,13 @@ pub struct CompactionSettings {
     pub max_custom_instructions_chars: usize,
     /// Configured custom instructions; a compaction request's own instructions win over these.
     pub custom_instructions: Option<String>,
-    /// Wall-clock limit of one compaction, enforced by the caller.
+    /// Wall-clock limit of one compaction, enforced by the caller: no summary request starts
+    /// after it, and one still running then is waited for (seed 001's aggregate timeout, which
+    /// extends while the request is in flight), up to `max_timeout_ms`.
     pub timeout_ms: u64,
+    /// The hard cap: a summary request still running this long after the compaction began is
+    /// cut, and the compaction cancelled. At least `timeout_ms`.
+    pub max_timeout_ms: u64,
     /// How strictly the summary must keep exact identifiers.
     pub identifier_policy: IdentifierPolicy,
     /// The policy text for [`IdentifierPolicy::Custom`].
@@ -164,6 +172,7 @@ impl Default for CompactionSettings {
             max_custom_instructions_chars: DEFAULT_CUSTOM_INSTRUCTIONS_CHARS,
             custom_instructions: None,
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            max_timeout_ms: DEFAULT_MAX_TIMEOUT_MS,
             identifier_policy: IdentifierPolicy::Strict,
             identifier_instructions: None,
         }
@@ -228,6 +237,14 @@ pub enum CompactionSettingsError {
     /// `timeout_ms` is 0.
     #[error("timeout_ms: expected more than 0, found 0")]
     ZeroTimeout,
+    /// `max_timeout_ms` is below `timeout_ms`.
+    #[error("max_timeout_ms: expected at least timeout_ms ({timeout_ms}), found {found}")]
+    HardCapBelowTimeout {
+        /// `max_timeout_ms`.
+        found: u64,
+        /// `timeout_ms`.
+        timeout_ms: u64,
+    },
     /// `identifier_policy = "custom"` without `identifier_instructions`.
     #[error("identifier_policy = \"custom\" needs identifier_instructions (non-empty text)")]
     CustomPolicyWithoutInstructions,
@@ -291,6 +308,12 @@ impl CompactionSettings {
         }
         if self.timeout_ms == 0 {
             return Err(CompactionSettingsError::ZeroTimeout);
+        }
+        if self.max_timeout_ms < self.timeout_ms {
+            return Err(CompactionSettingsError::HardCapBelowTimeout {
+                found: self.max_timeout_ms,
+                timeout_ms: self.timeout_ms,
+            });
         }
         let has_instructions = self
             .identifier_instructions

@@ -397,12 +397,21 @@ pub async fn compact_session(
     }
     list_offloaded_originals(&mut plan, refs, request.tenant);
     let timeout_ms = plan.settings.timeout_ms;
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+    let max_timeout_ms = plan.settings.max_timeout_ms.max(timeout_ms);
+    // Seed 001's aggregate timeout: past `timeout_ms` no summary request starts, but one still
+    // running is waited for — the provider's own deadlines (first byte, each gap) end a request
+    // that hangs — up to the hard cap.
+    let started = tokio::time::Instant::now();
+    let deadline = started + Duration::from_millis(timeout_ms);
+    let hard_deadline = started + Duration::from_millis(max_timeout_ms);
     let mut run = skald_core::compaction::CompactionRun::new(plan);
     let outcome = loop {
         let Some(core_request) = run.next_request() else {
             break run.finish();
         };
+        if tokio::time::Instant::now() >= deadline {
+            break run.cancel(CancelReason::Timeout { timeout_ms });
+        }
         let llm_request = SummaryRequest {
             instructions: core_request.instructions,
             transcript: core_request.prompt,
@@ -414,8 +423,12 @@ pub async fn compact_session(
             latest_user_ask: core_request.latest_user_ask,
         };
         let call = summarizer.summarize(&llm_request, cancel);
-        match tokio::time::timeout_at(deadline, call).await {
-            Err(_elapsed) => break run.cancel(CancelReason::Timeout { timeout_ms }),
+        match tokio::time::timeout_at(hard_deadline, call).await {
+            Err(_elapsed) => {
+                break run.cancel(CancelReason::Timeout {
+                    timeout_ms: max_timeout_ms,
+                });
+            }
             Ok(Ok(summary)) => run.record(Ok(summary)),
             Ok(Err(skald_llm::LlmError::Aborted)) => run.record(Err(SummaryFailure::Aborted)),
             Ok(Err(error)) => run.record(Err(SummaryFailure::Failed {
