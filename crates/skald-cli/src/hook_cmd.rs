@@ -6,16 +6,21 @@
 //!   for the model by skald's placeholder and digest (`hookSpecificOutput.updatedToolOutput`);
 //!   the model gets the original back with the MCP tool `fetch_original_data` (`skald mcp`).
 //!   An output under the threshold, or one whose shape skald does not know, is left alone
-//!   (no answer): a hook never loses or garbles what the tool returned.
-//! - `user-prompt-submit`: the memories recalled for the prompt (`Engine::recall_for_prompt`,
-//!   the proxy's per-turn recall) as `additionalContext`.
+//!   (no answer): a hook never loses or garbles what the tool returned. Every call (but
+//!   skald's own) goes into the agent's tool memory (`Engine::record_host_tool_calls`): its
+//!   count, success, error and argument pattern.
+//! - `user-prompt-submit`: the memories recalled for the prompt and the user's four prompts
+//!   before it, read from the transcript (`Engine::recall_for_prompt_after`, the proxy's
+//!   per-turn recall over the last five user messages) as `additionalContext`.
 //! - `pre-compact`: the transcript at `transcript_path` compacted by skald's summarizer into
 //!   skald's copy of the session, its span archived for memory extraction
 //!   (`Engine::compact_transcript`). Its answer is empty: Claude Code 2.1.332 appends a
 //!   PreCompact hook's stdout to its own summarizer's instructions, and skald's summary is not
 //!   an instruction.
 //! - `session-start` with source `compact`: that summary (`Engine::compaction_summary`) as
-//!   `additionalContext`, within Claude Code's 10,000-character cut of a hook's output.
+//!   `additionalContext`, within Claude Code's 10,000-character cut of a hook's output; with
+//!   `startup`, `resume` or `clear`, what memory holds for the session
+//!   (`Engine::memory_at_session_start`: the profile, the tool memories, the memory listing).
 //! - `session-end`: the transcript compacted and archived the same way, then what that left
 //!   unarchived (`Engine::end_session`), so its memories are extracted when the session ends
 //!   however short it was.
@@ -35,6 +40,7 @@ use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
 use skald_core::ids::{SessionId, Tenant};
+use skald_core::memory::usage::ToolCallReport;
 use skald_engine::SessionEndReason;
 use tokio_util::sync::CancellationToken;
 
@@ -213,10 +219,18 @@ fn post_tool_use(
     if tool.ends_with("fetch_original_data") {
         return Ok(None);
     }
+    let engine = hook_engine(config, home, StoreKind::Refs, true, Models::default())?;
+    // The call goes into the agent's tool memory (issue 28, gap 7); a failure to write it is
+    // said and leaves the output as it is handled below.
+    if !tool.is_empty() && !tool.starts_with("mcp__plugin_skald_") {
+        let report = tool_report(tool, &hook["tool_input"], &hook["tool_response"]);
+        if let Err(error) = engine.record_host_tool_calls(tenant, &[report]) {
+            eprintln!("skald: the {tool} call was not added to the tool memory: {error}");
+        }
+    }
     let Some(output) = ToolOutput::of(&hook["tool_response"]) else {
         return Ok(None);
     };
-    let engine = hook_engine(config, home, StoreKind::Refs, false, Models::default())?;
     let Some(offloaded) = engine
         .offload_output(tenant, &output.text())
         .context("cannot store the tool output")?
@@ -229,6 +243,33 @@ fn post_tool_use(
             "updatedToolOutput": output.replaced_by(offloaded.placeholder),
         }
     })))
+}
+
+/// What a `PostToolUse` says of a call: its tool, its argument pattern, and whether it failed —
+/// a response that says so (`is_error`, `error`, or a shell interrupted) is a failure, with
+/// the start of its text as the error.
+fn tool_report(tool: &str, input: &Value, response: &Value) -> ToolCallReport {
+    let failure = match response {
+        Value::Object(fields) => {
+            let flagged = fields.get("is_error").and_then(Value::as_bool) == Some(true)
+                || fields.get("interrupted").and_then(Value::as_bool) == Some(true);
+            let error = fields.get("error").and_then(Value::as_str);
+            match (flagged, error) {
+                (_, Some(error)) => Some(error.to_owned()),
+                (true, None) => Some(
+                    ToolOutput::of(response)
+                        .map(|output| output.text())
+                        .unwrap_or_else(|| response.to_string()),
+                ),
+                (false, None) => None,
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_) => {
+            None
+        }
+    };
+    let error = failure.map(|text| text.chars().take(200).collect());
+    ToolCallReport::new(tool, error.is_none(), None, error).with_arguments(input)
 }
 
 /// A string field of the hook input, required.
@@ -261,9 +302,10 @@ fn user_prompt_submit(
     home: &Home,
 ) -> Result<Option<Value>> {
     let prompt = field(hook, "prompt")?;
+    let earlier = earlier_prompts(hook, prompt);
     let engine = hook_engine(config, home, StoreKind::Memories, true, Models::default())?;
     let recall = current_thread()?
-        .block_on(engine.recall_for_prompt(tenant, prompt))
+        .block_on(engine.recall_for_prompt_after(tenant, &earlier, prompt))
         .context("cannot recall memories for the prompt")?;
     Ok(recall.map(|recall| {
         let context: String = recall.context.chars().take(MAX_CONTEXT_CHARS).collect();
@@ -347,9 +389,56 @@ fn compact_now(
     Ok(())
 }
 
+/// The user's earlier prompts of the session, oldest first, read from the hook's transcript
+/// (Claude Code's JSONL): recall searches with the last five user messages, as the proxy's does.
+/// Tool results, compaction summaries and Claude Code's own meta lines are not prompts; a
+/// transcript that cannot be read gives none (recall then uses the prompt alone).
+fn earlier_prompts(hook: &Value, prompt: &str) -> Vec<String> {
+    let Some(path) = hook["transcript_path"]
+        .as_str()
+        .filter(|path| !path.is_empty())
+    else {
+        return Vec::new();
+    };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let Ok(read) = skald_core::codec::claude_code::decode(&text) else {
+        return Vec::new();
+    };
+    let flagged = |message: &skald_core::message::Message, key: &str| {
+        message.extra.get(key).and_then(Value::as_bool) == Some(true)
+    };
+    let mut prompts: Vec<String> = read
+        .conversation
+        .messages
+        .iter()
+        .filter(|message| message.role == skald_core::message::Role::User)
+        .filter(|message| !flagged(message, "isMeta") && !flagged(message, "isCompactSummary"))
+        .map(skald_core::message::Message::plain_text)
+        .filter(|text| !text.trim().is_empty() && !text.trim_start().starts_with('<'))
+        .collect();
+    // The prompt being submitted may already be the transcript's last line.
+    if prompts
+        .last()
+        .is_some_and(|last| last.trim() == prompt.trim())
+    {
+        prompts.pop();
+    }
+    let keep = prompts.len().saturating_sub(EARLIER_PROMPTS);
+    prompts.split_off(keep)
+}
+
+/// Earlier prompts read for recall: with the one being submitted, seed 002's five.
+const EARLIER_PROMPTS: usize = 4;
+
 /// What Claude Code reads first after compacting: where the summary comes from.
 const SUMMARY_HEADER: &str = "skald's summary of the conversation before this compaction \
 (placeholders [REF_ID: …] name originals that fetch_original_data gives back):\n\n";
+
+/// What Claude Code reads first when a session starts: where the memory comes from.
+const MEMORY_HEADER: &str = "skald's long-term memory for this session (search_memories and \
+memory_read reach the rest):\n\n";
 
 fn session_start(
     hook: &Value,
@@ -358,7 +447,16 @@ fn session_start(
     home: &Home,
 ) -> Result<Option<Value>> {
     if hook["source"].as_str() != Some("compact") {
-        return Ok(None);
+        // startup, resume, clear: the session starts with what memory holds.
+        let engine = hook_engine(config, home, StoreKind::Memories, true, Models::default())?;
+        let memory = engine
+            .memory_at_session_start(tenant)
+            .map_err(local::store_error)?;
+        return Ok(memory.map(|memory| {
+            let room = MAX_CONTEXT_CHARS - MEMORY_HEADER.chars().count();
+            let memory: String = memory.chars().take(room).collect();
+            additional_context(HookEvent::SessionStart, format!("{MEMORY_HEADER}{memory}"))
+        }));
     }
     let session = session_of(hook)?;
     // The summary is the one the PreCompact hook's job is writing.
@@ -408,6 +506,38 @@ fn hook_engine(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_post_tool_use_is_a_tool_report_with_its_pattern_and_failure() {
+        let ok = tool_report(
+            "Bash",
+            &json!({"command": "cargo test -q"}),
+            &json!({"stdout": "ok", "stderr": "", "interrupted": false}),
+        );
+        assert!(ok.success && ok.error.is_none());
+        assert_eq!(ok.pattern.as_deref(), Some("cargo test"));
+        let interrupted = tool_report(
+            "Bash",
+            &json!({"command": "sleep 900"}),
+            &json!({"stdout": "", "stderr": "killed", "interrupted": true}),
+        );
+        assert!(!interrupted.success);
+        assert_eq!(interrupted.error.as_deref(), Some("\nkilled"));
+        let failed = tool_report(
+            "WebFetch",
+            &json!({"url": "https://x", "prompt": "p"}),
+            &json!({"error": "HTTP 404"}),
+        );
+        assert_eq!(
+            (
+                failed.success,
+                failed.error.as_deref(),
+                failed.pattern.as_deref()
+            ),
+            (false, Some("HTTP 404"), Some("prompt, url"))
+        );
+        assert!(tool_report("Read", &json!({"file_path": "a"}), &json!("text")).success);
+    }
 
     #[test]
     fn a_bash_output_is_replaced_in_its_own_shape_with_stderr_in_the_original() {

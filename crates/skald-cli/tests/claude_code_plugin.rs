@@ -132,6 +132,20 @@ fn claude_code_with_skalds_plugin_sends_a_large_bash_output_as_a_placeholder() {
         "skald fetch {id}: {text}\n{}",
         String::from_utf8_lossy(&fetched.stderr)
     );
+    // Each Bash call went into the agent's tool memory (PostToolUse; issue 28, gap 7), with
+    // the argument pattern of its command.
+    let stats = self::skald(
+        skald_home.path(),
+        &["read", "viking://agent/default/tools/Bash", "--json"],
+    );
+    let stats: Value = serde_json::from_str(&stats).unwrap();
+    let stats: Value = serde_json::from_str(stats["text"].as_str().unwrap()).unwrap();
+    assert!(
+        stats["calls"].as_u64().is_some_and(|calls| calls >= 2)
+            && stats["patterns"].to_string().contains("\"seq\"")
+            && stats["patterns"].to_string().contains("\"echo\""),
+        "the Bash calls are not in the tool memory: {stats}"
+    );
 }
 
 #[test]
@@ -202,6 +216,25 @@ fn claude_code_with_skalds_plugin_sends_the_memory_recalled_for_the_prompt() {
     let state = tempfile::tempdir().unwrap();
     let memory = "The staging cluster's database password rotates every Tuesday at 09:00 UTC";
     skald(skald_home.path(), &["remember", "--content", memory]);
+    // A store of a few memories, as a user's is: in one of two or three, every word of a
+    // query is in half the documents, and full-text relevance has nothing to weigh.
+    for other in [
+        "The billing service is owned by Priya and deploys on Thursdays.",
+        "Production logs are kept for thirty days in the eu-west bucket.",
+        "The design review for the new dashboard is on the first Monday of the month.",
+        "CI runs on self-hosted runners; the flaky test is test_upload_resume.",
+        "The on-call rotation hands over at 10:00 on Mondays.",
+        "Ana's team writes release notes in the CHANGELOG before tagging.",
+    ] {
+        skald(skald_home.path(), &["remember", "--content", other]);
+    }
+    // The user's profile reaches the session at its start (SessionStart `startup`; issue 28,
+    // gap 7: the hooks gave a session nothing until its first compaction).
+    let profile = "Ana Lindqvist, platform engineer at Norrsken; prefers answers in Swedish.";
+    skald(
+        skald_home.path(),
+        &["remember", "--content", profile, "--type", "profile"],
+    );
     let finished = claude_with_plugin(
         &upstream,
         skald_home.path(),
@@ -223,6 +256,46 @@ fn claude_code_with_skalds_plugin_sends_the_memory_recalled_for_the_prompt() {
     assert!(
         body.contains("Tuesday at 09:00 UTC") && body.contains("search_memories"),
         "the recalled memory is not in the request: {body:.4000}"
+    );
+    assert!(
+        body.contains("Ana Lindqvist")
+            && body.contains("skald's long-term memory for this session"),
+        "the profile is not in the session's first request: {body:.6000}"
+    );
+    // A follow-up that names nothing itself is recalled for from the user's earlier prompts,
+    // read from the transcript: a second recall goes up with it.
+    let id = session_id(&finished);
+    let before = upstream.model_calls().len();
+    let next = claude_with_plugin(
+        &upstream,
+        skald_home.path(),
+        &dir,
+        &state,
+        &["-p", "Please say that once more.", "--resume", &id],
+    );
+    assert!(
+        next.success(),
+        "claude failed:\n{}\n{}",
+        next.tail(4000),
+        upstream.dump()
+    );
+    let calls = upstream.model_calls();
+    let follow_up = calls
+        .get(before)
+        .unwrap_or_else(|| panic!("no call for the follow-up:\n{}", upstream.dump()));
+    let body = follow_up.body.to_string();
+    // The recall's query names the follow-up and the prompt before it, and found the memory.
+    let recalled = body
+        .rfind("skald recalled these memories for the prompt (search_memories(")
+        .map(|at| &body[at..])
+        .unwrap_or_else(|| panic!("no recall with the follow-up: {body:.8000}"));
+    let query_end = recalled.find("max_results").unwrap_or(recalled.len());
+    let query = &recalled[..query_end];
+    assert!(
+        query.contains("Please say that once more.")
+            && query.contains("When does the staging database password rotate?")
+            && recalled.contains("Tuesday at 09:00 UTC"),
+        "the follow-up should be recalled for with the earlier prompt: {recalled:.3000}"
     );
 }
 

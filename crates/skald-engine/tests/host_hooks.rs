@@ -186,3 +186,87 @@ async fn a_claude_code_transcripts_claude_md_reaches_the_summary_of_its_compacti
         "{summary}"
     );
 }
+
+/// Issue 28, gap 7: what the hooks give Claude Code matches what the proxy gives a model — the
+/// recall query is made of the user's last five messages (a follow-up that names nothing still
+/// recalls what the earlier prompt was about), a session starts with the profile, the tool
+/// memories and the memory listing, and the calls `PostToolUse` reports become tool memories.
+#[tokio::test]
+async fn the_hooks_recall_over_earlier_prompts_start_with_memory_and_record_tool_calls() {
+    let engine = engine();
+    let tenant = Tenant::parse("t").unwrap();
+    let identity = engine.memory_identity().unwrap();
+    assert_eq!(engine.memory_at_session_start(&tenant).unwrap(), None);
+    engine
+        .remember(
+            &tenant,
+            &identity,
+            "The staging cluster's database password rotates every Tuesday at 09:00 UTC",
+            MemoryCategory::Entities,
+            None,
+        )
+        .await
+        .unwrap();
+    engine
+        .remember(
+            &tenant,
+            &identity,
+            "Ana Lindqvist, platform engineer; prefers answers in Swedish.",
+            MemoryCategory::Profile,
+            None,
+        )
+        .await
+        .unwrap();
+    let follow_up = "Please say that once more.";
+    assert_eq!(
+        engine.recall_for_prompt(&tenant, follow_up).await.unwrap(),
+        None
+    );
+    let earlier = ["When does the staging database password rotate?".to_owned()];
+    let recall = engine
+        .recall_for_prompt_after(&tenant, &earlier, follow_up)
+        .await
+        .unwrap()
+        .expect("recalled from the earlier prompt");
+    assert!(
+        recall.context.contains("Tuesday at 09:00 UTC"),
+        "{}",
+        recall.context
+    );
+
+    let report = |success: bool, command: &str| {
+        skald_core::memory::usage::ToolCallReport::new(
+            "Bash",
+            success,
+            None,
+            (!success).then(|| "bash: line 1: psql: command not found".to_owned()),
+        )
+        .with_arguments(&json!({ "command": command }))
+    };
+    let reports: Vec<_> = (0..3)
+        .flat_map(|_| {
+            [
+                report(true, "cargo test -q"),
+                report(false, "psql -c 'select 1'"),
+            ]
+        })
+        .collect();
+    let written = engine.record_host_tool_calls(&tenant, &reports).unwrap();
+    assert_eq!(written.updated.len(), 1);
+    let start = engine
+        .memory_at_session_start(&tenant)
+        .unwrap()
+        .expect("memory to start with");
+    assert!(
+        start.contains("## User Profile\n- Ana Lindqvist"),
+        "{start}"
+    );
+    assert!(
+        start.contains("### Bash") && start.contains("- Worked: `cargo test` (3 of 3 ok)"),
+        "{start}"
+    );
+    assert!(
+        start.contains("## What long-term memory holds (memory_ls viking://)"),
+        "{start}"
+    );
+}

@@ -111,13 +111,14 @@ fn is_assignment(word: &str) -> bool {
     })
 }
 
-/// A word that names what a program does (`test`, `run`, `status`), not a flag, path or value.
+/// A word that names what a program does (`test`, `run`, `status`, `get-pods`), not a flag,
+/// path or value (a value usually has a digit, a dot, a slash or a capital in it).
 fn is_subcommand(word: &str) -> bool {
     word.len() <= 24
         && word.starts_with(|c: char| c.is_ascii_lowercase())
         && word
             .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == ':')
+            .all(|c| c.is_ascii_lowercase() || c == '-' || c == ':')
 }
 
 fn cut(text: &str) -> String {
@@ -220,6 +221,7 @@ mod tests {
             ("ls -la /tmp", "ls"),
             ("psql -h db -c 'select 1'", "psql"),
             ("npm run build | tee log", "npm run"),
+            ("echo step-1-ok", "echo"),
         ] {
             assert_eq!(
                 argument_pattern(&json!({ "command": command })).as_deref(),

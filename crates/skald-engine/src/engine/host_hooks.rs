@@ -16,9 +16,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::Engine;
 use crate::compact::{CompactRequest, Compaction, SpanArchive, compact_and_archive};
-use crate::memory::{RecallReport, recall_for_turn};
+use crate::memory::usage::{ToolMemoryUpdate, record_tool_reports};
+use crate::memory::{RecallReport, recall_for_turn, session_start_memory};
 use crate::{EngineError, MemoryIdentityError};
 use skald_core::compaction::CompactionTrigger;
+use skald_core::memory::usage::ToolCallReport;
+use skald_store::memories::MemoryError;
 
 /// The memories recalled for one prompt, as text a host adds to the model's context.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,24 +53,36 @@ impl Engine {
         tenant: &Tenant,
         prompt: &str,
     ) -> Result<Option<PromptRecall>, EngineError> {
+        self.recall_for_prompt_after(tenant, &[], prompt).await
+    }
+
+    /// [`Engine::recall_for_prompt`] with the user's earlier messages of the session (oldest
+    /// first; a host's transcript): the query is made of the last `query_messages` (5) user
+    /// messages, the prompt included, as the proxy's recall makes it.
+    pub async fn recall_for_prompt_after(
+        &self,
+        tenant: &Tenant,
+        earlier: &[String],
+        prompt: &str,
+    ) -> Result<Option<PromptRecall>, EngineError> {
         let config = self.config();
         if !config.memory.enabled {
             return Ok(None);
         }
-        let identity = self.memory_identity().map_err(|error| {
-            EngineError::MemoryIdentity(Box::new(MemoryIdentityError {
-                user: config.memory.user.clone(),
-                agent: config.memory.agent.clone(),
-                source: error,
-            }))
-        })?;
+        let identity = self.identity_for_hooks()?;
+        let mut messages: Vec<Message> = earlier
+            .iter()
+            .filter(|text| !text.trim().is_empty())
+            .map(|text| Message::text(Role::User, text.as_str()))
+            .collect();
+        messages.push(Message::text(Role::User, prompt));
         let outcome = recall_for_turn(
             self.memories(),
             config.embedder.as_deref(),
             tenant,
             &identity,
             &config.memory.recall,
-            vec![Message::text(Role::User, prompt)],
+            messages,
         )
         .await;
         if outcome.report.kept.is_empty() {
@@ -156,6 +171,60 @@ impl Engine {
         Ok(TranscriptCompaction {
             entries_imported: imported.entries_added,
             compaction,
+        })
+    }
+
+    /// What a session is given from memory when it starts (Claude Code's `SessionStart` on
+    /// `startup`, `resume` or `clear`), as one text for the host's context: the user's profile
+    /// and the agent's tool memories (with their advice), then the listing of what memory
+    /// holds — the same snapshot the proxy and the engine API put in the system prompt and
+    /// after the first user message. `None` when memory is off or holds nothing to say.
+    pub fn memory_at_session_start(&self, tenant: &Tenant) -> Result<Option<String>, EngineError> {
+        let config = self.config();
+        if !config.memory.enabled {
+            return Ok(None);
+        }
+        let identity = self.identity_for_hooks()?;
+        let snapshot =
+            session_start_memory(self.memories(), tenant, &identity, &config.memory.recall);
+        let mut parts: Vec<String> = snapshot.system_prompt_addition.into_iter().collect();
+        let listing: String = snapshot
+            .directory_messages
+            .iter()
+            .flat_map(Message::tool_results)
+            .map(|result| skald_core::message::join_text(&result.content))
+            .collect();
+        if !listing.trim().is_empty() {
+            parts.push(format!(
+                "## What long-term memory holds (memory_ls viking://)\n{listing}"
+            ));
+        }
+        Ok((!parts.is_empty()).then(|| parts.join("\n\n")))
+    }
+
+    /// Adds the reports of tool calls a host ran (Claude Code's `PostToolUse`) to the agent's
+    /// tool memories: counts, success rate, time, errors and argument patterns.
+    /// Nothing is written with memory off.
+    pub fn record_host_tool_calls(
+        &self,
+        tenant: &Tenant,
+        reports: &[ToolCallReport],
+    ) -> Result<ToolMemoryUpdate, MemoryError> {
+        let config = self.config();
+        if !config.memory.enabled || reports.is_empty() {
+            return Ok(ToolMemoryUpdate::default());
+        }
+        record_tool_reports(self.memories(), tenant, &config.memory.agent, reports)
+    }
+
+    fn identity_for_hooks(&self) -> Result<crate::memory::MemoryIdentity, EngineError> {
+        let config = self.config();
+        self.memory_identity().map_err(|error| {
+            EngineError::MemoryIdentity(Box::new(MemoryIdentityError {
+                user: config.memory.user.clone(),
+                agent: config.memory.agent.clone(),
+                source: error,
+            }))
         })
     }
 
