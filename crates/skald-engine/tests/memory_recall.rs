@@ -785,3 +785,68 @@ async fn tool_memories_say_which_argument_patterns_worked_and_which_failed() {
         "{prompt}"
     );
 }
+
+/// Issue 28, gap 2: a skill's memory is written from the turns that use it — a turn that read
+/// `skills/pptx/SKILL.md` and then had a call fail counts a use that went wrong and keeps what
+/// went wrong under the skill's `issues/`; the next read of the skill gets it appended.
+#[tokio::test]
+async fn a_turn_that_uses_a_skill_writes_its_use_and_what_went_wrong() {
+    let store = empty_store();
+    let skald = engine(&store);
+    let mut messages = skill_read_messages(
+        "/work/skills/pptx/SKILL.md",
+        "# PPTX skill\nUse python-pptx.",
+    );
+    messages.extend(bash_call(
+        "call_deck",
+        "python make_deck.py",
+        "ModuleNotFoundError: No module named 'pptx'",
+        true,
+    ));
+    messages.push(Message::text(Role::Assistant, "python-pptx is missing."));
+    let turn = skald_engine::AfterTurn {
+        messages: Some(&messages),
+        pre_prompt_message_count: Some(0),
+        tool_reports: None,
+        reported_input_tokens: None,
+        current_token_count: None,
+        window_tokens: 200_000,
+        source_format: "openclaw-session",
+    };
+    let outcome = skald
+        .after_turn(
+            &tenant_named(TENANT),
+            &SessionId::parse("s-skill").unwrap(),
+            &turn,
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.skill_memories, ["pptx"]);
+    let dir = MemoryUri::parse("viking://agent/main/skills/pptx").unwrap();
+    let listed: Vec<String> = skald
+        .list_memories(&tenant_named(TENANT), &dir)
+        .unwrap()
+        .into_iter()
+        .map(|row| row.uri.to_string())
+        .collect();
+    assert!(
+        listed.contains(&"viking://agent/main/skills/pptx/issues".to_owned())
+            && listed.contains(&"viking://agent/main/skills/pptx/stats.json".to_owned()),
+        "{listed:?}"
+    );
+    // The next session that reads the skill is told how it went.
+    let view = call_in(
+        &skald,
+        &SessionId::parse("s-skill-next").unwrap(),
+        skill_read_messages(
+            "/work/skills/pptx/SKILL.md",
+            "# PPTX skill\nUse python-pptx.",
+        ),
+    )
+    .await;
+    let appended = skald_core::message::join_text(&read_result(&view).content);
+    assert!(
+        appended.contains("No module named 'pptx'") && appended.contains("0%"),
+        "{appended}"
+    );
+}

@@ -37,6 +37,7 @@ pub mod fusion;
 pub mod levels;
 pub mod query;
 pub mod recall;
+pub mod skill_use;
 pub mod tool_advice;
 pub mod tools;
 pub mod upload;

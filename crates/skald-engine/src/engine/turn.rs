@@ -250,7 +250,8 @@ impl Turn {
 
     /// after_turn for a client that runs its own tools: the results of its tool calls arrive
     /// with its next request (`messages[synced.matched..]`) and go to `identity`'s tool
-    /// statistics. A failure to record them is logged, never the request's.
+    /// statistics, the skills they used to its skill memories. A failure to record them is
+    /// logged, never the request's.
     pub fn record_client_tool_results(
         &self,
         identity: &MemoryIdentity,
@@ -259,6 +260,15 @@ impl Turn {
     ) {
         let reports = crate::memory::tool_reports_in(messages, synced.matched);
         self.record_tool_statistics(identity, &reports);
+        let uses = skald_core::memory::skill_use::skill_uses_in(messages, synced.matched);
+        if let Err(error) = crate::memory::record_skill_uses(
+            self.engine.memories(),
+            &self.tenant,
+            identity.agent(),
+            &uses,
+        ) {
+            tracing::warn!(%error, "recording skill memories failed");
+        }
     }
 
     /// Adds `reports` to `identity`'s tool statistics; a failure is logged, never the request's.

@@ -19,9 +19,10 @@ use skald_store::memories::MemoryStore;
 use skald_store::sessions::SessionStore;
 
 use crate::ingest::{SyncOutcome, sync_conversation};
-use crate::memory::{record_tool_reports, tool_reports_in};
+use crate::memory::{record_skill_uses, record_tool_reports, tool_reports_in};
 use crate::memory_write::{UploadDriver, UploadStep};
 use crate::{EngineError, SessionState, UsageObservation};
+use skald_core::memory::skill_use::skill_uses_in;
 
 /// What the host says about the finished turn.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +65,8 @@ pub struct AfterTurnOutcome {
     pub calibration: Option<UsageObservation>,
     /// Tools whose statistics were updated.
     pub tool_memories: Vec<String>,
+    /// Skills the turn used, whose memories (counts, issues) were updated.
+    pub skill_memories: Vec<String>,
     /// What the two-threshold upload did (memory on and it ran).
     pub upload: Option<UploadStep>,
     /// Memory writes that failed; the turn is recorded without them.
@@ -130,6 +133,15 @@ pub async fn after_turn(
             Err(error) => outcome
                 .memory_errors
                 .push(format!("tool statistics: {error}")),
+        }
+    }
+    if let (Some(messages), Some(from)) = (turn.messages, turn.pre_prompt_message_count) {
+        let uses = skill_uses_in(messages, from);
+        match record_skill_uses(memory.store, tenant, memory.agent, &uses) {
+            Ok(skills) => outcome.skill_memories = skills,
+            Err(error) => outcome
+                .memory_errors
+                .push(format!("skill memories: {error}")),
         }
     }
     let context_tokens = match reported.or(turn.current_token_count) {

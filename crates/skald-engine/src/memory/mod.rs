@@ -82,7 +82,9 @@ pub use skald_core::memory::recall::{KeptRecallReport, LeftRecall, RecallLeaving
 pub use tools::MemoryToolOutput;
 pub(crate) use tools::{execute_memory_tool, execute_search_docs};
 pub use usage::{SkillAugmentation, ToolMemoryUpdate, skill_directory, tool_reports_in, tool_uri};
-pub(crate) use usage::{augment_skill_reads_with, load_tool_stats, record_tool_reports};
+pub(crate) use usage::{
+    augment_skill_reads_with, load_tool_stats, record_skill_uses, record_tool_reports,
+};
 
 /// The user and the agent a session belongs to, as they appear in `viking://` URIs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use serde::Serialize;
 use skald_core::ids::Tenant;
 use skald_core::memory::recall::format_date;
+use skald_core::memory::skill_use::SkillUse;
+use skald_core::memory::tools::slug;
 use skald_core::memory::uri::{MemoryUri, UriError};
 use skald_core::memory::usage::{
     SKILL_MEMORY_MARKER, SkillMemory, SkillUsage, ToolCallReport, ToolStats, merge_reports,
@@ -143,6 +145,62 @@ pub fn record_tool_reports(
         update.updated.push(stats);
     }
     Ok(update)
+}
+
+/// Adds a turn's skill uses ([`skald_core::memory::skill_use::skill_uses_in`]) to `agent`'s
+/// skill memories: each skill's `stats.json` counts the use (and the success), and a use that
+/// went wrong writes what went wrong under its `issues/` (the same error again merges into the
+/// entry already there). Returns the skills written.
+pub fn record_skill_uses(
+    store: &dyn MemoryStore,
+    tenant: &Tenant,
+    agent: &str,
+    uses: &[SkillUse],
+) -> Result<Vec<String>, MemoryError> {
+    let mut written = Vec::new();
+    for skill_use in uses {
+        let Ok(dir) = skill_directory(agent, &skill_use.skill) else {
+            continue;
+        };
+        let stats_uri = dir.join(SKILL_STATS_FILE)?;
+        let existing = match store.get(tenant, &stats_uri) {
+            Ok(memory) => Some(serde_json::from_str::<SkillUsage>(&memory.l2).map_err(
+                |error| {
+                    MemoryError::Corrupt(format!("{stats_uri} is not skill usage counts: {error}"))
+                },
+            )?),
+            Err(MemoryError::NotFound { .. } | MemoryError::Forgotten { .. }) => None,
+            Err(error) => return Err(error),
+        };
+        let exists = existing.is_some();
+        let mut usage = existing.unwrap_or_default();
+        usage.uses = usage.uses.saturating_add(1);
+        if skill_use.success {
+            usage.successes = usage.successes.saturating_add(1);
+        }
+        let text = serde_json::to_string(&usage).unwrap_or_default();
+        let abstract_line = format!(
+            "{}: used {} times, {}% went well",
+            skill_use.skill,
+            usage.uses,
+            usage.success_percent()
+        );
+        let memory = NewMemory::new(stats_uri, text).with_l0(abstract_line);
+        if exists {
+            store.update(tenant, memory)?;
+        } else {
+            store.add(tenant, memory)?;
+        }
+        if let Some(error) = &skill_use.error {
+            let name = format!("{}.md", slug(error).chars().take(60).collect::<String>());
+            if let Ok(issue_uri) = dir.join("issues").and_then(|issues| issues.join(&name)) {
+                let content = format!("Using the {} skill went wrong: {error}", skill_use.skill);
+                store.add(tenant, NewMemory::new(issue_uri, content))?;
+            }
+        }
+        written.push(skill_use.skill.clone());
+    }
+    Ok(written)
 }
 
 /// Every tool memory of `agent`, and the entries that could not be read as statistics.

@@ -126,6 +126,9 @@ pub struct AfterTurnResponse {
     /// Tools whose statistics were updated (memory on).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_memories: Vec<String>,
+    /// Skills the turn used, whose memories (use counts, what went wrong) were updated.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skill_memories: Vec<String>,
     /// What the two-threshold memory upload did (memory on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upload: Option<UploadReport>,
@@ -247,6 +250,7 @@ pub(super) async fn after_turn_route(
             reported: observation.reported,
         }),
         tool_memories: outcome.tool_memories,
+        skill_memories: outcome.skill_memories,
         upload: outcome.upload.map(|step| UploadReport {
             started: step.started,
             completed: step.completed.len(),
