@@ -121,14 +121,13 @@ pub fn record_tool_reports(
                 continue;
             }
         };
-        let existing = match store.get(tenant, &uri) {
-            Ok(memory) => Some(ToolStats::from_json(&memory.l2).map_err(|error| {
+        let existing = match live_entry(store, tenant, &uri)? {
+            Some(memory) => Some(ToolStats::from_json(&memory.l2).map_err(|error| {
                 MemoryError::Corrupt(format!(
                     "the tool memory at {uri} is not tool statistics: {error}"
                 ))
             })?),
-            Err(MemoryError::NotFound { .. } | MemoryError::Forgotten { .. }) => None,
-            Err(error) => return Err(error),
+            None => None,
         };
         let exists = existing.is_some();
         let base = existing.unwrap_or_else(|| ToolStats::new(tool.clone()));
@@ -137,11 +136,7 @@ pub fn record_tool_reports(
             continue;
         };
         let memory = NewMemory::new(uri, stats.to_json()).with_l0(stats.abstract_line());
-        if exists {
-            store.update(tenant, memory)?;
-        } else {
-            store.add(tenant, memory)?;
-        }
+        put(store, tenant, memory, exists)?;
         update.updated.push(stats);
     }
     Ok(update)
@@ -163,14 +158,13 @@ pub fn record_skill_uses(
             continue;
         };
         let stats_uri = dir.join(SKILL_STATS_FILE)?;
-        let existing = match store.get(tenant, &stats_uri) {
-            Ok(memory) => Some(serde_json::from_str::<SkillUsage>(&memory.l2).map_err(
+        let existing = match live_entry(store, tenant, &stats_uri)? {
+            Some(memory) => Some(serde_json::from_str::<SkillUsage>(&memory.l2).map_err(
                 |error| {
                     MemoryError::Corrupt(format!("{stats_uri} is not skill usage counts: {error}"))
                 },
             )?),
-            Err(MemoryError::NotFound { .. } | MemoryError::Forgotten { .. }) => None,
-            Err(error) => return Err(error),
+            None => None,
         };
         let exists = existing.is_some();
         let mut usage = existing.unwrap_or_default();
@@ -186,11 +180,7 @@ pub fn record_skill_uses(
             usage.success_percent()
         );
         let memory = NewMemory::new(stats_uri, text).with_l0(abstract_line);
-        if exists {
-            store.update(tenant, memory)?;
-        } else {
-            store.add(tenant, memory)?;
-        }
+        put(store, tenant, memory, exists)?;
         if let Some(error) = &skill_use.error {
             let name = format!("{}.md", slug(error).chars().take(60).collect::<String>());
             if let Ok(issue_uri) = dir.join("issues").and_then(|issues| issues.join(&name)) {
@@ -201,6 +191,34 @@ pub fn record_skill_uses(
         written.push(skill_use.skill.clone());
     }
     Ok(written)
+}
+
+/// The live entry at `uri`; `None` when there is none (never written, or forgotten).
+fn live_entry(
+    store: &dyn MemoryStore,
+    tenant: &Tenant,
+    uri: &MemoryUri,
+) -> Result<Option<skald_store::memories::Memory>, MemoryError> {
+    match store.get(tenant, uri) {
+        Ok(memory) => Ok(Some(memory)),
+        Err(MemoryError::NotFound { .. } | MemoryError::Forgotten { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Writes `memory` as a new version of its entry when it `exists`, else as a new entry.
+fn put(
+    store: &dyn MemoryStore,
+    tenant: &Tenant,
+    memory: NewMemory,
+    exists: bool,
+) -> Result<(), MemoryError> {
+    if exists {
+        store.update(tenant, memory)?;
+    } else {
+        store.add(tenant, memory)?;
+    }
+    Ok(())
 }
 
 /// Every tool memory of `agent`, and the entries that could not be read as statistics.

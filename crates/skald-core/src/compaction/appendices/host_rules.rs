@@ -14,8 +14,7 @@
 //! (AGENTS.md's "Session Startup" and "Red Lines"), else the whole file — a CLAUDE.md is rules
 //! throughout.
 
-use super::TRUNCATED_MARKER;
-use super::rules::workspace_critical_rules;
+use super::rules::{RULES_CLOSE, RULES_OPEN, cut_to_limit, workspace_critical_rules};
 use crate::message::{Message, Role};
 
 /// One rules file a host loaded.
@@ -136,23 +135,25 @@ pub fn rules_of_files(files: &[RulesFile], max_chars: usize) -> Option<String> {
     if parts.is_empty() {
         return None;
     }
-    let combined = parts.join("\n\n");
-    if combined.chars().count() <= max_chars {
-        return Some(combined);
-    }
-    let mut cut: String = combined.chars().take(max_chars).collect();
-    cut.push_str(TRUNCATED_MARKER);
-    Some(cut)
+    Some(cut_to_limit(parts.join("\n\n"), max_chars))
+}
+
+/// Where `summary`'s `<workspace-critical-rules>` block is: from its opening tag to the end of
+/// its closing one, and its text between them.
+fn rules_block(summary: &str) -> Option<(std::ops::Range<usize>, &str)> {
+    let start = summary.find(RULES_OPEN)?;
+    let inner = start + RULES_OPEN.len();
+    let length = summary[inner..].find(RULES_CLOSE)?;
+    let end = inner + length + RULES_CLOSE.len();
+    Some((start..end, &summary[inner..inner + length]))
 }
 
 /// The critical rules a previous compaction appended to its summary (the text of its
 /// `<workspace-critical-rules>` block), so that the next compaction carries them on when their
 /// source has been compacted away.
 pub fn rules_in_summary(summary: &str) -> Option<&str> {
-    let open = "<workspace-critical-rules>\n";
-    let start = summary.find(open)? + open.len();
-    let end = summary[start..].find("\n</workspace-critical-rules>")?;
-    let rules = summary[start..start + end].trim();
+    let (_, rules) = rules_block(summary)?;
+    let rules = rules.trim();
     (!rules.is_empty()).then_some(rules)
 }
 
@@ -160,18 +161,16 @@ pub fn rules_in_summary(summary: &str) -> Option<&str> {
 /// previous summary, since the compaction appends the rules again itself (shown them, a
 /// summarizer would copy them into its text, and every compaction would carry them twice).
 pub fn without_critical_rules(summary: &str) -> String {
-    let open = "<workspace-critical-rules>\n";
-    let close = "\n</workspace-critical-rules>";
-    let Some(start) = summary.find(open) else {
-        return summary.to_owned();
-    };
-    let Some(length) = summary[start..].find(close) else {
-        return summary.to_owned();
-    };
-    let end = start + length + close.len();
-    format!("{}{}", summary[..start].trim_end(), &summary[end..])
+    match rules_block(summary) {
+        Some((block, _)) => format!(
+            "{}{}",
+            summary[..block.start].trim_end(),
+            &summary[block.end..]
+        )
         .trim()
-        .to_owned()
+        .to_owned(),
+        None => summary.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -179,6 +178,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+    use crate::compaction::appendices::TRUNCATED_MARKER;
 
     /// The block Claude Code 2.1.332 sent for a workspace with a CLAUDE.md (captured from the
     /// real CLI), with a second, user-level file.

@@ -18,21 +18,28 @@ pub fn workspace_critical_rules(agents_md: &str, max_chars: usize) -> Option<Str
     if sections.is_empty() {
         return None;
     }
-    let combined = sections.join("\n\n");
-    if combined.chars().count() <= max_chars {
-        return Some(combined);
-    }
-    let mut cut: String = combined.chars().take(max_chars).collect();
-    cut.push_str(TRUNCATED_MARKER);
-    Some(cut)
+    Some(cut_to_limit(sections.join("\n\n"), max_chars))
 }
+
+/// `text` whole when it has at most `max_chars` characters, else its first `max_chars` with
+/// the truncation marker.
+pub(super) fn cut_to_limit(text: String, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        return text;
+    }
+    let mut cut: String = text.chars().take(max_chars).collect();
+    cut.push_str(TRUNCATED_MARKER);
+    cut
+}
+
+/// How the `<workspace-critical-rules>` block opens, and how it closes.
+pub(super) const RULES_OPEN: &str = "<workspace-critical-rules>\n";
+pub(super) const RULES_CLOSE: &str = "\n</workspace-critical-rules>";
 
 /// The `<workspace-critical-rules>` block, empty without rules.
 pub fn format_critical_rules(rules: Option<&str>) -> String {
     match rules {
-        Some(rules) if !rules.trim().is_empty() => {
-            format!("<workspace-critical-rules>\n{rules}\n</workspace-critical-rules>")
-        }
+        Some(rules) if !rules.trim().is_empty() => format!("{RULES_OPEN}{rules}{RULES_CLOSE}"),
         Some(_) | None => String::new(),
     }
 }
